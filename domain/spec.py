@@ -1,0 +1,113 @@
+"""Session spec files (YAML or JSON): validated completely before anything starts."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from domain.agent import AgentDefinition, CamelModel
+
+_ID = r"^[a-z0-9][a-z0-9-]{0,62}$"
+MAX_INPUT_CHARS = 20_000
+
+
+class LineageOptions(CamelModel):
+    """Per-lineage orchestration knobs."""
+
+    max_cycles: int | None = Field(default=None, ge=1)
+    continue_as_new_every: int = Field(default=25, ge=1, le=1000)
+    max_attempts: int = Field(default=3, ge=1, le=20)
+    retry_initial_interval_seconds: float = Field(default=1.0, gt=0, le=600)
+
+
+class LineageSpec(CamelModel):
+    label: str = Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")
+    agent: AgentDefinition
+    options: LineageOptions = Field(default_factory=LineageOptions)
+
+
+class SessionSpec(CamelModel):
+    """A brief (the cycle inputs) plus the competing lineages that answer it."""
+
+    name: str = Field(min_length=1, max_length=200)
+    id: str | None = Field(default=None, pattern=_ID)
+    description: str = ""
+    inputs: list[str] = Field(min_length=1, max_length=1000)
+    lineages: list[LineageSpec] = Field(min_length=1, max_length=26)
+
+    @field_validator("inputs")
+    @classmethod
+    def _inputs_bounded(cls, inputs: list[str]) -> list[str]:
+        for i, text in enumerate(inputs):
+            if not text.strip():
+                raise ValueError(f"input {i} is empty")
+            if len(text) > MAX_INPUT_CHARS:
+                raise ValueError(f"input {i} has {len(text)} characters (max {MAX_INPUT_CHARS})")
+        return inputs
+
+    @model_validator(mode="after")
+    def _labels_unique(self) -> SessionSpec:
+        labels = [lineage.label for lineage in self.lineages]
+        duplicates = sorted({label for label in labels if labels.count(label) > 1})
+        if duplicates:
+            raise ValueError(f"lineage labels must be unique; repeated: {', '.join(duplicates)}")
+        return self
+
+    @property
+    def session_id(self) -> str:
+        return self.id or slugify(self.name)
+
+    def lineage_id(self, label: str) -> str:
+        return f"{self.session_id}-{label}"
+
+
+class SpecError(ValueError):
+    """A spec file that cannot start a session; the message names file, field and problem."""
+
+
+def slugify(name: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:63]
+    return slug or "session"
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def parse_spec(data: object, source: str = "<spec>") -> SessionSpec:
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: the spec must be a mapping, got {type(data).__name__}")
+    try:
+        return SessionSpec.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"{source}: invalid session spec ({exc.error_count()} problem(s))"]
+        for err in exc.errors():
+            lines.append(f"  - {_field_path(err['loc'])}: {err['msg']}")
+        raise SpecError("\n".join(lines)) from None
+
+
+def load_spec(path: str | Path) -> SessionSpec:
+    """Read and validate a YAML or JSON spec; raises SpecError naming the file and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read spec file: {exc.strerror or exc}") from None
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            data = yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise SpecError(f"{path}: not valid {path.suffix.lstrip('.') or 'YAML'}: {exc}") from None
+    return parse_spec(data, str(path))

@@ -1,0 +1,93 @@
+"""The Master Trainer's data: analysis, credit, plan, changes, outcome (seed names kept)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Sentiment = Literal["positive", "neutral", "negative"]
+Component = Literal["systemPrompt", "tools", "flow", "parameters"]
+
+
+class FeedbackAspect(BaseModel):
+    aspect: str  # e.g. "length", "format", "tone", "accuracy"
+    sentiment: Literal["positive", "negative"]
+    quote: str | None = None
+    confidence: float = Field(ge=0, le=1)
+    # What the reviewer wants, in the trainer's vocabulary ("shorter", "bullets", "formal"…)
+    want: str | None = None
+
+
+class ScoreAnalysis(BaseModel):
+    score: float
+    comment: str | None = None
+    sentiment: Sentiment
+    aspects: list[FeedbackAspect] = Field(default_factory=list)
+    trend: Literal["improving", "stable", "declining"]
+    delta_from_previous: float = 0.0
+
+
+class PromptCredit(BaseModel):
+    segment: str  # the instruction text, or "parameters.maxTokens=2048" for a parameter
+    segment_index: int  # position in the prompt; -1 for parameters
+    blame: Literal["high", "medium", "low", "none"]
+    related_aspect: str | None = None
+    reason: str
+
+
+class TrajectoryCredit(BaseModel):
+    span_id: str
+    contribution: float = Field(ge=-1, le=1)
+    reason: str
+
+
+class CreditAssignment(BaseModel):
+    mode: Literal["prompt", "trajectory"]
+    prompt: list[PromptCredit] = Field(default_factory=list)
+    trajectory: list[TrajectoryCredit] = Field(default_factory=list)
+
+
+class EvolutionChange(BaseModel):
+    component: Component
+    change_type: Literal["add", "remove", "modify"]
+    target: str  # e.g. "segment 0", "maxTokens"
+    before: str | None = None
+    after: str | None = None
+    reason: str
+    confidence: float = Field(ge=0, le=1)
+
+
+class ExpectedImpact(BaseModel):
+    aspect: str
+    direction: Literal["improve", "maintain"]
+
+
+class EvolutionPlan(BaseModel):
+    changes: list[EvolutionChange] = Field(default_factory=list)
+    hypothesis: str = ""
+    expected_impact: list[ExpectedImpact] = Field(default_factory=list)
+    # Notes from mechanical checks (constraints repaired or changes refused), for the record
+    notes: list[str] = Field(default_factory=list)
+
+
+class Directives(BaseModel):
+    sticky: list[str] = Field(default_factory=list)
+    oneshot: list[str] = Field(default_factory=list)
+
+
+class EvolutionTrigger(BaseModel):
+    rollout_id: str
+    attempt_id: str | None
+    artifact_id: str
+    evaluation_id: str
+    score: float
+    comment: str | None = None
+    directives: Directives = Field(default_factory=Directives)
+
+
+class EvolutionOutcome(BaseModel):
+    next_score: float
+    score_delta: float
+    hypothesis_validated: bool
+    reason: str

@@ -1,0 +1,1 @@
+"""Agent Runner (seed: Tracer, Executor, Adapter): runs an AgentDefinition on an input."""

@@ -1,0 +1,52 @@
+"""Claude through the real ``anthropic`` SDK (any Messages-compatible endpoint)."""
+
+from __future__ import annotations
+
+import anthropic
+
+from runner.model_backend import ModelError, ModelReply, ModelRequest
+
+
+class ClaudeBackend:
+    name = "claude"
+
+    def __init__(
+        self, api_key: str, base_url: str | None = None, max_retries: int = 2, timeout: float = 600
+    ) -> None:
+        # The SDK retries 429/5xx inside one attempt; Temporal retries across attempts.
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+        )
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        kwargs = {
+            "model": request.model,
+            "system": request.system,
+            "messages": [m.model_dump() for m in request.messages],
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+        }
+        if request.top_p is not None:
+            kwargs["top_p"] = request.top_p
+        try:
+            message = await self._client.messages.create(**kwargs)
+        except (anthropic.RateLimitError, anthropic.InternalServerError) as exc:
+            raise ModelError(f"Claude unavailable ({exc.status_code}): {exc.message}", retryable=True)
+        except anthropic.APIConnectionError as exc:
+            raise ModelError(f"cannot reach the Messages API: {exc}", retryable=True) from None
+        except anthropic.APIStatusError as exc:
+            retryable = exc.status_code >= 500 or exc.status_code in (408, 409, 429)
+            raise ModelError(
+                f"Claude rejected the request ({exc.status_code}): {exc.message}",
+                retryable=retryable,
+            ) from None
+        except anthropic.APIResponseValidationError as exc:
+            raise ModelError(f"malformed reply from the Messages API: {exc}", retryable=True)
+        text = "".join(block.text for block in message.content if block.type == "text")
+        return ModelReply(
+            text=text,
+            model=message.model,
+            prompt_tokens=message.usage.input_tokens,
+            completion_tokens=message.usage.output_tokens,
+            stop_reason=message.stop_reason,
+        )

@@ -1,0 +1,223 @@
+"""The built-in offline model: deterministic text so demos and tests run without an API key.
+
+It is not a language model and never claims to be one (replies report model ``offline-…``). It
+reads the instruction families a trainer writes — length, format, tone — from the system prompt,
+honours ``max_tokens``, and builds an answer about the input's topic from fixed sentence
+templates, so the demo loop visibly responds to evolution.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+
+from runner.model_backend import ModelReply, ModelRequest
+
+_NEGATION = r"(?:not|no|never|avoid|without|instead of|rather than)\s+(?:\w+\s+){0,2}"
+
+_STOPWORDS = set(
+    """a an the and or of for to in on at by with about from into over under why how what when
+    which who is are be should could would will can do does did explain describe discuss write
+    give list summarize tell me us our your their its this that these those it as than then
+    so if vs versus between more most less least some any each every all whether""".split()
+)
+
+_POINTS = [
+    "{Topic} works best when the goal is stated up front and measured.",
+    "Teams that try {topic} usually start small and expand what works.",
+    "The main benefit of {topic} is focus: fewer handoffs and clearer ownership.",
+    "A common risk with {topic} is hidden cost, so track it from day one.",
+    "{Kw1} and {kw2} matter more than tools when it comes to {topic}.",
+    "Clear communication keeps {topic} from drifting off course.",
+    "Measure {kw1} before and after, so the effect of {topic} is visible.",
+    "Good documentation makes {topic} repeatable instead of heroic.",
+    "Start with the simplest version of {topic} that could possibly work.",
+    "Revisit {topic} every quarter; what fit last year may not fit now.",
+    "People adopt {topic} faster when they see an early, concrete win.",
+    "Budget time for {kw2}, since it is where {topic} most often stalls.",
+]
+
+_ELABORATIONS = [
+    "In practice, this means agreeing on a small number of signals and reviewing them together.",
+    "Experience across many organisations suggests that consistency matters more than intensity.",
+    "It is worth noting that the costs appear early while the benefits compound over time.",
+    "This is rarely a one-off decision; it is a habit that needs periodic attention.",
+    "Where this goes wrong, the cause is usually unclear expectations rather than effort.",
+    "Leaders can help by modelling the behaviour they want and removing small obstacles.",
+    "The evidence is mixed in places, so it pays to run a short, honest trial first.",
+    "A written summary of decisions keeps everyone aligned as circumstances change.",
+]
+
+_FORMAL_OPENERS = [
+    "This analysis examines {topic} and its principal implications.",
+    "The following discussion considers {topic} in a structured manner.",
+]
+_CASUAL_OPENERS = [
+    "Here's the quick take on {topic}!",
+    "So, {topic} — let's dig in.",
+]
+_NEUTRAL_OPENERS = ["Here is an overview of {topic}.", "Some thoughts on {topic}."]
+_FORMAL_CLOSERS = [
+    "In conclusion, {topic} merits careful and deliberate consideration.",
+    "Overall, the considerations above should inform any decision regarding {topic}.",
+]
+_CASUAL_CLOSERS = ["Hope that helps — give it a go!", "That's the gist. Try it and see!"]
+
+
+def approx_tokens(text: str) -> int:
+    """A stable token estimate (about four characters per token)."""
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+def _mentions(text: str, pattern: str) -> bool:
+    """True when ``pattern`` occurs and at least one occurrence is not negated."""
+    for match in re.finditer(pattern, text):
+        before = text[max(0, match.start() - 40) : match.start()]
+        if not re.search(_NEGATION + r"$", before):
+            return True
+    return False
+
+
+class Style:
+    def __init__(self, instructions: str) -> None:
+        text = instructions.lower()
+        words = re.search(r"(?:under|at most|no more than|fewer than|max(?:imum)?)\s+(\d+)\s+words", text)
+        self.word_limit = int(words.group(1)) if words else None
+        if _mentions(text, r"\b(brief|concise|short|succinct|scannable|quick|terse|tl;?dr)\b"):
+            self.length = "short"
+        elif _mentions(
+            text, r"\b(comprehensive|detailed|thorough|in-depth|extensive|exhaustive|elaborate)\b"
+        ):
+            self.length = "long"
+        else:
+            self.length = "medium"
+        if _mentions(text, r"\bbullet"):
+            self.format = "bullets"
+        elif _mentions(text, r"\bnumbered\b|\bsteps\b"):
+            self.format = "numbered"
+        else:
+            self.format = "paragraphs"
+        if _mentions(text, r"\b(casual|friendly|conversational|warm|playful)\b"):
+            self.tone = "casual"
+        elif _mentions(text, r"\b(formal|professional(ly)?|academic)\b"):
+            self.tone = "formal"
+        else:
+            self.tone = "neutral"
+        self.headings = _mentions(text, r"\bheading|\bsection titles?\b")
+
+    @property
+    def target_words(self) -> int:
+        base = {"short": 80, "medium": 180, "long": 480}[self.length]
+        return min(base, self.word_limit) if self.word_limit else base
+
+
+def _topic(prompt: str) -> tuple[str, list[str]]:
+    text = prompt.strip().splitlines()[0] if prompt.strip() else "the question"
+    text = re.sub(
+        r"^(please\s+)?(explain|describe|discuss|write( about)?|summari[sz]e|tell me about|"
+        r"give (me )?(an? )?(overview|summary) of|outline)\s+",
+        "",
+        text,
+        flags=re.IGNORECASE,
+    )
+    topic = text.strip().rstrip(".?!").strip() or "the question"
+    if len(topic) > 80:
+        topic = topic[:80].rsplit(" ", 1)[0]
+    keywords = [
+        w
+        for w in re.findall(r"[a-zA-Z][a-zA-Z-]{3,}", topic.lower())
+        if w not in _STOPWORDS
+    ]
+    return topic[0].lower() + topic[1:], keywords or ["planning", "execution"]
+
+
+class OfflineModel:
+    """Deterministic stand-in for an LLM; same request, same reply."""
+
+    name = "offline"
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        return self.reply(request)
+
+    def reply(self, request: ModelRequest) -> ModelReply:
+        user = request.messages[-1].content if request.messages else ""
+        seed_src = f"{request.system}\x00{user}\x00{request.temperature}"
+        rng = random.Random(int(hashlib.sha256(seed_src.encode()).hexdigest()[:16], 16))
+        style = Style(request.system + "\n" + user)
+        topic, keywords = _topic(user)
+        fields = {
+            "topic": topic,
+            "Topic": topic[0].upper() + topic[1:],
+            "kw1": keywords[0],
+            "Kw1": keywords[0].capitalize(),
+            "kw2": keywords[-1] if len(keywords) > 1 else "follow-through",
+        }
+        text, stop = self._compose(style, rng, fields, request.max_tokens)
+        prompt_tokens = approx_tokens(request.system) + sum(
+            approx_tokens(m.content) for m in request.messages
+        )
+        return ModelReply(
+            text=text,
+            model=request.model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=approx_tokens(text),
+            stop_reason=stop,
+        )
+
+    def _compose(
+        self, style: Style, rng: random.Random, fields: dict[str, str], max_tokens: int
+    ) -> tuple[str, str]:
+        points = rng.sample(_POINTS, k=len(_POINTS))
+        elaborations = rng.sample(_ELABORATIONS, k=len(_ELABORATIONS))
+        budget = style.target_words
+        if style.format in ("bullets", "numbered"):
+            items: list[str] = []
+            words = 0
+            for i, point in enumerate(points):
+                line = point.format(**fields)
+                if style.length == "long":
+                    line += " " + elaborations[i % len(elaborations)]
+                if words + len(line.split()) > budget and items:
+                    break
+                items.append(line)
+                words += len(line.split())
+            marker = (lambda i: f"{i + 1}.") if style.format == "numbered" else (lambda i: "-")
+            blocks = [f"{marker(i)} {item}" for i, item in enumerate(items)]
+            if style.tone == "casual":
+                blocks.insert(0, rng.choice(_CASUAL_OPENERS).format(**fields))
+            return self._fit("\n".join(blocks), max_tokens)
+        opener = {
+            "formal": _FORMAL_OPENERS,
+            "casual": _CASUAL_OPENERS,
+            "neutral": _NEUTRAL_OPENERS,
+        }[style.tone]
+        sentences = [rng.choice(opener).format(**fields)]
+        i = 0
+        while sum(len(s.split()) for s in sentences) < budget and i < len(points) * 2:
+            sentences.append(points[i % len(points)].format(**fields))
+            if style.length != "short":
+                sentences.append(elaborations[i % len(elaborations)])
+            i += 1
+        closer = {"formal": _FORMAL_CLOSERS, "casual": _CASUAL_CLOSERS}.get(style.tone)
+        if closer:
+            sentences.append(rng.choice(closer).format(**fields))
+        per_paragraph = 2 if style.length == "short" else 4
+        paragraphs = [
+            " ".join(sentences[j : j + per_paragraph])
+            for j in range(0, len(sentences), per_paragraph)
+        ]
+        if style.headings:
+            paragraphs = [f"## Part {n + 1}\n{p}" for n, p in enumerate(paragraphs)]
+        return self._fit("\n\n".join(paragraphs), max_tokens)
+
+    @staticmethod
+    def _fit(text: str, max_tokens: int) -> tuple[str, str]:
+        """Cut at the last whole sentence that fits ``max_tokens``, as a real model would stop."""
+        if approx_tokens(text) <= max_tokens:
+            return text, "end_turn"
+        limit = max_tokens * 4
+        cut = text[:limit]
+        end = max(cut.rfind(". "), cut.rfind(".\n"), cut.rfind("\n"))
+        return (cut[: end + 1] if end > 0 else cut).rstrip(), "max_tokens"

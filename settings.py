@@ -1,0 +1,40 @@
+"""Process configuration, read once from the environment by workers and the starter.
+
+Workflow code never reads this: what a workflow needs is passed in as input.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel, SecretStr
+
+from store.database import DEFAULT_DATABASE_URL
+
+DEFAULT_TASK_QUEUE = "training-camp"
+
+
+class Settings(BaseModel):
+    temporal_address: str = "localhost:7233"
+    temporal_namespace: str = "default"
+    task_queue: str = DEFAULT_TASK_QUEUE
+    database_url: str = DEFAULT_DATABASE_URL
+    anthropic_api_key: SecretStr | None = None
+    anthropic_base_url: str | None = None
+    anthropic_max_retries: int = 2
+    max_concurrent_activities: int = 50
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        env = os.environ
+        key = env.get("ANTHROPIC_API_KEY")
+        return cls(
+            temporal_address=env.get("TEMPORAL_ADDRESS", "localhost:7233"),
+            temporal_namespace=env.get("TEMPORAL_NAMESPACE", "default"),
+            task_queue=env.get("TRAINING_CAMP_TASK_QUEUE", DEFAULT_TASK_QUEUE),
+            database_url=env.get("TRAINING_CAMP_DATABASE_URL", DEFAULT_DATABASE_URL),
+            anthropic_api_key=SecretStr(key) if key else None,
+            anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
+            anthropic_max_retries=int(env.get("ANTHROPIC_MAX_RETRIES", "2")),
+            max_concurrent_activities=int(env.get("TRAINING_CAMP_MAX_CONCURRENT_ACTIVITIES", "50")),
+        )

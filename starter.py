@@ -1,0 +1,271 @@
+"""Start a Training Camp session (all its lineages) from a spec file, watch it, or run the demo.
+
+    python starter.py start examples/essay-session.yaml   # against $TEMPORAL_ADDRESS
+    python starter.py status examples/essay-session.yaml
+    python starter.py demo examples/essay-session.yaml    # dev server + UI + worker + session
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import typer
+from rich.console import Console
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+)
+from temporalio.service import RPCError
+
+from domain import search_attributes
+from domain.lineage import LineageInput, LineageState
+from domain.spec import SessionSpec, SpecError, load_spec
+from settings import Settings
+from workflows.lineage import LineageWorkflow
+
+console = Console()
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False
+)
+
+
+def workflow_id(lineage_id: str) -> str:
+    return f"lineage-{lineage_id}"
+
+
+async def ensure_search_attributes(client: Client) -> None:
+    """Register our search attributes if the namespace lacks them (dev server or cluster)."""
+    namespace = client.namespace
+    try:
+        existing = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
+        )
+        missing = {
+            key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+            for key in search_attributes.ALL
+            if key.name not in existing.custom_attributes
+        }
+        if missing:
+            await client.operator_service.add_search_attributes(
+                AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+            )
+    except RPCError as exc:
+        console.print(
+            f"[yellow]could not check search attributes ({exc.message}); ask your Temporal "
+            "operator to add TrainingCampSession, TrainingCampLineage and TrainingCampStatus "
+            "(Keyword)[/yellow]"
+        )
+
+
+async def start_session(
+    client: Client, spec: SessionSpec, task_queue: str
+) -> list[WorkflowHandle[LineageWorkflow, object]]:
+    """Start every lineage of ``spec``; a lineage already running is resumed, not restarted."""
+    await ensure_search_attributes(client)
+    handles = []
+    for lineage in spec.lineages:
+        lineage_id = spec.lineage_id(lineage.label)
+        handle = await client.start_workflow(
+            LineageWorkflow.run,
+            LineageInput(
+                session_id=spec.session_id,
+                session_name=spec.name,
+                lineage_id=lineage_id,
+                label=lineage.label,
+                options=lineage.options,
+                initial_agent=lineage.agent,
+                inputs=spec.inputs,
+            ),
+            id=workflow_id(lineage_id),
+            task_queue=task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(search_attributes.SESSION, spec.session_id),
+                    SearchAttributePair(search_attributes.LINEAGE, lineage_id),
+                    SearchAttributePair(search_attributes.STATUS, "starting"),
+                ]
+            ),
+        )
+        handles.append(handle)
+    return handles
+
+
+def _cli() -> str:
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.exists():
+        with contextlib.suppress(ValueError):
+            return str(beside.relative_to(Path.cwd()))
+        return str(beside)
+    return "temporal"
+
+
+def print_instructions(spec: SessionSpec, settings: Settings, ui_url: str | None) -> None:
+    console.print(f"\n[bold]Session[/bold] {spec.name!r} (id [cyan]{spec.session_id}[/cyan])")
+    if ui_url:
+        query = quote(f'TrainingCampSession="{spec.session_id}"')
+        console.print(f"Temporal Web UI: {ui_url}/namespaces/{settings.temporal_namespace}"
+                      f"/workflows?query={query}")
+    for lineage in spec.lineages:
+        console.print(f"  lineage {lineage.label}: workflow id [cyan]"
+                      f"{workflow_id(spec.lineage_id(lineage.label))}[/cyan]")
+    first = workflow_id(spec.lineage_id(spec.lineages[0].label))
+    default = settings.temporal_address in ("localhost:7233", "127.0.0.1:7233")
+    address = "" if default else (
+        f" --address {settings.temporal_address}"
+    )
+    score = json.dumps({"score": 3, "comment": "Way too long, wanted quick bullets", "rater": "you"})
+    console.print("\nScore the latest output (signal; a bad payload is recorded as rejected):")
+    console.print(f"  {_cli()} workflow signal{address} --workflow-id {first} --name score "
+                  f"--input {shlex.quote(score)}", soft_wrap=True, highlight=False)
+    console.print("Or with validation (update; a bad payload is refused, exit code 1):")
+    console.print(f"  {_cli()} workflow update execute{address} --workflow-id {first} "
+                  f"--name submit_score --input '{{\"score\": 8}}'", soft_wrap=True, highlight=False)
+    console.print("Look at a lineage:")
+    console.print(f"  {_cli()} workflow query{address} --workflow-id {first} --type state",
+                  soft_wrap=True, highlight=False)
+    console.print(f"  {_cli()} workflow list{address} --query "
+                  f"{shlex.quote(f'TrainingCampSession={chr(34)}{spec.session_id}{chr(34)}')}\n",
+                  soft_wrap=True, highlight=False)
+
+
+async def watch(handles: list[WorkflowHandle[LineageWorkflow, object]]) -> None:
+    """Print each lineage's progress as it changes, until cancelled."""
+    seen: dict[str, tuple[object, ...]] = {}
+    while True:
+        for handle in handles:
+            try:
+                state: LineageState = await handle.query(LineageWorkflow.state)
+            except RPCError:
+                continue
+            key = (state.cycle, state.status, state.agent_version, len(state.score_history),
+                   state.rejected_feedback)
+            if seen.get(handle.id) == key:
+                continue
+            seen[handle.id] = key
+            last = state.score_history[-1] if state.score_history else None
+            scored = f" · last score {last.score:g} (cycle {last.cycle})" if last else ""
+            console.print(f"[bold]{state.label}[/bold] cycle {state.cycle} · agent v"
+                          f"{state.agent_version} · [magenta]{state.status}[/magenta]{scored}")
+            if state.status == "awaiting_score" and state.latest_output_preview:
+                text = state.latest_output_preview
+                words = len(text.split())
+                console.print(f"  [dim]output ({words} words shown):[/dim]")
+                for line in text.splitlines()[:8]:
+                    console.print(f"  [dim]│[/dim] {line[:160]}", highlight=False)
+            if state.last_rejection and state.rejected_feedback:
+                console.print(f"  [yellow]rejected: {state.last_rejection}[/yellow]")
+        await asyncio.sleep(1.0)
+
+
+def _load(spec_path: Path) -> SessionSpec:
+    try:
+        return load_spec(spec_path)
+    except SpecError as exc:
+        console.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def start(spec_path: Path = typer.Argument(..., help="Session spec (YAML or JSON).")) -> None:
+    """Start (or resume) every lineage of a session on $TEMPORAL_ADDRESS."""
+    spec = _load(spec_path)
+    settings = Settings.from_env()
+
+    async def go() -> None:
+        from worker import connect
+
+        client = await connect(settings)
+        await start_session(client, spec, settings.task_queue)
+        print_instructions(spec, settings, None)
+
+    asyncio.run(go())
+
+
+@app.command()
+def status(spec_path: Path = typer.Argument(..., help="Session spec (YAML or JSON).")) -> None:
+    """Print each lineage's state (the `state` query)."""
+    spec = _load(spec_path)
+    settings = Settings.from_env()
+
+    async def go() -> None:
+        from worker import connect
+
+        client = await connect(settings)
+        for lineage in spec.lineages:
+            handle = client.get_workflow_handle(workflow_id(spec.lineage_id(lineage.label)))
+            state = await handle.query(LineageWorkflow.state)
+            console.print_json(state.model_dump_json())
+
+    asyncio.run(go())
+
+
+@app.command()
+def demo(
+    spec_path: Path = typer.Argument(Path("examples/essay-session.yaml")),
+    data_dir: Path = typer.Option(Path(".training-camp"), help="Server and store data."),
+    port: int = typer.Option(7233),
+    ui_port: int = typer.Option(8233),
+) -> None:
+    """Dev server with Web UI + a worker + the session; Ctrl-C stops what it started."""
+    spec = _load(spec_path)
+    from dev_server import DevServer
+
+    server = DevServer(data_dir, port=port, ui_port=ui_port)
+    settings = Settings.from_env().model_copy(
+        update={"temporal_address": server.address}
+    )
+    if "TRAINING_CAMP_DATABASE_URL" not in os.environ:
+        settings.database_url = f"sqlite:///{data_dir / 'training-camp.db'}"
+    console.print(f"Starting the Temporal dev server (data in {data_dir}/)…")
+    server.start()
+    if not server.started_here:
+        console.print(f"[yellow]A server already listens on {server.address}; using it.[/yellow]")
+
+    async def go() -> None:
+        from store import Store
+        from worker import build_worker, connect
+
+        store = Store.open(settings.database_url)
+        client = await connect(settings)
+        async with build_worker(client, store, settings):
+            handles = await start_session(client, spec, settings.task_queue)
+            print_instructions(spec, settings, server.ui_url)
+            console.print(f"Store: {settings.database_url}. Watching (Ctrl-C to stop)…\n")
+            await watch(handles)
+
+    try:
+        asyncio.run(go())
+    except KeyboardInterrupt:
+        console.print("\nStopping… lineages keep waiting in Temporal; run again to resume.")
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    code = 0
+    try:
+        app()
+    except SystemExit as exc:
+        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # avoid the interpreter-exit abort of Temporal clients (sdk-python#300)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""The training-signal store: event log + payload blobs + projections (SQLModel).
+
+Activities write through ``Store.recorder`` (the one write path) and read through
+``Store.queries``. Workflow code never imports this package.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+
+from store.database import create_schema, create_store_engine, database_url_from_env
+from store.queries import StoreQueries
+from store.recorder import TrainingSignalRecorder
+
+
+class Store:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.recorder = TrainingSignalRecorder(engine)
+        self.queries = StoreQueries(engine)
+
+    @classmethod
+    def open(cls, url: str | None = None) -> Store:
+        engine = create_store_engine(url or database_url_from_env())
+        create_schema(engine)
+        return cls(engine)
+
+    def rebuild_projections(self) -> int:
+        from store import projections
+
+        with self.engine.begin() as conn:
+            return projections.rebuild(conn)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+__all__ = ["Store"]

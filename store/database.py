@@ -1,0 +1,53 @@
+"""Engine creation: SQLite (WAL) by default, any SQLAlchemy URL from the environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event
+from sqlmodel import SQLModel
+
+from store import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+
+DEFAULT_DATABASE_URL = "sqlite:///.training-camp/training-camp.db"
+
+
+def database_url_from_env() -> str:
+    return os.environ.get("TRAINING_CAMP_DATABASE_URL", DEFAULT_DATABASE_URL)
+
+
+def create_store_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        return _sqlite_engine(url)
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+
+
+def _sqlite_engine(url: str) -> Engine:
+    path = url.split("///", 1)[1] if "///" in url else ""
+    if path and path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        # We issue BEGIN ourselves (below) so writers take the lock up front instead of
+        # failing with "database is locked" when upgrading a read transaction.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def create_schema(engine: Engine) -> None:
+    SQLModel.metadata.create_all(engine)

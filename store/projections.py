@@ -1,0 +1,354 @@
+"""Projections: relational views folded from events, in the same transaction as the append.
+
+``apply`` is the only code that writes projection tables, and ``rebuild`` replays the whole log
+through it, so a dropped projection comes back identical.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from sqlalchemy import Connection, Table, delete, update
+
+from store import event_log
+from store.dialect import insert_ignore
+from store.tables import (
+    PROJECTION_TABLES,
+    AgentVersionRow,
+    ArtifactRow,
+    AttemptRow,
+    DirectiveRow,
+    EvaluationRow,
+    EvolutionRecordRow,
+    LineageRow,
+    RejectedFeedbackRow,
+    RolloutRow,
+    SessionRow,
+    SpanRow,
+)
+
+
+class EventLike(Protocol):
+    event_type: str
+    payload: dict[str, Any]
+    timestamp: int
+    session_id: str | None
+    lineage_id: str | None
+    agent_id: str | None
+    artifact_id: str | None
+    attempt_id: str | None
+
+
+def _t(model: type) -> Table:
+    return model.__table__  # type: ignore[attr-defined]
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _insert(conn: Connection, model: type, key: str = "id", **values: Any) -> None:
+    conn.execute(insert_ignore(conn, _t(model), [key]).values(**values))
+
+
+def _session_created(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _insert(conn, SessionRow, id=p["sessionId"], name=p["name"], created_at=e.timestamp)
+
+
+def _lineage_created(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _insert(
+        conn,
+        LineageRow,
+        id=p["lineageId"],
+        session_id=p["sessionId"],
+        label=p["label"],
+        workflow_id=p["workflowId"],
+        created_at=e.timestamp,
+    )
+
+
+def _agent_version(conn: Connection, e: EventLike, version: int, evolution_id: str | None) -> None:
+    p = e.payload
+    _insert(
+        conn,
+        AgentVersionRow,
+        id=f"{p['agentId']}@{version}",
+        agent_id=p["agentId"],
+        lineage_id=e.lineage_id,
+        version=version,
+        definition_hash=p["definitionHash"],
+        system_prompt_hash=p["systemPromptHash"],
+        tools_hash=p["toolsHash"],
+        flow_hash=p["flowHash"],
+        evolution_id=evolution_id,
+        created_at=e.timestamp,
+    )
+
+
+def _agent_created(conn: Connection, e: EventLike) -> None:
+    _agent_version(conn, e, e.payload["version"], None)
+
+
+def _agent_evolved(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _agent_version(conn, e, p["toVersion"], p["evolutionId"])
+    trigger = p["trigger"]
+    _insert(
+        conn,
+        EvolutionRecordRow,
+        id=p["evolutionId"],
+        lineage_id=e.lineage_id,
+        from_version=p["fromVersion"],
+        to_version=p["toVersion"],
+        rollout_id=trigger["rollout_id"],
+        attempt_id=trigger.get("attempt_id"),
+        artifact_id=trigger["artifact_id"],
+        evaluation_id=trigger["evaluation_id"],
+        trigger_score=trigger["score"],
+        trigger_comment=trigger.get("comment"),
+        directives=_json(trigger.get("directives", {})),
+        score_analysis=_json(p["scoreAnalysis"]),
+        credit_assignment=_json(p["creditAssignment"]),
+        plan=_json(p["plan"]),
+        changes=_json(p["changes"]),
+        hypothesis=p["hypothesis"],
+        created_at=e.timestamp,
+    )
+
+
+def _rollout_started(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _insert(
+        conn,
+        RolloutRow,
+        id=p["rolloutId"],
+        session_id=e.session_id,
+        lineage_id=e.lineage_id,
+        cycle=p["cycle"],
+        input_hash=p["inputHash"],
+        status="running",
+        created_at=e.timestamp,
+    )
+
+
+def _attempt_started(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    snap, params = p["agentSnapshot"], p["parameters"]
+    _insert(
+        conn,
+        AttemptRow,
+        id=e.attempt_id,
+        rollout_id=p["rolloutId"],
+        attempt_number=p["attemptNumber"],
+        status="running",
+        agent_id=snap["agent_id"],
+        agent_version=snap["version"],
+        system_prompt_hash=snap["system_prompt_hash"],
+        tools_hash=snap["tools_hash"],
+        flow_hash=snap["flow_hash"],
+        input_hash=p["inputHash"],
+        model_id=p["modelId"],
+        temperature=params.get("temperature"),
+        max_tokens=params.get("maxTokens"),
+        top_p=params.get("topP"),
+        created_at=e.timestamp,
+    )
+
+
+def _span_recorded(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _insert(
+        conn,
+        SpanRow,
+        id=p["spanId"],
+        attempt_id=e.attempt_id,
+        parent_span_id=p.get("parentSpanId"),
+        sequence=p["sequence"],
+        type=p["spanType"],
+        name=p.get("name"),
+        input_hash=p.get("inputHash"),
+        output_hash=p.get("outputHash"),
+        model_id=p.get("modelId"),
+        prompt_tokens=p.get("promptTokens"),
+        completion_tokens=p.get("completionTokens"),
+        tool_name=p.get("toolName"),
+        tool_args=None if p.get("toolArgs") is None else _json(p["toolArgs"]),
+        tool_result=p.get("toolResult"),
+        tool_error=p.get("toolError"),
+        duration_ms=p.get("durationMs"),
+        estimated_cost=p.get("estimatedCost"),
+        created_at=e.timestamp,
+    )
+
+
+def _attempt_completed(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    conn.execute(
+        update(_t(AttemptRow))
+        .where(_t(AttemptRow).c.id == e.attempt_id)
+        .values(
+            status="succeeded",
+            output_hash=p["outputHash"],
+            duration_ms=p["durationMs"],
+            prompt_tokens=p.get("promptTokens"),
+            completion_tokens=p.get("completionTokens"),
+            total_tokens=p.get("totalTokens"),
+            estimated_cost=p.get("estimatedCost"),
+        )
+    )
+
+
+def _attempt_failed(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    conn.execute(
+        update(_t(AttemptRow))
+        .where(_t(AttemptRow).c.id == e.attempt_id)
+        .values(status="failed", error=p["error"], duration_ms=p.get("durationMs"))
+    )
+
+
+def _artifact_created(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _insert(
+        conn,
+        ArtifactRow,
+        id=e.artifact_id,
+        session_id=e.session_id,
+        lineage_id=e.lineage_id,
+        rollout_id=p["rolloutId"],
+        attempt_id=e.attempt_id,
+        cycle=p["cycle"],
+        agent_version=p["agentVersion"],
+        content_hash=p["contentHash"],
+        created_at=e.timestamp,
+    )
+    conn.execute(
+        update(_t(RolloutRow))
+        .where(_t(RolloutRow).c.id == p["rolloutId"])
+        .values(status="completed", final_attempt_id=e.attempt_id, completed_at=e.timestamp)
+    )
+
+
+def _rollout_failed(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    conn.execute(
+        update(_t(RolloutRow))
+        .where(_t(RolloutRow).c.id == p["rolloutId"])
+        .values(status="failed", error=p["error"], completed_at=e.timestamp)
+    )
+
+
+def _artifact_scored(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _insert(
+        conn,
+        EvaluationRow,
+        id=p["evaluationId"],
+        artifact_id=e.artifact_id,
+        session_id=e.session_id,
+        lineage_id=e.lineage_id,
+        cycle=p["cycle"],
+        agent_version=p["agentVersion"],
+        score=p["score"],
+        comment=p.get("comment"),
+        rater=p.get("rater"),
+        created_at=e.timestamp,
+    )
+
+
+def _feedback_rejected(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _insert(
+        conn,
+        RejectedFeedbackRow,
+        id=p["rejectionId"],
+        lineage_id=e.lineage_id,
+        cycle=p["cycle"],
+        kind=p["kind"],
+        payload_preview=p["payloadPreview"],
+        reason=p["reason"],
+        created_at=e.timestamp,
+    )
+
+
+def _directive_added(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _insert(
+        conn,
+        DirectiveRow,
+        id=p["directiveId"],
+        lineage_id=e.lineage_id,
+        cycle=p["cycle"],
+        kind=p["type"],
+        content=p["content"],
+        created_at=e.timestamp,
+    )
+
+
+def _lineage_lock(locked: bool) -> Callable[[Connection, EventLike], None]:
+    def apply(conn: Connection, e: EventLike) -> None:
+        conn.execute(
+            update(_t(LineageRow))
+            .where(_t(LineageRow).c.id == e.lineage_id)
+            .values(locked=locked, lock_reason=e.payload.get("reason") if locked else None)
+        )
+
+    return apply
+
+
+def _evolution_outcome(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    conn.execute(
+        update(_t(EvolutionRecordRow))
+        .where(_t(EvolutionRecordRow).c.id == p["evolutionId"])
+        .values(
+            next_score=p["nextScore"],
+            score_delta=p["scoreDelta"],
+            hypothesis_validated=p["validated"],
+            outcome_reason=p.get("reason"),
+        )
+    )
+
+
+HANDLERS: dict[str, Callable[[Connection, EventLike], None]] = {
+    "session.created": _session_created,
+    "lineage.created": _lineage_created,
+    "agent.created": _agent_created,
+    "agent.evolved": _agent_evolved,
+    "rollout.started": _rollout_started,
+    "rollout.failed": _rollout_failed,
+    "attempt.started": _attempt_started,
+    "attempt.span_recorded": _span_recorded,
+    "attempt.completed": _attempt_completed,
+    "attempt.failed": _attempt_failed,
+    "artifact.created": _artifact_created,
+    "artifact.scored": _artifact_scored,
+    "feedback.rejected": _feedback_rejected,
+    "directive.added": _directive_added,
+    "lineage.locked": _lineage_lock(True),
+    "lineage.unlocked": _lineage_lock(False),
+    "evolution.outcome": _evolution_outcome,
+}
+
+
+def apply(conn: Connection, event: EventLike) -> None:
+    handler = HANDLERS.get(event.event_type)
+    if handler is not None:  # views ignore event types they do not know
+        handler(conn, event)
+
+
+def rebuild(conn: Connection) -> int:
+    """Empty every projection and fold the whole log into it again; returns events replayed."""
+    from sqlmodel import SQLModel
+
+    for name in PROJECTION_TABLES:
+        conn.execute(delete(SQLModel.metadata.tables[name]))
+    count = 0
+    for event in event_log.read(conn):
+        apply(conn, event)
+        count += 1
+    return count

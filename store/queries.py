@@ -1,0 +1,161 @@
+"""Read side: what activities, the CLI and tests ask of the store."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, func
+from sqlmodel import Session, SQLModel, col, select
+
+from domain.agent import AgentDefinition, AgentRef
+from store import event_log, payload_store
+from store.event_log import StoredEvent
+from store.tables import (
+    AgentVersionRow,
+    ArtifactRow,
+    AttemptRow,
+    DirectiveRow,
+    EvaluationRow,
+    EvolutionRecordRow,
+    LineageRow,
+    PayloadBlob,
+    RejectedFeedbackRow,
+    RolloutRow,
+    SpanRow,
+    TrainingEvent,
+)
+
+Row = TypeVar("Row", bound=SQLModel)
+
+
+class StoreQueries:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def _all(self, statement: Any) -> list[Any]:
+        with Session(self.engine) as session:
+            return list(session.exec(statement).all())
+
+    def payload(self, digest: str) -> Any:
+        with self.engine.connect() as conn:
+            return payload_store.get(conn, digest)
+
+    def agent_definition(self, ref: AgentRef) -> AgentDefinition:
+        rows = self._all(
+            select(AgentVersionRow).where(AgentVersionRow.id == f"{ref.agent_id}@{ref.version}")
+        )
+        if not rows:
+            raise KeyError(f"agent {ref.agent_id} version {ref.version} is not in the store")
+        return AgentDefinition.model_validate(self.payload(rows[0].definition_hash))
+
+    def agent_versions(self, lineage_id: str) -> list[AgentVersionRow]:
+        return self._all(
+            select(AgentVersionRow)
+            .where(AgentVersionRow.lineage_id == lineage_id)
+            .order_by(col(AgentVersionRow.version))
+        )
+
+    def lineage(self, lineage_id: str) -> LineageRow | None:
+        rows = self._all(select(LineageRow).where(LineageRow.id == lineage_id))
+        return rows[0] if rows else None
+
+    def session_lineages(self, session_id: str) -> list[LineageRow]:
+        return self._all(
+            select(LineageRow).where(LineageRow.session_id == session_id).order_by(LineageRow.label)
+        )
+
+    def rollouts(self, lineage_id: str) -> list[RolloutRow]:
+        return self._all(
+            select(RolloutRow)
+            .where(RolloutRow.lineage_id == lineage_id)
+            .order_by(col(RolloutRow.cycle), col(RolloutRow.created_at))
+        )
+
+    def attempts(self, rollout_id: str) -> list[AttemptRow]:
+        return self._all(
+            select(AttemptRow)
+            .where(AttemptRow.rollout_id == rollout_id)
+            .order_by(col(AttemptRow.attempt_number))
+        )
+
+    def spans(self, attempt_id: str) -> list[SpanRow]:
+        return self._all(
+            select(SpanRow).where(SpanRow.attempt_id == attempt_id).order_by(col(SpanRow.sequence))
+        )
+
+    def artifact(self, artifact_id: str) -> ArtifactRow:
+        rows = self._all(select(ArtifactRow).where(ArtifactRow.id == artifact_id))
+        if not rows:
+            raise KeyError(f"artifact {artifact_id} is not in the store")
+        return rows[0]
+
+    def artifacts(self, lineage_id: str) -> list[ArtifactRow]:
+        return self._all(
+            select(ArtifactRow)
+            .where(ArtifactRow.lineage_id == lineage_id)
+            .order_by(col(ArtifactRow.cycle))
+        )
+
+    def artifact_text(self, artifact_id: str) -> str:
+        return str(self.payload(self.artifact(artifact_id).content_hash))
+
+    def evaluations(self, lineage_id: str) -> list[EvaluationRow]:
+        return self._all(
+            select(EvaluationRow)
+            .where(EvaluationRow.lineage_id == lineage_id)
+            .order_by(col(EvaluationRow.created_at))
+        )
+
+    def latest_scores(self, session_id: str) -> dict[str, float | None]:
+        """Each lineage of the session → its most recent score (None if never scored)."""
+        out: dict[str, float | None] = {}
+        for lineage in self.session_lineages(session_id):
+            evals = self.evaluations(lineage.id)
+            out[lineage.id] = evals[-1].score if evals else None
+        return out
+
+    def evolution_records(self, lineage_id: str) -> list[EvolutionRecordRow]:
+        return self._all(
+            select(EvolutionRecordRow)
+            .where(EvolutionRecordRow.lineage_id == lineage_id)
+            .order_by(col(EvolutionRecordRow.from_version))
+        )
+
+    def evolution_record(self, evolution_id: str) -> EvolutionRecordRow | None:
+        rows = self._all(select(EvolutionRecordRow).where(EvolutionRecordRow.id == evolution_id))
+        return rows[0] if rows else None
+
+    def rejected_feedback(self, lineage_id: str) -> list[RejectedFeedbackRow]:
+        return self._all(
+            select(RejectedFeedbackRow)
+            .where(RejectedFeedbackRow.lineage_id == lineage_id)
+            .order_by(col(RejectedFeedbackRow.created_at))
+        )
+
+    def directives(self, lineage_id: str) -> list[DirectiveRow]:
+        return self._all(
+            select(DirectiveRow)
+            .where(DirectiveRow.lineage_id == lineage_id)
+            .order_by(col(DirectiveRow.created_at))
+        )
+
+    def events(
+        self, lineage_id: str | None = None, event_types: list[str] | None = None
+    ) -> list[StoredEvent]:
+        with self.engine.connect() as conn:
+            return list(event_log.read(conn, lineage_id=lineage_id, event_types=event_types))
+
+    def count(self, table: type[SQLModel]) -> int:
+        with Session(self.engine) as session:
+            return int(session.exec(select(func.count()).select_from(table)).one())
+
+    def blob_stats(self) -> tuple[int, int]:
+        """(number of blobs, total bytes)."""
+        with Session(self.engine) as session:
+            n, size = session.exec(
+                select(func.count(), func.coalesce(func.sum(PayloadBlob.size), 0))
+            ).one()
+            return int(n), int(size)
+
+    def event_count(self) -> int:
+        return self.count(TrainingEvent)

@@ -1,0 +1,520 @@
+"""TrainingSignalRecorder: the one write path. Each call appends events and folds them into the
+projections in a single transaction; event ids come from Temporal identity, so retries and replays
+insert nothing twice."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import Engine
+
+from domain.agent import AgentDefinition, AgentRef, AgentSnapshot
+from domain.trainer import (
+    CreditAssignment,
+    EvolutionChange,
+    EvolutionOutcome,
+    EvolutionPlan,
+    EvolutionTrigger,
+    ScoreAnalysis,
+)
+from store import event_log, payload_store, projections
+from store.event_log import NewEvent
+
+HIGH_SCORE = 8
+LOW_SCORE = 3
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class SpanRecord(BaseModel):
+    """One execution span as the runner produced it (texts are stored as blobs)."""
+
+    span_id: str
+    parent_span_id: str | None = None
+    sequence: int
+    span_type: str
+    name: str | None = None
+    input: str | None = None
+    output: str | None = None
+    model_id: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    tool_name: str | None = None
+    tool_args: dict[str, Any] | None = None
+    tool_result: str | None = None
+    tool_error: str | None = None
+    duration_ms: int = 0
+    estimated_cost: float | None = None
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated_cost: float | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class TrainingSignalRecorder:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def _write(self, events: Sequence[NewEvent], blobs: Sequence[Any] = ()) -> int:
+        with self.engine.begin() as conn:
+            if blobs:
+                payload_store.put_many(conn, list(blobs), now_ms())
+            inserted = event_log.append(conn, list(events))
+            for event in inserted:
+                projections.apply(conn, event)
+        return len(inserted)
+
+    # ---- sessions, lineages, agents --------------------------------------------------------
+
+    def register_lineage(
+        self,
+        *,
+        session_id: str,
+        session_name: str,
+        lineage_id: str,
+        label: str,
+        workflow_id: str,
+        agent: AgentDefinition,
+        inputs: list[str],
+    ) -> list[str]:
+        """Record the session, the lineage and agent v1; returns the inputs' content hashes."""
+        ts = now_ms()
+        definition = agent.model_dump(mode="json")
+        hashes = agent.hashes()
+        input_hashes = [payload_store.encode(text)[0] for text in inputs]
+        refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
+        events = [
+            NewEvent.keyed(
+                "session.created",
+                session_id,
+                {"sessionId": session_id, "name": session_name},
+                session_id=session_id,
+                timestamp=ts,
+            ),
+            NewEvent.keyed(
+                "lineage.created",
+                lineage_id,
+                {
+                    "sessionId": session_id,
+                    "lineageId": lineage_id,
+                    "label": label,
+                    "workflowId": workflow_id,
+                },
+                **refs,
+            ),
+            NewEvent.keyed(
+                "agent.created",
+                f"{lineage_id}@1",
+                {
+                    "agentId": lineage_id,
+                    "lineageId": lineage_id,
+                    "version": 1,
+                    "definitionHash": payload_store.encode(definition)[0],
+                    "systemPromptHash": hashes.system_prompt_hash,
+                    "toolsHash": hashes.tools_hash,
+                    "flowHash": hashes.flow_hash,
+                },
+                agent_id=lineage_id,
+                **refs,
+            ),
+        ]
+        self._write(events, [definition, agent.system_prompt, *inputs])
+        return input_hashes
+
+    def record_evolution(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        evolution_id: str,
+        from_version: int,
+        new_agent: AgentDefinition,
+        trigger: EvolutionTrigger,
+        analysis: ScoreAnalysis,
+        credit: CreditAssignment,
+        plan: EvolutionPlan,
+        changes: list[EvolutionChange],
+    ) -> AgentRef:
+        ts = now_ms()
+        definition = new_agent.model_dump(mode="json")
+        hashes = new_agent.hashes()
+        to_version = from_version + 1
+        event = NewEvent.keyed(
+            "agent.evolved",
+            evolution_id,
+            {
+                "agentId": lineage_id,
+                "evolutionId": evolution_id,
+                "fromVersion": from_version,
+                "toVersion": to_version,
+                "definitionHash": payload_store.encode(definition)[0],
+                "systemPromptHash": hashes.system_prompt_hash,
+                "toolsHash": hashes.tools_hash,
+                "flowHash": hashes.flow_hash,
+                "changes": [c.model_dump(mode="json") for c in changes],
+                "hypothesis": plan.hypothesis,
+                "trigger": trigger.model_dump(mode="json"),
+                "scoreAnalysis": analysis.model_dump(mode="json"),
+                "creditAssignment": credit.model_dump(mode="json"),
+                "plan": plan.model_dump(mode="json"),
+            },
+            session_id=session_id,
+            lineage_id=lineage_id,
+            agent_id=lineage_id,
+            timestamp=ts,
+            tags=["evolution"],
+        )
+        self._write([event], [definition, new_agent.system_prompt])
+        return AgentRef(agent_id=lineage_id, version=to_version)
+
+    # ---- rollouts and attempts -------------------------------------------------------------
+
+    def record_attempt_started(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        rollout_id: str,
+        cycle: int,
+        attempt_id: str,
+        attempt_number: int,
+        snapshot: AgentSnapshot,
+        input_hash: str,
+        model_id: str,
+        parameters: dict[str, Any],
+    ) -> None:
+        ts = now_ms()
+        refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
+        self._write(
+            [
+                NewEvent.keyed(
+                    "rollout.started",
+                    rollout_id,
+                    {"rolloutId": rollout_id, "cycle": cycle, "inputHash": input_hash},
+                    **refs,
+                ),
+                NewEvent.keyed(
+                    "attempt.started",
+                    attempt_id,
+                    {
+                        "rolloutId": rollout_id,
+                        "attemptNumber": attempt_number,
+                        "agentSnapshot": snapshot.model_dump(mode="json"),
+                        "inputHash": input_hash,
+                        "modelId": model_id,
+                        "parameters": parameters,
+                    },
+                    agent_id=snapshot.agent_id,
+                    attempt_id=attempt_id,
+                    **refs,
+                ),
+            ]
+        )
+
+    def _span_events(
+        self, spans: list[SpanRecord], refs: dict[str, Any]
+    ) -> tuple[list[NewEvent], list[str]]:
+        events, blobs = [], []
+        for span in spans:
+            payload: dict[str, Any] = {
+                "spanId": span.span_id,
+                "parentSpanId": span.parent_span_id,
+                "sequence": span.sequence,
+                "spanType": span.span_type,
+                "name": span.name,
+                "modelId": span.model_id,
+                "promptTokens": span.prompt_tokens,
+                "completionTokens": span.completion_tokens,
+                "toolName": span.tool_name,
+                "toolArgs": span.tool_args,
+                "toolResult": span.tool_result,
+                "toolError": span.tool_error,
+                "durationMs": span.duration_ms,
+                "estimatedCost": span.estimated_cost,
+            }
+            for field in ("input", "output"):
+                text = getattr(span, field)
+                if text is not None:
+                    payload[f"{field}Hash"] = payload_store.encode(text)[0]
+                    blobs.append(text)
+            tags = ["tool_use"] if span.span_type == "tool_call" else []
+            if span.tool_error:
+                tags.append("error")
+            events.append(
+                NewEvent.keyed(
+                    "attempt.span_recorded",
+                    span.span_id,
+                    {k: v for k, v in payload.items() if v is not None},
+                    tags=tags,
+                    **refs,
+                )
+            )
+        return events, blobs
+
+    @staticmethod
+    def _attempt_tags(spans: list[SpanRecord], error: bool) -> list[str]:
+        tags = []
+        if any(s.span_type == "tool_call" for s in spans):
+            tags.append("tool_use")
+        if sum(1 for s in spans if s.span_type == "llm_call") > 1 or len(spans) > 3:
+            tags.append("multi_step")
+        if error:
+            tags.append("error")
+        return tags
+
+    def record_attempt_succeeded(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        rollout_id: str,
+        cycle: int,
+        agent_version: int,
+        attempt_id: str,
+        artifact_id: str,
+        output: str,
+        spans: list[SpanRecord],
+        usage: Usage,
+        duration_ms: int,
+    ) -> str:
+        ts = now_ms()
+        refs = {
+            "session_id": session_id,
+            "lineage_id": lineage_id,
+            "agent_id": lineage_id,
+            "attempt_id": attempt_id,
+            "timestamp": ts,
+        }
+        span_events, blobs = self._span_events(spans, refs)
+        output_hash = payload_store.encode(output)[0]
+        completed = NewEvent.keyed(
+            "attempt.completed",
+            attempt_id,
+            {
+                "outputHash": output_hash,
+                "promptTokens": usage.prompt_tokens,
+                "completionTokens": usage.completion_tokens,
+                "totalTokens": usage.total_tokens,
+                "durationMs": duration_ms,
+                "estimatedCost": usage.estimated_cost,
+                "success": True,
+            },
+            tags=self._attempt_tags(spans, error=False),
+            **refs,
+        )
+        artifact = NewEvent.keyed(
+            "artifact.created",
+            artifact_id,
+            {
+                "rolloutId": rollout_id,
+                "cycle": cycle,
+                "agentVersion": agent_version,
+                "contentHash": output_hash,
+            },
+            artifact_id=artifact_id,
+            **refs,
+        )
+        self._write([*span_events, completed, artifact], [*blobs, output])
+        return output_hash
+
+    def record_attempt_failed(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        attempt_id: str,
+        error: str,
+        error_type: str,
+        retryable: bool,
+        spans: list[SpanRecord],
+        duration_ms: int,
+    ) -> None:
+        ts = now_ms()
+        refs = {
+            "session_id": session_id,
+            "lineage_id": lineage_id,
+            "agent_id": lineage_id,
+            "attempt_id": attempt_id,
+            "timestamp": ts,
+        }
+        span_events, blobs = self._span_events(spans, refs)
+        failed = NewEvent.keyed(
+            "attempt.failed",
+            attempt_id,
+            {
+                "error": error,
+                "errorType": error_type,
+                "retryable": retryable,
+                "durationMs": duration_ms,
+            },
+            tags=self._attempt_tags(spans, error=True),
+            **refs,
+        )
+        self._write([*span_events, failed], blobs)
+
+    def record_rollout_failed(
+        self, *, session_id: str, lineage_id: str, rollout_id: str, error: str
+    ) -> None:
+        self._write(
+            [
+                NewEvent.keyed(
+                    "rollout.failed",
+                    rollout_id,
+                    {"rolloutId": rollout_id, "error": error},
+                    session_id=session_id,
+                    lineage_id=lineage_id,
+                    timestamp=now_ms(),
+                    tags=["error"],
+                )
+            ]
+        )
+
+    # ---- human feedback --------------------------------------------------------------------
+
+    def record_score(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        evaluation_id: str,
+        artifact_id: str,
+        rollout_id: str,
+        cycle: int,
+        agent_version: int,
+        score: float,
+        comment: str | None,
+        rater: str | None,
+        outcome: tuple[str, EvolutionOutcome] | None,
+    ) -> None:
+        ts = now_ms()
+        refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
+        tags = ["high_score"] if score >= HIGH_SCORE else ["low_score"] if score <= LOW_SCORE else []
+        events = [
+            NewEvent.keyed(
+                "artifact.scored",
+                evaluation_id,
+                {
+                    "evaluationId": evaluation_id,
+                    "rolloutId": rollout_id,
+                    "cycle": cycle,
+                    "agentVersion": agent_version,
+                    "score": score,
+                    "comment": comment,
+                    "rater": rater,
+                },
+                artifact_id=artifact_id,
+                tags=tags,
+                **refs,
+            )
+        ]
+        if outcome is not None:
+            evolution_id, result = outcome
+            events.append(
+                NewEvent.keyed(
+                    "evolution.outcome",
+                    evolution_id,
+                    {
+                        "evolutionId": evolution_id,
+                        "nextScore": result.next_score,
+                        "scoreDelta": result.score_delta,
+                        "validated": result.hypothesis_validated,
+                        "reason": result.reason,
+                    },
+                    **refs,
+                )
+            )
+        self._write(events)
+
+    def record_rejection(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        rejection_id: str,
+        cycle: int,
+        kind: str,
+        payload_preview: str,
+        reason: str,
+    ) -> None:
+        self._write(
+            [
+                NewEvent.keyed(
+                    "feedback.rejected",
+                    rejection_id,
+                    {
+                        "rejectionId": rejection_id,
+                        "cycle": cycle,
+                        "kind": kind,
+                        "payloadPreview": payload_preview,
+                        "reason": reason,
+                    },
+                    session_id=session_id,
+                    lineage_id=lineage_id,
+                    timestamp=now_ms(),
+                    tags=["rejected"],
+                )
+            ]
+        )
+
+    def record_directive(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        directive_id: str,
+        cycle: int,
+        kind: str,
+        content: str,
+    ) -> None:
+        self._write(
+            [
+                NewEvent.keyed(
+                    "directive.added",
+                    directive_id,
+                    {"directiveId": directive_id, "type": kind, "content": content, "cycle": cycle},
+                    session_id=session_id,
+                    lineage_id=lineage_id,
+                    timestamp=now_ms(),
+                )
+            ]
+        )
+
+    def record_lock(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        event_key: str,
+        cycle: int,
+        locked: bool,
+        reason: str | None,
+        competitor_scores: dict[str, float | None],
+    ) -> None:
+        payload: dict[str, Any] = {"reason": reason, "cycle": cycle}
+        if locked:
+            payload["competingLineageIds"] = sorted(competitor_scores)
+            payload["competitorScores"] = competitor_scores
+        self._write(
+            [
+                NewEvent.keyed(
+                    "lineage.locked" if locked else "lineage.unlocked",
+                    event_key,
+                    payload,
+                    session_id=session_id,
+                    lineage_id=lineage_id,
+                    timestamp=now_ms(),
+                    tags=["preference_signal"] if locked else [],
+                )
+            ]
+        )

@@ -1,0 +1,233 @@
+"""SQLModel tables: the event log, the payload blobs, and the projections rebuilt from them.
+
+Large text (inputs, outputs, prompts) lives once in ``payload_blobs``; projections reference it by
+hash, so the same prompt used by a hundred attempts is stored once.
+"""
+
+from __future__ import annotations
+
+from sqlmodel import Field, SQLModel
+
+
+class TrainingEvent(SQLModel, table=True):
+    """The append-only source of truth (seed: training-signal-storage)."""
+
+    __tablename__ = "training_events"
+
+    position: int | None = Field(default=None, primary_key=True)  # global order
+    id: str = Field(unique=True, max_length=64)
+    timestamp: int = Field(index=True)
+    event_type: str = Field(index=True, max_length=64)
+    schema_version: int = 1
+    session_id: str | None = Field(default=None, index=True, max_length=128)
+    lineage_id: str | None = Field(default=None, index=True, max_length=128)
+    agent_id: str | None = Field(default=None, max_length=128)
+    artifact_id: str | None = Field(default=None, index=True, max_length=200)
+    attempt_id: str | None = Field(default=None, index=True, max_length=200)
+    payload_hash: str = Field(max_length=64)
+    payload_size: int
+    tags: str = "[]"  # JSON array
+
+
+class PayloadBlob(SQLModel, table=True):
+    __tablename__ = "payload_blobs"
+
+    hash: str = Field(primary_key=True, max_length=64)
+    content: str  # canonical JSON
+    size: int
+    created_at: int
+
+
+# ---- projections (dropped and rebuilt from the log, identically) ----------------------------
+
+PROJECTION_TABLES = (
+    "sessions",
+    "lineages",
+    "agent_versions",
+    "rollouts",
+    "attempts",
+    "execution_spans",
+    "artifacts",
+    "evaluations",
+    "rejected_feedback",
+    "directives",
+    "evolution_records",
+)
+
+
+class SessionRow(SQLModel, table=True):
+    __tablename__ = "sessions"
+
+    id: str = Field(primary_key=True, max_length=128)
+    name: str
+    created_at: int
+
+
+class LineageRow(SQLModel, table=True):
+    __tablename__ = "lineages"
+
+    id: str = Field(primary_key=True, max_length=128)
+    session_id: str = Field(index=True, max_length=128)
+    label: str
+    workflow_id: str
+    locked: bool = False
+    lock_reason: str | None = None
+    created_at: int
+
+
+class AgentVersionRow(SQLModel, table=True):
+    __tablename__ = "agent_versions"
+
+    id: str = Field(primary_key=True, max_length=160)  # "<agent_id>@<version>"
+    agent_id: str = Field(index=True, max_length=128)
+    lineage_id: str = Field(index=True, max_length=128)
+    version: int
+    definition_hash: str  # payload blob holding the whole AgentDefinition
+    system_prompt_hash: str
+    tools_hash: str
+    flow_hash: str
+    evolution_id: str | None = None
+    created_at: int
+
+
+class RolloutRow(SQLModel, table=True):
+    __tablename__ = "rollouts"
+
+    id: str = Field(primary_key=True, max_length=200)
+    session_id: str = Field(index=True, max_length=128)
+    lineage_id: str = Field(index=True, max_length=128)
+    cycle: int
+    input_hash: str
+    status: str = "pending"  # pending → running → completed / failed
+    final_attempt_id: str | None = None
+    error: str | None = None
+    created_at: int
+    completed_at: int | None = None
+
+
+class AttemptRow(SQLModel, table=True):
+    __tablename__ = "attempts"
+
+    id: str = Field(primary_key=True, max_length=200)
+    rollout_id: str = Field(index=True, max_length=200)
+    attempt_number: int
+    status: str = "running"  # running → succeeded / failed
+    agent_id: str
+    agent_version: int
+    system_prompt_hash: str
+    tools_hash: str
+    flow_hash: str
+    input_hash: str
+    model_id: str
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    output_hash: str | None = None
+    error: str | None = None
+    duration_ms: int | None = None
+    total_tokens: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    estimated_cost: float | None = None
+    created_at: int
+
+
+class SpanRow(SQLModel, table=True):
+    __tablename__ = "execution_spans"
+
+    id: str = Field(primary_key=True, max_length=220)
+    attempt_id: str = Field(index=True, max_length=200)
+    parent_span_id: str | None = None
+    sequence: int
+    type: str  # llm_call | tool_call | tool_result | reasoning | output
+    name: str | None = None
+    input_hash: str | None = None
+    output_hash: str | None = None
+    model_id: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    tool_name: str | None = None
+    tool_args: str | None = None  # JSON
+    tool_result: str | None = None
+    tool_error: str | None = None
+    duration_ms: int | None = None
+    estimated_cost: float | None = None
+    created_at: int
+
+
+class ArtifactRow(SQLModel, table=True):
+    __tablename__ = "artifacts"
+
+    id: str = Field(primary_key=True, max_length=220)
+    session_id: str = Field(index=True, max_length=128)
+    lineage_id: str = Field(index=True, max_length=128)
+    rollout_id: str = Field(max_length=200)
+    attempt_id: str = Field(max_length=200)
+    cycle: int
+    agent_version: int
+    content_hash: str
+    created_at: int
+
+
+class EvaluationRow(SQLModel, table=True):
+    __tablename__ = "evaluations"
+
+    id: str = Field(primary_key=True, max_length=220)
+    artifact_id: str = Field(index=True, max_length=220)
+    session_id: str = Field(index=True, max_length=128)
+    lineage_id: str = Field(index=True, max_length=128)
+    cycle: int
+    agent_version: int
+    score: float
+    comment: str | None = None
+    rater: str | None = None
+    created_at: int
+
+
+class RejectedFeedbackRow(SQLModel, table=True):
+    __tablename__ = "rejected_feedback"
+
+    id: str = Field(primary_key=True, max_length=220)
+    lineage_id: str = Field(index=True, max_length=128)
+    cycle: int
+    kind: str
+    payload_preview: str
+    reason: str
+    created_at: int
+
+
+class DirectiveRow(SQLModel, table=True):
+    __tablename__ = "directives"
+
+    id: str = Field(primary_key=True, max_length=220)
+    lineage_id: str = Field(index=True, max_length=128)
+    cycle: int
+    kind: str  # sticky | oneshot
+    content: str
+    created_at: int
+
+
+class EvolutionRecordRow(SQLModel, table=True):
+    __tablename__ = "evolution_records"
+
+    id: str = Field(primary_key=True, max_length=200)
+    lineage_id: str = Field(index=True, max_length=128)
+    from_version: int
+    to_version: int
+    rollout_id: str
+    attempt_id: str | None = None
+    artifact_id: str
+    evaluation_id: str
+    trigger_score: float
+    trigger_comment: str | None = None
+    directives: str  # JSON
+    score_analysis: str  # JSON
+    credit_assignment: str  # JSON
+    plan: str  # JSON
+    changes: str  # JSON
+    hypothesis: str
+    next_score: float | None = None
+    score_delta: float | None = None
+    hypothesis_validated: bool | None = None
+    outcome_reason: str | None = None
+    created_at: int

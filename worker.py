@@ -1,0 +1,112 @@
+"""Run a Training Camp worker: the LineageWorkflow and every activity, on one task queue.
+
+Workers are stateless; run as many as you like, on as many machines, against one store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import typer
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from activities.agent_execution import AgentExecutionActivities
+from activities.feedback import FeedbackActivities
+from activities.lineage_registry import LineageRegistryActivities
+from activities.trainer import TrainerActivities
+from runner.backends import ModelBackends
+from runner.executor import Executor
+from settings import Settings
+from store import Store
+from workflows.lineage import LineageWorkflow
+
+
+async def connect(settings: Settings) -> Client:
+    return await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=pydantic_data_converter,
+    )
+
+
+def build_worker(
+    client: Client, store: Store, settings: Settings, task_queue: str | None = None
+) -> Worker:
+    backends = ModelBackends(settings)
+    agent = AgentExecutionActivities(store, Executor(backends.for_model))
+    feedback = FeedbackActivities(store)
+    registry = LineageRegistryActivities(store)
+    trainer = TrainerActivities(store)
+    return Worker(
+        client,
+        task_queue=task_queue or settings.task_queue,
+        workflows=[LineageWorkflow],
+        activities=[
+            registry.register_lineage,
+            agent.run_agent,
+            agent.mark_rollout_failed,
+            feedback.record_score,
+            feedback.record_rejection,
+            feedback.record_directive,
+            feedback.record_lock,
+            trainer.analyze_reward,
+            trainer.assign_credit,
+            trainer.plan_evolution,
+            trainer.apply_evolution,
+        ],
+        # Store activities are synchronous (SQLAlchemy); they run on this pool.
+        activity_executor=ThreadPoolExecutor(max_workers=settings.max_concurrent_activities),
+        max_concurrent_activities=settings.max_concurrent_activities,
+    )
+
+
+async def run_worker(settings: Settings) -> None:
+    store = Store.open(settings.database_url)
+    client = await connect(settings)
+    worker = build_worker(client, store, settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    logging.info("worker on task queue %r, store %s", settings.task_queue, store.engine.url)
+    async with worker:
+        await stop.wait()
+    store.close()
+
+
+app = typer.Typer(add_completion=False, help=__doc__)
+
+
+@app.command()
+def main_command(
+    task_queue: str = typer.Option(None, help="Task queue (default: $TRAINING_CAMP_TASK_QUEUE)."),
+) -> None:
+    """Run a worker until SIGINT/SIGTERM (graceful: running activities finish)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    settings = Settings.from_env()
+    if task_queue:
+        settings = settings.model_copy(update={"task_queue": task_queue})
+    asyncio.run(run_worker(settings))
+
+
+def main() -> None:
+    code = 0
+    try:
+        app()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    # Avoid the interpreter-exit abort of short-lived Temporal clients (sdk-python#300).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,448 @@
+"""LineageWorkflow: one agent's evolutionary line, as a loop of cycles.
+
+Each cycle: run the agent (each retry a recorded attempt) → wait, durably, for a human score →
+unless locked, the Master Trainer turns the score into a targeted new version → next cycle.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.agent_execution import AgentExecutionActivities
+    from activities.feedback import FeedbackActivities
+    from activities.lineage_registry import LineageRegistryActivities
+    from activities.trainer import TrainerActivities
+    from domain import search_attributes
+    from domain.agent import AgentRef
+    from domain.feedback import (
+        ScoreAccepted,
+        parse_directive,
+        parse_lock,
+        parse_score,
+        preview,
+    )
+    from domain.lineage import (
+        ApplyEvolutionInput,
+        CarriedState,
+        CreditInput,
+        LineageInput,
+        LineageResult,
+        LineageState,
+        LineageStatus,
+        PlanInput,
+        QueuedScore,
+        RecordDirectiveInput,
+        RecordLockInput,
+        RecordRejectionInput,
+        RecordScoreInput,
+        RegisterLineageInput,
+        RolloutFailedInput,
+        RunAgentInput,
+        RunAgentResult,
+        ScorePoint,
+        TrainerInput,
+    )
+
+# Agent errors that no retry can fix: fail the rollout at once.
+NON_RETRYABLE_AGENT_ERRORS = ["ConstraintViolation", "FlowTemplateError"]
+SCORE_HISTORY_CARRIED = 200
+
+STORE_ACTIVITY = {
+    "start_to_close_timeout": timedelta(seconds=60),
+    # The store may be briefly unreachable; keep trying rather than lose the record.
+    "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
+}
+TRAINER_ACTIVITY = {
+    "start_to_close_timeout": timedelta(minutes=5),
+    "retry_policy": RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30)),
+}
+
+
+@workflow.defn(name="LineageWorkflow")
+class LineageWorkflow:
+    @workflow.init
+    def __init__(self, inp: LineageInput) -> None:
+        carried = inp.carried or CarriedState(agent=AgentRef(agent_id=inp.lineage_id, version=0), input_hashes=[])
+        self._inp = inp
+        self._s = carried
+        self._status: LineageStatus = "starting"
+        self._run_cycles = 0
+        self._retry_requested = False
+        self._last_rejection: str | None = None
+        self._last_error: str | None = None
+
+    # ---- the story of a lineage ----------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: LineageInput) -> LineageResult:
+        if inp.carried is None:
+            await self._register()
+        options = inp.options
+        while not self._s.stop_requested:
+            if options.max_cycles is not None and self._s.cycle >= options.max_cycles:
+                self._set_status("completed")
+                return self._result()
+            if self._should_continue_as_new():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self._next_run_input())
+            self._s.cycle += 1
+            self._run_cycles += 1
+            rollout = await self._rollout()
+            if rollout is None:
+                break  # stopped while the rollout had failed
+            self._s.latest_output_preview = rollout.output_preview
+            queued = await self._await_score()
+            if queued is None:
+                break  # stopped while waiting
+            evaluation_id = await self._record_score(rollout, queued)
+            if not self._s.locked:
+                await self._train(rollout, queued, evaluation_id)
+        self._set_status("stopped")
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return self._result()
+
+    async def _register(self) -> None:
+        inp = self._inp
+        assert inp.initial_agent is not None and inp.inputs is not None
+        result = await workflow.execute_activity_method(
+            LineageRegistryActivities.register_lineage,
+            RegisterLineageInput(
+                session_id=inp.session_id,
+                session_name=inp.session_name,
+                lineage_id=inp.lineage_id,
+                label=inp.label,
+                agent=inp.initial_agent,
+                inputs=inp.inputs,
+            ),
+            **STORE_ACTIVITY,
+        )
+        self._s.agent = result.agent
+        self._s.input_hashes = result.input_hashes
+        self._s.cycle = result.last_cycle
+
+    async def _rollout(self) -> RunAgentResult | None:
+        """Run the agent on this cycle's input; a failed rollout waits for `retry` or `stop`."""
+        tries = 0
+        while True:
+            rollout_id = f"{self._inp.lineage_id}:c{self._s.cycle}"
+            if tries:
+                rollout_id += f"-retry{tries}"
+            self._set_status("running")
+            try:
+                return await workflow.execute_activity_method(
+                    AgentExecutionActivities.run_agent,
+                    RunAgentInput(
+                        session_id=self._inp.session_id,
+                        lineage_id=self._inp.lineage_id,
+                        rollout_id=rollout_id,
+                        cycle=self._s.cycle,
+                        agent=self._s.agent,
+                        input_hash=self._cycle_input_hash(),
+                        max_attempts=self._inp.options.max_attempts,
+                    ),
+                    start_to_close_timeout=timedelta(minutes=10),
+                    heartbeat_timeout=timedelta(seconds=60),
+                    retry_policy=RetryPolicy(
+                        initial_interval=timedelta(
+                            seconds=self._inp.options.retry_initial_interval_seconds
+                        ),
+                        maximum_interval=timedelta(seconds=60),
+                        maximum_attempts=self._inp.options.max_attempts,
+                        non_retryable_error_types=NON_RETRYABLE_AGENT_ERRORS,
+                    ),
+                )
+            except ActivityError as err:
+                self._last_error = str(err.cause or err)
+                await workflow.execute_activity_method(
+                    AgentExecutionActivities.mark_rollout_failed,
+                    RolloutFailedInput(
+                        session_id=self._inp.session_id,
+                        lineage_id=self._inp.lineage_id,
+                        rollout_id=rollout_id,
+                        error=self._last_error,
+                    ),
+                    **STORE_ACTIVITY,
+                )
+            self._set_status("failed")
+            await workflow.wait_condition(
+                lambda: self._retry_requested or self._s.stop_requested
+            )
+            if self._s.stop_requested:
+                return None
+            self._retry_requested = False
+            tries += 1
+
+    async def _await_score(self) -> QueuedScore | None:
+        while True:
+            self._set_status("awaiting_score")
+            await workflow.wait_condition(
+                lambda: bool(self._s.queued_scores) or self._s.stop_requested
+            )
+            if not self._s.queued_scores:
+                return None
+            queued = self._s.queued_scores.pop(0)
+            wanted = queued.score.cycle
+            if wanted is not None and wanted != self._s.cycle:
+                await self._reject(
+                    "score",
+                    queued.score.model_dump(),
+                    f"cycle: score is for cycle {wanted}, but cycle {self._s.cycle} "
+                    "is awaiting its score",
+                )
+                continue
+            return queued
+
+    async def _record_score(self, rollout: RunAgentResult, queued: QueuedScore) -> str:
+        evaluation_id = f"{rollout.artifact_id}:evaluation:{workflow.uuid4()}"
+        await workflow.execute_activity_method(
+            FeedbackActivities.record_score,
+            RecordScoreInput(
+                session_id=self._inp.session_id,
+                lineage_id=self._inp.lineage_id,
+                evaluation_id=evaluation_id,
+                artifact_id=rollout.artifact_id,
+                rollout_id=rollout.rollout_id,
+                cycle=self._s.cycle,
+                agent_version=self._s.agent.version,
+                score=queued.score,
+                pending_evolution_id=self._s.pending_evolution_id,
+            ),
+            **STORE_ACTIVITY,
+        )
+        self._s.pending_evolution_id = None
+        self._s.score_history.append(
+            ScorePoint(
+                cycle=self._s.cycle,
+                score=queued.score.score,
+                agent_version=self._s.agent.version,
+                evaluation_id=evaluation_id,
+            )
+        )
+        self._s.score_history = self._s.score_history[-SCORE_HISTORY_CARRIED:]
+        return evaluation_id
+
+    async def _train(self, rollout: RunAgentResult, queued: QueuedScore, evaluation_id: str) -> None:
+        """Reward analysis → credit assignment → evolution planning → targeted evolution."""
+        self._set_status("training")
+        oneshot = list(self._s.oneshot_directives)
+        trainer = TrainerInput(
+            session_id=self._inp.session_id,
+            lineage_id=self._inp.lineage_id,
+            agent=self._s.agent,
+            rollout_id=rollout.rollout_id,
+            artifact_id=rollout.artifact_id,
+            evaluation_id=evaluation_id,
+            score=queued.score,
+            score_history=self._s.score_history,
+            sticky_directives=list(self._s.sticky_directives),
+            oneshot_directives=oneshot,
+        )
+        try:
+            analysis = await workflow.execute_activity_method(
+                TrainerActivities.analyze_reward, trainer, **TRAINER_ACTIVITY
+            )
+            credit = await workflow.execute_activity_method(
+                TrainerActivities.assign_credit,
+                CreditInput(trainer=trainer, analysis=analysis),
+                **TRAINER_ACTIVITY,
+            )
+            plan = await workflow.execute_activity_method(
+                TrainerActivities.plan_evolution,
+                PlanInput(trainer=trainer, analysis=analysis, credit=credit),
+                **TRAINER_ACTIVITY,
+            )
+            applied = await workflow.execute_activity_method(
+                TrainerActivities.apply_evolution,
+                ApplyEvolutionInput(trainer=trainer, analysis=analysis, credit=credit, plan=plan),
+                **TRAINER_ACTIVITY,
+            )
+        except ActivityError as err:
+            # Surface, never hide: the lineage keeps its current version and goes on.
+            self._last_error = f"training failed: {err.cause or err}"
+            return
+        # Oneshot directives apply to this evolution only (new ones may have arrived meanwhile).
+        self._s.oneshot_directives = self._s.oneshot_directives[len(oneshot) :]
+        if applied.evolution_id is not None:
+            self._s.agent = applied.agent
+            self._s.pending_evolution_id = applied.evolution_id
+
+    # ---- human input -----------------------------------------------------------------------
+
+    @workflow.signal(name="score")
+    async def score(self, payload: Any = None) -> None:
+        try:
+            parsed = parse_score(payload)
+        except ValueError as exc:
+            await self._reject("score", payload, str(exc))
+            return
+        if self._status in ("stopped", "completed"):
+            await self._reject("score", payload, f"lineage is {self._status}")
+            return
+        self._s.queued_scores.append(QueuedScore(score=parsed, received_via="signal"))
+
+    @workflow.update(name="submit_score")
+    def submit_score(self, payload: Any = None) -> ScoreAccepted:
+        parsed = parse_score(payload)
+        self._s.queued_scores.append(QueuedScore(score=parsed, received_via="update"))
+        return ScoreAccepted(
+            cycle=self._s.cycle if self._status == "awaiting_score" else None,
+            score=parsed.score,
+            comment=parsed.comment,
+            rater=parsed.rater,
+            queued_position=len(self._s.queued_scores),
+        )
+
+    @submit_score.validator
+    def _validate_submit_score(self, payload: Any = None) -> None:
+        parsed = parse_score(payload)  # ValueError names the field and the problem
+        if self._status in ("stopped", "completed"):
+            raise ValueError(f"lineage is {self._status}; it accepts no more scores")
+        if (
+            parsed.cycle is not None
+            and self._status == "awaiting_score"
+            and parsed.cycle != self._s.cycle
+        ):
+            raise ValueError(
+                f"cycle: score is for cycle {parsed.cycle}, but cycle {self._s.cycle} "
+                "is awaiting its score"
+            )
+
+    @workflow.signal(name="directive")
+    async def directive(self, payload: Any = None) -> None:
+        try:
+            parsed = parse_directive(payload)
+        except ValueError as exc:
+            await self._reject("directive", payload, str(exc))
+            return
+        if parsed.kind == "sticky":
+            self._s.sticky_directives.append(parsed.content)
+        else:
+            self._s.oneshot_directives.append(parsed.content)
+        await workflow.execute_activity_method(
+            FeedbackActivities.record_directive,
+            RecordDirectiveInput(
+                session_id=self._inp.session_id,
+                lineage_id=self._inp.lineage_id,
+                directive_id=f"{self._inp.lineage_id}:directive:{workflow.uuid4()}",
+                cycle=self._s.cycle,
+                kind=parsed.kind,
+                content=parsed.content,
+            ),
+            **STORE_ACTIVITY,
+        )
+
+    @workflow.signal(name="lock")
+    async def lock(self, payload: Any = None) -> None:
+        await self._set_lock(True, payload)
+
+    @workflow.signal(name="unlock")
+    async def unlock(self, payload: Any = None) -> None:
+        await self._set_lock(False, payload)
+
+    async def _set_lock(self, locked: bool, payload: Any) -> None:
+        kind = "lock" if locked else "unlock"
+        try:
+            parsed = parse_lock(payload)
+        except ValueError as exc:
+            await self._reject(kind, payload, str(exc))
+            return
+        if self._s.locked == locked:
+            await self._reject(kind, payload, f"lineage is already {kind}ed")
+            return
+        self._s.locked = locked
+        await workflow.execute_activity_method(
+            FeedbackActivities.record_lock,
+            RecordLockInput(
+                session_id=self._inp.session_id,
+                lineage_id=self._inp.lineage_id,
+                event_key=f"{self._inp.lineage_id}:{kind}:{workflow.uuid4()}",
+                cycle=self._s.cycle,
+                locked=locked,
+                reason=parsed.reason,
+            ),
+            **STORE_ACTIVITY,
+        )
+
+    @workflow.signal(name="stop")
+    def stop(self, payload: Any = None) -> None:
+        self._s.stop_requested = True
+
+    @workflow.signal(name="retry")
+    def retry(self, payload: Any = None) -> None:
+        """Run a failed rollout again (e.g. after fixing the model endpoint)."""
+        self._retry_requested = True
+
+    @workflow.query(name="state")
+    def state(self) -> LineageState:
+        return LineageState(
+            session_id=self._inp.session_id,
+            lineage_id=self._inp.lineage_id,
+            label=self._inp.label,
+            cycle=self._s.cycle,
+            status=self._status,
+            agent_version=self._s.agent.version,
+            locked=self._s.locked,
+            latest_output_preview=self._s.latest_output_preview,
+            score_history=self._s.score_history,
+            queued_scores=len(self._s.queued_scores),
+            sticky_directives=self._s.sticky_directives,
+            oneshot_directives=self._s.oneshot_directives,
+            rejected_feedback=self._s.rejected_count,
+            last_rejection=self._last_rejection,
+            last_error=self._last_error,
+            run_cycles=self._run_cycles,
+        )
+
+    # ---- details ---------------------------------------------------------------------------
+
+    async def _reject(self, kind: str, payload: Any, reason: str) -> None:
+        self._s.rejected_count += 1
+        self._last_rejection = f"{kind}: {reason}"
+        await workflow.execute_activity_method(
+            FeedbackActivities.record_rejection,
+            RecordRejectionInput(
+                session_id=self._inp.session_id,
+                lineage_id=self._inp.lineage_id,
+                rejection_id=f"{self._inp.lineage_id}:rejected:{workflow.uuid4()}",
+                cycle=self._s.cycle,
+                kind=kind,
+                payload_preview=preview(payload),
+                reason=reason,
+            ),
+            **STORE_ACTIVITY,
+        )
+
+    def _set_status(self, status: LineageStatus) -> None:
+        if status != self._status:
+            self._status = status
+            workflow.upsert_search_attributes([search_attributes.STATUS.value_set(status)])
+
+    def _cycle_input_hash(self) -> str:
+        hashes = self._s.input_hashes
+        return hashes[(self._s.cycle - 1) % len(hashes)]
+
+    def _should_continue_as_new(self) -> bool:
+        return (
+            self._run_cycles >= self._inp.options.continue_as_new_every
+            or workflow.info().is_continue_as_new_suggested()
+        )
+
+    def _next_run_input(self) -> LineageInput:
+        return self._inp.model_copy(
+            update={"initial_agent": None, "inputs": None, "carried": self._s}
+        )
+
+    def _result(self) -> LineageResult:
+        return LineageResult(
+            lineage_id=self._inp.lineage_id,
+            cycles=self._s.cycle,
+            agent_version=self._s.agent.version,
+            status=self._status,
+            score_history=self._s.score_history,
+        )
