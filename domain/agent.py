@@ -85,11 +85,20 @@ class AgentDefinition(CamelModel):
     def is_offline(self) -> bool:
         return self.parameters.model.startswith(OFFLINE_MODEL_PREFIX)
 
+    def hashed_components(self) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+        """The content behind the three hashes (system prompt, tools, flow), as JSON values."""
+        return (
+            self.system_prompt,
+            [t.model_dump(mode="json") for t in self.tools],
+            [s.model_dump(mode="json") for s in self.flow],
+        )
+
     def hashes(self) -> AgentHashes:
+        prompt, tools, flow = self.hashed_components()
         return AgentHashes(
-            system_prompt_hash=content_hash(self.system_prompt),
-            tools_hash=content_hash([t.model_dump(mode="json") for t in self.tools]),
-            flow_hash=content_hash([s.model_dump(mode="json") for s in self.flow]),
+            system_prompt_hash=content_hash(prompt),
+            tools_hash=content_hash(tools),
+            flow_hash=content_hash(flow),
         )
 
 

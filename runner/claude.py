@@ -19,17 +19,21 @@ class ClaudeBackend:
         )
 
     async def complete(self, request: ModelRequest) -> ModelReply:
-        kwargs = {
-            "model": request.model,
-            "system": request.system,
-            "messages": [m.model_dump() for m in request.messages],
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-        }
-        if request.top_p is not None:
-            kwargs["top_p"] = request.top_p
+        # SDK 1.x+ dropped sampling keywords from its signature; the API still takes them in the
+        # body. Claude accepts only one of temperature / top_p: an explicit topP wins, since
+        # temperature always has a value.
+        sampling = (
+            {"top_p": request.top_p} if request.top_p is not None
+            else {"temperature": request.temperature}
+        )
         try:
-            message = await self._client.messages.create(**kwargs)
+            message = await self._client.messages.create(
+                model=request.model,
+                system=request.system,
+                messages=[m.model_dump() for m in request.messages],  # type: ignore[misc]
+                max_tokens=request.max_tokens,
+                extra_body=sampling,
+            )
         except (anthropic.RateLimitError, anthropic.InternalServerError) as exc:
             raise ModelError(f"Claude unavailable ({exc.status_code}): {exc.message}", retryable=True)
         except anthropic.APIConnectionError as exc:
@@ -40,8 +44,9 @@ class ClaudeBackend:
                 f"Claude rejected the request ({exc.status_code}): {exc.message}",
                 retryable=retryable,
             ) from None
-        except anthropic.APIResponseValidationError as exc:
-            raise ModelError(f"malformed reply from the Messages API: {exc}", retryable=True)
+        except (anthropic.APIResponseValidationError, ValueError) as exc:
+            # includes a body that is not JSON at all (json.JSONDecodeError is a ValueError)
+            raise ModelError(f"malformed reply from the Messages API: {exc}", retryable=True) from None
         text = "".join(block.text for block in message.content if block.type == "text")
         return ModelReply(
             text=text,

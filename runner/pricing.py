@@ -5,13 +5,16 @@ from __future__ import annotations
 # (input, output) USD per million tokens; matched by longest model-name prefix.
 PRICES: dict[str, tuple[float, float]] = {
     "offline": (0.0, 0.0),
-    "claude-opus-4": (15.0, 75.0),
-    "claude-sonnet-4": (3.0, 15.0),
-    "claude-3-7-sonnet": (3.0, 15.0),
-    "claude-3-5-sonnet": (3.0, 15.0),
-    "claude-3-5-haiku": (0.8, 4.0),
-    "claude-haiku-4": (1.0, 5.0),
+    # Family defaults, then the exceptions that cost differently. Estimates: set your own
+    # contract prices here when they differ.
+    "claude-opus": (5.0, 25.0),
+    "claude-opus-4-0": (15.0, 75.0),
+    "claude-opus-4-1": (15.0, 75.0),
+    "claude-opus-4-2": (15.0, 75.0),
+    "claude-sonnet": (3.0, 15.0),
+    "claude-haiku": (1.0, 5.0),
     "claude-3-haiku": (0.25, 1.25),
+    "claude-3-5-haiku": (0.8, 4.0),
 }
 
 

@@ -129,7 +129,7 @@ class TrainingSignalRecorder:
                 **refs,
             ),
         ]
-        self._write(events, [definition, agent.system_prompt, *inputs])
+        self._write(events, [definition, *agent.hashed_components(), *inputs])
         return input_hashes
 
     def record_evolution(
@@ -175,7 +175,7 @@ class TrainingSignalRecorder:
             timestamp=ts,
             tags=["evolution"],
         )
-        self._write([event], [definition, new_agent.system_prompt])
+        self._write([event], [definition, *new_agent.hashed_components()])
         return AgentRef(agent_id=lineage_id, version=to_version)
 
     # ---- rollouts and attempts -------------------------------------------------------------

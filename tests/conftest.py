@@ -1,0 +1,140 @@
+"""Shared fixtures: one real Temporal dev server per test run, a fresh store per test, and
+unique task queues and ids so tests never see each other's work."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from dev_server import temporal_binary
+from domain import search_attributes
+from domain.lineage import LineageState
+from domain.spec import SessionSpec, parse_spec
+from settings import Settings
+from store import Store
+from worker import build_worker
+from workflows.lineage import LineageWorkflow
+
+ESSAY_PROMPT = (
+    "You are an expert analyst. Provide comprehensive, detailed analysis. "
+    "Structure your response professionally."
+)
+
+
+@pytest.fixture(scope="session")
+async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(),
+        data_converter=pydantic_data_converter,
+        search_attributes=search_attributes.ALL,
+        dev_server_log_level="error",
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest.fixture
+def client(temporal_env: WorkflowEnvironment) -> Client:
+    return temporal_env.client
+
+
+@pytest.fixture
+def temporal_address(client: Client) -> str:
+    return client.service_client.config.target_host
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def task_queue() -> str:
+    return f"tq-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def settings(store: Store, task_queue: str) -> Settings:
+    return Settings(task_queue=task_queue, database_url=str(store.engine.url))
+
+
+@pytest.fixture
+def run_worker(
+    client: Client, store: Store, settings: Settings
+) -> Callable[..., contextlib.AbstractAsyncContextManager[Any]]:
+    """``async with run_worker():`` a real worker on this test's queue and store."""
+
+    @contextlib.asynccontextmanager
+    async def _run(custom: Settings | None = None) -> AsyncIterator[Any]:
+        worker = build_worker(client, store, custom or settings)
+        async with worker:
+            yield worker
+
+    return _run
+
+
+def make_spec(
+    *,
+    labels: tuple[str, ...] = ("A",),
+    model: str = "offline-analyst-1",
+    prompt: str = ESSAY_PROMPT,
+    inputs: list[str] | None = None,
+    options: dict[str, Any] | None = None,
+    constraints: dict[str, Any] | None = None,
+    max_tokens: int = 2048,
+) -> SessionSpec:
+    session = f"s-{uuid.uuid4().hex[:10]}"
+    agent = {
+        "name": "Analyst",
+        "systemPrompt": prompt,
+        "parameters": {"model": model, "temperature": 0.7, "maxTokens": max_tokens},
+        "constraints": constraints or {"maxTokens": 4096},
+    }
+    return parse_spec(
+        {
+            "name": f"Test {session}",
+            "id": session,
+            "inputs": inputs or ["Explain the four-day work week for small software teams."],
+            "lineages": [
+                {"label": label, "agent": agent, "options": options or {}} for label in labels
+            ],
+        }
+    )
+
+
+async def wait_for_state(
+    handle: WorkflowHandle[Any, Any],
+    predicate: Callable[[LineageState], bool],
+    timeout: float = 30.0,
+) -> LineageState:
+    """Poll the `state` query until ``predicate`` holds (fails with the last state seen)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    state: LineageState | None = None
+    while True:
+        with contextlib.suppress(Exception):
+            state = await handle.query(LineageWorkflow.state)
+            if predicate(state):
+                return state
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting; last state: {state}")
+        await asyncio.sleep(0.1)
+
+
+def awaiting(cycle: int) -> Callable[[LineageState], bool]:
+    return lambda s: s.status == "awaiting_score" and s.cycle == cycle
+
+
+Waiter = Callable[..., Awaitable[LineageState]]

@@ -1,0 +1,195 @@
+"""The vertical slice: a session starts, cycle 1 waits, a score sent with the real `temporal`
+CLI evolves the agent, cycle 2 is shorter and bulleted, and the store holds everything."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections import Counter
+
+from sqlmodel import select
+
+from dev_server import temporal_binary
+from starter import start_session
+from store.tables import PayloadBlob
+from tests.conftest import awaiting, make_spec, wait_for_state
+from workflows.lineage import LineageWorkflow
+
+
+def cli(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [temporal_binary(), *args, "--address", address],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def test_cli_score_evolves_the_lineage_and_the_store_holds_everything(
+    client, store, settings, run_worker, temporal_address
+):
+    spec = make_spec(labels=("A", "B"))
+    async with run_worker():
+        handle_a, handle_b = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle_a, awaiting(1))
+        await wait_for_state(handle_b, awaiting(1))
+
+        # the search attributes let the CLI find the session's lineages
+        listed = cli(
+            temporal_address, "workflow", "list", "--query",
+            f'TrainingCampSession="{spec.session_id}"', "--output", "json",
+        )
+        assert listed.returncode == 0, listed.stderr
+        assert {w["execution"]["workflowId"] for w in json.loads(listed.stdout)} == {
+            handle_a.id, handle_b.id
+        }
+
+        sent = cli(
+            temporal_address, "workflow", "signal", "--workflow-id", handle_a.id,
+            "--name", "score", "--input",
+            json.dumps({"score": 3, "comment": "Way too long, wanted quick bullets", "rater": "ana"}),
+        )
+        assert sent.returncode == 0, sent.stderr
+        state = await wait_for_state(handle_a, awaiting(2))
+        assert state.agent_version == 2
+        assert [p.score for p in state.score_history] == [3]
+
+        # score cycle 2 through the update: the outcome of the evolution is judged
+        accepted = await handle_a.execute_update(
+            LineageWorkflow.submit_score, {"score": 8, "comment": "Much better!"}
+        )
+        assert accepted.score == 8 and accepted.cycle == 2
+        await wait_for_state(handle_a, awaiting(3))
+
+    q = store.queries
+    lineage_a = spec.lineage_id("A")
+    versions = q.agent_versions(lineage_a)
+    assert [v.version for v in versions] == [1, 2]
+    v1 = q.agent_definition(_ref(lineage_a, 1))
+    v2 = q.agent_definition(_ref(lineage_a, 2))
+    assert "bullet" in v2.system_prompt.lower() and "brief" in v2.system_prompt.lower()
+    assert "comprehensive" not in v2.system_prompt
+    assert v2.parameters.max_tokens < v1.parameters.max_tokens
+    assert v2.constraints == v1.constraints  # immutable
+    assert v2.hashes().system_prompt_hash != v1.hashes().system_prompt_hash
+    assert v2.hashes().tools_hash == v1.hashes().tools_hash
+
+    rollouts = q.rollouts(lineage_a)
+    assert [(r.cycle, r.status) for r in rollouts[:2]] == [(1, "completed"), (2, "completed")]
+    out1 = q.artifact_text(f"{rollouts[0].id}:artifact")
+    out2 = q.artifact_text(f"{rollouts[1].id}:artifact")
+    assert len(out2.split()) < len(out1.split()) / 3
+    assert all(line.startswith("- ") for line in out2.splitlines())
+    assert not any(line.startswith("- ") for line in out1.splitlines())
+
+    attempts = q.attempts(rollouts[1].id)
+    assert [a.status for a in attempts] == ["succeeded"]
+    assert attempts[0].agent_version == 2 and attempts[0].max_tokens == v2.parameters.max_tokens
+    assert attempts[0].system_prompt_hash == v2.hashes().system_prompt_hash
+    spans = q.spans(attempts[0].id)
+    assert [s.type for s in spans] == ["llm_call", "output"]
+    assert spans[0].prompt_tokens and spans[0].completion_tokens
+
+    evaluations = q.evaluations(lineage_a)
+    assert [(e.cycle, e.score, e.rater) for e in evaluations] == [(1, 3, "ana"), (2, 8, None)]
+
+    (record,) = q.evolution_records(lineage_a)
+    assert (record.from_version, record.to_version) == (1, 2)
+    assert record.trigger_comment == "Way too long, wanted quick bullets"
+    analysis = json.loads(record.score_analysis)
+    assert {a["aspect"] for a in analysis["aspects"]} >= {"length", "format"}
+    credit = json.loads(record.credit_assignment)
+    assert any(c["blame"] == "high" for c in credit["prompt"])
+    changes = json.loads(record.changes)
+    assert {(c["component"], c["change_type"]) for c in changes} >= {
+        ("systemPrompt", "modify"), ("systemPrompt", "add"), ("parameters", "modify")
+    }
+    assert record.hypothesis
+    assert (record.next_score, record.score_delta, record.hypothesis_validated) == (8, 5, True)
+
+    types = Counter(e.event_type for e in q.events(lineage_a))
+    for event_type in ("lineage.created", "agent.created", "agent.evolved", "rollout.started",
+                       "attempt.started", "attempt.span_recorded", "attempt.completed",
+                       "artifact.created", "artifact.scored", "evolution.outcome"):
+        assert types[event_type] >= 1, event_type
+
+    # identical payloads are stored once: both lineages got the same input and prompt
+    b_attempt = q.attempts(q.rollouts(spec.lineage_id("B"))[0].id)[0]
+    assert b_attempt.input_hash == q.attempts(rollouts[0].id)[0].input_hash
+    assert b_attempt.system_prompt_hash == q.attempts(rollouts[0].id)[0].system_prompt_hash
+    references = []
+    for event in q.events():
+        references.append(event.payload_hash)
+        references += [v for k, v in event.payload.items() if k.endswith("Hash")]
+    stored = {row.hash for row in q._all(select(PayloadBlob))}
+    assert set(references) <= stored  # every reference resolves
+    assert len(stored) < len(references)  # and repeats were stored once
+    assert Counter(references)[b_attempt.input_hash] >= 4  # 2 lineages x (rollout + attempt)
+
+
+def _ref(agent_id: str, version: int):
+    from domain.agent import AgentRef
+
+    return AgentRef(agent_id=agent_id, version=version)
+
+
+async def test_locked_lineage_keeps_producing_but_stops_evolving(client, store, settings, run_worker):
+    spec = make_spec(labels=("A", "B"))
+    async with run_worker():
+        handle_a, handle_b = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle_b, awaiting(1))
+        await handle_b.signal(LineageWorkflow.score, {"score": 4})
+        await wait_for_state(handle_b, awaiting(2))
+        await handle_a.signal(LineageWorkflow.lock, {"reason": "the winner"})
+        await wait_for_state(handle_a, lambda s: s.locked)
+        await handle_a.signal(LineageWorkflow.score, {"score": 2, "comment": "way too long"})
+        state = await wait_for_state(handle_a, awaiting(2))
+        assert state.agent_version == 1  # no evolution while locked
+        await handle_a.signal(LineageWorkflow.unlock, {})
+        await wait_for_state(handle_a, lambda s: not s.locked)
+
+    lineage_a = spec.lineage_id("A")
+    assert store.queries.evolution_records(lineage_a) == []
+    (locked,) = store.queries.events(lineage_a, ["lineage.locked"])
+    assert locked.payload["competitorScores"] == {spec.lineage_id("B"): 4}
+    assert "preference_signal" in locked.tags
+    assert store.queries.lineage(lineage_a).locked is False
+    assert len(store.queries.events(lineage_a, ["lineage.unlocked"])) == 1
+
+
+async def test_directives_shape_the_next_evolution(client, store, settings, run_worker):
+    spec = make_spec()
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal(
+            LineageWorkflow.directive, {"kind": "sticky", "content": "Always cite one source."}
+        )
+        await handle.signal(
+            LineageWorkflow.directive, {"kind": "oneshot", "content": "Mention the budget."}
+        )
+        await handle.signal(LineageWorkflow.directive, {"kind": "forever", "content": "x"})
+        await wait_for_state(handle, lambda s: len(s.oneshot_directives) == 1)
+        await handle.signal(LineageWorkflow.score, {"score": 5, "comment": "too long"})
+        state = await wait_for_state(handle, awaiting(2))
+        assert state.oneshot_directives == []  # used once
+        assert state.sticky_directives == ["Always cite one source."]
+
+    lineage = spec.lineage_id("A")
+    v2 = store.queries.agent_definition(_ref(lineage, 2))
+    assert "Always cite one source." in v2.system_prompt
+    assert "Mention the budget." in v2.system_prompt
+    assert [d.kind for d in store.queries.directives(lineage)] == ["sticky", "oneshot"]
+    (rejected,) = store.queries.rejected_feedback(lineage)
+    assert rejected.kind == "directive" and "kind" in rejected.reason
+
+
+async def test_stop_ends_the_lineage(client, store, settings, run_worker):
+    spec = make_spec()
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal(LineageWorkflow.stop)
+        result = await asyncio.wait_for(handle.result(), timeout=30)
+    assert result.status == "stopped" and result.cycles == 1
