@@ -138,3 +138,18 @@ def awaiting(cycle: int) -> Callable[[LineageState], bool]:
 
 
 Waiter = Callable[..., Awaitable[LineageState]]
+
+
+class CliResult:
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+async def temporal_cli(address: str, *args: str) -> CliResult:
+    """Run the real `temporal` CLI without blocking the loop (the worker runs on it too)."""
+    proc = await asyncio.create_subprocess_exec(
+        temporal_binary(), *args, "--address", address,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    return CliResult(proc.returncode or 0, out.decode(), err.decode())

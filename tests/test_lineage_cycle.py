@@ -5,25 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from collections import Counter
 
 from sqlmodel import select
 
-from dev_server import temporal_binary
 from starter import start_session
 from store.tables import PayloadBlob
-from tests.conftest import awaiting, make_spec, wait_for_state
+from tests.conftest import awaiting, make_spec, temporal_cli, wait_for_state
 from workflows.lineage import LineageWorkflow
-
-
-def cli(address: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [temporal_binary(), *args, "--address", address],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 async def test_cli_score_evolves_the_lineage_and_the_store_holds_everything(
@@ -36,7 +25,7 @@ async def test_cli_score_evolves_the_lineage_and_the_store_holds_everything(
         await wait_for_state(handle_b, awaiting(1))
 
         # the search attributes let the CLI find the session's lineages
-        listed = cli(
+        listed = await temporal_cli(
             temporal_address, "workflow", "list", "--query",
             f'TrainingCampSession="{spec.session_id}"', "--output", "json",
         )
@@ -45,7 +34,7 @@ async def test_cli_score_evolves_the_lineage_and_the_store_holds_everything(
             handle_a.id, handle_b.id
         }
 
-        sent = cli(
+        sent = await temporal_cli(
             temporal_address, "workflow", "signal", "--workflow-id", handle_a.id,
             "--name", "score", "--input",
             json.dumps({"score": 3, "comment": "Way too long, wanted quick bullets", "rater": "ana"}),

@@ -1,0 +1,88 @@
+"""Bad feedback never breaks a lineage: the update refuses it with a clear message (the CLI
+exits non-zero), the signal records it as rejected, and the lineage keeps waiting."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from temporalio.client import WorkflowUpdateFailedError
+
+from starter import start_session
+from tests.conftest import awaiting, make_spec, temporal_cli, wait_for_state
+from workflows.lineage import LineageWorkflow
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"score": 11}, "score: Input should be less than or equal to 10 (got 11)"),
+        ({"score": "7"}, "score: Input should be a valid number (got '7')"),
+        ({"comment": "no score here"}, "score: field required"),
+        ({"score": 5, "colour": "red"}, "colour: Extra inputs are not permitted"),
+        ({"score": 5, "comment": "x" * 5000}, "comment: String should have at most 4000"),
+        ("seven", "expected a JSON object, got str"),
+    ],
+)
+async def test_submit_score_rejects_bad_payloads_with_the_reason(
+    client, settings, run_worker, payload, message
+):
+    spec = make_spec()
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        with pytest.raises(WorkflowUpdateFailedError) as failure:
+            await handle.execute_update(LineageWorkflow.submit_score, payload)
+        assert message in str(failure.value.cause)
+        state = await handle.query(LineageWorkflow.state)
+        assert (state.status, state.cycle, state.queued_scores) == ("awaiting_score", 1, 0)
+
+
+async def test_cli_update_exits_non_zero_and_names_the_problem(
+    client, settings, run_worker, temporal_address
+):
+    spec = make_spec()
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        bad = await temporal_cli(
+            temporal_address, "workflow", "update", "execute",
+            "--workflow-id", handle.id, "--name", "submit_score", "--input", '{"score": 11}',
+        )
+        assert bad.returncode != 0
+        assert "less than or equal to 10" in bad.stdout + bad.stderr
+        good = await temporal_cli(
+            temporal_address, "workflow", "update", "execute",
+            "--workflow-id", handle.id, "--name", "submit_score", "--input",
+            json.dumps({"score": 7, "comment": "fine"}), "--output", "json",
+        )
+        assert good.returncode == 0, good.stderr
+        assert '"score": 7' in good.stdout.replace('"score":7', '"score": 7')
+        await wait_for_state(handle, awaiting(2))
+
+
+async def test_malformed_score_signal_is_recorded_and_the_lineage_keeps_waiting(
+    client, store, settings, run_worker
+):
+    spec = make_spec()
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal(LineageWorkflow.score, {"score": 42, "comment": "too high"})
+        await handle.signal(LineageWorkflow.score, "not even an object")
+        await handle.signal(LineageWorkflow.score, {"score": 6, "cycle": 9})  # wrong cycle
+        state = await wait_for_state(handle, lambda s: s.rejected_feedback == 3)
+        assert (state.status, state.cycle, state.agent_version) == ("awaiting_score", 1, 1)
+        assert "cycle 9" in state.last_rejection
+        await handle.signal(LineageWorkflow.score, {"score": 6, "comment": "too long", "cycle": 1})
+        state = await wait_for_state(handle, awaiting(2))
+        assert [p.score for p in state.score_history] == [6]
+
+    lineage = spec.lineage_id("A")
+    rejected = store.queries.rejected_feedback(lineage)
+    assert [r.kind for r in rejected] == ["score", "score", "score"]
+    assert "less than or equal to 10 (got 42)" in rejected[0].reason
+    assert "expected a JSON object" in rejected[1].reason
+    assert "cycle 9" in rejected[2].reason
+    assert len(store.queries.events(lineage, ["feedback.rejected"])) == 3
+    assert [e.score for e in store.queries.evaluations(lineage)] == [6]
