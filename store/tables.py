@@ -6,6 +6,7 @@ hash, so the same prompt used by a hundred attempts is stored once.
 
 from __future__ import annotations
 
+from sqlalchemy import BigInteger, Integer
 from sqlmodel import Field, SQLModel
 
 
@@ -14,9 +15,14 @@ class TrainingEvent(SQLModel, table=True):
 
     __tablename__ = "training_events"
 
-    position: int | None = Field(default=None, primary_key=True)  # global order
+    # global order; BIGINT on PostgreSQL, rowid alias (INTEGER PRIMARY KEY) on SQLite
+    position: int | None = Field(
+        default=None,
+        primary_key=True,
+        sa_type=BigInteger().with_variant(Integer(), "sqlite"),  # type: ignore[call-overload]
+    )
     id: str = Field(unique=True, max_length=64)
-    timestamp: int = Field(index=True)
+    timestamp: int = Field(index=True, sa_type=BigInteger)
     event_type: str = Field(index=True, max_length=64)
     schema_version: int = 1
     session_id: str | None = Field(default=None, index=True, max_length=128)
@@ -35,7 +41,7 @@ class PayloadBlob(SQLModel, table=True):
     hash: str = Field(primary_key=True, max_length=64)
     content: str  # canonical JSON
     size: int
-    created_at: int
+    created_at: int = Field(sa_type=BigInteger)
 
 
 # ---- projections (dropped and rebuilt from the log, identically) ----------------------------
@@ -60,7 +66,7 @@ class SessionRow(SQLModel, table=True):
 
     id: str = Field(primary_key=True, max_length=128)
     name: str
-    created_at: int
+    created_at: int = Field(sa_type=BigInteger)
 
 
 class LineageRow(SQLModel, table=True):
@@ -72,7 +78,7 @@ class LineageRow(SQLModel, table=True):
     workflow_id: str
     locked: bool = False
     lock_reason: str | None = None
-    created_at: int
+    created_at: int = Field(sa_type=BigInteger)
 
 
 class AgentVersionRow(SQLModel, table=True):
@@ -87,7 +93,7 @@ class AgentVersionRow(SQLModel, table=True):
     tools_hash: str
     flow_hash: str
     evolution_id: str | None = None
-    created_at: int
+    created_at: int = Field(sa_type=BigInteger)
 
 
 class RolloutRow(SQLModel, table=True):
@@ -101,8 +107,8 @@ class RolloutRow(SQLModel, table=True):
     status: str = "pending"  # pending → running → completed / failed
     final_attempt_id: str | None = None
     error: str | None = None
-    created_at: int
-    completed_at: int | None = None
+    created_at: int = Field(sa_type=BigInteger)
+    completed_at: int | None = Field(default=None, sa_type=BigInteger)
 
 
 class AttemptRow(SQLModel, table=True):
@@ -129,7 +135,7 @@ class AttemptRow(SQLModel, table=True):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     estimated_cost: float | None = None
-    created_at: int
+    created_at: int = Field(sa_type=BigInteger)
 
 
 class SpanRow(SQLModel, table=True):
@@ -152,7 +158,7 @@ class SpanRow(SQLModel, table=True):
     tool_error: str | None = None
     duration_ms: int | None = None
     estimated_cost: float | None = None
-    created_at: int
+    created_at: int = Field(sa_type=BigInteger)
 
 
 class ArtifactRow(SQLModel, table=True):
@@ -166,7 +172,7 @@ class ArtifactRow(SQLModel, table=True):
     cycle: int
     agent_version: int
     content_hash: str
-    created_at: int
+    created_at: int = Field(sa_type=BigInteger)
 
 
 class EvaluationRow(SQLModel, table=True):
@@ -181,7 +187,7 @@ class EvaluationRow(SQLModel, table=True):
     score: float
     comment: str | None = None
     rater: str | None = None
-    created_at: int
+    created_at: int = Field(sa_type=BigInteger)
 
 
 class RejectedFeedbackRow(SQLModel, table=True):
@@ -193,7 +199,7 @@ class RejectedFeedbackRow(SQLModel, table=True):
     kind: str
     payload_preview: str
     reason: str
-    created_at: int
+    created_at: int = Field(sa_type=BigInteger)
 
 
 class DirectiveRow(SQLModel, table=True):
@@ -204,7 +210,7 @@ class DirectiveRow(SQLModel, table=True):
     cycle: int
     kind: str  # sticky | oneshot
     content: str
-    created_at: int
+    created_at: int = Field(sa_type=BigInteger)
 
 
 class EvolutionRecordRow(SQLModel, table=True):
@@ -230,4 +236,4 @@ class EvolutionRecordRow(SQLModel, table=True):
     score_delta: float | None = None
     hypothesis_validated: bool | None = None
     outcome_reason: str | None = None
-    created_at: int
+    created_at: int = Field(sa_type=BigInteger)
