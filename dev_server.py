@@ -66,10 +66,14 @@ class DevServer:
             temporal_binary(),
             "server",
             "start-dev",
-            "--ip", self.ip,
-            "--port", str(self.port),
-            "--db-filename", str(self.data_dir / "temporal.db"),
-            "--log-level", "warn",
+            "--ip",
+            self.ip,
+            "--port",
+            str(self.port),
+            "--db-filename",
+            str(self.data_dir / "temporal.db"),
+            "--log-level",
+            "warn",
         ]
         if self.headless:
             cmd.append("--headless")
@@ -88,7 +92,9 @@ class DevServer:
                 )
             if time.monotonic() > deadline:
                 self.stop()
-                raise TimeoutError(f"temporal server did not listen on {self.address} in {timeout}s")
+                raise TimeoutError(
+                    f"temporal server did not listen on {self.address} in {timeout}s"
+                )
             time.sleep(0.2)
 
     def stop(self) -> None:

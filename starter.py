@@ -1,8 +1,8 @@
 """Start a Training Camp session (all its lineages) from a spec file, watch it, or run the demo.
 
-    python starter.py start examples/essay-session.yaml   # against $TEMPORAL_ADDRESS
-    python starter.py status examples/essay-session.yaml
-    python starter.py demo examples/essay-session.yaml    # dev server + UI + worker + session
+python starter.py start examples/essay-session.yaml   # against $TEMPORAL_ADDRESS
+python starter.py status examples/essay-session.yaml
+python starter.py demo examples/essay-session.yaml    # dev server + UI + worker + session
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import quote
 
 import typer
@@ -38,6 +39,7 @@ from settings import Settings
 from workflows.lineage import LineageWorkflow
 
 console = Console()
+SpecPath = Annotated[Path, typer.Argument(help="Session spec (YAML or JSON).")]
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False
 )
@@ -118,29 +120,47 @@ def print_instructions(spec: SessionSpec, settings: Settings, ui_url: str | None
     console.print(f"\n[bold]Session[/bold] {spec.name!r} (id [cyan]{spec.session_id}[/cyan])")
     if ui_url:
         query = quote(f'TrainingCampSession="{spec.session_id}"')
-        console.print(f"Temporal Web UI: {ui_url}/namespaces/{settings.temporal_namespace}"
-                      f"/workflows?query={query}")
+        console.print(
+            f"Temporal Web UI: {ui_url}/namespaces/{settings.temporal_namespace}"
+            f"/workflows?query={query}"
+        )
     for lineage in spec.lineages:
-        console.print(f"  lineage {lineage.label}: workflow id [cyan]"
-                      f"{workflow_id(spec.lineage_id(lineage.label))}[/cyan]")
+        console.print(
+            f"  lineage {lineage.label}: workflow id [cyan]"
+            f"{workflow_id(spec.lineage_id(lineage.label))}[/cyan]"
+        )
     first = workflow_id(spec.lineage_id(spec.lineages[0].label))
     default = settings.temporal_address in ("localhost:7233", "127.0.0.1:7233")
-    address = "" if default else (
-        f" --address {settings.temporal_address}"
+    address = "" if default else (f" --address {settings.temporal_address}")
+    score = json.dumps(
+        {"score": 3, "comment": "Way too long, wanted quick bullets", "rater": "you"}
     )
-    score = json.dumps({"score": 3, "comment": "Way too long, wanted quick bullets", "rater": "you"})
     console.print("\nScore the latest output (signal; a bad payload is recorded as rejected):")
-    console.print(f"  {_cli()} workflow signal{address} --workflow-id {first} --name score "
-                  f"--input {shlex.quote(score)}", soft_wrap=True, highlight=False)
+    console.print(
+        f"  {_cli()} workflow signal{address} --workflow-id {first} --name score "
+        f"--input {shlex.quote(score)}",
+        soft_wrap=True,
+        highlight=False,
+    )
     console.print("Or with validation (update; a bad payload is refused, exit code 1):")
-    console.print(f"  {_cli()} workflow update execute{address} --workflow-id {first} "
-                  f"--name submit_score --input '{{\"score\": 8}}'", soft_wrap=True, highlight=False)
+    console.print(
+        f"  {_cli()} workflow update execute{address} --workflow-id {first} "
+        f"--name submit_score --input '{{\"score\": 8}}'",
+        soft_wrap=True,
+        highlight=False,
+    )
     console.print("Look at a lineage:")
-    console.print(f"  {_cli()} workflow query{address} --workflow-id {first} --type state",
-                  soft_wrap=True, highlight=False)
-    console.print(f"  {_cli()} workflow list{address} --query "
-                  f"{shlex.quote(f'TrainingCampSession={chr(34)}{spec.session_id}{chr(34)}')}\n",
-                  soft_wrap=True, highlight=False)
+    console.print(
+        f"  {_cli()} workflow query{address} --workflow-id {first} --type state",
+        soft_wrap=True,
+        highlight=False,
+    )
+    console.print(
+        f"  {_cli()} workflow list{address} --query "
+        f"{shlex.quote(f'TrainingCampSession={chr(34)}{spec.session_id}{chr(34)}')}\n",
+        soft_wrap=True,
+        highlight=False,
+    )
 
 
 async def watch(handles: list[WorkflowHandle[LineageWorkflow, object]]) -> None:
@@ -152,15 +172,22 @@ async def watch(handles: list[WorkflowHandle[LineageWorkflow, object]]) -> None:
                 state: LineageState = await handle.query(LineageWorkflow.state)
             except RPCError:
                 continue
-            key = (state.cycle, state.status, state.agent_version, len(state.score_history),
-                   state.rejected_feedback)
+            key = (
+                state.cycle,
+                state.status,
+                state.agent_version,
+                len(state.score_history),
+                state.rejected_feedback,
+            )
             if seen.get(handle.id) == key:
                 continue
             seen[handle.id] = key
             last = state.score_history[-1] if state.score_history else None
             scored = f" · last score {last.score:g} (cycle {last.cycle})" if last else ""
-            console.print(f"[bold]{state.label}[/bold] cycle {state.cycle} · agent v"
-                          f"{state.agent_version} · [magenta]{state.status}[/magenta]{scored}")
+            console.print(
+                f"[bold]{state.label}[/bold] cycle {state.cycle} · agent v"
+                f"{state.agent_version} · [magenta]{state.status}[/magenta]{scored}"
+            )
             if state.status == "awaiting_score" and state.latest_output_preview:
                 text = state.latest_output_preview
                 words = len(text.split())
@@ -181,7 +208,7 @@ def _load(spec_path: Path) -> SessionSpec:
 
 
 @app.command()
-def start(spec_path: Path = typer.Argument(..., help="Session spec (YAML or JSON).")) -> None:
+def start(spec_path: SpecPath) -> None:
     """Start (or resume) every lineage of a session on $TEMPORAL_ADDRESS."""
     spec = _load(spec_path)
     settings = Settings.from_env()
@@ -197,7 +224,7 @@ def start(spec_path: Path = typer.Argument(..., help="Session spec (YAML or JSON
 
 
 @app.command()
-def status(spec_path: Path = typer.Argument(..., help="Session spec (YAML or JSON).")) -> None:
+def status(spec_path: SpecPath) -> None:
     """Print each lineage's state (the `state` query)."""
     spec = _load(spec_path)
     settings = Settings.from_env()
@@ -216,19 +243,19 @@ def status(spec_path: Path = typer.Argument(..., help="Session spec (YAML or JSO
 
 @app.command()
 def demo(
-    spec_path: Path = typer.Argument(Path("examples/essay-session.yaml")),
-    data_dir: Path = typer.Option(Path(".training-camp"), help="Server and store data."),
-    port: int = typer.Option(7233),
-    ui_port: int = typer.Option(8233),
+    spec_path: Annotated[Path, typer.Argument(help="Session spec.")] = Path(
+        "examples/essay-session.yaml"
+    ),
+    data_dir: Annotated[Path, typer.Option(help="Server and store data.")] = Path(".training-camp"),
+    port: Annotated[int, typer.Option(help="Temporal frontend port.")] = 7233,
+    ui_port: Annotated[int, typer.Option(help="Web UI port.")] = 8233,
 ) -> None:
     """Dev server with Web UI + a worker + the session; Ctrl-C stops what it started."""
     spec = _load(spec_path)
     from dev_server import DevServer
 
     server = DevServer(data_dir, port=port, ui_port=ui_port)
-    settings = Settings.from_env().model_copy(
-        update={"temporal_address": server.address}
-    )
+    settings = Settings.from_env().model_copy(update={"temporal_address": server.address})
     if "TRAINING_CAMP_DATABASE_URL" not in os.environ:
         settings.database_url = f"sqlite:///{data_dir / 'training-camp.db'}"
     console.print(f"Starting the Temporal dev server (data in {data_dir}/)…")

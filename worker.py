@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated
 
 import typer
 from temporalio.client import Client
@@ -86,7 +87,9 @@ app = typer.Typer(add_completion=False, help=__doc__)
 
 @app.command()
 def main_command(
-    task_queue: str = typer.Option(None, help="Task queue (default: $TRAINING_CAMP_TASK_QUEUE)."),
+    task_queue: Annotated[
+        str | None, typer.Option(help="Task queue (default: $TRAINING_CAMP_TASK_QUEUE).")
+    ] = None,
 ) -> None:
     """Run a worker until SIGINT/SIGTERM (graceful: running activities finish)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

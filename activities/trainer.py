@@ -6,8 +6,20 @@ from __future__ import annotations
 from temporalio import activity
 
 from domain.agent import AgentRef
-from domain.lineage import ApplyEvolutionInput, ApplyEvolutionResult, CreditInput, PlanInput, TrainerInput
-from domain.trainer import CreditAssignment, EvolutionPlan, EvolutionTrigger, Directives, ScoreAnalysis
+from domain.lineage import (
+    ApplyEvolutionInput,
+    ApplyEvolutionResult,
+    CreditInput,
+    PlanInput,
+    TrainerInput,
+)
+from domain.trainer import (
+    CreditAssignment,
+    Directives,
+    EvolutionPlan,
+    EvolutionTrigger,
+    ScoreAnalysis,
+)
 from store import Store
 from trainer import credit_assignment, evolution, evolution_planner, reward_analyzer
 

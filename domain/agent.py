@@ -45,7 +45,9 @@ class AgentConstraints(CamelModel):
             try:
                 re.compile(pattern)
             except re.error as exc:
-                raise ValueError(f"forbidden pattern {pattern!r} is not a valid regex: {exc}")
+                raise ValueError(
+                    f"forbidden pattern {pattern!r} is not a valid regex: {exc}"
+                ) from None
         return self
 
 

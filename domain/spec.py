@@ -104,10 +104,7 @@ def load_spec(path: str | Path) -> SessionSpec:
     except OSError as exc:
         raise SpecError(f"{path}: cannot read spec file: {exc.strerror or exc}") from None
     try:
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            data = yaml.safe_load(text)
+        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise SpecError(f"{path}: not valid {path.suffix.lstrip('.') or 'YAML'}: {exc}") from None
     return parse_spec(data, str(path))

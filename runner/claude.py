@@ -23,7 +23,8 @@ class ClaudeBackend:
         # body. Claude accepts only one of temperature / top_p: an explicit topP wins, since
         # temperature always has a value.
         sampling = (
-            {"top_p": request.top_p} if request.top_p is not None
+            {"top_p": request.top_p}
+            if request.top_p is not None
             else {"temperature": request.temperature}
         )
         try:
@@ -35,7 +36,9 @@ class ClaudeBackend:
                 extra_body=sampling,
             )
         except (anthropic.RateLimitError, anthropic.InternalServerError) as exc:
-            raise ModelError(f"Claude unavailable ({exc.status_code}): {exc.message}", retryable=True)
+            raise ModelError(
+                f"Claude unavailable ({exc.status_code}): {exc.message}", retryable=True
+            ) from None
         except anthropic.APIConnectionError as exc:
             raise ModelError(f"cannot reach the Messages API: {exc}", retryable=True) from None
         except anthropic.APIStatusError as exc:
@@ -46,7 +49,9 @@ class ClaudeBackend:
             ) from None
         except (anthropic.APIResponseValidationError, ValueError) as exc:
             # includes a body that is not JSON at all (json.JSONDecodeError is a ValueError)
-            raise ModelError(f"malformed reply from the Messages API: {exc}", retryable=True) from None
+            raise ModelError(
+                f"malformed reply from the Messages API: {exc}", retryable=True
+            ) from None
         text = "".join(block.text for block in message.content if block.type == "text")
         return ModelReply(
             text=text,

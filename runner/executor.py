@@ -47,8 +47,7 @@ def _render(template: str, values: dict[str, str], step: str) -> str:
     unknown = sorted(names - values.keys())
     if unknown:
         raise KeyError(
-            f"flow step {step!r} uses unknown placeholder(s) {unknown}; "
-            f"available: {sorted(values)}"
+            f"flow step {step!r} uses unknown placeholder(s) {unknown}; available: {sorted(values)}"
         )
     return template.format_map(values)
 
@@ -69,11 +68,8 @@ class Executor:
         if agent.constraints.max_tokens is not None:
             max_tokens = min(max_tokens, agent.constraints.max_tokens)
         steps = agent.flow or []
-        prompts: list[tuple[str, str]] = []  # (step name, template)
-        if steps:
-            prompts = [(s.name, s.prompt) for s in steps]
-        else:
-            prompts = [("answer", "{input}")]
+        # (step name, template); a single-call agent is a one-step flow over the input
+        prompts = [(s.name, s.prompt) for s in steps] if steps else [("answer", "{input}")]
         values = {"input": cycle_input, "previous": cycle_input}
         try:
             backend = self._backend_for(agent.parameters.model)

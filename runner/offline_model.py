@@ -17,12 +17,13 @@ from runner.model_backend import ModelReply, ModelRequest
 
 _NEGATION = r"(?:not|no|never|avoid|without|instead of|rather than)\s+(?:\w+\s+){0,2}"
 
-_STOPWORDS = set(
-    """a an the and or of for to in on at by with about from into over under why how what when
-    which who is are be should could would will can do does did explain describe discuss write
-    give list summarize tell me us our your their its this that these those it as than then
-    so if vs versus between more most less least some any each every all whether""".split()
-)
+_STOPWORD_TEXT = """
+a an the and or of for to in on at by with about from into over under why how what when which
+who is are be should could would will can do does did explain describe discuss write give list
+summarize tell me us our your their its this that these those it as than then so if vs versus
+between more most less least some any each every all whether
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 _POINTS = [
     "{Topic} works best when the goal is stated up front and measured.",
@@ -83,7 +84,9 @@ def _mentions(text: str, pattern: str) -> bool:
 class Style:
     def __init__(self, instructions: str) -> None:
         text = instructions.lower()
-        words = re.search(r"(?:under|at most|no more than|fewer than|max(?:imum)?)\s+(\d+)\s+words", text)
+        words = re.search(
+            r"(?:under|at most|no more than|fewer than|max(?:imum)?)\s+(\d+)\s+words", text
+        )
         self.word_limit = int(words.group(1)) if words else None
         if _mentions(text, r"\b(brief|concise|short|succinct|scannable|quick|terse|tl;?dr)\b"):
             self.length = "short"
@@ -101,7 +104,7 @@ class Style:
             self.format = "paragraphs"
         if _mentions(text, r"\b(casual|friendly|conversational|warm|playful)\b"):
             self.tone = "casual"
-        elif _mentions(text, r"\b(formal|professional(ly)?|academic)\b"):
+        elif _mentions(text, r"\b(formal(ly)?|professional(ly)?|academic)\b"):
             self.tone = "formal"
         else:
             self.tone = "neutral"
@@ -126,9 +129,7 @@ def _topic(prompt: str) -> tuple[str, list[str]]:
     if len(topic) > 80:
         topic = topic[:80].rsplit(" ", 1)[0]
     keywords = [
-        w
-        for w in re.findall(r"[a-zA-Z][a-zA-Z-]{3,}", topic.lower())
-        if w not in _STOPWORDS
+        w for w in re.findall(r"[a-zA-Z][a-zA-Z-]{3,}", topic.lower()) if w not in _STOPWORDS
     ]
     return topic[0].lower() + topic[1:], keywords or ["planning", "execution"]
 

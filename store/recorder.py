@@ -399,7 +399,9 @@ class TrainingSignalRecorder:
     ) -> None:
         ts = now_ms()
         refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
-        tags = ["high_score"] if score >= HIGH_SCORE else ["low_score"] if score <= LOW_SCORE else []
+        tags = (
+            ["high_score"] if score >= HIGH_SCORE else ["low_score"] if score <= LOW_SCORE else []
+        )
         events = [
             NewEvent.keyed(
                 "artifact.scored",

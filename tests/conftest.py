@@ -148,8 +148,21 @@ class CliResult:
 async def temporal_cli(address: str, *args: str) -> CliResult:
     """Run the real `temporal` CLI without blocking the loop (the worker runs on it too)."""
     proc = await asyncio.create_subprocess_exec(
-        temporal_binary(), *args, "--address", address,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        temporal_binary(),
+        *args,
+        "--address",
+        address,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     return CliResult(proc.returncode or 0, out.decode(), err.decode())
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Wait until ``check()`` holds, e.g. for a store write made by an activity still running."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition never became true")
+        await asyncio.sleep(0.1)

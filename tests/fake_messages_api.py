@@ -24,7 +24,10 @@ def text_message(text: str, model: str, input_tokens: int = 12, output_tokens: i
     }
 
 
-OVERLOADED = (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+OVERLOADED = (
+    529,
+    {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+)
 
 
 class FakeMessagesAPI:
@@ -39,13 +42,21 @@ class FakeMessagesAPI:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 (http.server API)
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 with api._lock:
                     api.requests.append(body)
                     api.headers.append({k.lower(): v for k, v in self.headers.items()})
-                    status, reply = api.script.pop(0) if api.script else (
-                        500, {"type": "error", "error": {"type": "api_error", "message": "no script"}}
+                    status, reply = (
+                        api.script.pop(0)
+                        if api.script
+                        else (
+                            500,
+                            {
+                                "type": "error",
+                                "error": {"type": "api_error", "message": "no script"},
+                            },
+                        )
                     )
                 data = reply.encode() if isinstance(reply, str) else json.dumps(reply).encode()
                 self.send_response(status)

@@ -14,9 +14,7 @@ from workflows.lineage import LineageWorkflow
 MODEL = "claude-sonnet-5"
 
 
-async def test_two_failures_then_success_leave_three_attempts(
-    client, store, settings, run_worker
-):
+async def test_two_failures_then_success_leave_three_attempts(client, store, settings, run_worker):
     spec = make_spec(model=MODEL, options={"maxAttempts": 3, "retryInitialIntervalSeconds": 0.1})
     with FakeMessagesAPI() as api:
         api.script = [
@@ -36,8 +34,11 @@ async def test_two_failures_then_success_leave_three_attempts(
             (handle,) = await start_session(client, spec, settings.task_queue)
             state = await wait_for_state(handle, awaiting(1))
             assert state.latest_output_preview == "- short\n- bulleted"
-            counts_before = (store.queries.count(AttemptRow), store.queries.count(SpanRow),
-                             store.queries.count(TrainingEvent))
+            counts_before = (
+                store.queries.count(AttemptRow),
+                store.queries.count(SpanRow),
+                store.queries.count(TrainingEvent),
+            )
 
         # a new worker replays the workflow from history; nothing is recorded twice
         async with run_worker(claude):
@@ -57,7 +58,9 @@ async def test_two_failures_then_success_leave_three_attempts(
     rollout = store.queries.rollouts(spec.lineage_id("A"))[0]
     attempts = store.queries.attempts(rollout.id)
     assert [(a.attempt_number, a.status) for a in attempts] == [
-        (1, "failed"), (2, "failed"), (3, "succeeded")
+        (1, "failed"),
+        (2, "failed"),
+        (3, "succeeded"),
     ]
     assert "529" in attempts[0].error and "Overloaded" in attempts[0].error
     assert "malformed" in attempts[1].error or "JSON" in attempts[1].error

@@ -9,7 +9,7 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
 from starter import start_session
-from tests.conftest import awaiting, make_spec, temporal_cli, wait_for_state
+from tests.conftest import awaiting, eventually, make_spec, temporal_cli, wait_for_state
 from workflows.lineage import LineageWorkflow
 
 
@@ -46,15 +46,32 @@ async def test_cli_update_exits_non_zero_and_names_the_problem(
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
         bad = await temporal_cli(
-            temporal_address, "workflow", "update", "execute",
-            "--workflow-id", handle.id, "--name", "submit_score", "--input", '{"score": 11}',
+            temporal_address,
+            "workflow",
+            "update",
+            "execute",
+            "--workflow-id",
+            handle.id,
+            "--name",
+            "submit_score",
+            "--input",
+            '{"score": 11}',
         )
         assert bad.returncode != 0
         assert "less than or equal to 10" in bad.stdout + bad.stderr
         good = await temporal_cli(
-            temporal_address, "workflow", "update", "execute",
-            "--workflow-id", handle.id, "--name", "submit_score", "--input",
-            json.dumps({"score": 7, "comment": "fine"}), "--output", "json",
+            temporal_address,
+            "workflow",
+            "update",
+            "execute",
+            "--workflow-id",
+            handle.id,
+            "--name",
+            "submit_score",
+            "--input",
+            json.dumps({"score": 7, "comment": "fine"}),
+            "--output",
+            "json",
         )
         assert good.returncode == 0, good.stderr
         assert '"score": 7' in good.stdout.replace('"score":7', '"score": 7')
@@ -77,8 +94,9 @@ async def test_malformed_score_signal_is_recorded_and_the_lineage_keeps_waiting(
         await handle.signal(LineageWorkflow.score, {"score": 6, "comment": "too long", "cycle": 1})
         state = await wait_for_state(handle, awaiting(2))
         assert [p.score for p in state.score_history] == [6]
+        lineage = spec.lineage_id("A")
+        await eventually(lambda: len(store.queries.rejected_feedback(lineage)) == 3)
 
-    lineage = spec.lineage_id("A")
     rejected = store.queries.rejected_feedback(lineage)
     assert [r.kind for r in rejected] == ["score", "score", "score"]
     assert "less than or equal to 10 (got 42)" in rejected[0].reason

@@ -11,7 +11,7 @@ from sqlmodel import select
 
 from starter import start_session
 from store.tables import PayloadBlob
-from tests.conftest import awaiting, make_spec, temporal_cli, wait_for_state
+from tests.conftest import awaiting, eventually, make_spec, temporal_cli, wait_for_state
 from workflows.lineage import LineageWorkflow
 
 
@@ -26,18 +26,32 @@ async def test_cli_score_evolves_the_lineage_and_the_store_holds_everything(
 
         # the search attributes let the CLI find the session's lineages
         listed = await temporal_cli(
-            temporal_address, "workflow", "list", "--query",
-            f'TrainingCampSession="{spec.session_id}"', "--output", "json",
+            temporal_address,
+            "workflow",
+            "list",
+            "--query",
+            f'TrainingCampSession="{spec.session_id}"',
+            "--output",
+            "json",
         )
         assert listed.returncode == 0, listed.stderr
         assert {w["execution"]["workflowId"] for w in json.loads(listed.stdout)} == {
-            handle_a.id, handle_b.id
+            handle_a.id,
+            handle_b.id,
         }
 
         sent = await temporal_cli(
-            temporal_address, "workflow", "signal", "--workflow-id", handle_a.id,
-            "--name", "score", "--input",
-            json.dumps({"score": 3, "comment": "Way too long, wanted quick bullets", "rater": "ana"}),
+            temporal_address,
+            "workflow",
+            "signal",
+            "--workflow-id",
+            handle_a.id,
+            "--name",
+            "score",
+            "--input",
+            json.dumps(
+                {"score": 3, "comment": "Way too long, wanted quick bullets", "rater": "ana"}
+            ),
         )
         assert sent.returncode == 0, sent.stderr
         state = await wait_for_state(handle_a, awaiting(2))
@@ -92,15 +106,26 @@ async def test_cli_score_evolves_the_lineage_and_the_store_holds_everything(
     assert any(c["blame"] == "high" for c in credit["prompt"])
     changes = json.loads(record.changes)
     assert {(c["component"], c["change_type"]) for c in changes} >= {
-        ("systemPrompt", "modify"), ("systemPrompt", "add"), ("parameters", "modify")
+        ("systemPrompt", "modify"),
+        ("systemPrompt", "add"),
+        ("parameters", "modify"),
     }
     assert record.hypothesis
     assert (record.next_score, record.score_delta, record.hypothesis_validated) == (8, 5, True)
 
     types = Counter(e.event_type for e in q.events(lineage_a))
-    for event_type in ("lineage.created", "agent.created", "agent.evolved", "rollout.started",
-                       "attempt.started", "attempt.span_recorded", "attempt.completed",
-                       "artifact.created", "artifact.scored", "evolution.outcome"):
+    for event_type in (
+        "lineage.created",
+        "agent.created",
+        "agent.evolved",
+        "rollout.started",
+        "attempt.started",
+        "attempt.span_recorded",
+        "attempt.completed",
+        "artifact.created",
+        "artifact.scored",
+        "evolution.outcome",
+    ):
         assert types[event_type] >= 1, event_type
 
     # identical payloads are stored once: both lineages got the same input and prompt
@@ -123,7 +148,9 @@ def _ref(agent_id: str, version: int):
     return AgentRef(agent_id=agent_id, version=version)
 
 
-async def test_locked_lineage_keeps_producing_but_stops_evolving(client, store, settings, run_worker):
+async def test_locked_lineage_keeps_producing_but_stops_evolving(
+    client, store, settings, run_worker
+):
     spec = make_spec(labels=("A", "B"))
     async with run_worker():
         handle_a, handle_b = await start_session(client, spec, settings.task_queue)
@@ -137,6 +164,8 @@ async def test_locked_lineage_keeps_producing_but_stops_evolving(client, store, 
         assert state.agent_version == 1  # no evolution while locked
         await handle_a.signal(LineageWorkflow.unlock, {})
         await wait_for_state(handle_a, lambda s: not s.locked)
+        lineage_a = spec.lineage_id("A")
+        await eventually(lambda: store.queries.lineage(lineage_a).locked is False)
 
     lineage_a = spec.lineage_id("A")
     assert store.queries.evolution_records(lineage_a) == []
@@ -164,8 +193,10 @@ async def test_directives_shape_the_next_evolution(client, store, settings, run_
         state = await wait_for_state(handle, awaiting(2))
         assert state.oneshot_directives == []  # used once
         assert state.sticky_directives == ["Always cite one source."]
+        lineage = spec.lineage_id("A")
+        await eventually(lambda: len(store.queries.directives(lineage)) == 2)
+        await eventually(lambda: len(store.queries.rejected_feedback(lineage)) == 1)
 
-    lineage = spec.lineage_id("A")
     v2 = store.queries.agent_definition(_ref(lineage, 2))
     assert "Always cite one source." in v2.system_prompt
     assert "Mention the budget." in v2.system_prompt

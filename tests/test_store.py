@@ -42,28 +42,51 @@ INPUTS = ["Explain the four-day week.", "Explain remote onboarding."]
 
 def _register(store: Store, lineage: str, session: str = "s1") -> list[str]:
     return store.recorder.register_lineage(
-        session_id=session, session_name="Session", lineage_id=lineage, label=lineage[-1],
-        workflow_id=f"lineage-{lineage}", agent=AGENT, inputs=INPUTS,
+        session_id=session,
+        session_name="Session",
+        lineage_id=lineage,
+        label=lineage[-1],
+        workflow_id=f"lineage-{lineage}",
+        agent=AGENT,
+        inputs=INPUTS,
     )
 
 
 def _attempt(store: Store, lineage: str, rollout: str, attempt: str, number: int, ih: str) -> None:
     store.recorder.record_attempt_started(
-        session_id="s1", lineage_id=lineage, rollout_id=rollout, cycle=1, attempt_id=attempt,
+        session_id="s1",
+        lineage_id=lineage,
+        rollout_id=rollout,
+        cycle=1,
+        attempt_id=attempt,
         attempt_number=number,
         snapshot=AgentSnapshot(agent_id=lineage, version=1, **AGENT.hashes().model_dump()),
-        input_hash=ih, model_id="offline-1",
+        input_hash=ih,
+        model_id="offline-1",
         parameters={"temperature": 0.7, "maxTokens": 2048, "topP": None},
     )
 
 
 def _spans(attempt: str) -> list[SpanRecord]:
     return [
-        SpanRecord(span_id=f"{attempt}:s1", sequence=1, span_type="llm_call", input="q",
-                   output="a long essay", model_id="offline-1", prompt_tokens=5,
-                   completion_tokens=9, duration_ms=3),
-        SpanRecord(span_id=f"{attempt}:s2", parent_span_id=f"{attempt}:s1", sequence=2,
-                   span_type="output", output="a long essay"),
+        SpanRecord(
+            span_id=f"{attempt}:s1",
+            sequence=1,
+            span_type="llm_call",
+            input="q",
+            output="a long essay",
+            model_id="offline-1",
+            prompt_tokens=5,
+            completion_tokens=9,
+            duration_ms=3,
+        ),
+        SpanRecord(
+            span_id=f"{attempt}:s2",
+            parent_span_id=f"{attempt}:s1",
+            sequence=2,
+            span_type="output",
+            output="a long essay",
+        ),
     ]
 
 
@@ -74,49 +97,117 @@ def _full_story(store: Store) -> None:
     rec = store.recorder
     _attempt(store, "s1-A", "s1-A:c1", "s1-A:c1:a1", 1, hashes[0])
     rec.record_attempt_failed(
-        session_id="s1", lineage_id="s1-A", attempt_id="s1-A:c1:a1", error="overloaded",
-        error_type="AgentRunError", retryable=True, spans=[], duration_ms=4,
+        session_id="s1",
+        lineage_id="s1-A",
+        attempt_id="s1-A:c1:a1",
+        error="overloaded",
+        error_type="AgentRunError",
+        retryable=True,
+        spans=[],
+        duration_ms=4,
     )
     _attempt(store, "s1-A", "s1-A:c1", "s1-A:c1:a2", 2, hashes[0])
     rec.record_attempt_succeeded(
-        session_id="s1", lineage_id="s1-A", rollout_id="s1-A:c1", cycle=1, agent_version=1,
-        attempt_id="s1-A:c1:a2", artifact_id="s1-A:c1:artifact", output="a long essay",
-        spans=_spans("s1-A:c1:a2"), usage=Usage(prompt_tokens=5, completion_tokens=9),
+        session_id="s1",
+        lineage_id="s1-A",
+        rollout_id="s1-A:c1",
+        cycle=1,
+        agent_version=1,
+        attempt_id="s1-A:c1:a2",
+        artifact_id="s1-A:c1:artifact",
+        output="a long essay",
+        spans=_spans("s1-A:c1:a2"),
+        usage=Usage(prompt_tokens=5, completion_tokens=9),
         duration_ms=7,
     )
     rec.record_score(
-        session_id="s1", lineage_id="s1-A", evaluation_id="e1", artifact_id="s1-A:c1:artifact",
-        rollout_id="s1-A:c1", cycle=1, agent_version=1, score=3, comment="too long", rater="ana",
+        session_id="s1",
+        lineage_id="s1-A",
+        evaluation_id="e1",
+        artifact_id="s1-A:c1:artifact",
+        rollout_id="s1-A:c1",
+        cycle=1,
+        agent_version=1,
+        score=3,
+        comment="too long",
+        rater="ana",
         outcome=None,
     )
-    change = EvolutionChange(component="parameters", change_type="modify", target="maxTokens",
-                             before="2048", after="300", reason="length", confidence=0.8)
-    evolved = AGENT.model_copy(update={"parameters": AGENT.parameters.model_copy(
-        update={"max_tokens": 300})})
+    change = EvolutionChange(
+        component="parameters",
+        change_type="modify",
+        target="maxTokens",
+        before="2048",
+        after="300",
+        reason="length",
+        confidence=0.8,
+    )
+    evolved = AGENT.model_copy(
+        update={"parameters": AGENT.parameters.model_copy(update={"max_tokens": 300})}
+    )
     rec.record_evolution(
-        session_id="s1", lineage_id="s1-A", evolution_id="s1-A:evolution:v1", from_version=1,
+        session_id="s1",
+        lineage_id="s1-A",
+        evolution_id="s1-A:evolution:v1",
+        from_version=1,
         new_agent=evolved,
-        trigger=EvolutionTrigger(rollout_id="s1-A:c1", attempt_id="s1-A:c1:a2",
-                                 artifact_id="s1-A:c1:artifact", evaluation_id="e1", score=3),
+        trigger=EvolutionTrigger(
+            rollout_id="s1-A:c1",
+            attempt_id="s1-A:c1:a2",
+            artifact_id="s1-A:c1:artifact",
+            evaluation_id="e1",
+            score=3,
+        ),
         analysis=ScoreAnalysis(score=3, sentiment="negative", trend="stable"),
         credit=CreditAssignment(mode="prompt"),
         plan=EvolutionPlan(changes=[change], hypothesis="shorter"),
         changes=[change],
     )
     rec.record_score(
-        session_id="s1", lineage_id="s1-A", evaluation_id="e2", artifact_id="s1-A:c2:artifact",
-        rollout_id="s1-A:c2", cycle=2, agent_version=2, score=8, comment=None, rater=None,
-        outcome=("s1-A:evolution:v1", EvolutionOutcome(next_score=8, score_delta=5,
-                                                      hypothesis_validated=True, reason="ok")),
+        session_id="s1",
+        lineage_id="s1-A",
+        evaluation_id="e2",
+        artifact_id="s1-A:c2:artifact",
+        rollout_id="s1-A:c2",
+        cycle=2,
+        agent_version=2,
+        score=8,
+        comment=None,
+        rater=None,
+        outcome=(
+            "s1-A:evolution:v1",
+            EvolutionOutcome(next_score=8, score_delta=5, hypothesis_validated=True, reason="ok"),
+        ),
     )
-    rec.record_directive(session_id="s1", lineage_id="s1-A", directive_id="d1", cycle=2,
-                         kind="sticky", content="Be brief.")
-    rec.record_rejection(session_id="s1", lineage_id="s1-A", rejection_id="r1", cycle=2,
-                         kind="score", payload_preview="{'score': 11}", reason="too high")
-    rec.record_lock(session_id="s1", lineage_id="s1-A", event_key="l1", cycle=2, locked=True,
-                    reason="winner", competitor_scores={"s1-B": None})
-    rec.record_rollout_failed(session_id="s1", lineage_id="s1-B", rollout_id="s1-B:c1",
-                              error="boom")
+    rec.record_directive(
+        session_id="s1",
+        lineage_id="s1-A",
+        directive_id="d1",
+        cycle=2,
+        kind="sticky",
+        content="Be brief.",
+    )
+    rec.record_rejection(
+        session_id="s1",
+        lineage_id="s1-A",
+        rejection_id="r1",
+        cycle=2,
+        kind="score",
+        payload_preview="{'score': 11}",
+        reason="too high",
+    )
+    rec.record_lock(
+        session_id="s1",
+        lineage_id="s1-A",
+        event_key="l1",
+        cycle=2,
+        locked=True,
+        reason="winner",
+        competitor_scores={"s1-B": None},
+    )
+    rec.record_rollout_failed(
+        session_id="s1", lineage_id="s1-B", rollout_id="s1-B:c1", error="boom"
+    )
 
 
 def _dump(store: Store) -> dict[str, list[dict[str, Any]]]:
@@ -152,13 +243,15 @@ def test_attempt_projection_follows_its_events(store: Store):
     _full_story(store)
     attempts = store.queries.attempts("s1-A:c1")
     assert [(a.attempt_number, a.status, a.error) for a in attempts] == [
-        (1, "failed", "overloaded"), (2, "succeeded", None)
+        (1, "failed", "overloaded"),
+        (2, "succeeded", None),
     ]
     assert attempts[1].total_tokens == 14
     assert store.queries.payload(attempts[1].output_hash) == "a long essay"
     spans = store.queries.spans("s1-A:c1:a2")
     assert [(s.sequence, s.type, s.parent_span_id) for s in spans] == [
-        (1, "llm_call", None), (2, "output", "s1-A:c1:a2:s1")
+        (1, "llm_call", None),
+        (2, "output", "s1-A:c1:a2:s1"),
     ]
     rollouts = {r.id: r for r in store.queries.rollouts("s1-A")}
     assert rollouts["s1-A:c1"].status == "completed"
@@ -181,9 +274,18 @@ def test_identical_payloads_are_stored_once(store: Store):
 def test_log_reads_in_order_and_views_ignore_unknown_events(store: Store):
     _register(store, "s1-A")
     with store.engine.begin() as conn:
-        event_log.append(conn, [event_log.NewEvent.keyed(
-            "custom.future_event", "k1", {"anything": [1, 2]}, timestamp=1, lineage_id="s1-A",
-        )])
+        event_log.append(
+            conn,
+            [
+                event_log.NewEvent.keyed(
+                    "custom.future_event",
+                    "k1",
+                    {"anything": [1, 2]},
+                    timestamp=1,
+                    lineage_id="s1-A",
+                )
+            ],
+        )
     events = store.queries.events("s1-A")
     positions = [e.position for e in events]
     assert positions == sorted(positions)

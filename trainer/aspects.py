@@ -24,7 +24,9 @@ class Cue:
 CUES: list[Cue] = [
     Cue("length", "shorter", r"\b(way )?too (long|wordy|verbose|much)\b|\btl;?dr\b", 0.95),
     Cue("length", "longer", r"\btoo (short|brief|thin|shallow)\b|\bnot enough detail", 0.9),
-    Cue("length", "shorter", r"\b(verbose|wordy|long-winded|rambl\w*|shorter|more concise)\b", 0.85),
+    Cue(
+        "length", "shorter", r"\b(verbose|wordy|long-winded|rambl\w*|shorter|more concise)\b", 0.85
+    ),
     Cue("length", "shorter", r"\b(quick|brief|concise|short|succinct|terse)\b", 0.7),
     Cue("length", "longer", r"\b(more detail\w*|longer|expand|elaborate|deeper|more depth)\b", 0.8),
     Cue("format", "bullets", r"\bbullet\w*|\bbulleted\b", 0.9),
@@ -35,8 +37,13 @@ CUES: list[Cue] = [
     Cue("tone", "formal", r"\btoo (casual|informal|chatty)\b|\bunprofessional\b", 0.9),
     Cue("tone", "casual", r"\b(casual|friendlier|friendly|conversational|warmer)\b", 0.75),
     Cue("tone", "formal", r"\b(more formal|more professional|formal)\b", 0.75),
-    Cue("accuracy", "accurate", r"\b(wrong|incorrect|inaccurate|mistakes?|errors?|made up|"
-        r"hallucinat\w*|false|not true)\b", 0.85),
+    Cue(
+        "accuracy",
+        "accurate",
+        r"\b(wrong|incorrect|inaccurate|mistakes?|errors?|made up|"
+        r"hallucinat\w*|false|not true)\b",
+        0.85,
+    ),
     Cue("clarity", "clearer", r"\b(confusing|unclear|hard to follow|jargon\w*|convoluted)\b", 0.85),
     Cue("examples", "examples", r"\b(examples?|concrete|specifics?)\b", 0.7),
 ]

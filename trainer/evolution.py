@@ -1,4 +1,4 @@
-"""Targeted evolution: apply a plan's changes and nothing else; version + 1 is the recorder's job."""
+"""Targeted evolution: apply a plan's changes and nothing else (the recorder bumps the version)."""
 
 from __future__ import annotations
 

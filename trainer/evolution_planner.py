@@ -137,9 +137,12 @@ def plan(
         claims = [aspects.HYPOTHESES[a.want] for a in wished if a.want in aspects.HYPOTHESES]
         claims += [f"it will follow the directive {d!r}" for d in oneshot_directives]
         body = "; ".join(claims) if claims else "the changed instructions will be followed"
-        result.hypothesis = f"After these changes {body}, and the next score will exceed " \
-            f"{analysis.score:g}."
-        result.expected_impact = [ExpectedImpact(aspect=a.aspect, direction="improve") for a in wished]
+        result.hypothesis = (
+            f"After these changes {body}, and the next score will exceed {analysis.score:g}."
+        )
+        result.expected_impact = [
+            ExpectedImpact(aspect=a.aspect, direction="improve") for a in wished
+        ]
         result.expected_impact += [
             ExpectedImpact(aspect=a.aspect, direction="maintain") for a in kept_positive
         ]
@@ -189,12 +192,14 @@ def _enforce_constraints(agent: AgentDefinition, plan: EvolutionPlan) -> None:
     """Repair or drop changes until the evolved agent satisfies every immutable constraint."""
     limit = agent.constraints.max_tokens
     for change in plan.changes:
-        if change.target == "maxTokens" and limit is not None and change.after is not None:
-            if int(change.after) > limit:
-                plan.notes.append(
-                    f"maxTokens {change.after} clamped to constraints.maxTokens {limit}"
-                )
-                change.after = str(limit)
+        if (
+            change.target == "maxTokens"
+            and limit is not None
+            and change.after is not None
+            and int(change.after) > limit
+        ):
+            plan.notes.append(f"maxTokens {change.after} clamped to constraints.maxTokens {limit}")
+            change.after = str(limit)
     kept: list[EvolutionChange] = []
     for change in plan.changes:
         try:

@@ -11,7 +11,9 @@ def judge(
     delta = next_analysis.score - trigger_score
     targeted = {e.aspect for e in expected if e.direction == "improve"}
     still_bad = sorted(
-        a.aspect for a in next_analysis.aspects if a.sentiment == "negative" and a.aspect in targeted
+        a.aspect
+        for a in next_analysis.aspects
+        if a.sentiment == "negative" and a.aspect in targeted
     )
     validated = delta > 0 and not still_bad
     if still_bad:

@@ -20,13 +20,18 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
         sentiment = "neutral"
     found = aspects.extract(comment, sentiment) if comment else []
     if not found and comment and re.search(aspects.PRAISE, comment.lower()) and score >= 7:
-        found = [FeedbackAspect(aspect="overall", sentiment="positive", quote=comment[:80],
-                                confidence=0.6)]
+        found = [
+            FeedbackAspect(
+                aspect="overall", sentiment="positive", quote=comment[:80], confidence=0.6
+            )
+        ]
     if previous_scores:
         delta = score - previous_scores[-1]
         trend = (
-            "improving" if delta > TREND_EPSILON
-            else "declining" if delta < -TREND_EPSILON
+            "improving"
+            if delta > TREND_EPSILON
+            else "declining"
+            if delta < -TREND_EPSILON
             else "stable"
         )
     else:

@@ -56,7 +56,9 @@ SCORE_HISTORY_CARRIED = 200
 STORE_ACTIVITY = {
     "start_to_close_timeout": timedelta(seconds=60),
     # The store may be briefly unreachable; keep trying rather than lose the record.
-    "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
+    "retry_policy": RetryPolicy(
+        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
+    ),
 }
 TRAINER_ACTIVITY = {
     "start_to_close_timeout": timedelta(minutes=5),
@@ -68,7 +70,9 @@ TRAINER_ACTIVITY = {
 class LineageWorkflow:
     @workflow.init
     def __init__(self, inp: LineageInput) -> None:
-        carried = inp.carried or CarriedState(agent=AgentRef(agent_id=inp.lineage_id, version=0), input_hashes=[])
+        carried = inp.carried or CarriedState(
+            agent=AgentRef(agent_id=inp.lineage_id, version=0), input_hashes=[]
+        )
         self._inp = inp
         self._s = carried
         self._status: LineageStatus = "starting"
@@ -170,9 +174,7 @@ class LineageWorkflow:
                     **STORE_ACTIVITY,
                 )
             self._set_status("failed")
-            await workflow.wait_condition(
-                lambda: self._retry_requested or self._s.stop_requested
-            )
+            await workflow.wait_condition(lambda: self._retry_requested or self._s.stop_requested)
             if self._s.stop_requested:
                 return None
             self._retry_requested = False
@@ -227,7 +229,9 @@ class LineageWorkflow:
         self._s.score_history = self._s.score_history[-SCORE_HISTORY_CARRIED:]
         return evaluation_id
 
-    async def _train(self, rollout: RunAgentResult, queued: QueuedScore, evaluation_id: str) -> None:
+    async def _train(
+        self, rollout: RunAgentResult, queued: QueuedScore, evaluation_id: str
+    ) -> None:
         """Reward analysis → credit assignment → evolution planning → targeted evolution."""
         self._set_status("training")
         oneshot = list(self._s.oneshot_directives)

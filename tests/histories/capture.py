@@ -43,7 +43,9 @@ async def main() -> None:
             (handle,) = await start_session(env.client, spec, settings.task_queue)
             await wait_for_state(handle, awaiting(1))
             await handle.signal(LineageWorkflow.score, {"score": 99})
-            await handle.signal(LineageWorkflow.directive, {"kind": "sticky", "content": "Be kind."})
+            await handle.signal(
+                LineageWorkflow.directive, {"kind": "sticky", "content": "Be kind."}
+            )
             await handle.signal(LineageWorkflow.score, {"score": 3, "comment": "way too long"})
             await wait_for_state(handle, awaiting(2))
             await handle.signal(LineageWorkflow.lock, {"reason": "good enough"})

@@ -1,0 +1,103 @@
+"""The README's main command, as a user runs it: dev server + UI + worker + example session;
+Ctrl-C stops everything it started; running it again resumes the same lineages."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+from dev_server import port_open
+from tests.conftest import temporal_cli
+
+ROOT = Path(__file__).parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Demo:
+    def __init__(self, data_dir: Path, port: int, ui_port: int) -> None:
+        self.args = [
+            sys.executable,
+            "starter.py",
+            "demo",
+            "examples/essay-session.yaml",
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(port),
+            "--ui-port",
+            str(ui_port),
+        ]
+        self.output = ""
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINING_CAMP_")}
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.args,
+            cwd=ROOT,
+            env={**env, "COLUMNS": "200"},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+
+    async def expect(self, text: str, timeout: float = 60) -> None:
+        assert self.proc and self.proc.stdout
+
+        async def read() -> None:
+            while text not in self.output:
+                chunk = await self.proc.stdout.read(4096)
+                if not chunk:
+                    raise AssertionError(f"demo exited before printing {text!r}:\n{self.output}")
+                self.output += chunk.decode()
+
+        await asyncio.wait_for(read(), timeout)
+
+    async def interrupt(self) -> int:
+        assert self.proc
+        self.proc.send_signal(signal.SIGINT)
+        rest, _ = await asyncio.wait_for(self.proc.communicate(), 30)
+        self.output += rest.decode()
+        return self.proc.returncode
+
+
+async def test_demo_runs_stops_and_resumes(tmp_path):
+    port, ui_port = free_port(), free_port()
+    demo = Demo(tmp_path / "data", port, ui_port)
+    await demo.start()
+    await demo.expect("B cycle 1 · agent v1 · awaiting_score")
+    await demo.expect("A cycle 1 · agent v1 · awaiting_score")
+    assert f"http://localhost:{ui_port}/namespaces/default/workflows" in demo.output
+    assert "workflow signal" in demo.output and "--workflow-id lineage-essay-demo-A" in demo.output
+
+    sent = await temporal_cli(
+        f"127.0.0.1:{port}",
+        "workflow",
+        "signal",
+        "--workflow-id",
+        "lineage-essay-demo-A",
+        "--name",
+        "score",
+        "--input",
+        '{"score": 3, "comment": "Way too long, wanted quick bullets"}',
+    )
+    assert sent.returncode == 0, sent.stderr
+    await demo.expect("A cycle 2 · agent v2 · awaiting_score")
+    assert await demo.interrupt() == 0
+    assert not port_open("127.0.0.1", port)  # the server it started is gone
+    assert (tmp_path / "data" / "temporal.db").exists()
+    assert (tmp_path / "data" / "training-camp.db").exists()
+
+    again = Demo(tmp_path / "data", port, ui_port)
+    await again.start()
+    await again.expect("A cycle 2 · agent v2 · awaiting_score")  # resumed, not restarted
+    assert "Traceback" not in again.output
+    assert await again.interrupt() == 0
