@@ -166,11 +166,14 @@ def print_instructions(spec: SessionSpec, settings: Settings, ui_url: str | None
 async def watch(handles: list[WorkflowHandle[LineageWorkflow, object]]) -> None:
     """Print each lineage's progress as it changes, until cancelled."""
     seen: dict[str, tuple[object, ...]] = {}
+    versions: dict[str, int] = {}
     while True:
         for handle in handles:
             try:
                 state: LineageState = await handle.query(LineageWorkflow.state)
             except RPCError:
+                continue
+            if state.status == "starting":
                 continue
             key = (
                 state.cycle,
@@ -188,10 +191,12 @@ async def watch(handles: list[WorkflowHandle[LineageWorkflow, object]]) -> None:
                 f"[bold]{state.label}[/bold] cycle {state.cycle} · agent v"
                 f"{state.agent_version} · [magenta]{state.status}[/magenta]{scored}"
             )
+            if state.last_evolution and state.agent_version > versions.get(handle.id, 1):
+                console.print(f"  [green]{state.last_evolution}[/green]", highlight=False)
+            versions[handle.id] = state.agent_version
             if state.status == "awaiting_score" and state.latest_output_preview:
                 text = state.latest_output_preview
-                words = len(text.split())
-                console.print(f"  [dim]output ({words} words shown):[/dim]")
+                console.print(f"  [dim]output ({state.latest_output_words} words):[/dim]")
                 for line in text.splitlines()[:8]:
                     console.print(f"  [dim]│[/dim] {line[:160]}", highlight=False)
             if state.last_rejection and state.rejected_feedback:

@@ -91,6 +91,7 @@ class AgentExecutionActivities:
             artifact_id=artifact_id,
             output_preview=preview + ("…" if len(result.output) > PREVIEW_CHARS else ""),
             output_chars=len(result.output),
+            output_words=len(result.output.split()),
             total_tokens=result.usage.total_tokens,
         )
 

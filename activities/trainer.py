@@ -16,6 +16,7 @@ from domain.lineage import (
 from domain.trainer import (
     CreditAssignment,
     Directives,
+    EvolutionChange,
     EvolutionPlan,
     EvolutionTrigger,
     ScoreAnalysis,
@@ -57,7 +58,13 @@ class TrainerActivities:
     def apply_evolution(self, inp: ApplyEvolutionInput) -> ApplyEvolutionResult:
         t = inp.trainer
         if not inp.plan.changes:
-            return ApplyEvolutionResult(evolution_id=None, agent=t.agent, changes=0)
+            reason = "; ".join(inp.plan.notes) or "the plan held no change"
+            return ApplyEvolutionResult(
+                evolution_id=None,
+                agent=t.agent,
+                changes=0,
+                summary=f"kept v{t.agent.version}: {reason}",
+            )
         agent = self.store.queries.agent_definition(t.agent)
         evolved = evolution.apply_changes(agent, inp.plan.changes)
         artifact = self.store.queries.artifact(t.artifact_id)
@@ -82,6 +89,17 @@ class TrainerActivities:
             plan=inp.plan,
             changes=inp.plan.changes,
         )
+        described = ", ".join(_describe(c) for c in inp.plan.changes)
         return ApplyEvolutionResult(
-            evolution_id=evolution_id, agent=ref, changes=len(inp.plan.changes)
+            evolution_id=evolution_id,
+            agent=ref,
+            changes=len(inp.plan.changes),
+            summary=f"v{t.agent.version}→v{ref.version}: {described}",
         )
+
+
+def _describe(change: EvolutionChange) -> str:
+    if change.component == "parameters":
+        return f"{change.target} {change.before}→{change.after}"
+    text = change.after if change.change_type != "remove" else change.before
+    return f"{change.change_type} {text!r}"

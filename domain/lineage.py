@@ -51,6 +51,8 @@ class CarriedState(BaseModel):
     # The latest evolution awaiting its outcome (filled by the next score)
     pending_evolution_id: str | None = None
     latest_output_preview: str | None = None
+    latest_output_words: int = 0
+    last_evolution: str | None = None
     rejected_count: int = 0
 
 
@@ -77,6 +79,8 @@ class LineageState(BaseModel):
     agent_version: int
     locked: bool
     latest_output_preview: str | None
+    latest_output_words: int
+    last_evolution: str | None
     score_history: list[ScorePoint]
     queued_scores: int
     sticky_directives: list[str]
@@ -129,6 +133,7 @@ class RunAgentResult(BaseModel):
     artifact_id: str
     output_preview: str
     output_chars: int
+    output_words: int = 0
     total_tokens: int
 
 
@@ -214,3 +219,5 @@ class ApplyEvolutionResult(BaseModel):
     evolution_id: str | None  # None when the plan held no change
     agent: AgentRef
     changes: int
+    # one line for people: what changed, or why nothing did (default keeps old histories valid)
+    summary: str = ""

@@ -24,6 +24,7 @@ from store import Store
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
 
+SUGGEST_CONTINUE_AS_NEW_AFTER = 60
 ESSAY_PROMPT = (
     "You are an expert analyst. Provide comprehensive, detailed analysis. "
     "Structure your response professionally."
@@ -37,6 +38,12 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
         data_converter=pydantic_data_converter,
         search_attributes=search_attributes.ALL,
         dev_server_log_level="error",
+        # The server suggests continue-as-new after this many events (4,096 by default), so
+        # every lineage in the suite crosses runs after a cycle or two.
+        dev_server_extra_args=[
+            "--dynamic-config-value",
+            f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AFTER}",
+        ],
     )
     try:
         yield env

@@ -75,3 +75,21 @@ async def test_saved_histories_replay():
     for path in files:
         history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
         await _replay(history)
+
+
+async def test_continue_as_new_when_the_server_suggests_it(client, store, settings, run_worker):
+    """continueAsNewEvery is far away; the server's suggestion (lowered for the suite, see
+    conftest) is what makes the lineage cross runs, carrying a score queued for the next cycle."""
+    spec = make_spec(options={"continueAsNewEvery": 1000})
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        first_run = (await handle.describe()).run_id
+        await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too long"})
+        await handle.signal(LineageWorkflow.score, {"score": 6, "cycle": 2})
+        state = await wait_for_state(handle, awaiting(3), timeout=60)
+    assert [(p.cycle, p.score) for p in state.score_history] == [(1, 4), (2, 6)]
+    assert state.run_cycles < 3  # this run did not do all three cycles
+    history = await client.get_workflow_handle(handle.id, run_id=first_run).fetch_history()
+    assert history.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    assert len(history.events) < 200

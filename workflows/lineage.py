@@ -101,6 +101,7 @@ class LineageWorkflow:
             if rollout is None:
                 break  # stopped while the rollout had failed
             self._s.latest_output_preview = rollout.output_preview
+            self._s.latest_output_words = rollout.output_words
             queued = await self._await_score()
             if queued is None:
                 break  # stopped while waiting
@@ -272,6 +273,7 @@ class LineageWorkflow:
             return
         # Oneshot directives apply to this evolution only (new ones may have arrived meanwhile).
         self._s.oneshot_directives = self._s.oneshot_directives[len(oneshot) :]
+        self._s.last_evolution = applied.summary
         if applied.evolution_id is not None:
             self._s.agent = applied.agent
             self._s.pending_evolution_id = applied.evolution_id
@@ -393,6 +395,8 @@ class LineageWorkflow:
             agent_version=self._s.agent.version,
             locked=self._s.locked,
             latest_output_preview=self._s.latest_output_preview,
+            latest_output_words=self._s.latest_output_words,
+            last_evolution=self._s.last_evolution,
             score_history=self._s.score_history,
             queued_scores=len(self._s.queued_scores),
             sticky_directives=self._s.sticky_directives,
