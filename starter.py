@@ -91,6 +91,7 @@ async def start_session(
                 options=lineage.options,
                 initial_agent=lineage.agent,
                 inputs=spec.inputs,
+                documents=spec.loaded_documents,
             ),
             id=workflow_id(lineage_id),
             task_queue=task_queue,

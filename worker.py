@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 from temporalio.client import Client
+from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
@@ -24,6 +25,8 @@ from activities.lineage_registry import LineageRegistryActivities
 from activities.trainer import TrainerActivities
 from runner.backends import ModelBackends
 from runner.executor import Executor
+from runner.telemetry import collector, runner_tracer, tracing_interceptor
+from runner.tools import default_registry
 from settings import Settings
 from store import Store
 from workflows.lineage import LineageWorkflow
@@ -34,6 +37,7 @@ async def connect(settings: Settings) -> Client:
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         data_converter=pydantic_data_converter,
+        interceptors=[tracing_interceptor()],
     )
 
 
@@ -41,13 +45,17 @@ def build_worker(
     client: Client, store: Store, settings: Settings, task_queue: str | None = None
 ) -> Worker:
     backends = ModelBackends(settings)
-    agent = AgentExecutionActivities(store, Executor(backends.for_model))
+    executor = Executor(backends.for_model, default_registry(), runner_tracer(), collector())
+    agent = AgentExecutionActivities(store, executor)
     feedback = FeedbackActivities(store)
     registry = LineageRegistryActivities(store)
     trainer = TrainerActivities(store)
+    # Clients made by connect() already trace (and workers inherit that); others get it here.
+    traced = any(isinstance(i, TracingInterceptor) for i in client.config()["interceptors"])
     return Worker(
         client,
         task_queue=task_queue or settings.task_queue,
+        interceptors=[] if traced else [tracing_interceptor()],
         workflows=[LineageWorkflow],
         activities=[
             registry.register_lineage,

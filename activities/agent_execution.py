@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 from domain.agent import AgentSnapshot
 from domain.lineage import RolloutFailedInput, RunAgentInput, RunAgentResult
 from runner.executor import AgentRunError, Executor
+from runner.tools import ToolContext
 from store import Store
 
 PREVIEW_CHARS = 600
@@ -51,10 +52,14 @@ class AgentExecutionActivities:
                 "topP": params.top_p,
             },
         )
+        documents: dict[str, str] = {}
+        if agent.tools:
+            documents = await asyncio.to_thread(q.session_documents, inp.session_id)
+        tools = ToolContext(session_id=inp.session_id, documents=lambda: documents)
         started = time.perf_counter()
         beat = asyncio.create_task(_heartbeat_forever())
         try:
-            result = await self.executor.run(agent, cycle_input, span_prefix=attempt_id)
+            result = await self.executor.run(agent, cycle_input, attempt_id, tools)
         except AgentRunError as exc:
             await self._record_failure(inp, attempt_id, exc, started, info.attempt)
             raise ApplicationError(
@@ -62,7 +67,7 @@ class AgentExecutionActivities:
             ) from None
         except Exception as exc:
             # Unexpected: record the failed attempt, then let Temporal retry it.
-            wrapped = AgentRunError(f"{type(exc).__name__}: {exc}", retryable=True, spans=[])
+            wrapped = AgentRunError(f"{type(exc).__name__}: {exc}", retryable=True)
             await self._record_failure(inp, attempt_id, wrapped, started, info.attempt)
             raise
         finally:

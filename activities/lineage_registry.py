@@ -23,6 +23,7 @@ class LineageRegistryActivities:
             workflow_id=activity.info().workflow_id,
             agent=inp.agent,
             inputs=inp.inputs,
+            documents=[(d.name, d.content) for d in inp.documents],
         )
         # A lineage started again after it ended resumes from its latest version and cycle.
         versions = self.store.queries.agent_versions(inp.lineage_id)

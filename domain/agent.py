@@ -77,6 +77,32 @@ class AgentDefinition(CamelModel):
     constraints: AgentConstraints = Field(default_factory=AgentConstraints)
 
     @model_validator(mode="after")
+    def _flow_is_well_formed(self) -> AgentDefinition:
+        import string
+
+        declared = {t.name for t in self.tools}
+        if len(declared) != len(self.tools):
+            raise ValueError("tool names must be unique")
+        known = {"input", "previous"}
+        for i, step in enumerate(self.flow):
+            if step.name in known:
+                raise ValueError(f"flow[{i}]: step name {step.name!r} is taken or reserved")
+            fields = {f for _, f, _, _ in string.Formatter().parse(step.prompt) if f is not None}
+            unknown = sorted(fields - known)
+            if unknown:
+                raise ValueError(
+                    f"flow[{i}] ({step.name}): prompt uses unknown placeholder(s) {unknown}; "
+                    f"use {{input}}, {{previous}} or an earlier step's name"
+                )
+            for tool_name in step.tools or []:
+                if tool_name not in declared:
+                    raise ValueError(
+                        f"flow[{i}] ({step.name}): tool {tool_name!r} is not declared in tools"
+                    )
+            known.add(step.name)
+        return self
+
+    @model_validator(mode="after")
     def _respects_constraints(self) -> AgentDefinition:
         problems = constraint_violations(self)
         if problems:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from domain.agent import AgentDefinition, AgentRef
 from domain.feedback import ScoreInput
-from domain.spec import LineageOptions
+from domain.spec import LineageOptions, SessionDocument
 from domain.trainer import CreditAssignment, EvolutionPlan, ScoreAnalysis
 
 LineageStatus = Literal[
@@ -65,6 +65,7 @@ class LineageInput(BaseModel):
     # First run only: the initial agent and the cycle inputs, registered by an activity
     initial_agent: AgentDefinition | None = None
     inputs: list[str] | None = None
+    documents: list[SessionDocument] | None = None
     carried: CarriedState | None = None
 
 
@@ -109,6 +110,7 @@ class RegisterLineageInput(BaseModel):
     label: str
     agent: AgentDefinition
     inputs: list[str]
+    documents: list[SessionDocument] = Field(default_factory=list)
 
 
 class RegisterLineageResult(BaseModel):

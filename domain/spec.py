@@ -7,12 +7,28 @@ import re
 from pathlib import Path
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from domain.agent import AgentDefinition, CamelModel
 
 _ID = r"^[a-z0-9][a-z0-9-]{0,62}$"
 MAX_INPUT_CHARS = 20_000
+MAX_DOCUMENT_BYTES = 512 * 1024
+MAX_DOCUMENTS_BYTES = 1024 * 1024  # they travel in the first run's workflow input
+
+
+class SessionDocument(BaseModel):
+    """A file the session provides to its agents' read-only document tools."""
+
+    name: str
+    content: str
 
 
 class LineageOptions(CamelModel):
@@ -38,6 +54,13 @@ class SessionSpec(CamelModel):
     description: str = ""
     inputs: list[str] = Field(min_length=1, max_length=1000)
     lineages: list[LineageSpec] = Field(min_length=1, max_length=26)
+    # Paths (relative to the spec file) of documents for search_documents / read_document
+    documents: list[str] = Field(default_factory=list, max_length=100)
+    _loaded_documents: list[SessionDocument] = PrivateAttr(default_factory=list)
+
+    @property
+    def loaded_documents(self) -> list[SessionDocument]:
+        return self._loaded_documents
 
     @field_validator("inputs")
     @classmethod
@@ -48,6 +71,20 @@ class SessionSpec(CamelModel):
             if len(text) > MAX_INPUT_CHARS:
                 raise ValueError(f"input {i} has {len(text)} characters (max {MAX_INPUT_CHARS})")
         return inputs
+
+    @model_validator(mode="after")
+    def _tools_exist(self) -> SessionSpec:
+        from runner.tools import default_registry
+
+        available = default_registry().names()
+        for i, lineage in enumerate(self.lineages):
+            for j, tool in enumerate(lineage.agent.tools):
+                if tool.name not in available:
+                    raise ValueError(
+                        f"lineages[{i}].agent.tools[{j}]: no implementation for tool "
+                        f"{tool.name!r}; available: {', '.join(available)}"
+                    )
+        return self
 
     @model_validator(mode="after")
     def _labels_unique(self) -> SessionSpec:
@@ -107,4 +144,27 @@ def load_spec(path: str | Path) -> SessionSpec:
         data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise SpecError(f"{path}: not valid {path.suffix.lstrip('.') or 'YAML'}: {exc}") from None
-    return parse_spec(data, str(path))
+    spec = parse_spec(data, str(path))
+    spec._loaded_documents = _read_documents(spec, path)
+    return spec
+
+
+def _read_documents(spec: SessionSpec, spec_path: Path) -> list[SessionDocument]:
+    documents, total = [], 0
+    for i, relative in enumerate(spec.documents):
+        doc_path = (spec_path.parent / relative).resolve()
+        where = f"{spec_path}: documents[{i}] ({relative})"
+        try:
+            raw = doc_path.read_bytes()
+        except OSError as exc:
+            raise SpecError(f"{where}: cannot read: {exc.strerror or exc}") from None
+        if len(raw) > MAX_DOCUMENT_BYTES:
+            raise SpecError(f"{where}: {len(raw)} bytes is over the {MAX_DOCUMENT_BYTES} limit")
+        total += len(raw)
+        if total > MAX_DOCUMENTS_BYTES:
+            raise SpecError(f"{where}: documents exceed {MAX_DOCUMENTS_BYTES} bytes in total")
+        try:
+            documents.append(SessionDocument(name=doc_path.name, content=raw.decode("utf-8")))
+        except UnicodeDecodeError:
+            raise SpecError(f"{where}: not UTF-8 text") from None
+    return documents

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anthropic
 
-from runner.model_backend import ModelError, ModelReply, ModelRequest
+from runner.model_backend import ContentBlock, ModelError, ModelReply, ModelRequest
 
 
 class ClaudeBackend:
@@ -13,7 +15,7 @@ class ClaudeBackend:
     def __init__(
         self, api_key: str, base_url: str | None = None, max_retries: int = 2, timeout: float = 600
     ) -> None:
-        # The SDK retries 429/5xx inside one attempt; Temporal retries across attempts.
+        # The SDK retries 429/529/5xx inside one attempt; Temporal retries across attempts.
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
         )
@@ -22,18 +24,22 @@ class ClaudeBackend:
         # SDK 1.x+ dropped sampling keywords from its signature; the API still takes them in the
         # body. Claude accepts only one of temperature / top_p: an explicit topP wins, since
         # temperature always has a value.
-        sampling = (
+        sampling: dict[str, Any] = (
             {"top_p": request.top_p}
             if request.top_p is not None
             else {"temperature": request.temperature}
         )
+        extra: dict[str, Any] = {}
+        if request.tools:
+            extra["tools"] = [t.model_dump() for t in request.tools]
         try:
             message = await self._client.messages.create(
                 model=request.model,
                 system=request.system,
-                messages=[m.model_dump() for m in request.messages],  # type: ignore[misc]
+                messages=[m.to_api() for m in request.messages],  # type: ignore[misc]
                 max_tokens=request.max_tokens,
                 extra_body=sampling,
+                **extra,
             )
         except (anthropic.RateLimitError, anthropic.InternalServerError) as exc:
             raise ModelError(
@@ -52,9 +58,20 @@ class ClaudeBackend:
             raise ModelError(
                 f"malformed reply from the Messages API: {exc}", retryable=True
             ) from None
-        text = "".join(block.text for block in message.content if block.type == "text")
+        blocks: list[ContentBlock] = []
+        for block in message.content:
+            if block.type == "text":
+                blocks.append(ContentBlock(type="text", text=block.text))
+            elif block.type == "tool_use":
+                blocks.append(
+                    ContentBlock(
+                        type="tool_use", id=block.id, name=block.name, input=dict(block.input)
+                    )
+                )
+            elif block.type == "thinking":
+                blocks.append(ContentBlock(type="thinking", text=block.thinking))
         return ModelReply(
-            text=text,
+            content=blocks,
             model=message.model,
             prompt_tokens=message.usage.input_tokens,
             completion_tokens=message.usage.output_tokens,

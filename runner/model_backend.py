@@ -1,15 +1,57 @@
-"""The model boundary: one request/reply shape for the offline model and Claude."""
+"""The model boundary: one request/reply shape for the offline model and Claude.
+
+Messages carry Messages-API content blocks (text, tool_use, tool_result, thinking), so a
+tool-use loop looks the same whichever backend answers.
+"""
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+
+class ContentBlock(BaseModel):
+    type: Literal["text", "tool_use", "tool_result", "thinking"]
+    text: str | None = None  # text; thinking
+    id: str | None = None  # tool_use
+    name: str | None = None  # tool_use
+    input: dict[str, Any] | None = None  # tool_use
+    tool_use_id: str | None = None  # tool_result
+    content: str | None = None  # tool_result
+    is_error: bool = False  # tool_result
+
+    def to_api(self) -> dict[str, Any]:
+        if self.type == "text":
+            return {"type": "text", "text": self.text or ""}
+        if self.type == "tool_use":
+            return {"type": "tool_use", "id": self.id, "name": self.name, "input": self.input or {}}
+        if self.type == "tool_result":
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": self.tool_use_id,
+                "content": self.content or "",
+            }
+            if self.is_error:
+                block["is_error"] = True
+            return block
+        return {"type": "thinking", "thinking": self.text or ""}
 
 
 class ChatMessage(BaseModel):
     role: Literal["user", "assistant"]
-    content: str
+    content: str | list[ContentBlock]
+
+    def to_api(self) -> dict[str, Any]:
+        if isinstance(self.content, str):
+            return {"role": self.role, "content": self.content}
+        return {"role": self.role, "content": [b.to_api() for b in self.content]}
+
+
+class ToolSpec(BaseModel):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
 
 
 class ModelRequest(BaseModel):
@@ -19,14 +61,23 @@ class ModelRequest(BaseModel):
     max_tokens: int
     temperature: float
     top_p: float | None = None
+    tools: list[ToolSpec] = Field(default_factory=list)
 
 
 class ModelReply(BaseModel):
-    text: str
+    content: list[ContentBlock]
     model: str
     prompt_tokens: int
     completion_tokens: int
     stop_reason: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(b.text or "" for b in self.content if b.type == "text")
+
+    @property
+    def tool_uses(self) -> list[ContentBlock]:
+        return [b for b in self.content if b.type == "tool_use"]
 
 
 class ModelError(Exception):

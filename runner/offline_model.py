@@ -13,7 +13,10 @@ import math
 import random
 import re
 
-from runner.model_backend import ModelReply, ModelRequest
+from runner.model_backend import ChatMessage, ContentBlock, ModelReply, ModelRequest
+
+# An arithmetic expression in the prompt, for the offline model's use of a calculator tool.
+_EXPRESSION = re.compile(r"\(?\d[\d.\s()]*(?:[-+*/%^]\s*\(?\s*\d[\d.\s()]*)+")
 
 _NEGATION = r"(?:not|no|never|avoid|without|instead of|rather than)\s+(?:\w+\s+){0,2}"
 
@@ -143,7 +146,26 @@ class OfflineModel:
         return self.reply(request)
 
     def reply(self, request: ModelRequest) -> ModelReply:
-        user = request.messages[-1].content if request.messages else ""
+        user = _first_user_text(request.messages)
+        results = _tool_results(request.messages)
+        tool_names = {t.name for t in request.tools}
+        expression = _EXPRESSION.search(user)
+        if "calculator" in tool_names and expression and not results:
+            # Like a real model with tools: ask for the calculation instead of guessing it.
+            expr = expression.group(0).strip()
+            call_id = "toolu_offline_" + hashlib.sha256(expr.encode()).hexdigest()[:12]
+            return ModelReply(
+                content=[
+                    ContentBlock(type="text", text=f"I will compute {expr} with the calculator."),
+                    ContentBlock(
+                        type="tool_use", id=call_id, name="calculator", input={"expression": expr}
+                    ),
+                ],
+                model=request.model,
+                prompt_tokens=_prompt_tokens(request),
+                completion_tokens=approx_tokens(expr) + 12,
+                stop_reason="tool_use",
+            )
         seed_src = f"{request.system}\x00{user}\x00{request.temperature}"
         rng = random.Random(int(hashlib.sha256(seed_src.encode()).hexdigest()[:16], 16))
         style = Style(request.system + "\n" + user)
@@ -155,14 +177,18 @@ class OfflineModel:
             "Kw1": keywords[0].capitalize(),
             "kw2": keywords[-1] if len(keywords) > 1 else "follow-through",
         }
-        text, stop = self._compose(style, rng, fields, request.max_tokens)
-        prompt_tokens = approx_tokens(request.system) + sum(
-            approx_tokens(m.content) for m in request.messages
+        prefix = "".join(
+            f"The {'tool reported an error' if r.is_error else 'result is'}: {r.content}. "
+            for r in results
         )
+        text, stop = self._compose(
+            style, rng, fields, max(1, request.max_tokens - approx_tokens(prefix))
+        )
+        text = prefix + text
         return ModelReply(
-            text=text,
+            content=[ContentBlock(type="text", text=text)],
             model=request.model,
-            prompt_tokens=prompt_tokens,
+            prompt_tokens=_prompt_tokens(request),
             completion_tokens=approx_tokens(text),
             stop_reason=stop,
         )
@@ -222,3 +248,32 @@ class OfflineModel:
         cut = text[:limit]
         end = max(cut.rfind(". "), cut.rfind(".\n"), cut.rfind("\n"))
         return (cut[: end + 1] if end > 0 else cut).rstrip(), "max_tokens"
+
+
+def _first_user_text(messages: list[ChatMessage]) -> str:
+    for message in messages:
+        if message.role == "user" and isinstance(message.content, str):
+            return message.content
+    return ""
+
+
+def _tool_results(messages: list[ChatMessage]) -> list[ContentBlock]:
+    return [
+        block
+        for m in messages
+        if not isinstance(m.content, str)
+        for block in m.content
+        if block.type == "tool_result"
+    ]
+
+
+def _prompt_tokens(request: ModelRequest) -> int:
+    total = approx_tokens(request.system)
+    for m in request.messages:
+        if isinstance(m.content, str):
+            total += approx_tokens(m.content)
+        else:
+            total += sum(
+                approx_tokens(b.text or b.content or str(b.input or "")) for b in m.content
+            )
+    return total

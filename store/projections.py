@@ -25,6 +25,7 @@ from store.tables import (
     LineageRow,
     RejectedFeedbackRow,
     RolloutRow,
+    SessionDocumentRow,
     SessionRow,
     SpanRow,
 )
@@ -56,6 +57,19 @@ def _insert(conn: Connection, model: type, key: str = "id", **values: Any) -> No
 def _session_created(conn: Connection, e: EventLike) -> None:
     p = e.payload
     _insert(conn, SessionRow, id=p["sessionId"], name=p["name"], created_at=e.timestamp)
+
+
+def _document_added(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _insert(
+        conn,
+        SessionDocumentRow,
+        id=f"{p['sessionId']}/{p['name']}/{p['contentHash']}",
+        session_id=p["sessionId"],
+        name=p["name"],
+        content_hash=p["contentHash"],
+        created_at=e.timestamp,
+    )
 
 
 def _lineage_created(conn: Connection, e: EventLike) -> None:
@@ -181,6 +195,9 @@ def _span_recorded(conn: Connection, e: EventLike) -> None:
         tool_error=p.get("toolError"),
         duration_ms=p.get("durationMs"),
         estimated_cost=p.get("estimatedCost"),
+        started_at=p.get("startedAt"),
+        trace_id=p.get("traceId"),
+        otel_span_id=p.get("otelSpanId"),
         created_at=e.timestamp,
     )
 
@@ -316,6 +333,7 @@ def _evolution_outcome(conn: Connection, e: EventLike) -> None:
 
 HANDLERS: dict[str, Callable[[Connection, EventLike], None]] = {
     "session.created": _session_created,
+    "session.document_added": _document_added,
     "lineage.created": _lineage_created,
     "agent.created": _agent_created,
     "agent.evolved": _agent_evolved,

@@ -21,6 +21,7 @@ from store.tables import (
     PayloadBlob,
     RejectedFeedbackRow,
     RolloutRow,
+    SessionDocumentRow,
     SpanRow,
     TrainingEvent,
 )
@@ -54,6 +55,16 @@ class StoreQueries:
             .where(AgentVersionRow.lineage_id == lineage_id)
             .order_by(col(AgentVersionRow.version))
         )
+
+    def session_documents(self, session_id: str) -> dict[str, str]:
+        """name → text of the session's documents (the latest content per name)."""
+        rows = self._all(
+            select(SessionDocumentRow)
+            .where(SessionDocumentRow.session_id == session_id)
+            .order_by(col(SessionDocumentRow.created_at))
+        )
+        latest = {row.name: row.content_hash for row in rows}
+        return {name: str(self.payload(digest)) for name, digest in latest.items()}
 
     def lineage(self, lineage_id: str) -> LineageRow | None:
         rows = self._all(select(LineageRow).where(LineageRow.id == lineage_id))

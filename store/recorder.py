@@ -50,6 +50,9 @@ class SpanRecord(BaseModel):
     tool_error: str | None = None
     duration_ms: int = 0
     estimated_cost: float | None = None
+    started_at: int | None = None  # epoch ms
+    trace_id: str | None = None  # OpenTelemetry ids, to find the span in an external backend
+    otel_span_id: str | None = None
 
 
 class Usage(BaseModel):
@@ -87,6 +90,7 @@ class TrainingSignalRecorder:
         workflow_id: str,
         agent: AgentDefinition,
         inputs: list[str],
+        documents: list[tuple[str, str]] = (),  # type: ignore[assignment]
     ) -> list[str]:
         """Record the session, the lineage and agent v1; returns the inputs' content hashes."""
         ts = now_ms()
@@ -129,7 +133,19 @@ class TrainingSignalRecorder:
                 **refs,
             ),
         ]
-        self._write(events, [definition, *agent.hashed_components(), *inputs])
+        for name, content in documents:
+            digest = payload_store.encode(content)[0]
+            events.append(
+                NewEvent.keyed(
+                    "session.document_added",
+                    f"{session_id}/{name}/{digest}",
+                    {"sessionId": session_id, "name": name, "contentHash": digest},
+                    session_id=session_id,
+                    timestamp=ts,
+                )
+            )
+        contents = [content for _, content in documents]
+        self._write(events, [definition, *agent.hashed_components(), *inputs, *contents])
         return input_hashes
 
     def record_evolution(
@@ -242,6 +258,9 @@ class TrainingSignalRecorder:
                 "toolError": span.tool_error,
                 "durationMs": span.duration_ms,
                 "estimatedCost": span.estimated_cost,
+                "startedAt": span.started_at,
+                "traceId": span.trace_id,
+                "otelSpanId": span.otel_span_id,
             }
             for field in ("input", "output"):
                 text = getattr(span, field)

@@ -48,6 +48,7 @@ class PayloadBlob(SQLModel, table=True):
 
 PROJECTION_TABLES = (
     "sessions",
+    "session_documents",
     "lineages",
     "agent_versions",
     "rollouts",
@@ -66,6 +67,16 @@ class SessionRow(SQLModel, table=True):
 
     id: str = Field(primary_key=True, max_length=128)
     name: str
+    created_at: int = Field(sa_type=BigInteger)
+
+
+class SessionDocumentRow(SQLModel, table=True):
+    __tablename__ = "session_documents"
+
+    id: str = Field(primary_key=True, max_length=200)  # the event id
+    session_id: str = Field(index=True, max_length=128)
+    name: str
+    content_hash: str
     created_at: int = Field(sa_type=BigInteger)
 
 
@@ -158,6 +169,9 @@ class SpanRow(SQLModel, table=True):
     tool_error: str | None = None
     duration_ms: int | None = None
     estimated_cost: float | None = None
+    started_at: int | None = Field(default=None, sa_type=BigInteger)
+    trace_id: str | None = None
+    otel_span_id: str | None = None
     created_at: int = Field(sa_type=BigInteger)
 
 

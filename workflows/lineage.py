@@ -124,6 +124,7 @@ class LineageWorkflow:
                 label=inp.label,
                 agent=inp.initial_agent,
                 inputs=inp.inputs,
+                documents=inp.documents or [],
             ),
             **STORE_ACTIVITY,
         )
@@ -443,7 +444,7 @@ class LineageWorkflow:
 
     def _next_run_input(self) -> LineageInput:
         return self._inp.model_copy(
-            update={"initial_agent": None, "inputs": None, "carried": self._s}
+            update={"initial_agent": None, "inputs": None, "documents": None, "carried": self._s}
         )
 
     def _result(self) -> LineageResult:
