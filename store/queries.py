@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, func
 from sqlmodel import Session, SQLModel, col, select
 
 from domain.agent import AgentDefinition, AgentRef
+from domain.rollout_report import RolloutReport
 from store import event_log, payload_store
 from store.event_log import StoredEvent
+from store.recorder import SpanRecord
 from store.tables import (
     AgentVersionRow,
     ArtifactRow,
@@ -93,6 +96,51 @@ class StoreQueries:
         return self._all(
             select(SpanRow).where(SpanRow.attempt_id == attempt_id).order_by(col(SpanRow.sequence))
         )
+
+    def span_records(self, attempt_id: str) -> list[SpanRecord]:
+        """The attempt's spans with their texts resolved (what the runner produced)."""
+        records = []
+        for row in self.spans(attempt_id):
+            records.append(
+                SpanRecord(
+                    span_id=row.id,
+                    parent_span_id=row.parent_span_id,
+                    sequence=row.sequence,
+                    span_type=row.type,
+                    name=row.name,
+                    input=self.payload(row.input_hash) if row.input_hash else None,
+                    output=self.payload(row.output_hash) if row.output_hash else None,
+                    model_id=row.model_id,
+                    prompt_tokens=row.prompt_tokens,
+                    completion_tokens=row.completion_tokens,
+                    tool_name=row.tool_name,
+                    tool_args=json.loads(row.tool_args) if row.tool_args else None,
+                    tool_result=row.tool_result,
+                    tool_error=row.tool_error,
+                    duration_ms=row.duration_ms or 0,
+                    estimated_cost=row.estimated_cost,
+                    started_at=row.started_at,
+                    trace_id=row.trace_id,
+                    otel_span_id=row.otel_span_id,
+                )
+            )
+        return records
+
+    def rollout_report(self, rollout_id: str) -> RolloutReport:
+        """The seed's Rollout report for a completed rollout; the reward is its latest score."""
+        from runner.adapter import rollout_report
+
+        rollout = self._all(select(RolloutRow).where(RolloutRow.id == rollout_id))
+        if not rollout or rollout[0].final_attempt_id is None:
+            raise KeyError(f"rollout {rollout_id} has no successful attempt")
+        scores = self._all(
+            select(EvaluationRow)
+            .join(ArtifactRow, col(ArtifactRow.id) == col(EvaluationRow.artifact_id))
+            .where(ArtifactRow.rollout_id == rollout_id)
+            .order_by(col(EvaluationRow.created_at))
+        )
+        spans = self.span_records(rollout[0].final_attempt_id)
+        return rollout_report(rollout_id, spans, scores[-1].score if scores else None)
 
     def artifact(self, artifact_id: str) -> ArtifactRow:
         rows = self._all(select(ArtifactRow).where(ArtifactRow.id == artifact_id))

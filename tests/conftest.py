@@ -102,6 +102,7 @@ def make_spec(
     options: dict[str, Any] | None = None,
     constraints: dict[str, Any] | None = None,
     max_tokens: int = 2048,
+    agent_extra: dict[str, Any] | None = None,
 ) -> SessionSpec:
     session = f"s-{uuid.uuid4().hex[:10]}"
     agent = {
@@ -109,6 +110,7 @@ def make_spec(
         "systemPrompt": prompt,
         "parameters": {"model": model, "temperature": 0.7, "maxTokens": max_tokens},
         "constraints": constraints or {"maxTokens": 4096},
+        **(agent_extra or {}),
     }
     return parse_spec(
         {

@@ -24,15 +24,27 @@ def text_message(text: str, model: str, input_tokens: int = 12, output_tokens: i
     }
 
 
+def tool_use_message(
+    model: str, name: str, tool_input: dict, call_id: str, text: str | None = None
+) -> dict:
+    content = [{"type": "text", "text": text}] if text else []
+    content.append({"type": "tool_use", "id": call_id, "name": name, "input": tool_input})
+    reply = text_message("", model)
+    reply.update(content=content, stop_reason="tool_use")
+    return reply
+
+
 OVERLOADED = (
     529,
     {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
 )
+# The SDK honours retry-after-ms, so its own retries stay fast in tests.
+OVERLOADED_RETRY_SOON = (*OVERLOADED, {"retry-after-ms": "10"})
 
 
 class FakeMessagesAPI:
     def __init__(self) -> None:
-        self.script: list[tuple[int, Any]] = []
+        self.script: list[tuple[Any, ...]] = []  # (status, body[, headers])
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
@@ -47,7 +59,7 @@ class FakeMessagesAPI:
                 with api._lock:
                     api.requests.append(body)
                     api.headers.append({k.lower(): v for k, v in self.headers.items()})
-                    status, reply = (
+                    status, reply, *extra = (
                         api.script.pop(0)
                         if api.script
                         else (
@@ -60,6 +72,8 @@ class FakeMessagesAPI:
                     )
                 data = reply.encode() if isinstance(reply, str) else json.dumps(reply).encode()
                 self.send_response(status)
+                for key, value in (extra[0] if extra else {}).items():
+                    self.send_header(key, value)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()

@@ -115,3 +115,52 @@ def test_starter_refuses_a_bad_spec_before_starting_anything(tmp_path):
     )
     assert result.returncode == 2
     assert "lineages[0].agent.parameters.maxTokens" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("agent_extra", "message"),
+    [
+        (
+            {"tools": [{"name": "shell"}]},
+            "lineages[0].agent.tools[0]: no implementation for tool 'shell'",
+        ),
+        (
+            {"flow": [{"name": "a", "prompt": "{nope}"}]},
+            "flow[0] (a): prompt uses unknown placeholder(s) ['nope']",
+        ),
+        (
+            {"flow": [{"name": "a", "prompt": "{b}"}, {"name": "b", "prompt": "{input}"}]},
+            "unknown placeholder(s) ['b']",
+        ),
+        (
+            {"flow": [{"name": "a", "prompt": "{input}", "tools": ["calculator"]}]},
+            "tool 'calculator' is not declared",
+        ),
+        (
+            {"tools": [{"name": "calculator"}], "constraints": {"allowedTools": ["read_document"]}},
+            "tool 'calculator' is not in constraints.allowedTools",
+        ),
+    ],
+)
+def test_tools_and_flows_are_checked_before_anything_starts(tmp_path, agent_extra, message):
+    import json
+
+    agent = {"name": "a", "systemPrompt": "p", "parameters": {"model": "offline-1"}, **agent_extra}
+    path = tmp_path / "s.json"
+    path.write_text(
+        json.dumps({"name": "S", "inputs": ["q"], "lineages": [{"label": "A", "agent": agent}]})
+    )
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert message in str(err.value)
+
+
+def test_documents_are_read_relative_to_the_spec(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("hello")
+    path = tmp_path / "s.yaml"
+    path.write_text(GOOD + "documents: [docs/a.md]\n")
+    assert [(d.name, d.content) for d in load_spec(path).loaded_documents] == [("a.md", "hello")]
+    path.write_text(GOOD + "documents: [docs/missing.md]\n")
+    with pytest.raises(SpecError, match=r"documents\[0\] \(docs/missing.md\): cannot read"):
+        load_spec(path)

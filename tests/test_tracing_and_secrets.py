@@ -1,0 +1,127 @@
+"""One trace from workflow to model call; OTLP export when configured; the API key never leaks
+into the database, the logs, the workflow history or the spans."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import SecretStr
+from temporalio.client import Client
+
+from runner.telemetry import tracer_provider, tracing_interceptor
+from starter import start_session
+from tests.conftest import awaiting, make_spec, wait_for_state
+from tests.fake_messages_api import FakeMessagesAPI, text_message, tool_use_message
+from workflows.lineage import LineageWorkflow
+
+MODEL = "claude-sonnet-5"
+SECRET = "sk-ant-api03-DO-NOT-LEAK-7f3a9c"
+
+
+async def test_api_key_never_leaves_the_request(client, store, settings, run_worker, caplog):
+    exporter = InMemorySpanExporter()
+    tracer_provider().add_span_processor(SimpleSpanProcessor(exporter))
+    caplog.set_level(logging.DEBUG)
+    spec = make_spec(model=MODEL, agent_extra={"tools": [{"name": "calculator"}]})
+    with FakeMessagesAPI() as api:
+        api.script = [
+            (200, tool_use_message(MODEL, "calculator", {"expression": "2+2"}, "toolu_s")),
+            (200, text_message("four", MODEL)),
+            (200, text_message("still four", MODEL)),
+        ]
+        claude = settings.model_copy(
+            update={"anthropic_api_key": SecretStr(SECRET), "anthropic_base_url": api.base_url}
+        )
+        async with run_worker(claude):
+            (handle,) = await start_session(client, spec, settings.task_queue)
+            await wait_for_state(handle, awaiting(1))
+            await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too long"})
+            await wait_for_state(handle, awaiting(2))
+        assert SECRET in str(api.headers[0])  # it did travel where it must
+
+    history = (await handle.fetch_history()).to_json()
+    assert len(history) > 1000 and SECRET not in history
+    assert SECRET not in caplog.text and "api03" not in caplog.text
+    assert SECRET not in repr(settings.model_copy(update={"anthropic_api_key": SecretStr(SECRET)}))
+    db = Path(str(store.engine.url.database))
+    store.engine.dispose()
+    for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        if path.exists():
+            assert SECRET.encode() not in path.read_bytes(), path
+    spans = exporter.get_finished_spans()
+    assert spans
+    assert all(SECRET not in str(dict(s.attributes or {})) for s in spans)
+
+
+async def test_workflow_activity_and_agent_spans_form_one_trace(
+    client, store, settings, run_worker
+):
+    exporter = InMemorySpanExporter()
+    tracer_provider().add_span_processor(SimpleSpanProcessor(exporter))
+    spec = make_spec()
+    # as the starter's clients do (worker.connect): the start is the root of the trace
+    traced = Client(**{**client.config(), "interceptors": [tracing_interceptor()]})
+    async with run_worker():
+        (handle,) = await start_session(traced, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+    spans = exporter.get_finished_spans()
+    chat = next(
+        s
+        for s in spans
+        if s.name.startswith("chat ")
+        and s.attributes.get("training_camp.attempt_id", "").startswith(spec.lineage_id("A"))
+    )
+    assert chat.attributes["gen_ai.operation.name"] == "chat"
+    assert chat.attributes["gen_ai.request.model"] == "offline-analyst-1"
+    assert chat.attributes["gen_ai.usage.output_tokens"] > 0
+    by_id = {s.context.span_id: s for s in spans}
+    ancestors, node = [], chat
+    while node.parent is not None and node.parent.span_id in by_id:
+        node = by_id[node.parent.span_id]
+        ancestors.append(node.name)
+    assert "RunActivity:run_agent" in ancestors
+    assert ancestors[-1] == "StartWorkflow:LineageWorkflow"
+    same_trace = {s.name for s in spans if s.context.trace_id == chat.context.trace_id}
+    assert "RunWorkflow:LineageWorkflow" in same_trace
+    stored = store.queries.spans(
+        store.queries.attempts(store.queries.rollouts(spec.lineage_id("A"))[0].id)[0].id
+    )
+    assert {s.trace_id for s in stored} == {format(chat.context.trace_id, "032x")}
+
+
+def test_spans_are_exported_over_otlp_when_an_endpoint_is_set(tmp_path):
+    received: list[tuple[str, bytes]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            received.append((self.path, self.rfile.read(int(self.headers["content-length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    script = (
+        "from runner.telemetry import tracer_provider, runner_tracer\n"
+        "with runner_tracer().start_as_current_span('chat offline-x'): pass\n"
+        "tracer_provider().force_flush()\n"
+    )
+    root = Path(__file__).parent.parent
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+        "OTEL_SERVICE_NAME": "camp-test",
+        "PATH": "/usr/bin:/bin",
+    }
+    subprocess.run([sys.executable, "-c", script], cwd=root, env=env, check=True, timeout=60)
+    server.shutdown()
+    assert received and received[0][0] == "/v1/traces"
+    assert b"chat offline-x" in received[0][1] and b"camp-test" in received[0][1]
