@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -265,6 +266,11 @@ def demo(
     if "TRAINING_CAMP_DATABASE_URL" not in os.environ:
         settings.database_url = f"sqlite:///{data_dir / 'training-camp.db'}"
     console.print(f"Starting the Temporal dev server (data in {data_dir}/)…")
+
+    def terminate(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM cleans up like Ctrl-C: stop what we started
+
+    signal.signal(signal.SIGTERM, terminate)
     server.start()
     if not server.started_here:
         console.print(f"[yellow]A server already listens on {server.address}; using it.[/yellow]")

@@ -121,8 +121,10 @@ class Style:
 
 def _topic(prompt: str) -> tuple[str, list[str]]:
     text = prompt.strip().splitlines()[0] if prompt.strip() else "the question"
+    text = re.split(r"[:;]\s", text, maxsplit=1)[0]  # the subject, not the instructions after it
     text = re.sub(
-        r"^(please\s+)?(explain|describe|discuss|write( about)?|summari[sz]e|tell me about|"
+        r"^(please\s+)?(explain|describe|discuss|estimate|calculate|write( about)?|summari[sz]e|"
+        r"tell me about|"
         r"give (me )?(an? )?(overview|summary) of|outline)\s+",
         "",
         text,
@@ -168,8 +170,18 @@ class OfflineModel:
             )
         seed_src = f"{request.system}\x00{user}\x00{request.temperature}"
         rng = random.Random(int(hashlib.sha256(seed_src.encode()).hexdigest()[:16], 16))
-        style = Style(request.system + "\n" + user)
-        topic, keywords = _topic(user)
+        instruction, material = _split_instruction(user)
+        style = Style(request.system + "\n" + instruction)
+        prefix = "".join(
+            f"The {'tool reported an error' if r.is_error else 'result is'}: {r.content}. "
+            for r in results
+        )
+        budget = max(1, request.max_tokens - approx_tokens(prefix))
+        if len(material) >= REWRITE_MIN_CHARS:
+            # A flow step over earlier output: rework that material instead of starting afresh.
+            text, stop = self._rewrite(style, material, budget)
+            return self._reply(request, prefix + text, stop)
+        topic, keywords = _topic(material or user)
         fields = {
             "topic": topic,
             "Topic": topic[0].upper() + topic[1:],
@@ -177,14 +189,11 @@ class OfflineModel:
             "Kw1": keywords[0].capitalize(),
             "kw2": keywords[-1] if len(keywords) > 1 else "follow-through",
         }
-        prefix = "".join(
-            f"The {'tool reported an error' if r.is_error else 'result is'}: {r.content}. "
-            for r in results
-        )
-        text, stop = self._compose(
-            style, rng, fields, max(1, request.max_tokens - approx_tokens(prefix))
-        )
-        text = prefix + text
+        text, stop = self._compose(style, rng, fields, budget)
+        return self._reply(request, prefix + text, stop)
+
+    @staticmethod
+    def _reply(request: ModelRequest, text: str, stop: str) -> ModelReply:
         return ModelReply(
             content=[ContentBlock(type="text", text=text)],
             model=request.model,
@@ -239,6 +248,34 @@ class OfflineModel:
             paragraphs = [f"## Part {n + 1}\n{p}" for n, p in enumerate(paragraphs)]
         return self._fit("\n\n".join(paragraphs), max_tokens)
 
+    def _rewrite(self, style: Style, material: str, max_tokens: int) -> tuple[str, str]:
+        """Condense or reformat earlier output: sentences with numbers first, then the rest."""
+        sentences = []
+        for raw in re.split(r"(?<=[.!?])\s+|\n+", material):
+            sentence = (
+                raw.strip().lstrip("-*0123456789. ").strip()
+                if raw.strip()[:2] in ("- ", "* ") or re.match(r"^\d+\.\s", raw.strip())
+                else raw.strip()
+            )
+            if sentence and sentence not in sentences and not sentence.startswith("##"):
+                sentences.append(sentence)
+        ranked = [s for s in sentences if re.search(r"\d", s)]
+        ranked += [s for s in sentences if s not in ranked]
+        chosen, words = [], 0
+        for sentence in ranked:
+            if words + len(sentence.split()) > style.target_words and chosen:
+                break
+            chosen.append(sentence)
+            words += len(sentence.split())
+        chosen.sort(key=sentences.index)  # keep the material's order
+        if style.format == "bullets":
+            text = "\n".join(f"- {s}" for s in chosen)
+        elif style.format == "numbered":
+            text = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(chosen))
+        else:
+            text = " ".join(chosen)
+        return self._fit(text, max_tokens)
+
     @staticmethod
     def _fit(text: str, max_tokens: int) -> tuple[str, str]:
         """Cut at the last whole sentence that fits ``max_tokens``, as a real model would stop."""
@@ -248,6 +285,19 @@ class OfflineModel:
         cut = text[:limit]
         end = max(cut.rfind(". "), cut.rfind(".\n"), cut.rfind("\n"))
         return (cut[: end + 1] if end > 0 else cut).rstrip(), "max_tokens"
+
+
+REWRITE_MIN_CHARS = 160
+
+
+def _split_instruction(user: str) -> tuple[str, str]:
+    """("Polish this", "<earlier output>") for "Polish this: <earlier output>"."""
+    for match in re.finditer(r":\s", user):
+        head, rest = user[: match.start()], user[match.end() :]
+        quoted = head.count("'") % 2 or head.count('"') % 2  # the colon sits inside a quote
+        if not quoted and "\n" not in head and len(head) <= 300 and rest.strip():
+            return head.strip(), rest.strip()
+    return user, ""
 
 
 def _first_user_text(messages: list[ChatMessage]) -> str:

@@ -31,6 +31,15 @@ def test_example_spec_loads():
     assert agent.parameters.max_tokens == 2048 and agent.constraints.max_tokens == 4096
 
 
+def test_every_example_loads():
+    examples = sorted(EXAMPLE.parent.glob("*.yaml"))
+    assert len(examples) >= 2
+    for path in examples:
+        assert load_spec(path).lineages
+    research = load_spec(EXAMPLE.parent / "research-session.yaml")
+    assert [d.name for d in research.loaded_documents] == ["team-handbook.md"]
+
+
 def test_json_and_defaults(tmp_path: Path):
     path = tmp_path / "s.json"
     path.write_text(
