@@ -36,6 +36,8 @@ class AgentConstraints(CamelModel):
     max_tokens: int | None = Field(default=None, ge=1)
     allowed_tools: list[str] | None = None
     forbidden_patterns: list[str] = Field(default_factory=list)
+    # Prompt text no evolution may remove or alter (checked on every proposed change)
+    protected_segments: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _patterns_compile(self) -> AgentConstraints:
@@ -175,4 +177,10 @@ def constraint_violations(agent: AgentDefinition) -> list[str]:
     for pattern in c.forbidden_patterns:
         if re.search(pattern, agent.system_prompt, flags=re.IGNORECASE):
             problems.append(f"systemPrompt matches forbidden pattern {pattern!r}")
+        for step in agent.flow:
+            if re.search(pattern, step.prompt, flags=re.IGNORECASE):
+                problems.append(f"flow step {step.name!r} matches forbidden pattern {pattern!r}")
+    for segment in c.protected_segments:
+        if segment not in agent.system_prompt:
+            problems.append(f"systemPrompt lost the protected segment {segment!r}")
     return problems

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import (
@@ -38,6 +39,12 @@ class LineageOptions(CamelModel):
     continue_as_new_every: int = Field(default=25, ge=1, le=1000)
     max_attempts: int = Field(default=3, ge=1, le=20)
     retry_initial_interval_seconds: float = Field(default=1.0, gt=0, le=600)
+    # The Master Trainer's backend, chosen explicitly: the deterministic rules engine, or Claude
+    # with structured outputs (needs ANTHROPIC_API_KEY on the worker; never falls back).
+    trainer: Literal["rules", "claude"] = "rules"
+    trainer_model: str = Field(default="claude-sonnet-5", min_length=1)
+    # Roll a change back automatically when the next score refutes it (score fell).
+    rollback_refuted: bool = False
 
 
 class LineageSpec(CamelModel):

@@ -63,12 +63,45 @@ class ExpectedImpact(BaseModel):
     direction: Literal["improve", "maintain"]
 
 
+class PastChange(BaseModel):
+    change: EvolutionChange
+    outcome: Literal["improved", "worsened", "neutral"]
+    score_delta: float
+    lineage_id: str
+    evolution_id: str
+
+
+class HistoryCheck(BaseModel):
+    """What history says about one proposed change (seed: HistoryCheck)."""
+
+    proposed_change: EvolutionChange
+    similar_past_changes: list[PastChange] = Field(default_factory=list)
+    insight_id: str | None = None
+    recommendation: Literal["apply", "skip", "modify"]
+    reason: str
+
+
 class EvolutionPlan(BaseModel):
     changes: list[EvolutionChange] = Field(default_factory=list)
     hypothesis: str = ""
     expected_impact: list[ExpectedImpact] = Field(default_factory=list)
     # Notes from mechanical checks (constraints repaired or changes refused), for the record
     notes: list[str] = Field(default_factory=list)
+    history_checks: list[HistoryCheck] = Field(default_factory=list)
+
+
+class LearningInsight(BaseModel):
+    """A pattern learned across the lineages of a session (seed: LearningInsight)."""
+
+    id: str
+    session_id: str
+    pattern: str
+    pattern_type: Literal["prompt_change", "tool_change", "param_change", "flow_change"]
+    contexts: list[str] = Field(default_factory=list)
+    success_count: int = 0
+    failure_count: int = 0
+    avg_score_impact: float = 0.0
+    confidence: float = 0.0
 
 
 class Directives(BaseModel):

@@ -9,16 +9,39 @@ import anthropic
 from runner.model_backend import ContentBlock, ModelError, ModelReply, ModelRequest
 
 
+def make_client(api_key: str, base_url: str | None, max_retries: int) -> anthropic.AsyncAnthropic:
+    # The SDK retries 429/529/5xx inside one attempt; Temporal retries across attempts.
+    return anthropic.AsyncAnthropic(
+        api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=600
+    )
+
+
+async def create_message(client: anthropic.AsyncAnthropic, **kwargs: Any) -> Any:
+    """``messages.create`` with the SDK's failures mapped to retryable / final ModelErrors."""
+    try:
+        return await client.messages.create(**kwargs)
+    except (anthropic.RateLimitError, anthropic.InternalServerError) as exc:
+        raise ModelError(
+            f"Claude unavailable ({exc.status_code}): {exc.message}", retryable=True
+        ) from None
+    except anthropic.APIConnectionError as exc:
+        raise ModelError(f"cannot reach the Messages API: {exc}", retryable=True) from None
+    except anthropic.APIStatusError as exc:
+        retryable = exc.status_code >= 500 or exc.status_code in (408, 409, 429)
+        raise ModelError(
+            f"Claude rejected the request ({exc.status_code}): {exc.message}",
+            retryable=retryable,
+        ) from None
+    except (anthropic.APIResponseValidationError, ValueError) as exc:
+        # includes a body that is not JSON at all (json.JSONDecodeError is a ValueError)
+        raise ModelError(f"malformed reply from the Messages API: {exc}", retryable=True) from None
+
+
 class ClaudeBackend:
     name = "claude"
 
-    def __init__(
-        self, api_key: str, base_url: str | None = None, max_retries: int = 2, timeout: float = 600
-    ) -> None:
-        # The SDK retries 429/529/5xx inside one attempt; Temporal retries across attempts.
-        self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
-        )
+    def __init__(self, api_key: str, base_url: str | None = None, max_retries: int = 2) -> None:
+        self._client = make_client(api_key, base_url, max_retries)
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         # SDK 1.x+ dropped sampling keywords from its signature; the API still takes them in the
@@ -32,32 +55,15 @@ class ClaudeBackend:
         extra: dict[str, Any] = {}
         if request.tools:
             extra["tools"] = [t.model_dump() for t in request.tools]
-        try:
-            message = await self._client.messages.create(
-                model=request.model,
-                system=request.system,
-                messages=[m.to_api() for m in request.messages],  # type: ignore[misc]
-                max_tokens=request.max_tokens,
-                extra_body=sampling,
-                **extra,
-            )
-        except (anthropic.RateLimitError, anthropic.InternalServerError) as exc:
-            raise ModelError(
-                f"Claude unavailable ({exc.status_code}): {exc.message}", retryable=True
-            ) from None
-        except anthropic.APIConnectionError as exc:
-            raise ModelError(f"cannot reach the Messages API: {exc}", retryable=True) from None
-        except anthropic.APIStatusError as exc:
-            retryable = exc.status_code >= 500 or exc.status_code in (408, 409, 429)
-            raise ModelError(
-                f"Claude rejected the request ({exc.status_code}): {exc.message}",
-                retryable=retryable,
-            ) from None
-        except (anthropic.APIResponseValidationError, ValueError) as exc:
-            # includes a body that is not JSON at all (json.JSONDecodeError is a ValueError)
-            raise ModelError(
-                f"malformed reply from the Messages API: {exc}", retryable=True
-            ) from None
+        message = await create_message(
+            self._client,
+            model=request.model,
+            system=request.system,
+            messages=[m.to_api() for m in request.messages],
+            max_tokens=request.max_tokens,
+            extra_body=sampling,
+            **extra,
+        )
         blocks: list[ContentBlock] = []
         for block in message.content:
             if block.type == "text":

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Table, delete, update
+from sqlalchemy import Connection, Table, case, delete, update
 
 from store import event_log
 from store.dialect import insert_ignore
@@ -22,6 +22,7 @@ from store.tables import (
     DirectiveRow,
     EvaluationRow,
     EvolutionRecordRow,
+    LearningInsightRow,
     LineageRow,
     RejectedFeedbackRow,
     RolloutRow,
@@ -331,6 +332,42 @@ def _evolution_outcome(conn: Connection, e: EventLike) -> None:
     )
 
 
+def _insight_discovered(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _insert(
+        conn,
+        LearningInsightRow,
+        id=p["insightId"],
+        session_id=e.session_id,
+        pattern=p["pattern"],
+        pattern_type=p["patternType"],
+        contexts=_json(p.get("contexts", [])),
+        created_at=e.timestamp,
+        updated_at=e.timestamp,
+    )
+
+
+def _insight_outcome(conn: Connection, e: EventLike) -> None:
+    # Arithmetic in SQL: concurrent lineages update one insight without losing counts.
+    p = e.payload
+    t = _t(LearningInsightRow)
+    n = t.c.success_count + t.c.failure_count
+    won = 1 if p["success"] else 0
+    wins, losses = t.c.success_count + won, t.c.failure_count + (1 - won)
+    conn.execute(
+        update(t)
+        .where(t.c.id == p["insightId"])
+        .values(
+            success_count=t.c.success_count + won,
+            failure_count=t.c.failure_count + (1 - won),
+            avg_score_impact=(t.c.avg_score_impact * n + p["scoreDelta"]) / (n + 1),
+            # how one-sided the evidence is, shrunk while it is thin: majority / (total + 1)
+            confidence=case((wins >= losses, wins), else_=losses) * 1.0 / (n + 2),
+            updated_at=e.timestamp,
+        )
+    )
+
+
 HANDLERS: dict[str, Callable[[Connection, EventLike], None]] = {
     "session.created": _session_created,
     "session.document_added": _document_added,
@@ -350,6 +387,8 @@ HANDLERS: dict[str, Callable[[Connection, EventLike], None]] = {
     "lineage.locked": _lineage_lock(True),
     "lineage.unlocked": _lineage_lock(False),
     "evolution.outcome": _evolution_outcome,
+    "insight.discovered": _insight_discovered,
+    "insight.outcome": _insight_outcome,
 }
 
 

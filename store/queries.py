@@ -10,6 +10,7 @@ from sqlmodel import Session, SQLModel, col, select
 
 from domain.agent import AgentDefinition, AgentRef
 from domain.rollout_report import RolloutReport
+from domain.trainer import EvolutionChange, LearningInsight, PastChange
 from store import event_log, payload_store
 from store.event_log import StoredEvent
 from store.recorder import SpanRecord
@@ -20,6 +21,7 @@ from store.tables import (
     DirectiveRow,
     EvaluationRow,
     EvolutionRecordRow,
+    LearningInsightRow,
     LineageRow,
     PayloadBlob,
     RejectedFeedbackRow,
@@ -183,6 +185,58 @@ class StoreQueries:
     def evolution_record(self, evolution_id: str) -> EvolutionRecordRow | None:
         rows = self._all(select(EvolutionRecordRow).where(EvolutionRecordRow.id == evolution_id))
         return rows[0] if rows else None
+
+    def session_evolution_records(self, session_id: str) -> list[EvolutionRecordRow]:
+        return self._all(
+            select(EvolutionRecordRow)
+            .join(LineageRow, col(LineageRow.id) == col(EvolutionRecordRow.lineage_id))
+            .where(LineageRow.session_id == session_id)
+            .order_by(col(EvolutionRecordRow.created_at))
+        )
+
+    def past_changes(self, session_id: str) -> list[PastChange]:
+        """Every change of the session whose outcome is known, with that outcome."""
+        out = []
+        for record in self.session_evolution_records(session_id):
+            if record.score_delta is None:
+                continue
+            if record.hypothesis_validated and record.score_delta > 0:
+                verdict = "improved"
+            elif record.score_delta < 0:
+                verdict = "worsened"
+            else:
+                verdict = "neutral"
+            for change in json.loads(record.changes):
+                out.append(
+                    PastChange(
+                        change=EvolutionChange.model_validate(change),
+                        outcome=verdict,
+                        score_delta=record.score_delta,
+                        lineage_id=record.lineage_id,
+                        evolution_id=record.id,
+                    )
+                )
+        return out
+
+    def insights(self, session_id: str) -> dict[str, LearningInsight]:
+        """pattern → what the session has learned about it."""
+        rows = self._all(
+            select(LearningInsightRow).where(LearningInsightRow.session_id == session_id)
+        )
+        return {
+            row.pattern: LearningInsight(
+                id=row.id,
+                session_id=row.session_id,
+                pattern=row.pattern,
+                pattern_type=row.pattern_type,  # type: ignore[arg-type]
+                contexts=json.loads(row.contexts),
+                success_count=row.success_count,
+                failure_count=row.failure_count,
+                avg_score_impact=round(row.avg_score_impact, 4),
+                confidence=round(row.confidence, 4),
+            )
+            for row in rows
+        }
 
     def rejected_feedback(self, lineage_id: str) -> list[RejectedFeedbackRow]:
         return self._all(

@@ -55,6 +55,18 @@ class SpanRecord(BaseModel):
     otel_span_id: str | None = None
 
 
+class InsightObservation(BaseModel):
+    """One change's outcome, as evidence for its family's insight."""
+
+    insight_id: str
+    pattern: str
+    pattern_type: str
+    contexts: list[str]
+    evolution_id: str
+    success: bool
+    score_delta: float
+
+
 class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -161,6 +173,8 @@ class TrainingSignalRecorder:
         credit: CreditAssignment,
         plan: EvolutionPlan,
         changes: list[EvolutionChange],
+        kind: str = "evolution",
+        applied_insights: list[tuple[str, EvolutionChange]] = (),  # type: ignore[assignment]
     ) -> AgentRef:
         ts = now_ms()
         definition = new_agent.model_dump(mode="json")
@@ -184,14 +198,32 @@ class TrainingSignalRecorder:
                 "scoreAnalysis": analysis.model_dump(mode="json"),
                 "creditAssignment": credit.model_dump(mode="json"),
                 "plan": plan.model_dump(mode="json"),
+                "kind": kind,
             },
             session_id=session_id,
             lineage_id=lineage_id,
             agent_id=lineage_id,
             timestamp=ts,
-            tags=["evolution"],
+            tags=["evolution"] if kind == "evolution" else ["evolution", kind],
         )
-        self._write([event], [definition, *new_agent.hashed_components()])
+        applied = [
+            NewEvent.keyed(
+                "insight.applied",
+                f"{insight_id}/{evolution_id}",
+                {
+                    "insightId": insight_id,
+                    "agentId": lineage_id,
+                    "evolutionId": evolution_id,
+                    "change": change.model_dump(mode="json"),
+                },
+                session_id=session_id,
+                lineage_id=lineage_id,
+                agent_id=lineage_id,
+                timestamp=ts,
+            )
+            for insight_id, change in applied_insights
+        ]
+        self._write([event, *applied], [definition, *new_agent.hashed_components()])
         return AgentRef(agent_id=lineage_id, version=to_version)
 
     # ---- rollouts and attempts -------------------------------------------------------------
@@ -415,6 +447,7 @@ class TrainingSignalRecorder:
         comment: str | None,
         rater: str | None,
         outcome: tuple[str, EvolutionOutcome] | None,
+        insights: list[InsightObservation] = (),  # type: ignore[assignment]
     ) -> None:
         ts = now_ms()
         refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
@@ -451,6 +484,33 @@ class TrainingSignalRecorder:
                         "scoreDelta": result.score_delta,
                         "validated": result.hypothesis_validated,
                         "reason": result.reason,
+                    },
+                    **refs,
+                )
+            )
+        for seen in insights:
+            events.append(
+                NewEvent.keyed(
+                    "insight.discovered",
+                    seen.insight_id,
+                    {
+                        "insightId": seen.insight_id,
+                        "pattern": seen.pattern,
+                        "patternType": seen.pattern_type,
+                        "contexts": seen.contexts,
+                    },
+                    **refs,
+                )
+            )
+            events.append(
+                NewEvent.keyed(
+                    "insight.outcome",
+                    f"{seen.insight_id}/{seen.evolution_id}",
+                    {
+                        "insightId": seen.insight_id,
+                        "evolutionId": seen.evolution_id,
+                        "success": seen.success,
+                        "scoreDelta": seen.score_delta,
                     },
                     **refs,
                 )

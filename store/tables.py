@@ -59,6 +59,7 @@ PROJECTION_TABLES = (
     "rejected_feedback",
     "directives",
     "evolution_records",
+    "learning_insights",
 )
 
 
@@ -251,3 +252,19 @@ class EvolutionRecordRow(SQLModel, table=True):
     hypothesis_validated: bool | None = None
     outcome_reason: str | None = None
     created_at: int = Field(sa_type=BigInteger)
+
+
+class LearningInsightRow(SQLModel, table=True):
+    __tablename__ = "learning_insights"
+
+    id: str = Field(primary_key=True, max_length=64)
+    session_id: str = Field(index=True, max_length=128)
+    pattern: str
+    pattern_type: str
+    contexts: str = "[]"  # JSON
+    success_count: int = 0
+    failure_count: int = 0
+    avg_score_impact: float = 0.0
+    confidence: float = 0.0
+    created_at: int = Field(sa_type=BigInteger)
+    updated_at: int = Field(sa_type=BigInteger)

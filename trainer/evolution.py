@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from domain.agent import AgentDefinition
 from domain.trainer import EvolutionChange
@@ -32,21 +34,54 @@ def _apply_prompt(prompt: str, change: EvolutionChange) -> str:
     return re.sub(re.escape(change.before) + r"[ \t]*\n?", "", prompt, count=1).strip()
 
 
+def _parse(text: str | None, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "")
+    except json.JSONDecodeError:
+        raise EvolutionError(f"{what} must be a JSON object, got {text!r:.80}") from None
+    if not isinstance(value, dict):
+        raise EvolutionError(f"{what} must be a JSON object")
+    return value
+
+
+def _apply_listed(items: list[dict[str, Any]], change: EvolutionChange, what: str) -> None:
+    """Tools and flow steps are lists of named objects: add / remove / modify by name."""
+    names = [item["name"] for item in items]
+    if change.change_type == "add":
+        item = _parse(change.after, f"the {what} to add")
+        if item.get("name") in names:
+            raise EvolutionError(f"{what} {item.get('name')!r} already exists")
+        items.append(item)
+        return
+    if change.target not in names:
+        raise EvolutionError(f"no {what} named {change.target!r}")
+    index = names.index(change.target)
+    if change.change_type == "remove":
+        del items[index]
+    elif what == "flow step" and change.after and not change.after.lstrip().startswith("{"):
+        items[index] = {**items[index], "prompt": change.after}  # a new prompt template
+    else:
+        items[index] = {**items[index], **_parse(change.after, f"the {what} update")}
+
+
 def apply_changes(agent: AgentDefinition, changes: list[EvolutionChange]) -> AgentDefinition:
-    """A new definition with exactly ``changes`` applied; untouched fields stay byte-identical."""
-    prompt = agent.system_prompt
-    params = agent.parameters.model_dump()
+    """A new definition with exactly ``changes`` applied; untouched fields stay byte-identical.
+    Validation re-checks the immutable constraints: a violating result raises ValueError."""
+    data = agent.model_dump(mode="json")
     for change in changes:
         if change.component == "systemPrompt":
-            prompt = _apply_prompt(prompt, change)
+            data["system_prompt"] = _apply_prompt(data["system_prompt"], change)
         elif change.component == "parameters":
             field = PARAMETER_TARGETS.get(change.target)
             if field is None or change.after is None:
                 raise EvolutionError(f"cannot change parameter {change.target!r}")
-            params[field] = int(change.after) if field == "max_tokens" else float(change.after)
+            try:
+                value = float(change.after)
+            except ValueError:
+                raise EvolutionError(f"{change.target} must be a number") from None
+            data["parameters"][field] = int(value) if field == "max_tokens" else value
+        elif change.component == "tools":
+            _apply_listed(data["tools"], change, "tool")
         else:
-            raise EvolutionError(f"the rules engine cannot change {change.component} yet")
-    data = agent.model_dump()
-    data["system_prompt"] = prompt
-    data["parameters"] = params
+            _apply_listed(data["flow"], change, "flow step")
     return AgentDefinition.model_validate(data)

@@ -15,9 +15,11 @@ from domain.trainer import (
     EvolutionChange,
     EvolutionPlan,
     ExpectedImpact,
+    LearningInsight,
+    PastChange,
     ScoreAnalysis,
 )
-from trainer import aspects
+from trainer import aspects, history_check
 from trainer.evolution import EvolutionError, apply_changes
 
 SHORTEST_MAX_TOKENS = 100
@@ -47,6 +49,16 @@ def plan(
     sticky_directives: list[str],
     oneshot_directives: list[str],
 ) -> EvolutionPlan:
+    """The rules engine's whole plan: proposal, directives and constraints (no history)."""
+    return finalize(
+        agent, propose(agent, analysis, credit), sticky_directives, oneshot_directives, [], {}
+    )
+
+
+def propose(
+    agent: AgentDefinition, analysis: ScoreAnalysis, credit: CreditAssignment
+) -> EvolutionPlan:
+    """Targeted changes from blame, plus a hypothesis; directives and checks come later."""
     wants = {a.aspect: a for a in analysis.aspects if a.sentiment == "negative" and a.want}
     changes: list[EvolutionChange] = []
     satisfied: set[str] = set()
@@ -112,12 +124,44 @@ def plan(
             )
         )
 
-    # 3. Directives: sticky ones must hold after every evolution, oneshot ones this time only.
+    wished = [a for a in wants.values() if a.want]
+    result = EvolutionPlan(changes=changes)
+    if changes:
+        claims = [aspects.HYPOTHESES[a.want] for a in wished if a.want in aspects.HYPOTHESES]
+        body = "; ".join(claims) if claims else "the changed instructions will be followed"
+        result.hypothesis = (
+            f"After these changes {body}, and the next score will exceed {analysis.score:g}."
+        )
+        result.expected_impact = [
+            ExpectedImpact(aspect=a.aspect, direction="improve") for a in wished
+        ] + [
+            ExpectedImpact(aspect=a.aspect, direction="maintain")
+            for a in analysis.aspects
+            if a.sentiment == "positive"
+        ]
+    elif not wished:
+        result.notes.append("no actionable aspect in the feedback; the agent is kept as is")
+    return result
+
+
+def finalize(
+    agent: AgentDefinition,
+    proposal: EvolutionPlan,
+    sticky_directives: list[str],
+    oneshot_directives: list[str],
+    past: list[PastChange],
+    insights: dict[str, LearningInsight],
+) -> EvolutionPlan:
+    """What every backend's proposal goes through: the history check, the user's directives
+    (sticky ones hold after every evolution, oneshot ones this time), then the immutable
+    constraints, checked mechanically — a change that would break one is repaired or refused."""
+    result = history_check.check(proposal, past, insights)
+    lowered = agent.system_prompt.lower()
     for kind, directives in (("sticky", sticky_directives), ("oneshot", oneshot_directives)):
         for directive in directives:
-            if directive.lower() in lowered or any(ch.after == directive for ch in changes):
+            if directive.lower() in lowered or any(ch.after == directive for ch in result.changes):
                 continue
-            changes.append(
+            result.changes.append(
                 EvolutionChange(
                     component="systemPrompt",
                     change_type="add",
@@ -128,26 +172,13 @@ def plan(
                     confidence=1.0,
                 )
             )
-
-    result = EvolutionPlan(changes=changes)
+            if kind == "oneshot" and result.hypothesis:
+                result.hypothesis += f" It will also follow the directive {directive!r}."
     _enforce_constraints(agent, result)
-    wished = [a for a in wants.values() if a.want]
-    kept_positive = [a for a in analysis.aspects if a.sentiment == "positive"]
-    if result.changes:
-        claims = [aspects.HYPOTHESES[a.want] for a in wished if a.want in aspects.HYPOTHESES]
-        claims += [f"it will follow the directive {d!r}" for d in oneshot_directives]
-        body = "; ".join(claims) if claims else "the changed instructions will be followed"
-        result.hypothesis = (
-            f"After these changes {body}, and the next score will exceed {analysis.score:g}."
-        )
-        result.expected_impact = [
-            ExpectedImpact(aspect=a.aspect, direction="improve") for a in wished
-        ]
-        result.expected_impact += [
-            ExpectedImpact(aspect=a.aspect, direction="maintain") for a in kept_positive
-        ]
-    elif not wished:
-        result.notes.append("no actionable aspect in the feedback; the agent is kept as is")
+    if result.changes and not result.hypothesis:
+        result.hypothesis = "The agent will follow the added directives."
+    if not result.changes:
+        result.hypothesis, result.expected_impact = "", []
     return result
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from domain.trainer import FeedbackAspect, ScoreAnalysis
 from trainer import aspects
 
 TREND_EPSILON = 0.5
+Trend = Literal["improving", "stable", "declining"]
 
 
 def analyze(score: float, comment: str | None, previous_scores: list[float]) -> ScoreAnalysis:
@@ -25,17 +27,7 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
                 aspect="overall", sentiment="positive", quote=comment[:80], confidence=0.6
             )
         ]
-    if previous_scores:
-        delta = score - previous_scores[-1]
-        trend = (
-            "improving"
-            if delta > TREND_EPSILON
-            else "declining"
-            if delta < -TREND_EPSILON
-            else "stable"
-        )
-    else:
-        delta, trend = 0.0, "stable"
+    trend, delta = trend_of(score, previous_scores)
     return ScoreAnalysis(
         score=score,
         comment=comment or None,
@@ -44,3 +36,15 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
         trend=trend,
         delta_from_previous=delta,
     )
+
+
+def trend_of(score: float, previous_scores: list[float]) -> tuple[Trend, float]:
+    """Trend and delta against the previous score (computed, never asked of a model)."""
+    if not previous_scores:
+        return "stable", 0.0
+    delta = score - previous_scores[-1]
+    if delta > TREND_EPSILON:
+        return "improving", delta
+    if delta < -TREND_EPSILON:
+        return "declining", delta
+    return "stable", delta
