@@ -249,6 +249,40 @@ def status(spec_path: SpecPath) -> None:
 
 
 @app.command()
+def blame(
+    lineage_id: Annotated[str, typer.Argument(help="e.g. essay-demo-A")],
+    version: Annotated[int | None, typer.Option(help="Default: the latest version.")] = None,
+    database_url: Annotated[
+        str | None, typer.Option(help="Default: $TRAINING_CAMP_DATABASE_URL or the demo's store.")
+    ] = None,
+) -> None:
+    """Where each segment of a lineage's prompt came from: version, evolution, feedback."""
+    from rich.table import Table
+
+    from store import Store
+
+    store = Store.open(database_url or Settings.from_env().database_url)
+    try:
+        rows = store.queries.prompt_provenance(lineage_id, version)
+    except KeyError as exc:
+        console.print(f"[red]{exc.args[0]}[/red]")
+        raise typer.Exit(1) from None
+    finally:
+        store.close()
+    table = Table("segment", "since", "evolution", "feedback", "reason", show_lines=True)
+    for row in rows:
+        feedback = (
+            f"{row.trigger_score:g}: {row.trigger_comment or ''}"
+            if row.trigger_score is not None
+            else ""
+        )
+        table.add_row(
+            row.segment, f"v{row.version}", row.evolution_id or "initial", feedback, row.reason
+        )
+    console.print(table)
+
+
+@app.command()
 def demo(
     spec_path: Annotated[Path, typer.Argument(help="Session spec.")] = Path(
         "examples/essay-session.yaml"

@@ -29,6 +29,7 @@ from runner.telemetry import collector, runner_tracer, tracing_interceptor
 from runner.tools import default_registry
 from settings import Settings
 from store import Store
+from trainer.backends import TrainerBackends
 from workflows.lineage import LineageWorkflow
 
 
@@ -49,7 +50,7 @@ def build_worker(
     agent = AgentExecutionActivities(store, executor)
     feedback = FeedbackActivities(store)
     registry = LineageRegistryActivities(store)
-    trainer = TrainerActivities(store)
+    trainer = TrainerActivities(store, TrainerBackends(settings))
     # Clients made by connect() already trace (and workers inherit that); others get it here.
     traced = any(isinstance(i, TracingInterceptor) for i in client.config()["interceptors"])
     return Worker(
@@ -69,6 +70,7 @@ def build_worker(
             trainer.assign_credit,
             trainer.plan_evolution,
             trainer.apply_evolution,
+            trainer.rollback_evolution,
         ],
         # Store activities are synchronous (SQLAlchemy); they run on this pool.
         activity_executor=ThreadPoolExecutor(max_workers=settings.max_concurrent_activities),

@@ -13,9 +13,11 @@ from domain.lineage import (
     RecordRejectionInput,
     RecordScoreInput,
 )
-from domain.trainer import EvolutionOutcome, ExpectedImpact
+from domain.trainer import EvolutionChange, EvolutionOutcome, ExpectedImpact
 from store import Store
+from store.recorder import InsightObservation
 from trainer import outcome, reward_analyzer
+from trainer.change_family import insight_id, pattern
 
 
 class FeedbackActivities:
@@ -25,18 +27,36 @@ class FeedbackActivities:
     @activity.defn(name="record_score")
     def record_score(self, inp: RecordScoreInput) -> EvolutionOutcome | None:
         judged: tuple[str, EvolutionOutcome] | None = None
+        observations: list[InsightObservation] = []
         if inp.pending_evolution_id:
             record = self.store.queries.evolution_record(inp.pending_evolution_id)
             if record is not None:
                 plan = json.loads(record.plan)
                 expected = [ExpectedImpact.model_validate(e) for e in plan["expected_impact"]]
+                # Judging stays mechanical whatever the trainer backend: the aspects the plan
+                # named, read from the new comment, and the score delta.
                 analysis = reward_analyzer.analyze(
                     inp.score.score, inp.score.comment, [record.trigger_score]
                 )
-                judged = (
-                    inp.pending_evolution_id,
-                    outcome.judge(record.trigger_score, expected, analysis),
+                verdict = outcome.judge(record.trigger_score, expected, analysis)
+                judged = (inp.pending_evolution_id, verdict)
+                contexts = sorted(
+                    f"{a['aspect']}:{a.get('want') or a['sentiment']}"
+                    for a in json.loads(record.score_analysis)["aspects"]
                 )
+                for change in json.loads(record.changes):
+                    family, family_type = pattern(EvolutionChange.model_validate(change))
+                    observations.append(
+                        InsightObservation(
+                            insight_id=insight_id(inp.session_id, family),
+                            pattern=family,
+                            pattern_type=family_type,
+                            contexts=contexts,
+                            evolution_id=inp.pending_evolution_id,
+                            success=verdict.hypothesis_validated,
+                            score_delta=verdict.score_delta,
+                        )
+                    )
         self.store.recorder.record_score(
             session_id=inp.session_id,
             lineage_id=inp.lineage_id,
@@ -49,6 +69,7 @@ class FeedbackActivities:
             comment=inp.score.comment,
             rater=inp.score.rater,
             outcome=judged,
+            insights=observations,
         )
         return judged[1] if judged else None
 

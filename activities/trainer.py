@@ -1,9 +1,15 @@
 """Master Trainer steps as separate activities, so each is retried, timed and visible in the
-workflow history on its own."""
+workflow history on its own. The backend (rules or Claude) is the lineage's explicit choice."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Awaitable
+from typing import TypeVar
+
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from domain.agent import AgentRef
 from domain.lineage import (
@@ -11,6 +17,7 @@ from domain.lineage import (
     ApplyEvolutionResult,
     CreditInput,
     PlanInput,
+    RollbackInput,
     TrainerInput,
 )
 from domain.trainer import (
@@ -21,42 +28,62 @@ from domain.trainer import (
     EvolutionTrigger,
     ScoreAnalysis,
 )
+from runner.model_backend import ModelError
 from store import Store
-from trainer import credit_assignment, evolution, evolution_planner, reward_analyzer
+from trainer import evolution, evolution_planner
+from trainer.backends import TrainerBackend, TrainerBackends, TrainerConfigError
+from trainer.change_family import pattern
+from trainer.claude_trainer import TrainerOutputError
+
+T = TypeVar("T")
 
 
 class TrainerActivities:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, backends: TrainerBackends) -> None:
         self.store = store
+        self.backends = backends
+
+    def _backend(self, t: TrainerInput) -> TrainerBackend:
+        try:
+            return self.backends.get(t.trainer, t.trainer_model)
+        except TrainerConfigError as exc:
+            raise ApplicationError(
+                str(exc), type="TrainerConfigError", non_retryable=True
+            ) from None
 
     @activity.defn(name="analyze_reward")
-    def analyze_reward(self, inp: TrainerInput) -> ScoreAnalysis:
+    async def analyze_reward(self, inp: TrainerInput) -> ScoreAnalysis:
         previous = [p.score for p in inp.score_history if p.evaluation_id != inp.evaluation_id]
-        return reward_analyzer.analyze(inp.score.score, inp.score.comment, previous)
+        return await _typed(
+            self._backend(inp).analyze(inp.score.score, inp.score.comment, previous)
+        )
 
     @activity.defn(name="assign_credit")
-    def assign_credit(self, inp: CreditInput) -> CreditAssignment:
-        agent = self.store.queries.agent_definition(inp.trainer.agent)
-        artifact = self.store.queries.artifact(inp.trainer.artifact_id)
-        llm_spans = [
-            s.id for s in self.store.queries.spans(artifact.attempt_id) if s.type == "llm_call"
-        ]
-        return credit_assignment.assign(agent, inp.analysis, llm_spans)
+    async def assign_credit(self, inp: CreditInput) -> CreditAssignment:
+        q = self.store.queries
+        agent = await asyncio.to_thread(q.agent_definition, inp.trainer.agent)
+        artifact = await asyncio.to_thread(q.artifact, inp.trainer.artifact_id)
+        spans = await asyncio.to_thread(q.span_records, artifact.attempt_id)
+        return await _typed(self._backend(inp.trainer).assign_credit(agent, inp.analysis, spans))
 
     @activity.defn(name="plan_evolution")
-    def plan_evolution(self, inp: PlanInput) -> EvolutionPlan:
-        agent = self.store.queries.agent_definition(inp.trainer.agent)
-        return evolution_planner.plan(
-            agent,
-            inp.analysis,
-            inp.credit,
-            inp.trainer.sticky_directives,
-            inp.trainer.oneshot_directives,
+    async def plan_evolution(self, inp: PlanInput) -> EvolutionPlan:
+        t, q = inp.trainer, self.store.queries
+        agent = await asyncio.to_thread(q.agent_definition, t.agent)
+        proposal = await _typed(
+            self._backend(t).propose(
+                agent, inp.analysis, inp.credit, t.sticky_directives + t.oneshot_directives
+            )
+        )
+        past = await asyncio.to_thread(q.past_changes, t.session_id)
+        insights = await asyncio.to_thread(q.insights, t.session_id)
+        return evolution_planner.finalize(
+            agent, proposal, t.sticky_directives, t.oneshot_directives, past, insights
         )
 
     @activity.defn(name="apply_evolution")
     def apply_evolution(self, inp: ApplyEvolutionInput) -> ApplyEvolutionResult:
-        t = inp.trainer
+        t, q = inp.trainer, self.store.queries
         if not inp.plan.changes:
             reason = "; ".join(inp.plan.notes) or "the plan held no change"
             return ApplyEvolutionResult(
@@ -65,10 +92,14 @@ class TrainerActivities:
                 changes=0,
                 summary=f"kept v{t.agent.version}: {reason}",
             )
-        agent = self.store.queries.agent_definition(t.agent)
+        agent = q.agent_definition(t.agent)
         evolved = evolution.apply_changes(agent, inp.plan.changes)
-        artifact = self.store.queries.artifact(t.artifact_id)
+        artifact = q.artifact(t.artifact_id)
         evolution_id = f"{t.lineage_id}:evolution:v{t.agent.version}"
+        insights = q.insights(t.session_id)
+        applied = [
+            (insights[pattern(c)[0]].id, c) for c in inp.plan.changes if pattern(c)[0] in insights
+        ]
         ref: AgentRef = self.store.recorder.record_evolution(
             session_id=t.session_id,
             lineage_id=t.lineage_id,
@@ -88,6 +119,7 @@ class TrainerActivities:
             credit=inp.credit,
             plan=inp.plan,
             changes=inp.plan.changes,
+            applied_insights=applied,
         )
         described = ", ".join(_describe(c) for c in inp.plan.changes)
         return ApplyEvolutionResult(
@@ -97,9 +129,86 @@ class TrainerActivities:
             summary=f"v{t.agent.version}→v{ref.version}: {described}",
         )
 
+    @activity.defn(name="rollback_evolution")
+    def rollback_evolution(self, inp: RollbackInput) -> ApplyEvolutionResult:
+        """Restore the version a refuted evolution started from, as a new version."""
+        q = self.store.queries
+        record = q.evolution_record(inp.evolution_id)
+        if record is None:
+            raise ApplicationError(f"no evolution {inp.evolution_id}", non_retryable=True)
+        restored = q.agent_definition(
+            AgentRef(agent_id=inp.lineage_id, version=record.from_version)
+        )
+        inverse = [_inverse(EvolutionChange.model_validate(c)) for c in json.loads(record.changes)]
+        plan = EvolutionPlan(
+            changes=inverse,
+            hypothesis=(
+                f"Restoring v{record.from_version} recovers from the drop to "
+                f"{inp.score.score:g} that refuted {inp.evolution_id}."
+            ),
+        )
+        evolution_id = f"{inp.lineage_id}:rollback:v{inp.agent.version}"
+        artifact = q.artifact(inp.artifact_id)
+        ref = self.store.recorder.record_evolution(
+            session_id=inp.session_id,
+            lineage_id=inp.lineage_id,
+            evolution_id=evolution_id,
+            from_version=inp.agent.version,
+            new_agent=restored,
+            trigger=EvolutionTrigger(
+                rollout_id=inp.rollout_id,
+                attempt_id=artifact.attempt_id,
+                artifact_id=inp.artifact_id,
+                evaluation_id=inp.evaluation_id,
+                score=inp.score.score,
+                comment=inp.score.comment,
+            ),
+            analysis=ScoreAnalysis(
+                score=inp.score.score,
+                comment=inp.score.comment,
+                sentiment="negative",
+                trend="declining",
+            ),
+            credit=CreditAssignment(mode="prompt"),
+            plan=plan,
+            changes=inverse,
+            kind="rollback",
+        )
+        return ApplyEvolutionResult(
+            evolution_id=evolution_id,
+            agent=ref,
+            changes=len(inverse),
+            summary=f"v{inp.agent.version}→v{ref.version}: rolled back to v{record.from_version} "
+            f"({inp.evolution_id} was refuted)",
+        )
+
+
+async def _typed(call: Awaitable[T]) -> T:
+    """Run a backend step; its failures become typed Temporal errors (retryable or not)."""
+    try:
+        return await call
+    except TrainerOutputError as exc:
+        raise ApplicationError(str(exc), type="TrainerOutputError", non_retryable=True) from None
+    except ModelError as exc:
+        raise ApplicationError(
+            str(exc), type="ModelError", non_retryable=not exc.retryable
+        ) from None
+
 
 def _describe(change: EvolutionChange) -> str:
     if change.component == "parameters":
         return f"{change.target} {change.before}→{change.after}"
     text = change.after if change.change_type != "remove" else change.before
-    return f"{change.change_type} {text!r}"
+    return f"{change.change_type} {change.component} {text!r}"
+
+
+def _inverse(change: EvolutionChange) -> EvolutionChange:
+    flipped = {"add": "remove", "remove": "add", "modify": "modify"}[change.change_type]
+    return change.model_copy(
+        update={
+            "change_type": flipped,
+            "before": change.after,
+            "after": change.before,
+            "reason": f"rollback: {change.reason}",
+        }
+    )

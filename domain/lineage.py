@@ -197,6 +197,19 @@ class TrainerInput(BaseModel):
     score_history: list[ScorePoint]
     sticky_directives: list[str]
     oneshot_directives: list[str]
+    trainer: Literal["rules", "claude"] = "rules"
+    trainer_model: str = "claude-sonnet-5"
+
+
+class RollbackInput(BaseModel):
+    session_id: str
+    lineage_id: str
+    evolution_id: str  # the refuted evolution
+    agent: AgentRef  # the current version, to be replaced by the restored one
+    rollout_id: str
+    artifact_id: str
+    evaluation_id: str
+    score: ScoreInput
 
 
 class CreditInput(BaseModel):

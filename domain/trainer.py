@@ -124,3 +124,14 @@ class EvolutionOutcome(BaseModel):
     score_delta: float
     hypothesis_validated: bool
     reason: str
+
+
+class SegmentProvenance(BaseModel):
+    """Where one segment of an agent's prompt came from ("blame" for prompts)."""
+
+    segment: str
+    version: int  # the version that introduced it
+    evolution_id: str | None  # None: part of the initial definition
+    trigger_score: float | None = None
+    trigger_comment: str | None = None
+    reason: str

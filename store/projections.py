@@ -117,6 +117,7 @@ def _agent_evolved(conn: Connection, e: EventLike) -> None:
         EvolutionRecordRow,
         id=p["evolutionId"],
         lineage_id=e.lineage_id,
+        kind=p.get("kind", "evolution"),
         from_version=p["fromVersion"],
         to_version=p["toVersion"],
         rollout_id=trigger["rollout_id"],

@@ -10,7 +10,7 @@ from sqlmodel import Session, SQLModel, col, select
 
 from domain.agent import AgentDefinition, AgentRef
 from domain.rollout_report import RolloutReport
-from domain.trainer import EvolutionChange, LearningInsight, PastChange
+from domain.trainer import EvolutionChange, LearningInsight, PastChange, SegmentProvenance
 from store import event_log, payload_store
 from store.event_log import StoredEvent
 from store.recorder import SpanRecord
@@ -237,6 +237,44 @@ class StoreQueries:
             )
             for row in rows
         }
+
+    def prompt_provenance(
+        self, lineage_id: str, version: int | None = None
+    ) -> list[SegmentProvenance]:
+        """For each segment of the prompt (of ``version``, default the latest): the version and
+        evolution that introduced it, and the feedback behind that evolution."""
+        from trainer.prompt_segments import segments
+
+        versions = self.agent_versions(lineage_id)
+        if not versions:
+            raise KeyError(f"lineage {lineage_id} is not in the store")
+        records = {r.to_version: r for r in self.evolution_records(lineage_id)}
+        known: dict[str, SegmentProvenance] = {}
+        for row in versions:
+            if version is not None and row.version > version:
+                break
+            prompt = self.agent_definition(AgentRef(agent_id=row.agent_id, version=row.version))
+            record = records.get(row.version)
+            changes = json.loads(record.changes) if record else []
+            current: dict[str, SegmentProvenance] = {}
+            for segment in segments(prompt.system_prompt):
+                if segment in known:
+                    current[segment] = known[segment]
+                    continue
+                reason = next(
+                    (c["reason"] for c in changes if c.get("after") and segment in c["after"]),
+                    "changed by this evolution" if record else "initial definition",
+                )
+                current[segment] = SegmentProvenance(
+                    segment=segment,
+                    version=row.version,
+                    evolution_id=record.id if record else None,
+                    trigger_score=record.trigger_score if record else None,
+                    trigger_comment=record.trigger_comment if record else None,
+                    reason=reason,
+                )
+            known = current
+        return list(known.values())
 
     def rejected_feedback(self, lineage_id: str) -> list[RejectedFeedbackRow]:
         return self._all(

@@ -233,6 +233,7 @@ class EvolutionRecordRow(SQLModel, table=True):
 
     id: str = Field(primary_key=True, max_length=200)
     lineage_id: str = Field(index=True, max_length=128)
+    kind: str = "evolution"  # evolution | rollback
     from_version: int
     to_version: int
     rollout_id: str

@@ -233,8 +233,10 @@ class ClaudeTrainer:
 
             try:
                 apply_changes(agent, out.changes)
-            except EvolutionError as exc:
+            except EvolutionError as exc:  # stale text, unknown target: ask Claude to fix it
                 raise ValueError(f"a change cannot be applied: {exc}") from None
+            except ValueError:
+                pass  # a constraint broken: evolution_planner.finalize repairs or refuses it
 
         directive_text = "\n".join(f"- {d}" for d in directives) or "(none)"
         plan = await self._structured(

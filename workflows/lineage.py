@@ -42,12 +42,14 @@ with workflow.unsafe.imports_passed_through():
         RecordRejectionInput,
         RecordScoreInput,
         RegisterLineageInput,
+        RollbackInput,
         RolloutFailedInput,
         RunAgentInput,
         RunAgentResult,
         ScorePoint,
         TrainerInput,
     )
+    from domain.trainer import EvolutionOutcome
 
 # Agent errors that no retry can fix: fail the rollout at once.
 NON_RETRYABLE_AGENT_ERRORS = ["ConstraintViolation", "FlowTemplateError"]
@@ -105,8 +107,12 @@ class LineageWorkflow:
             queued = await self._await_score()
             if queued is None:
                 break  # stopped while waiting
-            evaluation_id = await self._record_score(rollout, queued)
-            if not self._s.locked:
+            evaluation_id, judged = await self._record_score(rollout, queued)
+            if self._s.locked:
+                continue  # a locked lineage keeps producing and being scored, not evolving
+            if judged is not None and self._refuted(judged):
+                await self._rollback(rollout, queued, evaluation_id, judged)
+            else:
                 await self._train(rollout, queued, evaluation_id)
         self._set_status("stopped")
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -202,9 +208,13 @@ class LineageWorkflow:
                 continue
             return queued
 
-    async def _record_score(self, rollout: RunAgentResult, queued: QueuedScore) -> str:
+    async def _record_score(
+        self, rollout: RunAgentResult, queued: QueuedScore
+    ) -> tuple[str, tuple[str, EvolutionOutcome] | None]:
+        """Record the score; it also judges the evolution that produced this output."""
         evaluation_id = f"{rollout.artifact_id}:evaluation:{workflow.uuid4()}"
-        await workflow.execute_activity_method(
+        judged_evolution = self._s.pending_evolution_id
+        verdict = await workflow.execute_activity_method(
             FeedbackActivities.record_score,
             RecordScoreInput(
                 session_id=self._inp.session_id,
@@ -229,7 +239,47 @@ class LineageWorkflow:
             )
         )
         self._s.score_history = self._s.score_history[-SCORE_HISTORY_CARRIED:]
-        return evaluation_id
+        if verdict is None or judged_evolution is None:
+            return evaluation_id, None
+        return evaluation_id, (judged_evolution, verdict)
+
+    def _refuted(self, judged: tuple[str, EvolutionOutcome]) -> bool:
+        _, verdict = judged
+        return (
+            self._inp.options.rollback_refuted
+            and not verdict.hypothesis_validated
+            and verdict.score_delta < 0
+        )
+
+    async def _rollback(
+        self,
+        rollout: RunAgentResult,
+        queued: QueuedScore,
+        evaluation_id: str,
+        judged: tuple[str, EvolutionOutcome],
+    ) -> None:
+        """The score refuted the last change: restore the version before it, as a new version."""
+        self._set_status("training")
+        try:
+            restored = await workflow.execute_activity_method(
+                TrainerActivities.rollback_evolution,
+                RollbackInput(
+                    session_id=self._inp.session_id,
+                    lineage_id=self._inp.lineage_id,
+                    evolution_id=judged[0],
+                    agent=self._s.agent,
+                    rollout_id=rollout.rollout_id,
+                    artifact_id=rollout.artifact_id,
+                    evaluation_id=evaluation_id,
+                    score=queued.score,
+                ),
+                **TRAINER_ACTIVITY,
+            )
+        except ActivityError as err:
+            self._last_error = f"rollback failed: {err.cause or err}"
+            return
+        self._s.agent = restored.agent
+        self._s.last_evolution = restored.summary
 
     async def _train(
         self, rollout: RunAgentResult, queued: QueuedScore, evaluation_id: str
@@ -248,6 +298,8 @@ class LineageWorkflow:
             score_history=self._s.score_history,
             sticky_directives=list(self._s.sticky_directives),
             oneshot_directives=oneshot,
+            trainer=self._inp.options.trainer,
+            trainer_model=self._inp.options.trainer_model,
         )
         try:
             analysis = await workflow.execute_activity_method(

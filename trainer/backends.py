@@ -1,0 +1,88 @@
+"""Choosing the Master Trainer's backend: the rules engine or Claude, explicitly per lineage."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from domain.agent import AgentDefinition
+from domain.trainer import CreditAssignment, EvolutionPlan, ScoreAnalysis
+from runner.claude import make_client
+from settings import Settings
+from store.recorder import SpanRecord
+from trainer import credit_assignment, evolution_planner, reward_analyzer
+from trainer.claude_trainer import ClaudeTrainer
+
+
+class TrainerConfigError(Exception):
+    """The lineage asks for a trainer this worker cannot provide (never a silent switch)."""
+
+
+class TrainerBackend(Protocol):
+    name: str
+
+    async def analyze(
+        self, score: float, comment: str | None, previous_scores: list[float]
+    ) -> ScoreAnalysis: ...
+
+    async def assign_credit(
+        self, agent: AgentDefinition, analysis: ScoreAnalysis, spans: list[SpanRecord]
+    ) -> CreditAssignment: ...
+
+    async def propose(
+        self,
+        agent: AgentDefinition,
+        analysis: ScoreAnalysis,
+        credit: CreditAssignment,
+        directives: list[str],
+    ) -> EvolutionPlan: ...
+
+
+class RulesTrainer:
+    """The deterministic rules engine (trainer/aspects.py is its vocabulary)."""
+
+    name = "rules"
+
+    async def analyze(
+        self, score: float, comment: str | None, previous_scores: list[float]
+    ) -> ScoreAnalysis:
+        return reward_analyzer.analyze(score, comment, previous_scores)
+
+    async def assign_credit(
+        self, agent: AgentDefinition, analysis: ScoreAnalysis, spans: list[SpanRecord]
+    ) -> CreditAssignment:
+        llm_spans = [s.span_id for s in spans if s.span_type == "llm_call"]
+        return credit_assignment.assign(agent, analysis, llm_spans)
+
+    async def propose(
+        self,
+        agent: AgentDefinition,
+        analysis: ScoreAnalysis,
+        credit: CreditAssignment,
+        directives: list[str],
+    ) -> EvolutionPlan:
+        # directives are applied mechanically by evolution_planner.finalize for every backend
+        return evolution_planner.propose(agent, analysis, credit)
+
+
+class TrainerBackends:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._rules = RulesTrainer()
+        self._claude: dict[str, ClaudeTrainer] = {}
+
+    def get(self, name: str, model: str) -> TrainerBackend:
+        if name == "rules":
+            return self._rules
+        if self._settings.anthropic_api_key is None:
+            raise TrainerConfigError(
+                "this lineage's trainer is 'claude', but ANTHROPIC_API_KEY is not set on this "
+                "worker (set it, or use trainer: rules)"
+            )
+        if model not in self._claude:
+            client = make_client(
+                self._settings.anthropic_api_key.get_secret_value(),
+                self._settings.anthropic_base_url,
+                self._settings.anthropic_max_retries,
+            )
+            self._claude[model] = ClaudeTrainer(client, model)
+        return self._claude[model]
