@@ -84,7 +84,25 @@ class TrainerActivities:
     @activity.defn(name="apply_evolution")
     def apply_evolution(self, inp: ApplyEvolutionInput) -> ApplyEvolutionResult:
         t, q = inp.trainer, self.store.queries
+        artifact = q.artifact(t.artifact_id)
+        trigger = EvolutionTrigger(
+            rollout_id=t.rollout_id,
+            attempt_id=artifact.attempt_id,
+            artifact_id=t.artifact_id,
+            evaluation_id=t.evaluation_id,
+            score=t.score.score,
+            comment=t.score.comment,
+            directives=Directives(sticky=t.sticky_directives, oneshot=t.oneshot_directives),
+        )
         if not inp.plan.changes:
+            self.store.recorder.record_kept(
+                session_id=t.session_id,
+                lineage_id=t.lineage_id,
+                version=t.agent.version,
+                trigger=trigger,
+                analysis=inp.analysis,
+                plan=inp.plan,
+            )
             reason = "; ".join(inp.plan.notes) or "the plan held no change"
             return ApplyEvolutionResult(
                 evolution_id=None,
@@ -94,7 +112,6 @@ class TrainerActivities:
             )
         agent = q.agent_definition(t.agent)
         evolved = evolution.apply_changes(agent, inp.plan.changes)
-        artifact = q.artifact(t.artifact_id)
         evolution_id = f"{t.lineage_id}:evolution:v{t.agent.version}"
         insights = q.insights(t.session_id)
         applied = [
@@ -106,15 +123,7 @@ class TrainerActivities:
             evolution_id=evolution_id,
             from_version=t.agent.version,
             new_agent=evolved,
-            trigger=EvolutionTrigger(
-                rollout_id=t.rollout_id,
-                attempt_id=artifact.attempt_id,
-                artifact_id=t.artifact_id,
-                evaluation_id=t.evaluation_id,
-                score=t.score.score,
-                comment=t.score.comment,
-                directives=Directives(sticky=t.sticky_directives, oneshot=t.oneshot_directives),
-            ),
+            trigger=trigger,
             analysis=inp.analysis,
             credit=inp.credit,
             plan=inp.plan,

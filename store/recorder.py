@@ -226,6 +226,37 @@ class TrainingSignalRecorder:
         self._write([event, *applied], [definition, *new_agent.hashed_components()])
         return AgentRef(agent_id=lineage_id, version=to_version)
 
+    def record_kept(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        version: int,
+        trigger: EvolutionTrigger,
+        analysis: ScoreAnalysis,
+        plan: EvolutionPlan,
+    ) -> None:
+        """A training step that changed nothing, with the plan's notes and history checks."""
+        self._write(
+            [
+                NewEvent.keyed(
+                    "evolution.kept",
+                    f"{lineage_id}:{trigger.evaluation_id}",
+                    {
+                        "agentId": lineage_id,
+                        "version": version,
+                        "trigger": trigger.model_dump(mode="json"),
+                        "scoreAnalysis": analysis.model_dump(mode="json"),
+                        "plan": plan.model_dump(mode="json"),
+                    },
+                    session_id=session_id,
+                    lineage_id=lineage_id,
+                    agent_id=lineage_id,
+                    timestamp=now_ms(),
+                )
+            ]
+        )
+
     # ---- rollouts and attempts -------------------------------------------------------------
 
     def record_attempt_started(

@@ -28,6 +28,9 @@ def check(
                 f"{insight.failure_count + insight.success_count} times "
                 f"(average score impact {insight.avg_score_impact:+g})"
             )
+            if worse:
+                p = worse[-1]
+                reason += f"; last in lineage {p.lineage_id} ({p.evolution_id}): {p.score_delta:+g}"
         elif worse and not better:
             p = worse[-1]
             recommendation = "skip"

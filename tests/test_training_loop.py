@@ -1,0 +1,169 @@
+"""The Master Trainer over the dev server: lessons shared across lineages, insights, automatic
+rollback, provenance, directives over several evolutions, and a reviewer it learns to please."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from examples.scripted_reviewer import review
+from starter import start_session
+from tests.conftest import awaiting, make_spec, wait_for_state
+from workflows.lineage import LineageWorkflow
+
+NEUTRAL = "You are a helpful assistant."
+
+
+async def score(handle, cycle: int, value: float, comment: str) -> None:
+    await wait_for_state(handle, awaiting(cycle))
+    await handle.signal(LineageWorkflow.score, {"score": value, "comment": comment})
+
+
+async def test_a_change_that_hurt_lineage_a_is_skipped_in_lineage_b(
+    client, store, settings, run_worker
+):
+    spec = make_spec(labels=("A", "B"), prompt=NEUTRAL, max_tokens=300)
+    async with run_worker():
+        a, b = await start_session(client, spec, settings.task_queue)
+        await score(a, 1, 5, "too long")
+        await score(a, 2, 3, "now it is useless")  # the change made things worse
+        await wait_for_state(a, awaiting(3))
+        await score(b, 1, 5, "too long")  # the same feedback: the same change would follow
+        state = await wait_for_state(b, awaiting(2))
+    lineage_a, lineage_b = spec.lineage_id("A"), spec.lineage_id("B")
+    (evolved,) = store.queries.evolution_records(lineage_a)
+    assert (evolved.score_delta, evolved.hypothesis_validated) == (-2, False)
+    assert state.agent_version == 1 and "skipped" in state.last_evolution
+    assert lineage_a in state.last_evolution
+    (kept,) = store.queries.events(lineage_b, ["evolution.kept"])
+    (check,) = kept.payload["plan"]["history_checks"]
+    assert check["recommendation"] == "skip"
+    assert check["proposed_change"]["after"] == "Keep answers brief: at most 120 words."
+    assert lineage_a in check["reason"] and "-2" in check["reason"]
+    (insight,) = store.queries.insights(spec.session_id).values()
+    assert insight.pattern == "systemPrompt add: keep answers brief at most 120 words"
+    assert (insight.success_count, insight.failure_count, insight.avg_score_impact) == (0, 1, -2)
+    assert insight.contexts == ["length:shorter"]
+    kinds = [
+        e.event_type
+        for e in store.queries.events(None, ["insight.discovered", "insight.outcome"])
+        if e.session_id == spec.session_id
+    ]
+    assert kinds == ["insight.discovered", "insight.outcome"]
+
+
+async def test_insight_counts_update_and_directives_hold_across_evolutions(
+    client, store, settings, run_worker
+):
+    spec = make_spec(labels=("A", "B"))
+    async with run_worker():
+        a, b = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(a, awaiting(1))
+        await a.signal(LineageWorkflow.directive, {"kind": "sticky", "content": "Cite a source."})
+        await a.signal(LineageWorkflow.directive, {"kind": "oneshot", "content": "Mention cost."})
+        await score(a, 1, 3, "way too long")
+        await score(a, 2, 8, "better")
+        await score(a, 3, 6, "too formal")
+        await score(b, 1, 3, "way too long")
+        await score(b, 2, 9, "good")
+        await wait_for_state(a, awaiting(4))
+        await wait_for_state(b, awaiting(3))
+    records = store.queries.evolution_records(spec.lineage_id("A"))
+    assert len(records) == 2
+    directives = [json.loads(r.directives) for r in records]
+    assert [d["sticky"] for d in directives] == [["Cite a source."], ["Cite a source."]]
+    assert [d["oneshot"] for d in directives] == [["Mention cost."], []]
+    assert (records[0].next_score, records[0].score_delta, records[0].hypothesis_validated) == (
+        8,
+        5,
+        True,
+    )
+    insights = store.queries.insights(spec.session_id)
+    shorter = insights["parameters.maxTokens decrease"]
+    assert (shorter.success_count, shorter.failure_count) == (2, 0)  # A and B both improved
+    assert shorter.avg_score_impact == 5.5 and shorter.confidence == round(2 / 3, 4)
+    b_record = store.queries.evolution_records(spec.lineage_id("B"))[0]
+    applied = store.queries.events(spec.lineage_id("B"), ["insight.applied"])
+    # B evolved after A's outcome was known: the insight was consulted and applied
+    assert {e.payload["evolutionId"] for e in applied} == {b_record.id}
+
+
+async def test_a_refuted_change_is_rolled_back(client, store, settings, run_worker):
+    spec = make_spec(prompt=NEUTRAL, max_tokens=300, options={"rollbackRefuted": True})
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await score(handle, 1, 5, "too long")
+        await score(handle, 2, 2, "useless now")
+        state = await wait_for_state(handle, awaiting(3))
+    assert state.agent_version == 3 and "rolled back to v1" in state.last_evolution
+    lineage = spec.lineage_id("A")
+    v1, v3 = (store.queries.agent_definition(_ref(lineage, v)) for v in (1, 3))
+    assert v3 == v1
+    kinds = [
+        (r.kind, r.from_version, r.to_version) for r in store.queries.evolution_records(lineage)
+    ]
+    assert kinds == [("evolution", 1, 2), ("rollback", 2, 3)]
+
+
+async def test_provenance_names_the_evolution_and_feedback_behind_each_segment(
+    client, store, settings, run_worker
+):
+    spec = make_spec()
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await score(handle, 1, 3, "Way too long, wanted quick bullets")
+        await wait_for_state(handle, awaiting(2))
+    lineage = spec.lineage_id("A")
+    rows = {r.segment: r for r in store.queries.prompt_provenance(lineage)}
+    assert rows["You are an expert analyst."].evolution_id is None
+    assert rows["You are an expert analyst."].reason == "initial definition"
+    bullets = rows["Use bullet points, not paragraphs."]
+    assert (bullets.version, bullets.evolution_id) == (2, f"{lineage}:evolution:v1")
+    assert bullets.trigger_comment == "Way too long, wanted quick bullets"
+    assert "bullets" in bullets.reason
+    assert rows["Provide brief, scannable analysis."].version == 2
+    assert [r.segment for r in store.queries.prompt_provenance(lineage, version=1)] == [
+        "You are an expert analyst.",
+        "Provide comprehensive, detailed analysis.",
+        "Structure your response professionally.",
+    ]
+    root = Path(__file__).parent.parent
+    shown = subprocess.run(
+        [sys.executable, "starter.py", "blame", lineage, "--database-url", str(store.engine.url)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"},
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "Use bullet points, not paragraphs." in shown.stdout
+    assert "Way too long, wanted quick bullets" in shown.stdout
+
+
+async def test_a_scripted_reviewer_is_pleased_within_a_few_cycles(
+    client, store, settings, run_worker
+):
+    spec = make_spec()
+    scores = []
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        for cycle in range(1, 7):
+            await wait_for_state(handle, awaiting(cycle))
+            text = store.queries.artifact_text(f"{spec.lineage_id('A')}:c{cycle}:artifact")
+            verdict = review(text, len(text.split()))
+            scores.append(verdict.score)
+            if verdict.score >= 8:
+                break
+            await handle.signal(LineageWorkflow.score, verdict.model_dump())
+    print(f"scripted reviewer scores by cycle: {scores}")
+    assert scores[0] < 5 and scores[-1] >= 8
+    assert len(scores) <= 3
+
+
+def _ref(agent_id: str, version: int):
+    from domain.agent import AgentRef
+
+    return AgentRef(agent_id=agent_id, version=version)
