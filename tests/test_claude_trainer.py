@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.agent import AgentConstraints, AgentDefinition, AgentParameters
+from domain.agent import AgentConstraints, AgentDefinition, AgentParameters, AgentRef
 from domain.trainer import CreditAssignment, ScoreAnalysis
 from runner.claude import make_client
 from store.recorder import SpanRecord
@@ -189,3 +189,98 @@ async def test_a_plan_from_claude_still_passes_the_mechanical_guards(trainer, ap
     assert evolved.parameters.max_tokens == 1000  # clamped to the immutable limit
     assert any("protected segment" in note for note in plan.notes)
     assert plan.hypothesis == "Shorter output scores higher."
+
+
+async def test_a_lineage_trained_by_claude_end_to_end(client, store, settings, run_worker, api):
+    from pydantic import SecretStr
+
+    from starter import start_session
+    from tests.conftest import awaiting, make_spec, wait_for_state
+    from workflows.lineage import LineageWorkflow
+
+    spec = make_spec(options={"trainer": "claude", "trainerModel": MODEL})
+    api.script = [
+        reply(
+            "record_score_analysis",
+            {
+                "sentiment": "negative",
+                "aspects": [
+                    {
+                        "aspect": "length",
+                        "sentiment": "negative",
+                        "quote": "too long",
+                        "confidence": 0.9,
+                        "want": "shorter",
+                    }
+                ],
+            },
+        ),
+        reply(
+            "record_prompt_credit",
+            {
+                "credits": [
+                    {
+                        "segment": "Provide comprehensive, detailed analysis.",
+                        "segment_index": 1,
+                        "blame": "high",
+                        "related_aspect": "length",
+                        "reason": "asks for length",
+                    }
+                ]
+            },
+        ),
+        reply(
+            "record_evolution_plan",
+            {
+                "changes": [
+                    {
+                        "component": "systemPrompt",
+                        "change_type": "modify",
+                        "target": "segment 1",
+                        "before": "Provide comprehensive, detailed analysis.",
+                        "after": "Provide a brief analysis.",
+                        "reason": "length",
+                        "confidence": 0.8,
+                    }
+                ],
+                "hypothesis": "A brief prompt gives a shorter answer.",
+                "expected_impact": [{"aspect": "length", "direction": "improve"}],
+            },
+        ),
+    ]
+    claude = settings.model_copy(
+        update={"anthropic_api_key": SecretStr("sk-test"), "anthropic_base_url": api.base_url}
+    )
+    async with run_worker(claude):
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too long"})
+        state = await wait_for_state(handle, awaiting(2))
+    assert [r["tool_choice"]["name"] for r in api.requests] == [
+        "record_score_analysis",
+        "record_prompt_credit",
+        "record_evolution_plan",
+    ]
+    assert state.agent_version == 2
+    (record,) = store.queries.evolution_records(spec.lineage_id("A"))
+    assert record.hypothesis == "A brief prompt gives a shorter answer."
+    v2 = store.queries.agent_definition(AgentRef(agent_id=spec.lineage_id("A"), version=2))
+    assert "Provide a brief analysis." in v2.system_prompt
+
+
+async def test_claude_trainer_without_a_key_is_an_error_not_a_fallback(
+    client, store, settings, run_worker
+):
+    from starter import start_session
+    from tests.conftest import awaiting, make_spec, wait_for_state
+    from workflows.lineage import LineageWorkflow
+
+    spec = make_spec(options={"trainer": "claude"})
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal(LineageWorkflow.score, {"score": 2, "comment": "way too long"})
+        state = await wait_for_state(handle, awaiting(2))
+    assert "ANTHROPIC_API_KEY" in state.last_error
+    assert state.agent_version == 1  # kept, not evolved by the rules engine behind our back
+    assert store.queries.evolution_records(spec.lineage_id("A")) == []
