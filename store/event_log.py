@@ -8,13 +8,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, func, select
 
-from store import payload_store
+from store import payload_store, upcasters
 from store.dialect import insert_ignore
 from store.tables import TrainingEvent
 
-CURRENT_SCHEMA_VERSION = 1
 _NAMESPACE = uuid.UUID("6f1d1f8e-8c1a-4d55-9a39-5b7f0c2e7a10")
 _events = TrainingEvent.__table__  # type: ignore[attr-defined]
 
@@ -35,10 +34,11 @@ class NewEvent(BaseModel):
     artifact_id: str | None = None
     attempt_id: str | None = None
     tags: list[str] = Field(default_factory=list)
-    schema_version: int = CURRENT_SCHEMA_VERSION
+    schema_version: int = 1
 
     @classmethod
     def keyed(cls, event_type: str, key: str, payload: dict[str, Any], **fields: Any) -> NewEvent:
+        fields.setdefault("schema_version", upcasters.current_version(event_type))
         return cls(id=event_id(event_type, key), event_type=event_type, payload=payload, **fields)
 
 
@@ -92,6 +92,7 @@ def read(
     conn: Connection,
     *,
     after_position: int = 0,
+    until_position: int | None = None,
     lineage_id: str | None = None,
     event_types: list[str] | None = None,
     batch_size: int = 1000,
@@ -109,6 +110,8 @@ def read(
             .order_by(_events.c.position)
             .limit(batch_size)
         )
+        if until_position is not None:
+            query = query.where(_events.c.position <= until_position)
         if lineage_id is not None:
             query = query.where(_events.c.lineage_id == lineage_id)
         if event_types:
@@ -120,5 +123,12 @@ def read(
             data = dict(row)
             content = data.pop("content")
             data["tags"] = json.loads(data["tags"])
-            yield StoredEvent(payload=json.loads(content), **data)
+            payload, data["schema_version"] = upcasters.upcast(
+                data["event_type"], data["schema_version"], json.loads(content), data
+            )
+            yield StoredEvent(payload=payload, **data)
         position = rows[-1]["position"]
+
+
+def last_position(conn: Connection) -> int:
+    return int(conn.execute(select(func.coalesce(func.max(_events.c.position), 0))).scalar_one())

@@ -5,11 +5,11 @@ insert nothing twice."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine, select
 
 from domain.agent import AgentDefinition, AgentRef, AgentSnapshot
 from domain.trainer import (
@@ -22,6 +22,7 @@ from domain.trainer import (
 )
 from store import event_log, payload_store, projections
 from store.event_log import NewEvent
+from store.tables import EvaluationRow, LineageRow, SessionRow
 
 HIGH_SCORE = 8
 LOW_SCORE = 3
@@ -81,13 +82,23 @@ class TrainingSignalRecorder:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def _write(self, events: Sequence[NewEvent], blobs: Sequence[Any] = ()) -> int:
+    def _write(
+        self,
+        events: Sequence[NewEvent],
+        blobs: Sequence[Any] = (),
+        follow_up: Callable[[Connection], list[NewEvent]] | None = None,
+    ) -> int:
+        """Append and project in one transaction; ``follow_up`` may derive more events from the
+        projections as they now stand (still inside the transaction)."""
         with self.engine.begin() as conn:
             if blobs:
                 payload_store.put_many(conn, list(blobs), now_ms())
             inserted = event_log.append(conn, list(events))
             for event in inserted:
                 projections.apply(conn, event)
+            if follow_up is not None and inserted:
+                for event in event_log.append(conn, follow_up(conn)):
+                    projections.apply(conn, event)
         return len(inserted)
 
     # ---- sessions, lineages, agents --------------------------------------------------------
@@ -546,7 +557,7 @@ class TrainingSignalRecorder:
                     **refs,
                 )
             )
-        self._write(events)
+        self._write(events, follow_up=lambda conn: _comparison(conn, session_id, cycle, ts))
 
     def record_rejection(
         self,
@@ -630,3 +641,42 @@ class TrainingSignalRecorder:
                 )
             ]
         )
+
+
+def _comparison(conn: Connection, session_id: str, cycle: int, ts: int) -> list[NewEvent]:
+    """artifact.compared once every lineage of the session has scored this cycle's output."""
+    sessions, lineages = SessionRow.__table__, LineageRow.__table__  # type: ignore[attr-defined]
+    evaluations = EvaluationRow.__table__  # type: ignore[attr-defined]
+    # Serialise concurrent scorers of one session (PostgreSQL; SQLite already writes one by one).
+    conn.execute(select(sessions.c.id).where(sessions.c.id == session_id).with_for_update())
+    members = (
+        conn.execute(select(lineages.c.id).where(lineages.c.session_id == session_id))
+        .scalars()
+        .all()
+    )
+    rows = conn.execute(
+        select(evaluations.c.lineage_id, evaluations.c.artifact_id, evaluations.c.score)
+        .where(evaluations.c.session_id == session_id, evaluations.c.cycle == cycle)
+        .order_by(evaluations.c.created_at)
+    ).all()
+    latest = {lineage: (artifact, score) for lineage, artifact, score in rows}
+    if len(members) < 2 or set(latest) != set(members):
+        return []
+    ranked = sorted(latest.items(), key=lambda item: (-item[1][1], item[0]))
+    return [
+        NewEvent.keyed(
+            "artifact.compared",
+            f"{session_id}:c{cycle}",
+            {
+                "cycle": cycle,
+                "artifacts": [
+                    {"id": artifact, "lineageId": lineage, "score": score}
+                    for lineage, (artifact, score) in sorted(latest.items())
+                ],
+                "ranking": [artifact for _, (artifact, _) in ranked],
+            },
+            session_id=session_id,
+            timestamp=ts,
+            tags=["comparison"],
+        )
+    ]

@@ -198,7 +198,7 @@ class EvaluationRow(SQLModel, table=True):
     session_id: str = Field(index=True, max_length=128)
     lineage_id: str = Field(index=True, max_length=128)
     cycle: int
-    agent_version: int
+    agent_version: int | None = None  # unknown for events written before schema v2
     score: float
     comment: str | None = None
     rater: str | None = None
@@ -269,3 +269,65 @@ class LearningInsightRow(SQLModel, table=True):
     confidence: float = 0.0
     created_at: int = Field(sa_type=BigInteger)
     updated_at: int = Field(sa_type=BigInteger)
+
+
+# ---- materialized training data (rebuilt by the materializer, from the log) ------------------
+
+
+class TrainingExampleRow(SQLModel, table=True):
+    """SFT examples, preference pairs and reward rows (seed: mv_training_examples)."""
+
+    __tablename__ = "mv_training_examples"
+
+    id: str = Field(primary_key=True, max_length=300)
+    example_type: str = Field(index=True, max_length=16)  # sft | preference | reward
+    source: str = Field(max_length=16)  # score | comparison | lock
+    session_id: str = Field(index=True, max_length=128)
+    lineage_id: str | None = Field(default=None, index=True, max_length=128)
+    cycle: int
+    system_prompt_hash: str | None = None
+    user_input_hash: str
+    completion_hash: str | None = None
+    chosen_hash: str | None = None
+    rejected_hash: str | None = None
+    score: float | None = None
+    score_delta: float | None = None
+    source_events: str  # JSON array of event ids
+    created_at: int = Field(index=True, sa_type=BigInteger)
+
+
+class ScoredArtifactRow(SQLModel, table=True):
+    """The materializer's own index of scored outputs, in log order (for pairing)."""
+
+    __tablename__ = "mv_scored_artifacts"
+
+    artifact_id: str = Field(primary_key=True, max_length=220)
+    session_id: str = Field(index=True, max_length=128)
+    lineage_id: str = Field(max_length=128)
+    cycle: int = Field(index=True)
+    score: float
+    event_id: str
+    input_hash: str
+    content_hash: str
+
+
+class MaterializerStateRow(SQLModel, table=True):
+    __tablename__ = "materializer_state"
+
+    name: str = Field(primary_key=True, max_length=64)
+    last_position: int = Field(default=0, sa_type=BigInteger)
+
+
+class ExportRow(SQLModel, table=True):
+    """Every export, with what it asked for and what it wrote (seed: exports)."""
+
+    __tablename__ = "exports"
+
+    id: str = Field(primary_key=True, max_length=64)
+    export_type: str
+    query_params: str  # JSON
+    event_range_start: int = Field(sa_type=BigInteger)
+    event_range_end: int = Field(sa_type=BigInteger)
+    example_count: int
+    file_path: str
+    created_at: int = Field(sa_type=BigInteger)

@@ -103,6 +103,7 @@ def make_spec(
     constraints: dict[str, Any] | None = None,
     max_tokens: int = 2048,
     agent_extra: dict[str, Any] | None = None,
+    prompts: dict[str, str] | None = None,  # a different system prompt for some labels
 ) -> SessionSpec:
     session = f"s-{uuid.uuid4().hex[:10]}"
     agent = {
@@ -118,7 +119,12 @@ def make_spec(
             "id": session,
             "inputs": inputs or ["Explain the four-day work week for small software teams."],
             "lineages": [
-                {"label": label, "agent": agent, "options": options or {}} for label in labels
+                {
+                    "label": label,
+                    "agent": {**agent, "systemPrompt": (prompts or {}).get(label, prompt)},
+                    "options": options or {},
+                }
+                for label in labels
             ],
         }
     )

@@ -1,0 +1,305 @@
+"""Materializer: training examples built from the event log, incrementally and exactly once.
+
+* reward rows: every score;
+* SFT examples: scores of at least ``SFT_MIN_SCORE`` (exports can ask for more);
+* preference pairs: outputs of the same session and cycle (so the same input) with different
+  scores, and a locked lineage's output against its competitors' for the same cycle.
+
+Events are processed in log order, in batches, each batch in one transaction with the new
+position: a crash loses nothing and repeats nothing, and ids are deterministic, so an incremental
+run and a full rebuild produce the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from itertools import islice
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import Connection, Engine, delete, select, update
+
+from store import event_log
+from store.dialect import insert_ignore
+from store.event_log import StoredEvent
+from store.tables import (
+    AgentVersionRow,
+    ArtifactRow,
+    MaterializerStateRow,
+    RolloutRow,
+    ScoredArtifactRow,
+    TrainingExampleRow,
+)
+
+SFT_MIN_SCORE = 8.0
+STATE = "training_examples"
+RELEVANT = ["artifact.scored", "lineage.locked"]
+
+_examples = TrainingExampleRow.__table__  # type: ignore[attr-defined]
+_scored = ScoredArtifactRow.__table__  # type: ignore[attr-defined]
+_state = MaterializerStateRow.__table__  # type: ignore[attr-defined]
+_artifacts = ArtifactRow.__table__  # type: ignore[attr-defined]
+_rollouts = RolloutRow.__table__  # type: ignore[attr-defined]
+_versions = AgentVersionRow.__table__  # type: ignore[attr-defined]
+
+
+class MaterializeResult(BaseModel):
+    from_position: int
+    to_position: int
+    events_processed: int
+    examples_added: int
+
+
+class Materializer:
+    def __init__(self, engine: Engine, batch_size: int = 5000) -> None:
+        self.engine = engine
+        self.batch_size = batch_size
+
+    def position(self) -> int:
+        with self.engine.connect() as conn:
+            return _position(conn)
+
+    def run(
+        self, full: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> MaterializeResult:
+        """Process the log from the last position (or from the start when ``full``)."""
+        with self.engine.begin() as conn:
+            if full:
+                conn.execute(delete(_examples))
+                conn.execute(delete(_scored))
+                _set_position(conn, 0)
+            start, end = _position(conn), event_log.last_position(conn)
+        processed = added = 0
+        position = start
+        while True:
+            with self.engine.begin() as conn:
+                events = list(
+                    islice(
+                        event_log.read(
+                            conn,
+                            after_position=position,
+                            until_position=end,
+                            event_types=RELEVANT,
+                            batch_size=self.batch_size,
+                        ),
+                        self.batch_size,
+                    )
+                )
+                batch = _Batch(conn)
+                for event in events:
+                    batch.process(event)
+                added += batch.flush()
+                position = events[-1].position if len(events) == self.batch_size else end
+                _set_position(conn, position)
+            processed += len(events)
+            if progress:
+                progress(position - start, end - start)
+            if position >= end:
+                break
+        return MaterializeResult(
+            from_position=start, to_position=end, events_processed=processed, examples_added=added
+        )
+
+
+def _position(conn: Connection) -> int:
+    value = conn.execute(select(_state.c.last_position).where(_state.c.name == STATE)).scalar()
+    return int(value or 0)
+
+
+def _set_position(conn: Connection, position: int) -> None:
+    conn.execute(insert_ignore(conn, _state, ["name"]).values(name=STATE, last_position=0))
+    conn.execute(update(_state).where(_state.c.name == STATE).values(last_position=position))
+
+
+class _Batch:
+    """One batch: bulk look-ups, then rows; scored outputs seen earlier in the batch count."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.examples: dict[str, dict[str, Any]] = {}
+        self.scored: dict[str, dict[str, Any]] = {}
+        self._context: dict[str, dict[str, Any]] = {}
+
+    def process(self, event: StoredEvent) -> None:
+        if event.event_type == "artifact.scored":
+            self._scored_event(event)
+        else:
+            self._lock_event(event)
+
+    def _artifact(self, artifact_id: str) -> dict[str, Any] | None:
+        if artifact_id not in self._context:
+            row = (
+                self.conn.execute(
+                    select(
+                        _artifacts.c.session_id,
+                        _artifacts.c.lineage_id,
+                        _artifacts.c.cycle,
+                        _artifacts.c.content_hash,
+                        _rollouts.c.input_hash,
+                        _versions.c.system_prompt_hash,
+                    )
+                    .join(_rollouts, _rollouts.c.id == _artifacts.c.rollout_id)
+                    .join(
+                        _versions,
+                        (_versions.c.lineage_id == _artifacts.c.lineage_id)
+                        & (_versions.c.version == _artifacts.c.agent_version),
+                    )
+                    .where(_artifacts.c.id == artifact_id)
+                )
+                .mappings()
+                .first()
+            )
+            self._context[artifact_id] = dict(row) if row else {}
+        return self._context[artifact_id] or None
+
+    def _peers(self, session_id: str, cycle: int) -> list[dict[str, Any]]:
+        stored = (
+            self.conn.execute(
+                select(_scored).where(_scored.c.session_id == session_id, _scored.c.cycle == cycle)
+            )
+            .mappings()
+            .all()
+        )
+        peers = {row["artifact_id"]: dict(row) for row in stored}
+        for row in self.scored.values():
+            if row["session_id"] == session_id and row["cycle"] == cycle:
+                peers[row["artifact_id"]] = row
+        return list(peers.values())
+
+    def _scored_event(self, event: StoredEvent) -> None:
+        p = event.payload
+        artifact_id = event.artifact_id or ""
+        context = self._artifact(artifact_id)
+        if context is None:
+            return  # no output on record for this score: nothing to learn from
+        score = float(p["score"])
+        base = {
+            "session_id": context["session_id"],
+            "lineage_id": context["lineage_id"],
+            "cycle": context["cycle"],
+            "user_input_hash": context["input_hash"],
+            "created_at": event.timestamp,
+        }
+        sources = json.dumps([event.id])
+        self._add(
+            f"reward:{p['evaluationId']}",
+            example_type="reward",
+            source="score",
+            system_prompt_hash=context["system_prompt_hash"],
+            completion_hash=context["content_hash"],
+            score=score,
+            source_events=sources,
+            **base,
+        )
+        if score >= SFT_MIN_SCORE:
+            self._add(
+                f"sft:{p['evaluationId']}",
+                example_type="sft",
+                source="score",
+                system_prompt_hash=context["system_prompt_hash"],
+                completion_hash=context["content_hash"],
+                score=score,
+                source_events=sources,
+                **base,
+            )
+        for peer in self._peers(context["session_id"], context["cycle"]):
+            if peer["artifact_id"] == artifact_id or peer["score"] == score:
+                continue
+            if peer["content_hash"] == context["content_hash"]:
+                continue  # identical outputs: nothing to prefer
+            if peer["input_hash"] != context["input_hash"]:
+                continue  # a preference needs the same prompt
+            mine = {
+                "hash": context["content_hash"],
+                "id": artifact_id,
+                "score": score,
+                "event": event.id,
+            }
+            theirs = {
+                "hash": peer["content_hash"],
+                "id": peer["artifact_id"],
+                "score": peer["score"],
+                "event": peer["event_id"],
+            }
+            chosen, rejected = (mine, theirs) if score > peer["score"] else (theirs, mine)
+            self._add(
+                f"preference:{chosen['id']}>{rejected['id']}",
+                example_type="preference",
+                source="comparison",
+                chosen_hash=chosen["hash"],
+                rejected_hash=rejected["hash"],
+                score=chosen["score"],
+                score_delta=chosen["score"] - rejected["score"],
+                source_events=json.dumps(sorted([chosen["event"], rejected["event"]])),
+                **{**base, "lineage_id": None},
+            )
+        self.scored[artifact_id] = {
+            "artifact_id": artifact_id,
+            "session_id": context["session_id"],
+            "lineage_id": context["lineage_id"],
+            "cycle": context["cycle"],
+            "score": score,
+            "event_id": event.id,
+            "input_hash": context["input_hash"],
+            "content_hash": context["content_hash"],
+        }
+
+    def _lock_event(self, event: StoredEvent) -> None:
+        """A lock is an explicit preference: the locked lineage's latest scored output beats
+        each competitor's output for the same cycle."""
+        competitors = set(event.payload.get("competingLineageIds") or [])
+        session_rows = (
+            self.conn.execute(select(_scored).where(_scored.c.session_id == event.session_id))
+            .mappings()
+            .all()
+        )
+        rows = {r["artifact_id"]: dict(r) for r in session_rows}
+        rows.update({k: v for k, v in self.scored.items() if v["session_id"] == event.session_id})
+        mine = [r for r in rows.values() if r["lineage_id"] == event.lineage_id]
+        if not mine:
+            return
+        winner = max(mine, key=lambda r: r["cycle"])
+        for loser in rows.values():
+            if loser["lineage_id"] not in competitors or loser["cycle"] != winner["cycle"]:
+                continue
+            if loser["content_hash"] == winner["content_hash"]:
+                continue
+            self._add(
+                f"preference:lock:{event.id}:{loser['artifact_id']}",
+                example_type="preference",
+                source="lock",
+                session_id=event.session_id,
+                lineage_id=event.lineage_id,
+                cycle=winner["cycle"],
+                user_input_hash=winner["input_hash"],
+                chosen_hash=winner["content_hash"],
+                rejected_hash=loser["content_hash"],
+                score=winner["score"],
+                score_delta=None,  # preferred whatever the scores
+                source_events=json.dumps(sorted([event.id, winner["event_id"], loser["event_id"]])),
+                created_at=event.timestamp,
+            )
+
+    def _add(self, example_id: str, **row: Any) -> None:
+        defaults = {
+            "lineage_id": None,
+            "system_prompt_hash": None,
+            "completion_hash": None,
+            "chosen_hash": None,
+            "rejected_hash": None,
+            "score": None,
+            "score_delta": None,
+        }
+        self.examples[example_id] = {**defaults, **row, "id": example_id}
+
+    def flush(self) -> int:
+        added = 0
+        if self.examples:
+            stmt = insert_ignore(self.conn, _examples, ["id"]).returning(_examples.c.id)
+            added = len(self.conn.execute(stmt, list(self.examples.values())).all())
+        if self.scored:
+            self.conn.execute(
+                insert_ignore(self.conn, _scored, ["artifact_id"]), list(self.scored.values())
+            )
+        return added

@@ -1,0 +1,250 @@
+"""Training data from the event log: materialize, export, rebuild, time travel, report.
+
+python training_data.py export trl-sft --out exports/ --min-score 8
+python training_data.py rebuild            # drop projections, replay the log, verify
+python training_data.py as-of essay-demo-A --position 120
+python training_data.py history essay-demo-A
+python training_data.py report essay-demo --out report/
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from settings import Settings
+from store import Store
+from store.exporter import FORMATS, ExportFilters, FormatError, export
+from store.materializer import Materializer
+from store.time_travel import as_of, history, rebuild_and_verify
+
+console = Console()
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False
+)
+DatabaseUrl = Annotated[
+    str | None, typer.Option(help="Default: $TRAINING_CAMP_DATABASE_URL or the demo's store.")
+]
+
+
+def _store(url: str | None) -> Store:
+    return Store.open(url or Settings.from_env().database_url)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def _ms(value: str | None) -> int | None:
+    if value is None:
+        return None
+    moment = datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+@app.command()
+def materialize(
+    full: Annotated[bool, typer.Option(help="Rebuild from the first event.")] = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Turn new events into SFT examples, preference pairs and reward rows."""
+    store = _store(database_url)
+    with _progress() as bar:
+        task = bar.add_task("materializing events", total=None)
+        result = Materializer(store.engine).run(
+            full=full, progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
+    console.print(
+        f"events {result.from_position:,}→{result.to_position:,}: "
+        f"{result.events_processed:,} relevant, {result.examples_added:,} examples added"
+    )
+
+
+@app.command("export")
+def export_command(
+    format_name: Annotated[str, typer.Argument(metavar="FORMAT", help=", ".join(FORMATS))],
+    out: Annotated[Path, typer.Option(help="Directory for the files.")] = Path("exports"),
+    min_score: Annotated[float | None, typer.Option()] = None,
+    min_score_delta: Annotated[float | None, typer.Option()] = None,
+    session: Annotated[str | None, typer.Option()] = None,
+    lineage: Annotated[str | None, typer.Option()] = None,
+    since: Annotated[str | None, typer.Option(help="ISO time, e.g. 2026-11-01")] = None,
+    until: Annotated[str | None, typer.Option(help="ISO time")] = None,
+    eval_fraction: Annotated[float, typer.Option(help="Share of inputs held out.")] = 0.1,
+    skip_invalid: Annotated[bool, typer.Option(help="Skip rows that break the format.")] = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Write a train/eval split in FORMAT; every export is recorded in the store."""
+    if format_name not in FORMATS:
+        console.print(f"[red]unknown format {format_name!r}; choose from {', '.join(FORMATS)}")
+        raise typer.Exit(2)
+    filters = ExportFilters(
+        min_score=min_score,
+        min_score_delta=min_score_delta,
+        session_id=session,
+        lineage_id=lineage,
+        since_ms=_ms(since),
+        until_ms=_ms(until),
+        eval_fraction=eval_fraction,
+    )
+    store = _store(database_url)
+    with _progress() as bar:
+        task = bar.add_task(f"exporting {format_name}", total=None)
+        try:
+            result = export(
+                store.engine,
+                format_name,
+                out,
+                filters,
+                strict=not skip_invalid,
+                progress=lambda n: bar.update(task, completed=n),
+            )
+        except FormatError as exc:
+            console.print(f"[red]{exc}[/red] (use --skip-invalid to leave such rows out)")
+            raise typer.Exit(1) from None
+    for split, path in result.files.items():
+        console.print(f"{split}: {result.counts[split]:,} rows → {path}")
+    if result.skipped_invalid:
+        console.print(f"[yellow]{result.skipped_invalid} invalid rows skipped[/yellow]")
+    console.print(f"export {result.export_id} (events up to {result.event_range[1]:,})")
+
+
+@app.command()
+def rebuild(database_url: DatabaseUrl = None) -> None:
+    """Drop every projection, replay the event log into new ones, verify they are identical."""
+    store = _store(database_url)
+    with console.status("replaying the event log…"):
+        report = rebuild_and_verify(store.engine)
+    table = Table("projection", "rows", "identical")
+    for name, (rows, same) in report.tables.items():
+        table.add_row(name, f"{rows:,}", "yes" if same else "[red]NO[/red]")
+    console.print(table)
+    console.print(f"{report.events_replayed:,} events replayed")
+    if not report.identical:
+        raise typer.Exit(1)
+
+
+@app.command("as-of")
+def as_of_command(
+    lineage_id: str,
+    position: Annotated[int | None, typer.Option(help="Event position.")] = None,
+    at: Annotated[str | None, typer.Option(help="ISO time.")] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """The lineage's agent definition and scores as they stood at an event or a moment."""
+    store = _store(database_url)
+    state = as_of(store.engine, lineage_id, position=position, at_ms=_ms(at))
+    if state.version is None:
+        console.print(f"[red]lineage {lineage_id} had no agent by then[/red]")
+        raise typer.Exit(1)
+    console.print(f"[bold]{lineage_id}[/bold] as of event {state.position:,}: v{state.version}")
+    console.print_json(
+        state.definition.model_dump_json(by_alias=True) if state.definition else "{}"
+    )
+    for s in state.scores:
+        console.print(f"  cycle {s.cycle}: {s.score:g} {s.comment or ''}", highlight=False)
+
+
+@app.command("history")
+def history_command(lineage_id: str, database_url: DatabaseUrl = None) -> None:
+    """The lineage's events in order (use a position with as-of)."""
+    store = _store(database_url)
+    table = Table("position", "time", "event", "summary")
+    for entry in history(store.engine, lineage_id):
+        when = datetime.fromtimestamp(entry.timestamp / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(str(entry.position), when, entry.event_type, entry.summary)
+    console.print(table)
+
+
+@app.command()
+def report(
+    session_id: str,
+    out: Annotated[Path, typer.Option(help="Directory for scores.png and index.html.")] = Path(
+        "report"
+    ),
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Score curves per lineage over cycles: a PNG and a small HTML page."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    store = _store(database_url)
+    lineages = store.queries.session_lineages(session_id)
+    if not lineages:
+        console.print(f"[red]no session {session_id!r} in the store[/red]")
+        raise typer.Exit(1)
+    out.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    rows = []
+    for lineage in lineages:
+        evaluations = store.queries.evaluations(lineage.id)
+        cycles = [e.cycle for e in evaluations]
+        scores = [e.score for e in evaluations]
+        ax.plot(
+            cycles,
+            scores,
+            marker="o",
+            label=f"{lineage.label}{' (locked)' if lineage.locked else ''}",
+        )
+        rows += [
+            (lineage.label, e.cycle, e.agent_version, e.score, e.comment or "") for e in evaluations
+        ]
+    ax.set(xlabel="cycle", ylabel="score", ylim=(0, 10.5), title=f"Session {session_id}")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "scores.png")
+    plt.close(fig)
+    cells = "\n".join(
+        f"<tr><td>{html.escape(label)}</td><td>{cycle}</td><td>v{version}</td>"
+        f"<td>{score:g}</td><td>{html.escape(comment)}</td></tr>"
+        for label, cycle, version, score, comment in rows
+    )
+    (out / "index.html").write_text(
+        f"""<!doctype html><html><head><meta charset="utf-8">
+<title>Training Camp — {html.escape(session_id)}</title>
+<style>body{{font-family:sans-serif;margin:2em}}td,th{{padding:4px 10px;text-align:left}}</style>
+</head><body><h1>Session {html.escape(session_id)}</h1>
+<p>Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC from the training-signal store.</p>
+<img src="scores.png" alt="score per cycle, one line per lineage">
+<table><tr><th>lineage</th><th>cycle</th><th>agent</th><th>score</th><th>comment</th></tr>
+{cells}</table></body></html>
+""",
+        encoding="utf-8",
+    )
+    console.print(f"wrote {out / 'scores.png'} and {out / 'index.html'}")
+
+
+def main() -> None:
+    code = 0
+    try:
+        app()
+    except SystemExit as exc:
+        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()
