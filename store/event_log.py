@@ -64,9 +64,10 @@ def append(conn: Connection, events: list[NewEvent]) -> list[NewEvent]:
     if not events:
         return []
     now = max(e.timestamp for e in events)
-    hashes = payload_store.put_many(conn, [e.payload for e in events], now)
+    encoded = [payload_store.encode(e.payload) for e in events]
+    payload_store.put_encoded(conn, encoded, now)
     rows = []
-    for event, digest in zip(events, hashes, strict=True):
+    for event, (digest, text) in zip(events, encoded, strict=True):
         rows.append(
             {
                 "id": event.id,
@@ -79,7 +80,7 @@ def append(conn: Connection, events: list[NewEvent]) -> list[NewEvent]:
                 "artifact_id": event.artifact_id,
                 "attempt_id": event.attempt_id,
                 "payload_hash": digest,
-                "payload_size": len(payload_store.encode(event.payload)[1].encode("utf-8")),
+                "payload_size": len(text.encode("utf-8")),
                 "tags": json.dumps(sorted(set(event.tags))),
             }
         )

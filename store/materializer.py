@@ -87,6 +87,7 @@ class Materializer:
                     )
                 )
                 batch = _Batch(conn)
+                batch.prefetch(events)
                 for event in events:
                     batch.process(event)
                 added += batch.flush()
@@ -115,11 +116,61 @@ def _set_position(conn: Connection, position: int) -> None:
 class _Batch:
     """One batch: bulk look-ups, then rows; scored outputs seen earlier in the batch count."""
 
+    CHUNK = 500  # ids per IN (...) query
+
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.examples: dict[str, dict[str, Any]] = {}
         self.scored: dict[str, dict[str, Any]] = {}
+        self._scored_by_cycle: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self._context: dict[str, dict[str, Any]] = {}
+        self._stored_peers: dict[tuple[str, int], list[dict[str, Any]]] = {}
+
+    def _context_query(self) -> Any:
+        return (
+            select(
+                _artifacts.c.id,
+                _artifacts.c.session_id,
+                _artifacts.c.lineage_id,
+                _artifacts.c.cycle,
+                _artifacts.c.content_hash,
+                _rollouts.c.input_hash,
+                _versions.c.system_prompt_hash,
+            )
+            .join(_rollouts, _rollouts.c.id == _artifacts.c.rollout_id)
+            .join(
+                _versions,
+                (_versions.c.lineage_id == _artifacts.c.lineage_id)
+                & (_versions.c.version == _artifacts.c.agent_version),
+            )
+        )
+
+    def prefetch(self, events: list[StoredEvent]) -> None:
+        """Bulk look-ups for a whole batch: the scored outputs' context, and earlier scores of
+        the same sessions and cycles."""
+        ids = sorted({e.artifact_id for e in events if e.artifact_id})
+        for i in range(0, len(ids), self.CHUNK):
+            chunk = ids[i : i + self.CHUNK]
+            rows = self.conn.execute(self._context_query().where(_artifacts.c.id.in_(chunk)))
+            for row in rows.mappings():
+                self._context[row["id"]] = dict(row)
+            for artifact_id in chunk:
+                self._context.setdefault(artifact_id, {})
+        keys = {(c["session_id"], c["cycle"]) for c in self._context.values() if c}
+        sessions = sorted({s for s, _ in keys})
+        for i in range(0, len(sessions), self.CHUNK):
+            rows = self.conn.execute(
+                select(_scored).where(
+                    _scored.c.session_id.in_(sessions[i : i + self.CHUNK]),
+                    _scored.c.cycle.in_(sorted({c for _, c in keys})),
+                )
+            )
+            for row in rows.mappings():
+                self._stored_peers.setdefault((row["session_id"], row["cycle"]), []).append(
+                    dict(row)
+                )
+        for key in keys:
+            self._stored_peers.setdefault(key, [])
 
     def process(self, event: StoredEvent) -> None:
         if event.event_type == "artifact.scored":
@@ -130,23 +181,7 @@ class _Batch:
     def _artifact(self, artifact_id: str) -> dict[str, Any] | None:
         if artifact_id not in self._context:
             row = (
-                self.conn.execute(
-                    select(
-                        _artifacts.c.session_id,
-                        _artifacts.c.lineage_id,
-                        _artifacts.c.cycle,
-                        _artifacts.c.content_hash,
-                        _rollouts.c.input_hash,
-                        _versions.c.system_prompt_hash,
-                    )
-                    .join(_rollouts, _rollouts.c.id == _artifacts.c.rollout_id)
-                    .join(
-                        _versions,
-                        (_versions.c.lineage_id == _artifacts.c.lineage_id)
-                        & (_versions.c.version == _artifacts.c.agent_version),
-                    )
-                    .where(_artifacts.c.id == artifact_id)
-                )
+                self.conn.execute(self._context_query().where(_artifacts.c.id == artifact_id))
                 .mappings()
                 .first()
             )
@@ -154,17 +189,15 @@ class _Batch:
         return self._context[artifact_id] or None
 
     def _peers(self, session_id: str, cycle: int) -> list[dict[str, Any]]:
-        stored = (
-            self.conn.execute(
-                select(_scored).where(_scored.c.session_id == session_id, _scored.c.cycle == cycle)
+        stored = self._stored_peers.get((session_id, cycle))
+        if stored is None:
+            query = select(_scored).where(
+                _scored.c.session_id == session_id, _scored.c.cycle == cycle
             )
-            .mappings()
-            .all()
-        )
-        peers = {row["artifact_id"]: dict(row) for row in stored}
-        for row in self.scored.values():
-            if row["session_id"] == session_id and row["cycle"] == cycle:
-                peers[row["artifact_id"]] = row
+            stored = [dict(r) for r in self.conn.execute(query).mappings()]
+        peers = {row["artifact_id"]: row for row in stored}
+        for row in self._scored_by_cycle.get((session_id, cycle), []):
+            peers[row["artifact_id"]] = row
         return list(peers.values())
 
     def _scored_event(self, event: StoredEvent) -> None:
@@ -234,7 +267,7 @@ class _Batch:
                 source_events=json.dumps(sorted([chosen["event"], rejected["event"]])),
                 **{**base, "lineage_id": None},
             )
-        self.scored[artifact_id] = {
+        scored = {
             "artifact_id": artifact_id,
             "session_id": context["session_id"],
             "lineage_id": context["lineage_id"],
@@ -244,6 +277,9 @@ class _Batch:
             "input_hash": context["input_hash"],
             "content_hash": context["content_hash"],
         }
+        self.scored[artifact_id] = scored
+        key = (context["session_id"], context["cycle"])
+        self._scored_by_cycle.setdefault(key, []).append(scored)
 
     def _lock_event(self, event: StoredEvent) -> None:
         """A lock is an explicit preference: the locked lineage's latest scored output beats

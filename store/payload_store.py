@@ -25,19 +25,22 @@ def put(conn: Connection, content: Any, now_ms: int) -> str:
     """Store ``content`` (any JSON value) if new; return its hash."""
     digest, text = encode(content)
     conn.execute(
-        insert_ignore(conn, _blobs, ["hash"]).values(
-            hash=digest, content=text, size=len(text.encode("utf-8")), created_at=now_ms
-        )
+        insert_ignore(conn, _blobs, ["hash"]),
+        {"hash": digest, "content": text, "size": len(text.encode("utf-8")), "created_at": now_ms},
     )
     return digest
 
 
 def put_many(conn: Connection, contents: list[Any], now_ms: int) -> list[str]:
+    encoded = [encode(content) for content in contents]
+    put_encoded(conn, encoded, now_ms)
+    return [digest for digest, _ in encoded]
+
+
+def put_encoded(conn: Connection, encoded: list[tuple[str, str]], now_ms: int) -> None:
+    """Store already-encoded (hash, canonical JSON) pairs, each once."""
     rows: dict[str, dict[str, Any]] = {}
-    hashes = []
-    for content in contents:
-        digest, text = encode(content)
-        hashes.append(digest)
+    for digest, text in encoded:
         rows[digest] = {
             "hash": digest,
             "content": text,
@@ -46,7 +49,6 @@ def put_many(conn: Connection, contents: list[Any], now_ms: int) -> list[str]:
         }
     if rows:
         conn.execute(insert_ignore(conn, _blobs, ["hash"]), list(rows.values()))
-    return hashes
 
 
 def get(conn: Connection, digest: str) -> Any:

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Table, case, delete, update
+from sqlalchemy import Connection, Table, bindparam, case, delete, update
 
 from store import event_log
 from store.dialect import insert_ignore
@@ -52,7 +52,25 @@ def _json(value: Any) -> str:
 
 
 def _insert(conn: Connection, model: type, key: str = "id", **values: Any) -> None:
-    conn.execute(insert_ignore(conn, _t(model), [key]).values(**values))
+    conn.execute(insert_ignore(conn, _t(model), [key]), values)
+
+
+_updates: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+
+def _update(conn: Connection, model: type, key: str, **values: Any) -> None:
+    """UPDATE … WHERE id = :key, one cached statement per column set."""
+    table = _t(model)
+    cache_key = (table.name, tuple(sorted(values)))
+    stmt = _updates.get(cache_key)
+    if stmt is None:
+        stmt = (
+            update(table)
+            .where(table.c.id == bindparam("_key"))
+            .values({name: bindparam(name) for name in values})
+        )
+        _updates[cache_key] = stmt
+    conn.execute(stmt, {"_key": key, **values})
 
 
 def _session_created(conn: Connection, e: EventLike) -> None:
@@ -206,27 +224,29 @@ def _span_recorded(conn: Connection, e: EventLike) -> None:
 
 def _attempt_completed(conn: Connection, e: EventLike) -> None:
     p = e.payload
-    conn.execute(
-        update(_t(AttemptRow))
-        .where(_t(AttemptRow).c.id == e.attempt_id)
-        .values(
-            status="succeeded",
-            output_hash=p["outputHash"],
-            duration_ms=p["durationMs"],
-            prompt_tokens=p.get("promptTokens"),
-            completion_tokens=p.get("completionTokens"),
-            total_tokens=p.get("totalTokens"),
-            estimated_cost=p.get("estimatedCost"),
-        )
+    _update(
+        conn,
+        AttemptRow,
+        e.attempt_id or "",
+        status="succeeded",
+        output_hash=p["outputHash"],
+        duration_ms=p["durationMs"],
+        prompt_tokens=p.get("promptTokens"),
+        completion_tokens=p.get("completionTokens"),
+        total_tokens=p.get("totalTokens"),
+        estimated_cost=p.get("estimatedCost"),
     )
 
 
 def _attempt_failed(conn: Connection, e: EventLike) -> None:
     p = e.payload
-    conn.execute(
-        update(_t(AttemptRow))
-        .where(_t(AttemptRow).c.id == e.attempt_id)
-        .values(status="failed", error=p["error"], duration_ms=p.get("durationMs"))
+    _update(
+        conn,
+        AttemptRow,
+        e.attempt_id or "",
+        status="failed",
+        error=p["error"],
+        duration_ms=p.get("durationMs"),
     )
 
 
@@ -245,19 +265,25 @@ def _artifact_created(conn: Connection, e: EventLike) -> None:
         content_hash=p["contentHash"],
         created_at=e.timestamp,
     )
-    conn.execute(
-        update(_t(RolloutRow))
-        .where(_t(RolloutRow).c.id == p["rolloutId"])
-        .values(status="completed", final_attempt_id=e.attempt_id, completed_at=e.timestamp)
+    _update(
+        conn,
+        RolloutRow,
+        p["rolloutId"],
+        status="completed",
+        final_attempt_id=e.attempt_id,
+        completed_at=e.timestamp,
     )
 
 
 def _rollout_failed(conn: Connection, e: EventLike) -> None:
     p = e.payload
-    conn.execute(
-        update(_t(RolloutRow))
-        .where(_t(RolloutRow).c.id == p["rolloutId"])
-        .values(status="failed", error=p["error"], completed_at=e.timestamp)
+    _update(
+        conn,
+        RolloutRow,
+        p["rolloutId"],
+        status="failed",
+        error=p["error"],
+        completed_at=e.timestamp,
     )
 
 
@@ -310,10 +336,12 @@ def _directive_added(conn: Connection, e: EventLike) -> None:
 
 def _lineage_lock(locked: bool) -> Callable[[Connection, EventLike], None]:
     def apply(conn: Connection, e: EventLike) -> None:
-        conn.execute(
-            update(_t(LineageRow))
-            .where(_t(LineageRow).c.id == e.lineage_id)
-            .values(locked=locked, lock_reason=e.payload.get("reason") if locked else None)
+        _update(
+            conn,
+            LineageRow,
+            e.lineage_id or "",
+            locked=locked,
+            lock_reason=e.payload.get("reason") if locked else None,
         )
 
     return apply
@@ -321,15 +349,14 @@ def _lineage_lock(locked: bool) -> Callable[[Connection, EventLike], None]:
 
 def _evolution_outcome(conn: Connection, e: EventLike) -> None:
     p = e.payload
-    conn.execute(
-        update(_t(EvolutionRecordRow))
-        .where(_t(EvolutionRecordRow).c.id == p["evolutionId"])
-        .values(
-            next_score=p["nextScore"],
-            score_delta=p["scoreDelta"],
-            hypothesis_validated=p["validated"],
-            outcome_reason=p.get("reason"),
-        )
+    _update(
+        conn,
+        EvolutionRecordRow,
+        p["evolutionId"],
+        next_score=p["nextScore"],
+        score_delta=p["scoreDelta"],
+        hypothesis_validated=p["validated"],
+        outcome_reason=p.get("reason"),
     )
 
 

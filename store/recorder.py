@@ -5,7 +5,8 @@ insert nothing twice."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pydantic import BaseModel
@@ -81,6 +82,18 @@ class Usage(BaseModel):
 class TrainingSignalRecorder:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._batch: Connection | None = None
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group many recorder calls into one transaction (bulk loads, imports, benchmarks).
+        Not shared between threads: use one recorder per thread while a batch is open."""
+        with self.engine.begin() as conn:
+            self._batch = conn
+            try:
+                yield
+            finally:
+                self._batch = None
 
     def _write(
         self,
@@ -90,15 +103,26 @@ class TrainingSignalRecorder:
     ) -> int:
         """Append and project in one transaction; ``follow_up`` may derive more events from the
         projections as they now stand (still inside the transaction)."""
+        if self._batch is not None:
+            return self._write_on(self._batch, events, blobs, follow_up)
         with self.engine.begin() as conn:
-            if blobs:
-                payload_store.put_many(conn, list(blobs), now_ms())
-            inserted = event_log.append(conn, list(events))
-            for event in inserted:
+            return self._write_on(conn, events, blobs, follow_up)
+
+    @staticmethod
+    def _write_on(
+        conn: Connection,
+        events: Sequence[NewEvent],
+        blobs: Sequence[Any],
+        follow_up: Callable[[Connection], list[NewEvent]] | None,
+    ) -> int:
+        if blobs:
+            payload_store.put_many(conn, list(blobs), now_ms())
+        inserted = event_log.append(conn, list(events))
+        for event in inserted:
+            projections.apply(conn, event)
+        if follow_up is not None and inserted:
+            for event in event_log.append(conn, follow_up(conn)):
                 projections.apply(conn, event)
-            if follow_up is not None and inserted:
-                for event in event_log.append(conn, follow_up(conn)):
-                    projections.apply(conn, event)
         return len(inserted)
 
     # ---- sessions, lineages, agents --------------------------------------------------------
