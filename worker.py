@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 
 from activities.agent_execution import AgentExecutionActivities
 from activities.feedback import FeedbackActivities
+from activities.lightning import LightningActivities
 from activities.lineage_registry import LineageRegistryActivities
 from activities.trainer import TrainerActivities
 from runner.backends import ModelBackends
@@ -30,6 +31,7 @@ from runner.tools import default_registry
 from settings import Settings
 from store import Store
 from trainer.backends import TrainerBackends
+from workflows.lightning import LightningServerWorkflow, OptimizationWorkflow, RolloutTaskWorkflow
 from workflows.lineage import LineageWorkflow
 
 
@@ -50,14 +52,21 @@ def build_worker(
     agent = AgentExecutionActivities(store, executor)
     feedback = FeedbackActivities(store)
     registry = LineageRegistryActivities(store)
-    trainer = TrainerActivities(store, TrainerBackends(settings))
+    trainers = TrainerBackends(settings)
+    trainer = TrainerActivities(store, trainers)
+    lightning = LightningActivities(store, trainers)
     # Clients made by connect() already trace (and workers inherit that); others get it here.
     traced = any(isinstance(i, TracingInterceptor) for i in client.config()["interceptors"])
     return Worker(
         client,
         task_queue=task_queue or settings.task_queue,
         interceptors=[] if traced else [tracing_interceptor()],
-        workflows=[LineageWorkflow],
+        workflows=[
+            LineageWorkflow,
+            LightningServerWorkflow,
+            RolloutTaskWorkflow,
+            OptimizationWorkflow,
+        ],
         activities=[
             registry.register_lineage,
             agent.run_agent,
@@ -71,6 +80,12 @@ def build_worker(
             trainer.plan_evolution,
             trainer.apply_evolution,
             trainer.rollback_evolution,
+            lightning.publish_resources,
+            lightning.record_task_queued,
+            lightning.record_task_attempt_started,
+            lightning.record_task_attempt_failed,
+            lightning.record_task_report,
+            lightning.propose_template,
         ],
         # Store activities are synchronous (SQLAlchemy); they run on this pool.
         activity_executor=ThreadPoolExecutor(max_workers=settings.max_concurrent_activities),

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from domain.agent import AgentDefinition, AgentParameters, AgentSnapshot
+from domain.execution import SpanRecord, Usage
 from store import Store
-from store.recorder import SpanRecord, Usage
 
 EVENTS_PER_LINEAGE_CYCLE = 7.5
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from domain.execution import SpanRecord
 from domain.rollout_report import RolloutReport, Triplet
-from store.recorder import SpanRecord
 
 
 def to_triplets(spans: list[SpanRecord]) -> list[Triplet]:

@@ -20,6 +20,7 @@ from opentelemetry import trace
 from pydantic import BaseModel
 
 from domain.agent import AgentDefinition, FlowStep
+from domain.execution import SpanRecord, Usage
 from runner import tracer as attr
 from runner.model_backend import (
     ChatMessage,
@@ -32,7 +33,6 @@ from runner.model_backend import (
 from runner.pricing import estimate_cost
 from runner.tools import ToolContext, ToolError, ToolRegistry
 from runner.tracer import AgentTracer, ExecutionSpanCollector, set_if
-from store.recorder import SpanRecord, Usage
 
 MAX_TOOL_TURNS = 8
 TOOL_TIMEOUT_SECONDS = 30.0

@@ -20,7 +20,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import Status, StatusCode
 
-from store.recorder import SpanRecord
+from domain.execution import SpanRecord
 
 # training_camp.* attributes (GenAI conventions have no place for these)
 SPAN_TYPE = "training_camp.span_type"

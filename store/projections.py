@@ -25,6 +25,7 @@ from store.tables import (
     LearningInsightRow,
     LineageRow,
     RejectedFeedbackRow,
+    ResourceSetRow,
     RolloutRow,
     SessionDocumentRow,
     SessionRow,
@@ -154,8 +155,59 @@ def _agent_evolved(conn: Connection, e: EventLike) -> None:
     )
 
 
+def _task_queued(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _insert(
+        conn,
+        RolloutRow,
+        id=p["rolloutId"],
+        session_id=e.session_id,
+        lineage_id=e.lineage_id,
+        cycle=p["iteration"],
+        input_hash=p["sampleHash"],
+        status="pending",
+        resources_version=p["resourcesVersion"],
+        created_at=e.timestamp,
+    )
+
+
+def _rollout_reported(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _update(
+        conn,
+        RolloutRow,
+        p["rolloutId"],
+        status="completed",
+        final_attempt_id=e.attempt_id,
+        final_reward=p.get("finalReward"),
+        report_hash=p["reportHash"],
+        client_id=p.get("clientId"),
+        completed_at=e.timestamp,
+    )
+
+
+def _resources_published(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    _insert(
+        conn,
+        ResourceSetRow,
+        id=f"{p['serverId']}@{p['version']}",
+        server_id=p["serverId"],
+        version=p["version"],
+        content_hash=p["contentHash"],
+        created_at=e.timestamp,
+    )
+
+
 def _rollout_started(conn: Connection, e: EventLike) -> None:
     p = e.payload
+    # a queued task's row exists already (pending): it starts running now
+    conn.execute(
+        update(_t(RolloutRow))
+        .where(_t(RolloutRow).c.id == bindparam("_key"), _t(RolloutRow).c.status == "pending")
+        .values(status="running"),
+        {"_key": p["rolloutId"]},
+    )
     _insert(
         conn,
         RolloutRow,
@@ -403,6 +455,9 @@ HANDLERS: dict[str, Callable[[Connection, EventLike], None]] = {
     "agent.created": _agent_created,
     "agent.evolved": _agent_evolved,
     "rollout.started": _rollout_started,
+    "task.queued": _task_queued,
+    "rollout.reported": _rollout_reported,
+    "resources.published": _resources_published,
     "rollout.failed": _rollout_failed,
     "attempt.started": _attempt_started,
     "attempt.span_recorded": _span_recorded,

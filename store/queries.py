@@ -9,11 +9,12 @@ from sqlalchemy import Engine, func
 from sqlmodel import Session, SQLModel, col, select
 
 from domain.agent import AgentDefinition, AgentRef
+from domain.execution import SpanRecord
+from domain.lightning import ResourceSet
 from domain.rollout_report import RolloutReport
 from domain.trainer import EvolutionChange, LearningInsight, PastChange, SegmentProvenance
 from store import event_log, payload_store
 from store.event_log import StoredEvent
-from store.recorder import SpanRecord
 from store.tables import (
     AgentVersionRow,
     ArtifactRow,
@@ -25,6 +26,7 @@ from store.tables import (
     LineageRow,
     PayloadBlob,
     RejectedFeedbackRow,
+    ResourceSetRow,
     RolloutRow,
     SessionDocumentRow,
     SpanRow,
@@ -143,6 +145,30 @@ class StoreQueries:
         )
         spans = self.span_records(rollout[0].final_attempt_id)
         return rollout_report(rollout_id, spans, scores[-1].score if scores else None)
+
+    def resource_set(self, server_id: str, version: int | None = None) -> ResourceSet:
+        """A published resource set (the latest when ``version`` is None)."""
+        query = select(ResourceSetRow).where(ResourceSetRow.server_id == server_id)
+        if version is not None:
+            query = query.where(ResourceSetRow.version == version)
+        rows = self._all(query.order_by(col(ResourceSetRow.version).desc()).limit(1))
+        if not rows:
+            raise KeyError(f"no resources v{version} published by {server_id}")
+        return ResourceSet.model_validate(self.payload(rows[0].content_hash))
+
+    def lightning_reports(self, rollout_ids: list[str]) -> list[RolloutReport]:
+        """The Rollout reports of completed tasks, in the order asked."""
+        reports = {}
+        for i in range(0, len(rollout_ids), 500):
+            rows = self._all(
+                select(RolloutRow).where(
+                    col(RolloutRow.id).in_(rollout_ids[i : i + 500]),
+                    col(RolloutRow.report_hash).is_not(None),
+                )
+            )
+            for row in rows:
+                reports[row.id] = RolloutReport.model_validate(self.payload(row.report_hash))
+        return [reports[r] for r in rollout_ids if r in reports]
 
     def artifact(self, artifact_id: str) -> ArtifactRow:
         rows = self._all(select(ArtifactRow).where(ArtifactRow.id == artifact_id))

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from sqlalchemy import Connection, Engine, select
 
 from domain.agent import AgentDefinition, AgentRef, AgentSnapshot
+from domain.execution import SpanRecord, Usage
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
@@ -33,30 +34,6 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class SpanRecord(BaseModel):
-    """One execution span as the runner produced it (texts are stored as blobs)."""
-
-    span_id: str
-    parent_span_id: str | None = None
-    sequence: int
-    span_type: str
-    name: str | None = None
-    input: str | None = None
-    output: str | None = None
-    model_id: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    tool_name: str | None = None
-    tool_args: dict[str, Any] | None = None
-    tool_result: str | None = None
-    tool_error: str | None = None
-    duration_ms: int = 0
-    estimated_cost: float | None = None
-    started_at: int | None = None  # epoch ms
-    trace_id: str | None = None  # OpenTelemetry ids, to find the span in an external backend
-    otel_span_id: str | None = None
-
-
 class InsightObservation(BaseModel):
     """One change's outcome, as evidence for its family's insight."""
 
@@ -67,16 +44,6 @@ class InsightObservation(BaseModel):
     evolution_id: str
     success: bool
     score_delta: float
-
-
-class Usage(BaseModel):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    estimated_cost: float | None = None
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
 
 
 class TrainingSignalRecorder:
@@ -291,6 +258,106 @@ class TrainingSignalRecorder:
                 )
             ]
         )
+
+    # ---- Agent Lightning: resources and dataset tasks ----------------------------------------
+
+    def publish_resources(self, *, server_id: str, version: int, resources: dict[str, Any]) -> str:
+        """Append a resource set version (idempotent per server and version)."""
+        digest = payload_store.encode(resources)[0]
+        self._write(
+            [
+                NewEvent.keyed(
+                    "resources.published",
+                    f"{server_id}@{version}",
+                    {"serverId": server_id, "version": version, "contentHash": digest},
+                    session_id=server_id,
+                    timestamp=now_ms(),
+                )
+            ],
+            [resources],
+        )
+        return digest
+
+    def record_task_queued(
+        self,
+        *,
+        server_id: str,
+        rollout_id: str,
+        iteration: int,
+        sample: dict[str, Any],
+        resources_version: int,
+    ) -> str:
+        digest = payload_store.encode(sample)[0]
+        self._write(
+            [
+                NewEvent.keyed(
+                    "task.queued",
+                    rollout_id,
+                    {
+                        "rolloutId": rollout_id,
+                        "iteration": iteration,
+                        "sampleHash": digest,
+                        "resourcesVersion": resources_version,
+                    },
+                    session_id=server_id,
+                    lineage_id=server_id,
+                    timestamp=now_ms(),
+                )
+            ],
+            [sample],
+        )
+        return digest
+
+    def record_task_report(
+        self,
+        *,
+        server_id: str,
+        rollout_id: str,
+        attempt_id: str,
+        client_id: str,
+        report: dict[str, Any],
+        final_reward: float | None,
+        spans: list[SpanRecord],
+        usage: Usage,
+        duration_ms: int,
+    ) -> None:
+        """A client's Rollout report: its spans, the attempt's completion, the rollout done."""
+        ts = now_ms()
+        refs = {
+            "session_id": server_id,
+            "lineage_id": server_id,
+            "attempt_id": attempt_id,
+            "timestamp": ts,
+        }
+        span_events, blobs = self._span_events(spans, refs)
+        report_hash = payload_store.encode(report)[0]
+        completed = NewEvent.keyed(
+            "attempt.completed",
+            attempt_id,
+            {
+                "outputHash": report_hash,
+                "promptTokens": usage.prompt_tokens,
+                "completionTokens": usage.completion_tokens,
+                "totalTokens": usage.total_tokens,
+                "durationMs": duration_ms,
+                "estimatedCost": usage.estimated_cost,
+                "success": True,
+            },
+            tags=self._attempt_tags(spans, error=False),
+            **refs,
+        )
+        reported = NewEvent.keyed(
+            "rollout.reported",
+            rollout_id,
+            {
+                "rolloutId": rollout_id,
+                "finalReward": final_reward,
+                "reportHash": report_hash,
+                "clientId": client_id,
+            },
+            **refs,
+        )
+        self._write([*span_events, completed, reported], [*blobs, report])
 
     # ---- rollouts and attempts -------------------------------------------------------------
 

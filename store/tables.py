@@ -60,6 +60,7 @@ PROJECTION_TABLES = (
     "directives",
     "evolution_records",
     "learning_insights",
+    "resource_sets",
 )
 
 
@@ -119,6 +120,11 @@ class RolloutRow(SQLModel, table=True):
     status: str = "pending"  # pending → running → completed / failed
     final_attempt_id: str | None = None
     error: str | None = None
+    # Agent Lightning tasks: the resource version used, the reported reward and report
+    resources_version: int | None = None
+    final_reward: float | None = None
+    report_hash: str | None = None
+    client_id: str | None = None
     created_at: int = Field(sa_type=BigInteger)
     completed_at: int | None = Field(default=None, sa_type=BigInteger)
 
@@ -330,4 +336,16 @@ class ExportRow(SQLModel, table=True):
     event_range_end: int = Field(sa_type=BigInteger)
     example_count: int
     file_path: str
+    created_at: int = Field(sa_type=BigInteger)
+
+
+class ResourceSetRow(SQLModel, table=True):
+    """Published resource versions, append-only; the latest is the highest version."""
+
+    __tablename__ = "resource_sets"
+
+    id: str = Field(primary_key=True, max_length=200)  # "<server_id>@<version>"
+    server_id: str = Field(index=True, max_length=128)
+    version: int
+    content_hash: str
     created_at: int = Field(sa_type=BigInteger)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from domain.agent import AgentConstraints, AgentDefinition, AgentParameters, AgentRef
+from domain.execution import SpanRecord
 from domain.trainer import CreditAssignment, ScoreAnalysis
 from runner.claude import make_client
-from store.recorder import SpanRecord
 from tests.fake_messages_api import FakeMessagesAPI, tool_use_message
 from trainer import evolution, evolution_planner
 from trainer.claude_trainer import ClaudeTrainer, TrainerOutputError

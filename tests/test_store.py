@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlmodel import SQLModel
 
 from domain.agent import AgentDefinition, AgentParameters, AgentSnapshot
+from domain.execution import SpanRecord, Usage
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
@@ -19,7 +20,6 @@ from domain.trainer import (
     ScoreAnalysis,
 )
 from store import Store, event_log
-from store.recorder import SpanRecord, Usage
 from store.tables import PROJECTION_TABLES, AttemptRow, PayloadBlob, SpanRow, TrainingEvent
 from tests.store_backends import database_url
 

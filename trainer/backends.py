@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from domain.agent import AgentDefinition
+from domain.execution import SpanRecord
 from domain.trainer import CreditAssignment, EvolutionPlan, ScoreAnalysis
 from runner.claude import make_client
 from settings import Settings
-from store.recorder import SpanRecord
 from trainer import credit_assignment, evolution_planner, reward_analyzer
 from trainer.claude_trainer import ClaudeTrainer
 

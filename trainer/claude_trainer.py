@@ -13,6 +13,7 @@ import anthropic
 from pydantic import BaseModel, Field, ValidationError
 
 from domain.agent import AgentDefinition
+from domain.execution import SpanRecord
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
@@ -25,7 +26,6 @@ from domain.trainer import (
     TrajectoryCredit,
 )
 from runner.claude import create_message
-from store.recorder import SpanRecord
 from trainer.reward_analyzer import trend_of
 
 MAX_REPAIRS = 2

@@ -1,0 +1,41 @@
+"""What one execution produced: its spans and its token usage (runner → store)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class SpanRecord(BaseModel):
+    """One execution span as the runner produced it (texts are stored as blobs)."""
+
+    span_id: str
+    parent_span_id: str | None = None
+    sequence: int
+    span_type: str
+    name: str | None = None
+    input: str | None = None
+    output: str | None = None
+    model_id: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    tool_name: str | None = None
+    tool_args: dict[str, Any] | None = None
+    tool_result: str | None = None
+    tool_error: str | None = None
+    duration_ms: int = 0
+    estimated_cost: float | None = None
+    started_at: int | None = None  # epoch ms
+    trace_id: str | None = None  # OpenTelemetry ids, to find the span in an external backend
+    otel_span_id: str | None = None
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated_cost: float | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens

@@ -1,0 +1,162 @@
+"""Agent Lightning (seed: server-client): versioned resources, dataset tasks, rollout reports."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from domain.execution import SpanRecord
+from domain.rollout_report import RolloutReport
+
+MAX_SAMPLE_BYTES = 64 * 1024
+MAX_REPORT_BYTES = 1_500_000  # under Temporal's 2 MB payload limit, with room to spare
+
+
+class LLM(BaseModel):
+    kind: Literal["llm"] = "llm"
+    endpoint: str | None = None  # None: the worker's ANTHROPIC_BASE_URL / the offline model
+    model: str
+    sampling_params: dict[str, float] = Field(default_factory=dict)
+
+
+class PromptTemplate(BaseModel):
+    kind: Literal["prompt_template"] = "prompt_template"
+    template: str = Field(min_length=1)
+    engine: Literal["f-string", "jinja2"] = "f-string"
+
+
+class WorkflowGraph(BaseModel):
+    """A multi-step agent's structure: named nodes and the edges between them."""
+
+    kind: Literal["workflow_graph"] = "workflow_graph"
+    nodes: dict[str, dict[str, Any]]
+    edges: list[tuple[str, str]] = Field(default_factory=list)
+
+
+Resource = Annotated[LLM | PromptTemplate | WorkflowGraph, Field(discriminator="kind")]
+
+
+class ResourceSet(BaseModel):
+    """Everything an agent is tuned by, as one immutable version."""
+
+    version: int
+    resources: dict[str, Resource]
+
+
+class RolloutTask(BaseModel):
+    """One dataset sample to run, queued by the server for any client to take."""
+
+    rollout_id: str
+    server_id: str
+    iteration: int = 0
+    sample: dict[str, Any]
+    resources_workflow_id: str
+    resources_version: int
+    client_task_queue: str
+    max_attempts: int = Field(default=3, ge=1, le=20)
+
+    @field_validator("sample")
+    @classmethod
+    def _small(cls, sample: dict[str, Any]) -> dict[str, Any]:
+        import json
+
+        size = len(json.dumps(sample))
+        if size > MAX_SAMPLE_BYTES:
+            raise ValueError(f"sample is {size} bytes (max {MAX_SAMPLE_BYTES})")
+        return sample
+
+
+class ClientAssignment(BaseModel):
+    """What the client activity receives: the task and which attempt this is."""
+
+    task: RolloutTask
+    attempt: int
+
+
+class ClientReport(BaseModel):
+    """What a client returns: the seed's Rollout report plus the spans it traced."""
+
+    report: RolloutReport
+    client_id: str
+    spans: list[SpanRecord] = Field(default_factory=list)
+
+
+class RolloutOutcome(BaseModel):
+    rollout_id: str
+    status: Literal["completed", "failed"]
+    final_reward: float | None
+    attempts: int
+    error: str | None = None
+
+
+class PublishInput(BaseModel):
+    server_id: str
+    version: int
+    resource_set: ResourceSet
+
+
+class TaskAttemptInput(BaseModel):
+    task: RolloutTask
+    attempt: int
+    error: str | None = None
+
+
+class TaskReportInput(BaseModel):
+    task: RolloutTask
+    attempt: int
+    client_report: ClientReport
+
+
+class ProposeInput(BaseModel):
+    server_id: str
+    iteration: int
+    template: PromptTemplate
+    rollout_ids: list[str]
+    target_reward: float
+    trainer: Literal["rules", "claude"] = "rules"
+    trainer_model: str = "claude-sonnet-5"
+
+
+class ProposeResult(BaseModel):
+    template: PromptTemplate
+    changed: bool
+    summary: str
+
+
+class OptimizationInput(BaseModel):
+    run_id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    dataset: list[dict[str, Any]] = Field(min_length=1, max_length=5000)
+    template: PromptTemplate
+    llm: LLM
+    max_iterations: int = Field(default=5, ge=1, le=100)
+    target_reward: float = Field(default=0.9, ge=0, le=1)
+    max_parallel: int = Field(default=8, ge=1, le=256)
+    curriculum: bool = True
+    client_task_queue: str = "lightning-rollouts"
+    max_attempts: int = Field(default=3, ge=1, le=20)
+    trainer: Literal["rules", "claude"] = "rules"
+    trainer_model: str = "claude-sonnet-5"
+
+
+class IterationResult(BaseModel):
+    iteration: int
+    resources_version: int
+    mean_reward: float
+    template: str
+    completed: int
+    failed: int
+    curriculum_repeats: int
+    change: str = ""
+
+
+class OptimizationResult(BaseModel):
+    run_id: str
+    best_version: int
+    best_template: str
+    best_mean_reward: float
+    curve: list[IterationResult]
+
+
+class ServerInput(BaseModel):
+    server_id: str

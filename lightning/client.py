@@ -1,0 +1,216 @@
+"""Client SDK: a Temporal worker on the rollouts task queue that runs the user's agent.
+
+    async def agent(task: dict, resources: Resources) -> Rollout | float: ...
+    await AgentLightningClient(temporal_client, client_id="gpu-1").run(agent)
+
+Resources are fetched separately from tasks (a query to the workflow that publishes them) and
+cached by version, so each client fetches each version once. With ``automatic_trace`` the
+``resources.llm`` the agent calls is traced by the runner's tracer, which fills the report's
+triplets and trace_data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from domain.lightning import (
+    LLM,
+    MAX_REPORT_BYTES,
+    ClientAssignment,
+    ClientReport,
+    PromptTemplate,
+    ResourceSet,
+)
+from domain.rollout_report import RolloutReport
+from runner import tracer as attr
+from runner.adapter import to_trace_data, to_triplets
+from runner.backends import ModelBackends
+from runner.model_backend import ChatMessage, ModelRequest
+from runner.pricing import estimate_cost
+from runner.telemetry import collector, runner_tracer
+from runner.tracer import AgentTracer, set_if
+from settings import Settings
+
+DEFAULT_ROLLOUT_QUEUE = "lightning-rollouts"
+Agent = Callable[[dict[str, Any], "Resources"], Awaitable["RolloutReport | float"]]
+
+
+class ResourceCache:
+    """Resource sets by (publisher, version): fetched once each, then served from memory."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._sets: dict[tuple[str, int], ResourceSet] = {}
+        self._locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self.fetches = 0
+        self.hits = 0
+
+    async def get(self, workflow_id: str, version: int) -> ResourceSet:
+        key = (workflow_id, version)
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:  # concurrent tasks for a new version fetch it once
+            if key in self._sets:
+                self.hits += 1
+                return self._sets[key]
+            handle = self._client.get_workflow_handle(workflow_id)
+            found = await handle.query("resources", version, result_type=ResourceSet)
+            self.fetches += 1
+            self._sets[key] = found
+            return found
+
+
+class TracedLLM:
+    """The LLM resource, callable by the agent; every call is an llm_call span."""
+
+    def __init__(self, llm: LLM, backends: ModelBackends, tracer: AgentTracer | None) -> None:
+        self.resource = llm
+        self._backends = backends
+        self._tracer = tracer
+        self.prompt_tokens = self.completion_tokens = 0
+        self.cost = 0.0
+
+    async def complete(self, prompt: str, system: str = "") -> str:
+        params = self.resource.sampling_params
+        request = ModelRequest(
+            model=self.resource.model,
+            system=system,
+            messages=[ChatMessage(role="user", content=prompt)],
+            max_tokens=int(params.get("max_tokens", 1024)),
+            temperature=float(params.get("temperature", 0.7)),
+            top_p=params.get("top_p"),
+        )
+        backend = self._backends.for_model(self.resource.model)
+        if self._tracer is None:
+            reply = await backend.complete(request)
+        else:
+            with self._tracer.span(
+                "llm_call",
+                f"chat {self.resource.model}",
+                **{
+                    attr.OPERATION: "chat",
+                    attr.REQUEST_MODEL: self.resource.model,
+                    attr.REQUEST_MAX_TOKENS: request.max_tokens,
+                    attr.INPUT: prompt,
+                },
+            ) as span:
+                reply = await backend.complete(request)
+                set_if(
+                    span,
+                    **{
+                        attr.RESPONSE_MODEL: reply.model,
+                        attr.OUTPUT: reply.text,
+                        attr.INPUT_TOKENS: reply.prompt_tokens,
+                        attr.OUTPUT_TOKENS: reply.completion_tokens,
+                        attr.COST: estimate_cost(
+                            reply.model, reply.prompt_tokens, reply.completion_tokens
+                        ),
+                    },
+                )
+        self.prompt_tokens += reply.prompt_tokens
+        self.completion_tokens += reply.completion_tokens
+        self.cost += estimate_cost(reply.model, reply.prompt_tokens, reply.completion_tokens) or 0
+        return reply.text
+
+
+class Resources:
+    """What the agent function receives: the version and its named resources."""
+
+    def __init__(self, resource_set: ResourceSet, llm: TracedLLM | None) -> None:
+        self.version = resource_set.version
+        self.all = resource_set.resources
+        self.llm = llm
+
+    def template(self, name: str = "prompt_template") -> PromptTemplate:
+        found = self.all.get(name)
+        if not isinstance(found, PromptTemplate):
+            raise KeyError(f"no prompt template named {name!r} in version {self.version}")
+        return found
+
+
+class AgentLightningClient:
+    def __init__(
+        self,
+        client: Client,
+        client_id: str,
+        task_queue: str = DEFAULT_ROLLOUT_QUEUE,
+        automatic_trace: bool = True,
+        settings: Settings | None = None,
+    ) -> None:
+        self.client = client
+        self.client_id = client_id
+        self.task_queue = task_queue
+        self.automatic_trace = automatic_trace
+        self.cache = ResourceCache(client)
+        self._backends = ModelBackends(settings or Settings.from_env())
+        self.completed = 0
+
+    def worker(self, agent: Agent, max_concurrent: int = 4) -> Worker:
+        @activity.defn(name="execute_rollout")
+        async def execute_rollout(assignment: ClientAssignment) -> ClientReport:
+            return await self._execute(agent, assignment)
+
+        return Worker(
+            self.client,
+            task_queue=self.task_queue,
+            activities=[execute_rollout],
+            max_concurrent_activities=max_concurrent,
+            activity_executor=ThreadPoolExecutor(max_concurrent),
+        )
+
+    async def run(self, agent: Agent, max_concurrent: int = 4) -> None:
+        """Take tasks until cancelled."""
+        async with self.worker(agent, max_concurrent):
+            await asyncio.Event().wait()
+
+    async def _execute(self, agent: Agent, assignment: ClientAssignment) -> ClientReport:
+        task = assignment.task
+        resource_set = await self.cache.get(task.resources_workflow_id, task.resources_version)
+        attempt_id = f"{task.rollout_id}:a{assignment.attempt}"
+        tracer = (
+            AgentTracer(runner_tracer(), attempt_id, "training-camp-client")
+            if self.automatic_trace
+            else None
+        )
+        llm_resource = next(
+            (r for r in resource_set.resources.values() if isinstance(r, LLM)), None
+        )
+        llm = TracedLLM(llm_resource, self._backends, tracer) if llm_resource else None
+        started = time.perf_counter()
+        try:
+            result = await agent(task.sample, Resources(resource_set, llm))
+        finally:
+            spans = collector().drain(attempt_id)
+        report = (
+            result.model_copy(update={"rollout_id": task.rollout_id})
+            if isinstance(result, RolloutReport)
+            else RolloutReport(rollout_id=task.rollout_id, final_reward=float(result))
+        )
+        if spans and report.triplets is None:
+            report.triplets = to_triplets(spans)
+        if spans and report.trace_data is None:
+            report.trace_data = to_trace_data(spans, service=f"client-{self.client_id}")
+        report.metrics.update(
+            {
+                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                "resource_fetches": float(self.cache.fetches),
+                "resource_cache_hits": float(self.cache.hits),
+                "prompt_tokens": float(llm.prompt_tokens if llm else 0),
+                "completion_tokens": float(llm.completion_tokens if llm else 0),
+                "estimated_cost": round(llm.cost, 8) if llm else 0.0,
+            }
+        )
+        out = ClientReport(report=report, client_id=self.client_id, spans=spans)
+        if len(out.model_dump_json()) > MAX_REPORT_BYTES:
+            # Temporal refuses payloads over 2 MB: keep the report, drop the heavy trace.
+            out.report.trace_data, out.spans = None, []
+            out.report.logs = [*(out.report.logs or []), "trace_data dropped: report too large"]
+        self.completed += 1
+        return out

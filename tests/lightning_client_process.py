@@ -1,0 +1,25 @@
+"""A client machine, as a separate process: python -m tests.lightning_client_process ADDRESS
+TASK_QUEUE CLIENT_ID. Runs the example's agent until terminated."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from examples.lightning_topics import agent
+from lightning.client import AgentLightningClient
+
+
+async def main(address: str, task_queue: str, client_id: str) -> None:
+    client = await Client.connect(address, data_converter=pydantic_data_converter)
+    lightning = AgentLightningClient(client, client_id, task_queue=task_queue)
+    async with lightning.worker(agent, max_concurrent=8):
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:4]))

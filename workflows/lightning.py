@@ -1,0 +1,258 @@
+"""Agent Lightning workflows: resources published by version, one workflow per dataset task, and
+the optimization algorithm that iterates over a dataset."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.agent_execution import AgentExecutionActivities
+    from activities.lightning import LightningActivities
+    from domain.lightning import (
+        ClientAssignment,
+        ClientReport,
+        IterationResult,
+        OptimizationInput,
+        OptimizationResult,
+        ProposeInput,
+        PublishInput,
+        Resource,
+        ResourceSet,
+        RolloutOutcome,
+        RolloutTask,
+        ServerInput,
+        TaskAttemptInput,
+        TaskReportInput,
+    )
+    from domain.lineage import RolloutFailedInput
+
+STORE = {
+    "start_to_close_timeout": timedelta(seconds=60),
+    "retry_policy": RetryPolicy(maximum_interval=timedelta(seconds=30)),
+}
+CLIENT_TIMEOUT = timedelta(minutes=10)
+
+
+class ResourcePublisher:
+    """Holds every published resource set; clients fetch them with the `resources` query."""
+
+    def _init_resources(self, server_id: str) -> None:
+        self._server_id = server_id
+        self._sets: dict[int, ResourceSet] = {}
+
+    @workflow.query(name="resources")
+    def resources(self, version: int | None = None) -> ResourceSet:
+        if not self._sets:
+            raise ApplicationError("no resources published yet")
+        return self._sets[version if version is not None else max(self._sets)]
+
+    async def _publish(self, resources: dict[str, Resource]) -> int:
+        version = max(self._sets, default=0) + 1
+        resource_set = ResourceSet(version=version, resources=resources)
+        self._sets[version] = resource_set
+        await workflow.execute_activity_method(
+            LightningActivities.publish_resources,
+            PublishInput(server_id=self._server_id, version=version, resource_set=resource_set),
+            **STORE,
+        )
+        return version
+
+
+@workflow.defn(name="LightningServerWorkflow")
+class LightningServerWorkflow(ResourcePublisher):
+    """The server for algorithms written as scripts (lightning.server.AgentLightningServer)."""
+
+    @workflow.init
+    def __init__(self, inp: ServerInput) -> None:
+        self._init_resources(inp.server_id)
+        self._stopped = False
+
+    @workflow.run
+    async def run(self, inp: ServerInput) -> int:
+        await workflow.wait_condition(lambda: self._stopped)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return max(self._sets, default=0)
+
+    @workflow.update(name="update_resources")
+    async def update_resources(self, resources: dict[str, Resource]) -> int:
+        return await self._publish(resources)
+
+    @update_resources.validator
+    def _validate(self, resources: dict[str, Resource]) -> None:
+        if not resources:
+            raise ValueError("publish at least one resource")
+
+    @workflow.signal(name="stop")
+    def stop(self) -> None:
+        self._stopped = True
+
+
+@workflow.defn(name="RolloutTaskWorkflow")
+class RolloutTaskWorkflow:
+    """One dataset task: pending until a client takes it; each try is a recorded attempt."""
+
+    @workflow.run
+    async def run(self, task: RolloutTask) -> RolloutOutcome:
+        await workflow.execute_activity_method(
+            LightningActivities.record_task_queued, task, **STORE
+        )
+        error = ""
+        for attempt in range(1, task.max_attempts + 1):
+            await workflow.execute_activity_method(
+                LightningActivities.record_task_attempt_started,
+                TaskAttemptInput(task=task, attempt=attempt),
+                **STORE,
+            )
+            try:
+                report = await workflow.execute_activity(
+                    "execute_rollout",
+                    ClientAssignment(task=task, attempt=attempt),
+                    task_queue=task.client_task_queue,
+                    result_type=ClientReport,
+                    start_to_close_timeout=CLIENT_TIMEOUT,
+                    # the workflow owns retries, so that every attempt is recorded
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                )
+            except ActivityError as err:
+                error = str(err.cause or err)
+                await workflow.execute_activity_method(
+                    LightningActivities.record_task_attempt_failed,
+                    TaskAttemptInput(task=task, attempt=attempt, error=error),
+                    **STORE,
+                )
+                if attempt < task.max_attempts:
+                    await workflow.sleep(timedelta(seconds=min(30, 2 ** (attempt - 1))))
+                continue
+            await workflow.execute_activity_method(
+                LightningActivities.record_task_report,
+                TaskReportInput(task=task, attempt=attempt, client_report=report),
+                **STORE,
+            )
+            return RolloutOutcome(
+                rollout_id=task.rollout_id,
+                status="completed",
+                final_reward=report.report.final_reward,
+                attempts=attempt,
+            )
+        await workflow.execute_activity_method(
+            AgentExecutionActivities.mark_rollout_failed,
+            RolloutFailedInput(
+                session_id=task.server_id,
+                lineage_id=task.server_id,
+                rollout_id=task.rollout_id,
+                error=error,
+            ),
+            **STORE,
+        )
+        return RolloutOutcome(
+            rollout_id=task.rollout_id,
+            status="failed",
+            final_reward=None,
+            attempts=task.max_attempts,
+            error=error,
+        )
+
+
+@workflow.defn(name="OptimizationWorkflow")
+class OptimizationWorkflow(ResourcePublisher):
+    """Publish resources → queue the dataset (bounded parallelism) → collect rewards → propose a
+    better template from the low-reward rollouts → repeat, until the target or the budget."""
+
+    @workflow.init
+    def __init__(self, inp: OptimizationInput) -> None:
+        self._init_resources(inp.run_id)
+        self._curve: list[IterationResult] = []
+
+    @workflow.query(name="progress")
+    def progress(self) -> list[IterationResult]:
+        return self._curve
+
+    @workflow.run
+    async def run(self, inp: OptimizationInput) -> OptimizationResult:
+        template, struggling = inp.template, []
+        for iteration in range(1, inp.max_iterations + 1):
+            version = await self._publish({"prompt_template": template, "llm": inp.llm})
+            tasks = [self._task(inp, iteration, version, i, "") for i in range(len(inp.dataset))]
+            # curriculum: the samples the agent struggled with are run once more
+            repeats = [self._task(inp, iteration, version, i, "-again") for i in struggling]
+            outcomes = await self._run_all(inp, [*tasks, *repeats])
+            base = outcomes[: len(tasks)]
+            rewards = [o.final_reward or 0.0 for o in base]
+            result = IterationResult(
+                iteration=iteration,
+                resources_version=version,
+                mean_reward=round(sum(rewards) / len(rewards), 4),
+                template=template.template,
+                completed=sum(o.status == "completed" for o in outcomes),
+                failed=sum(o.status == "failed" for o in outcomes),
+                curriculum_repeats=len(repeats),
+            )
+            self._curve.append(result)
+            if result.mean_reward >= inp.target_reward or iteration == inp.max_iterations:
+                break
+            struggling = (
+                [i for i, r in enumerate(rewards) if r < inp.target_reward]
+                if inp.curriculum
+                else []
+            )
+            proposal = await workflow.execute_activity_method(
+                LightningActivities.propose_template,
+                ProposeInput(
+                    server_id=inp.run_id,
+                    iteration=iteration,
+                    template=template,
+                    rollout_ids=[t.rollout_id for t in tasks],
+                    target_reward=inp.target_reward,
+                    trainer=inp.trainer,
+                    trainer_model=inp.trainer_model,
+                ),
+                start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=RetryPolicy(maximum_attempts=5),
+            )
+            result.change = proposal.summary
+            template = proposal.template
+        best = max(self._curve, key=lambda r: (r.mean_reward, -r.iteration))
+        return OptimizationResult(
+            run_id=inp.run_id,
+            best_version=best.resources_version,
+            best_template=best.template,
+            best_mean_reward=best.mean_reward,
+            curve=self._curve,
+        )
+
+    def _task(
+        self, inp: OptimizationInput, iteration: int, version: int, index: int, suffix: str
+    ) -> RolloutTask:
+        return RolloutTask(
+            rollout_id=f"{inp.run_id}:it{iteration}:s{index}{suffix}",
+            server_id=inp.run_id,
+            iteration=iteration,
+            sample=inp.dataset[index],
+            resources_workflow_id=workflow.info().workflow_id,
+            resources_version=version,
+            client_task_queue=inp.client_task_queue,
+            max_attempts=inp.max_attempts,
+        )
+
+    async def _run_all(
+        self, inp: OptimizationInput, tasks: list[RolloutTask]
+    ) -> list[RolloutOutcome]:
+        """Every task as a child workflow, at most ``max_parallel`` at a time, in order."""
+        gate = asyncio.Semaphore(inp.max_parallel)
+
+        async def one(task: RolloutTask) -> RolloutOutcome:
+            async with gate:
+                return await workflow.execute_child_workflow(
+                    RolloutTaskWorkflow.run,
+                    task,
+                    id=f"{workflow.info().workflow_id}-{task.rollout_id.split(':', 1)[1]}".replace(
+                        ":", "-"
+                    ),
+                )
+
+        return list(await asyncio.gather(*(one(t) for t in tasks)))
