@@ -89,6 +89,9 @@ def append(conn: Connection, events: list[NewEvent]) -> list[NewEvent]:
     return [e for e in events if e.id in inserted]
 
 
+SCAN_WINDOW = 20_000  # positions per query when filtering by type across the whole log
+
+
 def read(
     conn: Connection,
     *,
@@ -98,10 +101,18 @@ def read(
     event_types: list[str] | None = None,
     batch_size: int = 1000,
 ) -> Iterator[StoredEvent]:
-    """Events in log order, payloads resolved, streamed in batches."""
+    """Events in log order, payloads resolved, streamed in batches.
+
+    Filtered by type over the whole log, it walks the primary key in windows of positions:
+    an ``event_type IN (...) ORDER BY position LIMIT n`` query would sort every remaining
+    match for each batch."""
     from store.tables import PayloadBlob
 
     blobs = PayloadBlob.__table__  # type: ignore[attr-defined]
+    windowed = bool(event_types) and lineage_id is None
+    end = until_position
+    if windowed and end is None:
+        end = last_position(conn)
     position = after_position
     while True:
         query = (
@@ -109,16 +120,23 @@ def read(
             .join(blobs, blobs.c.hash == _events.c.payload_hash)
             .where(_events.c.position > position)
             .order_by(_events.c.position)
-            .limit(batch_size)
         )
-        if until_position is not None:
-            query = query.where(_events.c.position <= until_position)
+        if windowed:
+            assert end is not None
+            if position >= end:
+                return
+            window_end = min(position + SCAN_WINDOW, end)
+            query = query.where(_events.c.position <= window_end)
+        else:
+            query = query.limit(batch_size)
+            if until_position is not None:
+                query = query.where(_events.c.position <= until_position)
         if lineage_id is not None:
             query = query.where(_events.c.lineage_id == lineage_id)
         if event_types:
             query = query.where(_events.c.event_type.in_(event_types))
         rows = conn.execute(query).mappings().all()
-        if not rows:
+        if not rows and not windowed:
             return
         for row in rows:
             data = dict(row)
@@ -128,7 +146,7 @@ def read(
                 data["event_type"], data["schema_version"], json.loads(content), data
             )
             yield StoredEvent(payload=payload, **data)
-        position = rows[-1]["position"]
+        position = window_end if windowed else rows[-1]["position"]
 
 
 def last_position(conn: Connection) -> int:
