@@ -23,6 +23,7 @@ from activities.agent_execution import AgentExecutionActivities
 from activities.feedback import FeedbackActivities
 from activities.lightning import LightningActivities
 from activities.lineage_registry import LineageRegistryActivities
+from activities.rlm import RlmActivities
 from activities.trainer import TrainerActivities
 from runner.backends import ModelBackends
 from runner.executor import Executor
@@ -33,6 +34,7 @@ from store import Store
 from trainer.backends import TrainerBackends
 from workflows.lightning import LightningServerWorkflow, OptimizationWorkflow, RolloutTaskWorkflow
 from workflows.lineage import LineageWorkflow
+from workflows.rlm import RlmFanOutWorkflow, RlmWorkerWorkflow
 
 
 async def connect(settings: Settings) -> Client:
@@ -55,6 +57,7 @@ def build_worker(
     trainers = TrainerBackends(settings)
     trainer = TrainerActivities(store, trainers)
     lightning = LightningActivities(store, trainers)
+    rlm = RlmActivities(store)
     # Clients made by connect() already trace (and workers inherit that); others get it here.
     traced = any(isinstance(i, TracingInterceptor) for i in client.config()["interceptors"])
     return Worker(
@@ -66,6 +69,8 @@ def build_worker(
             LightningServerWorkflow,
             RolloutTaskWorkflow,
             OptimizationWorkflow,
+            RlmWorkerWorkflow,
+            RlmFanOutWorkflow,
         ],
         activities=[
             registry.register_lineage,
@@ -86,6 +91,8 @@ def build_worker(
             lightning.record_task_attempt_failed,
             lightning.record_task_report,
             lightning.propose_template,
+            rlm.rlm_analyze,
+            rlm.rlm_apply_commit,
         ],
         # Store activities are synchronous (SQLAlchemy); they run on this pool.
         activity_executor=ThreadPoolExecutor(max_workers=settings.max_concurrent_activities),

@@ -349,3 +349,70 @@ class ResourceSetRow(SQLModel, table=True):
     version: int
     content_hash: str
     created_at: int = Field(sa_type=BigInteger)
+
+
+# ---- RLM findings (isolated stores, and the opt-in shared store) -----------------------------
+
+
+class RlmObjectRow(SQLModel, table=True):
+    __tablename__ = "rlm_objects"
+
+    store_id: str = Field(primary_key=True, max_length=128)
+    id: str = Field(primary_key=True, max_length=400)
+    type: str = Field(max_length=32)
+    description: str
+    content: str = "{}"  # JSON
+    backrefs: str = "[]"
+    parents: str = "[]"
+    children: str = "[]"
+    tags: str = "[]"
+    worker: str | None = None
+    commit_key: str | None = None
+    invalidated: str | None = None
+    position: int = Field(default=0, sa_type=BigInteger)
+
+
+class RlmCommitRow(SQLModel, table=True):
+    __tablename__ = "rlm_commits"
+
+    store_id: str = Field(primary_key=True, max_length=128)
+    key: str = Field(primary_key=True, max_length=400)
+    fingerprint: str
+
+
+class RlmProposalRow(SQLModel, table=True):
+    __tablename__ = "rlm_proposals"
+
+    store_id: str = Field(primary_key=True, max_length=128)
+    id: str = Field(primary_key=True, max_length=400)
+    target_id: str
+    patch: str = "{}"
+    description_update: str | None = None
+    status: str = "pending"
+    reason: str | None = None
+
+
+class RlmSharedEventRow(SQLModel, table=True):
+    """The shared store's append-only log; ``seq`` is the global sequence."""
+
+    __tablename__ = "rlm_shared_events"
+
+    seq: int | None = Field(
+        default=None,
+        primary_key=True,
+        sa_type=BigInteger().with_variant(Integer(), "sqlite"),  # type: ignore[call-overload]
+    )
+    store_id: str = Field(index=True, max_length=128)
+    worker_id: str = Field(max_length=128)
+    kind: str = Field(max_length=16)  # create | invalidate
+    object_id: str = Field(max_length=200)
+    payload: str  # JSON
+    created_at: int = Field(sa_type=BigInteger)
+
+
+class RlmSharedWorkerRow(SQLModel, table=True):
+    __tablename__ = "rlm_shared_workers"
+
+    store_id: str = Field(primary_key=True, max_length=128)
+    worker_id: str = Field(primary_key=True, max_length=128)
+    next_seq: int = 0
