@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated
 
@@ -17,7 +18,7 @@ import typer
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
 from activities.agent_execution import AgentExecutionActivities
 from activities.feedback import FeedbackActivities
@@ -47,7 +48,11 @@ async def connect(settings: Settings) -> Client:
 
 
 def build_worker(
-    client: Client, store: Store, settings: Settings, task_queue: str | None = None
+    client: Client,
+    store: Store,
+    settings: Settings,
+    task_queue: str | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> Worker:
     backends = ModelBackends(settings)
     executor = Executor(backends.for_model, default_registry(), runner_tracer(), collector())
@@ -63,7 +68,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue or settings.task_queue,
-        interceptors=[] if traced else [tracing_interceptor()],
+        interceptors=[*([] if traced else [tracing_interceptor()]), *interceptors],
         workflows=[
             LineageWorkflow,
             LightningServerWorkflow,

@@ -38,6 +38,12 @@ class FindingsStore(ABC):
     @abstractmethod
     def _resolve(self, proposal: Proposal, updated: StoreObject | None) -> None: ...
 
+    # ids outside this store that commits may refer to (the parent's cards)
+    external: frozenset[str] = frozenset()
+
+    def exists(self, object_id: str) -> bool:
+        return object_id in self.external or self.get(object_id) is not None
+
     # ---- the API ---------------------------------------------------------------------------
 
     def create(
@@ -111,9 +117,7 @@ class FindingsStore(ABC):
                 errors=[f"commit {key} was already applied with different content"],
             )
         try:
-            commit_plan = plan(
-                commit, batch_prefix, lambda ref: self.get(ref) is not None, batch_parent, worker
-            )
+            commit_plan = plan(commit, batch_prefix, self.exists, batch_parent, worker)
         except CommitError as exc:
             return CommitResult(commit_key=key, applied=False, errors=exc.errors)
         if not self._apply(commit_plan):
@@ -156,6 +160,7 @@ class FindingsStore(ABC):
         references between them kept; references outside become the batch parent)."""
         objects = self.view(query)
         ids = {o.id for o in objects}
+        known = ids | self.external  # the parent resolves external ids as its own
         creates = [
             {
                 "type": o.type,
@@ -163,7 +168,7 @@ class FindingsStore(ABC):
                 "description": o.description,
                 "content": o.content,
                 "backrefs": [b.model_dump() for b in o.backrefs],
-                "parents": [p for p in o.parents if p in ids],
+                "parents": [p for p in o.parents if p in known],
                 "tags": o.tags,
             }
             for o in objects
@@ -177,7 +182,7 @@ class FindingsStore(ABC):
                 "description": o.description,
             }
             for o in objects
-            if o.type == "link" and o.content.get("src") in ids and o.content.get("dst") in ids
+            if o.type == "link" and o.content.get("src") in known and o.content.get("dst") in known
         ]
         return Commit.model_validate({"commit_id": commit_id, "creates": creates, "links": links})
 
@@ -185,7 +190,8 @@ class FindingsStore(ABC):
 class InMemoryFindingsStore(FindingsStore):
     """Thread-safe; deterministic, so workflow code can merge commits in one."""
 
-    def __init__(self) -> None:
+    def __init__(self, external: set[str] | frozenset[str] = frozenset()) -> None:
+        self.external = frozenset(external)
         self._lock = threading.RLock()
         self._objects: dict[str, StoreObject] = {}
         self._commits: dict[str, str] = {}
@@ -212,7 +218,8 @@ class InMemoryFindingsStore(FindingsStore):
             for obj in commit_plan.objects:
                 self._objects[obj.id] = obj.model_copy(deep=True)
             for parent, kids in commit_plan.children.items():
-                self._objects[parent].children.extend(kids)
+                if parent in self._objects:  # not for the parent's cards
+                    self._objects[parent].children.extend(kids)
             for pid, update in commit_plan.proposals:
                 self._proposals[pid] = _proposal(pid, update)
             return True

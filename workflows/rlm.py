@@ -64,7 +64,7 @@ class RlmWorkerWorkflow:
             inp.task.subtasks, inp.cards, inp.depth + 1, inp.max_depth, inp.max_parallel
         )
         # Merge the sub-workers' commits under this worker's own findings (pure, in memory).
-        local = InMemoryFindingsStore()
+        local = InMemoryFindingsStore(external={card.id for card in inp.cards})
         local.apply_commit(own.model_copy(update={"commit_id": "self"}))
         anchor = "self/summary" if local.get("self/summary") else None
         for sub, commit in zip(inp.task.subtasks, commits, strict=True):
