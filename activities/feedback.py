@@ -14,6 +14,7 @@ from domain.lineage import (
     RecordScoreInput,
 )
 from domain.trainer import EvolutionChange, EvolutionOutcome, ExpectedImpact
+from rlm.shared_store import DatabaseSharedStore, WorkerStoreProxy
 from store import Store
 from store.recorder import InsightObservation
 from trainer import outcome, reward_analyzer
@@ -71,7 +72,34 @@ class FeedbackActivities:
             outcome=judged,
             insights=observations,
         )
+        if judged is not None:
+            self._share(inp, judged[1], observations)
         return judged[1] if judged else None
+
+    def _share(
+        self, inp: RecordScoreInput, verdict: EvolutionOutcome, seen: list[InsightObservation]
+    ) -> None:
+        """Publish the outcome to the session's shared findings, where every lineage reads
+        what the others learned (``view_others``). Once per evolution, even if retried."""
+        shared = WorkerStoreProxy(
+            DatabaseSharedStore(self.store.engine, f"session:{inp.session_id}"), inp.lineage_id
+        )
+        tag = f"evolution:{inp.pending_evolution_id}"
+        if shared.shared.query(f"tag={tag}"):
+            return
+        for observation in seen:
+            shared.create(
+                "claim",
+                f"{observation.pattern}: {'worked' if verdict.hypothesis_validated else 'failed'}"
+                f" ({verdict.score_delta:+g})",
+                content={
+                    "insight_id": observation.insight_id,
+                    "success": observation.success,
+                    "score_delta": observation.score_delta,
+                    "evolution_id": observation.evolution_id,
+                },
+                tags=[tag, "insight", f"pattern:{observation.pattern_type}"],
+            )
 
     @activity.defn(name="record_rejection")
     def record_rejection(self, inp: RecordRejectionInput) -> None:

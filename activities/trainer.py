@@ -28,9 +28,10 @@ from domain.trainer import (
     EvolutionTrigger,
     ScoreAnalysis,
 )
+from rlm.store import DatabaseFindingsStore
 from runner.model_backend import ModelError
 from store import Store
-from trainer import evolution, evolution_planner
+from trainer import evolution, evolution_planner, rlm_credit
 from trainer.backends import TrainerBackend, TrainerBackends, TrainerConfigError
 from trainer.change_family import pattern
 from trainer.claude_trainer import TrainerOutputError
@@ -64,7 +65,13 @@ class TrainerActivities:
         agent = await asyncio.to_thread(q.agent_definition, inp.trainer.agent)
         artifact = await asyncio.to_thread(q.artifact, inp.trainer.artifact_id)
         spans = await asyncio.to_thread(q.span_records, artifact.attempt_id)
-        return await _typed(self._backend(inp.trainer).assign_credit(agent, inp.analysis, spans))
+        backend = self._backend(inp.trainer)
+        if sum(s.span_type == "llm_call" for s in spans) > rlm_credit.RLM_SPAN_THRESHOLD:
+            findings = DatabaseFindingsStore(self.store.engine, f"credit:{artifact.attempt_id}")
+            return await _typed(
+                rlm_credit.trajectory_credit(backend, agent, inp.analysis, spans, findings)
+            )
+        return await _typed(backend.assign_credit(agent, inp.analysis, spans))
 
     @activity.defn(name="plan_evolution")
     async def plan_evolution(self, inp: PlanInput) -> EvolutionPlan:

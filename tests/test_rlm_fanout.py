@@ -131,3 +131,62 @@ async def test_eight_workers_depth_two_merge_namespaced_findings(client, store, 
 
 def build_worker_with(client, store, settings, interceptor):
     return build_worker(client, store, settings, interceptors=[interceptor])
+
+
+async def test_trajectory_credit_for_a_ten_step_agent_goes_through_rlm_findings(
+    client, store, settings, run_worker
+):
+    import json
+
+    from activities.trainer import TrainerActivities
+    from domain.lineage import CreditInput, TrainerInput
+    from domain.trainer import ScoreAnalysis
+    from starter import start_session
+    from tests.conftest import awaiting, make_spec, wait_for_state
+    from trainer.backends import TrainerBackends
+    from workflows.lineage import LineageWorkflow
+
+    flow = [{"name": f"step{i}", "prompt": "Improve: {previous}"} for i in range(10)]
+    spec = make_spec(agent_extra={"flow": flow})
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal(LineageWorkflow.score, {"score": 2, "comment": "way too long"})
+        state = await wait_for_state(handle, awaiting(2))
+    lineage = spec.lineage_id("A")
+    (record,) = store.queries.evolution_records(lineage)
+    credit = json.loads(record.credit_assignment)
+    assert credit["mode"] == "trajectory" and len(credit["trajectory"]) == 10
+    attempt = store.queries.attempts(store.queries.rollouts(lineage)[0].id)[0]
+    findings = DatabaseFindingsStore(store.engine, f"credit:{attempt.id}")
+    claims = findings.view("type=claim")
+    assert len(claims) == 10
+    assert {c.id.split("/")[0] for c in claims} == {"chunk0", "chunk1", "chunk2"}  # 4+4+2
+    assert [c.backrefs[0].source_id for c in claims] == [t["span_id"] for t in credit["trajectory"]]
+    # a retried credit activity merges nothing twice
+    activities = TrainerActivities(store, TrainerBackends(settings))
+    again = await activities.assign_credit(
+        CreditInput(
+            trainer=TrainerInput(
+                session_id=spec.session_id,
+                lineage_id=lineage,
+                agent=_ref(lineage, 1),
+                rollout_id=store.queries.rollouts(lineage)[0].id,
+                artifact_id=f"{lineage}:c1:artifact",
+                evaluation_id="e",
+                score={"score": 2},
+                score_history=[],
+                sticky_directives=[],
+                oneshot_directives=[],
+            ),
+            analysis=ScoreAnalysis.model_validate(json.loads(record.score_analysis)),
+        )
+    )
+    assert len(again.trajectory) == 10 and len(findings.objects()) == 10
+    assert state.agent_version == 2
+
+
+def _ref(agent_id: str, version: int):
+    from domain.agent import AgentRef
+
+    return AgentRef(agent_id=agent_id, version=version)

@@ -52,6 +52,14 @@ async def test_a_change_that_hurt_lineage_a_is_skipped_in_lineage_b(
         if e.session_id == spec.session_id
     ]
     assert kinds == ["insight.discovered", "insight.outcome"]
+    # the outcome is a finding B sees among the others' in the session's shared store
+    from rlm.shared_store import DatabaseSharedStore, WorkerStoreProxy
+
+    shared = DatabaseSharedStore(store.engine, f"session:{spec.session_id}")
+    (finding,) = WorkerStoreProxy(shared, lineage_b).view_others("type=claim tag=insight")
+    assert finding.worker == lineage_a and finding.id == f"{lineage_a}_000000"
+    assert finding.description.endswith("failed (-2)")
+    assert WorkerStoreProxy(shared, lineage_a).view_others("tag=insight") == []
 
 
 async def test_insight_counts_update_and_directives_hold_across_evolutions(
