@@ -61,6 +61,15 @@ def _ms(value: str | None) -> int | None:
 
 
 @app.command()
+def migrate(database_url: DatabaseUrl = None) -> None:
+    """Bring the database schema to the current revision (run before new workers)."""
+    from store.migrate import current_revision
+
+    store = _store(database_url)  # opening the store migrates it
+    console.print(f"schema at revision {current_revision(store.engine)}")
+
+
+@app.command()
 def materialize(
     full: Annotated[bool, typer.Option(help="Rebuild from the first event.")] = False,
     database_url: DatabaseUrl = None,

@@ -6,6 +6,7 @@ Workers are stateless; run as many as you like, on as many machines, against one
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -18,6 +19,7 @@ import typer
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Interceptor, Worker
 
 from activities.agent_execution import AgentExecutionActivities
@@ -26,6 +28,7 @@ from activities.lightning import LightningActivities
 from activities.lineage_registry import LineageRegistryActivities
 from activities.rlm import RlmActivities
 from activities.trainer import TrainerActivities
+from health import HealthServer
 from runner.backends import ModelBackends
 from runner.executor import Executor
 from runner.telemetry import collector, runner_tracer, tracing_interceptor
@@ -38,12 +41,13 @@ from workflows.lineage import LineageWorkflow
 from workflows.rlm import RlmFanOutWorkflow, RlmWorkerWorkflow
 
 
-async def connect(settings: Settings) -> Client:
+async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         data_converter=pydantic_data_converter,
         interceptors=[tracing_interceptor()],
+        runtime=runtime,
     )
 
 
@@ -105,17 +109,37 @@ def build_worker(
     )
 
 
-async def run_worker(settings: Settings) -> None:
+async def run_worker(
+    settings: Settings, metrics_port: int | None = None, health_port: int | None = None
+) -> None:
     store = Store.open(settings.database_url)
-    client = await connect(settings)
+    runtime = None
+    if metrics_port is not None:  # Temporal's SDK metrics, for Prometheus to scrape
+        runtime = Runtime(
+            telemetry=TelemetryConfig(
+                metrics=PrometheusConfig(bind_address=f"0.0.0.0:{metrics_port}")
+            )
+        )
+    client = await connect(settings, runtime)
     worker = build_worker(client, store, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    logging.info("worker on task queue %r, store %s", settings.task_queue, store.engine.url)
-    async with worker:
+    logging.info(
+        "worker on task queue %r, store %s",
+        settings.task_queue,
+        store.engine.url.render_as_string(hide_password=True),
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(worker)
+        if health_port is not None:
+            await stack.enter_async_context(
+                HealthServer(health_port, store, lambda: not stop.is_set())
+            )
+        print("worker ready", flush=True)
         await stop.wait()
+        logging.info("stopping: running activities finish first")
     store.close()
 
 
@@ -127,13 +151,19 @@ def main_command(
     task_queue: Annotated[
         str | None, typer.Option(help="Task queue (default: $TRAINING_CAMP_TASK_QUEUE).")
     ] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus metrics on this port.")
+    ] = None,
+    health_port: Annotated[
+        int | None, typer.Option(help="Serve GET /healthz on this port.")
+    ] = None,
 ) -> None:
     """Run a worker until SIGINT/SIGTERM (graceful: running activities finish)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = Settings.from_env()
     if task_queue:
         settings = settings.model_copy(update={"task_queue": task_queue})
-    asyncio.run(run_worker(settings))
+    asyncio.run(run_worker(settings, metrics_port, health_port))
 
 
 def main() -> None:

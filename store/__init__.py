@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from store.database import create_schema, create_store_engine, database_url_from_env
+from store.database import create_store_engine, database_url_from_env
 from store.queries import StoreQueries
 from store.recorder import TrainingSignalRecorder
 
@@ -21,8 +21,11 @@ class Store:
 
     @classmethod
     def open(cls, url: str | None = None) -> Store:
+        """Connect and bring the schema to the current revision (Alembic migrations)."""
+        from store.migrate import upgrade
+
         engine = create_store_engine(url or database_url_from_env())
-        create_schema(engine)
+        upgrade(engine)
         return cls(engine)
 
     def rebuild_projections(self) -> int:
