@@ -245,33 +245,35 @@ def _attempt_started(conn: Connection, e: EventLike) -> None:
     )
 
 
-def _span_recorded(conn: Connection, e: EventLike) -> None:
+def _span_row(e: EventLike) -> dict[str, Any]:
     p = e.payload
-    _insert(
-        conn,
-        SpanRow,
-        id=p["spanId"],
-        attempt_id=e.attempt_id,
-        parent_span_id=p.get("parentSpanId"),
-        sequence=p["sequence"],
-        type=p["spanType"],
-        name=p.get("name"),
-        input_hash=p.get("inputHash"),
-        output_hash=p.get("outputHash"),
-        model_id=p.get("modelId"),
-        prompt_tokens=p.get("promptTokens"),
-        completion_tokens=p.get("completionTokens"),
-        tool_name=p.get("toolName"),
-        tool_args=None if p.get("toolArgs") is None else _json(p["toolArgs"]),
-        tool_result=p.get("toolResult"),
-        tool_error=p.get("toolError"),
-        duration_ms=p.get("durationMs"),
-        estimated_cost=p.get("estimatedCost"),
-        started_at=p.get("startedAt"),
-        trace_id=p.get("traceId"),
-        otel_span_id=p.get("otelSpanId"),
-        created_at=e.timestamp,
-    )
+    return {
+        "id": p["spanId"],
+        "attempt_id": e.attempt_id,
+        "parent_span_id": p.get("parentSpanId"),
+        "sequence": p["sequence"],
+        "type": p["spanType"],
+        "name": p.get("name"),
+        "input_hash": p.get("inputHash"),
+        "output_hash": p.get("outputHash"),
+        "model_id": p.get("modelId"),
+        "prompt_tokens": p.get("promptTokens"),
+        "completion_tokens": p.get("completionTokens"),
+        "tool_name": p.get("toolName"),
+        "tool_args": None if p.get("toolArgs") is None else _json(p["toolArgs"]),
+        "tool_result": p.get("toolResult"),
+        "tool_error": p.get("toolError"),
+        "duration_ms": p.get("durationMs"),
+        "estimated_cost": p.get("estimatedCost"),
+        "started_at": p.get("startedAt"),
+        "trace_id": p.get("traceId"),
+        "otel_span_id": p.get("otelSpanId"),
+        "created_at": e.timestamp,
+    }
+
+
+def _span_recorded(conn: Connection, e: EventLike) -> None:
+    conn.execute(insert_ignore(conn, _t(SpanRow), ["id"]), _span_row(e))
 
 
 def _attempt_completed(conn: Connection, e: EventLike) -> None:
@@ -473,6 +475,18 @@ HANDLERS: dict[str, Callable[[Connection, EventLike], None]] = {
     "insight.discovered": _insight_discovered,
     "insight.outcome": _insight_outcome,
 }
+
+
+def apply_all(conn: Connection, events: list[Any]) -> None:
+    """Fold many events: span rows (the bulk of any log) go in with one executemany."""
+    spans = []
+    for event in events:
+        if event.event_type == "attempt.span_recorded":
+            spans.append(_span_row(event))
+        else:
+            apply(conn, event)
+    if spans:
+        conn.execute(insert_ignore(conn, _t(SpanRow), ["id"]), spans)
 
 
 def apply(conn: Connection, event: EventLike) -> None:

@@ -27,6 +27,7 @@ from store.event_log import NewEvent
 from store.tables import EvaluationRow, LineageRow, SessionRow
 
 HIGH_SCORE = 8
+Encoded = tuple[str, str]  # (content hash, canonical JSON)
 LOW_SCORE = 3
 
 
@@ -67,13 +68,15 @@ class TrainingSignalRecorder:
         events: Sequence[NewEvent],
         blobs: Sequence[Any] = (),
         follow_up: Callable[[Connection], list[NewEvent]] | None = None,
+        encoded: Sequence[Encoded] = (),
     ) -> int:
         """Append and project in one transaction; ``follow_up`` may derive more events from the
-        projections as they now stand (still inside the transaction)."""
+        projections as they now stand (still inside the transaction). ``encoded`` are blobs
+        already hashed by the caller."""
         if self._batch is not None:
-            return self._write_on(self._batch, events, blobs, follow_up)
+            return self._write_on(self._batch, events, blobs, follow_up, encoded)
         with self.engine.begin() as conn:
-            return self._write_on(conn, events, blobs, follow_up)
+            return self._write_on(conn, events, blobs, follow_up, encoded)
 
     @staticmethod
     def _write_on(
@@ -81,12 +84,13 @@ class TrainingSignalRecorder:
         events: Sequence[NewEvent],
         blobs: Sequence[Any],
         follow_up: Callable[[Connection], list[NewEvent]] | None,
+        encoded: Sequence[Encoded] = (),
     ) -> int:
-        if blobs:
-            payload_store.put_many(conn, list(blobs), now_ms())
+        if blobs or encoded:
+            pairs = [payload_store.encode(b) for b in blobs] + list(encoded)
+            payload_store.put_encoded(conn, pairs, now_ms())
         inserted = event_log.append(conn, list(events))
-        for event in inserted:
-            projections.apply(conn, event)
+        projections.apply_all(conn, inserted)
         if follow_up is not None and inserted:
             for event in event_log.append(conn, follow_up(conn)):
                 projections.apply(conn, event)
@@ -357,7 +361,7 @@ class TrainingSignalRecorder:
             },
             **refs,
         )
-        self._write([*span_events, completed, reported], [*blobs, report])
+        self._write([*span_events, completed, reported], [report], encoded=blobs)
 
     # ---- rollouts and attempts -------------------------------------------------------------
 
@@ -405,7 +409,7 @@ class TrainingSignalRecorder:
 
     def _span_events(
         self, spans: list[SpanRecord], refs: dict[str, Any]
-    ) -> tuple[list[NewEvent], list[str]]:
+    ) -> tuple[list[NewEvent], list[Encoded]]:
         events, blobs = [], []
         for span in spans:
             payload: dict[str, Any] = {
@@ -430,8 +434,9 @@ class TrainingSignalRecorder:
             for field in ("input", "output"):
                 text = getattr(span, field)
                 if text is not None:
-                    payload[f"{field}Hash"] = payload_store.encode(text)[0]
-                    blobs.append(text)
+                    encoded = payload_store.encode(text)
+                    payload[f"{field}Hash"] = encoded[0]
+                    blobs.append(encoded)
             tags = ["tool_use"] if span.span_type == "tool_call" else []
             if span.tool_error:
                 tags.append("error")
@@ -445,6 +450,20 @@ class TrainingSignalRecorder:
                 )
             )
         return events, blobs
+
+    def record_spans(
+        self, *, session_id: str, lineage_id: str, attempt_id: str, spans: list[SpanRecord]
+    ) -> int:
+        """Spans as they finish (streaming ingest); the attempt's other events come later."""
+        refs = {
+            "session_id": session_id,
+            "lineage_id": lineage_id,
+            "agent_id": lineage_id,
+            "attempt_id": attempt_id,
+            "timestamp": now_ms(),
+        }
+        events, blobs = self._span_events(spans, refs)
+        return self._write(events, encoded=blobs)
 
     @staticmethod
     def _attempt_tags(spans: list[SpanRecord], error: bool) -> list[str]:
@@ -509,7 +528,7 @@ class TrainingSignalRecorder:
             artifact_id=artifact_id,
             **refs,
         )
-        self._write([*span_events, completed, artifact], [*blobs, output])
+        self._write([*span_events, completed, artifact], [output], encoded=blobs)
         return output_hash
 
     def record_attempt_failed(
@@ -545,7 +564,7 @@ class TrainingSignalRecorder:
             tags=self._attempt_tags(spans, error=True),
             **refs,
         )
-        self._write([*span_events, failed], blobs)
+        self._write([*span_events, failed], encoded=blobs)
 
     def record_rollout_failed(
         self, *, session_id: str, lineage_id: str, rollout_id: str, error: str

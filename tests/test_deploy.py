@@ -95,6 +95,7 @@ async def test_a_worker_process_reports_health_and_metrics_and_stops_gracefully(
         stderr=asyncio.subprocess.STDOUT,
     )
     try:
+
         async def ready() -> None:
             while (line := await proc.stdout.readline()) and line.strip() != b"worker ready":
                 pass

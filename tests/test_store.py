@@ -3,6 +3,7 @@ content-addressed payloads, and projections that rebuild identically from the ev
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -293,3 +294,37 @@ def test_log_reads_in_order_and_views_ignore_unknown_events(store: Store):
     assert events[-1].payload == {"anything": [1, 2]}
     assert store.rebuild_projections() == len(store.queries.events())
     assert store.queries.lineage("s1-A") is not None
+
+
+WRITER = """
+import sys
+from domain.agent import AgentDefinition, AgentParameters
+from store import Store
+store = Store.open(sys.argv[1])
+agent = AgentDefinition(name="a", system_prompt="Be brief.",
+                        parameters=AgentParameters(model="offline-1"))
+for i in range(25):
+    lineage = f"p{sys.argv[2]}-{i}"
+    store.recorder.register_lineage(session_id="shared", session_name="S", lineage_id=lineage,
+                                    label=str(i), workflow_id=lineage, agent=agent,
+                                    inputs=["the same input for everyone"])
+"""
+
+
+def test_several_processes_write_concurrently(store: Store):
+    import subprocess
+    import sys
+
+    root = Path(__file__).parent.parent
+    url = store.engine.url.render_as_string(hide_password=False)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, url, str(n)], cwd=root) for n in range(4)
+    ]
+    assert [p.wait(timeout=180) for p in procs] == [0] * 4
+    events = store.queries.events()
+    assert len(events) == 1 + 4 * 25 * 2  # one session.created, then lineage + agent per lineage
+    assert len({e.position for e in events}) == len(events)
+    assert len(store.queries.session_lineages("shared")) == 100
+    before = _dump(store)
+    store.rebuild_projections()
+    assert _dump(store) == before
