@@ -1,0 +1,161 @@
+"""Orchestration overhead per cycle, and many lineages waiting on one worker.
+
+    .venv/bin/python -m bench.lineage_load [--lineages 500] [--cycles 3]
+
+1. Overhead: 20 lineages x N cycles (offline model, SQLite store) against the same number of
+   bare workflows running the same number of trivial activities per cycle, driven the same way,
+   in the same run. Target: ratio <= 1.2.
+2. Load: 500 lineages started and waiting for a score on one worker: this process's peak RSS
+   (worker + client), and score -> next output latency (signal sent until the `state` query
+   shows the next cycle awaiting) for 100 of them. Targets: <= 500 MB, p95 <= 0.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import statistics
+import tempfile
+import time
+import uuid
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from bench.bare_workflow import BareCycleWorkflow, noop
+from dev_server import temporal_binary
+from domain import search_attributes
+from settings import Settings
+from starter import start_session
+from store import Store
+from tests.conftest import make_spec
+from worker import build_worker
+from workflows.lineage import LineageWorkflow
+
+
+async def wait_all(predicates: list) -> None:  # type: ignore[type-arg]
+    pending = list(predicates)
+    while pending:
+        results = await asyncio.gather(*(p() for p in pending))
+        pending = [p for p, done in zip(pending, results, strict=True) if not done]
+        if pending:
+            await asyncio.sleep(0.02)
+
+
+async def drive_lineages(client: Client, queue: str, lineages: int, cycles: int) -> float:
+    spec = make_spec(labels=tuple(f"L{i}" for i in range(lineages)))
+    started = time.perf_counter()
+    handles = await start_session(client, spec, queue)
+    for cycle in range(1, cycles + 1):
+
+        def waiter(handle, c):  # type: ignore[no-untyped-def]
+            async def check() -> bool:
+                s = await handle.query(LineageWorkflow.state)
+                return s.status == "awaiting_score" and s.cycle == c
+
+            return check
+
+        await wait_all([waiter(h, cycle) for h in handles])
+        if cycle < cycles:
+            await asyncio.gather(*(h.signal(LineageWorkflow.score, {"score": 9}) for h in handles))
+    return time.perf_counter() - started
+
+
+async def drive_bare(client: Client, queue: str, lineages: int, cycles: int) -> float:
+    started = time.perf_counter()
+    handles = [
+        await client.start_workflow(
+            BareCycleWorkflow.run, cycles, id=f"bare-{uuid.uuid4()}", task_queue=queue
+        )
+        for _ in range(lineages)
+    ]
+    for cycle in range(1, cycles + 1):
+
+        def waiter(handle, c):  # type: ignore[no-untyped-def]
+            async def check() -> bool:
+                return await handle.query(BareCycleWorkflow.awaiting) == c
+
+            return check
+
+        await wait_all([waiter(h, cycle) for h in handles])
+        if cycle < cycles:
+            await asyncio.gather(
+                *(h.signal(BareCycleWorkflow.score, {"score": 9}) for h in handles)
+            )
+    return time.perf_counter() - started
+
+
+async def main(lineages: int, cycles: int) -> None:
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(),
+        data_converter=pydantic_data_converter,
+        search_attributes=search_attributes.ALL,
+        dev_server_log_level="error",
+    )
+    client = env.client
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store.open(f"sqlite:///{tmp}/bench.db")
+        queue = f"bench-{uuid.uuid4().hex[:8]}"
+        settings = Settings(
+            task_queue=queue, database_url=str(store.engine.url), max_concurrent_activities=100
+        )
+        async with (
+            build_worker(client, store, settings),
+            Worker(
+                client, task_queue=f"{queue}-bare", workflows=[BareCycleWorkflow], activities=[noop]
+            ),
+        ):
+            ours = await drive_lineages(client, queue, 20, cycles)
+            bare = await drive_bare(client, f"{queue}-bare", 20, cycles)
+            print(
+                f"1. orchestration, 20 lineages x {cycles} cycles: Training Camp {ours:.2f} s, "
+                f"bare workflows with the same activities {bare:.2f} s -> ratio "
+                f"{ours / bare:.2f} (target <= 1.2)"
+            )
+
+            t0 = time.perf_counter()
+            handles = []
+            for first in range(0, lineages, 25):  # sessions hold up to 26 lineages
+                labels = tuple(f"M{i}" for i in range(first, min(first + 25, lineages)))
+                handles += await start_session(client, make_spec(labels=labels), queue)
+
+            def waiter(handle, c):  # type: ignore[no-untyped-def]
+                async def check() -> bool:
+                    s = await handle.query(LineageWorkflow.state)
+                    return s.status == "awaiting_score" and s.cycle == c
+
+                return check
+
+            await wait_all([waiter(h, 1) for h in handles])
+            print(
+                f"2. {lineages} lineages started and awaiting a score in "
+                f"{time.perf_counter() - t0:.1f} s"
+            )
+            latencies = []
+            for handle in handles[:100]:
+                sent = time.perf_counter()
+                await handle.signal(LineageWorkflow.score, {"score": 9})
+                check = waiter(handle, 2)
+                while not await check():
+                    await asyncio.sleep(0.005)
+                latencies.append(time.perf_counter() - sent)
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            q = statistics.quantiles(latencies, n=20)
+            print(
+                f"   score -> next output: p50 {statistics.median(latencies) * 1000:.0f} ms, "
+                f"p95 {q[18] * 1000:.0f} ms (target <= 500 ms); worker process peak RSS "
+                f"{rss:.0f} MB (target <= 500 MB)"
+            )
+        store.close()
+    await env.shutdown()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--lineages", type=int, default=500)
+    parser.add_argument("--cycles", type=int, default=3)
+    args = parser.parse_args()
+    asyncio.run(main(args.lineages, args.cycles))
