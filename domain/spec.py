@@ -39,6 +39,8 @@ class LineageOptions(CamelModel):
     continue_as_new_every: int = Field(default=25, ge=1, le=1000)
     max_attempts: int = Field(default=3, ge=1, le=20)
     retry_initial_interval_seconds: float = Field(default=1.0, gt=0, le=600)
+    # A dead worker's attempt moves to another worker after this long without a heartbeat.
+    heartbeat_timeout_seconds: float = Field(default=60.0, ge=1, le=3600)
     # The Master Trainer's backend, chosen explicitly: the deterministic rules engine, or Claude
     # with structured outputs (needs ANTHROPIC_API_KEY on the worker; never falls back).
     trainer: Literal["rules", "claude"] = "rules"

@@ -24,7 +24,7 @@ from domain.trainer import (
 )
 from store import event_log, payload_store, projections
 from store.event_log import NewEvent
-from store.tables import EvaluationRow, LineageRow, SessionRow
+from store.tables import AttemptRow, EvaluationRow, LineageRow, SessionRow
 
 HIGH_SCORE = 8
 Encoded = tuple[str, str]  # (content hash, canonical JSON)
@@ -381,8 +381,28 @@ class TrainingSignalRecorder:
     ) -> None:
         ts = now_ms()
         refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
+        # An earlier try that never reported (its worker died, or it timed out) is lost.
+        lost = [
+            NewEvent.keyed(
+                "attempt.failed",
+                f"{rollout_id}:a{n}",
+                {
+                    "error": "attempt lost: no result reached the store (the worker stopped "
+                    "or the attempt timed out)",
+                    "errorType": "AttemptLost",
+                    "retryable": True,
+                    "durationMs": None,
+                },
+                agent_id=snapshot.agent_id,
+                attempt_id=f"{rollout_id}:a{n}",
+                tags=["error"],
+                **refs,
+            )
+            for n in self._unfinished_attempts(rollout_id, attempt_number)
+        ]
         self._write(
             [
+                *lost,
                 NewEvent.keyed(
                     "rollout.started",
                     rollout_id,
@@ -406,6 +426,21 @@ class TrainingSignalRecorder:
                 ),
             ]
         )
+
+    def _unfinished_attempts(self, rollout_id: str, before: int) -> list[int]:
+        if before <= 1:
+            return []
+        attempts = AttemptRow.__table__  # type: ignore[attr-defined]
+        with self.engine.connect() as conn:
+            return list(
+                conn.execute(
+                    select(attempts.c.attempt_number).where(
+                        attempts.c.rollout_id == rollout_id,
+                        attempts.c.status == "running",
+                        attempts.c.attempt_number < before,
+                    )
+                ).scalars()
+            )
 
     def _span_events(
         self, spans: list[SpanRecord], refs: dict[str, Any]

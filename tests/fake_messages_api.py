@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -44,7 +45,7 @@ OVERLOADED_RETRY_SOON = (*OVERLOADED, {"retry-after-ms": "10"})
 
 class FakeMessagesAPI:
     def __init__(self) -> None:
-        self.script: list[tuple[Any, ...]] = []  # (status, body[, headers])
+        self.script: list[tuple[Any, ...]] = []  # (status, body[, headers[, delay seconds]])
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
@@ -70,6 +71,8 @@ class FakeMessagesAPI:
                             },
                         )
                     )
+                if len(extra) > 1:
+                    time.sleep(extra[1])  # a slow model call
                 data = reply.encode() if isinstance(reply, str) else json.dumps(reply).encode()
                 self.send_response(status)
                 for key, value in (extra[0] if extra else {}).items():

@@ -159,7 +159,9 @@ class LineageWorkflow:
                         max_attempts=self._inp.options.max_attempts,
                     ),
                     start_to_close_timeout=timedelta(minutes=10),
-                    heartbeat_timeout=timedelta(seconds=60),
+                    heartbeat_timeout=timedelta(
+                        seconds=self._inp.options.heartbeat_timeout_seconds
+                    ),
                     retry_policy=RetryPolicy(
                         initial_interval=timedelta(
                             seconds=self._inp.options.retry_initial_interval_seconds

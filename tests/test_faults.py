@@ -1,0 +1,141 @@
+"""Faults: a worker killed in the middle of a model call, a Temporal server restarted while
+lineages wait, an output too large for Temporal. Nothing is lost or recorded twice."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from pydantic import SecretStr
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from dev_server import DevServer
+from settings import Settings
+from starter import start_session
+from store import Store
+from tests.conftest import awaiting, eventually, make_spec, wait_for_state
+from tests.fake_messages_api import FakeMessagesAPI, text_message
+from tests.test_demo_command import free_port
+from worker import build_worker
+from workflows.lineage import LineageWorkflow
+
+ROOT = Path(__file__).parent.parent
+MODEL = "claude-sonnet-5"
+
+
+async def test_a_worker_killed_mid_call_hands_the_attempt_over(
+    client, store, settings, run_worker, temporal_address
+):
+    spec = make_spec(
+        model=MODEL,
+        options={
+            "heartbeatTimeoutSeconds": 2,
+            "maxAttempts": 3,
+            "retryInitialIntervalSeconds": 0.1,
+        },
+    )
+    with FakeMessagesAPI() as api:
+        api.script = [
+            (200, text_message("never delivered", MODEL), {}, 30),  # the call in flight
+            (200, text_message("- delivered by the second worker", MODEL)),
+        ]
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "TEMPORAL_ADDRESS": temporal_address,
+            "TRAINING_CAMP_DATABASE_URL": str(store.engine.url),
+            "TRAINING_CAMP_TASK_QUEUE": settings.task_queue,
+            "ANTHROPIC_API_KEY": "sk-test",
+            "ANTHROPIC_BASE_URL": api.base_url,
+            "ANTHROPIC_MAX_RETRIES": "0",
+        }
+        doomed = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "worker.py",
+            cwd=ROOT,
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        lineage = spec.lineage_id("A")
+        await eventually(lambda: len(api.requests) == 1, timeout=60)
+        rollout = f"{lineage}:c1"
+        assert [a.status for a in store.queries.attempts(rollout)] == ["running"]
+        doomed.send_signal(signal.SIGKILL)  # no goodbye, no heartbeat
+        await doomed.wait()
+        claude = settings.model_copy(
+            update={
+                "anthropic_api_key": SecretStr("sk-test"),
+                "anthropic_base_url": api.base_url,
+                "anthropic_max_retries": 0,
+            }
+        )
+        async with run_worker(claude):
+            state = await wait_for_state(handle, awaiting(1), timeout=60)
+    assert state.latest_output_preview == "- delivered by the second worker"
+    attempts = store.queries.attempts(rollout)
+    assert [(a.attempt_number, a.status) for a in attempts] == [(1, "failed"), (2, "succeeded")]
+    assert attempts[0].error.startswith("attempt lost")
+    assert store.queries.spans(attempts[0].id) == []
+    assert [s.type for s in store.queries.spans(attempts[1].id)] == ["llm_call", "output"]
+
+
+async def test_lineages_survive_a_temporal_server_restart(tmp_path):
+    port = free_port()
+    server = DevServer(tmp_path / "temporal", port=port, ui_port=free_port(), headless=True)
+    server.start()
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    settings = Settings(
+        task_queue="restart", database_url=str(store.engine.url), temporal_address=server.address
+    )
+    spec = make_spec(labels=("A", "B", "C"))
+    try:
+        client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+        async with build_worker(client, store, settings):
+            handles = await start_session(client, spec, settings.task_queue)
+            for h in handles:
+                await wait_for_state(h, awaiting(1))
+        server.stop()  # the server goes away while three lineages wait for scores
+        server.start()
+        client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+        async with build_worker(client, store, settings):
+            for label in "ABC":
+                handle = client.get_workflow_handle(f"lineage-{spec.lineage_id(label)}")
+                await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too long"})
+            for label in "ABC":
+                handle = client.get_workflow_handle(f"lineage-{spec.lineage_id(label)}")
+                state = await wait_for_state(handle, awaiting(2), timeout=60)
+                assert [p.score for p in state.score_history] == [4]
+    finally:
+        server.stop()
+    for label in "ABC":  # every score reached the store, once
+        assert [e.score for e in store.queries.evaluations(spec.lineage_id(label))] == [4]
+    store.close()
+
+
+async def test_an_oversized_output_is_stored_never_sent_through_temporal(
+    client, store, settings, run_worker
+):
+    spec = make_spec(model=MODEL)
+    huge = "- " + "word " * 700_000  # about 3.5 MB
+    with FakeMessagesAPI() as api:
+        api.script = [(200, text_message(huge, MODEL))]
+        claude = settings.model_copy(
+            update={"anthropic_api_key": SecretStr("sk-test"), "anthropic_base_url": api.base_url}
+        )
+        async with run_worker(claude):
+            (handle,) = await start_session(client, spec, settings.task_queue)
+            state = await wait_for_state(handle, awaiting(1), timeout=60)
+    assert state.latest_output_words == len(huge.split())
+    assert len(state.latest_output_preview) <= 601
+    text = store.queries.artifact_text(f"{spec.lineage_id('A')}:c1:artifact")
+    assert text == huge
+    history = await handle.fetch_history()
+    biggest = max(
+        len(json.dumps(e.__class__.to_json(e) if hasattr(e, "to_json") else str(e)))
+        for e in history.events
+    )
+    assert biggest < 1_000_000
