@@ -70,6 +70,22 @@ def migrate(database_url: DatabaseUrl = None) -> None:
 
 
 @app.command()
+def verify(database_url: DatabaseUrl = None) -> None:
+    """Check the event log's hash chain: finds edited, removed or inserted events."""
+    from store import event_log
+
+    store = _store(database_url)
+    with store.engine.connect() as conn, console.status("verifying the event log…"):
+        report = event_log.verify(conn)
+    if report.ok:
+        console.print(f"[green]event log intact[/green]: {report.events:,} events")
+        return
+    for problem in report.problems:
+        console.print(f"[red]{problem}[/red]")
+    raise typer.Exit(1)
+
+
+@app.command()
 def materialize(
     full: Annotated[bool, typer.Option(help="Rebuild from the first event.")] = False,
     database_url: DatabaseUrl = None,

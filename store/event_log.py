@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, func, select, update
 
 from store import payload_store, upcasters
 from store.dialect import insert_ignore
-from store.tables import TrainingEvent
+from store.tables import EventChainHeadRow, TrainingEvent
 
 _NAMESPACE = uuid.UUID("6f1d1f8e-8c1a-4d55-9a39-5b7f0c2e7a10")
 _events = TrainingEvent.__table__  # type: ignore[attr-defined]
+_head = EventChainHeadRow.__table__  # type: ignore[attr-defined]
 
 
 def event_id(event_type: str, key: str) -> str:
@@ -59,34 +61,73 @@ class StoredEvent(BaseModel):
     payload: dict[str, Any]
 
 
+def chain_link(previous: str, row: dict[str, Any]) -> str:
+    """The chain hash of one event: its identity, kind, time, references and payload hash,
+    bound to everything before it."""
+    fields = [
+        previous,
+        row["id"],
+        row["event_type"],
+        str(row["schema_version"]),
+        str(row["timestamp"]),
+        *(
+            row[k] or ""
+            for k in ("session_id", "lineage_id", "agent_id", "artifact_id", "attempt_id")
+        ),
+        row["payload_hash"],
+        str(row["payload_size"]),
+        row["tags"],
+    ]
+    return hashlib.sha256("\x1f".join(fields).encode("utf-8")).hexdigest()
+
+
 def append(conn: Connection, events: list[NewEvent]) -> list[NewEvent]:
-    """Insert events that are not already in the log; return the ones actually inserted."""
+    """Insert events that are not already in the log; return the ones actually inserted.
+
+    Appends are serialised on the chain head (SQLite: the write lock; PostgreSQL: the head row),
+    so each new event's chain hash extends the one before it in log order."""
     if not events:
         return []
-    now = max(e.timestamp for e in events)
-    encoded = [payload_store.encode(e.payload) for e in events]
+    head = conn.execute(select(_head).where(_head.c.id == 1).with_for_update()).first()
+    if head is None:
+        conn.execute(insert_ignore(conn, _head, ["id"]), {"id": 1, "position": 0, "chain_hash": ""})
+        head = conn.execute(select(_head).where(_head.c.id == 1).with_for_update()).first()
+    ids = list(dict.fromkeys(e.id for e in events))
+    present = set(conn.execute(select(_events.c.id).where(_events.c.id.in_(ids))).scalars())
+    fresh, seen = [], set(present)
+    for event in events:
+        if event.id not in seen:
+            seen.add(event.id)
+            fresh.append(event)
+    if not fresh:
+        return []
+    now = max(e.timestamp for e in fresh)
+    encoded = [payload_store.encode(e.payload) for e in fresh]
     payload_store.put_encoded(conn, encoded, now)
-    rows = []
-    for event, (digest, text) in zip(events, encoded, strict=True):
-        rows.append(
-            {
-                "id": event.id,
-                "timestamp": event.timestamp,
-                "event_type": event.event_type,
-                "schema_version": event.schema_version,
-                "session_id": event.session_id,
-                "lineage_id": event.lineage_id,
-                "agent_id": event.agent_id,
-                "artifact_id": event.artifact_id,
-                "attempt_id": event.attempt_id,
-                "payload_hash": digest,
-                "payload_size": len(text.encode("utf-8")),
-                "tags": json.dumps(sorted(set(event.tags))),
-            }
-        )
-    stmt = insert_ignore(conn, _events, ["id"]).returning(_events.c.id)
-    inserted = {row[0] for row in conn.execute(stmt, rows)}
-    return [e for e in events if e.id in inserted]
+    rows, chain = [], head.chain_hash
+    for event, (digest, text) in zip(fresh, encoded, strict=True):
+        row = {
+            "id": event.id,
+            "timestamp": event.timestamp,
+            "event_type": event.event_type,
+            "schema_version": event.schema_version,
+            "session_id": event.session_id,
+            "lineage_id": event.lineage_id,
+            "agent_id": event.agent_id,
+            "artifact_id": event.artifact_id,
+            "attempt_id": event.attempt_id,
+            "payload_hash": digest,
+            "payload_size": len(text.encode("utf-8")),
+            "tags": json.dumps(sorted(set(event.tags))),
+        }
+        chain = chain_link(chain, row)
+        row["chain_hash"] = chain
+        rows.append(row)
+    positions = conn.execute(_events.insert().returning(_events.c.position), rows).scalars().all()
+    conn.execute(
+        update(_head).where(_head.c.id == 1).values(position=max(positions), chain_hash=chain)
+    )
+    return fresh
 
 
 SCAN_WINDOW = 20_000  # positions per query when filtering by type across the whole log
@@ -151,3 +192,51 @@ def read(
 
 def last_position(conn: Connection) -> int:
     return int(conn.execute(select(func.coalesce(func.max(_events.c.position), 0))).scalar_one())
+
+
+class VerifyReport(BaseModel):
+    events: int
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify(conn: Connection, max_problems: int = 20) -> VerifyReport:
+    """Walk the log in order: every chain hash must extend the previous one, every payload must
+    still hash to its address, and the chain head must end where the log ends."""
+    from store.tables import PayloadBlob
+
+    blobs = PayloadBlob.__table__  # type: ignore[attr-defined]
+    problems: list[str] = []
+    chain, count, last = "", 0, 0
+    query = (
+        select(_events, blobs.c.content)
+        .outerjoin(blobs, blobs.c.hash == _events.c.payload_hash)
+        .order_by(_events.c.position)
+    )
+    for row in (
+        conn.execution_options(stream_results=True, yield_per=5000).execute(query).mappings()
+    ):
+        count, last = count + 1, row["position"]
+        expected = chain_link(chain, dict(row))
+        if row["chain_hash"] != expected:
+            problems.append(
+                f"event {row['position']} ({row['id']}): chain broken — the row was edited, "
+                "or an earlier event was removed"
+            )
+        if row["content"] is None:
+            problems.append(f"event {row['position']}: its payload {row['payload_hash']} is gone")
+        elif hashlib.sha256(row["content"].encode("utf-8")).hexdigest() != row["payload_hash"]:
+            problems.append(f"event {row['position']}: payload content was edited")
+        chain = row["chain_hash"] or expected
+        if len(problems) >= max_problems:
+            break
+    head = conn.execute(select(_head).where(_head.c.id == 1)).first()
+    if head is not None and count and (head.position != last or head.chain_hash != chain):
+        problems.append(
+            f"the chain head says the log ends at event {head.position}, but it ends at {last}: "
+            "events at the end were removed or added outside the store"
+        )
+    return VerifyReport(events=count, problems=problems)

@@ -33,6 +33,18 @@ class TrainingEvent(SQLModel, table=True):
     payload_hash: str = Field(max_length=64)
     payload_size: int
     tags: str = "[]"  # JSON array
+    # Tamper evidence: SHA-256 over the previous event's chain hash and this row's fields
+    chain_hash: str | None = Field(default=None, max_length=64)
+
+
+class EventChainHeadRow(SQLModel, table=True):
+    """The end of the hash chain: where the log ends, and its last chain hash."""
+
+    __tablename__ = "event_chain_head"
+
+    id: int = Field(default=1, primary_key=True)
+    position: int = Field(default=0, sa_type=BigInteger)
+    chain_hash: str = ""
 
 
 class PayloadBlob(SQLModel, table=True):

@@ -7,13 +7,15 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
-from sqlmodel import SQLModel
+from sqlmodel import SQLModel, select
 
 from domain.agent import AgentDefinition, AgentParameters
 from rlm.store import DatabaseFindingsStore
-from store import Store
+from store import Store, event_log
 from store.database import create_store_engine
 from store.migrate import current_revision, upgrade
+from store.payload_store import encode
+from store.tables import PayloadBlob, SessionRow, TrainingEvent
 from tests.store_backends import database_url
 
 
@@ -26,7 +28,7 @@ def url(request, tmp_path):
 def test_upgrade_from_empty_matches_the_models(url):
     engine = create_store_engine(url)
     upgrade(engine)
-    assert current_revision(engine) == "0002"
+    assert current_revision(engine) == "0003"
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
     assert diff == []  # the migrations build exactly what the models describe
@@ -35,13 +37,49 @@ def test_upgrade_from_empty_matches_the_models(url):
 
 def test_upgrade_from_the_previous_revision_keeps_the_data(url):
     engine = create_store_engine(url)
-    upgrade(engine, "0001")
-    assert "rlm_objects" not in inspect(engine).get_table_names()
-    old = Store(engine)  # the foundation schema: record a lineage on it
-    old.recorder.register_lineage(
-        session_id="s",
+    upgrade(engine, "0002")  # the previous revision: no hash chain yet
+    assert "event_chain_head" not in inspect(engine).get_table_names()
+    events = [
+        {
+            "id": f"old-{i}",
+            "timestamp": 1_700_000_000_000 + i,
+            "event_type": "session.created",
+            "schema_version": 1,
+            "session_id": f"s{i}",
+            "payload_hash": digest,
+            "payload_size": len(text),
+            "tags": "[]",
+        }
+        for i, (digest, text) in enumerate(
+            encode({"sessionId": f"s{i}", "name": "S"}) for i in range(3)
+        )
+    ]
+    with engine.begin() as conn:  # what the previous version wrote
+        conn.execute(
+            PayloadBlob.__table__.insert(),
+            [
+                {
+                    "hash": e["payload_hash"],
+                    "content": encode({"sessionId": e["session_id"], "name": "S"})[1],
+                    "size": e["payload_size"],
+                    "created_at": 0,
+                }
+                for e in events
+            ],
+        )
+        conn.execute(TrainingEvent.__table__.insert(), events)
+    engine.dispose()
+    store = Store.open(url)  # opening migrates to head, chaining the old events
+    assert current_revision(store.engine) == "0003"
+    assert store.queries.event_count() == 3
+    with store.engine.connect() as conn:
+        assert event_log.verify(conn).ok
+    store.rebuild_projections()
+    assert [r.id for r in store.queries._all(select(SessionRow))] == ["s0", "s1", "s2"]
+    store.recorder.register_lineage(  # and new events extend the same chain
+        session_id="s0",
         session_name="S",
-        lineage_id="s-A",
+        lineage_id="s0-A",
         label="A",
         workflow_id="w",
         agent=AgentDefinition(
@@ -49,12 +87,9 @@ def test_upgrade_from_the_previous_revision_keeps_the_data(url):
         ),
         inputs=["q"],
     )
-    events = old.queries.event_count()
-    engine.dispose()
-    store = Store.open(url)  # opening migrates to head
-    assert current_revision(store.engine) == "0002"
-    assert store.queries.event_count() == events
-    assert store.queries.agent_versions("s-A")[0].version == 1
+    with store.engine.connect() as conn:
+        report = event_log.verify(conn)
+    assert report.ok and report.events == 3 + 3  # session, lineage, agent
     findings = DatabaseFindingsStore(store.engine, "after-upgrade")
     findings.create("note", "the new tables work", id="n1")
     assert findings.get("n1").description == "the new tables work"
