@@ -18,7 +18,6 @@ from typing import Annotated
 import typer
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Interceptor, Worker
 
@@ -28,6 +27,7 @@ from activities.lightning import LightningActivities
 from activities.lineage_registry import LineageRegistryActivities
 from activities.rlm import RlmActivities
 from activities.trainer import TrainerActivities
+from encryption import codec_from_env, data_converter
 from health import HealthServer
 from runner.backends import ModelBackends
 from runner.executor import Executor
@@ -42,10 +42,11 @@ from workflows.rlm import RlmFanOutWorkflow, RlmWorkerWorkflow
 
 
 async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
+    # Payloads are encrypted when a key is configured (every client and worker alike).
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(codec_from_env()),
         interceptors=[tracing_interceptor()],
         runtime=runtime,
     )
