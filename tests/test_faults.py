@@ -135,3 +135,66 @@ async def test_an_oversized_output_is_stored_never_sent_through_temporal(
     assert text == huge
     history = await handle.fetch_history()
     assert max(event.ByteSize() for event in history.events) < 100_000  # ids and a preview
+
+
+async def test_the_database_unreachable_for_a_while_loses_and_duplicates_nothing(
+    client, settings, task_queue
+):
+    import psycopg
+
+    from store.time_travel import rebuild_and_verify
+    from tests.store_backends import POSTGRES_ADMIN_URL, postgres_database
+
+    with postgres_database() as url:
+        name = url.rsplit("/", 1)[1]
+        store = Store.open(url)
+        pg = settings.model_copy(update={"database_url": url})
+        spec = make_spec()
+        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True)
+        try:
+            async with build_worker(client, store, pg):
+                (handle,) = await start_session(client, spec, task_queue)
+                await wait_for_state(handle, awaiting(1))
+                admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                    (name,),
+                )
+                await handle.signal(LineageWorkflow.score, {"score": 3, "comment": "too long"})
+                await asyncio.sleep(3)  # record_score keeps failing, and retrying
+                state = await handle.query(LineageWorkflow.state)
+                assert state.cycle == 1 and state.agent_version == 1
+                admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+                state = await wait_for_state(handle, awaiting(2), timeout=90)
+        finally:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            admin.close()
+        lineage = spec.lineage_id("A")
+        assert [e.score for e in store.queries.evaluations(lineage)] == [3]
+        assert len(store.queries.evolution_records(lineage)) == 1
+        ids = [e.id for e in store.queries.events()]
+        assert len(ids) == len(set(ids))
+        assert rebuild_and_verify(store.engine).identical
+        store.close()
+
+
+async def test_two_workers_racing_on_the_same_lineages(client, store, settings, temporal_address):
+    from store.time_travel import rebuild_and_verify
+
+    # a second worker, with its own connection as it would have on another machine
+    other = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+    spec = make_spec(labels=("A", "B", "C"))
+    async with build_worker(client, store, settings), build_worker(other, store, settings):
+        handles = await start_session(client, spec, settings.task_queue)
+        for cycle in (1, 2, 3):
+            for handle in handles:
+                await wait_for_state(handle, awaiting(cycle))
+                if cycle < 3:
+                    await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too long"})
+    for label in "ABC":
+        lineage = spec.lineage_id(label)
+        assert [e.score for e in store.queries.evaluations(lineage)] == [4, 4]
+        assert all(len(store.queries.attempts(r.id)) == 1 for r in store.queries.rollouts(lineage))
+    ids = [e.id for e in store.queries.events()]
+    assert len(ids) == len(set(ids))
+    assert rebuild_and_verify(store.engine).identical
