@@ -335,21 +335,7 @@ class TrainingSignalRecorder:
         }
         span_events, blobs = self._span_events(spans, refs)
         report_hash = payload_store.encode(report)[0]
-        completed = NewEvent.keyed(
-            "attempt.completed",
-            attempt_id,
-            {
-                "outputHash": report_hash,
-                "promptTokens": usage.prompt_tokens,
-                "completionTokens": usage.completion_tokens,
-                "totalTokens": usage.total_tokens,
-                "durationMs": duration_ms,
-                "estimatedCost": usage.estimated_cost,
-                "success": True,
-            },
-            tags=self._attempt_tags(spans, error=False),
-            **refs,
-        )
+        completed = self._completed(attempt_id, report_hash, usage, duration_ms, spans, refs)
         reported = NewEvent.keyed(
             "rollout.reported",
             rollout_id,
@@ -500,6 +486,31 @@ class TrainingSignalRecorder:
         events, blobs = self._span_events(spans, refs)
         return self._write(events, encoded=blobs)
 
+    def _completed(
+        self,
+        attempt_id: str,
+        output_hash: str,
+        usage: Usage,
+        duration_ms: int,
+        spans: list[SpanRecord],
+        refs: dict[str, Any],
+    ) -> NewEvent:
+        return NewEvent.keyed(
+            "attempt.completed",
+            attempt_id,
+            {
+                "outputHash": output_hash,
+                "promptTokens": usage.prompt_tokens,
+                "completionTokens": usage.completion_tokens,
+                "totalTokens": usage.total_tokens,
+                "durationMs": duration_ms,
+                "estimatedCost": usage.estimated_cost,
+                "success": True,
+            },
+            tags=self._attempt_tags(spans, error=False),
+            **refs,
+        )
+
     @staticmethod
     def _attempt_tags(spans: list[SpanRecord], error: bool) -> list[str]:
         tags = []
@@ -536,21 +547,7 @@ class TrainingSignalRecorder:
         }
         span_events, blobs = self._span_events(spans, refs)
         output_hash = payload_store.encode(output)[0]
-        completed = NewEvent.keyed(
-            "attempt.completed",
-            attempt_id,
-            {
-                "outputHash": output_hash,
-                "promptTokens": usage.prompt_tokens,
-                "completionTokens": usage.completion_tokens,
-                "totalTokens": usage.total_tokens,
-                "durationMs": duration_ms,
-                "estimatedCost": usage.estimated_cost,
-                "success": True,
-            },
-            tags=self._attempt_tags(spans, error=False),
-            **refs,
-        )
+        completed = self._completed(attempt_id, output_hash, usage, duration_ms, spans, refs)
         artifact = NewEvent.keyed(
             "artifact.created",
             artifact_id,
