@@ -42,7 +42,7 @@ async def wait_all(predicates: list) -> None:  # type: ignore[type-arg]
         results = await asyncio.gather(*(p() for p in pending))
         pending = [p for p, done in zip(pending, results, strict=True) if not done]
         if pending:
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.1)
 
 
 async def drive_lineages(client: Client, queue: str, lineages: int, cycles: int) -> float:
@@ -116,6 +116,8 @@ async def main(lineages: int, cycles: int) -> None:
                 f"{ours / bare:.2f} (target <= 1.2)"
             )
 
+            if lineages == 0:
+                return
             t0 = time.perf_counter()
             handles = []
             for first in range(0, lineages, 25):  # sessions hold up to 26 lineages

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import threading
+from collections import OrderedDict
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, func
@@ -36,25 +39,50 @@ from store.tables import (
 Row = TypeVar("Row", bound=SQLModel)
 
 
+CACHED_PAYLOAD_CHARS = 64_000  # content-addressed payloads never change: small ones are cached
+
+
 class StoreQueries:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._payloads: OrderedDict[str, Any] = OrderedDict()
+        self._definitions: dict[tuple[str, int], AgentDefinition] = {}
+        self._lock = threading.Lock()
 
     def _all(self, statement: Any) -> list[Any]:
         with Session(self.engine) as session:
             return list(session.exec(statement).all())
 
     def payload(self, digest: str) -> Any:
+        with self._lock:
+            if digest in self._payloads:
+                self._payloads.move_to_end(digest)
+                return copy.deepcopy(self._payloads[digest])
         with self.engine.connect() as conn:
-            return payload_store.get(conn, digest)
+            value = payload_store.get(conn, digest)
+        if len(str(value)) <= CACHED_PAYLOAD_CHARS:
+            with self._lock:
+                self._payloads[digest] = copy.deepcopy(value)
+                while len(self._payloads) > 4096:
+                    self._payloads.popitem(last=False)
+        return value
 
     def agent_definition(self, ref: AgentRef) -> AgentDefinition:
+        """An agent version (immutable once written, so cached for the worker's lifetime)."""
+        key = (ref.agent_id, ref.version)
+        with self._lock:
+            cached = self._definitions.get(key)
+        if cached is not None:
+            return cached.model_copy(deep=True)
         rows = self._all(
             select(AgentVersionRow).where(AgentVersionRow.id == f"{ref.agent_id}@{ref.version}")
         )
         if not rows:
             raise KeyError(f"agent {ref.agent_id} version {ref.version} is not in the store")
-        return AgentDefinition.model_validate(self.payload(rows[0].definition_hash))
+        definition = AgentDefinition.model_validate(self.payload(rows[0].definition_hash))
+        with self._lock:
+            self._definitions[key] = definition
+        return definition.model_copy(deep=True)
 
     def agent_versions(self, lineage_id: str) -> list[AgentVersionRow]:
         return self._all(
