@@ -54,7 +54,7 @@ def accepted(payload) -> bool:  # type: ignore[no-untyped-def]
         return False
 
 
-@settings(max_examples=1, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=1, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(payloads=st.lists(feedback, min_size=60, max_size=60))
 async def test_fuzzed_feedback_never_breaks_a_lineage(
     client, store, settings, run_worker, payloads
@@ -124,7 +124,9 @@ PATHS = [
 ]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+)
 @given(path=st.sampled_from(PATHS), value=json_values, drop=st.booleans())
 def test_fuzzed_spec_errors_name_the_field(tmp_path_factory, path, value, drop):
     spec = json.loads(json.dumps(SPEC))
