@@ -14,19 +14,24 @@ from store.recorder import TrainingSignalRecorder
 
 
 class Store:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, read_engine: Engine | None = None) -> None:
         self.engine = engine
+        self.read_engine = read_engine or engine
         self.recorder = TrainingSignalRecorder(engine)
-        self.queries = StoreQueries(engine)
+        self.queries = StoreQueries(self.read_engine)
 
     @classmethod
     def open(cls, url: str | None = None) -> Store:
         """Connect and bring the schema to the current revision (Alembic migrations)."""
         from store.migrate import upgrade
 
-        engine = create_store_engine(url or database_url_from_env())
+        url = url or database_url_from_env()
+        engine = create_store_engine(url)
         upgrade(engine)
-        return cls(engine)
+        reader = (
+            create_store_engine(url, readonly=True) if engine.dialect.name == "sqlite" else None
+        )
+        return cls(engine, reader)
 
     def rebuild_projections(self) -> int:
         from store import projections
@@ -36,6 +41,8 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+        if self.read_engine is not self.engine:
+            self.read_engine.dispose()
 
 
 __all__ = ["Store"]

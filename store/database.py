@@ -17,15 +17,17 @@ def database_url_from_env() -> str:
     return os.environ.get("TRAINING_CAMP_DATABASE_URL", DEFAULT_DATABASE_URL)
 
 
-def create_store_engine(url: str) -> Engine:
+def create_store_engine(url: str, readonly: bool = False) -> Engine:
+    """An engine for ``url``. On SQLite, ``readonly`` engines begin deferred transactions: in
+    WAL mode readers never wait for the writer, which takes the lock up front."""
     if url.startswith("sqlite"):
-        return _sqlite_engine(url)
+        return _sqlite_engine(url, readonly)
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
 
 
-def _sqlite_engine(url: str) -> Engine:
+def _sqlite_engine(url: str, readonly: bool = False) -> Engine:
     path = url.split("///", 1)[1] if "///" in url else ""
     if path and path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -44,7 +46,7 @@ def _sqlite_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
     return engine
 
