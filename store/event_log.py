@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 
 from store import payload_store, upcasters
 from store.dialect import insert_ignore
@@ -18,6 +18,15 @@ from store.tables import EventChainHeadRow, TrainingEvent
 _NAMESPACE = uuid.UUID("6f1d1f8e-8c1a-4d55-9a39-5b7f0c2e7a10")
 _events = TrainingEvent.__table__  # type: ignore[attr-defined]
 _head = EventChainHeadRow.__table__  # type: ignore[attr-defined]
+# Built once: building statements per append costs more than running them.
+_HEAD = select(_head).where(_head.c.id == 1).with_for_update()
+_PRESENT = select(_events.c.id).where(_events.c.id.in_(bindparam("ids", expanding=True)))
+_MOVE_HEAD = (
+    update(_head)
+    .where(_head.c.id == 1)
+    .values(position=bindparam("head_position"), chain_hash=bindparam("head_chain"))
+)
+_INSERT = _events.insert().returning(_events.c.position)
 
 
 def event_id(event_type: str, key: str) -> str:
@@ -81,19 +90,26 @@ def chain_link(previous: str, row: dict[str, Any]) -> str:
     return hashlib.sha256("\x1f".join(fields).encode("utf-8")).hexdigest()
 
 
-def append(conn: Connection, events: list[NewEvent]) -> list[NewEvent]:
+def encode_payloads(events: list[NewEvent]) -> dict[str, tuple[str, str]]:
+    """Each event's payload hash and canonical JSON, by event id (done before taking a lock)."""
+    return {e.id: payload_store.encode(e.payload) for e in events}
+
+
+def append(
+    conn: Connection, events: list[NewEvent], encoded: dict[str, tuple[str, str]] | None = None
+) -> list[NewEvent]:
     """Insert events that are not already in the log; return the ones actually inserted.
 
     Appends are serialised on the chain head (SQLite: the write lock; PostgreSQL: the head row),
     so each new event's chain hash extends the one before it in log order."""
     if not events:
         return []
-    head = conn.execute(select(_head).where(_head.c.id == 1).with_for_update()).first()
+    head = conn.execute(_HEAD).first()
     if head is None:
         conn.execute(insert_ignore(conn, _head, ["id"]), {"id": 1, "position": 0, "chain_hash": ""})
-        head = conn.execute(select(_head).where(_head.c.id == 1).with_for_update()).first()
+        head = conn.execute(_HEAD).first()
     ids = list(dict.fromkeys(e.id for e in events))
-    present = set(conn.execute(select(_events.c.id).where(_events.c.id.in_(ids))).scalars())
+    present = set(conn.execute(_PRESENT, {"ids": ids}).scalars())
     fresh, seen = [], set(present)
     for event in events:
         if event.id not in seen:
@@ -102,10 +118,11 @@ def append(conn: Connection, events: list[NewEvent]) -> list[NewEvent]:
     if not fresh:
         return []
     now = max(e.timestamp for e in fresh)
-    encoded = [payload_store.encode(e.payload) for e in fresh]
-    payload_store.put_encoded(conn, encoded, now)
+    encoded = encoded or {}
+    pairs = [encoded.get(e.id) or payload_store.encode(e.payload) for e in fresh]
+    payload_store.put_encoded(conn, pairs, now)
     rows, chain = [], head.chain_hash
-    for event, (digest, text) in zip(fresh, encoded, strict=True):
+    for event, (digest, text) in zip(fresh, pairs, strict=True):
         row = {
             "id": event.id,
             "timestamp": event.timestamp,

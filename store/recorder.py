@@ -73,23 +73,25 @@ class TrainingSignalRecorder:
         """Append and project in one transaction; ``follow_up`` may derive more events from the
         projections as they now stand (still inside the transaction). ``encoded`` are blobs
         already hashed by the caller."""
+        # Hash and serialise before the transaction: SQLite holds its write lock from BEGIN.
+        pairs = [payload_store.encode(b) for b in blobs] + list(encoded)
+        payloads = event_log.encode_payloads(list(events))
         if self._batch is not None:
-            return self._write_on(self._batch, events, blobs, follow_up, encoded)
+            return self._write_on(self._batch, events, pairs, follow_up, payloads)
         with self.engine.begin() as conn:
-            return self._write_on(conn, events, blobs, follow_up, encoded)
+            return self._write_on(conn, events, pairs, follow_up, payloads)
 
     @staticmethod
     def _write_on(
         conn: Connection,
         events: Sequence[NewEvent],
-        blobs: Sequence[Any],
+        blobs: Sequence[Encoded],
         follow_up: Callable[[Connection], list[NewEvent]] | None,
-        encoded: Sequence[Encoded] = (),
+        payloads: dict[str, Encoded],
     ) -> int:
-        if blobs or encoded:
-            pairs = [payload_store.encode(b) for b in blobs] + list(encoded)
-            payload_store.put_encoded(conn, pairs, now_ms())
-        inserted = event_log.append(conn, list(events))
+        if blobs:
+            payload_store.put_encoded(conn, list(blobs), now_ms())
+        inserted = event_log.append(conn, list(events), payloads)
         projections.apply_all(conn, inserted)
         if follow_up is not None and inserted:
             for event in event_log.append(conn, follow_up(conn)):
