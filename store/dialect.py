@@ -24,3 +24,24 @@ def insert_ignore(conn: Connection, table: Table, keys: list[str]):  # type: ign
             raise RuntimeError(f"unsupported database dialect {conn.dialect.name!r}")
         _cache[key] = stmt
     return stmt
+
+
+class DriverSQL:
+    """One statement as SQL text for the driver's own cursor, on the hot write paths (the event
+    log, payload blobs, span rows): SQLAlchemy's per-statement work costs more than SQLite's.
+    Written with ``?`` placeholders and ``ON CONFLICT DO NOTHING`` (which both SQLite and
+    PostgreSQL accept); ``postgresql_suffix`` adds what only PostgreSQL needs (``FOR UPDATE``)."""
+
+    def __init__(self, sql: str, postgresql_suffix: str = "") -> None:
+        self._text = {"sqlite": sql, "postgresql": sql.replace("?", "%s") + postgresql_suffix}
+
+    def text(self, dialect: str) -> str:
+        try:
+            return self._text[dialect]
+        except KeyError:
+            raise RuntimeError(f"unsupported database dialect {dialect!r}") from None
+
+
+def driver_cursor(conn: Connection) -> tuple[Any, str]:
+    """The DBAPI cursor of ``conn``'s connection (inside its transaction), and the dialect."""
+    return conn.connection.driver_connection.cursor(), conn.dialect.name  # type: ignore[union-attr]

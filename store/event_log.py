@@ -9,24 +9,37 @@ from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, func, select
 
 from store import payload_store, upcasters
-from store.dialect import insert_ignore
+from store.dialect import DriverSQL, driver_cursor
 from store.tables import EventChainHeadRow, TrainingEvent
 
 _NAMESPACE = uuid.UUID("6f1d1f8e-8c1a-4d55-9a39-5b7f0c2e7a10")
 _events = TrainingEvent.__table__  # type: ignore[attr-defined]
 _head = EventChainHeadRow.__table__  # type: ignore[attr-defined]
-# Built once: building statements per append costs more than running them.
-_HEAD = select(_head).where(_head.c.id == 1).with_for_update()
-_PRESENT = select(_events.c.id).where(_events.c.id.in_(bindparam("ids", expanding=True)))
-_MOVE_HEAD = (
-    update(_head)
-    .where(_head.c.id == 1)
-    .values(position=bindparam("head_position"), chain_hash=bindparam("head_chain"))
+_COLUMNS = (
+    "id, timestamp, event_type, schema_version, session_id, lineage_id, agent_id, artifact_id,"
+    " attempt_id, payload_hash, payload_size, tags, chain_hash"
 )
-_INSERT = _events.insert().returning(_events.c.position)
+# Appends run on the driver's cursor: at a few statements per write, building SQLAlchemy
+# statements cost more than running them.
+_HEAD = DriverSQL(
+    "SELECT position, chain_hash FROM event_chain_head WHERE id = 1",
+    postgresql_suffix=" FOR UPDATE",
+)
+_NEW_HEAD = DriverSQL(
+    "INSERT INTO event_chain_head (id, position, chain_hash) VALUES (1, 0, '')"
+    " ON CONFLICT DO NOTHING"
+)
+_INSERT = DriverSQL(
+    f"INSERT INTO training_events ({_COLUMNS}) VALUES ({', '.join('?' * 13)})"
+    " ON CONFLICT DO NOTHING"
+)
+_MOVE_HEAD = DriverSQL(
+    "UPDATE event_chain_head SET chain_hash = ?,"
+    " position = (SELECT MAX(position) FROM training_events) WHERE id = 1"
+)
 
 
 def event_id(event_type: str, key: str) -> str:
@@ -50,7 +63,11 @@ class NewEvent(BaseModel):
     @classmethod
     def keyed(cls, event_type: str, key: str, payload: dict[str, Any], **fields: Any) -> NewEvent:
         fields.setdefault("schema_version", upcasters.current_version(event_type))
-        return cls(id=event_id(event_type, key), event_type=event_type, payload=payload, **fields)
+        fields.setdefault("tags", [])
+        # Built by the recorder from typed values: validating again costs more than the append.
+        return cls.model_construct(
+            id=event_id(event_type, key), event_type=event_type, payload=payload, **fields
+        )
 
 
 class StoredEvent(BaseModel):
@@ -102,27 +119,35 @@ def append(
 
     Appends are serialised on the chain head (SQLite: the write lock; PostgreSQL: the head row),
     so each new event's chain hash extends the one before it in log order."""
+    return append_with(*driver_cursor(conn), events, encoded)
+
+
+def append_with(
+    cur: Any,
+    dialect: str,
+    events: list[NewEvent],
+    encoded: dict[str, tuple[str, str]] | None = None,
+) -> list[NewEvent]:
+    """``append`` on a DBAPI cursor, inside the caller's transaction."""
     if not events:
         return []
-    head = conn.execute(_HEAD).first()
+    cur.execute(_HEAD.text(dialect))
+    head = cur.fetchone()
     if head is None:
-        conn.execute(insert_ignore(conn, _head, ["id"]), {"id": 1, "position": 0, "chain_hash": ""})
-        head = conn.execute(_HEAD).first()
-    ids = list(dict.fromkeys(e.id for e in events))
-    present = set(conn.execute(_PRESENT, {"ids": ids}).scalars())
-    fresh, seen = [], set(present)
+        cur.execute(_NEW_HEAD.text(dialect))
+        cur.execute(_HEAD.text(dialect))
+        head = cur.fetchone()
+    unique, seen = [], set()
     for event in events:
         if event.id not in seen:
             seen.add(event.id)
-            fresh.append(event)
-    if not fresh:
-        return []
-    now = max(e.timestamp for e in fresh)
+            unique.append(event)
     encoded = encoded or {}
-    pairs = [encoded.get(e.id) or payload_store.encode(e.payload) for e in fresh]
-    payload_store.put_encoded(conn, pairs, now)
-    rows, chain = [], head.chain_hash
-    for event, (digest, text) in zip(fresh, pairs, strict=True):
+    pairs = [encoded.get(e.id) or payload_store.encode(e.payload) for e in unique]
+    # Blobs first: an event that turns out to be in the log already has its payload stored.
+    payload_store.put_encoded_with(cur, dialect, pairs, max(e.timestamp for e in unique))
+    fresh, chain, insert = [], head[1], _INSERT.text(dialect)
+    for event, (digest, text) in zip(unique, pairs, strict=True):
         row = {
             "id": event.id,
             "timestamp": event.timestamp,
@@ -137,13 +162,14 @@ def append(
             "payload_size": len(text.encode("utf-8")),
             "tags": json.dumps(sorted(set(event.tags))),
         }
-        chain = chain_link(chain, row)
-        row["chain_hash"] = chain
-        rows.append(row)
-    positions = conn.execute(_events.insert().returning(_events.c.position), rows).scalars().all()
-    conn.execute(
-        update(_head).where(_head.c.id == 1).values(position=max(positions), chain_hash=chain)
-    )
+        link = chain_link(chain, row)
+        # Idempotent by id: a retried or replayed write inserts nothing and leaves the chain.
+        cur.execute(insert, (*row.values(), link))
+        if cur.rowcount == 1:
+            fresh.append(event)
+            chain = link
+    if fresh:
+        cur.execute(_MOVE_HEAD.text(dialect), (chain,))
     return fresh
 
 

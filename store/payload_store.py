@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from domain.content_hash import canonical_json
-from store.dialect import insert_ignore
+from store.dialect import DriverSQL, driver_cursor, insert_ignore
 from store.tables import PayloadBlob
 
 _blobs = PayloadBlob.__table__  # type: ignore[attr-defined]
@@ -37,18 +37,22 @@ def put_many(conn: Connection, contents: list[Any], now_ms: int) -> list[str]:
     return [digest for digest, _ in encoded]
 
 
+_INSERT = DriverSQL(
+    "INSERT INTO payload_blobs (hash, content, size, created_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT DO NOTHING"
+)
+
+
 def put_encoded(conn: Connection, encoded: list[tuple[str, str]], now_ms: int) -> None:
     """Store already-encoded (hash, canonical JSON) pairs, each once."""
-    rows: dict[str, dict[str, Any]] = {}
-    for digest, text in encoded:
-        rows[digest] = {
-            "hash": digest,
-            "content": text,
-            "size": len(text.encode("utf-8")),
-            "created_at": now_ms,
-        }
+    put_encoded_with(*driver_cursor(conn), encoded, now_ms)
+
+
+def put_encoded_with(cur: Any, dialect: str, encoded: list[tuple[str, str]], now_ms: int) -> None:
+    """``put_encoded`` on a DBAPI cursor, inside the caller's transaction."""
+    rows = {digest: (digest, text, len(text.encode("utf-8")), now_ms) for digest, text in encoded}
     if rows:
-        conn.execute(insert_ignore(conn, _blobs, ["hash"]), list(rows.values()))
+        cur.executemany(_INSERT.text(dialect), list(rows.values()))
 
 
 def get(conn: Connection, digest: str) -> Any:

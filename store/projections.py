@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection, Table, bindparam, case, delete, update
 
-from store import event_log
-from store.dialect import insert_ignore
+from store import event_log, payload_store
+from store.dialect import DriverSQL, driver_cursor, insert_ignore
 from store.tables import (
     PROJECTION_TABLES,
     AgentVersionRow,
@@ -29,7 +29,6 @@ from store.tables import (
     RolloutRow,
     SessionDocumentRow,
     SessionRow,
-    SpanRow,
 )
 
 
@@ -245,35 +244,63 @@ def _attempt_started(conn: Connection, e: EventLike) -> None:
     )
 
 
-def _span_row(e: EventLike) -> dict[str, Any]:
-    p = e.payload
-    return {
-        "id": p["spanId"],
-        "attempt_id": e.attempt_id,
-        "parent_span_id": p.get("parentSpanId"),
-        "sequence": p["sequence"],
-        "type": p["spanType"],
-        "name": p.get("name"),
-        "input_hash": p.get("inputHash"),
-        "output_hash": p.get("outputHash"),
-        "model_id": p.get("modelId"),
-        "prompt_tokens": p.get("promptTokens"),
-        "completion_tokens": p.get("completionTokens"),
-        "tool_name": p.get("toolName"),
-        "tool_args": None if p.get("toolArgs") is None else _json(p["toolArgs"]),
-        "tool_result": p.get("toolResult"),
-        "tool_error": p.get("toolError"),
-        "duration_ms": p.get("durationMs"),
-        "estimated_cost": p.get("estimatedCost"),
-        "started_at": p.get("startedAt"),
-        "trace_id": p.get("traceId"),
-        "otel_span_id": p.get("otelSpanId"),
-        "created_at": e.timestamp,
-    }
+_SPAN_COLUMNS = (
+    "id, attempt_id, parent_span_id, sequence, type, name, input, output, model_id,"
+    " prompt_tokens, completion_tokens, tool_name, tool_args, tool_result, tool_error,"
+    " duration_ms, estimated_cost, started_at, trace_id, otel_span_id, created_at"
+)
+_INSERT_SPANS = DriverSQL(
+    f"INSERT INTO execution_spans ({_SPAN_COLUMNS}) VALUES ({', '.join('?' * 21)})"
+    " ON CONFLICT DO NOTHING"
+)
+
+
+def span_rows(e: EventLike, resolve: Callable[[str], Any]) -> list[tuple[Any, ...]]:
+    """One row per span in the event (schema v2 holds a batch; v1 events arrive upcast to a
+    batch of one, their texts still behind content hashes, which ``resolve`` reads)."""
+    rows = []
+    for s in e.payload["spans"]:
+        text_in, text_out = s.get("input"), s.get("output")
+        if text_in is None and s.get("inputHash"):
+            text_in = resolve(s["inputHash"])
+        if text_out is None and s.get("outputHash"):
+            text_out = resolve(s["outputHash"])
+        args = s.get("toolArgs")
+        rows.append(
+            (
+                s["spanId"],
+                e.attempt_id,
+                s.get("parentSpanId"),
+                s["sequence"],
+                s["spanType"],
+                s.get("name"),
+                text_in,
+                text_out,
+                s.get("modelId"),
+                s.get("promptTokens"),
+                s.get("completionTokens"),
+                s.get("toolName"),
+                None if args is None else _json(args),
+                s.get("toolResult"),
+                s.get("toolError"),
+                s.get("durationMs"),
+                s.get("estimatedCost"),
+                s.get("startedAt"),
+                s.get("traceId"),
+                s.get("otelSpanId"),
+                e.timestamp,
+            )
+        )
+    return rows
+
+
+def insert_span_rows(cur: Any, dialect: str, rows: list[tuple[Any, ...]]) -> None:
+    if rows:
+        cur.executemany(_INSERT_SPANS.text(dialect), rows)
 
 
 def _span_recorded(conn: Connection, e: EventLike) -> None:
-    conn.execute(insert_ignore(conn, _t(SpanRow), ["id"]), _span_row(e))
+    insert_span_rows(*driver_cursor(conn), span_rows(e, lambda h: payload_store.get(conn, h)))
 
 
 def _attempt_completed(conn: Connection, e: EventLike) -> None:
@@ -479,14 +506,13 @@ HANDLERS: dict[str, Callable[[Connection, EventLike], None]] = {
 
 def apply_all(conn: Connection, events: list[Any]) -> None:
     """Fold many events: span rows (the bulk of any log) go in with one executemany."""
-    spans = []
+    spans: list[tuple[Any, ...]] = []
     for event in events:
         if event.event_type == "attempt.span_recorded":
-            spans.append(_span_row(event))
+            spans += span_rows(event, lambda h: payload_store.get(conn, h))
         else:
             apply(conn, event)
-    if spans:
-        conn.execute(insert_ignore(conn, _t(SpanRow), ["id"]), spans)
+    insert_span_rows(*driver_cursor(conn), spans)
 
 
 def apply(conn: Connection, event: EventLike) -> None:

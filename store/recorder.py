@@ -4,6 +4,7 @@ insert nothing twice."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +28,7 @@ from store.event_log import NewEvent
 from store.tables import AttemptRow, EvaluationRow, LineageRow, SessionRow
 
 HIGH_SCORE = 8
+SPANS = "attempt.span_recorded"
 Encoded = tuple[str, str]  # (content hash, canonical JSON)
 LOW_SCORE = 3
 
@@ -68,18 +70,39 @@ class TrainingSignalRecorder:
         events: Sequence[NewEvent],
         blobs: Sequence[Any] = (),
         follow_up: Callable[[Connection], list[NewEvent]] | None = None,
-        encoded: Sequence[Encoded] = (),
     ) -> int:
         """Append and project in one transaction; ``follow_up`` may derive more events from the
-        projections as they now stand (still inside the transaction). ``encoded`` are blobs
-        already hashed by the caller."""
+        projections as they now stand (still inside the transaction)."""
         # Hash and serialise before the transaction: SQLite holds its write lock from BEGIN.
-        pairs = [payload_store.encode(b) for b in blobs] + list(encoded)
+        pairs = [payload_store.encode(b) for b in blobs]
         payloads = event_log.encode_payloads(list(events))
         if self._batch is not None:
             return self._write_on(self._batch, events, pairs, follow_up, payloads)
+        if not blobs and follow_up is None and all(e.event_type == SPANS for e in events):
+            return self._write_spans(list(events), payloads)
         with self.engine.begin() as conn:
             return self._write_on(conn, events, pairs, follow_up, payloads)
+
+    def _write_spans(self, events: list[NewEvent], payloads: dict[str, Encoded]) -> int:
+        """Streaming span ingest, one transaction on a pooled driver connection: the same
+        append and span rows as ``_write_on``, without a SQLAlchemy transaction around them
+        (which costs as much as the writes when spans arrive one by one)."""
+        dialect = self.engine.dialect.name
+        raw = self.engine.raw_connection()
+        try:
+            cur = raw.cursor()
+            if dialect == "sqlite":
+                cur.execute("BEGIN IMMEDIATE")  # autocommit driver: we open the transaction
+            inserted = event_log.append_with(cur, dialect, events, payloads)
+            rows = [row for e in inserted for row in projections.span_rows(e, _no_hashes)]
+            projections.insert_span_rows(cur, dialect, rows)
+            raw.commit()
+        except BaseException:
+            raw.rollback()
+            raise
+        finally:
+            raw.close()  # back to the pool
+        return len(inserted)
 
     @staticmethod
     def _write_on(
@@ -335,7 +358,7 @@ class TrainingSignalRecorder:
             "attempt_id": attempt_id,
             "timestamp": ts,
         }
-        span_events, blobs = self._span_events(spans, refs)
+        span_events = self._span_events(spans, refs)
         report_hash = payload_store.encode(report)[0]
         completed = self._completed(attempt_id, report_hash, usage, duration_ms, spans, refs)
         reported = NewEvent.keyed(
@@ -349,7 +372,7 @@ class TrainingSignalRecorder:
             },
             **refs,
         )
-        self._write([*span_events, completed, reported], [report], encoded=blobs)
+        self._write([*span_events, completed, reported], [report])
 
     # ---- rollouts and attempts -------------------------------------------------------------
 
@@ -430,17 +453,23 @@ class TrainingSignalRecorder:
                 ).scalars()
             )
 
-    def _span_events(
-        self, spans: list[SpanRecord], refs: dict[str, Any]
-    ) -> tuple[list[NewEvent], list[Encoded]]:
-        events, blobs = [], []
+    @staticmethod
+    def _span_events(spans: list[SpanRecord], refs: dict[str, Any]) -> list[NewEvent]:
+        """One ``attempt.span_recorded`` event for a batch of spans, texts inline: spans come
+        in bursts (an attempt's trace, a client's report), and one log entry per burst keeps
+        ingest at the cost of the span rows themselves."""
+        if not spans:
+            return []
+        items, tags = [], set()
         for span in spans:
-            payload: dict[str, Any] = {
+            item = {
                 "spanId": span.span_id,
                 "parentSpanId": span.parent_span_id,
                 "sequence": span.sequence,
                 "spanType": span.span_type,
                 "name": span.name,
+                "input": span.input,
+                "output": span.output,
                 "modelId": span.model_id,
                 "promptTokens": span.prompt_tokens,
                 "completionTokens": span.completion_tokens,
@@ -454,25 +483,22 @@ class TrainingSignalRecorder:
                 "traceId": span.trace_id,
                 "otelSpanId": span.otel_span_id,
             }
-            for field in ("input", "output"):
-                text = getattr(span, field)
-                if text is not None:
-                    encoded = payload_store.encode(text)
-                    payload[f"{field}Hash"] = encoded[0]
-                    blobs.append(encoded)
-            tags = ["tool_use"] if span.span_type == "tool_call" else []
+            items.append({k: v for k, v in item.items() if v is not None})
+            if span.span_type == "tool_call":
+                tags.add("tool_use")
             if span.tool_error:
-                tags.append("error")
-            events.append(
-                NewEvent.keyed(
-                    "attempt.span_recorded",
-                    span.span_id,
-                    {k: v for k, v in payload.items() if v is not None},
-                    tags=tags,
-                    **refs,
-                )
+                tags.add("error")
+        # Keyed by the spans it holds, so a retried write of the same batch inserts nothing.
+        key = hashlib.sha256("\x1f".join(s.span_id for s in spans).encode()).hexdigest()
+        return [
+            NewEvent.keyed(
+                "attempt.span_recorded",
+                f"{refs['attempt_id']}|{key}",
+                {"spans": items},
+                tags=sorted(tags),
+                **refs,
             )
-        return events, blobs
+        ]
 
     def record_spans(
         self, *, session_id: str, lineage_id: str, attempt_id: str, spans: list[SpanRecord]
@@ -485,8 +511,7 @@ class TrainingSignalRecorder:
             "attempt_id": attempt_id,
             "timestamp": now_ms(),
         }
-        events, blobs = self._span_events(spans, refs)
-        return self._write(events, encoded=blobs)
+        return self._write(self._span_events(spans, refs))
 
     def _completed(
         self,
@@ -547,7 +572,7 @@ class TrainingSignalRecorder:
             "attempt_id": attempt_id,
             "timestamp": ts,
         }
-        span_events, blobs = self._span_events(spans, refs)
+        span_events = self._span_events(spans, refs)
         output_hash = payload_store.encode(output)[0]
         completed = self._completed(attempt_id, output_hash, usage, duration_ms, spans, refs)
         artifact = NewEvent.keyed(
@@ -562,7 +587,7 @@ class TrainingSignalRecorder:
             artifact_id=artifact_id,
             **refs,
         )
-        self._write([*span_events, completed, artifact], [output], encoded=blobs)
+        self._write([*span_events, completed, artifact], [output])
         return output_hash
 
     def record_attempt_failed(
@@ -585,7 +610,7 @@ class TrainingSignalRecorder:
             "attempt_id": attempt_id,
             "timestamp": ts,
         }
-        span_events, blobs = self._span_events(spans, refs)
+        span_events = self._span_events(spans, refs)
         failed = NewEvent.keyed(
             "attempt.failed",
             attempt_id,
@@ -598,7 +623,7 @@ class TrainingSignalRecorder:
             tags=self._attempt_tags(spans, error=True),
             **refs,
         )
-        self._write([*span_events, failed], encoded=blobs)
+        self._write([*span_events, failed])
 
     def record_rollout_failed(
         self, *, session_id: str, lineage_id: str, rollout_id: str, error: str
@@ -785,6 +810,10 @@ class TrainingSignalRecorder:
                 )
             ]
         )
+
+
+def _no_hashes(digest: str) -> Any:
+    raise AssertionError(f"a new span event refers to text by hash ({digest})")
 
 
 def _comparison(conn: Connection, session_id: str, cycle: int, ts: int) -> list[NewEvent]:

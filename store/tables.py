@@ -21,15 +21,17 @@ class TrainingEvent(SQLModel, table=True):
         primary_key=True,
         sa_type=BigInteger().with_variant(Integer(), "sqlite"),  # type: ignore[call-overload]
     )
+    # Indexed for the reads the store makes (by id, type, session, lineage): every index is one
+    # more page each append writes. Time and position go together, so time is found by position.
     id: str = Field(unique=True, max_length=64)
-    timestamp: int = Field(index=True, sa_type=BigInteger)
+    timestamp: int = Field(sa_type=BigInteger)
     event_type: str = Field(index=True, max_length=64)
     schema_version: int = 1
     session_id: str | None = Field(default=None, index=True, max_length=128)
     lineage_id: str | None = Field(default=None, index=True, max_length=128)
     agent_id: str | None = Field(default=None, max_length=128)
-    artifact_id: str | None = Field(default=None, index=True, max_length=200)
-    attempt_id: str | None = Field(default=None, index=True, max_length=200)
+    artifact_id: str | None = Field(default=None, max_length=200)
+    attempt_id: str | None = Field(default=None, max_length=200)
     payload_hash: str = Field(max_length=64)
     payload_size: int
     tags: str = "[]"  # JSON array
@@ -177,8 +179,10 @@ class SpanRow(SQLModel, table=True):
     sequence: int
     type: str  # llm_call | tool_call | tool_result | reasoning | output
     name: str | None = None
-    input_hash: str | None = None
-    output_hash: str | None = None
+    # The texts themselves: a span's input and output are rarely shared, and each span event
+    # batch already holds them once (see store/projections.py).
+    input: str | None = None
+    output: str | None = None
     model_id: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None

@@ -14,6 +14,9 @@ from typing import Any
 CURRENT: dict[str, int] = {
     # v2: the evaluation's identity and context travel with the score
     "artifact.scored": 2,
+    # v2: one event holds a batch of spans, texts inline ({"spans": [...]}); v1 held one span
+    # with its input and output behind content hashes
+    "attempt.span_recorded": 2,
 }
 
 Upcaster = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
@@ -35,8 +38,14 @@ def _scored_v1_to_v2(payload: dict[str, Any], event: dict[str, Any]) -> dict[str
     }
 
 
+def _span_v1_to_v2(payload: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
+    """A batch of one; its inputHash/outputHash stay references (projections resolve them)."""
+    return {"spans": [payload]}
+
+
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("artifact.scored", 1): _scored_v1_to_v2,
+    ("attempt.span_recorded", 1): _span_v1_to_v2,
 }
 
 

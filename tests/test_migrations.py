@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 from sqlmodel import SQLModel, select
 
 from domain.agent import AgentDefinition, AgentParameters
@@ -18,6 +18,8 @@ from store.payload_store import encode
 from store.tables import PayloadBlob, SessionRow, TrainingEvent
 from tests.store_backends import database_url
 
+HEAD = "0004"
+
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def url(request, tmp_path):
@@ -28,16 +30,16 @@ def url(request, tmp_path):
 def test_upgrade_from_empty_matches_the_models(url):
     engine = create_store_engine(url)
     upgrade(engine)
-    assert current_revision(engine) == "0003"
+    assert current_revision(engine) == HEAD
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
     assert diff == []  # the migrations build exactly what the models describe
     engine.dispose()
 
 
-def test_upgrade_from_the_previous_revision_keeps_the_data(url):
+def test_upgrade_from_0002_chains_the_events_it_finds(url):
     engine = create_store_engine(url)
-    upgrade(engine, "0002")  # the previous revision: no hash chain yet
+    upgrade(engine, "0002")  # before the hash chain
     assert "event_chain_head" not in inspect(engine).get_table_names()
     events = [
         {
@@ -70,7 +72,7 @@ def test_upgrade_from_the_previous_revision_keeps_the_data(url):
         conn.execute(TrainingEvent.__table__.insert(), events)
     engine.dispose()
     store = Store.open(url)  # opening migrates to head, chaining the old events
-    assert current_revision(store.engine) == "0003"
+    assert current_revision(store.engine) == HEAD
     assert store.queries.event_count() == 3
     with store.engine.connect() as conn:
         assert event_log.verify(conn).ok
@@ -93,4 +95,65 @@ def test_upgrade_from_the_previous_revision_keeps_the_data(url):
     findings = DatabaseFindingsStore(store.engine, "after-upgrade")
     findings.create("note", "the new tables work", id="n1")
     assert findings.get("n1").description == "the new tables work"
+    store.close()
+
+
+def test_upgrade_from_the_previous_revision_moves_span_texts_inline(url):
+    """0004: span rows carry their texts; a v1 span event (one span, texts behind hashes) still
+    rebuilds into the same row."""
+    engine = create_store_engine(url)
+    upgrade(engine, "0003")
+    prompt, answer = encode("Summarise the memo."), encode("Three bullet points.")
+    span = {
+        "spanId": "r:a1:s1",
+        "sequence": 1,
+        "spanType": "llm_call",
+        "inputHash": prompt[0],
+        "outputHash": answer[0],
+        "promptTokens": 12,
+    }
+    span_payload = encode(span)
+    with engine.begin() as conn:  # what 0003-era code wrote: blobs, a v1 event, a span row
+        conn.execute(
+            PayloadBlob.__table__.insert(),
+            [
+                {"hash": h, "content": text, "size": len(text), "created_at": 0}
+                for h, text in (prompt, answer, span_payload)
+            ],
+        )
+        conn.execute(
+            TrainingEvent.__table__.insert(),
+            {
+                "id": "old-span",
+                "timestamp": 1_700_000_000_000,
+                "event_type": "attempt.span_recorded",
+                "schema_version": 1,
+                "attempt_id": "r:a1",
+                "payload_hash": span_payload[0],
+                "payload_size": len(span_payload[1]),
+                "tags": "[]",
+            },
+        )
+        conn.execute(
+            text(
+                "INSERT INTO execution_spans (id, attempt_id, sequence, type, input_hash,"
+                " output_hash, prompt_tokens, created_at) VALUES ('r:a1:s1', 'r:a1', 1,"
+                " 'llm_call', :i, :o, 12, 1700000000000)"
+            ),
+            {"i": prompt[0], "o": answer[0]},
+        )
+    engine.dispose()
+    store = Store.open(url)
+    assert current_revision(store.engine) == HEAD
+    [record] = store.queries.span_records("r:a1")
+    assert (record.input, record.output, record.prompt_tokens) == (
+        "Summarise the memo.",
+        "Three bullet points.",
+        12,
+    )
+    [event] = store.queries.events(event_types=["attempt.span_recorded"])
+    assert event.schema_version == 2 and event.payload["spans"][0]["inputHash"] == prompt[0]
+    store.rebuild_projections()  # the v1 event, upcast, resolves its texts again
+    [rebuilt] = store.queries.span_records("r:a1")
+    assert rebuilt == record
     store.close()

@@ -192,8 +192,11 @@ async def test_disallowed_and_failing_tool_calls_are_refused_fed_back_and_record
     calls = [(s.tool_name, s.tool_error) for s in spans if s.type == "tool_call"]
     assert calls[0][0] == "read_document" and "not allowed" in calls[0][1]
     assert calls[1] == ("calculator", "division by zero")
-    tagged = store.queries.events(spec.lineage_id("A"), ["attempt.span_recorded"])
-    assert sum("error" in e.tags for e in tagged) == 4  # two tool calls, two tool results
+    assert sum(s.tool_error is not None for s in spans) == 4  # two tool calls, two results
+    # the attempt's span batch is tagged, so errors and tool use are found in the log
+    [batch] = store.queries.events(spec.lineage_id("A"), ["attempt.span_recorded"])
+    assert {"error", "tool_use"} <= set(batch.tags)
+    assert len(batch.payload["spans"]) == len(spans)
 
 
 async def test_forbidden_pattern_fails_the_attempt_and_is_recorded(
