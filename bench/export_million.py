@@ -3,8 +3,8 @@
     .venv/bin/python -m bench.export_million [--events 1000000] [--db /tmp/tc-bench.db]
 
 Builds (once, through the recorder, in batches) a store with sessions of two lineages scoring
-cycle after cycle: per lineage and cycle a rollout, an attempt with two spans, an artifact and a
-score (about 7.5 events), plus the comparisons. Then, in a fresh process, runs a full
+cycle after cycle: per lineage and cycle a rollout, an attempt with two spans (one event), an
+artifact and a score (about 6.5 events), plus the comparisons. Then, in a fresh process, runs a full
 materialization and exports TRL SFT, TRL DPO and reward rows, and reports throughput and the
 measuring process's peak RSS. Targets: >= 50,000 events/s end to end, peak memory <= 256 MB.
 """
@@ -25,7 +25,7 @@ from domain.agent import AgentDefinition, AgentParameters, AgentSnapshot
 from domain.execution import SpanRecord, Usage
 from store import Store
 
-EVENTS_PER_LINEAGE_CYCLE = 7.5
+EVENTS_PER_LINEAGE_CYCLE = 6.5
 
 
 def generate(db: Path, target: int) -> int:

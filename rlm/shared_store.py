@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from rlm.objects import Card, SpanRef, StoreObject
 from rlm.query import parse_query
+from rlm.store import object_from_row
 
 
 class SharedEvent(BaseModel):
@@ -264,29 +265,52 @@ class DatabaseSharedStore(SharedStore):
         ]
 
     def live_view(self) -> dict[str, StoreObject]:
+        return {o.id: o for o in self._view_objects()}
+
+    def query(
+        self, query: str | None = None, exclude_worker: str | None = None
+    ) -> list[StoreObject]:
+        """As the base class, with the filters pushed into SQL: a session's shared store grows
+        every cycle, and reading all of it to find one tag made each score slower than the last.
+        JSON columns are narrowed with LIKE, then every object is checked exactly."""
+        from sqlalchemy import or_
+
+        q, v = parse_query(query), self._view_t
+        conditions = [v.c.invalidated.is_(None)]
+        if exclude_worker is not None:
+            conditions.append(or_(v.c.worker.is_(None), v.c.worker != exclude_worker))
+        for key, values in q.equals.items():
+            for value in values:
+                if key in ("type", "id", "worker"):
+                    conditions.append(v.c[key] == value)
+                elif key in ("tag", "parent"):
+                    column = v.c.tags if key == "tag" else v.c.parents
+                    conditions.append(column.contains(json.dumps(value), autoescape=True))
+                elif key == "source":
+                    conditions.append(v.c.backrefs.contains(json.dumps(value), autoescape=True))
+        for text in q.desc_contains:
+            conditions.append(v.c.description.icontains(text, autoescape=True))
+        return [
+            o
+            for o in self._view_objects(*conditions)
+            if q.matches(o) and o.worker != exclude_worker
+        ]
+
+    def _view_objects(self, *conditions: Any) -> list[StoreObject]:
         from sqlalchemy import select
 
         v = self._view_t
         with self.engine.connect() as conn:
             rows = (
-                conn.execute(select(v).where(v.c.store_id == self._view_id).order_by(v.c.position))
+                conn.execute(
+                    select(v)
+                    .where(v.c.store_id == self._view_id, *conditions)
+                    .order_by(v.c.position)
+                )
                 .mappings()
                 .all()
             )
-        return {
-            r["id"]: StoreObject(
-                id=r["id"],
-                type=r["type"],
-                description=r["description"],
-                content=json.loads(r["content"]),
-                backrefs=json.loads(r["backrefs"]),
-                parents=json.loads(r["parents"]),
-                tags=json.loads(r["tags"]),
-                worker=r["worker"],
-                invalidated=r["invalidated"],
-            )
-            for r in rows
-        }
+        return [object_from_row(r) for r in rows]
 
 
 class WorkerStoreProxy:

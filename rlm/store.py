@@ -257,19 +257,7 @@ class DatabaseFindingsStore(FindingsStore):
 
     @staticmethod
     def _to_object(row: Any) -> StoreObject:
-        return StoreObject(
-            id=row["id"],
-            type=row["type"],
-            description=row["description"],
-            content=json.loads(row["content"]),
-            backrefs=json.loads(row["backrefs"]),
-            parents=json.loads(row["parents"]),
-            children=json.loads(row["children"]),
-            tags=json.loads(row["tags"]),
-            worker=row["worker"],
-            commit=row["commit_key"],
-            invalidated=row["invalidated"],
-        )
+        return object_from_row(row)
 
     def _row(self, obj: StoreObject, position: int) -> dict[str, Any]:
         return {
@@ -423,3 +411,20 @@ class DatabaseFindingsStore(FindingsStore):
                     .where(t.c.store_id == self.store_id, t.c.id == updated.id)
                     .values(content=json.dumps(updated.content), description=updated.description)
                 )
+
+
+def object_from_row(row: Any) -> StoreObject:
+    """An ``rlm_objects`` row (isolated stores and shared views alike) as a StoreObject."""
+    return StoreObject(
+        id=row["id"],
+        type=row["type"],
+        description=row["description"],
+        content=json.loads(row["content"]),
+        backrefs=json.loads(row["backrefs"]),
+        parents=json.loads(row["parents"]),
+        children=json.loads(row["children"]),
+        tags=json.loads(row["tags"]),
+        worker=row["worker"],
+        commit=row["commit_key"],
+        invalidated=row["invalidated"],
+    )

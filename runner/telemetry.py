@@ -48,7 +48,8 @@ def runner_tracer() -> trace.Tracer:
 
 
 def tracing_interceptor() -> TracingInterceptor:
-    """Links client, workflow, activity and agent spans into one trace."""
-    return TracingInterceptor(
-        tracer_provider().get_tracer("temporalio"), always_create_workflow_spans=True
-    )
+    """Links client, workflow, activity and agent spans into one trace. Workflow spans are made
+    under a client's span (the starter and workers connect with this interceptor); a workflow
+    started elsewhere (CLI, UI) makes none, as the SDK recommends: they would be orphans after
+    a replay, and cost every activation."""
+    return TracingInterceptor(tracer_provider().get_tracer("temporalio"))

@@ -456,24 +456,39 @@ def _insight_discovered(conn: Connection, e: EventLike) -> None:
     )
 
 
-def _insight_outcome(conn: Connection, e: EventLike) -> None:
+def _insight_outcome_statement() -> Any:
     # Arithmetic in SQL: concurrent lineages update one insight without losing counts.
-    p = e.payload
     t = _t(LearningInsightRow)
     n = t.c.success_count + t.c.failure_count
-    won = 1 if p["success"] else 0
+    won = bindparam("won")
     wins, losses = t.c.success_count + won, t.c.failure_count + (1 - won)
-    conn.execute(
+    return (
         update(t)
-        .where(t.c.id == p["insightId"])
+        .where(t.c.id == bindparam("insight_id"))
         .values(
-            success_count=t.c.success_count + won,
-            failure_count=t.c.failure_count + (1 - won),
-            avg_score_impact=(t.c.avg_score_impact * n + p["scoreDelta"]) / (n + 1),
+            success_count=wins,
+            failure_count=losses,
+            avg_score_impact=(t.c.avg_score_impact * n + bindparam("delta")) / (n + 1),
             # how one-sided the evidence is, shrunk while it is thin: majority / (total + 1)
             confidence=case((wins >= losses, wins), else_=losses) * 1.0 / (n + 2),
-            updated_at=e.timestamp,
+            updated_at=bindparam("at"),
         )
+    )
+
+
+_INSIGHT_OUTCOME = _insight_outcome_statement()  # built once: building it cost more than running
+
+
+def _insight_outcome(conn: Connection, e: EventLike) -> None:
+    p = e.payload
+    conn.execute(
+        _INSIGHT_OUTCOME,
+        {
+            "insight_id": p["insightId"],
+            "won": 1 if p["success"] else 0,
+            "delta": p["scoreDelta"],
+            "at": e.timestamp,
+        },
     )
 
 

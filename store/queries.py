@@ -8,7 +8,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, func
+from sqlalchemy import Engine, bindparam, func
 from sqlmodel import Session, SQLModel, col, select
 
 from domain.agent import AgentDefinition, AgentRef
@@ -39,6 +39,26 @@ from store.tables import (
 Row = TypeVar("Row", bound=SQLModel)
 
 
+_artifacts = ArtifactRow.__table__  # type: ignore[attr-defined]
+_evolutions = EvolutionRecordRow.__table__  # type: ignore[attr-defined]
+_lineages = LineageRow.__table__  # type: ignore[attr-defined]
+_insights = LearningInsightRow.__table__  # type: ignore[attr-defined]
+_ARTIFACT = select(_artifacts).where(_artifacts.c.id == bindparam("id"))
+_EVOLUTION = select(_evolutions).where(_evolutions.c.id == bindparam("id"))
+_INSIGHTS = select(_insights).where(_insights.c.session_id == bindparam("session_id"))
+_JUDGED = (
+    select(
+        _evolutions.c.id,
+        _evolutions.c.lineage_id,
+        _evolutions.c.changes,
+        _evolutions.c.score_delta,
+        _evolutions.c.hypothesis_validated,
+    )
+    .join(_lineages, _lineages.c.id == _evolutions.c.lineage_id)
+    .where(_lineages.c.session_id == bindparam("session_id"), _evolutions.c.score_delta.isnot(None))
+    .order_by(_evolutions.c.created_at)
+)
+
 CACHED_PAYLOAD_CHARS = 64_000  # content-addressed payloads never change: small ones are cached
 
 
@@ -47,11 +67,18 @@ class StoreQueries:
         self.engine = engine
         self._payloads: OrderedDict[str, Any] = OrderedDict()
         self._definitions: dict[tuple[str, int], AgentDefinition] = {}
+        self._past: dict[str, list[PastChange]] = {}
         self._lock = threading.Lock()
 
     def _all(self, statement: Any) -> list[Any]:
         with Session(self.engine) as session:
             return list(session.exec(statement).all())
+
+    def _rows(self, model: type[Row], statement: Any, params: dict[str, Any]) -> list[Row]:
+        """A cached Core statement's rows as table models: the hot per-cycle reads skip the ORM
+        session, which costs more than the query."""
+        with self.engine.connect() as conn:
+            return [model(**row) for row in conn.execute(statement, params).mappings()]
 
     def payload(self, digest: str) -> Any:
         with self._lock:
@@ -199,7 +226,7 @@ class StoreQueries:
         return [reports[r] for r in rollout_ids if r in reports]
 
     def artifact(self, artifact_id: str) -> ArtifactRow:
-        rows = self._all(select(ArtifactRow).where(ArtifactRow.id == artifact_id))
+        rows = self._rows(ArtifactRow, _ARTIFACT, {"id": artifact_id})
         if not rows:
             raise KeyError(f"artifact {artifact_id} is not in the store")
         return rows[0]
@@ -237,7 +264,7 @@ class StoreQueries:
         )
 
     def evolution_record(self, evolution_id: str) -> EvolutionRecordRow | None:
-        rows = self._all(select(EvolutionRecordRow).where(EvolutionRecordRow.id == evolution_id))
+        rows = self._rows(EvolutionRecordRow, _EVOLUTION, {"id": evolution_id})
         return rows[0] if rows else None
 
     def session_evolution_records(self, session_id: str) -> list[EvolutionRecordRow]:
@@ -249,45 +276,52 @@ class StoreQueries:
         )
 
     def past_changes(self, session_id: str) -> list[PastChange]:
-        """Every change of the session whose outcome is known, with that outcome."""
+        """Every change of the session whose outcome is known, with that outcome (read on every
+        plan: the few columns it needs, and each judged record parsed once per worker, since a
+        judged record no longer changes)."""
+        with self.engine.connect() as conn:
+            judged = conn.execute(_JUDGED, {"session_id": session_id}).all()
         out = []
-        for record in self.session_evolution_records(session_id):
-            if record.score_delta is None:
-                continue
-            if record.hypothesis_validated and record.score_delta > 0:
-                verdict = "improved"
-            elif record.score_delta < 0:
-                verdict = "worsened"
-            else:
-                verdict = "neutral"
-            for change in json.loads(record.changes):
-                out.append(
+        for evolution_id, lineage_id, changes, delta, validated in judged:
+            with self._lock:
+                parsed = self._past.get(evolution_id)
+            if parsed is None:
+                if validated and delta > 0:
+                    verdict = "improved"
+                elif delta < 0:
+                    verdict = "worsened"
+                else:
+                    verdict = "neutral"
+                parsed = [
                     PastChange(
                         change=EvolutionChange.model_validate(change),
-                        outcome=verdict,
-                        score_delta=record.score_delta,
-                        lineage_id=record.lineage_id,
-                        evolution_id=record.id,
+                        outcome=verdict,  # type: ignore[arg-type]
+                        score_delta=delta,
+                        lineage_id=lineage_id,
+                        evolution_id=evolution_id,
                     )
-                )
+                    for change in json.loads(changes)
+                ]
+                with self._lock:
+                    self._past[evolution_id] = parsed
+            out += [p.model_copy() for p in parsed]
         return out
 
     def insights(self, session_id: str) -> dict[str, LearningInsight]:
         """pattern → what the session has learned about it."""
-        rows = self._all(
-            select(LearningInsightRow).where(LearningInsightRow.session_id == session_id)
-        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(_INSIGHTS, {"session_id": session_id}).mappings().all()
         return {
-            row.pattern: LearningInsight(
-                id=row.id,
-                session_id=row.session_id,
-                pattern=row.pattern,
-                pattern_type=row.pattern_type,  # type: ignore[arg-type]
-                contexts=json.loads(row.contexts),
-                success_count=row.success_count,
-                failure_count=row.failure_count,
-                avg_score_impact=round(row.avg_score_impact, 4),
-                confidence=round(row.confidence, 4),
+            row["pattern"]: LearningInsight(
+                id=row["id"],
+                session_id=row["session_id"],
+                pattern=row["pattern"],
+                pattern_type=row["pattern_type"],
+                contexts=json.loads(row["contexts"]),
+                success_count=row["success_count"],
+                failure_count=row["failure_count"],
+                avg_score_impact=round(row["avg_score_impact"], 4),
+                confidence=round(row["confidence"], 4),
             )
             for row in rows
         }
