@@ -62,6 +62,7 @@ STORE_ACTIVITY = {
         initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
     ),
 }
+COARSE_STATUS_PATCH = "status-search-attribute-coarse"  # histories before it upsert "training"
 TRAINER_ACTIVITY = {
     "start_to_close_timeout": timedelta(minutes=5),
     "retry_policy": RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30)),
@@ -78,6 +79,7 @@ class LineageWorkflow:
         self._inp = inp
         self._s = carried
         self._status: LineageStatus = "starting"
+        self._visible_status: str | None = None  # the TrainingCampStatus search attribute
         self._run_cycles = 0
         self._retry_requested = False
         self._last_rejection: str | None = None
@@ -482,9 +484,17 @@ class LineageWorkflow:
         )
 
     def _set_status(self, status: LineageStatus) -> None:
-        if status != self._status:
-            self._status = status
-            workflow.upsert_search_attributes([search_attributes.STATUS.value_set(status)])
+        if status == self._status:
+            return
+        self._status = status
+        # Training lasts moments between two "running" phases: the search attribute shows it as
+        # running (one visibility update a cycle fewer); the `state` query still says training.
+        visible = status
+        if status == "training" and workflow.patched(COARSE_STATUS_PATCH):
+            visible = "running"
+        if visible != self._visible_status:
+            self._visible_status = visible
+            workflow.upsert_search_attributes([search_attributes.STATUS.value_set(visible)])
 
     def _cycle_input_hash(self) -> str:
         hashes = self._s.input_hashes

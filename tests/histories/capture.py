@@ -1,16 +1,18 @@
 """Record a LineageWorkflow history for the replay test.
 
-    .venv/bin/python -m tests.histories.capture
+    .venv/bin/python -m tests.histories.capture [name]
 
 Runs one lineage through two scored cycles (with a rejected signal, a directive, a lock and an
-unlock) on a throwaway dev server and writes tests/histories/lineage-two-cycles.json. Re-run it
-when the workflow changes on purpose (and guard the change with workflow.patched).
+unlock) on a throwaway dev server and writes tests/histories/<name>.json (default
+lineage-two-cycles). When the workflow changes on purpose, guard the change with
+workflow.patched, keep the old histories (they replay the unpatched path) and record a new one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -26,10 +28,10 @@ from tests.conftest import awaiting, make_spec, wait_for_state
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
 
-OUT = Path(__file__).parent / "lineage-two-cycles.json"
+HERE = Path(__file__).parent
 
 
-async def main() -> None:
+async def main(name: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=temporal_binary(),
@@ -56,9 +58,10 @@ async def main() -> None:
             await handle.result()
             history = await handle.fetch_history()
         await env.shutdown()
-        OUT.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
-        print(f"wrote {OUT} ({len(history.events)} events)")
+        out = HERE / f"{name}.json"
+        out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+        print(f"wrote {out} ({len(history.events)} events)")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "lineage-two-cycles"))
