@@ -6,9 +6,10 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from sqlalchemy import Connection, func, select
 
 from store import payload_store, upcasters
@@ -47,7 +48,11 @@ def event_id(event_type: str, key: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{event_type}|{key}"))
 
 
-class NewEvent(BaseModel):
+@dataclass(slots=True)
+class NewEvent:
+    """An event on its way into the log: built by the recorder from typed values, never sent
+    through Temporal (a plain dataclass: validating it again cost more than appending it)."""
+
     id: str
     event_type: str
     payload: dict[str, Any]
@@ -57,17 +62,13 @@ class NewEvent(BaseModel):
     agent_id: str | None = None
     artifact_id: str | None = None
     attempt_id: str | None = None
-    tags: list[str] = Field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
     schema_version: int = 1
 
     @classmethod
     def keyed(cls, event_type: str, key: str, payload: dict[str, Any], **fields: Any) -> NewEvent:
         fields.setdefault("schema_version", upcasters.current_version(event_type))
-        fields.setdefault("tags", [])
-        # Built by the recorder from typed values: validating again costs more than the append.
-        return cls.model_construct(
-            id=event_id(event_type, key), event_type=event_type, payload=payload, **fields
-        )
+        return cls(id=event_id(event_type, key), event_type=event_type, payload=payload, **fields)
 
 
 class StoredEvent(BaseModel):

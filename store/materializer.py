@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from sqlalchemy import Connection, Engine, delete, select, update
 
 from store import event_log
-from store.dialect import insert_ignore
+from store.dialect import DriverSQL, driver_cursor, insert_ignore
 from store.event_log import StoredEvent
 from store.tables import (
     AgentVersionRow,
@@ -330,12 +330,30 @@ class _Batch:
         self.examples[example_id] = {**defaults, **row, "id": example_id}
 
     def flush(self) -> int:
+        """Rows in with executemany on the driver's cursor (a million-event rebuild writes
+        hundreds of thousands; SQLAlchemy's per-row parameter work was a fifth of the run)."""
+        cur, dialect = driver_cursor(self.conn)
         added = 0
         if self.examples:
-            stmt = insert_ignore(self.conn, _examples, ["id"]).returning(_examples.c.id)
-            added = len(self.conn.execute(stmt, list(self.examples.values())).all())
+            cur.executemany(_INSERT_EXAMPLES.text(dialect), _tuples(_examples, self.examples))
+            added = max(cur.rowcount, 0)  # conflicts (already materialized) insert nothing
         if self.scored:
-            self.conn.execute(
-                insert_ignore(self.conn, _scored, ["artifact_id"]), list(self.scored.values())
-            )
+            cur.executemany(_INSERT_SCORED.text(dialect), _tuples(_scored, self.scored))
         return added
+
+
+def _insert_sql(table: Any) -> DriverSQL:
+    names = [c.name for c in table.columns]
+    return DriverSQL(
+        f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+        " ON CONFLICT DO NOTHING"
+    )
+
+
+def _tuples(table: Any, rows: dict[str, dict[str, Any]]) -> list[tuple[Any, ...]]:
+    names = [c.name for c in table.columns]
+    return [tuple(row.get(name) for name in names) for row in rows.values()]
+
+
+_INSERT_EXAMPLES = _insert_sql(_examples)
+_INSERT_SCORED = _insert_sql(_scored)

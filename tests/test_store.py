@@ -328,3 +328,55 @@ def test_several_processes_write_concurrently(store: Store):
     before = _dump(store)
     store.rebuild_projections()
     assert _dump(store) == before
+
+
+def _scored_cycle(store: Store, lineage: str, ih: str, output: str, score: float) -> None:
+    rollout, attempt = f"{lineage}:c1", f"{lineage}:c1:a1"
+    _attempt(store, lineage, rollout, attempt, 1, ih)
+    store.recorder.record_attempt_succeeded(
+        session_id="s1",
+        lineage_id=lineage,
+        rollout_id=rollout,
+        cycle=1,
+        agent_version=1,
+        attempt_id=attempt,
+        artifact_id=f"{rollout}:artifact",
+        output=output,
+        spans=_spans(attempt),
+        usage=Usage(prompt_tokens=5, completion_tokens=9),
+        duration_ms=7,
+    )
+    store.recorder.record_score(
+        session_id="s1",
+        lineage_id=lineage,
+        evaluation_id=f"{rollout}:e",
+        artifact_id=f"{rollout}:artifact",
+        rollout_id=rollout,
+        cycle=1,
+        agent_version=1,
+        score=score,
+        comment=None,
+        rater="ana",
+        outcome=None,
+    )
+
+
+def test_training_data_materializes_and_exports(store: Store, tmp_path: Path):
+    """Two lineages scored on the same cycle: reward rows for both, an SFT example for the high
+    score, a preference pair; running again adds nothing, a full rebuild the same rows."""
+    from store.exporter import export
+    from store.materializer import Materializer
+
+    ih = _register(store, "s1-A")[0]
+    _register(store, "s1-B")
+    _scored_cycle(store, "s1-A", ih, "- three crisp bullets", 9)
+    _scored_cycle(store, "s1-B", ih, "a rambling essay", 3)
+    first = Materializer(store.engine).run()
+    assert first.examples_added == 4  # 2 reward rows, 1 SFT example, 1 preference pair
+    assert Materializer(store.engine).run().examples_added == 0
+    assert Materializer(store.engine).run(full=True).examples_added == 4
+    dpo = export(store.engine, "trl-dpo", tmp_path)
+    assert dpo.counts["train"] + dpo.counts["eval"] == 1
+    [path] = [p for p in tmp_path.glob("trl-dpo.*.jsonl") if p.stat().st_size]
+    row = path.read_text()
+    assert "three crisp bullets" in row and "a rambling essay" in row
