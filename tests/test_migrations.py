@@ -157,3 +157,29 @@ def test_upgrade_from_the_previous_revision_moves_span_texts_inline(url):
     [rebuilt] = store.queries.span_records("r:a1")
     assert rebuilt == record
     store.close()
+
+
+def test_0004_downgrades_and_upgrades_again(url):
+    """Down to 0003 the texts go back behind content hashes; up again they come back inline."""
+    from alembic import command
+
+    from domain.execution import SpanRecord
+    from store.migrate import alembic_config
+
+    store = Store.open(url)
+    span = SpanRecord(span_id="a:s1", sequence=1, span_type="llm_call", input="hi", output="yo")
+    store.recorder.record_spans(session_id="s", lineage_id="l", attempt_id="a", spans=[span])
+    config = alembic_config(url)
+    with store.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0003")
+    assert current_revision(store.engine) == "0003"
+    with store.engine.connect() as conn:
+        hashes = conn.execute(text("SELECT input_hash, output_hash FROM execution_spans")).one()
+    assert tuple(hashes) == (encode("hi")[0], encode("yo")[0])
+    store.close()
+    store = Store.open(url)  # opening migrates to head again
+    assert current_revision(store.engine) == HEAD
+    [record] = store.queries.span_records("a")
+    assert (record.input, record.output) == ("hi", "yo")
+    store.close()

@@ -25,6 +25,22 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 BATCH = 1000
+# The tables as this revision knows them (frozen here, whatever the models say later).
+spans = sa.table(
+    "execution_spans",
+    sa.column("id", sa.String),
+    sa.column("input_hash", sa.String),
+    sa.column("output_hash", sa.String),
+    sa.column("input", sa.String),
+    sa.column("output", sa.String),
+)
+blobs = sa.table(
+    "payload_blobs",
+    sa.column("hash", sa.String),
+    sa.column("content", sa.String),
+    sa.column("size", sa.Integer),
+    sa.column("created_at", sa.BigInteger),
+)
 
 
 def upgrade() -> None:
@@ -43,15 +59,6 @@ def upgrade() -> None:
 
 def _copy_texts() -> None:
     conn = op.get_bind()
-    spans = sa.table(
-        "execution_spans",
-        sa.column("id", sa.String),
-        sa.column("input_hash", sa.String),
-        sa.column("output_hash", sa.String),
-        sa.column("input", sa.String),
-        sa.column("output", sa.String),
-    )
-    blobs = sa.table("payload_blobs", sa.column("hash", sa.String), sa.column("content", sa.String))
     after = ""
     while True:
         rows = conn.execute(
@@ -105,21 +112,6 @@ def downgrade() -> None:
 def _store_texts_as_blobs() -> None:
     """The texts go back behind content hashes (canonical JSON, as the payload store writes)."""
     conn = op.get_bind()
-    spans = sa.table(
-        "execution_spans",
-        sa.column("id", sa.String),
-        sa.column("input_hash", sa.String),
-        sa.column("output_hash", sa.String),
-        sa.column("input", sa.String),
-        sa.column("output", sa.String),
-    )
-    blobs = sa.table(
-        "payload_blobs",
-        sa.column("hash", sa.String),
-        sa.column("content", sa.String),
-        sa.column("size", sa.Integer),
-        sa.column("created_at", sa.BigInteger),
-    )
 
     def address(text: str | None) -> str | None:
         if text is None:
