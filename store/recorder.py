@@ -33,6 +33,26 @@ Encoded = tuple[str, str]  # (content hash, canonical JSON)
 LOW_SCORE = 3
 
 
+_OPTIONAL_SPAN_FIELDS = (
+    ("parentSpanId", "parent_span_id"),
+    ("name", "name"),
+    ("input", "input"),
+    ("output", "output"),
+    ("modelId", "model_id"),
+    ("promptTokens", "prompt_tokens"),
+    ("completionTokens", "completion_tokens"),
+    ("toolName", "tool_name"),
+    ("toolArgs", "tool_args"),
+    ("toolResult", "tool_result"),
+    ("toolError", "tool_error"),
+    ("durationMs", "duration_ms"),
+    ("estimatedCost", "estimated_cost"),
+    ("startedAt", "started_at"),
+    ("traceId", "trace_id"),
+    ("otelSpanId", "otel_span_id"),
+)
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -462,28 +482,13 @@ class TrainingSignalRecorder:
             return []
         items, tags = [], set()
         for span in spans:
-            item = {
-                "spanId": span.span_id,
-                "parentSpanId": span.parent_span_id,
-                "sequence": span.sequence,
-                "spanType": span.span_type,
-                "name": span.name,
-                "input": span.input,
-                "output": span.output,
-                "modelId": span.model_id,
-                "promptTokens": span.prompt_tokens,
-                "completionTokens": span.completion_tokens,
-                "toolName": span.tool_name,
-                "toolArgs": span.tool_args,
-                "toolResult": span.tool_result,
-                "toolError": span.tool_error,
-                "durationMs": span.duration_ms,
-                "estimatedCost": span.estimated_cost,
-                "startedAt": span.started_at,
-                "traceId": span.trace_id,
-                "otelSpanId": span.otel_span_id,
-            }
-            items.append({k: v for k, v in item.items() if v is not None})
+            item = {"spanId": span.span_id, "sequence": span.sequence, "spanType": span.span_type}
+            fields = span.__dict__
+            for key, attr in _OPTIONAL_SPAN_FIELDS:  # absent rather than null: smaller batches
+                value = fields[attr]
+                if value is not None:
+                    item[key] = value
+            items.append(item)
             if span.span_type == "tool_call":
                 tags.add("tool_use")
             if span.tool_error:
