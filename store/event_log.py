@@ -191,47 +191,76 @@ def read(
     Filtered by type over the whole log, it walks the primary key in windows of positions:
     an ``event_type IN (...) ORDER BY position LIMIT n`` query would sort every remaining
     match for each batch."""
-    from store.tables import PayloadBlob
-
-    blobs = PayloadBlob.__table__  # type: ignore[attr-defined]
+    cur, dialect = driver_cursor(conn)
     windowed = bool(event_types) and lineage_id is None
     end = until_position
     if windowed and end is None:
         end = last_position(conn)
     position = after_position
     while True:
-        query = (
-            select(_events, blobs.c.content)
-            .join(blobs, blobs.c.hash == _events.c.payload_hash)
-            .where(_events.c.position > position)
-            .order_by(_events.c.position)
-        )
+        where, params = ["e.position > ?"], [position]
         if windowed:
             assert end is not None
             if position >= end:
                 return
             window_end = min(position + SCAN_WINDOW, end)
-            query = query.where(_events.c.position <= window_end)
-        else:
-            query = query.limit(batch_size)
-            if until_position is not None:
-                query = query.where(_events.c.position <= until_position)
+            where.append("e.position <= ?")
+            params.append(window_end)
+        elif until_position is not None:
+            where.append("e.position <= ?")
+            params.append(until_position)
         if lineage_id is not None:
-            query = query.where(_events.c.lineage_id == lineage_id)
-        if event_types:
-            query = query.where(_events.c.event_type.in_(event_types))
-        rows = conn.execute(query).mappings().all()
+            where.append("e.lineage_id = ?")
+            params.append(lineage_id)
+        if event_types and dialect == "postgresql":
+            where.append("e.event_type = ANY(?)")
+            params.append(list(event_types))
+        elif event_types:
+            where.append(f"e.event_type IN ({', '.join('?' * len(event_types))})")
+            params += event_types
+        sql = f"{_READ} WHERE {' AND '.join(where)} ORDER BY e.position"
+        if not windowed:
+            sql += f" LIMIT {int(batch_size)}"
+        cur.execute(DriverSQL(sql).text(dialect), params)
+        rows = cur.fetchall()
         if not rows and not windowed:
             return
         for row in rows:
-            data = dict(row)
-            content = data.pop("content")
-            data["tags"] = json.loads(data["tags"])
-            payload, data["schema_version"] = upcasters.upcast(
-                data["event_type"], data["schema_version"], json.loads(content), data
-            )
-            yield StoredEvent(payload=payload, **data)
-        position = window_end if windowed else rows[-1]["position"]
+            yield _stored(row)
+        position = window_end if windowed else rows[-1][0]
+
+
+# Reads run on the driver's cursor too: a rebuild or a materialization reads every event once,
+# and row mappings plus model validation cost more per event than SQLite's lookup.
+_READ_COLUMNS = (
+    "position",
+    "id",
+    "timestamp",
+    "event_type",
+    "schema_version",
+    "session_id",
+    "lineage_id",
+    "agent_id",
+    "artifact_id",
+    "attempt_id",
+    "payload_hash",
+    "payload_size",
+    "tags",
+)
+_READ = (
+    f"SELECT {', '.join('e.' + c for c in _READ_COLUMNS)}, b.content FROM training_events e"
+    " JOIN payload_blobs b ON b.hash = e.payload_hash"
+)
+
+
+def _stored(row: tuple[Any, ...]) -> StoredEvent:
+    """A row of ``_READ`` as a StoredEvent, its payload upcast to today's schema."""
+    data = dict(zip(_READ_COLUMNS, row[:-1], strict=True))
+    data["tags"] = json.loads(data["tags"])
+    payload, data["schema_version"] = upcasters.upcast(
+        data["event_type"], data["schema_version"], json.loads(row[-1]), data
+    )
+    return StoredEvent(payload=payload, **data)
 
 
 def last_position(conn: Connection) -> int:

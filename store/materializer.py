@@ -352,7 +352,7 @@ def _insert_sql(table: Any) -> DriverSQL:
 
 def _tuples(table: Any, rows: dict[str, dict[str, Any]]) -> list[tuple[Any, ...]]:
     names = [c.name for c in table.columns]
-    return [tuple(row.get(name) for name in names) for row in rows.values()]
+    return [tuple(map(row.get, names)) for row in rows.values()]
 
 
 _INSERT_EXAMPLES = _insert_sql(_examples)
