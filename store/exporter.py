@@ -9,6 +9,7 @@ prompt never lands on both sides and re-exports agree.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import uuid
@@ -175,6 +176,7 @@ FORMATS: dict[str, Format] = {
 }
 
 
+@functools.lru_cache(maxsize=65_536)  # inputs recur across lineages and sessions
 def split_of(input_hash: str, eval_fraction: float) -> str:
     """'eval' for a stable ``eval_fraction`` of inputs, by their content hash."""
     bucket = int(hashlib.sha256(input_hash.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
@@ -241,6 +243,10 @@ def _examples(
             ex.c.user_input_hash,
             ex.c.score,
             ex.c.score_delta,
+            ex.c.system_prompt_hash,
+            ex.c.completion_hash,
+            ex.c.chosen_hash,
+            ex.c.rejected_hash,
             system.c.content.label("system"),
             user.c.content.label("user"),
             completion.c.content.label("completion"),
@@ -268,13 +274,33 @@ def _examples(
         query = query.where(ex.c.created_at >= f.since_ms)
     if f.until_ms is not None:
         query = query.where(ex.c.created_at <= f.until_ms)
+    # Prompts and inputs recur in many examples: each stored text is decoded once per export.
+    decoded: dict[str, Any] = {}
     with engine.connect() as conn:
         result = conn.execution_options(stream_results=True, yield_per=2000).execute(query)
         for row in result.mappings():
             out = dict(row)
-            for key in ("system", "user", "completion", "chosen", "rejected"):
-                out[key] = json.loads(out[key]) if out[key] is not None else None
+            for key, digest in _TEXT_HASHES:
+                content = out[key]
+                if content is not None:
+                    value = decoded.get(out[digest], _MISSING)
+                    if value is _MISSING:
+                        value = json.loads(content)
+                        if len(decoded) >= 50_000:
+                            decoded.clear()
+                        decoded[out[digest]] = value
+                    out[key] = value
             yield out
+
+
+_MISSING = object()
+_TEXT_HASHES = (
+    ("system", "system_prompt_hash"),
+    ("user", "user_input_hash"),
+    ("completion", "completion_hash"),
+    ("chosen", "chosen_hash"),
+    ("rejected", "rejected_hash"),
+)
 
 
 def export(
