@@ -8,6 +8,7 @@ numbered per worker, so workers never collide. In memory (threads) or in the dat
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -168,8 +169,6 @@ class DatabaseSharedStore(SharedStore):
     def create(
         self, worker, type, description, content=None, backrefs=None, parents=None, tags=None
     ) -> str:  # type: ignore[no-untyped-def]
-        from sqlalchemy import update
-
         from store.dialect import insert_ignore
 
         w = self._workers_t
@@ -178,28 +177,20 @@ class DatabaseSharedStore(SharedStore):
                 insert_ignore(conn, w, ["store_id", "worker_id"]),
                 {"store_id": self.store_id, "worker_id": worker, "next_seq": 0},
             )
-            n = (
-                conn.execute(
-                    update(w)
-                    .where(w.c.store_id == self.store_id, w.c.worker_id == worker)
-                    .values(next_seq=w.c.next_seq + 1)
-                    .returning(w.c.next_seq)
-                ).scalar_one()
-                - 1
-            )
+            n = conn.execute(_next_seq(w), {"s": self.store_id, "w": worker}).scalar_one() - 1
             object_id = f"{worker}_{n:06d}"
             obj = self._object(
                 object_id, worker, type, description, content, backrefs, parents, tags
             )
             seq = self._append(conn, worker, "create", object_id, obj.model_dump())
-            conn.execute(self._view_t.insert(), self._view_row(obj, seq))
+            conn.execute(_insert(self._view_t), self._view_row(obj, seq))
         return object_id
 
     def _append(
         self, conn: Any, worker: str, kind: str, object_id: str, payload: dict[str, Any]
     ) -> int:
         return conn.execute(
-            self._events_t.insert().returning(self._events_t.c.seq),
+            _append_returning_seq(self._events_t),
             {
                 "store_id": self.store_id,
                 "worker_id": worker,
@@ -311,6 +302,29 @@ class DatabaseSharedStore(SharedStore):
                 .all()
             )
         return [object_from_row(r) for r in rows]
+
+
+# Statements built once per table: building them on every create cost more than running them.
+@functools.cache
+def _next_seq(workers: Any) -> Any:
+    from sqlalchemy import bindparam, update
+
+    return (
+        update(workers)
+        .where(workers.c.store_id == bindparam("s"), workers.c.worker_id == bindparam("w"))
+        .values(next_seq=workers.c.next_seq + 1)
+        .returning(workers.c.next_seq)
+    )
+
+
+@functools.cache
+def _append_returning_seq(events: Any) -> Any:
+    return events.insert().returning(events.c.seq)
+
+
+@functools.cache
+def _insert(table: Any) -> Any:
+    return table.insert()
 
 
 class WorkerStoreProxy:

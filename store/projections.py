@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, Table, bindparam, case, delete, update
 
 from store import event_log, payload_store
-from store.dialect import DriverSQL, driver_cursor, insert_ignore
+from store.dialect import DriverSQL, driver_cursor
 from store.tables import (
     PROJECTION_TABLES,
     AgentVersionRow,
@@ -51,26 +51,46 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+# Statements per (table, columns), as SQL text for the driver's cursor: a cycle writes a dozen
+# projection rows, and SQLAlchemy's per-statement work cost more than SQLite's.
+_inserts: dict[tuple[str, str], tuple[DriverSQL, list[str], dict[str, Any]]] = {}
+_updates: dict[tuple[str, tuple[str, ...]], DriverSQL] = {}
+
+
 def _insert(conn: Connection, model: type, key: str = "id", **values: Any) -> None:
-    conn.execute(insert_ignore(conn, _t(model), [key]), values)
-
-
-_updates: dict[tuple[str, tuple[str, ...]], Any] = {}
+    """INSERT … ON CONFLICT (key) DO NOTHING; columns left out get their model default."""
+    table = _t(model)
+    cached = _inserts.get((table.name, key))
+    if cached is None:
+        names = [c.name for c in table.columns]
+        defaults = {
+            c.name: c.default.arg
+            for c in table.columns
+            if c.default is not None and c.default.is_scalar
+        }
+        quoted = ", ".join(f'"{name}"' for name in names)
+        sql = DriverSQL(
+            f"INSERT INTO {table.name} ({quoted}) VALUES ({', '.join('?' * len(names))})"
+            f" ON CONFLICT ({key}) DO NOTHING"
+        )
+        cached = _inserts[(table.name, key)] = (sql, names, defaults)
+    sql, names, defaults = cached
+    cur, dialect = driver_cursor(conn)
+    cur.execute(sql.text(dialect), [values[n] if n in values else defaults.get(n) for n in names])
 
 
 def _update(conn: Connection, model: type, key: str, **values: Any) -> None:
-    """UPDATE … WHERE id = :key, one cached statement per column set."""
+    """UPDATE … WHERE id = ?, one cached statement per column set."""
     table = _t(model)
-    cache_key = (table.name, tuple(sorted(values)))
-    stmt = _updates.get(cache_key)
-    if stmt is None:
-        stmt = (
-            update(table)
-            .where(table.c.id == bindparam("_key"))
-            .values({name: bindparam(name) for name in values})
+    columns = tuple(values)
+    sql = _updates.get((table.name, columns))
+    if sql is None:
+        assignments = ", ".join(f'"{name}" = ?' for name in columns)
+        sql = _updates[(table.name, columns)] = DriverSQL(
+            f"UPDATE {table.name} SET {assignments} WHERE id = ?"
         )
-        _updates[cache_key] = stmt
-    conn.execute(stmt, {"_key": key, **values})
+    cur, dialect = driver_cursor(conn)
+    cur.execute(sql.text(dialect), [*values.values(), key])
 
 
 def _session_created(conn: Connection, e: EventLike) -> None:
@@ -198,15 +218,16 @@ def _resources_published(conn: Connection, e: EventLike) -> None:
     )
 
 
+_START_QUEUED = DriverSQL(
+    "UPDATE rollouts SET status = 'running' WHERE id = ? AND status = 'pending'"
+)
+
+
 def _rollout_started(conn: Connection, e: EventLike) -> None:
     p = e.payload
     # a queued task's row exists already (pending): it starts running now
-    conn.execute(
-        update(_t(RolloutRow))
-        .where(_t(RolloutRow).c.id == bindparam("_key"), _t(RolloutRow).c.status == "pending")
-        .values(status="running"),
-        {"_key": p["rolloutId"]},
-    )
+    cur, dialect = driver_cursor(conn)
+    cur.execute(_START_QUEUED.text(dialect), [p["rolloutId"]])
     _insert(
         conn,
         RolloutRow,
