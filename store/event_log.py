@@ -231,7 +231,7 @@ def read(
 
 
 # Reads run on the driver's cursor too: a rebuild or a materialization reads every event once,
-# and row mappings plus model validation cost more per event than SQLite's lookup.
+# and SQLAlchemy's per-row mapping cost more per event than SQLite's lookup.
 _READ_COLUMNS = (
     "position",
     "id",

@@ -4,6 +4,7 @@ insert nothing twice."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -118,10 +119,11 @@ class TrainingSignalRecorder:
             projections.insert_span_rows(cur, dialect, rows)
             raw.commit()
         except BaseException:
-            raw.rollback()
+            with contextlib.suppress(Exception):  # a dead connection: keep the first error
+                raw.rollback()
             raise
         finally:
-            raw.close()  # back to the pool
+            raw.close()  # back to the pool (checked with a ping before its next use)
         return len(inserted)
 
     @staticmethod
