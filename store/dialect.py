@@ -1,4 +1,5 @@
-"""Insert-or-ignore for every backend we support (SQLite and PostgreSQL)."""
+"""SQL for every backend we support (SQLite and PostgreSQL): insert-or-ignore statements, and
+SQL text for the hot paths that run on the driver's own cursor."""
 
 from __future__ import annotations
 
@@ -45,3 +46,34 @@ class DriverSQL:
 def driver_cursor(conn: Connection) -> tuple[Any, str]:
     """The DBAPI cursor of ``conn``'s connection (inside its transaction), and the dialect."""
     return conn.connection.driver_connection.cursor(), conn.dialect.name  # type: ignore[union-attr]
+
+
+class TableInsert:
+    """INSERT of every column of ``table`` … ON CONFLICT DO NOTHING (on ``conflict`` when
+    given), as driver SQL. Rows are dicts; a column a row leaves out gets the model's scalar
+    default, or NULL, as SQLAlchemy would have given it."""
+
+    def __init__(self, table: Table, conflict: str | None = None) -> None:
+        self.names = [c.name for c in table.columns]
+        self.defaults = {
+            c.name: c.default.arg
+            for c in table.columns
+            if c.default is not None and c.default.is_scalar  # type: ignore[attr-defined]
+        }
+        quoted = ", ".join(f'"{name}"' for name in self.names)
+        target = f" ({conflict})" if conflict else ""
+        self.sql = DriverSQL(
+            f"INSERT INTO {table.name} ({quoted}) VALUES ({', '.join('?' * len(self.names))})"
+            f" ON CONFLICT{target} DO NOTHING"
+        )
+
+    def params(self, row: dict[str, Any]) -> list[Any]:
+        return [row[n] if n in row else self.defaults.get(n) for n in self.names]
+
+    def run(self, conn: Connection, rows: list[dict[str, Any]]) -> int:
+        """Insert ``rows`` in one executemany; returns how many were new."""
+        if not rows:
+            return 0
+        cur, dialect = driver_cursor(conn)
+        cur.executemany(self.sql.text(dialect), [self.params(row) for row in rows])
+        return max(cur.rowcount, 0)

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from sqlalchemy import Connection, Engine, delete, select, update
 
 from store import event_log
-from store.dialect import DriverSQL, driver_cursor, insert_ignore
+from store.dialect import TableInsert, insert_ignore
 from store.event_log import StoredEvent
 from store.tables import (
     AgentVersionRow,
@@ -332,28 +332,10 @@ class _Batch:
     def flush(self) -> int:
         """Rows in with executemany on the driver's cursor (a million-event rebuild writes
         hundreds of thousands; SQLAlchemy's per-row parameter work was a fifth of the run)."""
-        cur, dialect = driver_cursor(self.conn)
-        added = 0
-        if self.examples:
-            cur.executemany(_INSERT_EXAMPLES.text(dialect), _tuples(_examples, self.examples))
-            added = max(cur.rowcount, 0)  # conflicts (already materialized) insert nothing
-        if self.scored:
-            cur.executemany(_INSERT_SCORED.text(dialect), _tuples(_scored, self.scored))
-        return added
+        added = _INSERT_EXAMPLES.run(self.conn, list(self.examples.values()))
+        _INSERT_SCORED.run(self.conn, list(self.scored.values()))
+        return added  # conflicts (already materialized) insert nothing
 
 
-def _insert_sql(table: Any) -> DriverSQL:
-    names = [c.name for c in table.columns]
-    return DriverSQL(
-        f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
-        " ON CONFLICT DO NOTHING"
-    )
-
-
-def _tuples(table: Any, rows: dict[str, dict[str, Any]]) -> list[tuple[Any, ...]]:
-    names = [c.name for c in table.columns]
-    return [tuple(map(row.get, names)) for row in rows.values()]
-
-
-_INSERT_EXAMPLES = _insert_sql(_examples)
-_INSERT_SCORED = _insert_sql(_scored)
+_INSERT_EXAMPLES = TableInsert(_examples)
+_INSERT_SCORED = TableInsert(_scored)

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, Table, bindparam, case, delete, update
 
 from store import event_log, payload_store
-from store.dialect import DriverSQL, driver_cursor
+from store.dialect import DriverSQL, TableInsert, driver_cursor
 from store.tables import (
     PROJECTION_TABLES,
     AgentVersionRow,
@@ -53,30 +53,17 @@ def _json(value: Any) -> str:
 
 # Statements per (table, columns), as SQL text for the driver's cursor: a cycle writes a dozen
 # projection rows, and SQLAlchemy's per-statement work cost more than SQLite's.
-_inserts: dict[tuple[str, str], tuple[DriverSQL, list[str], dict[str, Any]]] = {}
+_inserts: dict[tuple[str, str], TableInsert] = {}
 _updates: dict[tuple[str, tuple[str, ...]], DriverSQL] = {}
 
 
 def _insert(conn: Connection, model: type, key: str = "id", **values: Any) -> None:
     """INSERT … ON CONFLICT (key) DO NOTHING; columns left out get their model default."""
     table = _t(model)
-    cached = _inserts.get((table.name, key))
-    if cached is None:
-        names = [c.name for c in table.columns]
-        defaults = {
-            c.name: c.default.arg
-            for c in table.columns
-            if c.default is not None and c.default.is_scalar
-        }
-        quoted = ", ".join(f'"{name}"' for name in names)
-        sql = DriverSQL(
-            f"INSERT INTO {table.name} ({quoted}) VALUES ({', '.join('?' * len(names))})"
-            f" ON CONFLICT ({key}) DO NOTHING"
-        )
-        cached = _inserts[(table.name, key)] = (sql, names, defaults)
-    sql, names, defaults = cached
-    cur, dialect = driver_cursor(conn)
-    cur.execute(sql.text(dialect), [values[n] if n in values else defaults.get(n) for n in names])
+    insert = _inserts.get((table.name, key))
+    if insert is None:
+        insert = _inserts[(table.name, key)] = TableInsert(table, conflict=key)
+    insert.run(conn, [values])
 
 
 def _update(conn: Connection, model: type, key: str, **values: Any) -> None:

@@ -12,11 +12,9 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from dev_server import temporal_binary
-from domain import search_attributes
+from dev_server import start_in_memory, temporal_binary
 from domain.lineage import LineageState
 from domain.spec import SessionSpec, parse_spec
 from settings import Settings
@@ -33,11 +31,7 @@ ESSAY_PROMPT = (
 
 @pytest.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_binary(),
-        data_converter=pydantic_data_converter,
-        search_attributes=search_attributes.ALL,
-        dev_server_log_level="error",
+    env = await start_in_memory(
         # The server suggests continue-as-new after this many events (4,096 by default), so
         # every lineage in the suite crosses runs after a cycle or two.
         dev_server_extra_args=[

@@ -16,11 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
-
-from dev_server import temporal_binary
-from domain import search_attributes
+from dev_server import start_in_memory
 from settings import Settings
 from starter import start_session
 from store import Store
@@ -33,11 +29,7 @@ HERE = Path(__file__).parent
 
 async def main(name: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=temporal_binary(),
-            data_converter=pydantic_data_converter,
-            search_attributes=search_attributes.ALL,
-        )
+        env = await start_in_memory()
         store = Store.open(f"sqlite:///{tmp}/store.db")
         settings = Settings(task_queue="capture", database_url=str(store.engine.url))
         spec = make_spec()
