@@ -109,6 +109,15 @@ async def start_session(
     return handles
 
 
+async def await_output(handle: WorkflowHandle[LineageWorkflow, object], cycle: int) -> LineageState:
+    """Block until cycle ``cycle``'s output awaits its score (or the lineage stops or fails),
+    without polling; asks again when a run continues as new meanwhile."""
+    while True:
+        state = await handle.execute_update(LineageWorkflow.await_output, cycle)
+        if state.cycle >= cycle or state.status in ("failed", "stopped", "completed"):
+            return state
+
+
 def _cli() -> str:
     beside = Path(sys.executable).parent / "temporal"
     if beside.exists():
@@ -148,6 +157,13 @@ def print_instructions(spec: SessionSpec, settings: Settings, ui_url: str | None
     console.print(
         f"  {_cli()} workflow update execute{address} --workflow-id {first} "
         f"--name submit_score --input '{{\"score\": 8}}'",
+        soft_wrap=True,
+        highlight=False,
+    )
+    console.print("Wait for cycle 2's output (update; returns once it awaits its score):")
+    console.print(
+        f"  {_cli()} workflow update execute{address} --workflow-id {first} "
+        f"--name await_output --input 2",
         soft_wrap=True,
         highlight=False,
     )

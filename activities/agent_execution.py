@@ -9,7 +9,7 @@ import time
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from domain.agent import AgentSnapshot
+from domain.agent import AgentDefinition, AgentSnapshot
 from domain.lineage import RolloutFailedInput, RunAgentInput, RunAgentResult
 from runner.executor import AgentRunError, Executor
 from runner.tools import ToolContext
@@ -28,33 +28,10 @@ class AgentExecutionActivities:
     async def run_agent(self, inp: RunAgentInput) -> RunAgentResult:
         info = activity.info()
         attempt_id = f"{inp.rollout_id}:a{info.attempt}"
-        q, rec = self.store.queries, self.store.recorder
-        agent = await asyncio.to_thread(q.agent_definition, inp.agent)
-        cycle_input = await asyncio.to_thread(q.payload, inp.input_hash)
-        snapshot = AgentSnapshot(
-            agent_id=inp.agent.agent_id, version=inp.agent.version, **agent.hashes().model_dump()
+        # One hop to the thread pool for every store call before the model runs.
+        agent, cycle_input, documents = await asyncio.to_thread(
+            self._prepare, inp, attempt_id, info.attempt
         )
-        params = agent.parameters
-        await asyncio.to_thread(
-            rec.record_attempt_started,
-            session_id=inp.session_id,
-            lineage_id=inp.lineage_id,
-            rollout_id=inp.rollout_id,
-            cycle=inp.cycle,
-            attempt_id=attempt_id,
-            attempt_number=info.attempt,
-            snapshot=snapshot,
-            input_hash=inp.input_hash,
-            model_id=params.model,
-            parameters={
-                "temperature": params.temperature,
-                "maxTokens": params.max_tokens,
-                "topP": params.top_p,
-            },
-        )
-        documents: dict[str, str] = {}
-        if agent.tools:
-            documents = await asyncio.to_thread(q.session_documents, inp.session_id)
         tools = ToolContext(session_id=inp.session_id, documents=lambda: documents)
         started = time.perf_counter()
         beat = asyncio.create_task(_heartbeat_forever())
@@ -76,7 +53,7 @@ class AgentExecutionActivities:
                 await beat
         artifact_id = f"{inp.rollout_id}:artifact"
         await asyncio.to_thread(
-            rec.record_attempt_succeeded,
+            self.store.recorder.record_attempt_succeeded,
             session_id=inp.session_id,
             lineage_id=inp.lineage_id,
             rollout_id=inp.rollout_id,
@@ -99,6 +76,37 @@ class AgentExecutionActivities:
             output_words=len(result.output.split()),
             total_tokens=result.usage.total_tokens,
         )
+
+    def _prepare(
+        self, inp: RunAgentInput, attempt_id: str, attempt_number: int
+    ) -> tuple[AgentDefinition, str, dict[str, str]]:
+        """Load the agent version and the cycle's input, and record the attempt as started."""
+        q = self.store.queries
+        agent = q.agent_definition(inp.agent)
+        cycle_input = q.payload(inp.input_hash)
+        params = agent.parameters
+        self.store.recorder.record_attempt_started(
+            session_id=inp.session_id,
+            lineage_id=inp.lineage_id,
+            rollout_id=inp.rollout_id,
+            cycle=inp.cycle,
+            attempt_id=attempt_id,
+            attempt_number=attempt_number,
+            snapshot=AgentSnapshot(
+                agent_id=inp.agent.agent_id,
+                version=inp.agent.version,
+                **agent.hashes().model_dump(),
+            ),
+            input_hash=inp.input_hash,
+            model_id=params.model,
+            parameters={
+                "temperature": params.temperature,
+                "maxTokens": params.max_tokens,
+                "topP": params.top_p,
+            },
+        )
+        documents = q.session_documents(inp.session_id) if agent.tools else {}
+        return agent, cycle_input, documents
 
     async def _record_failure(
         self, inp: RunAgentInput, attempt_id: str, exc: AgentRunError, started: float, attempt: int
@@ -126,7 +134,12 @@ class AgentExecutionActivities:
 
 
 async def _heartbeat_forever() -> None:
-    """Long model calls heartbeat so a dead worker is noticed within the heartbeat timeout."""
+    """Long model calls heartbeat so a dead worker is noticed within the heartbeat timeout.
+    The first beat waits one interval: a quick run needs none (each beat is a server call)."""
+    timeout = activity.info().heartbeat_timeout
+    every = HEARTBEAT_EVERY_SECONDS
+    if timeout:  # beat at least twice per timeout, however short the user set it
+        every = min(every, timeout.total_seconds() / 2)
     while True:
+        await asyncio.sleep(every)
         activity.heartbeat()
-        await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)

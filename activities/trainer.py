@@ -11,7 +11,8 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from domain.agent import AgentRef
+from domain.agent import AgentDefinition, AgentRef
+from domain.execution import SpanRecord
 from domain.lineage import (
     ApplyEvolutionInput,
     ApplyEvolutionResult,
@@ -31,6 +32,7 @@ from domain.trainer import (
 from rlm.store import DatabaseFindingsStore
 from runner.model_backend import ModelError
 from store import Store
+from store.tables import ArtifactRow
 from trainer import evolution, evolution_planner, rlm_credit
 from trainer.backends import TrainerBackend, TrainerBackends, TrainerConfigError
 from trainer.change_family import pattern
@@ -62,9 +64,13 @@ class TrainerActivities:
     @activity.defn(name="assign_credit")
     async def assign_credit(self, inp: CreditInput) -> CreditAssignment:
         q = self.store.queries
-        agent = await asyncio.to_thread(q.agent_definition, inp.trainer.agent)
-        artifact = await asyncio.to_thread(q.artifact, inp.trainer.artifact_id)
-        spans = await asyncio.to_thread(q.span_records, artifact.attempt_id)
+
+        def load() -> tuple[AgentDefinition, ArtifactRow, list[SpanRecord]]:
+            artifact = q.artifact(inp.trainer.artifact_id)
+            agent = q.agent_definition(inp.trainer.agent)
+            return agent, artifact, q.span_records(artifact.attempt_id)
+
+        agent, artifact, spans = await asyncio.to_thread(load)  # one hop for the three reads
         backend = self._backend(inp.trainer)
         if sum(s.span_type == "llm_call" for s in spans) > rlm_credit.RLM_SPAN_THRESHOLD:
             findings = DatabaseFindingsStore(self.store.engine, f"credit:{artifact.attempt_id}")
@@ -82,8 +88,9 @@ class TrainerActivities:
                 agent, inp.analysis, inp.credit, t.sticky_directives + t.oneshot_directives
             )
         )
-        past = await asyncio.to_thread(q.past_changes, t.session_id)
-        insights = await asyncio.to_thread(q.insights, t.session_id)
+        past, insights = await asyncio.to_thread(
+            lambda: (q.past_changes(t.session_id), q.insights(t.session_id))
+        )
         return evolution_planner.finalize(
             agent, proposal, t.sticky_directives, t.oneshot_directives, past, insights
         )

@@ -41,3 +41,9 @@ class BareCycleWorkflow:
     @workflow.query
     def awaiting(self) -> int:
         return self._cycle if self._waiting else 0
+
+    @workflow.update
+    async def await_output(self, cycle: int) -> int:
+        """The lineage's `await_output`, minus the state it returns."""
+        await workflow.wait_condition(lambda: self._waiting and self._cycle >= cycle)
+        return self._cycle

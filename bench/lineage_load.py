@@ -5,6 +5,8 @@
 1. Overhead: 20 lineages x N cycles (offline model, SQLite store) against the same number of
    bare workflows running the same number of trivial activities per cycle, driven the same way,
    in the same run: both warmed up, then alternated, medians compared. Target: ratio <= 1.2.
+   The driver waits on each side's `await_output` update (``--poll``: polls queries every
+   0.1 s instead, which loads both sides with query traffic).
 2. Load: 500 lineages started and waiting for a score on one worker: this process's peak RSS
    (worker + client), and score -> next output latency (signal sent until the `state` query
    shows the next cycle awaiting) for 100 of them. Targets: <= 500 MB, p95 <= 0.5 s.
@@ -26,7 +28,7 @@ from temporalio.worker import Worker
 from bench.bare_workflow import BareCycleWorkflow, noop
 from dev_server import start_in_memory
 from settings import Settings
-from starter import start_session
+from starter import await_output, start_session
 from store import Store
 from tests.conftest import make_spec
 from worker import build_worker
@@ -42,26 +44,33 @@ async def wait_all(predicates: list) -> None:  # type: ignore[type-arg]
             await asyncio.sleep(0.1)
 
 
-async def drive_lineages(client: Client, queue: str, lineages: int, cycles: int) -> float:
+async def drive_lineages(
+    client: Client, queue: str, lineages: int, cycles: int, poll: bool = False
+) -> float:
     spec = make_spec(labels=tuple(f"L{i}" for i in range(lineages)))
     started = time.perf_counter()
     handles = await start_session(client, spec, queue)
     for cycle in range(1, cycles + 1):
+        if poll:
 
-        def waiter(handle, c):  # type: ignore[no-untyped-def]
-            async def check() -> bool:
-                s = await handle.query(LineageWorkflow.state)
-                return s.status == "awaiting_score" and s.cycle == c
+            def waiter(handle, c):  # type: ignore[no-untyped-def]
+                async def check() -> bool:
+                    s = await handle.query(LineageWorkflow.state)
+                    return s.status == "awaiting_score" and s.cycle == c
 
-            return check
+                return check
 
-        await wait_all([waiter(h, cycle) for h in handles])
+            await wait_all([waiter(h, cycle) for h in handles])
+        else:
+            await asyncio.gather(*(await_output(h, cycle) for h in handles))
         if cycle < cycles:
             await asyncio.gather(*(h.signal(LineageWorkflow.score, {"score": 9}) for h in handles))
     return time.perf_counter() - started
 
 
-async def drive_bare(client: Client, queue: str, lineages: int, cycles: int) -> float:
+async def drive_bare(
+    client: Client, queue: str, lineages: int, cycles: int, poll: bool = False
+) -> float:
     started = time.perf_counter()
     handles = [
         await client.start_workflow(
@@ -70,14 +79,19 @@ async def drive_bare(client: Client, queue: str, lineages: int, cycles: int) -> 
         for _ in range(lineages)
     ]
     for cycle in range(1, cycles + 1):
+        if poll:
 
-        def waiter(handle, c):  # type: ignore[no-untyped-def]
-            async def check() -> bool:
-                return await handle.query(BareCycleWorkflow.awaiting) == c
+            def waiter(handle, c):  # type: ignore[no-untyped-def]
+                async def check() -> bool:
+                    return await handle.query(BareCycleWorkflow.awaiting) == c
 
-            return check
+                return check
 
-        await wait_all([waiter(h, cycle) for h in handles])
+            await wait_all([waiter(h, cycle) for h in handles])
+        else:
+            await asyncio.gather(
+                *(h.execute_update(BareCycleWorkflow.await_output, cycle) for h in handles)
+            )
         if cycle < cycles:
             await asyncio.gather(
                 *(h.signal(BareCycleWorkflow.score, {"score": 9}) for h in handles)
@@ -85,7 +99,7 @@ async def drive_bare(client: Client, queue: str, lineages: int, cycles: int) -> 
     return time.perf_counter() - started
 
 
-async def main(lineages: int, cycles: int, rounds: int) -> None:
+async def main(lineages: int, cycles: int, rounds: int, poll: bool) -> None:
     env = await start_in_memory()
     client = env.client
     with tempfile.TemporaryDirectory() as tmp:
@@ -106,8 +120,8 @@ async def main(lineages: int, cycles: int, rounds: int) -> None:
             await drive_bare(client, f"{queue}-bare", 20, 1)
             ours_runs, bare_runs = [], []
             for _ in range(rounds):
-                bare_runs.append(await drive_bare(client, f"{queue}-bare", 20, cycles))
-                ours_runs.append(await drive_lineages(client, queue, 20, cycles))
+                bare_runs.append(await drive_bare(client, f"{queue}-bare", 20, cycles, poll))
+                ours_runs.append(await drive_lineages(client, queue, 20, cycles, poll))
             ours, bare = statistics.median(ours_runs), statistics.median(bare_runs)
             print(
                 f"1. orchestration, 20 lineages x {cycles} cycles, median of {rounds} "
@@ -161,5 +175,10 @@ if __name__ == "__main__":
     parser.add_argument("--lineages", type=int, default=500)
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--poll",
+        action="store_true",
+        help="drive both sides by polling their queries every 0.1 s instead of awaiting updates",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.lineages, args.cycles, args.rounds))
+    asyncio.run(main(args.lineages, args.cycles, args.rounds, args.poll))

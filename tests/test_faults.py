@@ -83,6 +83,29 @@ async def test_a_worker_killed_mid_call_hands_the_attempt_over(
     assert [s.type for s in store.queries.spans(attempts[1].id)] == ["llm_call", "output"]
 
 
+async def test_a_slow_model_call_outlives_a_short_heartbeat_timeout(
+    client, store, settings, run_worker
+):
+    """The running attempt heartbeats at least twice per heartbeat timeout, however short."""
+    spec = make_spec(model=MODEL, options={"heartbeatTimeoutSeconds": 1, "maxAttempts": 2})
+    with FakeMessagesAPI() as api:
+        api.script = [(200, text_message("- slow but sure", MODEL), {}, 3)]
+        claude = settings.model_copy(
+            update={
+                "anthropic_api_key": SecretStr("sk-test"),
+                "anthropic_base_url": api.base_url,
+                "anthropic_max_retries": 0,
+            }
+        )
+        async with run_worker(claude):
+            (handle,) = await start_session(client, spec, settings.task_queue)
+            state = await wait_for_state(handle, awaiting(1), timeout=60)
+    assert state.latest_output_preview == "- slow but sure"
+    attempts = store.queries.attempts(f"{spec.lineage_id('A')}:c1")
+    assert [(a.attempt_number, a.status) for a in attempts] == [(1, "succeeded")]
+    assert len(api.requests) == 1
+
+
 async def test_lineages_survive_a_temporal_server_restart(tmp_path):
     port = free_port()
     server = DevServer(tmp_path / "temporal", port=port, ui_port=free_port(), headless=True)

@@ -7,9 +7,11 @@ import asyncio
 import json
 from collections import Counter
 
+import pytest
 from sqlmodel import select
+from temporalio.client import WorkflowUpdateFailedError
 
-from starter import start_session
+from starter import await_output, start_session
 from store.tables import PayloadBlob
 from tests.conftest import awaiting, eventually, make_spec, temporal_cli, wait_for_state
 from workflows.lineage import LineageWorkflow
@@ -204,6 +206,46 @@ async def test_directives_shape_the_next_evolution(client, store, settings, run_
     assert [d.kind for d in store.queries.directives(lineage)] == ["sticky", "oneshot"]
     (rejected,) = store.queries.rejected_feedback(lineage)
     assert rejected.kind == "directive" and "kind" in rejected.reason
+
+
+async def test_await_output_returns_once_the_next_output_awaits_its_score(
+    client, store, settings, run_worker, temporal_address
+):
+    spec = make_spec()
+    lineage = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        first = await handle.execute_update(LineageWorkflow.await_output, 1)
+        assert (first.status, first.cycle, first.agent_version) == ("awaiting_score", 1, 1)
+        assert first.latest_output_preview
+        waiting = asyncio.create_task(handle.execute_update(LineageWorkflow.await_output, 2))
+        await asyncio.sleep(1)
+        assert not waiting.done()  # cycle 2 has not run: nothing to return yet
+        with pytest.raises(WorkflowUpdateFailedError) as failure:
+            await handle.execute_update(LineageWorkflow.await_output, 0)
+        assert "cycle: expected a cycle number >= 1, got 0" in str(failure.value.cause)
+        await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too long"})
+        released = await asyncio.wait_for(waiting, timeout=30)
+        if released.cycle < 2:  # the run continued as new (the suite suggests it early)
+            assert released.status == "training"
+        second = await asyncio.wait_for(await_output(handle, 2), timeout=30)
+        assert (second.status, second.cycle, second.agent_version) == ("awaiting_score", 2, 2)
+        assert [p.score for p in second.score_history] == [4]
+        assert len(store.queries.artifacts(lineage)) == 2  # cycle 2's output is in the store
+        # From the CLI: blocks until the output is there, prints the state.
+        cli = await temporal_cli(
+            temporal_address,
+            *("workflow", "update", "execute", "--workflow-id", handle.id),
+            *("--name", "await_output", "--input", "2", "--output", "json"),
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert '"awaiting_score"' in cli.stdout
+        # A stopped lineage releases whoever waits for an output it will never produce.
+        never = asyncio.create_task(handle.execute_update(LineageWorkflow.await_output, 5))
+        await asyncio.sleep(0.5)
+        await handle.signal(LineageWorkflow.stop)
+        stopped = await asyncio.wait_for(never, timeout=30)
+        assert (stopped.status, stopped.cycle) == ("stopped", 2)
 
 
 async def test_stop_ends_the_lineage(client, store, settings, run_worker):

@@ -84,6 +84,7 @@ class LineageWorkflow:
         self._retry_requested = False
         self._last_rejection: str | None = None
         self._last_error: str | None = None
+        self._continuing = False  # about to continue as new: `await_output` callers return
 
     # ---- the story of a lineage ----------------------------------------------------------
 
@@ -97,6 +98,7 @@ class LineageWorkflow:
                 self._set_status("completed")
                 return self._result()
             if self._should_continue_as_new():
+                self._continuing = True
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._next_run_input())
             self._s.cycle += 1
@@ -440,6 +442,26 @@ class LineageWorkflow:
     def retry(self, payload: Any = None) -> None:
         """Run a failed rollout again (e.g. after fixing the model endpoint)."""
         self._retry_requested = True
+
+    @workflow.update(name="await_output")
+    async def await_output(self, cycle: int) -> LineageState:
+        """Wait until cycle ``cycle``'s output awaits its score (or the lineage stops or a
+        rollout fails) and return the state: scripts and UIs need not poll ``state``.
+        A run about to continue as new releases its waiters (handlers must finish first): a
+        state whose cycle is below ``cycle`` means "call again" (``starter.await_output``)."""
+        await workflow.wait_condition(
+            lambda: (
+                (self._status == "awaiting_score" and self._s.cycle >= cycle)
+                or self._status in ("failed", "stopped", "completed")
+                or self._continuing
+            )
+        )
+        return self.state()
+
+    @await_output.validator
+    def _validate_await_output(self, cycle: int) -> None:
+        if isinstance(cycle, bool) or not isinstance(cycle, int) or cycle < 1:
+            raise ValueError(f"cycle: expected a cycle number >= 1, got {cycle!r}")
 
     @workflow.query(name="state")
     def state(self) -> LineageState:
