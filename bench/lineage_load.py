@@ -8,8 +8,9 @@
    The driver waits on each side's `await_output` update (``--poll``: polls queries every
    0.1 s instead, which loads both sides with query traffic).
 2. Load: 500 lineages started and waiting for a score on one worker: this process's peak RSS
-   (worker + client), and score -> next output latency (signal sent until the `state` query
-   shows the next cycle awaiting) for 100 of them. Targets: <= 500 MB, p95 <= 0.5 s.
+   (worker + client), and score -> next output latency (signal sent until `await_output`
+   returns the next cycle; ``--poll``: until the `state` query, polled every 5 ms, shows it)
+   for 100 of them. Targets: <= 500 MB, p95 <= 0.5 s.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from bench.bare_workflow import BareCycleWorkflow, noop
@@ -35,13 +38,30 @@ from worker import build_worker
 from workflows.lineage import LineageWorkflow
 
 
-async def wait_all(predicates: list) -> None:  # type: ignore[type-arg]
-    pending = list(predicates)
-    while pending:
-        results = await asyncio.gather(*(p() for p in pending))
-        pending = [p for p, done in zip(pending, results, strict=True) if not done]
-        if pending:
-            await asyncio.sleep(0.1)
+async def poll_until(check: Callable[[], Awaitable[bool]], every: float = 0.1) -> None:
+    while not await check():
+        await asyncio.sleep(every)
+
+
+def lineage_awaits(handle: WorkflowHandle[Any, Any], cycle: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        s = await handle.query(LineageWorkflow.state)
+        return s.status == "awaiting_score" and s.cycle == cycle
+
+    return check
+
+
+async def drive(
+    handles: list[WorkflowHandle[Any, Any]],
+    cycles: int,
+    ready: Callable[[WorkflowHandle[Any, Any], int], Awaitable[object]],
+    score: str,
+) -> None:
+    """Both sides alike: wait until every workflow awaits its score, score them all, repeat."""
+    for cycle in range(1, cycles + 1):
+        await asyncio.gather(*(ready(h, cycle) for h in handles))
+        if cycle < cycles:
+            await asyncio.gather(*(h.signal(score, {"score": 9}) for h in handles))
 
 
 async def drive_lineages(
@@ -50,21 +70,13 @@ async def drive_lineages(
     spec = make_spec(labels=tuple(f"L{i}" for i in range(lineages)))
     started = time.perf_counter()
     handles = await start_session(client, spec, queue)
-    for cycle in range(1, cycles + 1):
+
+    async def ready(handle: WorkflowHandle[Any, Any], cycle: int) -> object:
         if poll:
+            return await poll_until(lineage_awaits(handle, cycle))
+        return await await_output(handle, cycle)
 
-            def waiter(handle, c):  # type: ignore[no-untyped-def]
-                async def check() -> bool:
-                    s = await handle.query(LineageWorkflow.state)
-                    return s.status == "awaiting_score" and s.cycle == c
-
-                return check
-
-            await wait_all([waiter(h, cycle) for h in handles])
-        else:
-            await asyncio.gather(*(await_output(h, cycle) for h in handles))
-        if cycle < cycles:
-            await asyncio.gather(*(h.signal(LineageWorkflow.score, {"score": 9}) for h in handles))
+    await drive(handles, cycles, ready, "score")
     return time.perf_counter() - started
 
 
@@ -78,24 +90,17 @@ async def drive_bare(
         )
         for _ in range(lineages)
     ]
-    for cycle in range(1, cycles + 1):
+
+    async def ready(handle: WorkflowHandle[Any, Any], cycle: int) -> object:
         if poll:
 
-            def waiter(handle, c):  # type: ignore[no-untyped-def]
-                async def check() -> bool:
-                    return await handle.query(BareCycleWorkflow.awaiting) == c
+            async def check() -> bool:
+                return await handle.query(BareCycleWorkflow.awaiting) == cycle
 
-                return check
+            return await poll_until(check)
+        return await handle.execute_update(BareCycleWorkflow.await_output, cycle)
 
-            await wait_all([waiter(h, cycle) for h in handles])
-        else:
-            await asyncio.gather(
-                *(h.execute_update(BareCycleWorkflow.await_output, cycle) for h in handles)
-            )
-        if cycle < cycles:
-            await asyncio.gather(
-                *(h.signal(BareCycleWorkflow.score, {"score": 9}) for h in handles)
-            )
+    await drive(handles, cycles, ready, "score")
     return time.perf_counter() - started
 
 
@@ -139,14 +144,10 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool) -> None:
                 labels = tuple(f"M{i}" for i in range(first, min(first + 25, lineages)))
                 handles += await start_session(client, make_spec(labels=labels), queue)
 
-            def waiter(handle, c):  # type: ignore[no-untyped-def]
-                async def check() -> bool:
-                    s = await handle.query(LineageWorkflow.state)
-                    return s.status == "awaiting_score" and s.cycle == c
-
-                return check
-
-            await wait_all([waiter(h, 1) for h in handles])
+            if poll:
+                await asyncio.gather(*(poll_until(lineage_awaits(h, 1)) for h in handles))
+            else:
+                await asyncio.gather(*(await_output(h, 1) for h in handles))
             print(
                 f"2. {lineages} lineages started and awaiting a score in "
                 f"{time.perf_counter() - t0:.1f} s"
@@ -155,9 +156,10 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool) -> None:
             for handle in handles[:100]:
                 sent = time.perf_counter()
                 await handle.signal(LineageWorkflow.score, {"score": 9})
-                check = waiter(handle, 2)
-                while not await check():
-                    await asyncio.sleep(0.005)
+                if poll:
+                    await poll_until(lineage_awaits(handle, 2), every=0.005)
+                else:
+                    await await_output(handle, 2)
                 latencies.append(time.perf_counter() - sent)
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             q = statistics.quantiles(latencies, n=20)
