@@ -26,6 +26,17 @@ ROOT = Path(__file__).parent.parent
 MODEL = "claude-sonnet-5"
 
 
+def claude_settings(settings: Settings, api: FakeMessagesAPI) -> Settings:
+    """The suite's settings with the Claude backend pointed at the local Messages API."""
+    return settings.model_copy(
+        update={
+            "anthropic_api_key": SecretStr("sk-test"),
+            "anthropic_base_url": api.base_url,
+            "anthropic_max_retries": 0,
+        }
+    )
+
+
 async def test_a_worker_killed_mid_call_hands_the_attempt_over(
     client, store, settings, run_worker, temporal_address
 ):
@@ -66,13 +77,7 @@ async def test_a_worker_killed_mid_call_hands_the_attempt_over(
         assert [a.status for a in store.queries.attempts(rollout)] == ["running"]
         doomed.send_signal(signal.SIGKILL)  # no goodbye, no heartbeat
         await doomed.wait()
-        claude = settings.model_copy(
-            update={
-                "anthropic_api_key": SecretStr("sk-test"),
-                "anthropic_base_url": api.base_url,
-                "anthropic_max_retries": 0,
-            }
-        )
+        claude = claude_settings(settings, api)
         async with run_worker(claude):
             state = await wait_for_state(handle, awaiting(1), timeout=60)
     assert state.latest_output_preview == "- delivered by the second worker"
@@ -90,13 +95,7 @@ async def test_a_slow_model_call_outlives_a_short_heartbeat_timeout(
     spec = make_spec(model=MODEL, options={"heartbeatTimeoutSeconds": 1, "maxAttempts": 2})
     with FakeMessagesAPI() as api:
         api.script = [(200, text_message("- slow but sure", MODEL), {}, 3)]
-        claude = settings.model_copy(
-            update={
-                "anthropic_api_key": SecretStr("sk-test"),
-                "anthropic_base_url": api.base_url,
-                "anthropic_max_retries": 0,
-            }
-        )
+        claude = claude_settings(settings, api)
         async with run_worker(claude):
             (handle,) = await start_session(client, spec, settings.task_queue)
             state = await wait_for_state(handle, awaiting(1), timeout=60)
