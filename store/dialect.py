@@ -3,6 +3,8 @@ SQL text for the hot paths that run on the driver's own cursor."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import Connection, Table
@@ -77,3 +79,22 @@ class TableInsert:
         cur, dialect = driver_cursor(conn)
         cur.executemany(self.sql.text(dialect), [self.params(row) for row in rows])
         return max(cur.rowcount, 0)
+
+
+def stream_rows(
+    conn: Connection, sql: DriverSQL, params: list[Any], size: int = 2000
+) -> Iterator[tuple[Any, ...]]:
+    """Rows of ``sql`` as driver tuples, fetched ``size`` at a time: on PostgreSQL through a
+    server-side cursor (inside ``conn``'s transaction), so a large result never sits in memory."""
+    dialect = conn.dialect.name
+    driver = conn.connection.driver_connection  # type: ignore[union-attr]
+    if dialect == "postgresql":
+        cur = driver.cursor(name=f"stream_{uuid.uuid4().hex}")  # type: ignore[union-attr]
+    else:
+        cur = driver.cursor()  # type: ignore[union-attr]
+    try:
+        cur.execute(sql.text(dialect), params)
+        while rows := cur.fetchmany(size):
+            yield from rows
+    finally:
+        cur.close()

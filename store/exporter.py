@@ -12,19 +12,21 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Engine, select
-from sqlalchemy.orm import aliased
+from sqlalchemy import Engine
 
+from store.dialect import DriverSQL, stream_rows
 from store.materializer import Materializer
 from store.recorder import now_ms
-from store.tables import ExportRow, PayloadBlob, TrainingExampleRow
+from store.tables import ExportRow
 
 ROLES = {"system", "user", "assistant"}
 Message = dict[str, str]
@@ -129,6 +131,9 @@ class Format:
     suffix: str
     row: Callable[[dict[str, Any]], dict[str, Any]]
     check: Callable[[dict[str, Any]], None]
+    # JSONL: the row's line, ``json.dumps(row(e), ensure_ascii=False)`` byte for byte, built from
+    # the texts' stored JSON (encoding every prompt and answer again cost more than the query).
+    line: Callable[[dict[str, Any]], str] | None = None
 
 
 def _sft(e: dict[str, Any]) -> dict[str, Any]:
@@ -159,16 +164,71 @@ def _reward(e: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# The same rows as JSON lines. ``e["json"]`` holds each text as stored: the canonical JSON of a
+# string, which is what json.dumps(..., ensure_ascii=False) writes for it.
+
+
+def _message_json(role: str, text_json: str) -> str:
+    return f'{{"role": "{role}", "content": {text_json}}}'
+
+
+def _prompt_json(e: dict[str, Any], system: bool) -> str:
+    messages = [_message_json("user", e["json"]["user"])]
+    if system and e["system"]:
+        messages.insert(0, _message_json("system", e["json"]["system"]))
+    return f"[{', '.join(messages)}]"
+
+
+def _answer_json(e: dict[str, Any], key: str) -> str:
+    return f"[{_message_json('assistant', e['json'][key])}]"
+
+
+def _sft_line(e: dict[str, Any]) -> str:
+    return f'{{"messages": {_prompt_json(e, True)[:-1]}, {_answer_json(e, "completion")[1:]}}}'
+
+
+def _dpo_line(e: dict[str, Any]) -> str:
+    return (
+        f'{{"prompt": {_prompt_json(e, False)}, "chosen": {_answer_json(e, "chosen")}, '
+        f'"rejected": {_answer_json(e, "rejected")}}}'
+    )
+
+
+def _openai_preference_line(e: dict[str, Any]) -> str:
+    return (
+        f'{{"input": {{"messages": {_prompt_json(e, False)}}}, '
+        f'"preferred_output": {_answer_json(e, "chosen")}, '
+        f'"non_preferred_output": {_answer_json(e, "rejected")}}}'
+    )
+
+
+def _number_json(x: Any) -> str:
+    # What json.dumps writes for a finite float, without its generic encoder per row.
+    return float.__repr__(x) if type(x) is float and math.isfinite(x) else json.dumps(x)
+
+
+def _reward_line(e: dict[str, Any]) -> str:
+    return (
+        f'{{"prompt": {_prompt_json(e, True)}, "completion": {_answer_json(e, "completion")}, '
+        f'"reward": {_number_json(e["score"])}}}'
+    )
+
+
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in [
-        Format("trl-sft", "sft", "jsonl", _sft, check_sft),
-        Format("trl-dpo", "preference", "jsonl", _dpo, check_dpo),
-        Format("openai-sft", "sft", "jsonl", _sft, check_sft),
+        Format("trl-sft", "sft", "jsonl", _sft, check_sft, _sft_line),
+        Format("trl-dpo", "preference", "jsonl", _dpo, check_dpo, _dpo_line),
+        Format("openai-sft", "sft", "jsonl", _sft, check_sft, _sft_line),
         Format(
-            "openai-preference", "preference", "jsonl", _openai_preference, check_openai_preference
+            "openai-preference",
+            "preference",
+            "jsonl",
+            _openai_preference,
+            check_openai_preference,
+            _openai_preference_line,
         ),
-        Format("reward", "reward", "jsonl", _reward, check_reward),
+        Format("reward", "reward", "jsonl", _reward, check_reward, _reward_line),
         Format("parquet-sft", "sft", "parquet", _sft, check_sft),
         Format("parquet-dpo", "preference", "parquet", _dpo, check_dpo),
         Format("parquet-reward", "reward", "parquet", _reward, check_reward),
@@ -190,8 +250,9 @@ class _JsonlWriter:
     def __init__(self, path: Path) -> None:
         self._file = path.open("w", encoding="utf-8")
 
-    def write(self, row: dict[str, Any]) -> None:
-        self._file.write(json.dumps(row, ensure_ascii=False) + "\n")
+    def write(self, line: str) -> None:
+        self._file.write(line)
+        self._file.write("\n")
 
     def close(self) -> None:
         self._file.close()
@@ -230,77 +291,102 @@ class _ParquetWriter:
         self._writer.close()
 
 
+_EXAMPLE_SQL = (
+    "SELECT ex.id, ex.user_input_hash, ex.score, ex.score_delta, ex.system_prompt_hash,"
+    " c.content, ch.content, r.content"
+    " FROM mv_training_examples ex"
+    " LEFT JOIN payload_blobs c ON c.hash = ex.completion_hash"
+    " LEFT JOIN payload_blobs ch ON ch.hash = ex.chosen_hash"
+    " LEFT JOIN payload_blobs r ON r.hash = ex.rejected_hash"
+    " WHERE ex.example_type = ?"
+)
+_FILTERS = (  # ExportFilters field -> condition
+    ("min_score", "ex.score >= ?"),
+    ("min_score_delta", "(ex.score_delta >= ? OR ex.score_delta IS NULL)"),
+    ("session_id", "ex.session_id = ?"),
+    ("lineage_id", "ex.lineage_id = ?"),
+    ("since_ms", "ex.created_at >= ?"),
+    ("until_ms", "ex.created_at <= ?"),
+)
+_CHUNK = 2000  # examples per round of text look-ups
+
+
 def _examples(
     engine: Engine, example_type: str, filters: ExportFilters
 ) -> Iterator[dict[str, Any]]:
-    """Matching examples with their texts, streamed from the database."""
-    ex = TrainingExampleRow.__table__  # type: ignore[attr-defined]
-    blob = PayloadBlob.__table__  # type: ignore[attr-defined]
-    system, user, completion, chosen, rejected = (aliased(blob) for _ in range(5))
-    query = (
-        select(
-            ex.c.id,
-            ex.c.user_input_hash,
-            ex.c.score,
-            ex.c.score_delta,
-            ex.c.system_prompt_hash,
-            ex.c.completion_hash,
-            ex.c.chosen_hash,
-            ex.c.rejected_hash,
-            system.c.content.label("system"),
-            user.c.content.label("user"),
-            completion.c.content.label("completion"),
-            chosen.c.content.label("chosen"),
-            rejected.c.content.label("rejected"),
-        )
-        .join(user, user.c.hash == ex.c.user_input_hash)
-        .outerjoin(system, system.c.hash == ex.c.system_prompt_hash)
-        .outerjoin(completion, completion.c.hash == ex.c.completion_hash)
-        .outerjoin(chosen, chosen.c.hash == ex.c.chosen_hash)
-        .outerjoin(rejected, rejected.c.hash == ex.c.rejected_hash)
-        .where(ex.c.example_type == example_type)
-        .order_by(ex.c.created_at, ex.c.id)
-    )
-    f = filters
-    if f.min_score is not None:
-        query = query.where(ex.c.score >= f.min_score)
-    if f.min_score_delta is not None:
-        query = query.where((ex.c.score_delta >= f.min_score_delta) | ex.c.score_delta.is_(None))
-    if f.session_id:
-        query = query.where(ex.c.session_id == f.session_id)
-    if f.lineage_id:
-        query = query.where(ex.c.lineage_id == f.lineage_id)
-    if f.since_ms is not None:
-        query = query.where(ex.c.created_at >= f.since_ms)
-    if f.until_ms is not None:
-        query = query.where(ex.c.created_at <= f.until_ms)
-    # Prompts and inputs recur in many examples: each stored text is decoded once per export.
-    decoded: dict[str, Any] = {}
+    """Matching examples with their texts (decoded, and as stored JSON), streamed from the
+    database on the driver's cursor: at hundreds of thousands of rows, SQLAlchemy's per-row
+    mapping cost as much as the query.
+
+    Answers are joined in (each is its own); system prompts and inputs recur across cycles and
+    lineages, so they are looked up once per export, a chunk of examples at a time."""
+    sql, params = _EXAMPLE_SQL, [example_type]
+    for field, condition in _FILTERS:
+        value = getattr(filters, field)
+        if value is not None and value != "":
+            sql += f" AND {condition}"
+            params.append(value)
+    sql += " ORDER BY ex.created_at, ex.id"
+    shared = _SharedTexts()
     with engine.connect() as conn:
-        result = conn.execution_options(stream_results=True, yield_per=2000).execute(query)
-        for row in result.mappings():
-            out = dict(row)
-            for key, digest in _TEXT_HASHES:
-                content = out[key]
-                if content is not None:
-                    value = decoded.get(out[digest], _MISSING)
-                    if value is _MISSING:
-                        value = json.loads(content)
-                        if len(decoded) >= 50_000:
-                            decoded.clear()
-                        decoded[out[digest]] = value
-                    out[key] = value
-            yield out
+        rows = stream_rows(conn, DriverSQL(sql), params, _CHUNK)
+        while chunk := list(islice(rows, _CHUNK)):
+            shared.load(conn, {h for row in chunk for h in (row[1], row[4]) if h})
+            for row in chunk:
+                example: dict[str, Any] = {
+                    "id": row[0],
+                    "user_input_hash": row[1],
+                    "score": row[2],
+                    "score_delta": row[3],
+                    "json": {},
+                }
+                for key, text_json in (
+                    ("system", shared.json.get(row[4]) if row[4] else None),
+                    ("user", shared.json[row[1]]),
+                    ("completion", row[5]),
+                    ("chosen", row[6]),
+                    ("rejected", row[7]),
+                ):
+                    if text_json is None:
+                        example[key] = None
+                    else:
+                        example["json"][key] = text_json
+                        example[key] = (
+                            shared.value[row[4] if key == "system" else row[1]]
+                            if key in ("system", "user")
+                            else json.loads(text_json)
+                        )
+                yield example
+
+
+class _SharedTexts:
+    """System prompts and inputs of an export, by hash: stored JSON and decoded value, each
+    fetched and decoded once (bounded: a data set of unique inputs does not pile up)."""
+
+    LIMIT = 50_000
+
+    def __init__(self) -> None:
+        self.json: dict[str, str] = {}
+        self.value: dict[str, Any] = {}
+
+    def load(self, conn: Any, hashes: set[str]) -> None:
+        missing = [h for h in hashes if h not in self.json]
+        if not missing:
+            return
+        if len(self.json) + len(missing) > self.LIMIT:
+            self.json.clear()
+            self.value.clear()
+            missing = list(hashes)
+        sql = DriverSQL(
+            "SELECT hash, content FROM payload_blobs"
+            f" WHERE hash IN ({', '.join('?' * len(missing))})"
+        )
+        for digest, content in stream_rows(conn, sql, missing):
+            self.json[digest] = content
+            self.value[digest] = json.loads(content)
 
 
 _MISSING = object()
-_TEXT_HASHES = (
-    ("system", "system_prompt_hash"),
-    ("user", "user_input_hash"),
-    ("completion", "completion_hash"),
-    ("chosen", "chosen_hash"),
-    ("rejected", "rejected_hash"),
-)
 
 
 def export(
@@ -339,7 +425,7 @@ def export(
                 skipped += 1
                 continue
             split = split_of(example["user_input_hash"], filters.eval_fraction)
-            writers[split].write(row)
+            writers[split].write(fmt.line(example) if fmt.line else row)
             counts[split] += 1
             if progress and (counts["train"] + counts["eval"]) % 1000 == 0:
                 progress(counts["train"] + counts["eval"])

@@ -380,3 +380,43 @@ def test_training_data_materializes_and_exports(store: Store, tmp_path: Path):
     [path] = [p for p in tmp_path.glob("trl-dpo.*.jsonl") if p.stat().st_size]
     row = path.read_text()
     assert "three crisp bullets" in row and "a rambling essay" in row
+
+
+def test_every_format_writes_the_rows_it_checks(store: Store, tmp_path: Path):
+    """Each export file holds exactly the format's rows: JSON lines equal json.dumps of the row
+    (built from the stored texts without encoding them again), Parquet rows read back equal, and
+    filters and splits pick the same examples for every format. Texts carry quotes, newlines,
+    backslashes and non-ASCII, which the stored JSON must carry through unchanged."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from store.exporter import FORMATS, ExportFilters, _examples, export
+    from store.materializer import Materializer
+
+    ih = _register(store, "s1-A")[0]
+    _register(store, "s1-B")
+    _scored_cycle(store, "s1-A", ih, 'Bullets:\n- "crisp" \\ café ✓\n- naïve', 9)
+    _scored_cycle(store, "s1-B", ih, "a rambling essay\twith a tab", 3)
+    Materializer(store.engine).run()
+    filters = ExportFilters(eval_fraction=0.5)
+    for name, fmt in FORMATS.items():
+        expected = [fmt.row(e) for e in _examples(store.engine, fmt.example_type, filters)]
+        assert expected, name
+        result = export(store.engine, name, tmp_path / name, filters)
+        written = []
+        for path in result.files.values():
+            if fmt.suffix == "jsonl":
+                lines = Path(path).read_text(encoding="utf-8").splitlines()
+                written += lines
+            else:
+                written += pq.read_table(path).to_pylist()
+        if fmt.suffix == "jsonl":
+            assert sorted(written) == sorted(json.dumps(r, ensure_ascii=False) for r in expected)
+            assert all(json.loads(line) in expected for line in written)
+        else:
+            key = lambda r: json.dumps(r, sort_keys=True)  # noqa: E731
+            assert sorted(map(key, written)) == sorted(map(key, expected))
+        assert sum(result.counts.values()) == len(expected)
+    [sft] = [json.loads(x) for p in (tmp_path / "trl-sft").glob("*.jsonl") for x in p.open()]
+    assert sft["messages"][-1]["content"] == 'Bullets:\n- "crisp" \\ café ✓\n- naïve'
