@@ -333,29 +333,25 @@ def _examples(
         while chunk := list(islice(rows, _CHUNK)):
             shared.load(conn, {h for row in chunk for h in (row[1], row[4]) if h})
             for row in chunk:
+                user, system = row[1], row[4] if row[4] in shared.json else None
+                if user not in shared.json:
+                    continue  # its input's text is not in the store: no prompt to export
                 example: dict[str, Any] = {
                     "id": row[0],
-                    "user_input_hash": row[1],
+                    "user_input_hash": user,
                     "score": row[2],
                     "score_delta": row[3],
-                    "json": {},
+                    "system": shared.value[system] if system else None,
+                    "user": shared.value[user],
+                    "json": {"user": shared.json[user]},
                 }
-                for key, text_json in (
-                    ("system", shared.json.get(row[4]) if row[4] else None),
-                    ("user", shared.json[row[1]]),
-                    ("completion", row[5]),
-                    ("chosen", row[6]),
-                    ("rejected", row[7]),
-                ):
-                    if text_json is None:
-                        example[key] = None
-                    else:
+                if system:
+                    example["json"]["system"] = shared.json[system]
+                answers = zip(("completion", "chosen", "rejected"), row[5:8], strict=True)
+                for key, text_json in answers:
+                    example[key] = None if text_json is None else json.loads(text_json)
+                    if text_json is not None:
                         example["json"][key] = text_json
-                        example[key] = (
-                            shared.value[row[4] if key == "system" else row[1]]
-                            if key in ("system", "user")
-                            else json.loads(text_json)
-                        )
                 yield example
 
 
