@@ -21,13 +21,14 @@ class TrainingEvent(SQLModel, table=True):
         primary_key=True,
         sa_type=BigInteger().with_variant(Integer(), "sqlite"),  # type: ignore[call-overload]
     )
-    # Indexed for the reads the store makes (by id, type, session, lineage): every index is one
-    # more page each append writes. Time and position go together, so time is found by position.
+    # Indexed for the reads the store makes (by id, type, lineage): every index is one more page
+    # each append writes. Time and position go together, so time is found by position; sessions
+    # are found through the projections.
     id: str = Field(unique=True, max_length=64)
     timestamp: int = Field(sa_type=BigInteger)
     event_type: str = Field(index=True, max_length=64)
     schema_version: int = 1
-    session_id: str | None = Field(default=None, index=True, max_length=128)
+    session_id: str | None = Field(default=None, max_length=128)
     lineage_id: str | None = Field(default=None, index=True, max_length=128)
     agent_id: str | None = Field(default=None, max_length=128)
     artifact_id: str | None = Field(default=None, max_length=200)

@@ -18,7 +18,7 @@ from store.payload_store import encode
 from store.tables import PayloadBlob, SessionRow, TrainingEvent
 from tests.store_backends import database_url
 
-HEAD = "0004"
+HEAD = "0005"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -182,4 +182,40 @@ def test_0004_downgrades_and_upgrades_again(url):
     assert current_revision(store.engine) == HEAD
     [record] = store.queries.span_records("a")
     assert (record.input, record.output) == ("hi", "yo")
+    store.close()
+
+
+def _event_indexes(engine) -> set[str]:
+    return {ix["name"] for ix in inspect(engine).get_indexes("training_events")}
+
+
+def test_0005_drops_the_session_index_and_keeps_the_log(url):
+    """From 0004 with events in the log: the session index goes, every event stays readable and
+    its chain intact, appends go on; down again, the index comes back."""
+    from alembic import command
+
+    from domain.execution import SpanRecord
+    from store.migrate import alembic_config
+
+    engine = create_store_engine(url)
+    upgrade(engine, "0004")
+    engine.dispose()
+    assert "ix_training_events_session_id" in _event_indexes(engine)
+    config = alembic_config(url)
+    store = Store.open(url)  # migrates 0004 -> head
+    assert current_revision(store.engine) == HEAD
+    assert "ix_training_events_session_id" not in _event_indexes(store.engine)
+    assert {"ix_training_events_event_type", "ix_training_events_lineage_id"} <= _event_indexes(
+        store.engine
+    )
+    span = SpanRecord(span_id="a:s1", sequence=1, span_type="llm_call", input="hi", output="yo")
+    store.recorder.record_spans(session_id="s", lineage_id="l", attempt_id="a", spans=[span])
+    with store.engine.connect() as conn:
+        assert event_log.verify(conn).ok
+    with store.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0004")
+    assert "ix_training_events_session_id" in _event_indexes(store.engine)
+    [event] = store.queries.events(event_types=["attempt.span_recorded"])
+    assert event.session_id == "s" and event.payload["spans"][0]["output"] == "yo"
     store.close()
