@@ -3,8 +3,9 @@ SQL text for the hot paths that run on the driver's own cursor."""
 
 from __future__ import annotations
 
+import operator
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Table
@@ -62,6 +63,9 @@ class TableInsert:
             for c in table.columns
             if c.default is not None and c.default.is_scalar  # type: ignore[attr-defined]
         }
+        # A row that names every column becomes its parameters in one C call.
+        getter = operator.itemgetter(*self.names)
+        self._complete = getter if len(self.names) > 1 else lambda row: (getter(row),)
         quoted = ", ".join(f'"{name}"' for name in self.names)
         target = f" ({conflict})" if conflict else ""
         self.sql = DriverSQL(
@@ -69,8 +73,11 @@ class TableInsert:
             f" ON CONFLICT{target} DO NOTHING"
         )
 
-    def params(self, row: dict[str, Any]) -> list[Any]:
-        return [row[n] if n in row else self.defaults.get(n) for n in self.names]
+    def params(self, row: dict[str, Any]) -> Sequence[Any]:
+        try:
+            return self._complete(row)  # type: ignore[no-any-return]
+        except KeyError:
+            return [row[n] if n in row else self.defaults.get(n) for n in self.names]
 
     def run(self, conn: Connection, rows: list[dict[str, Any]]) -> int:
         """Insert ``rows`` in one executemany; returns how many were new."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import Connection, Engine, delete, select, update
+from sqlalchemy.schema import CreateIndex, DropIndex
 
 from store import event_log
 from store.dialect import TableInsert, insert_ignore
@@ -69,6 +70,12 @@ class Materializer:
                 conn.execute(delete(_examples))
                 conn.execute(delete(_scored))
                 _set_position(conn, 0)
+                # A rebuild writes every example again: building the examples' secondary
+                # indexes once at the end costs less than keeping them up to date row by row.
+                # Nothing reads them meanwhile; any later run puts back what an interrupted
+                # rebuild left out.
+                for index in _examples.indexes:
+                    conn.execute(DropIndex(index, if_exists=True))
             start, end = _position(conn), event_log.last_position(conn)
         processed = added = 0
         position = start
@@ -98,6 +105,9 @@ class Materializer:
                 progress(position - start, end - start)
             if position >= end:
                 break
+        with self.engine.begin() as conn:
+            for index in _examples.indexes:
+                conn.execute(CreateIndex(index, if_not_exists=True))
         return MaterializeResult(
             from_position=start, to_position=end, events_processed=processed, examples_added=added
         )

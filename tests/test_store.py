@@ -21,7 +21,14 @@ from domain.trainer import (
     ScoreAnalysis,
 )
 from store import Store, event_log
-from store.tables import PROJECTION_TABLES, AttemptRow, PayloadBlob, SpanRow, TrainingEvent
+from store.tables import (
+    PROJECTION_TABLES,
+    AttemptRow,
+    PayloadBlob,
+    SpanRow,
+    TrainingEvent,
+    TrainingExampleRow,
+)
 from tests.store_backends import database_url
 
 
@@ -361,6 +368,12 @@ def _scored_cycle(store: Store, lineage: str, ih: str, output: str, score: float
     )
 
 
+def _index_names(store: Store, table: str) -> set[str]:
+    from sqlalchemy import inspect
+
+    return {ix["name"] for ix in inspect(store.engine).get_indexes(table)}
+
+
 def test_training_data_materializes_and_exports(store: Store, tmp_path: Path):
     """Two lineages scored on the same cycle: reward rows for both, an SFT example for the high
     score, a preference pair; running again adds nothing, a full rebuild the same rows."""
@@ -375,6 +388,15 @@ def test_training_data_materializes_and_exports(store: Store, tmp_path: Path):
     assert first.examples_added == 4  # 2 reward rows, 1 SFT example, 1 preference pair
     assert Materializer(store.engine).run().examples_added == 0
     assert Materializer(store.engine).run(full=True).examples_added == 4
+    # A rebuild drops the examples' secondary indexes while it writes and builds them again;
+    # a run after an interrupted rebuild (indexes gone) puts them back.
+    names = {ix.name for ix in TrainingExampleRow.__table__.indexes}
+    assert names and names <= _index_names(store, "mv_training_examples")
+    with store.engine.begin() as conn:
+        for index in TrainingExampleRow.__table__.indexes:
+            index.drop(conn)
+    assert Materializer(store.engine).run().examples_added == 0
+    assert names <= _index_names(store, "mv_training_examples")
     dpo = export(store.engine, "trl-dpo", tmp_path)
     assert dpo.counts["train"] + dpo.counts["eval"] == 1
     [path] = [p for p in tmp_path.glob("trl-dpo.*.jsonl") if p.stat().st_size]
