@@ -6,7 +6,9 @@
    bare workflows running the same number of trivial activities per cycle, driven the same way,
    in the same run: both warmed up, then alternated, medians compared. Target: ratio <= 1.2.
    The driver waits on each side's `await_output` update (``--poll``: polls queries every
-   0.1 s instead, which loads both sides with query traffic).
+   0.1 s instead, which loads both sides with query traffic). Also printed: CPU per
+   lineage-cycle, of the Temporal server and of this process (worker, client, driver), for each
+   side: on two shared cores, CPU is what the wall time is made of.
 2. Load: 500 lineages started and waiting for a score on one worker: this process's peak RSS
    (worker + client), and score -> next output latency (signal sent until `await_output`
    returns the next cycle; ``--poll``: until the `state` query, polled every 5 ms, shows it)
@@ -25,6 +27,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import psutil
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
@@ -104,6 +107,29 @@ async def drive_bare(
     return time.perf_counter() - started
 
 
+class CpuMeter:
+    """CPU seconds (user + system) of the Temporal server (our child processes) and of this
+    process, around a run."""
+
+    def __init__(self) -> None:
+        self.me = psutil.Process()
+        self.server = self.me.children(recursive=True)
+
+    def now(self) -> tuple[float, float]:
+        def cpu(p: psutil.Process) -> float:
+            t = p.cpu_times()
+            return t.user + t.system
+
+        return sum(cpu(p) for p in self.server), cpu(self.me)
+
+    async def measure(self, run: Awaitable[float]) -> tuple[float, float, float]:
+        """(wall seconds, server CPU seconds, this process's CPU seconds)."""
+        server, me = self.now()
+        wall = await run
+        server_after, me_after = self.now()
+        return wall, server_after - server, me_after - me
+
+
 async def main(lineages: int, cycles: int, rounds: int, poll: bool) -> None:
     env = await start_in_memory()
     client = env.client
@@ -123,17 +149,29 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool) -> None:
             # alternate them: on two shared cores a single run of each says little.
             await drive_lineages(client, queue, 20, 1)
             await drive_bare(client, f"{queue}-bare", 20, 1)
-            ours_runs, bare_runs = [], []
+            meter = CpuMeter()
+            ours_m, bare_m = [], []
             for _ in range(rounds):
-                bare_runs.append(await drive_bare(client, f"{queue}-bare", 20, cycles, poll))
-                ours_runs.append(await drive_lineages(client, queue, 20, cycles, poll))
+                bare_m.append(
+                    await meter.measure(drive_bare(client, f"{queue}-bare", 20, cycles, poll))
+                )
+                ours_m.append(await meter.measure(drive_lineages(client, queue, 20, cycles, poll)))
+            ours_runs, bare_runs = [m[0] for m in ours_m], [m[0] for m in bare_m]
             ours, bare = statistics.median(ours_runs), statistics.median(bare_runs)
+
+            def per_cycle(runs: list[tuple[float, float, float]], i: int) -> float:
+                return statistics.median(r[i] for r in runs) / (20 * cycles) * 1000
+
             print(
                 f"1. orchestration, 20 lineages x {cycles} cycles, median of {rounds} "
                 f"alternating runs: Training Camp {ours:.2f} s, bare workflows with the same "
                 f"activities {bare:.2f} s -> ratio {ours / bare:.2f} (target <= 1.2)\n"
                 f"   runs: ours {', '.join(f'{r:.2f}' for r in ours_runs)}; "
-                f"bare {', '.join(f'{r:.2f}' for r in bare_runs)}"
+                f"bare {', '.join(f'{r:.2f}' for r in bare_runs)}\n"
+                f"   CPU per lineage-cycle (medians): Training Camp: Temporal server "
+                f"{per_cycle(ours_m, 1):.1f} ms, worker process {per_cycle(ours_m, 2):.1f} ms; "
+                f"bare: server {per_cycle(bare_m, 1):.1f} ms, worker process "
+                f"{per_cycle(bare_m, 2):.1f} ms"
             )
 
             if lineages == 0:
