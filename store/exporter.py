@@ -382,7 +382,6 @@ class _SharedTexts:
             self.value[digest] = json.loads(content)
 
 
-_MISSING = object()
 
 
 def export(
