@@ -382,8 +382,6 @@ class _SharedTexts:
             self.value[digest] = json.loads(content)
 
 
-
-
 def export(
     engine: Engine,
     format_name: str,
