@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 
-from store.dialect import DriverSQL, stream_rows
+from store.dialect import DriverSQL, driver_cursor, stream_rows
 from store.materializer import Materializer
 from store.recorder import now_ms
 from store.tables import ExportRow
@@ -349,8 +349,9 @@ def _examples(
                     example["json"]["system"] = shared.json[system]
                 answers = zip(("completion", "chosen", "rejected"), row[5:8], strict=True)
                 for key, text_json in answers:
-                    example[key] = None if text_json is None else json.loads(text_json)
+                    example[key] = None
                     if text_json is not None:
+                        example[key] = json.loads(text_json)
                         example["json"][key] = text_json
                 yield example
 
@@ -377,7 +378,9 @@ class _SharedTexts:
             "SELECT hash, content FROM payload_blobs"
             f" WHERE hash IN ({', '.join('?' * len(missing))})"
         )
-        for digest, content in stream_rows(conn, sql, missing):
+        cur, dialect = driver_cursor(conn)  # at most two texts per example: one fetch
+        cur.execute(sql.text(dialect), missing)
+        for digest, content in cur.fetchall():
             self.json[digest] = content
             self.value[digest] = json.loads(content)
 

@@ -72,10 +72,11 @@ class Materializer:
                 _set_position(conn, 0)
                 # A rebuild writes every example again: building the examples' secondary
                 # indexes once at the end costs less than keeping them up to date row by row.
-                # Nothing reads them meanwhile; any later run puts back what an interrupted
-                # rebuild left out.
+                # Nothing reads them meanwhile.
                 for index in _examples.indexes:
                     conn.execute(DropIndex(index, if_exists=True))
+            else:
+                _create_indexes(conn)  # any an interrupted rebuild left out
             start, end = _position(conn), event_log.last_position(conn)
         processed = added = 0
         position = start
@@ -105,12 +106,17 @@ class Materializer:
                 progress(position - start, end - start)
             if position >= end:
                 break
-        with self.engine.begin() as conn:
-            for index in _examples.indexes:
-                conn.execute(CreateIndex(index, if_not_exists=True))
+        if full:
+            with self.engine.begin() as conn:
+                _create_indexes(conn)
         return MaterializeResult(
             from_position=start, to_position=end, events_processed=processed, examples_added=added
         )
+
+
+def _create_indexes(conn: Connection) -> None:
+    for index in _examples.indexes:
+        conn.execute(CreateIndex(index, if_not_exists=True))
 
 
 def _position(conn: Connection) -> int:
