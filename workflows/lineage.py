@@ -6,8 +6,9 @@ unless locked, the Master Trainer turns the score into a targeted new version â†
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -51,6 +52,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from domain.trainer import EvolutionOutcome
 
+ArgT = TypeVar("ArgT")
+ResultT = TypeVar("ResultT")
+
 # Agent errors that no retry can fix: fail the rollout at once.
 NON_RETRYABLE_AGENT_ERRORS = ["ConstraintViolation", "FlowTemplateError"]
 SCORE_HISTORY_CARRIED = 200
@@ -63,6 +67,8 @@ STORE_ACTIVITY = {
     ),
 }
 COARSE_STATUS_PATCH = "status-search-attribute-coarse"  # histories before it upsert "training"
+# Histories before it ran the store-only steps as (regular) activities on the task queue.
+LOCAL_STORE_STEPS_PATCH = "store-steps-local-activities"
 TRAINER_ACTIVITY = {
     "start_to_close_timeout": timedelta(minutes=5),
     "retry_policy": RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30)),
@@ -125,7 +131,7 @@ class LineageWorkflow:
     async def _register(self) -> None:
         inp = self._inp
         assert inp.initial_agent is not None and inp.inputs is not None
-        result = await workflow.execute_activity_method(
+        result = await self._store_step(
             LineageRegistryActivities.register_lineage,
             RegisterLineageInput(
                 session_id=inp.session_id,
@@ -136,7 +142,6 @@ class LineageWorkflow:
                 inputs=inp.inputs,
                 documents=inp.documents or [],
             ),
-            **STORE_ACTIVITY,
         )
         self._s.agent = result.agent
         self._s.input_hashes = result.input_hashes
@@ -177,7 +182,7 @@ class LineageWorkflow:
                 )
             except ActivityError as err:
                 self._last_error = str(err.cause or err)
-                await workflow.execute_activity_method(
+                await self._store_step(
                     AgentExecutionActivities.mark_rollout_failed,
                     RolloutFailedInput(
                         session_id=self._inp.session_id,
@@ -185,7 +190,6 @@ class LineageWorkflow:
                         rollout_id=rollout_id,
                         error=self._last_error,
                     ),
-                    **STORE_ACTIVITY,
                 )
             self._set_status("failed")
             await workflow.wait_condition(lambda: self._retry_requested or self._s.stop_requested)
@@ -220,7 +224,7 @@ class LineageWorkflow:
         """Record the score; it also judges the evolution that produced this output."""
         evaluation_id = f"{rollout.artifact_id}:evaluation:{workflow.uuid4()}"
         judged_evolution = self._s.pending_evolution_id
-        verdict = await workflow.execute_activity_method(
+        verdict = await self._store_step(
             FeedbackActivities.record_score,
             RecordScoreInput(
                 session_id=self._inp.session_id,
@@ -233,7 +237,6 @@ class LineageWorkflow:
                 score=queued.score,
                 pending_evolution_id=self._s.pending_evolution_id,
             ),
-            **STORE_ACTIVITY,
         )
         self._s.pending_evolution_id = None
         self._s.score_history.append(
@@ -267,7 +270,7 @@ class LineageWorkflow:
         """The score refuted the last change: restore the version before it, as a new version."""
         self._set_status("training")
         try:
-            restored = await workflow.execute_activity_method(
+            restored = await self._store_step(
                 TrainerActivities.rollback_evolution,
                 RollbackInput(
                     session_id=self._inp.session_id,
@@ -321,7 +324,7 @@ class LineageWorkflow:
                 PlanInput(trainer=trainer, analysis=analysis, credit=credit),
                 **TRAINER_ACTIVITY,
             )
-            applied = await workflow.execute_activity_method(
+            applied = await self._store_step(
                 TrainerActivities.apply_evolution,
                 ApplyEvolutionInput(trainer=trainer, analysis=analysis, credit=credit, plan=plan),
                 **TRAINER_ACTIVITY,
@@ -389,7 +392,7 @@ class LineageWorkflow:
             self._s.sticky_directives.append(parsed.content)
         else:
             self._s.oneshot_directives.append(parsed.content)
-        await workflow.execute_activity_method(
+        await self._store_step(
             FeedbackActivities.record_directive,
             RecordDirectiveInput(
                 session_id=self._inp.session_id,
@@ -399,7 +402,6 @@ class LineageWorkflow:
                 kind=parsed.kind,
                 content=parsed.content,
             ),
-            **STORE_ACTIVITY,
         )
 
     @workflow.signal(name="lock")
@@ -421,7 +423,7 @@ class LineageWorkflow:
             await self._reject(kind, payload, f"lineage is already {kind}ed")
             return
         self._s.locked = locked
-        await workflow.execute_activity_method(
+        await self._store_step(
             FeedbackActivities.record_lock,
             RecordLockInput(
                 session_id=self._inp.session_id,
@@ -431,7 +433,6 @@ class LineageWorkflow:
                 locked=locked,
                 reason=parsed.reason,
             ),
-            **STORE_ACTIVITY,
         )
 
     @workflow.signal(name="stop")
@@ -491,7 +492,7 @@ class LineageWorkflow:
     async def _reject(self, kind: str, payload: Any, reason: str) -> None:
         self._s.rejected_count += 1
         self._last_rejection = f"{kind}: {reason}"
-        await workflow.execute_activity_method(
+        await self._store_step(
             FeedbackActivities.record_rejection,
             RecordRejectionInput(
                 session_id=self._inp.session_id,
@@ -502,8 +503,19 @@ class LineageWorkflow:
                 payload_preview=preview(payload),
                 reason=reason,
             ),
-            **STORE_ACTIVITY,
         )
+
+    async def _store_step(
+        self, step: Callable[[Any, ArgT], ResultT], arg: ArgT, **options: Any
+    ) -> ResultT:
+        """A step that only writes (and reads) the store: a short, idempotent database
+        transaction, run as a local activity on this worker. It is retried and recorded in the
+        history (as a marker) like any activity, without a task-queue round trip and a
+        workflow task of its own. Steps that call a model stay activities on the queue."""
+        options = options or STORE_ACTIVITY
+        if workflow.patched(LOCAL_STORE_STEPS_PATCH):
+            return await workflow.execute_local_activity_method(step, arg, **options)
+        return await workflow.execute_activity_method(step, arg, **options)
 
     def _set_status(self, status: LineageStatus) -> None:
         if status == self._status:
