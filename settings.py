@@ -9,6 +9,7 @@ import os
 
 from pydantic import BaseModel, SecretStr
 
+from runner.telemetry import otlp_configured
 from store.database import DEFAULT_DATABASE_URL
 
 DEFAULT_TASK_QUEUE = "training-camp"
@@ -23,6 +24,10 @@ class Settings(BaseModel):
     anthropic_base_url: str | None = None
     anthropic_max_retries: int = 2
     max_concurrent_activities: int = 50
+    # Temporal's OpenTelemetry interceptor (client, workflow and activity spans, one trace with
+    # the agent's). Off unless traces leave the process: spans nobody receives cost every
+    # activity a span and every command a header.
+    temporal_tracing: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -37,4 +42,16 @@ class Settings(BaseModel):
             anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
             anthropic_max_retries=int(env.get("ANTHROPIC_MAX_RETRIES", "2")),
             max_concurrent_activities=int(env.get("TRAINING_CAMP_MAX_CONCURRENT_ACTIVITIES", "50")),
+            temporal_tracing=_flag(env.get("TRAINING_CAMP_TEMPORAL_TRACING"), otlp_configured()),
         )
+
+
+def _flag(value: str | None, default: bool) -> bool:
+    if value is None or not value.strip():
+        return default
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"TRAINING_CAMP_TEMPORAL_TRACING: expected true/false (or 1/0), got {value!r}")

@@ -47,7 +47,7 @@ async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         data_converter=data_converter(codec_from_env()),
-        interceptors=[tracing_interceptor()],
+        interceptors=[tracing_interceptor()] if settings.temporal_tracing else [],
         runtime=runtime,
     )
 
@@ -69,11 +69,13 @@ def build_worker(
     lightning = LightningActivities(store, trainers)
     rlm = RlmActivities(store)
     # Clients made by connect() already trace (and workers inherit that); others get it here.
-    traced = any(isinstance(i, TracingInterceptor) for i in client.config()["interceptors"])
+    add_tracing = settings.temporal_tracing and not any(
+        isinstance(i, TracingInterceptor) for i in client.config()["interceptors"]
+    )
     return Worker(
         client,
         task_queue=task_queue or settings.task_queue,
-        interceptors=[*([] if traced else [tracing_interceptor()]), *interceptors],
+        interceptors=[*([tracing_interceptor()] if add_tracing else []), *interceptors],
         workflows=[
             LineageWorkflow,
             LightningServerWorkflow,

@@ -22,6 +22,14 @@ def collector() -> ExecutionSpanCollector:
     return _collector
 
 
+def otlp_configured() -> bool:
+    """Whether spans leave the process (the OpenTelemetry SDK's own variables)."""
+    env = os.environ
+    return bool(
+        env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
+
+
 def tracer_provider() -> TracerProvider:
     """Created once per process (OpenTelemetry allows one global provider)."""
     global _provider
@@ -30,9 +38,7 @@ def tracer_provider() -> TracerProvider:
             service = os.environ.get("OTEL_SERVICE_NAME", "training-camp")
             _provider = TracerProvider(resource=Resource.create({"service.name": service}))
             _provider.add_span_processor(_collector)
-            if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
-                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-            ):
+            if otlp_configured():
                 from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
                     OTLPSpanExporter,
                 )
@@ -48,8 +54,9 @@ def runner_tracer() -> trace.Tracer:
 
 
 def tracing_interceptor() -> TracingInterceptor:
-    """Links client, workflow, activity and agent spans into one trace. Workflow spans are made
-    under a client's span (the starter and workers connect with this interceptor); a workflow
-    started elsewhere (CLI, UI) makes none, as the SDK recommends: they would be orphans after
-    a replay, and cost every activation."""
+    """Links client, workflow, activity and agent spans into one trace (with
+    ``Settings.temporal_tracing``). Workflow spans are made under a client's span (the starter
+    and workers connect with this interceptor); a workflow started elsewhere (CLI, UI) makes
+    none, as the SDK recommends: they would be orphans after a replay, and cost every
+    activation."""
     return TracingInterceptor(tracer_provider().get_tracer("temporalio"))

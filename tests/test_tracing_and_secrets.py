@@ -10,12 +10,14 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import SecretStr
 from temporalio.client import Client
 
 from runner.telemetry import tracer_provider, tracing_interceptor
+from settings import Settings
 from starter import start_session
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text_message, tool_use_message
@@ -68,7 +70,7 @@ async def test_workflow_activity_and_agent_spans_form_one_trace(
     spec = make_spec()
     # as the starter's clients do (worker.connect): the start is the root of the trace
     traced = Client(**{**client.config(), "interceptors": [tracing_interceptor()]})
-    async with run_worker():
+    async with run_worker(settings.model_copy(update={"temporal_tracing": True})):
         (handle,) = await start_session(traced, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
     spans = exporter.get_finished_spans()
@@ -94,6 +96,50 @@ async def test_workflow_activity_and_agent_spans_form_one_trace(
         store.queries.attempts(store.queries.rollouts(spec.lineage_id("A"))[0].id)[0].id
     )
     assert {s.trace_id for s in stored} == {format(chat.context.trace_id, "032x")}
+
+
+async def test_without_temporal_tracing_only_the_agent_spans_are_made(
+    client, store, settings, run_worker
+):
+    """The default (no OTLP endpoint): no span per activity or header per command, and the
+    attempt's stored spans still share one trace, the agent's."""
+    exporter = InMemorySpanExporter()
+    tracer_provider().add_span_processor(SimpleSpanProcessor(exporter))
+    spec = make_spec()
+    assert settings.temporal_tracing is False
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+    ours = [
+        s
+        for s in exporter.get_finished_spans()
+        if str(s.attributes.get("training_camp.attempt_id", "")).startswith(spec.lineage_id("A"))
+    ]
+    assert any(s.name.startswith("chat ") for s in ours)
+    temporal = ("RunActivity:", "StartActivity:", "RunWorkflow:", "StartWorkflow:")
+    assert not [s.name for s in exporter.get_finished_spans() if s.name.startswith(temporal)]
+    stored = store.queries.spans(
+        store.queries.attempts(store.queries.rollouts(spec.lineage_id("A"))[0].id)[0].id
+    )
+    assert len({s.trace_id for s in stored}) == 1
+    assert {s.trace_id for s in stored} <= {format(s.context.trace_id, "032x") for s in ours}
+
+
+def test_temporal_tracing_follows_the_otlp_endpoint_unless_told(monkeypatch):
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("TRAINING_CAMP_TEMPORAL_TRACING", raising=False)
+    assert Settings.from_env().temporal_tracing is False
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
+    assert Settings.from_env().temporal_tracing is True
+    monkeypatch.setenv("TRAINING_CAMP_TEMPORAL_TRACING", "off")
+    assert Settings.from_env().temporal_tracing is False
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+    monkeypatch.setenv("TRAINING_CAMP_TEMPORAL_TRACING", "1")
+    assert Settings.from_env().temporal_tracing is True
+    monkeypatch.setenv("TRAINING_CAMP_TEMPORAL_TRACING", "sometimes")
+    with pytest.raises(ValueError, match=r"TRAINING_CAMP_TEMPORAL_TRACING.*'sometimes'"):
+        Settings.from_env()
 
 
 def test_spans_are_exported_over_otlp_when_an_endpoint_is_set(tmp_path):
