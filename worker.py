@@ -106,9 +106,12 @@ def build_worker(
             rlm.rlm_analyze,
             rlm.rlm_apply_commit,
         ],
-        # Store activities are synchronous (SQLAlchemy); they run on this pool.
-        activity_executor=ThreadPoolExecutor(max_workers=settings.max_concurrent_activities),
+        # Store activities are synchronous (SQLAlchemy) and run on this pool, local ones (the
+        # lineage's store steps) too: room for both limits, so a queued local activity never
+        # spends its timeout waiting for a thread.
+        activity_executor=ThreadPoolExecutor(max_workers=2 * settings.max_concurrent_activities),
         max_concurrent_activities=settings.max_concurrent_activities,
+        max_concurrent_local_activities=settings.max_concurrent_activities,
     )
 
 
