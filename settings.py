@@ -9,7 +9,6 @@ import os
 
 from pydantic import BaseModel, SecretStr
 
-from runner.telemetry import otlp_configured
 from store.database import DEFAULT_DATABASE_URL
 
 DEFAULT_TASK_QUEUE = "training-camp"
@@ -46,10 +45,18 @@ class Settings(BaseModel):
         )
 
 
+def otlp_configured() -> bool:
+    """Whether spans leave the process (the OpenTelemetry SDK's own variables)."""
+    env = os.environ
+    return bool(
+        env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
+
+
 def _flag(value: str | None, default: bool) -> bool:
-    if value is None or not value.strip():
+    lowered = (value or "").strip().lower()
+    if not lowered:
         return default
-    lowered = value.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
         return True
     if lowered in ("0", "false", "no", "off"):

@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
 from runner.tracer import ExecutionSpanCollector
+from settings import otlp_configured
 
 _lock = threading.Lock()
 _provider: TracerProvider | None = None
@@ -20,14 +21,6 @@ _collector = ExecutionSpanCollector()
 
 def collector() -> ExecutionSpanCollector:
     return _collector
-
-
-def otlp_configured() -> bool:
-    """Whether spans leave the process (the OpenTelemetry SDK's own variables)."""
-    env = os.environ
-    return bool(
-        env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    )
 
 
 def tracer_provider() -> TracerProvider:
