@@ -5,44 +5,43 @@
 * preference pairs: outputs of the same session and cycle (so the same input) with different
   scores, and a locked lineage's output against its competitors' for the same cycle.
 
-Events are processed in log order, in batches, each batch in one transaction with the new
-position: a crash loses nothing and repeats nothing, and ids are deterministic, so an incremental
-run and a full rebuild produce the same rows.
+The log is processed in windows of positions, each in one transaction with the new position: a
+crash loses nothing and repeats nothing. Within a window the work is set-based SQL (a rebuild of a
+million events joins and inserts in the database instead of decoding every score in Python):
+
+1. the window's scores are staged with their output's context (session, cycle, input, answer,
+   system prompt); a score stored under an older schema is read through its upcaster first;
+2. each output's first score joins the scored-outputs index (``mv_scored_artifacts``);
+3. reward and SFT rows come from the staged scores; a preference pair from each staged score and
+   every output of the same session, cycle and input scored before it (its first score), when
+   scores and answers differ;
+4. each lock pairs the locked lineage's latest output scored before it with its competitors'.
+
+Ids are deterministic and the first row for an id wins, in log order, so an incremental run and
+a full rebuild produce the same rows, whatever the window size.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
-from itertools import islice
-from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import Connection, Engine, delete, select, update
 from sqlalchemy.schema import CreateIndex, DropIndex
 
-from store import event_log
-from store.dialect import TableInsert, insert_ignore
-from store.event_log import StoredEvent
-from store.tables import (
-    AgentVersionRow,
-    ArtifactRow,
-    MaterializerStateRow,
-    RolloutRow,
-    ScoredArtifactRow,
-    TrainingExampleRow,
-)
+from store import event_log, upcasters
+from store.dialect import DriverSQL, TableInsert, driver_cursor, insert_ignore
+from store.tables import MaterializerStateRow, ScoredArtifactRow, TrainingExampleRow
 
 SFT_MIN_SCORE = 8.0
 STATE = "training_examples"
-RELEVANT = ["artifact.scored", "lineage.locked"]
+SCORED, LOCKED = "artifact.scored", "lineage.locked"
 
 _examples = TrainingExampleRow.__table__  # type: ignore[attr-defined]
 _scored = ScoredArtifactRow.__table__  # type: ignore[attr-defined]
 _state = MaterializerStateRow.__table__  # type: ignore[attr-defined]
-_artifacts = ArtifactRow.__table__  # type: ignore[attr-defined]
-_rollouts = RolloutRow.__table__  # type: ignore[attr-defined]
-_versions = AgentVersionRow.__table__  # type: ignore[attr-defined]
 
 
 class MaterializeResult(BaseModel):
@@ -53,9 +52,9 @@ class MaterializeResult(BaseModel):
 
 
 class Materializer:
-    def __init__(self, engine: Engine, batch_size: int = 5000) -> None:
+    def __init__(self, engine: Engine, batch_size: int = 50_000) -> None:
         self.engine = engine
-        self.batch_size = batch_size
+        self.batch_size = batch_size  # positions of the log per transaction
 
     def position(self) -> int:
         with self.engine.connect() as conn:
@@ -80,32 +79,16 @@ class Materializer:
             start, end = _position(conn), event_log.last_position(conn)
         processed = added = 0
         position = start
-        while True:
+        while position < end:
+            window_end = min(position + self.batch_size, end)
             with self.engine.begin() as conn:
-                events = list(
-                    islice(
-                        event_log.read(
-                            conn,
-                            after_position=position,
-                            until_position=end,
-                            event_types=RELEVANT,
-                            batch_size=self.batch_size,
-                        ),
-                        self.batch_size,
-                    )
-                )
-                batch = _Batch(conn)
-                batch.prefetch(events)
-                for event in events:
-                    batch.process(event)
-                added += batch.flush()
-                position = events[-1].position if len(events) == self.batch_size else end
-                _set_position(conn, position)
-            processed += len(events)
+                window = _Window(conn, position, window_end)
+                added += window.materialize()
+                processed += window.events
+                _set_position(conn, window_end)
+            position = window_end
             if progress:
                 progress(position - start, end - start)
-            if position >= end:
-                break
         if full:
             with self.engine.begin() as conn:
                 _create_indexes(conn)
@@ -129,229 +112,203 @@ def _set_position(conn: Connection, position: int) -> None:
     conn.execute(update(_state).where(_state.c.name == STATE).values(last_position=position))
 
 
-class _Batch:
-    """One batch: bulk look-ups, then rows; scored outputs seen earlier in the batch count."""
+# ---- the window's SQL -----------------------------------------------------------------------
 
-    CHUNK = 500  # ids per IN (...) query
+# The staged scores of one window (a temporary table: the connection's own, emptied per window).
+_STAGE = """CREATE TEMP TABLE IF NOT EXISTS materialize_scores (
+    position BIGINT PRIMARY KEY, event_id VARCHAR NOT NULL, evaluation_id VARCHAR NOT NULL,
+    artifact_id VARCHAR NOT NULL, score DOUBLE PRECISION NOT NULL, created_at BIGINT NOT NULL,
+    session_id VARCHAR NOT NULL, lineage_id VARCHAR NOT NULL, cycle INTEGER NOT NULL,
+    input_hash VARCHAR NOT NULL, content_hash VARCHAR NOT NULL,
+    system_prompt_hash VARCHAR NOT NULL)"""
 
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self.examples: dict[str, dict[str, Any]] = {}
-        self.scored: dict[str, dict[str, Any]] = {}
-        self._scored_by_cycle: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        self._context: dict[str, dict[str, Any]] = {}
-        self._stored_peers: dict[tuple[str, int], list[dict[str, Any]]] = {}
+# An output's context: its session, lineage and cycle, its input and the prompt that made it.
+# A score without an output on record joins nothing: there is nothing to learn from.
+_CONTEXT = "a.session_id, a.lineage_id, a.cycle, r.input_hash, a.content_hash, v.system_prompt_hash"
+_CONTEXT_JOINS = """JOIN rollouts r ON r.id = a.rollout_id
+    JOIN agent_versions v ON v.lineage_id = a.lineage_id AND v.version = a.agent_version"""
 
-    def _context_query(self) -> Any:
-        return (
-            select(
-                _artifacts.c.id,
-                _artifacts.c.session_id,
-                _artifacts.c.lineage_id,
-                _artifacts.c.cycle,
-                _artifacts.c.content_hash,
-                _rollouts.c.input_hash,
-                _versions.c.system_prompt_hash,
-            )
-            .join(_rollouts, _rollouts.c.id == _artifacts.c.rollout_id)
-            .join(
-                _versions,
-                (_versions.c.lineage_id == _artifacts.c.lineage_id)
-                & (_versions.c.version == _artifacts.c.agent_version),
+_JSON_FIELD = {  # a top-level field of a payload blob's JSON, as text
+    "sqlite": "json_extract(b.content, '$.{0}')",
+    "postgresql": "(b.content::json ->> '{0}')",
+}
+_SCORE = {"sqlite": "{0}", "postgresql": "CAST({0} AS DOUBLE PRECISION)"}
+# Event ids are compared as the exporter's Python sorts them: by code point.
+_BYTEWISE = {"sqlite": "", "postgresql": ' COLLATE "C"'}
+
+_EXAMPLE_COLUMNS = """(id, example_type, source, session_id, lineage_id, cycle,
+    system_prompt_hash, user_input_hash, completion_hash, chosen_hash, rejected_hash, score,
+    score_delta, source_events, created_at)"""
+
+
+@functools.cache
+def _statements(dialect: str) -> dict[str, str]:
+    field, score, bytewise = _JSON_FIELD[dialect], _SCORE[dialect], _BYTEWISE[dialect]
+    chosen_first = "n.score > s.score"
+    sql = {
+        "stage_current": f"""INSERT INTO materialize_scores
+            SELECT e.position, e.id, {field.format("evaluationId")}, e.artifact_id,
+                {score.format(field.format("score"))}, e.timestamp, {_CONTEXT}
+            FROM training_events e
+            JOIN payload_blobs b ON b.hash = e.payload_hash
+            JOIN artifacts a ON a.id = e.artifact_id
+            {_CONTEXT_JOINS}
+            WHERE e.position > ? AND e.position <= ? AND e.event_type = '{SCORED}'
+                AND e.schema_version = {upcasters.current_version(SCORED)}""",
+        "older_scores": f"""SELECT position FROM training_events
+            WHERE position > ? AND position <= ? AND event_type = '{SCORED}'
+                AND schema_version < {upcasters.current_version(SCORED)}""",
+        "stage_one": f"""INSERT INTO materialize_scores
+            SELECT ?, ?, ?, a.id, ?, ?, {_CONTEXT}
+            FROM artifacts a {_CONTEXT_JOINS} WHERE a.id = ?""",
+        # First score of each output wins; earlier windows' scores are already in.
+        "scored": """INSERT INTO mv_scored_artifacts (artifact_id, session_id, lineage_id, cycle,
+                score, event_id, input_hash, content_hash)
+            SELECT artifact_id, session_id, lineage_id, cycle, score, event_id, input_hash,
+                content_hash
+            FROM materialize_scores WHERE true ORDER BY position
+            ON CONFLICT DO NOTHING""",
+        **{
+            kind: f"""INSERT INTO mv_training_examples {_EXAMPLE_COLUMNS}
+            SELECT '{kind}:' || evaluation_id, '{kind}', 'score', session_id, lineage_id, cycle,
+                system_prompt_hash, input_hash, content_hash, NULL, NULL, score, NULL,
+                '["' || event_id || '"]', created_at
+            FROM materialize_scores WHERE {condition} ORDER BY position
+            ON CONFLICT DO NOTHING"""
+            for kind, condition in (("reward", "true"), ("sft", f"score >= {SFT_MIN_SCORE}"))
+        },
+        # Each staged score against every other output of its session, cycle and input that was
+        # scored before it.
+        "pairs": f"""INSERT INTO mv_training_examples {_EXAMPLE_COLUMNS}
+            SELECT 'preference:' || CASE WHEN {chosen_first}
+                    THEN n.artifact_id || '>' || s.artifact_id
+                    ELSE s.artifact_id || '>' || n.artifact_id END,
+                'preference', 'comparison', n.session_id, NULL, n.cycle, NULL, n.input_hash,
+                NULL,
+                CASE WHEN {chosen_first} THEN n.content_hash ELSE s.content_hash END,
+                CASE WHEN {chosen_first} THEN s.content_hash ELSE n.content_hash END,
+                CASE WHEN {chosen_first} THEN n.score ELSE s.score END,
+                ABS(n.score - s.score),
+                '["' || CASE WHEN n.event_id{bytewise} < s.event_id{bytewise}
+                    THEN n.event_id || '", "' || s.event_id
+                    ELSE s.event_id || '", "' || n.event_id END || '"]',
+                n.created_at
+            FROM materialize_scores n
+            JOIN mv_scored_artifacts s ON s.session_id = n.session_id AND s.cycle = n.cycle
+            JOIN training_events pe ON pe.id = s.event_id
+            WHERE pe.position < n.position AND s.artifact_id <> n.artifact_id
+                AND s.input_hash = n.input_hash AND s.score <> n.score
+                AND s.content_hash <> n.content_hash
+            ORDER BY n.position, pe.position
+            ON CONFLICT DO NOTHING""",
+        "session_scored": """SELECT s.artifact_id, s.lineage_id, s.cycle, s.score, s.event_id,
+                s.input_hash, s.content_hash, pe.position
+            FROM mv_scored_artifacts s JOIN training_events pe ON pe.id = s.event_id
+            WHERE s.session_id = ? AND pe.position < ?""",
+    }
+    return {name: DriverSQL(text).text(dialect) for name, text in sql.items()}
+
+
+class _Window:
+    """The log's positions (start, end]: its scores and locks, as examples."""
+
+    def __init__(self, conn: Connection, start: int, end: int) -> None:
+        self.conn, self.start, self.end = conn, start, end
+        self.cur, dialect = driver_cursor(conn)
+        self.sql = _statements(dialect)
+        self.events = 0
+
+    def materialize(self) -> int:
+        staged = self._stage()
+        added = 0
+        if staged:
+            self.cur.execute(self.sql["scored"])
+            for examples in ("reward", "sft", "pairs"):
+                self.cur.execute(self.sql[examples])
+                added += max(self.cur.rowcount, 0)
+        locks = list(
+            event_log.read(
+                self.conn, after_position=self.start, until_position=self.end, event_types=[LOCKED]
             )
         )
+        for lock in locks:
+            added += self._lock(lock)
+        self.events = staged + len(locks)
+        return added
 
-    def prefetch(self, events: list[StoredEvent]) -> None:
-        """Bulk look-ups for a whole batch: the scored outputs' context, and earlier scores of
-        the same sessions and cycles."""
-        ids = sorted({e.artifact_id for e in events if e.artifact_id})
-        for i in range(0, len(ids), self.CHUNK):
-            chunk = ids[i : i + self.CHUNK]
-            rows = self.conn.execute(self._context_query().where(_artifacts.c.id.in_(chunk)))
-            for row in rows.mappings():
-                self._context[row["id"]] = dict(row)
-            for artifact_id in chunk:
-                self._context.setdefault(artifact_id, {})
-        keys = {(c["session_id"], c["cycle"]) for c in self._context.values() if c}
-        sessions = sorted({s for s, _ in keys})
-        for i in range(0, len(sessions), self.CHUNK):
-            rows = self.conn.execute(
-                select(_scored).where(
-                    _scored.c.session_id.in_(sessions[i : i + self.CHUNK]),
-                    _scored.c.cycle.in_(sorted({c for _, c in keys})),
-                )
+    def _stage(self) -> int:
+        """The window's scores with their outputs' context; returns how many scores it held."""
+        cur, window = self.cur, (self.start, self.end)
+        cur.execute(_STAGE)
+        cur.execute("DELETE FROM materialize_scores")
+        cur.execute(self.sql["stage_current"], window)
+        cur.execute(self.sql["older_scores"], window)
+        for (position,) in cur.fetchall():
+            # Rare (events written before today's schema): through the upcaster, one by one.
+            (event,) = event_log.read(
+                self.conn, after_position=position - 1, until_position=position
             )
-            for row in rows.mappings():
-                self._stored_peers.setdefault((row["session_id"], row["cycle"]), []).append(
-                    dict(row)
-                )
-        for key in keys:
-            self._stored_peers.setdefault(key, [])
-
-    def process(self, event: StoredEvent) -> None:
-        if event.event_type == "artifact.scored":
-            self._scored_event(event)
-        else:
-            self._lock_event(event)
-
-    def _artifact(self, artifact_id: str) -> dict[str, Any] | None:
-        if artifact_id not in self._context:
-            row = (
-                self.conn.execute(self._context_query().where(_artifacts.c.id == artifact_id))
-                .mappings()
-                .first()
+            cur.execute(
+                self.sql["stage_one"],
+                (
+                    event.position,
+                    event.id,
+                    event.payload["evaluationId"],
+                    float(event.payload["score"]),
+                    event.timestamp,
+                    event.artifact_id,
+                ),
             )
-            self._context[artifact_id] = dict(row) if row else {}
-        return self._context[artifact_id] or None
+        cur.execute("SELECT COUNT(*) FROM materialize_scores")
+        return int(cur.fetchone()[0])
 
-    def _peers(self, session_id: str, cycle: int) -> list[dict[str, Any]]:
-        stored = self._stored_peers.get((session_id, cycle))
-        if stored is None:
-            query = select(_scored).where(
-                _scored.c.session_id == session_id, _scored.c.cycle == cycle
-            )
-            stored = [dict(r) for r in self.conn.execute(query).mappings()]
-        peers = {row["artifact_id"]: row for row in stored}
-        for row in self._scored_by_cycle.get((session_id, cycle), []):
-            peers[row["artifact_id"]] = row
-        return list(peers.values())
-
-    def _scored_event(self, event: StoredEvent) -> None:
-        p = event.payload
-        artifact_id = event.artifact_id or ""
-        context = self._artifact(artifact_id)
-        if context is None:
-            return  # no output on record for this score: nothing to learn from
-        score = float(p["score"])
-        base = {
-            "session_id": context["session_id"],
-            "lineage_id": context["lineage_id"],
-            "cycle": context["cycle"],
-            "user_input_hash": context["input_hash"],
-            "created_at": event.timestamp,
-        }
-        sources = json.dumps([event.id])
-        self._add(
-            f"reward:{p['evaluationId']}",
-            example_type="reward",
-            source="score",
-            system_prompt_hash=context["system_prompt_hash"],
-            completion_hash=context["content_hash"],
-            score=score,
-            source_events=sources,
-            **base,
-        )
-        if score >= SFT_MIN_SCORE:
-            self._add(
-                f"sft:{p['evaluationId']}",
-                example_type="sft",
-                source="score",
-                system_prompt_hash=context["system_prompt_hash"],
-                completion_hash=context["content_hash"],
-                score=score,
-                source_events=sources,
-                **base,
-            )
-        for peer in self._peers(context["session_id"], context["cycle"]):
-            if peer["artifact_id"] == artifact_id or peer["score"] == score:
-                continue
-            if peer["content_hash"] == context["content_hash"]:
-                continue  # identical outputs: nothing to prefer
-            if peer["input_hash"] != context["input_hash"]:
-                continue  # a preference needs the same prompt
-            mine = {
-                "hash": context["content_hash"],
-                "id": artifact_id,
-                "score": score,
-                "event": event.id,
-            }
-            theirs = {
-                "hash": peer["content_hash"],
-                "id": peer["artifact_id"],
-                "score": peer["score"],
-                "event": peer["event_id"],
-            }
-            chosen, rejected = (mine, theirs) if score > peer["score"] else (theirs, mine)
-            self._add(
-                f"preference:{chosen['id']}>{rejected['id']}",
-                example_type="preference",
-                source="comparison",
-                chosen_hash=chosen["hash"],
-                rejected_hash=rejected["hash"],
-                score=chosen["score"],
-                score_delta=chosen["score"] - rejected["score"],
-                source_events=json.dumps(sorted([chosen["event"], rejected["event"]])),
-                **{**base, "lineage_id": None},
-            )
-        scored = {
-            "artifact_id": artifact_id,
-            "session_id": context["session_id"],
-            "lineage_id": context["lineage_id"],
-            "cycle": context["cycle"],
-            "score": score,
-            "event_id": event.id,
-            "input_hash": context["input_hash"],
-            "content_hash": context["content_hash"],
-        }
-        self.scored[artifact_id] = scored
-        key = (context["session_id"], context["cycle"])
-        self._scored_by_cycle.setdefault(key, []).append(scored)
-
-    def _lock_event(self, event: StoredEvent) -> None:
-        """A lock is an explicit preference: the locked lineage's latest scored output beats
-        each competitor's output for the same cycle."""
+    def _lock(self, event: event_log.StoredEvent) -> int:
+        """A lock is an explicit preference: the locked lineage's latest output scored before
+        the lock beats each competitor's output for the same cycle and input."""
         competitors = set(event.payload.get("competingLineageIds") or [])
-        session_rows = (
-            self.conn.execute(select(_scored).where(_scored.c.session_id == event.session_id))
-            .mappings()
-            .all()
+        self.cur.execute(self.sql["session_scored"], (event.session_id, event.position))
+        keys = (
+            "artifact_id",
+            "lineage_id",
+            "cycle",
+            "score",
+            "event_id",
+            "input_hash",
+            "content_hash",
+            "position",
         )
-        rows = {r["artifact_id"]: dict(r) for r in session_rows}
-        rows.update({k: v for k, v in self.scored.items() if v["session_id"] == event.session_id})
-        mine = [r for r in rows.values() if r["lineage_id"] == event.lineage_id]
+        rows = [dict(zip(keys, row, strict=True)) for row in self.cur.fetchall()]
+        mine = [r for r in rows if r["lineage_id"] == event.lineage_id]
         if not mine:
-            return
-        winner = max(mine, key=lambda r: r["cycle"])
-        for loser in rows.values():
-            if loser["lineage_id"] not in competitors or loser["cycle"] != winner["cycle"]:
-                continue
-            if loser["content_hash"] == winner["content_hash"]:
-                continue
-            self._add(
-                f"preference:lock:{event.id}:{loser['artifact_id']}",
-                example_type="preference",
-                source="lock",
-                session_id=event.session_id,
-                lineage_id=event.lineage_id,
-                cycle=winner["cycle"],
-                user_input_hash=winner["input_hash"],
-                chosen_hash=winner["content_hash"],
-                rejected_hash=loser["content_hash"],
-                score=winner["score"],
-                score_delta=None,  # preferred whatever the scores
-                source_events=json.dumps(sorted([event.id, winner["event_id"], loser["event_id"]])),
-                created_at=event.timestamp,
-            )
-
-    def _add(self, example_id: str, **row: Any) -> None:
-        defaults = {
-            "lineage_id": None,
-            "system_prompt_hash": None,
-            "completion_hash": None,
-            "chosen_hash": None,
-            "rejected_hash": None,
-            "score": None,
-            "score_delta": None,
-        }
-        self.examples[example_id] = {**defaults, **row, "id": example_id}
-
-    def flush(self) -> int:
-        """Rows in with executemany on the driver's cursor (a million-event rebuild writes
-        hundreds of thousands; SQLAlchemy's per-row parameter work was a fifth of the run)."""
-        added = _INSERT_EXAMPLES.run(self.conn, list(self.examples.values()))
-        _INSERT_SCORED.run(self.conn, list(self.scored.values()))
-        return added  # conflicts (already materialized) insert nothing
+            return 0
+        winner = max(mine, key=lambda r: (r["cycle"], r["position"]))
+        examples = [
+            {
+                "id": f"preference:lock:{event.id}:{loser['artifact_id']}",
+                "example_type": "preference",
+                "source": "lock",
+                "session_id": event.session_id,
+                "lineage_id": event.lineage_id,
+                "cycle": winner["cycle"],
+                "system_prompt_hash": None,
+                "user_input_hash": winner["input_hash"],
+                "completion_hash": None,
+                "chosen_hash": winner["content_hash"],
+                "rejected_hash": loser["content_hash"],
+                "score": winner["score"],
+                "score_delta": None,  # preferred whatever the scores
+                "source_events": json.dumps(
+                    sorted([event.id, winner["event_id"], loser["event_id"]])
+                ),
+                "created_at": event.timestamp,
+            }
+            for loser in sorted(rows, key=lambda r: r["position"])
+            if loser["lineage_id"] in competitors
+            and loser["cycle"] == winner["cycle"]
+            and loser["input_hash"] == winner["input_hash"]  # a preference needs one prompt
+            and loser["content_hash"] != winner["content_hash"]
+        ]
+        return _INSERT_EXAMPLES.run(self.conn, examples)
 
 
 _INSERT_EXAMPLES = TableInsert(_examples)
-_INSERT_SCORED = TableInsert(_scored)

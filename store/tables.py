@@ -6,7 +6,7 @@ hash, so the same prompt used by a hundred attempts is stored once.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Integer
+from sqlalchemy import BigInteger, Index, Integer
 from sqlmodel import Field, SQLModel
 
 
@@ -323,11 +323,13 @@ class ScoredArtifactRow(SQLModel, table=True):
     """The materializer's own index of scored outputs, in log order (for pairing)."""
 
     __tablename__ = "mv_scored_artifacts"
+    # Pairing looks up the outputs of one session and cycle; a lock, those of one session.
+    __table_args__ = (Index("ix_mv_scored_artifacts_session_cycle", "session_id", "cycle"),)
 
     artifact_id: str = Field(primary_key=True, max_length=220)
-    session_id: str = Field(index=True, max_length=128)
+    session_id: str = Field(max_length=128)
     lineage_id: str = Field(max_length=128)
-    cycle: int = Field(index=True)
+    cycle: int
     score: float
     event_id: str
     input_hash: str

@@ -15,10 +15,10 @@ from store import Store, event_log
 from store.database import create_store_engine
 from store.migrate import current_revision, upgrade
 from store.payload_store import encode
-from store.tables import PayloadBlob, SessionRow, TrainingEvent
+from store.tables import PayloadBlob, SessionRow, TrainingEvent, TrainingExampleRow
 from tests.store_backends import database_url
 
-HEAD = "0005"
+HEAD = "0006"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -218,4 +218,44 @@ def test_0005_drops_the_session_index_and_keeps_the_log(url):
     assert "ix_training_events_session_id" in _event_indexes(store.engine)
     [event] = store.queries.events(event_types=["attempt.span_recorded"])
     assert event.session_id == "s" and event.payload["spans"][0]["output"] == "yo"
+    store.close()
+
+
+def _scored_indexes(engine) -> set[str]:
+    return {ix["name"] for ix in inspect(engine).get_indexes("mv_scored_artifacts")}
+
+
+def test_0006_indexes_scored_outputs_by_session_and_cycle(url):
+    """Down to 0005 with a scored output materialized, and up again: the output stays in the
+    materializer's index under its new key, and a score after the upgrade pairs with it."""
+    from alembic import command
+
+    from store.materializer import Materializer
+    from store.migrate import alembic_config
+    from tests.test_store import _register, _scored_cycle
+
+    store = Store.open(url)
+    ih = _register(store, "s1-A")
+    _register(store, "s1-B")
+    _scored_cycle(store, "s1-A", ih[0], "- three crisp bullets", 9)
+    assert Materializer(store.engine).run().examples_added == 2  # reward and SFT
+    config = alembic_config(url)
+    with store.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0005")
+    assert {"ix_mv_scored_artifacts_session_id", "ix_mv_scored_artifacts_cycle"} <= (
+        _scored_indexes(store.engine)
+    )
+    store.close()
+
+    store = Store.open(url)  # migrates 0005 -> head
+    assert current_revision(store.engine) == HEAD
+    assert _scored_indexes(store.engine) == {"ix_mv_scored_artifacts_session_cycle"}
+    _scored_cycle(store, "s1-B", ih[0], "a rambling essay", 3)
+    assert Materializer(store.engine).run().examples_added == 2  # B's reward, and the pair
+    with store.engine.connect() as conn:
+        pairs = conn.execute(
+            select(TrainingExampleRow.id).where(TrainingExampleRow.example_type == "preference")
+        ).all()
+    assert [p.id for p in pairs] == ["preference:s1-A:c1:artifact>s1-B:c1:artifact"]
     store.close()

@@ -374,6 +374,114 @@ def _index_names(store: Store, table: str) -> set[str]:
     return {ix["name"] for ix in inspect(store.engine).get_indexes(table)}
 
 
+def test_examples_are_the_same_however_the_log_is_materialized(store: Store):
+    """One cycle, five lineages: two pairs of identical answers, one answer to another input, a
+    second score of an output stored in the seed's schema, a score of an output not on record,
+    and a lock. Materializing after every write, a rebuild one position at a time and a rebuild
+    in one go give the same rows, and they are the ones the rules ask for."""
+    from store.materializer import Materializer
+
+    ih = _register(store, "s1-A")
+    for lineage in ("s1-B", "s1-C", "s1-D", "s1-E"):
+        _register(store, lineage)
+    artifact = {label: f"s1-{label}:c1:artifact" for label in "ABCDEZ"}
+
+    def seed_score() -> None:  # A scored again, as the seed's recorder wrote scores (v1)
+        with store.engine.begin() as conn:
+            event_log.append(
+                conn,
+                [
+                    event_log.NewEvent(
+                        id="seed-v1",
+                        event_type="artifact.scored",
+                        schema_version=1,
+                        payload={"score": 10, "comment": "even better"},
+                        timestamp=1_700_000_000_000,
+                        session_id="s1",
+                        lineage_id="s1-A",
+                        artifact_id=artifact["A"],
+                    )
+                ],
+            )
+
+    writes = [
+        lambda: _scored_cycle(store, "s1-A", ih[0], "- three crisp bullets", 9),
+        lambda: _scored_cycle(store, "s1-B", ih[0], "a rambling essay", 3),
+        lambda: _scored_cycle(store, "s1-C", ih[0], "- three crisp bullets", 7),  # = A's
+        lambda: _scored_cycle(store, "s1-D", ih[0], "a rambling essay", 5),  # = B's
+        lambda: _scored_cycle(store, "s1-E", ih[1], "an answer to another question", 1),
+        seed_score,
+        lambda: store.recorder.record_score(
+            session_id="s1",
+            lineage_id="s1-Z",
+            evaluation_id="s1-Z:c1:e",
+            artifact_id=artifact["Z"],  # no such output
+            rollout_id="s1-Z:c1",
+            cycle=1,
+            agent_version=1,
+            score=10,
+            comment=None,
+            rater="ana",
+            outcome=None,
+        ),
+        lambda: store.recorder.record_lock(
+            session_id="s1",
+            lineage_id="s1-A",
+            event_key="lock-1",
+            cycle=1,
+            locked=True,
+            reason="the crisp one",
+            competitor_scores={f"s1-{x}": None for x in "BCDE"},
+        ),
+    ]
+    materializer = Materializer(store.engine)
+    for write in writes:
+        write()
+        materializer.run()
+    incremental = _example_rows(store)
+    Materializer(store.engine, batch_size=1).run(full=True)
+    assert _example_rows(store) == incremental
+    Materializer(store.engine).run(full=True)
+    assert _example_rows(store) == incremental
+
+    by_id = {row["id"]: row for row in incremental}
+    assert sorted(r["score"] for r in incremental if r["example_type"] == "reward") == [
+        1,
+        3,
+        5,
+        7,
+        9,
+        10,
+    ]
+    assert by_id[f"reward:{artifact['A']}:evaluation:seed-v1"]["score"] == 10  # upcast
+    assert sorted(r["score"] for r in incremental if r["example_type"] == "sft") == [9, 10]
+    pairs = {
+        r["id"].removeprefix("preference:"): (r["score"], r["score_delta"])
+        for r in incremental
+        if r["source"] == "comparison"
+    }
+    # Identical answers and answers to another input make no pair; the later score of A (10)
+    # finds its pairs already made by its first (9).
+    assert pairs == {
+        f"{artifact['A']}>{artifact['B']}": (9, 6),
+        f"{artifact['C']}>{artifact['B']}": (7, 4),
+        f"{artifact['A']}>{artifact['D']}": (9, 4),
+        f"{artifact['C']}>{artifact['D']}": (7, 2),
+    }
+    locks = [r for r in incremental if r["source"] == "lock"]
+    # B's and D's answer (one text), not C's (A's own) nor E's (to another input):
+    assert sorted(r["id"].split(":")[3] for r in locks) == ["s1-B", "s1-D"]
+    assert {r["rejected_hash"] for r in locks} == {by_id["reward:s1-B:c1:e"]["completion_hash"]}
+    assert {(r["score"], r["score_delta"]) for r in locks} == {(9, None)}
+    assert not any("s1-Z" in r["id"] for r in incremental)  # no output, nothing to learn
+
+
+def _example_rows(store: Store) -> list[dict[str, Any]]:
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(TrainingExampleRow.__table__)).mappings().all()
+    return sorted((dict(r) for r in rows), key=lambda r: r["id"])
+
+
 def test_training_data_materializes_and_exports(store: Store, tmp_path: Path):
     """Two lineages scored on the same cycle: reward rows for both, an SFT example for the high
     score, a preference pair; running again adds nothing, a full rebuild the same rows."""
