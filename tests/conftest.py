@@ -22,7 +22,7 @@ from store import Store
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
 
-SUGGEST_CONTINUE_AS_NEW_AFTER = 60
+SUGGEST_CONTINUE_AS_NEW_AFTER = 40
 ESSAY_PROMPT = (
     "You are an expert analyst. Provide comprehensive, detailed analysis. "
     "Structure your response professionally."
@@ -175,3 +175,31 @@ async def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition never became true")
         await asyncio.sleep(0.1)
+
+
+async def steps_run(client: Client, handle: WorkflowHandle) -> tuple[list[str], list[str]]:
+    """The activities a lineage's history shows, in order, across its runs (continue-as-new):
+    those scheduled on the task queue, and those run as local activities (markers)."""
+    import json
+
+    from temporalio.api.enums.v1 import EventType
+
+    queued: list[str] = []
+    local: list[str] = []
+    run_id = handle.first_execution_run_id
+    assert run_id, "a handle from starting the workflow"
+    while run_id:
+        run = client.get_workflow_handle(handle.id, run_id=run_id)
+        run_id = None
+        async for event in run.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                queued.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+            elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+                marker = event.marker_recorded_event_attributes
+                if marker.marker_name == "core_local_activity":
+                    details = json.loads(marker.details["data"].payloads[0].data)
+                    local.append(details["activity_type"])
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                attributes = event.workflow_execution_continued_as_new_event_attributes
+                run_id = attributes.new_execution_run_id
+    return queued, local

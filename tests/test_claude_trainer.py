@@ -195,7 +195,7 @@ async def test_a_lineage_trained_by_claude_end_to_end(client, store, settings, r
     from pydantic import SecretStr
 
     from starter import start_session
-    from tests.conftest import awaiting, make_spec, wait_for_state
+    from tests.conftest import awaiting, make_spec, steps_run, wait_for_state
     from workflows.lineage import LineageWorkflow
 
     spec = make_spec(options={"trainer": "claude", "trainerModel": MODEL})
@@ -262,6 +262,10 @@ async def test_a_lineage_trained_by_claude_end_to_end(client, store, settings, r
         "record_evolution_plan",
     ]
     assert state.agent_version == 2
+    # Model calls are activities on the queue (any worker, their own slots and timeouts).
+    queued, local = await steps_run(client, handle)
+    assert queued == ["run_agent", "analyze_reward", "assign_credit", "plan_evolution", "run_agent"]
+    assert "apply_evolution" in local
     (record,) = store.queries.evolution_records(spec.lineage_id("A"))
     assert record.hypothesis == "A brief prompt gives a shorter answer."
     v2 = store.queries.agent_definition(AgentRef(agent_id=spec.lineage_id("A"), version=2))

@@ -13,7 +13,14 @@ from temporalio.client import WorkflowUpdateFailedError
 
 from starter import await_output, start_session
 from store.tables import PayloadBlob
-from tests.conftest import awaiting, eventually, make_spec, temporal_cli, wait_for_state
+from tests.conftest import (
+    awaiting,
+    eventually,
+    make_spec,
+    steps_run,
+    temporal_cli,
+    wait_for_state,
+)
 from workflows.lineage import LineageWorkflow
 
 
@@ -60,6 +67,17 @@ async def test_cli_score_evolves_the_lineage_and_the_store_holds_everything(
         assert state.agent_version == 2
         assert "maxTokens 2048→300" in state.last_evolution
         assert [p.score for p in state.score_history] == [3]
+        # The rules engine calls no model: its steps run on this worker like the store steps;
+        # only the agent's runs go through the task queue.
+        queued, local = await steps_run(client, handle_a)
+        assert set(queued) == {"run_agent"}
+        assert local[local.index("record_score") :][:5] == [
+            "record_score",
+            "analyze_reward",
+            "assign_credit",
+            "plan_evolution",
+            "apply_evolution",
+        ]
 
         # score cycle 2 through the update: the outcome of the evolution is judged
         accepted = await handle_a.execute_update(
