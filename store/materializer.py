@@ -133,7 +133,8 @@ _JSON_FIELD = {  # a top-level field of a payload blob's JSON, as text
     "postgresql": "(b.content::json ->> '{0}')",
 }
 _SCORE = {"sqlite": "{0}", "postgresql": "CAST({0} AS DOUBLE PRECISION)"}
-# Event ids are compared as the exporter's Python sorts them: by code point.
+# Event ids are compared as Python sorts them (by code point) for the pairs' source events, which
+# are written as JSON by concatenation: event ids are UUIDs (the seed's schema; ours are uuid5).
 _BYTEWISE = {"sqlite": "", "postgresql": ' COLLATE "C"'}
 
 _EXAMPLE_COLUMNS = """(id, example_type, source, session_id, lineage_id, cycle,
