@@ -1,6 +1,8 @@
 """Materialize and export 1,000,000 training events; events/s, examples/s, peak memory.
 
     .venv/bin/python -m bench.export_million [--events 1000000] [--db /tmp/tc-bench.db]
+    .venv/bin/python -m bench.export_million --events 100000 \
+        --database-url postgresql://postgres@127.0.0.1:5432/tc_bench   # an existing database
 
 Builds (once, through the recorder, in batches) a store with sessions of two lineages scoring
 cycle after cycle: per lineage and cycle a rollout, an attempt with two spans (one event), an
@@ -28,8 +30,8 @@ from store import Store
 EVENTS_PER_LINEAGE_CYCLE = 6.5
 
 
-def generate(db: Path, target: int) -> int:
-    store = Store.open(f"sqlite:///{db}")
+def generate(url: str, target: int) -> int:
+    store = Store.open(url)
     rec, rng = store.recorder, random.Random(7)
     cycles = 60
     sessions = max(1, round(target / (2 * cycles * EVENTS_PER_LINEAGE_CYCLE)))
@@ -132,12 +134,12 @@ def generate(db: Path, target: int) -> int:
     return total
 
 
-def measure(db: Path, out: Path) -> None:
+def measure(url: str, out: Path) -> None:
     """Runs in a fresh process so its peak RSS is the pipeline's alone."""
     from store.exporter import export
     from store.materializer import Materializer
 
-    store = Store.open(f"sqlite:///{db}")
+    store = Store.open(url)
     events = store.queries.event_count()
     t0 = time.perf_counter()
     result = Materializer(store.engine).run(full=True)
@@ -168,16 +170,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--db", type=Path, default=Path(tempfile.gettempdir()) / "tc-bench.db")
+    parser.add_argument(
+        "--database-url",
+        help="measure on this store instead of the SQLite file --db (generated if it is empty)",
+    )
     parser.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    url = args.database_url or f"sqlite:///{args.db}"
     out = args.db.with_suffix(".exports")
     if args.measure_only:
-        measure(args.db, out)
+        measure(url, out)
         return
-    if not args.db.exists():
-        generate(args.db, args.events)
+    store = Store.open(url)
+    empty = store.queries.event_count() == 0
+    store.close()
+    if empty:
+        generate(url, args.events)
     report = subprocess.run(
-        [sys.executable, "-m", "bench.export_million", "--db", str(args.db), "--measure-only"],
+        [sys.executable, "-m", "bench.export_million", "--database-url", url, "--measure-only"],
         capture_output=True,
         text=True,
         check=True,
