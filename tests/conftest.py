@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
@@ -180,10 +182,6 @@ async def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
 async def steps_run(client: Client, handle: WorkflowHandle) -> tuple[list[str], list[str]]:
     """The activities a lineage's history shows, in order, across its runs (continue-as-new):
     those scheduled on the task queue, and those run as local activities (markers)."""
-    import json
-
-    from temporalio.api.enums.v1 import EventType
-
     queued: list[str] = []
     local: list[str] = []
     run_id = handle.first_execution_run_id
