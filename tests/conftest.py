@@ -24,7 +24,7 @@ from store import Store
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
 
-SUGGEST_CONTINUE_AS_NEW_AFTER = 40
+SUGGEST_CONTINUE_AS_NEW_AFTER = 60
 ESSAY_PROMPT = (
     "You are an expert analyst. Provide comprehensive, detailed analysis. "
     "Structure your response professionally."

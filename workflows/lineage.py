@@ -73,8 +73,6 @@ TRAINER_ACTIVITY = {
     "start_to_close_timeout": timedelta(minutes=5),
     "retry_policy": RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30)),
 }
-# Histories before it ran the rules engine's trainer steps as activities on the task queue.
-LOCAL_RULES_TRAINER_PATCH = "rules-trainer-steps-local-activities"
 
 
 @workflow.defn(name="LineageWorkflow")
@@ -313,13 +311,18 @@ class LineageWorkflow:
             trainer_model=self._inp.options.trainer_model,
         )
         try:
-            analysis = await self._trainer_step(TrainerActivities.analyze_reward, trainer)
-            credit = await self._trainer_step(
-                TrainerActivities.assign_credit, CreditInput(trainer=trainer, analysis=analysis)
+            analysis = await workflow.execute_activity_method(
+                TrainerActivities.analyze_reward, trainer, **TRAINER_ACTIVITY
             )
-            plan = await self._trainer_step(
+            credit = await workflow.execute_activity_method(
+                TrainerActivities.assign_credit,
+                CreditInput(trainer=trainer, analysis=analysis),
+                **TRAINER_ACTIVITY,
+            )
+            plan = await workflow.execute_activity_method(
                 TrainerActivities.plan_evolution,
                 PlanInput(trainer=trainer, analysis=analysis, credit=credit),
+                **TRAINER_ACTIVITY,
             )
             applied = await self._store_step(
                 TrainerActivities.apply_evolution,
@@ -513,15 +516,6 @@ class LineageWorkflow:
         if workflow.patched(LOCAL_STORE_STEPS_PATCH):
             return await workflow.execute_local_activity_method(step, arg, **options)
         return await workflow.execute_activity_method(step, arg, **options)
-
-    async def _trainer_step(self, step: Callable[[Any, ArgT], ResultT], arg: ArgT) -> ResultT:
-        """Reward analysis, credit assignment, evolution planning. With Claude a step is a model
-        call: an activity on the queue, which any worker may take and a slow call holds alone.
-        With the rules engine it is milliseconds of deterministic work over this worker's store,
-        so it runs like a store step, as a local activity."""
-        if self._inp.options.trainer == "rules" and workflow.patched(LOCAL_RULES_TRAINER_PATCH):
-            return await workflow.execute_local_activity_method(step, arg, **TRAINER_ACTIVITY)
-        return await workflow.execute_activity_method(step, arg, **TRAINER_ACTIVITY)
 
     def _set_status(self, status: LineageStatus) -> None:
         if status == self._status:
