@@ -82,9 +82,9 @@ class Materializer:
         while position < end:
             window_end = min(position + self.batch_size, end)
             with self.engine.begin() as conn:
-                window = _Window(conn, position, window_end)
-                added += window.materialize()
-                processed += window.events
+                events, examples = _Window(conn, position, window_end).materialize()
+                processed += events
+                added += examples
                 _set_position(conn, window_end)
             position = window_end
             if progress:
@@ -217,9 +217,9 @@ class _Window:
         self.conn, self.start, self.end = conn, start, end
         self.cur, dialect = driver_cursor(conn)
         self.sql = _statements(dialect)
-        self.events = 0
 
-    def materialize(self) -> int:
+    def materialize(self) -> tuple[int, int]:
+        """(scores and locks materialized, examples added)."""
         staged = self._stage()
         added = 0
         if staged:
@@ -234,8 +234,7 @@ class _Window:
         )
         for lock in locks:
             added += self._lock(lock)
-        self.events = staged + len(locks)
-        return added
+        return staged + len(locks), added
 
     def _stage(self) -> int:
         """The window's scores with their outputs' context; returns how many scores it held."""
@@ -243,6 +242,7 @@ class _Window:
         cur.execute(_STAGE)
         cur.execute("DELETE FROM materialize_scores")
         cur.execute(self.sql["stage_current"], window)
+        staged = max(cur.rowcount, 0)
         cur.execute(self.sql["older_scores"], window)
         for (position,) in cur.fetchall():
             # Rare (events written before today's schema): through the upcaster, one by one.
@@ -260,24 +260,15 @@ class _Window:
                     event.artifact_id,
                 ),
             )
-        cur.execute("SELECT COUNT(*) FROM materialize_scores")
-        return int(cur.fetchone()[0])
+            staged += max(cur.rowcount, 0)
+        return staged
 
     def _lock(self, event: event_log.StoredEvent) -> int:
         """A lock is an explicit preference: the locked lineage's latest output scored before
         the lock beats each competitor's output for the same cycle and input."""
         competitors = set(event.payload.get("competingLineageIds") or [])
         self.cur.execute(self.sql["session_scored"], (event.session_id, event.position))
-        keys = (
-            "artifact_id",
-            "lineage_id",
-            "cycle",
-            "score",
-            "event_id",
-            "input_hash",
-            "content_hash",
-            "position",
-        )
+        keys = [column[0] for column in self.cur.description]
         rows = [dict(zip(keys, row, strict=True)) for row in self.cur.fetchall()]
         mine = [r for r in rows if r["lineage_id"] == event.lineage_id]
         if not mine:
