@@ -40,6 +40,7 @@ class Store:
             return projections.rebuild(conn)
 
     def close(self) -> None:
+        self.recorder.close()
         self.engine.dispose()
         if self.read_engine is not self.engine:
             self.read_engine.dispose()

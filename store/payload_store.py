@@ -51,7 +51,9 @@ def put_encoded(conn: Connection, encoded: list[tuple[str, str]], now_ms: int) -
 def put_encoded_with(cur: Any, dialect: str, encoded: list[tuple[str, str]], now_ms: int) -> None:
     """``put_encoded`` on a DBAPI cursor, inside the caller's transaction."""
     rows = {digest: (digest, text, len(text.encode("utf-8")), now_ms) for digest, text in encoded}
-    if rows:
+    if len(rows) == 1:  # streaming writes: one blob, and executemany's setup costs more
+        cur.execute(_INSERT.text(dialect), next(iter(rows.values())))
+    elif rows:
         cur.executemany(_INSERT.text(dialect), list(rows.values()))
 
 

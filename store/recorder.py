@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -70,10 +71,34 @@ class InsightObservation(BaseModel):
     score_delta: float
 
 
+class SqliteWriter:
+    """One SQLite connection kept for streaming writes, used by one thread at a time. SQLite
+    admits one writer at a time anyway; a pooled connection checked out and back in for every
+    span cost a fifth of the write."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.lock = threading.Lock()
+
+    @classmethod
+    def open(cls, engine: Engine) -> SqliteWriter | None:
+        database = engine.url.database
+        if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+            return None  # an in-memory database is one connection's: stay on the pool
+        fairy = engine.raw_connection()  # made by the engine: its PRAGMAs (WAL, ...) applied
+        fairy.detach()  # ours from now on, not the pool's
+        return cls(fairy.dbapi_connection)
+
+    def close(self) -> None:
+        with self.lock:
+            self.connection.close()
+
+
 class TrainingSignalRecorder:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._batch: Connection | None = None
+        self._span_writer = SqliteWriter.open(engine)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -105,11 +130,23 @@ class TrainingSignalRecorder:
             return self._write_on(conn, events, pairs, follow_up, payloads)
 
     def _write_spans(self, events: list[NewEvent], payloads: dict[str, Encoded]) -> int:
-        """Streaming span ingest, one transaction on a pooled driver connection: the same
-        append and span rows as ``_write_on``, without a SQLAlchemy transaction around them
-        (which costs as much as the writes when spans arrive one by one)."""
-        dialect = self.engine.dialect.name
+        """Streaming span ingest: the same append and span rows as ``_write_on``, on a driver
+        connection without a SQLAlchemy transaction around them (which costs as much as the
+        writes when spans arrive one by one). SQLite takes one writer at a time, so its span
+        writes share one connection, in turn; PostgreSQL's check one out of the pool."""
+        if self._span_writer is not None:
+            with self._span_writer.lock:
+                return self._append_spans(self._span_writer.connection, "sqlite", events, payloads)
         raw = self.engine.raw_connection()
+        try:
+            return self._append_spans(raw, self.engine.dialect.name, events, payloads)
+        finally:
+            raw.close()  # back to the pool (checked with a ping before its next use)
+
+    @staticmethod
+    def _append_spans(
+        raw: Any, dialect: str, events: list[NewEvent], payloads: dict[str, Encoded]
+    ) -> int:
         try:
             cur = raw.cursor()
             if dialect == "sqlite":
@@ -122,9 +159,11 @@ class TrainingSignalRecorder:
             with contextlib.suppress(Exception):  # a dead connection: keep the first error
                 raw.rollback()
             raise
-        finally:
-            raw.close()  # back to the pool (checked with a ping before its next use)
         return len(inserted)
+
+    def close(self) -> None:
+        if self._span_writer is not None:
+            self._span_writer.close()
 
     @staticmethod
     def _write_on(
