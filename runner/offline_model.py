@@ -230,11 +230,14 @@ class OfflineModel:
             "neutral": _NEUTRAL_OPENERS,
         }[style.tone]
         sentences = [rng.choice(opener).format(**fields)]
+        words = len(sentences[0].split())
         i = 0
-        while sum(len(s.split()) for s in sentences) < budget and i < len(points) * 2:
-            sentences.append(points[i % len(points)].format(**fields))
+        while words < budget and i < len(points) * 2:
+            added = [points[i % len(points)].format(**fields)]
             if style.length != "short":
-                sentences.append(elaborations[i % len(elaborations)])
+                added.append(elaborations[i % len(elaborations)])
+            sentences += added
+            words += sum(len(s.split()) for s in added)
             i += 1
         closer = {"formal": _FORMAL_CLOSERS, "casual": _CASUAL_CLOSERS}.get(style.tone)
         if closer:

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Interceptor
 
 from dev_server import start_in_memory, temporal_binary
 from domain.lineage import LineageState
@@ -24,7 +25,7 @@ from store import Store
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
 
-SUGGEST_CONTINUE_AS_NEW_AFTER = 60
+SUGGEST_CONTINUE_AS_NEW_AFTER = 30
 ESSAY_PROMPT = (
     "You are an expert analyst. Provide comprehensive, detailed analysis. "
     "Structure your response professionally."
@@ -81,8 +82,10 @@ def run_worker(
     """``async with run_worker():`` a real worker on this test's queue and store."""
 
     @contextlib.asynccontextmanager
-    async def _run(custom: Settings | None = None) -> AsyncIterator[Any]:
-        worker = build_worker(client, store, custom or settings)
+    async def _run(
+        custom: Settings | None = None, interceptors: Sequence[Interceptor] = ()
+    ) -> AsyncIterator[Any]:
+        worker = build_worker(client, store, custom or settings, interceptors=interceptors)
         async with worker:
             yield worker
 

@@ -73,6 +73,11 @@ TRAINER_ACTIVITY = {
     "start_to_close_timeout": timedelta(minutes=5),
     "retry_policy": RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30)),
 }
+# Runs that record it take every decision above at once, in their first workflow task, and run
+# the rules engine's trainer steps as local activities too. A `patched` call made in reaction
+# to a local activity's result can replay in an earlier workflow task than the one that
+# recorded it, which fails the replay (TMPRL1100): none is made there any more.
+RUN_START_PATCH = "decided-at-run-start-rules-trainer-local"
 
 
 @workflow.defn(name="LineageWorkflow")
@@ -91,11 +96,13 @@ class LineageWorkflow:
         self._last_rejection: str | None = None
         self._last_error: str | None = None
         self._continuing = False  # about to continue as new: `await_output` callers return
+        self._decided_at_start: bool | None = None  # RUN_START_PATCH, once per run
 
     # ---- the story of a lineage ----------------------------------------------------------
 
     @workflow.run
     async def run(self, inp: LineageInput) -> LineageResult:
+        self._current_code()  # first thing in the run's first workflow task
         if inp.carried is None:
             await self._register()
         options = inp.options
@@ -311,18 +318,13 @@ class LineageWorkflow:
             trainer_model=self._inp.options.trainer_model,
         )
         try:
-            analysis = await workflow.execute_activity_method(
-                TrainerActivities.analyze_reward, trainer, **TRAINER_ACTIVITY
+            analysis = await self._trainer_step(TrainerActivities.analyze_reward, trainer)
+            credit = await self._trainer_step(
+                TrainerActivities.assign_credit, CreditInput(trainer=trainer, analysis=analysis)
             )
-            credit = await workflow.execute_activity_method(
-                TrainerActivities.assign_credit,
-                CreditInput(trainer=trainer, analysis=analysis),
-                **TRAINER_ACTIVITY,
-            )
-            plan = await workflow.execute_activity_method(
+            plan = await self._trainer_step(
                 TrainerActivities.plan_evolution,
                 PlanInput(trainer=trainer, analysis=analysis, credit=credit),
-                **TRAINER_ACTIVITY,
             )
             applied = await self._store_step(
                 TrainerActivities.apply_evolution,
@@ -513,9 +515,25 @@ class LineageWorkflow:
         history (as a marker) like any activity, without a task-queue round trip and a
         workflow task of its own. Steps that call a model stay activities on the queue."""
         options = options or STORE_ACTIVITY
-        if workflow.patched(LOCAL_STORE_STEPS_PATCH):
+        if self._current_code() or workflow.patched(LOCAL_STORE_STEPS_PATCH):
             return await workflow.execute_local_activity_method(step, arg, **options)
         return await workflow.execute_activity_method(step, arg, **options)
+
+    async def _trainer_step(self, step: Callable[[Any, ArgT], ResultT], arg: ArgT) -> ResultT:
+        """Reward analysis, credit assignment, evolution planning. With Claude a step is a model
+        call: an activity on the queue, which any worker may take and a slow call holds alone.
+        With the rules engine it is milliseconds of deterministic work over this worker's store,
+        so it runs like a store step, as a local activity."""
+        if self._inp.options.trainer == "rules" and self._current_code():
+            return await workflow.execute_local_activity_method(step, arg, **TRAINER_ACTIVITY)
+        return await workflow.execute_activity_method(step, arg, **TRAINER_ACTIVITY)
+
+    def _current_code(self) -> bool:
+        """Whether this run takes today's paths (RUN_START_PATCH). Asked first at the top of
+        ``run`` (or by a signal handler of the same first task); later calls reuse the answer."""
+        if self._decided_at_start is None:
+            self._decided_at_start = workflow.patched(RUN_START_PATCH)
+        return self._decided_at_start
 
     def _set_status(self, status: LineageStatus) -> None:
         if status == self._status:
@@ -524,7 +542,7 @@ class LineageWorkflow:
         # Training lasts moments between two "running" phases: the search attribute shows it as
         # running (one visibility update a cycle fewer); the `state` query still says training.
         visible = status
-        if status == "training" and workflow.patched(COARSE_STATUS_PATCH):
+        if status == "training" and (self._current_code() or workflow.patched(COARSE_STATUS_PATCH)):
             visible = "running"
         if visible != self._visible_status:
             self._visible_status = visible
