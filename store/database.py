@@ -11,6 +11,11 @@ from sqlmodel import SQLModel
 from store import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 DEFAULT_DATABASE_URL = "sqlite:///.training-camp/training-camp.db"
+# A new SQLite database gets 2 KiB pages (an existing one keeps its own). A committed write
+# costs one WAL frame per page it touches, a whole page each (about twelve for a span: the
+# event, its indexes, the blob, the span row...), so smaller pages make small transactions
+# cheaper: one span per transaction ran about a fifth faster than with the 4 KiB default.
+SQLITE_PAGE_SIZE = 2048
 
 
 def database_url_from_env() -> str:
@@ -39,6 +44,7 @@ def _sqlite_engine(url: str, readonly: bool = False) -> Engine:
         # failing with "database is locked" when upgrading a read transaction.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")  # before WAL creates the file
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         # Checkpoint every ~40 MB of WAL rather than 4 MB: each checkpoint syncs the database

@@ -564,3 +564,37 @@ def test_every_format_writes_the_rows_it_checks(store: Store, tmp_path: Path):
         assert sum(result.counts.values()) == len(expected)
     [sft] = [json.loads(x) for p in (tmp_path / "trl-sft").glob("*.jsonl") for x in p.open()]
     assert sft["messages"][-1]["content"] == 'Bullets:\n- "crisp" \\ café ✓\n- naïve'
+
+
+def test_new_sqlite_stores_get_small_pages_and_old_ones_keep_theirs(tmp_path: Path):
+    """New SQLite databases use 2 KiB pages (cheaper commits for small writes); a database made
+    with another page size opens, migrates and takes writes unchanged."""
+    import sqlite3
+
+    new = tmp_path / "new.db"
+    Store.open(f"sqlite:///{new}").close()
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old)
+    conn.execute("PRAGMA page_size=4096")
+    conn.execute("CREATE TABLE made_elsewhere (x INTEGER)")
+    conn.close()
+    store = Store.open(f"sqlite:///{old}")
+    try:
+        spans = [SpanRecord(span_id="s1", sequence=0, span_type="llm_call", output="hi")]
+        assert (
+            store.recorder.record_spans(session_id="s", lineage_id="l", attempt_id="a", spans=spans)
+            == 1
+        )
+        assert [s.output for s in store.queries.span_records("a")] == ["hi"]
+    finally:
+        store.close()
+
+    def page_size(path: Path) -> int:
+        conn = sqlite3.connect(path)
+        try:
+            return conn.execute("PRAGMA page_size").fetchone()[0]
+        finally:
+            conn.close()
+
+    assert page_size(new) == 2048
+    assert page_size(old) == 4096
