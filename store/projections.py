@@ -303,7 +303,9 @@ def span_rows(e: EventLike, resolve: Callable[[str], Any]) -> list[tuple[Any, ..
 
 
 def insert_span_rows(cur: Any, dialect: str, rows: list[tuple[Any, ...]]) -> None:
-    if rows:
+    if len(rows) == 1:  # streamed spans: executemany's setup costs more than the one row
+        cur.execute(_INSERT_SPANS.text(dialect), rows[0])
+    elif rows:
         cur.executemany(_INSERT_SPANS.text(dialect), rows)
 
 
