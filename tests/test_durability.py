@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHistory
+from temporalio.client import (
+    Client,
+    OutboundInterceptor,
+    StartWorkflowInput,
+    WorkflowHandle,
+    WorkflowHistory,
+)
+from temporalio.client import Interceptor as ClientInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import (
     ActivityInboundInterceptor,
@@ -20,8 +27,7 @@ from temporalio.worker import (
     Replayer,
 )
 
-from domain.lineage import LineageInput
-from starter import start_session, workflow_id
+from starter import start_session
 from tests.conftest import awaiting, make_spec, wait_for_state
 from workflows.lineage import LineageWorkflow
 
@@ -78,6 +84,18 @@ async def _replay(history: WorkflowHistory) -> None:
     assert result.replay_failure is None
 
 
+class ShortWorkflowTasks(ClientInterceptor):
+    """Workflows started through this client get a 1 s workflow task timeout."""
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        class Short(OutboundInterceptor):
+            async def start_workflow(self, input: StartWorkflowInput) -> WorkflowHandle[Any, Any]:
+                input.task_timeout = timedelta(seconds=1)
+                return await self.next.start_workflow(input)
+
+        return Short(next)
+
+
 class SlowLocalActivities(Interceptor):
     """Every local activity takes longer than the workflow task it runs in may stay open."""
 
@@ -107,24 +125,9 @@ async def test_local_activities_that_outlast_a_workflow_task_replay(
     and the history replays."""
     spec = make_spec(options={"continueAsNewEvery": 10})
     lineage_id = spec.lineage_id("A")
-    (lineage,) = spec.lineages
+    short_tasks = Client(**{**client.config(), "interceptors": [ShortWorkflowTasks()]})
     async with run_worker(interceptors=[SlowLocalActivities(1.2)]):
-        handle = await client.start_workflow(
-            LineageWorkflow.run,
-            LineageInput(
-                session_id=spec.session_id,
-                session_name=spec.name,
-                lineage_id=lineage_id,
-                label=lineage.label,
-                options=lineage.options,
-                initial_agent=lineage.agent,
-                inputs=spec.inputs,
-                documents=spec.loaded_documents,
-            ),
-            id=workflow_id(lineage_id),
-            task_queue=settings.task_queue,
-            task_timeout=timedelta(seconds=1),
-        )
+        (handle,) = await start_session(short_tasks, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1), timeout=60)
         await handle.signal(LineageWorkflow.score, {"score": 3, "comment": "way too long"})
         state = await wait_for_state(handle, awaiting(2), timeout=60)
