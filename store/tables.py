@@ -174,8 +174,10 @@ class AttemptRow(SQLModel, table=True):
 class SpanRow(SQLModel, table=True):
     __tablename__ = "execution_spans"
 
+    # Keyed within their attempt (migration 0007): spans are read by attempt, and the key serves
+    # those reads, so a span row writes two B-trees, not three (the table, its key, an index).
+    attempt_id: str = Field(primary_key=True, max_length=200)
     id: str = Field(primary_key=True, max_length=220)
-    attempt_id: str = Field(index=True, max_length=200)
     parent_span_id: str | None = None
     sequence: int
     type: str  # llm_call | tool_call | tool_result | reasoning | output

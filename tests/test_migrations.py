@@ -15,10 +15,10 @@ from store import Store, event_log
 from store.database import create_store_engine
 from store.migrate import current_revision, upgrade
 from store.payload_store import encode
-from store.tables import PayloadBlob, SessionRow, TrainingEvent, TrainingExampleRow
+from store.tables import PayloadBlob, SessionRow, SpanRow, TrainingEvent, TrainingExampleRow
 from tests.store_backends import database_url
 
-HEAD = "0006"
+HEAD = "0007"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -258,4 +258,62 @@ def test_0006_indexes_scored_outputs_by_session_and_cycle(url):
             select(TrainingExampleRow.id).where(TrainingExampleRow.example_type == "preference")
         ).all()
     assert [p.id for p in pairs] == ["preference:s1-A:c1:artifact>s1-B:c1:artifact"]
+    store.close()
+
+
+def test_0007_keys_spans_by_attempt(url):
+    """From 0006 with spans recorded: up to 0007 they are keyed by (attempt, span id), the
+    attempt index is gone, every span is still read by its attempt, and another attempt may
+    reuse a span id; down again, the old key and index come back with the rows."""
+    from alembic import command
+
+    from domain.execution import SpanRecord
+    from store.migrate import alembic_config
+
+    def span(sid: str, text: str) -> SpanRecord:
+        return SpanRecord(span_id=sid, sequence=1, span_type="llm_call", output=text)
+
+    engine = create_store_engine(url)
+    upgrade(engine, "0006")
+    old = Store(engine)  # today's recorder on the 0006 schema: the columns are the same
+    old.recorder.record_spans(
+        session_id="s", lineage_id="l", attempt_id="a1", spans=[span("s1", "one"), span("s2", "2")]
+    )
+    old.close()
+
+    store = Store.open(url)  # migrates 0006 -> head
+    assert current_revision(store.engine) == HEAD
+    tables = inspect(store.engine)
+    assert tables.get_pk_constraint("execution_spans")["constrained_columns"] == [
+        "attempt_id",
+        "id",
+    ]
+    assert not tables.get_indexes("execution_spans")
+    assert [(s.span_id, s.output) for s in store.queries.span_records("a1")] == [
+        ("s1", "one"),
+        ("s2", "2"),
+    ]
+    store.recorder.record_spans(
+        session_id="s", lineage_id="l", attempt_id="a2", spans=[span("s1", "again")]
+    )
+    assert [s.output for s in store.queries.span_records("a2")] == ["again"]
+    with store.engine.connect() as conn:
+        assert event_log.verify(conn).ok
+
+    store.recorder.record_spans(  # a retried write of the same spans inserts nothing
+        session_id="s", lineage_id="l", attempt_id="a2", spans=[span("s1", "again")]
+    )
+    assert store.queries.count(SpanRow) == 3
+    with store.engine.begin() as conn:  # down needs span ids unique again
+        conn.execute(text("DELETE FROM execution_spans WHERE attempt_id = 'a2'"))
+    config = alembic_config(url)
+    with store.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0006")
+    tables = inspect(store.engine)
+    assert tables.get_pk_constraint("execution_spans")["constrained_columns"] == ["id"]
+    assert [ix["name"] for ix in tables.get_indexes("execution_spans")] == [
+        "ix_execution_spans_attempt_id"
+    ]
+    assert [s.output for s in store.queries.span_records("a1")] == ["one", "2"]
     store.close()
