@@ -23,6 +23,7 @@ a full rebuild produce the same rows, whatever the window size.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from sqlalchemy.schema import CreateIndex, DropIndex
 
 from store import event_log, upcasters
 from store.dialect import DriverSQL, TableInsert, driver_cursor, insert_ignore
+from store.read_ahead import ReadAhead
 from store.tables import MaterializerStateRow, ScoredArtifactRow, TrainingExampleRow
 
 SFT_MIN_SCORE = 8.0
@@ -79,16 +81,17 @@ class Materializer:
             start, end = _position(conn), event_log.last_position(conn)
         processed = added = 0
         position = start
-        while position < end:
-            window_end = min(position + self.batch_size, end)
-            with self.engine.begin() as conn:
-                events, examples = _Window(conn, position, window_end).materialize()
-                processed += events
-                added += examples
-                _set_position(conn, window_end)
-            position = window_end
-            if progress:
-                progress(position - start, end - start)
+        with ReadAhead.for_engine(self.engine) if full else contextlib.nullcontext():
+            while position < end:
+                window_end = min(position + self.batch_size, end)
+                with self.engine.begin() as conn:
+                    events, examples = _Window(conn, position, window_end).materialize()
+                    processed += events
+                    added += examples
+                    _set_position(conn, window_end)
+                position = window_end
+                if progress:
+                    progress(position - start, end - start)
         if full:
             with self.engine.begin() as conn:
                 _create_indexes(conn)

@@ -3,6 +3,7 @@ content-addressed payloads, and projections that rebuild identically from the ev
 
 from __future__ import annotations
 
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from domain.trainer import (
     ScoreAnalysis,
 )
 from store import Store, event_log
+from store.database import create_store_engine
 from store.tables import (
     PROJECTION_TABLES,
     AttemptRow,
@@ -598,3 +600,42 @@ def test_new_sqlite_stores_get_small_pages_and_old_ones_keep_theirs(tmp_path: Pa
 
     assert page_size(new) == 2048
     assert page_size(old) == 4096
+
+
+def test_a_full_materialization_reads_the_sqlite_file_ahead(tmp_path: Path, monkeypatch):
+    """A full run reads the whole file once, sequentially, beside its scan, and stops reading
+    when the scan is done; other databases get no read-ahead."""
+    import time
+
+    from store.materializer import Materializer
+    from store.read_ahead import ReadAhead
+
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        ih = _register(store, "s1-A")
+        _scored_cycle(store, "s1-A", ih[0], "- three crisp bullets", 9)
+        size = (tmp_path / "store.db").stat().st_size
+        with ReadAhead.for_engine(store.engine) as ahead:
+            deadline = time.monotonic() + 10
+            while ahead.bytes_read < size and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert ahead.bytes_read == size
+
+        started: list[ReadAhead] = []
+        real = ReadAhead.for_engine
+
+        def recorded(engine):  # type: ignore[no-untyped-def]
+            started.append(real(engine))
+            return started[-1]
+
+        monkeypatch.setattr(ReadAhead, "for_engine", recorded)
+        assert Materializer(store.engine).run().examples_added == 2  # incremental: no
+        assert not started
+        assert Materializer(store.engine).run(full=True).examples_added == 2
+        assert [a.path for a in started] == [str(tmp_path / "store.db")]
+        assert not [t for t in threading.enumerate() if t.name == "read-ahead"]
+    finally:
+        store.close()
+    assert ReadAhead.for_engine(create_store_engine("sqlite://")).path is None
+    pg = create_store_engine("postgresql://nobody@127.0.0.1:1/none")  # never connected
+    assert ReadAhead.for_engine(pg).path is None
