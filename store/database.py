@@ -22,6 +22,14 @@ def database_url_from_env() -> str:
     return os.environ.get("TRAINING_CAMP_DATABASE_URL", DEFAULT_DATABASE_URL)
 
 
+def sqlite_file(engine: Engine) -> str | None:
+    """The database file of a SQLite engine; None for other databases and in-memory ones."""
+    path = engine.url.database
+    if engine.dialect.name != "sqlite" or not path or path == ":memory:":
+        return None
+    return path
+
+
 def create_store_engine(url: str, readonly: bool = False) -> Engine:
     """An engine for ``url``. On SQLite, ``readonly`` engines begin deferred transactions: in
     WAL mode readers never wait for the writer, which takes the lock up front."""

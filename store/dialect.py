@@ -46,6 +46,15 @@ class DriverSQL:
             raise RuntimeError(f"unsupported database dialect {dialect!r}") from None
 
 
+def execute_rows(cur: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Run ``sql`` for each row: one row with ``execute`` (streamed writes, where executemany's
+    set-up costs more than the row), several with ``executemany``."""
+    if len(rows) == 1:
+        cur.execute(sql, rows[0])
+    elif rows:
+        cur.executemany(sql, rows)
+
+
 def driver_cursor(conn: Connection) -> tuple[Any, str]:
     """The DBAPI cursor of ``conn``'s connection (inside its transaction), and the dialect."""
     return conn.connection.driver_connection.cursor(), conn.dialect.name  # type: ignore[union-attr]

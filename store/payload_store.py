@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from domain.content_hash import canonical_json
-from store.dialect import DriverSQL, driver_cursor, insert_ignore
+from store.dialect import DriverSQL, driver_cursor, execute_rows, insert_ignore
 from store.tables import PayloadBlob
 
 _blobs = PayloadBlob.__table__  # type: ignore[attr-defined]
@@ -51,10 +51,7 @@ def put_encoded(conn: Connection, encoded: list[tuple[str, str]], now_ms: int) -
 def put_encoded_with(cur: Any, dialect: str, encoded: list[tuple[str, str]], now_ms: int) -> None:
     """``put_encoded`` on a DBAPI cursor, inside the caller's transaction."""
     rows = {digest: (digest, text, len(text.encode("utf-8")), now_ms) for digest, text in encoded}
-    if len(rows) == 1:  # streaming writes: one blob, and executemany's setup costs more
-        cur.execute(_INSERT.text(dialect), next(iter(rows.values())))
-    elif rows:
-        cur.executemany(_INSERT.text(dialect), list(rows.values()))
+    execute_rows(cur, _INSERT.text(dialect), list(rows.values()))
 
 
 def get(conn: Connection, digest: str) -> Any:

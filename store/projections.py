@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, Table, bindparam, case, delete, update
 
 from store import event_log, payload_store
-from store.dialect import DriverSQL, TableInsert, driver_cursor
+from store.dialect import DriverSQL, TableInsert, driver_cursor, execute_rows
 from store.tables import (
     PROJECTION_TABLES,
     AgentVersionRow,
@@ -303,10 +303,7 @@ def span_rows(e: EventLike, resolve: Callable[[str], Any]) -> list[tuple[Any, ..
 
 
 def insert_span_rows(cur: Any, dialect: str, rows: list[tuple[Any, ...]]) -> None:
-    if len(rows) == 1:  # streamed spans: executemany's setup costs more than the one row
-        cur.execute(_INSERT_SPANS.text(dialect), rows[0])
-    elif rows:
-        cur.executemany(_INSERT_SPANS.text(dialect), rows)
+    execute_rows(cur, _INSERT_SPANS.text(dialect), rows)
 
 
 def _span_recorded(conn: Connection, e: EventLike) -> None:

@@ -15,6 +15,8 @@ from types import TracebackType
 
 from sqlalchemy import Engine
 
+from store.database import sqlite_file
+
 CHUNK = 1 << 20
 
 
@@ -30,8 +32,8 @@ class ReadAhead:
         """For a SQLite file that fits in free memory; otherwise it does nothing (PostgreSQL
         reads its own files, an in-memory database has none, a file larger than memory would
         evict what it read before the scan got there)."""
-        path = engine.url.database
-        if engine.dialect.name != "sqlite" or not path or path == ":memory:":
+        path = sqlite_file(engine)
+        if path is None:
             return cls(None)
         try:
             size = os.path.getsize(path)

@@ -26,6 +26,7 @@ from domain.trainer import (
     ScoreAnalysis,
 )
 from store import event_log, payload_store, projections
+from store.database import sqlite_file
 from store.event_log import NewEvent
 from store.tables import AttemptRow, EvaluationRow, LineageRow, SessionRow
 
@@ -72,33 +73,39 @@ class InsightObservation(BaseModel):
 
 
 class SqliteWriter:
-    """One SQLite connection kept for streaming writes, used by one thread at a time. SQLite
-    admits one writer at a time anyway; a pooled connection checked out and back in for every
-    span cost a fifth of the write."""
+    """One SQLite connection kept for streaming writes, used by one thread at a time (hold
+    ``lock``). SQLite admits one writer at a time anyway; a pooled connection checked out and
+    back in for every span cost a fifth of the write. Opened at the first write."""
 
-    def __init__(self, connection: Any) -> None:
-        self.connection = connection
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
         self.lock = threading.Lock()
+        self._connection: Any = None
 
     @classmethod
-    def open(cls, engine: Engine) -> SqliteWriter | None:
-        database = engine.url.database
-        if engine.dialect.name != "sqlite" or not database or database == ":memory:":
-            return None  # an in-memory database is one connection's: stay on the pool
-        fairy = engine.raw_connection()  # made by the engine: its PRAGMAs (WAL, ...) applied
-        fairy.detach()  # ours from now on, not the pool's
-        return cls(fairy.dbapi_connection)
+    def for_engine(cls, engine: Engine) -> SqliteWriter | None:
+        # An in-memory database is one connection's: stay on the pool.
+        return cls(engine) if sqlite_file(engine) else None
+
+    def connection(self) -> Any:
+        if self._connection is None:
+            fairy = self.engine.raw_connection()  # made by the engine: its PRAGMAs applied
+            fairy.detach()  # ours from now on, not the pool's
+            self._connection = fairy.dbapi_connection
+        return self._connection
 
     def close(self) -> None:
         with self.lock:
-            self.connection.close()
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
 
 
 class TrainingSignalRecorder:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._batch: Connection | None = None
-        self._span_writer = SqliteWriter.open(engine)
+        self._span_writer = SqliteWriter.for_engine(engine)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -136,7 +143,8 @@ class TrainingSignalRecorder:
         writes share one connection, in turn; PostgreSQL's check one out of the pool."""
         if self._span_writer is not None:
             with self._span_writer.lock:
-                return self._append_spans(self._span_writer.connection, "sqlite", events, payloads)
+                connection = self._span_writer.connection()
+                return self._append_spans(connection, "sqlite", events, payloads)
         raw = self.engine.raw_connection()
         try:
             return self._append_spans(raw, self.engine.dialect.name, events, payloads)

@@ -182,6 +182,16 @@ async def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
         await asyncio.sleep(0.1)
 
 
+def local_activity_type(event: Any) -> str | None:
+    """The activity a history event records as a local activity (its marker), else None."""
+    if event.event_type != EventType.EVENT_TYPE_MARKER_RECORDED:
+        return None
+    marker = event.marker_recorded_event_attributes
+    if marker.marker_name != "core_local_activity":
+        return None
+    return json.loads(marker.details["data"].payloads[0].data)["activity_type"]
+
+
 async def steps_run(client: Client, handle: WorkflowHandle) -> tuple[list[str], list[str]]:
     """The activities a lineage's history shows, in order, across its runs (continue-as-new):
     those scheduled on the task queue, and those run as local activities (markers)."""
@@ -195,11 +205,8 @@ async def steps_run(client: Client, handle: WorkflowHandle) -> tuple[list[str], 
         async for event in run.fetch_history_events():
             if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 queued.append(event.activity_task_scheduled_event_attributes.activity_type.name)
-            elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
-                marker = event.marker_recorded_event_attributes
-                if marker.marker_name == "core_local_activity":
-                    details = json.loads(marker.details["data"].payloads[0].data)
-                    local.append(details["activity_type"])
+            elif (activity_type := local_activity_type(event)) is not None:
+                local.append(activity_type)
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
                 attributes = event.workflow_execution_continued_as_new_event_attributes
                 run_id = attributes.new_execution_run_id

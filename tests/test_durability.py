@@ -28,7 +28,7 @@ from temporalio.worker import (
 )
 
 from starter import start_session
-from tests.conftest import awaiting, make_spec, wait_for_state
+from tests.conftest import awaiting, local_activity_type, make_spec, wait_for_state
 from workflows.lineage import LineageWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -164,16 +164,9 @@ async def test_a_score_resolved_across_workflow_tasks_replays():
     history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
     events = history.events
 
-    def local_activity(event: Any) -> str | None:
-        marker = event.marker_recorded_event_attributes
-        if marker.marker_name != "core_local_activity":
-            return None
-        data = marker.details["data"].payloads[0].data
-        return json.loads(data)["activity_type"]
-
-    scored = next(i for i, e in enumerate(events) if local_activity(e) == "record_score")
+    scored = next(i for i, e in enumerate(events) if local_activity_type(e) == "record_score")
     assert events[scored + 1].event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
-    assert local_activity(events[scored + 2]) is None  # the next task carries the reaction
+    assert local_activity_type(events[scored + 2]) is None  # the next task carries the reaction
     await _replay(history)
 
 
