@@ -6,10 +6,14 @@ import hashlib
 import json
 from typing import Any
 
+# json.dumps with options builds a new encoder per call, which costs as much as encoding a
+# small payload; one encoder, kept, writes the same text (it holds no state between calls).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
 
 def canonical_json(value: Any) -> str:
     """One byte-exact JSON text per value: sorted keys, no insignificant whitespace."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def content_hash(value: Any) -> str:

@@ -170,7 +170,7 @@ def append_with(
             "attempt_id": event.attempt_id,
             "payload_hash": digest,
             "payload_size": len(text.encode("utf-8")),
-            "tags": json.dumps(sorted(set(event.tags))),
+            "tags": json.dumps(sorted(set(event.tags))) if event.tags else "[]",
         }
         link = chain_link(chain, row)
         # Idempotent by id: a retried or replayed write inserts nothing and leaves the chain.

@@ -3,6 +3,8 @@ content-addressed payloads, and projections that rebuild identically from the ev
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 import uuid
 from pathlib import Path
@@ -15,6 +17,7 @@ from sqlalchemy import select
 from sqlmodel import SQLModel
 
 from domain.agent import AgentDefinition, AgentParameters, AgentSnapshot
+from domain.content_hash import canonical_json, content_hash
 from domain.execution import SpanRecord, Usage
 from domain.trainer import (
     CreditAssignment,
@@ -242,6 +245,22 @@ def test_event_ids_are_the_uuid5_of_type_and_key(event_type: str, key: str):
     the event it wrote before, not append it again."""
     expected = uuid.uuid5(event_log._NAMESPACE, f"{event_type}|{key}")
     assert event_log.event_id(event_type, key) == str(expected)
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _texts,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_texts, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_json_values)
+def test_content_addresses_are_the_sha256_of_the_canonical_json_text(value: Any):
+    """Payloads already stored are found by these hashes: the text they hash must stay
+    ``json.dumps(sort_keys, compact, unescaped)`` byte for byte, however it is produced."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert canonical_json(value) == text
+    assert content_hash(value) == hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def test_projections_rebuild_identically_from_the_log(store: Store):
