@@ -106,10 +106,11 @@ def chain_link(previous: str, row: dict[str, Any]) -> str:
         row["event_type"],
         str(row["schema_version"]),
         str(row["timestamp"]),
-        *(
-            row[k] or ""
-            for k in ("session_id", "lineage_id", "agent_id", "artifact_id", "attempt_id")
-        ),
+        row["session_id"] or "",
+        row["lineage_id"] or "",
+        row["agent_id"] or "",
+        row["artifact_id"] or "",
+        row["attempt_id"] or "",
         row["payload_hash"],
         str(row["payload_size"]),
         row["tags"],

@@ -543,7 +543,7 @@ class TrainingSignalRecorder:
             if span.tool_error:
                 tags.add("error")
         # Keyed by the spans it holds, so a retried write of the same batch inserts nothing.
-        key = hashlib.sha256("\x1f".join(s.span_id for s in spans).encode()).hexdigest()
+        key = hashlib.sha256("\x1f".join([s.span_id for s in spans]).encode()).hexdigest()
         return [
             NewEvent.keyed(
                 "attempt.span_recorded",
