@@ -55,8 +55,9 @@ def _sqlite_engine(url: str, readonly: bool = False) -> Engine:
         cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")  # before WAL creates the file
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
-        # Checkpoint every ~40 MB of WAL rather than 4 MB: each checkpoint syncs the database
-        # file, and at the default the checkpoints cost as much as the commits themselves.
+        # Checkpoint every 10,000 pages of WAL (20 MB at 2 KiB pages) rather than 1,000: each
+        # checkpoint syncs the WAL and the database file, and at the default the checkpoints
+        # cost as much as the commits themselves.
         cur.execute("PRAGMA wal_autocheckpoint=10000")
         cur.execute("PRAGMA busy_timeout=30000")
         cur.close()
