@@ -16,33 +16,22 @@ import argparse
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from bench.span_ingest import raw_write, spans
+from bench.span_ingest import ours_one_at_a_time, raw_sqlite3
 from store import Store
 
 
 def child(side: str, n: int, db: Path) -> None:
-    """What is counted: open the store, write ``n`` spans one by one, close."""
+    """What is counted: open a new store, then the span_ingest bench's own one-by-one loop."""
     store = Store.open(f"sqlite:///{db}")
-    batch = spans("a", n)
     if side == "ours":
-        for span in batch:
-            store.recorder.record_spans(
-                session_id="b", lineage_id="b", attempt_id="a", spans=[span]
-            )
+        ours_one_at_a_time(store, "a", n)
     else:
-        conn = sqlite3.connect(db, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA wal_autocheckpoint=10000")
-        for span in batch:
-            raw_write(conn, [span])
-        conn.close()
+        raw_sqlite3(db, "a", n, size=1)
     store.close()
 
 
