@@ -56,7 +56,7 @@ class TrainerActivities:
 
     @activity.defn(name="analyze_reward")
     async def analyze_reward(self, inp: TrainerInput) -> ScoreAnalysis:
-        previous = [p.score for p in inp.score_history if p.evaluation_id != inp.evaluation_id]
+        previous = [] if inp.previous_score is None else [inp.previous_score]
         return await _typed(
             self._backend(inp).analyze(inp.score.score, inp.score.comment, previous)
         )

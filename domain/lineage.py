@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from domain.agent import AgentDefinition, AgentRef
 from domain.feedback import ScoreInput
@@ -194,11 +194,28 @@ class TrainerInput(BaseModel):
     artifact_id: str
     evaluation_id: str
     score: ScoreInput
-    score_history: list[ScorePoint]
+    # The score before this one, for the reward analyzer's trend (None on the first). Only
+    # that: every trainer step's input carries this model, and with Claude each is recorded
+    # in the history, so the lineage's score history (up to 200 points) does not travel here.
+    previous_score: float | None = None
     sticky_directives: list[str]
     oneshot_directives: list[str]
     trainer: Literal["rules", "claude"] = "rules"
     trainer_model: str = "claude-sonnet-5"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_score_history(cls, data: object) -> object:
+        """Inputs scheduled by earlier code carry the whole score history (which includes the
+        score being trained on); a worker running this code takes the point before it."""
+        if isinstance(data, dict) and "score_history" in data:
+            data = dict(data)
+            history = data.pop("score_history") or []
+            earlier = [
+                p["score"] for p in history if p.get("evaluation_id") != data.get("evaluation_id")
+            ]
+            data.setdefault("previous_score", earlier[-1] if earlier else None)
+        return data
 
 
 class RollbackInput(BaseModel):

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Interceptor
@@ -192,22 +193,28 @@ def local_activity_type(event: Any) -> str | None:
     return json.loads(marker.details["data"].payloads[0].data)["activity_type"]
 
 
-async def steps_run(client: Client, handle: WorkflowHandle) -> tuple[list[str], list[str]]:
-    """The activities a lineage's history shows, in order, across its runs (continue-as-new):
-    those scheduled on the task queue, and those run as local activities (markers)."""
-    queued: list[str] = []
-    local: list[str] = []
+async def lineage_history(client: Client, handle: WorkflowHandle) -> AsyncIterator[HistoryEvent]:
+    """A lineage's history events, in order, across its runs (continue-as-new)."""
     run_id = handle.first_execution_run_id
     assert run_id, "a handle from starting the workflow"
     while run_id:
         run = client.get_workflow_handle(handle.id, run_id=run_id)
         run_id = None
         async for event in run.fetch_history_events():
-            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-                queued.append(event.activity_task_scheduled_event_attributes.activity_type.name)
-            elif (activity_type := local_activity_type(event)) is not None:
-                local.append(activity_type)
-            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
                 attributes = event.workflow_execution_continued_as_new_event_attributes
                 run_id = attributes.new_execution_run_id
+            yield event
+
+
+async def steps_run(client: Client, handle: WorkflowHandle) -> tuple[list[str], list[str]]:
+    """The activities a lineage's history shows, in order, across its runs: those scheduled on
+    the task queue, and those run as local activities (markers)."""
+    queued: list[str] = []
+    local: list[str] = []
+    async for event in lineage_history(client, handle):
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            queued.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+        elif (activity_type := local_activity_type(event)) is not None:
+            local.append(activity_type)
     return queued, local

@@ -3,12 +3,17 @@ become the same types as the rules engine's; malformed ones are repaired or refu
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from temporalio.api.enums.v1 import EventType
 
 from domain.agent import AgentConstraints, AgentDefinition, AgentParameters, AgentRef
 from domain.execution import SpanRecord
+from domain.lineage import TrainerInput
 from domain.trainer import CreditAssignment, ScoreAnalysis
 from runner.claude import make_client
+from tests.conftest import lineage_history
 from tests.fake_messages_api import FakeMessagesAPI, tool_use_message
 from trainer import evolution, evolution_planner
 from trainer.claude_trainer import ClaudeTrainer, TrainerOutputError
@@ -248,6 +253,41 @@ async def test_a_lineage_trained_by_claude_end_to_end(client, store, settings, r
             },
         ),
     ]
+    second_round = [
+        api.script[0],
+        reply(
+            "record_prompt_credit",
+            {
+                "credits": [
+                    {
+                        "segment": "Provide a brief analysis.",
+                        "segment_index": 1,
+                        "blame": "medium",
+                        "related_aspect": "length",
+                        "reason": "still long",
+                    }
+                ]
+            },
+        ),
+        reply(
+            "record_evolution_plan",
+            {
+                "changes": [
+                    {
+                        "component": "systemPrompt",
+                        "change_type": "modify",
+                        "target": "segment 1",
+                        "before": "Provide a brief analysis.",
+                        "after": "Provide a one-paragraph analysis.",
+                        "reason": "length",
+                        "confidence": 0.7,
+                    }
+                ],
+                "hypothesis": "One paragraph is shorter still.",
+                "expected_impact": [{"aspect": "length", "direction": "improve"}],
+            },
+        ),
+    ]
     claude = settings.model_copy(
         update={"anthropic_api_key": SecretStr("sk-test"), "anthropic_base_url": api.base_url}
     )
@@ -256,20 +296,48 @@ async def test_a_lineage_trained_by_claude_end_to_end(client, store, settings, r
         await wait_for_state(handle, awaiting(1))
         await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too long"})
         state = await wait_for_state(handle, awaiting(2))
+        assert state.agent_version == 2
+        api.script = second_round
+        await handle.signal(LineageWorkflow.score, {"score": 6, "comment": "still too long"})
+        state = await wait_for_state(handle, awaiting(3))
     assert [r["tool_choice"]["name"] for r in api.requests] == [
         "record_score_analysis",
         "record_prompt_credit",
         "record_evolution_plan",
-    ]
-    assert state.agent_version == 2
+    ] * 2
+    assert state.agent_version == 3
     # Model calls are activities on the queue (any worker, their own slots and timeouts).
     queued, local = await steps_run(client, handle)
-    assert queued == ["run_agent", "analyze_reward", "assign_credit", "plan_evolution", "run_agent"]
-    assert "apply_evolution" in local
-    (record,) = store.queries.evolution_records(spec.lineage_id("A"))
-    assert record.hypothesis == "A brief prompt gives a shorter answer."
+    trained = ["analyze_reward", "assign_credit", "plan_evolution"]
+    assert queued == ["run_agent", *trained, "run_agent", *trained, "run_agent"]
+    assert local.count("apply_evolution") == 2
+    first, second = store.queries.evolution_records(spec.lineage_id("A"))
+    assert first.hypothesis == "A brief prompt gives a shorter answer."
     v2 = store.queries.agent_definition(AgentRef(agent_id=spec.lineage_id("A"), version=2))
     assert "Provide a brief analysis." in v2.system_prompt
+    # The trend is measured against the score before (4 -> 6), though only that score, not
+    # the lineage's score history, crosses Temporal: no trainer input recorded in the
+    # history carries it.
+    analysis = json.loads(second.score_analysis)
+    assert (analysis["trend"], analysis["delta_from_previous"]) == ("improving", 2.0)
+    assert [i.previous_score for i in await trainer_inputs(client, handle)] == [None, 4.0]
+
+
+async def trainer_inputs(client, handle) -> list[TrainerInput]:
+    """The TrainerInput of each analyze_reward scheduled in the lineage's history (all its runs),
+    decoded as the worker decodes it; a payload holding a score history fails the test."""
+    found = []
+    async for event in lineage_history(client, handle):
+        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            continue
+        attributes = event.activity_task_scheduled_event_attributes
+        if attributes.activity_type.name != "analyze_reward":
+            continue
+        payloads = attributes.input.payloads
+        assert all(b"score_history" not in p.data for p in payloads)
+        (inp,) = await client.data_converter.decode(payloads, [TrainerInput])
+        found.append(inp)
+    return found
 
 
 async def test_claude_trainer_without_a_key_is_an_error_not_a_fallback(

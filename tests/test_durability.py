@@ -27,6 +27,7 @@ from temporalio.worker import (
     Replayer,
 )
 
+from domain.lineage import ApplyEvolutionInput, CreditInput, PlanInput, TrainerInput
 from starter import start_session
 from tests.conftest import awaiting, local_activity_type, make_spec, wait_for_state
 from workflows.lineage import LineageWorkflow
@@ -186,3 +187,41 @@ async def test_continue_as_new_when_the_server_suggests_it(client, store, settin
     history = await client.get_workflow_handle(handle.id, run_id=first_run).fetch_history()
     assert history.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
     assert len(history.events) < 200
+
+
+async def test_trainer_inputs_scheduled_by_earlier_code_still_decode():
+    """Trainer steps queued before an upgrade reach workers running today's code. Earlier code
+    sent the lineage's whole score history (the score being trained on included); today's
+    takes the score before it from there."""
+    types = {
+        "analyze_reward": TrainerInput,
+        "assign_credit": CreditInput,
+        "plan_evolution": PlanInput,
+        "apply_evolution": ApplyEvolutionInput,
+    }
+    decoded: dict[str, int] = {}
+    for path in sorted(HISTORIES.glob("*.json")):
+        history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+        for event in history.events:
+            attributes = event.activity_task_scheduled_event_attributes
+            step = attributes.activity_type.name
+            if step not in types:
+                continue
+            payloads = attributes.input.payloads
+            assert b"score_history" in payloads[0].data  # what earlier code sent
+            (inp,) = await pydantic_data_converter.decode(payloads, [types[step]])
+            trainer = inp if isinstance(inp, TrainerInput) else inp.trainer
+            assert trainer.previous_score is None  # their first cycle: nothing before
+            decoded[step] = decoded.get(step, 0) + 1
+
+            # The same input one cycle on: an earlier point precedes the current one.
+            legacy = json.loads(payloads[0].data)
+            history_of = legacy if step == "analyze_reward" else legacy["trainer"]
+            current = history_of["score_history"][-1]
+            history_of["score_history"].insert(
+                0, {**current, "cycle": 0, "score": 8.5, "evaluation_id": "earlier"}
+            )
+            again = types[step].model_validate(legacy)
+            trainer = again if isinstance(again, TrainerInput) else again.trainer
+            assert trainer.previous_score == 8.5
+    assert set(decoded) == set(types), decoded

@@ -175,7 +175,6 @@ async def test_trajectory_credit_for_a_ten_step_agent_goes_through_rlm_findings(
                 artifact_id=f"{lineage}:c1:artifact",
                 evaluation_id="e",
                 score={"score": 2},
-                score_history=[],
                 sticky_directives=[],
                 oneshot_directives=[],
             ),
