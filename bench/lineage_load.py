@@ -3,8 +3,9 @@
     .venv/bin/python -m bench.lineage_load [--lineages 500] [--cycles 3] [--rounds 3]
 
 1. Overhead: 20 lineages x N cycles (offline model, SQLite store) against the same number of
-   bare workflows running the same number of trivial activities per cycle, driven the same way,
-   in the same run: both warmed up, then alternated, medians compared. Target: ratio <= 1.2.
+   bare workflows running as many trivial activities at the same points of each cycle (one
+   before the wait for a score, five after it, one at the start), driven the same way, in the
+   same run: both warmed up, then alternated, medians compared. Target: ratio <= 1.2.
    The driver waits on each side's `await_output` update (``--poll``: polls queries every
    0.1 s instead, which loads both sides with query traffic). Also printed: CPU per
    lineage-cycle, of the Temporal server and of this process (worker, client, driver), for each
@@ -68,11 +69,19 @@ async def drive(
 
 
 async def drive_lineages(
-    client: Client, queue: str, lineages: int, cycles: int, poll: bool = False
+    client: Client,
+    queue: str,
+    lineages: int,
+    cycles: int,
+    poll: bool = False,
+    started_out: list[WorkflowHandle[Any, Any]] | None = None,
 ) -> float:
+    """Wall seconds; ``started_out`` receives the workflows' handles (both sides alike)."""
     spec = make_spec(labels=tuple(f"L{i}" for i in range(lineages)))
     started = time.perf_counter()
     handles = await start_session(client, spec, queue)
+    if started_out is not None:
+        started_out += handles
 
     async def ready(handle: WorkflowHandle[Any, Any], cycle: int) -> object:
         if poll:
@@ -84,7 +93,12 @@ async def drive_lineages(
 
 
 async def drive_bare(
-    client: Client, queue: str, lineages: int, cycles: int, poll: bool = False
+    client: Client,
+    queue: str,
+    lineages: int,
+    cycles: int,
+    poll: bool = False,
+    started_out: list[WorkflowHandle[Any, Any]] | None = None,
 ) -> float:
     started = time.perf_counter()
     handles = [
@@ -93,6 +107,8 @@ async def drive_bare(
         )
         for _ in range(lineages)
     ]
+    if started_out is not None:
+        started_out += handles
 
     async def ready(handle: WorkflowHandle[Any, Any], cycle: int) -> object:
         if poll:
