@@ -169,10 +169,11 @@ class DatabaseSharedStore(SharedStore):
     def create(
         self, worker, type, description, content=None, backrefs=None, parents=None, tags=None
     ) -> str:  # type: ignore[no-untyped-def]
+        from store.database import write_transaction
         from store.dialect import insert_ignore
 
         w = self._workers_t
-        with self.engine.begin() as conn:
+        with write_transaction(self.engine) as conn:
             conn.execute(
                 insert_ignore(conn, w, ["store_id", "worker_id"]),
                 {"store_id": self.store_id, "worker_id": worker, "next_seq": 0},
@@ -221,8 +222,10 @@ class DatabaseSharedStore(SharedStore):
     def invalidate(self, worker: str, target_id: str, reason: str) -> None:
         from sqlalchemy import update
 
+        from store.database import write_transaction
+
         v = self._view_t
-        with self.engine.begin() as conn:
+        with write_transaction(self.engine) as conn:
             found = conn.execute(
                 update(v)
                 .where(v.c.store_id == self._view_id, v.c.id == target_id)

@@ -314,10 +314,11 @@ class DatabaseFindingsStore(FindingsStore):
     def _apply(self, commit_plan: CommitPlan) -> bool:
         from sqlalchemy import func, select, update
 
+        from store.database import write_transaction
         from store.dialect import insert_ignore
 
         t = self._objects_t
-        with self.engine.begin() as conn:
+        with write_transaction(self.engine) as conn:
             won = conn.execute(
                 insert_ignore(conn, self._commits_t, ["store_id", "key"]).returning(
                     self._commits_t.c.key
@@ -394,8 +395,10 @@ class DatabaseFindingsStore(FindingsStore):
     def _resolve(self, proposal: Proposal, updated: StoreObject | None) -> None:
         from sqlalchemy import update
 
+        from store.database import write_transaction
+
         p, t = self._proposals_t, self._objects_t
-        with self.engine.begin() as conn:
+        with write_transaction(self.engine) as conn:
             changed = conn.execute(
                 update(p)
                 .where(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from store.database import create_store_engine, database_url_from_env
+from store.database import create_store_engine, database_url_from_env, write_transaction
 from store.queries import StoreQueries
 from store.recorder import TrainingSignalRecorder
 
@@ -36,7 +36,7 @@ class Store:
     def rebuild_projections(self) -> int:
         from store import projections
 
-        with self.engine.begin() as conn:
+        with write_transaction(self.engine) as conn:
             return projections.rebuild(conn)
 
     def close(self) -> None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlmodel import SQLModel
 
 from store import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
@@ -16,6 +20,9 @@ DEFAULT_DATABASE_URL = "sqlite:///.training-camp/training-camp.db"
 # event, its indexes, the blob, the span row...), so smaller pages make small transactions
 # cheaper: one span per transaction ran about a fifth faster than with the 4 KiB default.
 SQLITE_PAGE_SIZE = 2048
+# How long a writer waits for SQLite's write lock (the busy timeout), or for its turn among
+# this process's writers, before the write fails and its activity retries.
+WRITE_WAIT_SECONDS = 30
 
 
 def database_url_from_env() -> str:
@@ -28,6 +35,53 @@ def sqlite_file(engine: Engine) -> str | None:
     if engine.dialect.name != "sqlite" or not path or path == ":memory:":
         return None
     return path
+
+
+@contextmanager
+def exclusive_writer(engine: Engine) -> Iterator[None]:
+    """This process's turn to write to the engine's SQLite file; nothing for other databases.
+
+    SQLite admits one writer at a time, and a writer that finds the lock taken sleeps in the
+    busy handler, 1, 2, 5, 10 ... 100 ms between tries, so it sleeps on after the lock is free:
+    with 20 lineages' steps writing, four in ten write transactions waited over 2 ms for a
+    lock held for a fraction of that, and a cycle's steps, one after the other, queued behind
+    those sleeps. Writers in one process take turns on a lock instead, and the next one starts
+    the moment the last one commits. Other processes on the file still meet the busy handler.
+    """
+    lock = sqlite_writer_lock(engine)
+    if lock is None:
+        yield
+        return
+    if not lock.acquire(timeout=WRITE_WAIT_SECONDS):
+        raise TimeoutError(f"no turn to write to {engine.url.database} in {WRITE_WAIT_SECONDS} s")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """``engine.begin()`` for a transaction that writes, in this process's turn on SQLite."""
+    with exclusive_writer(engine), engine.begin() as conn:
+        yield conn
+
+
+def sqlite_writer_lock(engine: Engine) -> threading.Lock | None:
+    """The lock behind ``exclusive_writer`` (None for other databases), for a writer that
+    keeps it at hand (the span writer takes it for every streamed span)."""
+    path = sqlite_file(engine)
+    return None if path is None else _writer_lock(path)
+
+
+@functools.cache
+def _writer_lock(path: str) -> threading.Lock:
+    return _file_lock(os.path.realpath(path))  # resolved once per path as given
+
+
+@functools.cache
+def _file_lock(real_path: str) -> threading.Lock:
+    return threading.Lock()  # one per database file, whatever engine or Store opened it
 
 
 def create_store_engine(url: str, readonly: bool = False) -> Engine:
@@ -44,7 +98,9 @@ def _sqlite_engine(url: str, readonly: bool = False) -> Engine:
     path = url.split("///", 1)[1] if "///" in url else ""
     if path and path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+    engine = create_engine(
+        url, connect_args={"check_same_thread": False, "timeout": WRITE_WAIT_SECONDS}
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
@@ -59,7 +115,7 @@ def _sqlite_engine(url: str, readonly: bool = False) -> Engine:
         # checkpoint syncs the WAL and the database file, and at the default the checkpoints
         # cost as much as the commits themselves.
         cur.execute("PRAGMA wal_autocheckpoint=10000")
-        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute(f"PRAGMA busy_timeout={WRITE_WAIT_SECONDS * 1000}")
         cur.close()
 
     @event.listens_for(engine, "begin")

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 
+from store.database import write_transaction
 from store.dialect import DriverSQL, driver_cursor, stream_rows
 from store.materializer import Materializer
 from store.recorder import now_ms
@@ -429,7 +430,7 @@ def export(
         for writer in writers.values():
             writer.close()
     export_id = uuid.uuid4().hex
-    with engine.begin() as conn:
+    with write_transaction(engine) as conn:
         conn.execute(
             ExportRow.__table__.insert().values(  # type: ignore[attr-defined]
                 id=export_id,

@@ -33,6 +33,7 @@ from sqlalchemy import Connection, Engine, delete, select, update
 from sqlalchemy.schema import CreateIndex, DropIndex
 
 from store import event_log, upcasters
+from store.database import write_transaction
 from store.dialect import DriverSQL, TableInsert, driver_cursor, insert_ignore
 from store.read_ahead import ReadAhead
 from store.tables import MaterializerStateRow, ScoredArtifactRow, TrainingExampleRow
@@ -66,7 +67,7 @@ class Materializer:
         self, full: bool = False, progress: Callable[[int, int], None] | None = None
     ) -> MaterializeResult:
         """Process the log from the last position (or from the start when ``full``)."""
-        with self.engine.begin() as conn:
+        with write_transaction(self.engine) as conn:
             if full:
                 conn.execute(delete(_examples))
                 conn.execute(delete(_scored))
@@ -84,7 +85,7 @@ class Materializer:
         with ReadAhead.for_engine(self.engine) if full else contextlib.nullcontext():
             while position < end:
                 window_end = min(position + self.batch_size, end)
-                with self.engine.begin() as conn:
+                with write_transaction(self.engine) as conn:
                     events, examples = _Window(conn, position, window_end).materialize()
                     processed += events
                     added += examples
@@ -93,7 +94,7 @@ class Materializer:
                 if progress:
                     progress(position - start, end - start)
         if full:
-            with self.engine.begin() as conn:
+            with write_transaction(self.engine) as conn:
                 _create_indexes(conn)
         return MaterializeResult(
             from_position=start, to_position=end, events_processed=processed, examples_added=added

@@ -26,7 +26,7 @@ from domain.trainer import (
     ScoreAnalysis,
 )
 from store import event_log, payload_store, projections
-from store.database import sqlite_file
+from store.database import sqlite_writer_lock, write_transaction
 from store.event_log import NewEvent
 from store.tables import AttemptRow, EvaluationRow, LineageRow, SessionRow
 
@@ -73,19 +73,21 @@ class InsightObservation(BaseModel):
 
 
 class SqliteWriter:
-    """One SQLite connection kept for streaming writes, used by one thread at a time (hold
-    ``lock``). SQLite admits one writer at a time anyway; a pooled connection checked out and
-    back in for every span cost a fifth of the write. Opened at the first write."""
+    """One SQLite connection kept for streaming writes, used in this process's turn to write
+    (hold ``lock``, the one ``exclusive_writer`` takes). SQLite admits one writer at a time
+    anyway; a pooled connection checked out and back in for every span cost a fifth of the
+    write. Opened at the first write."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, lock: threading.Lock) -> None:
         self.engine = engine
-        self.lock = threading.Lock()
+        self.lock = lock
         self._connection: Any = None
 
     @classmethod
     def for_engine(cls, engine: Engine) -> SqliteWriter | None:
         # An in-memory database is one connection's: stay on the pool.
-        return cls(engine) if sqlite_file(engine) else None
+        lock = sqlite_writer_lock(engine)
+        return cls(engine, lock) if lock is not None else None
 
     def connection(self) -> Any:
         if self._connection is None:
@@ -111,7 +113,7 @@ class TrainingSignalRecorder:
     def batch(self) -> Iterator[None]:
         """Group many recorder calls into one transaction (bulk loads, imports, benchmarks).
         Not shared between threads: use one recorder per thread while a batch is open."""
-        with self.engine.begin() as conn:
+        with write_transaction(self.engine) as conn:
             self._batch = conn
             try:
                 yield
@@ -133,7 +135,7 @@ class TrainingSignalRecorder:
             return self._write_on(self._batch, events, pairs, follow_up, payloads)
         if not blobs and follow_up is None and all(e.event_type == SPANS for e in events):
             return self._write_spans(list(events), payloads)
-        with self.engine.begin() as conn:
+        with write_transaction(self.engine) as conn:
             return self._write_on(conn, events, pairs, follow_up, payloads)
 
     def _write_spans(self, events: list[NewEvent], payloads: dict[str, Encoded]) -> int:

@@ -13,6 +13,7 @@ from sqlmodel import SQLModel
 
 from domain.agent import AgentDefinition
 from store import event_log, payload_store, projections
+from store.database import write_transaction
 from store.tables import PROJECTION_TABLES
 
 
@@ -153,7 +154,7 @@ def rebuild_and_verify(engine: Engine) -> RebuildReport:
     """Drop every projection table, replay the whole log into new ones, compare row for row."""
     before = projection_digests(engine)
     tables = [SQLModel.metadata.tables[name] for name in PROJECTION_TABLES]
-    with engine.begin() as conn:
+    with write_transaction(engine) as conn:
         SQLModel.metadata.drop_all(conn, tables=tables)
         SQLModel.metadata.create_all(conn, tables=tables)
         replayed = projections.rebuild(conn)

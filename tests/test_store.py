@@ -372,6 +372,58 @@ def test_several_processes_write_concurrently(store: Store):
     assert _dump(store) == before
 
 
+def test_writers_in_one_process_take_turns_instead_of_busy_waiting(tmp_path: Path):
+    """Threads of one process writing one SQLite file queue on the process's writer lock, not
+    in SQLite's busy handler (which sleeps up to 100 ms between tries). With the busy timeout at
+    zero, a writer that met SQLite's write lock taken would fail with "database is locked":
+    eight threads, writing through the recorder's transactions and its streamed spans, all land.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sqlalchemy import event
+
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+
+    @event.listens_for(store.engine, "connect")
+    def _no_busy_wait(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        dbapi_connection.execute("PRAGMA busy_timeout=0")
+
+    store.engine.dispose()  # connections from now on do not wait
+    agent = AgentDefinition(
+        name="a", system_prompt="Be brief.", parameters=AgentParameters(model="offline-1")
+    )
+
+    def write(thread: int) -> None:
+        for i in range(15):
+            lineage = f"t{thread}-{i}"
+            store.recorder.register_lineage(
+                session_id="shared",
+                session_name="S",
+                lineage_id=lineage,
+                label=lineage,
+                workflow_id=lineage,
+                agent=agent,
+                inputs=["the same input for everyone"],
+            )
+            store.recorder.record_spans(
+                session_id="shared",
+                lineage_id=lineage,
+                attempt_id=f"{lineage}:a1",
+                spans=_spans(f"{lineage}:a1")[:1],
+            )
+
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(write, range(8)))  # re-raises the first failed write
+        events = store.queries.events()
+        # one session.created; per lineage: lineage.created, agent.version_created, its span
+        assert len(events) == 1 + 8 * 15 * 3
+        with store.engine.connect() as conn:
+            assert event_log.verify(conn).ok
+    finally:
+        store.close()
+
+
 def _scored_cycle(store: Store, lineage: str, ih: str, output: str, score: float) -> None:
     rollout, attempt = f"{lineage}:c1", f"{lineage}:c1:a1"
     _attempt(store, lineage, rollout, attempt, 1, ih)
