@@ -82,7 +82,10 @@ class FeedbackActivities:
         """Publish the outcome to the session's shared findings, where every lineage reads
         what the others learned (``view_others``). Once per evolution, even if retried."""
         shared = WorkerStoreProxy(
-            DatabaseSharedStore(self.store.engine, f"session:{inp.session_id}"), inp.lineage_id
+            DatabaseSharedStore(
+                self.store.engine, f"session:{inp.session_id}", self.store.read_engine
+            ),
+            inp.lineage_id,
         )
         tag = f"evolution:{inp.pending_evolution_id}"
         if shared.shared.query(f"tag={tag}"):

@@ -23,5 +23,5 @@ class RlmActivities:
     @activity.defn(name="rlm_apply_commit")
     def rlm_apply_commit(self, inp: ApplyCommitInput) -> CommitResult:
         """Idempotent: a retried worker or a retried merge changes nothing the second time."""
-        findings = DatabaseFindingsStore(self.store.engine, inp.store_id)
+        findings = DatabaseFindingsStore(self.store.engine, inp.store_id, self.store.read_engine)
         return findings.apply_commit(inp.commit, batch_prefix=inp.batch_prefix, worker=inp.worker)

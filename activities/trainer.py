@@ -73,7 +73,9 @@ class TrainerActivities:
         agent, artifact, spans = await asyncio.to_thread(load)  # one hop for the three reads
         backend = self._backend(inp.trainer)
         if sum(s.span_type == "llm_call" for s in spans) > rlm_credit.RLM_SPAN_THRESHOLD:
-            findings = DatabaseFindingsStore(self.store.engine, f"credit:{artifact.attempt_id}")
+            findings = DatabaseFindingsStore(
+                self.store.engine, f"credit:{artifact.attempt_id}", self.store.read_engine
+            )
             return await _typed(
                 rlm_credit.trajectory_credit(backend, agent, inp.analysis, spans, findings)
             )

@@ -157,10 +157,11 @@ class DatabaseSharedStore(SharedStore):
     """Durable and safe for workers in several processes: the per-worker counter and the
     append happen in one transaction."""
 
-    def __init__(self, engine: Any, store_id: str) -> None:
+    def __init__(self, engine: Any, store_id: str, read_engine: Any = None) -> None:
         from store.tables import RlmObjectRow, RlmSharedEventRow, RlmSharedWorkerRow
 
         self.engine, self.store_id = engine, store_id
+        self.read_engine = read_engine or engine  # as DatabaseFindingsStore
         self._events_t = RlmSharedEventRow.__table__  # type: ignore[attr-defined]
         self._workers_t = RlmSharedWorkerRow.__table__  # type: ignore[attr-defined]
         self._view_t = RlmObjectRow.__table__  # type: ignore[attr-defined]
@@ -239,7 +240,7 @@ class DatabaseSharedStore(SharedStore):
         from sqlalchemy import select
 
         e = self._events_t
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             rows = (
                 conn.execute(
                     select(e).where(e.c.store_id == self.store_id, e.c.seq >= seq).order_by(e.c.seq)
@@ -294,7 +295,7 @@ class DatabaseSharedStore(SharedStore):
         from sqlalchemy import select
 
         v = self._view_t
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             rows = (
                 conn.execute(
                     select(v)

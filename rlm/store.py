@@ -245,12 +245,15 @@ def _proposal(pid: str, update: ProposedUpdate) -> Proposal:
 
 
 class DatabaseFindingsStore(FindingsStore):
-    """The same store, durable: rows keyed by ``store_id`` in the application database."""
+    """The same store, durable: rows keyed by ``store_id`` in the application database.
+    Reads go to ``read_engine`` when given (a Store's read-only engine: on SQLite a reader
+    then never takes the write lock), writes to ``engine``."""
 
-    def __init__(self, engine: Any, store_id: str) -> None:
+    def __init__(self, engine: Any, store_id: str, read_engine: Any = None) -> None:
         from store.tables import RlmCommitRow, RlmObjectRow, RlmProposalRow
 
         self.engine, self.store_id = engine, store_id
+        self.read_engine = read_engine or engine
         self._objects_t = RlmObjectRow.__table__  # type: ignore[attr-defined]
         self._commits_t = RlmCommitRow.__table__  # type: ignore[attr-defined]
         self._proposals_t = RlmProposalRow.__table__  # type: ignore[attr-defined]
@@ -280,7 +283,7 @@ class DatabaseFindingsStore(FindingsStore):
         from sqlalchemy import select
 
         t = self._objects_t
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             row = (
                 conn.execute(select(t).where(t.c.store_id == self.store_id, t.c.id == object_id))
                 .mappings()
@@ -292,7 +295,7 @@ class DatabaseFindingsStore(FindingsStore):
         from sqlalchemy import select
 
         t = self._objects_t
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             rows = (
                 conn.execute(
                     select(t).where(t.c.store_id == self.store_id).order_by(t.c.position, t.c.id)
@@ -306,7 +309,7 @@ class DatabaseFindingsStore(FindingsStore):
         from sqlalchemy import select
 
         t = self._commits_t
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             return conn.execute(
                 select(t.c.fingerprint).where(t.c.store_id == self.store_id, t.c.key == key)
             ).scalar()
@@ -378,7 +381,7 @@ class DatabaseFindingsStore(FindingsStore):
         query = select(t).where(t.c.store_id == self.store_id).order_by(t.c.id)
         if status:
             query = query.where(t.c.status == status)
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
         return [
             Proposal(

@@ -33,13 +33,21 @@ def backend(request, tmp_path):
 @pytest.fixture
 def findings(backend):
     _kind, store = backend
-    return InMemoryFindingsStore() if store is None else DatabaseFindingsStore(store.engine, "s1")
+    return (
+        InMemoryFindingsStore()
+        if store is None
+        else DatabaseFindingsStore(store.engine, "s1", store.read_engine)
+    )
 
 
 @pytest.fixture
 def shared(backend):
     _kind, store = backend
-    return InMemorySharedStore() if store is None else DatabaseSharedStore(store.engine, "team")
+    return (
+        InMemorySharedStore()
+        if store is None
+        else DatabaseSharedStore(store.engine, "team", store.read_engine)
+    )
 
 
 def worker_commit(**overrides) -> Commit:
@@ -213,7 +221,7 @@ import sys
 from store import Store
 from rlm.shared_store import DatabaseSharedStore
 store = Store.open(sys.argv[1])
-shared = DatabaseSharedStore(store.engine, "team")
+shared = DatabaseSharedStore(store.engine, "team", store.read_engine)
 for i in range(100):
     shared.create(sys.argv[2], "evidence", f"finding {i} of {sys.argv[2]}")
 """
@@ -236,7 +244,7 @@ def test_ten_concurrent_workers_hundred_creates_each(backend):
         for t in threads:
             t.join()
     else:  # ten processes, as on ten machines
-        shared = DatabaseSharedStore(store.engine, "team")
+        shared = DatabaseSharedStore(store.engine, "team", store.read_engine)
         procs = [
             subprocess.Popen(
                 [sys.executable, "-c", CREATOR, str(store.engine.url).replace("***", ""), f"w{i}"],

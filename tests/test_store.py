@@ -374,15 +374,20 @@ def test_several_processes_write_concurrently(store: Store):
 
 def test_writers_in_one_process_take_turns_instead_of_busy_waiting(tmp_path: Path):
     """Threads of one process writing one SQLite file queue on the process's writer lock, not
-    in SQLite's busy handler (which sleeps up to 100 ms between tries). With the busy timeout at
-    zero, a writer that met SQLite's write lock taken would fail with "database is locked":
-    eight threads, writing through the recorder's transactions and its streamed spans, all land.
+    in SQLite's busy handler (which sleeps up to 100 ms between tries), and readers never take
+    the write lock. With the busy timeout at zero, any of them meeting SQLite's write lock
+    taken would fail with "database is locked": eight threads, writing through the recorder's
+    transactions, its streamed spans and a session's shared findings (as the score activity
+    opens them) and reading those findings back, all succeed.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     from sqlalchemy import event
 
+    from rlm.shared_store import DatabaseSharedStore
+
     store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    shared = DatabaseSharedStore(store.engine, "session:shared", store.read_engine)
 
     @event.listens_for(store.engine, "connect")
     def _no_busy_wait(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
@@ -411,6 +416,8 @@ def test_writers_in_one_process_take_turns_instead_of_busy_waiting(tmp_path: Pat
                 attempt_id=f"{lineage}:a1",
                 spans=_spans(f"{lineage}:a1")[:1],
             )
+            shared.create(lineage, "claim", "shorter worked", tags=[f"evolution:{lineage}"])
+            assert len(shared.query(f"tag=evolution:{lineage}")) == 1
 
     try:
         with ThreadPoolExecutor(8) as pool:
@@ -418,6 +425,7 @@ def test_writers_in_one_process_take_turns_instead_of_busy_waiting(tmp_path: Pat
         events = store.queries.events()
         # one session.created; per lineage: lineage.created, agent.version_created, its span
         assert len(events) == 1 + 8 * 15 * 3
+        assert len(shared.query("type=claim")) == 8 * 15
         with store.engine.connect() as conn:
             assert event_log.verify(conn).ok
     finally:
