@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, bindparam, func, select
 
 from domain.agent import AgentDefinition, AgentRef, AgentSnapshot
 from domain.execution import SpanRecord, Usage
@@ -872,25 +872,40 @@ def _no_hashes(digest: str) -> Any:
     raise AssertionError(f"a new span event refers to text by hash ({digest})")
 
 
-def _comparison(conn: Connection, session_id: str, cycle: int, ts: int) -> list[NewEvent]:
-    """artifact.compared once every lineage of the session has scored this cycle's output."""
+def _comparison_statements() -> tuple[Any, Any, Any]:
     sessions, lineages = SessionRow.__table__, LineageRow.__table__  # type: ignore[attr-defined]
     evaluations = EvaluationRow.__table__  # type: ignore[attr-defined]
-    # Serialise concurrent scorers of one session (PostgreSQL; SQLite already writes one by one).
-    conn.execute(select(sessions.c.id).where(sessions.c.id == session_id).with_for_update())
-    members = (
-        conn.execute(select(lineages.c.id).where(lineages.c.session_id == session_id))
-        .scalars()
-        .all()
+    session, cycle = bindparam("session_id"), bindparam("cycle")
+    of_cycle = (evaluations.c.session_id == session) & (evaluations.c.cycle == cycle)
+    lock = select(sessions.c.id).where(sessions.c.id == session).with_for_update()
+    counts = select(
+        select(func.count()).where(lineages.c.session_id == session).scalar_subquery(),
+        select(func.count(evaluations.c.lineage_id.distinct())).where(of_cycle).scalar_subquery(),
     )
-    rows = conn.execute(
+    scores = (
         select(evaluations.c.lineage_id, evaluations.c.artifact_id, evaluations.c.score)
-        .where(evaluations.c.session_id == session_id, evaluations.c.cycle == cycle)
+        .where(of_cycle)
         .order_by(evaluations.c.created_at)
-    ).all()
-    latest = {lineage: (artifact, score) for lineage, artifact, score in rows}
-    if len(members) < 2 or set(latest) != set(members):
+    )
+    return lock, counts, scores
+
+
+# Built once: a score's transaction runs them while holding the write lock.
+_LOCK_SESSION, _MEMBERS_AND_SCORED, _CYCLE_SCORES = _comparison_statements()
+
+
+def _comparison(conn: Connection, session_id: str, cycle: int, ts: int) -> list[NewEvent]:
+    """artifact.compared once every lineage of the session has scored this cycle's output.
+    Every score asks, in one row, whether all have; only the last one reads the scores: each
+    row read is a step out of the GIL and back, inside the write transaction."""
+    params = {"session_id": session_id, "cycle": cycle}
+    if conn.dialect.name != "sqlite":  # SQLite already writes one transaction at a time
+        conn.execute(_LOCK_SESSION, params)  # serialise concurrent scorers of one session
+    members, scored = conn.execute(_MEMBERS_AND_SCORED, params).one()
+    if members < 2 or scored != members:
         return []
+    rows = conn.execute(_CYCLE_SCORES, params).all()
+    latest = {lineage: (artifact, score) for lineage, artifact, score in rows}
     ranked = sorted(latest.items(), key=lambda item: (-item[1][1], item[0]))
     return [
         NewEvent.keyed(

@@ -372,6 +372,31 @@ def test_several_processes_write_concurrently(store: Store):
     assert _dump(store) == before
 
 
+def test_a_cycle_is_compared_once_every_lineage_has_scored_it(store: Store):
+    """artifact.compared ranks a cycle's outputs when the session's last lineage scores it:
+    not before, and once."""
+    for lineage in ("s1-A", "s1-B", "s1-C"):
+        ih = _register(store, lineage)[0]
+
+    def compared() -> list[dict[str, Any]]:
+        return [e.payload for e in store.queries.events(None, ["artifact.compared"])]
+
+    _scored_cycle(store, "s1-A", ih, "a", 6)
+    _scored_cycle(store, "s1-B", ih, "b", 9)
+    assert compared() == []
+    _scored_cycle(store, "s1-C", ih, "c", 7)
+    assert compared() == [
+        {
+            "cycle": 1,
+            "artifacts": [
+                {"id": f"{lineage}:c1:artifact", "lineageId": lineage, "score": score}
+                for lineage, score in (("s1-A", 6.0), ("s1-B", 9.0), ("s1-C", 7.0))
+            ],
+            "ranking": ["s1-B:c1:artifact", "s1-C:c1:artifact", "s1-A:c1:artifact"],
+        }
+    ]
+
+
 def test_writers_in_one_process_take_turns_instead_of_busy_waiting(tmp_path: Path):
     """Threads of one process writing one SQLite file queue on the process's writer lock, not
     in SQLite's busy handler (which sleeps up to 100 ms between tries), and readers never take
