@@ -217,10 +217,13 @@ class ArtifactRow(SQLModel, table=True):
 
 class EvaluationRow(SQLModel, table=True):
     __tablename__ = "evaluations"
+    # A score's comparison check looks up its session's scores of one cycle (migration 0008);
+    # other readers, a session's.
+    __table_args__ = (Index("ix_evaluations_session_cycle", "session_id", "cycle"),)
 
     id: str = Field(primary_key=True, max_length=220)
     artifact_id: str = Field(index=True, max_length=220)
-    session_id: str = Field(index=True, max_length=128)
+    session_id: str = Field(max_length=128)
     lineage_id: str = Field(index=True, max_length=128)
     cycle: int
     agent_version: int | None = None  # unknown for events written before schema v2

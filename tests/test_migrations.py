@@ -18,7 +18,7 @@ from store.payload_store import encode
 from store.tables import PayloadBlob, SessionRow, SpanRow, TrainingEvent, TrainingExampleRow
 from tests.store_backends import database_url
 
-HEAD = "0007"
+HEAD = "0008"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -317,3 +317,38 @@ def test_0007_keys_spans_by_attempt(url):
     ]
     assert [s.output for s in store.queries.span_records("a1")] == ["one", "2"]
     store.close()
+
+
+def test_0008_indexes_evaluations_by_session_and_cycle(url):
+    """Down to 0007 with a scored cycle, and up again: one index on session and cycle replaces
+    the session index, the scores stay, and the next score completes the cycle's comparison."""
+    from alembic import command
+
+    from store.migrate import alembic_config
+    from tests.test_store import _register, _scored_cycle
+
+    store = Store.open(url)
+    ih = _register(store, "s1-A")
+    _register(store, "s1-B")
+    _scored_cycle(store, "s1-A", ih[0], "- three crisp bullets", 9)
+    config = alembic_config(url)
+    with store.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0007")
+    assert _evaluation_indexes(store.engine) >= {"ix_evaluations_session_id"}
+    assert "ix_evaluations_session_cycle" not in _evaluation_indexes(store.engine)
+    store.close()
+
+    store = Store.open(url)  # migrates 0007 -> head
+    assert current_revision(store.engine) == HEAD
+    indexes = _evaluation_indexes(store.engine)
+    assert "ix_evaluations_session_cycle" in indexes
+    assert "ix_evaluations_session_id" not in indexes
+    _scored_cycle(store, "s1-B", ih[0], "a rambling essay", 3)
+    (compared,) = store.queries.events(None, ["artifact.compared"])
+    assert compared.payload["ranking"] == ["s1-A:c1:artifact", "s1-B:c1:artifact"]
+    store.close()
+
+
+def _evaluation_indexes(engine) -> set[str]:
+    return {ix["name"] for ix in inspect(engine).get_indexes("evaluations")}
