@@ -47,6 +47,8 @@ class Demo:
             env={**env, "COLUMNS": "200"},
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,  # a process group of its own, as a terminal's job has
+            # (with SIGINT at its default: a shell's `cmd &` would start it ignored)
         )
 
     async def expect(self, text: str, timeout: float = 60) -> None:
@@ -62,8 +64,9 @@ class Demo:
         await asyncio.wait_for(read(), timeout)
 
     async def interrupt(self) -> int:
+        """Ctrl-C as a terminal sends it: SIGINT to the job's whole process group."""
         assert self.proc
-        self.proc.send_signal(signal.SIGINT)
+        os.killpg(self.proc.pid, signal.SIGINT)
         rest, _ = await asyncio.wait_for(self.proc.communicate(), 30)
         self.output += rest.decode()
         return self.proc.returncode
