@@ -23,6 +23,13 @@ class ScorePoint(BaseModel):
     evaluation_id: str
 
 
+def score_before(history: list[ScorePoint], evaluation_id: str | None) -> float | None:
+    """The last score in ``history`` but ``evaluation_id``'s (the one being trained on, which
+    the history already holds): what the reward analyzer's trend compares against."""
+    earlier = [p.score for p in history if p.evaluation_id != evaluation_id]
+    return earlier[-1] if earlier else None
+
+
 class QueuedScore(BaseModel):
     """A validated score waiting for the artifact it applies to (survives continue-as-new)."""
 
@@ -210,11 +217,8 @@ class TrainerInput(BaseModel):
         score being trained on); a worker running this code takes the point before it."""
         if isinstance(data, dict) and "score_history" in data:
             data = dict(data)
-            history = data.pop("score_history") or []
-            earlier = [
-                p["score"] for p in history if p.get("evaluation_id") != data.get("evaluation_id")
-            ]
-            data.setdefault("previous_score", earlier[-1] if earlier else None)
+            history = [ScorePoint.model_validate(p) for p in data.pop("score_history") or []]
+            data.setdefault("previous_score", score_before(history, data.get("evaluation_id")))
         return data
 
 

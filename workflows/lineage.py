@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         RunAgentResult,
         ScorePoint,
         TrainerInput,
+        score_before,
     )
     from domain.trainer import EvolutionOutcome
 
@@ -311,7 +312,7 @@ class LineageWorkflow:
             artifact_id=rollout.artifact_id,
             evaluation_id=evaluation_id,
             score=queued.score,
-            previous_score=self._previous_score(evaluation_id),
+            previous_score=score_before(self._s.score_history, evaluation_id),
             sticky_directives=list(self._s.sticky_directives),
             oneshot_directives=oneshot,
             trainer=self._inp.options.trainer,
@@ -547,11 +548,6 @@ class LineageWorkflow:
         if visible != self._visible_status:
             self._visible_status = visible
             workflow.upsert_search_attributes([search_attributes.STATUS.value_set(visible)])
-
-    def _previous_score(self, evaluation_id: str) -> float | None:
-        """The score before the one being trained on (already in the history)."""
-        earlier = [p.score for p in self._s.score_history if p.evaluation_id != evaluation_id]
-        return earlier[-1] if earlier else None
 
     def _cycle_input_hash(self) -> str:
         hashes = self._s.input_hashes
