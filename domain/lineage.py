@@ -61,6 +61,9 @@ class CarriedState(BaseModel):
     latest_output_words: int = 0
     last_evolution: str | None = None
     rejected_count: int = 0
+    # What the `state` query surfaces until it is superseded, whichever run reports it
+    last_rejection: str | None = None
+    last_error: str | None = None
 
 
 class LineageInput(BaseModel):

@@ -347,12 +347,14 @@ async def test_claude_trainer_without_a_key_is_an_error_not_a_fallback(
     from tests.conftest import awaiting, make_spec, wait_for_state
     from workflows.lineage import LineageWorkflow
 
-    spec = make_spec(options={"trainer": "claude"})
+    # A new run after every cycle: the error is still shown after continue-as-new.
+    spec = make_spec(options={"trainer": "claude", "continueAsNewEvery": 1})
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
         await handle.signal(LineageWorkflow.score, {"score": 2, "comment": "way too long"})
         state = await wait_for_state(handle, awaiting(2))
+    assert state.run_cycles == 1  # cycle 2 runs in a run of its own
     assert "ANTHROPIC_API_KEY" in state.last_error
     assert state.agent_version == 1  # kept, not evolved by the rules engine behind our back
     assert store.queries.evolution_records(spec.lineage_id("A")) == []

@@ -94,8 +94,6 @@ class LineageWorkflow:
         self._visible_status: str | None = None  # the TrainingCampStatus search attribute
         self._run_cycles = 0
         self._retry_requested = False
-        self._last_rejection: str | None = None
-        self._last_error: str | None = None
         self._continuing = False  # about to continue as new: `await_output` callers return
         self._decided_at_start: bool | None = None  # RUN_START_PATCH, once per run
 
@@ -189,14 +187,14 @@ class LineageWorkflow:
                     ),
                 )
             except ActivityError as err:
-                self._last_error = str(err.cause or err)
+                self._s.last_error = str(err.cause or err)
                 await self._store_step(
                     AgentExecutionActivities.mark_rollout_failed,
                     RolloutFailedInput(
                         session_id=self._inp.session_id,
                         lineage_id=self._inp.lineage_id,
                         rollout_id=rollout_id,
-                        error=self._last_error,
+                        error=self._s.last_error,
                     ),
                 )
             self._set_status("failed")
@@ -293,7 +291,7 @@ class LineageWorkflow:
                 **TRAINER_ACTIVITY,
             )
         except ActivityError as err:
-            self._last_error = f"rollback failed: {err.cause or err}"
+            self._s.last_error = f"rollback failed: {err.cause or err}"
             return
         self._s.agent = restored.agent
         self._s.last_evolution = restored.summary
@@ -334,7 +332,7 @@ class LineageWorkflow:
             )
         except ActivityError as err:
             # Surface, never hide: the lineage keeps its current version and goes on.
-            self._last_error = f"training failed: {err.cause or err}"
+            self._s.last_error = f"training failed: {err.cause or err}"
             return
         # Oneshot directives apply to this evolution only (new ones may have arrived meanwhile).
         self._s.oneshot_directives = self._s.oneshot_directives[len(oneshot) :]
@@ -485,8 +483,8 @@ class LineageWorkflow:
             sticky_directives=self._s.sticky_directives,
             oneshot_directives=self._s.oneshot_directives,
             rejected_feedback=self._s.rejected_count,
-            last_rejection=self._last_rejection,
-            last_error=self._last_error,
+            last_rejection=self._s.last_rejection,
+            last_error=self._s.last_error,
             run_cycles=self._run_cycles,
         )
 
@@ -494,7 +492,7 @@ class LineageWorkflow:
 
     async def _reject(self, kind: str, payload: Any, reason: str) -> None:
         self._s.rejected_count += 1
-        self._last_rejection = f"{kind}: {reason}"
+        self._s.last_rejection = f"{kind}: {reason}"
         await self._store_step(
             FeedbackActivities.record_rejection,
             RecordRejectionInput(
