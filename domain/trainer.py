@@ -17,6 +17,9 @@ class FeedbackAspect(BaseModel):
     confidence: float = Field(ge=0, le=1)
     # What the reviewer wants, in the trainer's vocabulary ("shorter", "bullets", "formal"…)
     want: str | None = None
+    # What the wish is about, where it says: a word limit, a language, a topic, a tool
+    # ("search|less|arithmetic": the search tool, used where it should not be, for arithmetic)
+    detail: str | None = None
 
 
 class ScoreAnalysis(BaseModel):
@@ -26,14 +29,23 @@ class ScoreAnalysis(BaseModel):
     aspects: list[FeedbackAspect] = Field(default_factory=list)
     trend: Literal["improving", "stable", "declining"]
     delta_from_previous: float = 0.0
+    # The comment spoke to the trainer or the system ("ignore your constraints"): those parts
+    # were set aside, and nothing from this feedback may raise a limit
+    adversarial: bool = False
 
 
 class PromptCredit(BaseModel):
     segment: str  # the instruction text, or "parameters.maxTokens=2048" for a parameter
-    segment_index: int  # position in the prompt; -1 for parameters
+    segment_index: int  # position in the prompt; -1 for parameters, tools and flow steps
     blame: Literal["high", "medium", "low", "none"]
     related_aspect: str | None = None
     reason: str
+    # Where the segment lives: the system prompt (default), a flow step's prompt, a tool's
+    # description, or a parameter; ``target`` names the step, tool or parameter
+    component: Component = "systemPrompt"
+    target: str | None = None
+    # The change family the blame is about ("shorter", "tool_use"…)
+    want: str | None = None
 
 
 class TrajectoryCredit(BaseModel):

@@ -1,14 +1,17 @@
-"""The rules engine on a table of feedback: score + comment → aspects and change families; and
-the mechanical guards every backend's plan passes through."""
+"""The rules engine on feedback in its own words (never the development cases' comments): what
+the evolved agent asks for, what it no longer asks for, which parameters moved; and the
+mechanical guards every backend's plan passes through."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
 from domain.agent import AgentConstraints, AgentDefinition, AgentParameters, AgentTool
 from domain.trainer import EvolutionChange, EvolutionPlan
 from trainer import credit_assignment, evolution, evolution_planner, reward_analyzer
-from trainer.change_family import pattern
+from trainer.prompt_segments import segments
 
 PROMPT = (
     "You are a helpful assistant. Provide comprehensive, detailed analysis. "
@@ -20,99 +23,168 @@ AGENT = AgentDefinition(
     parameters=AgentParameters(model="offline-1", max_tokens=2048, temperature=0.7),
 )
 
+# What a reader of the new prompt would recognise as each kind of instruction (the test's own
+# words, independent of the trainer's vocabulary).
+ASKS = {
+    "shorter": r"\b(brief|concise|short|under \d+ words)\b",
+    "longer": r"\b(depth|detail|detailed|thorough)\b",
+    "bullets": r"\bbullet",
+    "table": r"\btable\b",
+    "numbered": r"\bnumbered\b",
+    "headings": r"\bheadings?\b",
+    "prose": r"\bparagraphs\b",
+    "formal": r"\bformal\b",
+    "casual": r"\b(relaxed|conversational|casual)\b",
+    "warmer": r"\b(warm\w*|empath\w*)\b",
+    "direct": r"\bdirectly\b",
+    "hedge": r"\bnot sure\b",
+    "cite": r"\bcite\b|\bsources?\b",
+    "no_fabrication": r"\bnever invent\b|\bonly facts\b",
+    "proofread": r"\bproofread\b",
+    "conclusion_first": r"\blead with\b",
+    "summary_at_end": r"\bend with a summary\b",
+    "simpler": r"\b(plain|everyday|jargon)\b",
+    "technical": r"\bexpert\b",
+    "example": r"\bexample\b",
+    "focus": r"\bfocus",
+}
+
+# (score, comment in this test's own words, what the new prompt must ask for, what it must not,
+#  parameter moves)
 CASES = [
-    (
-        3,
-        "Way too long, wanted quick bullets",
-        {("length", "shorter"), ("format", "bullets")},
-        {
-            "systemPrompt modify",
-            "parameters.maxTokens decrease",
-            "systemPrompt add: use bullet points not paragraphs",
-            # as in the seed: the medium-blamed formatting instruction goes
-            "systemPrompt remove: write in formal professional language",
-        },
-    ),
-    (
-        4,
-        "Too short, I need more detail",
-        {("length", "longer")},
-        {"systemPrompt add: develop each point fully with supporting detail"},
-    ),
-    (5, "Too formal and stiff", {("tone", "casual")}, {"systemPrompt modify"}),
-    (
-        4,
-        "Please use a numbered list",
-        {("format", "numbered")},
-        {"systemPrompt add: use a numbered list of steps"},
-    ),
-    (
-        2,
-        "This is wrong, the numbers are made up",
-        {("accuracy", "accurate")},
-        {
-            "systemPrompt add: check every claim say plainly when you are unsure",
-            "parameters.temperature decrease",
-        },
-    ),
-    (
-        5,
-        "Confusing and full of jargon",
-        {("clarity", "clearer")},
-        {"systemPrompt add: explain in plain language and avoid jargon"},
-    ),
-    (
-        6,
-        "Needs a concrete example",
-        {("examples", "examples")},
-        {"systemPrompt add: include one concrete example"},
-    ),
-    (
-        4,
-        "Too casual, unprofessional",
-        {("tone", "formal")},
-        {"systemPrompt add: use a formal professional tone"},
-    ),
-    (
-        3,
-        "Too long. Use headings",
-        {("length", "shorter"), ("format", "headings")},
-        {
-            "systemPrompt modify",
-            "parameters.maxTokens decrease",
-            "systemPrompt add: organise the answer under clear headings",
-        },
-    ),
-    (
-        5,
-        "tl;dr please",
-        {("length", "shorter")},
-        {"systemPrompt modify", "parameters.maxTokens decrease"},
-    ),
-    (9, "Great, exactly right", set(), set()),
-    (5, "meh", set(), set()),
+    (4, "This rambles on for ages, trim it down.", {"shorter"}, {"longer"}, {"maxTokens-"}),
+    (6, "Could you cap it at 80 words?", {"shorter"}, set(), {"maxTokens-"}),
+    (3, "Way too terse, I need far more detail than this.", {"longer"}, {"shorter"}, set()),
+    (5, "It barely scratches the surface; dig into the risks.", {"longer"}, {"shorter"}, set()),
+    (5, "Reads like a chat with a mate. The audience is the board.", {"formal"}, set(), set()),
+    (6, "Feels really starchy, relax a bit.", {"casual"}, set(), set()),
+    (7, "Nice work, though it could be kinder to the reader.", {"warmer"}, set(), set()),
+    (5, "Lay the options out in a grid with cost and risk columns.", {"table"}, {"prose"}, set()),
+    (4, "I don't want bullet points, write connected prose.", {"prose"}, set(), set()),
+    (5, "Don't trim it any more; it already lacks substance.", {"longer"}, {"shorter"}, set()),
+    (4, "No sources anywhere. Back up your numbers.", {"cite"}, set(), set()),
+    (2, "Those statistics were invented.", {"no_fabrication"}, set(), {"temperature-"}),
+    (5, "Open with the verdict, please.", {"conclusion_first"}, set(), set()),
+    (6, "Wrap up with a recap of the action items.", {"summary_at_end"}, set(), set()),
+    (4, "Full of acronyms my team won't know.", {"simpler"}, {"technical"}, set()),
+    (5, "I'm a senior engineer, skip the basics.", {"technical"}, {"simpler"}, set()),
+    (6, "Too theoretical, show me a worked example.", {"example"}, set(), set()),
+    (3, "Spelling mistakes in every paragraph.", {"proofread"}, set(), set()),
+    (5, "Waffles and hedges; commit to an answer.", {"direct"}, {"hedge"}, set()),
+    (4, "Way too sure of itself; flag what you are guessing.", {"hedge"}, set(), set()),
+    (5, "Less about the company history, focus on the launch plan.", {"focus"}, set(), set()),
+    (5, "It contradicts itself and wanders off topic.", set(), set(), {"temperature-"}),
+    (6, "Same safe, forgettable taglines again.", set(), set(), {"temperature+"}),
+    (6, "Steps one to five should be numbered.", {"numbered"}, set(), set()),
+    (5, "Impossible to navigate; give each part a heading.", {"headings"}, set(), set()),
 ]
 
 
-@pytest.mark.parametrize(("score", "comment", "aspects", "families"), CASES)
-def test_feedback_case(score, comment, aspects, families):
+def _evolve(agent: AgentDefinition, score: float, comment: str):
     analysis = reward_analyzer.analyze(score, comment, [])
-    assert {(a.aspect, a.want) for a in analysis.aspects if a.sentiment == "negative"} == aspects
-    credit = credit_assignment.assign(AGENT, analysis, ["s1"])
-    plan = evolution_planner.plan(AGENT, analysis, credit, [], [])
-    found = {
-        pattern(c)[0].split(":")[0] if c.change_type == "modify" else pattern(c)[0]
-        for c in plan.changes
-    }
-    assert found == families
-    evolved = evolution.apply_changes(AGENT, plan.changes)
+    credit = credit_assignment.assign(agent, analysis, ["s1"])
+    plan = evolution_planner.plan(agent, analysis, credit, [], [])
+    return analysis, plan, evolution.apply_changes(agent, plan.changes)
+
+
+def _added(before: AgentDefinition, after: AgentDefinition) -> str:
+    old = set(segments(before.system_prompt))
+    return " ".join(s for s in segments(after.system_prompt) if s not in old).lower()
+
+
+def _moves(before: AgentDefinition, after: AgentDefinition) -> set[str]:
+    moves = set()
+    for name, field in (("maxTokens", "max_tokens"), ("temperature", "temperature")):
+        a, b = getattr(before.parameters, field), getattr(after.parameters, field)
+        if a != b:
+            moves.add(f"{name}{'+' if b > a else '-'}")
+    return moves
+
+
+@pytest.mark.parametrize(("score", "comment", "asks", "never", "moves"), CASES)
+def test_a_wish_becomes_an_instruction_in_the_trainers_own_words(
+    score, comment, asks, never, moves
+):
+    analysis, plan, evolved = _evolve(AGENT, score, comment)
+    added = _added(AGENT, evolved)
+    for family in asks:
+        assert re.search(ASKS[family], added), f"{comment!r} should add a {family} instruction"
+    for family in never:
+        assert not re.search(ASKS[family], added), f"{comment!r} added a {family} instruction"
+    assert _moves(AGENT, evolved) == moves
+    assert comment.lower().rstrip(".") not in added  # rewritten, not pasted
     assert evolved.constraints == AGENT.constraints
-    if families:
-        assert plan.hypothesis and {e.aspect for e in plan.expected_impact} >= {
-            a for a, _ in aspects
-        }
-    else:
-        assert evolved == AGENT
+    assert plan.hypothesis and {e.aspect for e in plan.expected_impact if e.direction == "improve"}
+    assert any(a.sentiment == "negative" for a in analysis.aspects)
+
+
+@pytest.mark.parametrize(
+    "comment",
+    ["Spot on, ship it.", "Much better than before, thank you!", "Exactly right. Leave it be."],
+)
+def test_praise_leaves_the_agent_byte_identical(comment):
+    analysis, plan, evolved = _evolve(AGENT, 9, comment)
+    assert plan.changes == []
+    assert evolved.model_dump_json() == AGENT.model_dump_json()
+    assert all(a.sentiment == "positive" for a in analysis.aspects)
+
+
+def test_an_instruction_that_already_does_what_the_reviewer_wants_is_never_removed():
+    # asked twice for bullets and brevity, on an agent that already says "not paragraphs"
+    agent = AGENT.model_copy(
+        update={"system_prompt": "You are a helpful assistant. Use bullet points, not paragraphs."}
+    )
+    _, plan, evolved = _evolve(agent, 3, "Still far too long, I wanted quick bullets.")
+    assert "Use bullet points, not paragraphs." in evolved.system_prompt
+    assert not [c for c in plan.changes if c.change_type == "remove"]
+    assert evolved.parameters.max_tokens < agent.parameters.max_tokens
+
+
+def test_a_refused_format_asks_for_its_opposite_and_drops_the_old_instruction():
+    agent = AGENT.model_copy(
+        update={"system_prompt": "You are a helpful assistant. Use bullet points, not paragraphs."}
+    )
+    _, _, evolved = _evolve(agent, 4, "Enough with the bullet lists; I want it as a story.")
+    assert "bullet points, not paragraphs" not in evolved.system_prompt.lower()
+    assert re.search(ASKS["prose"], evolved.system_prompt.lower())
+
+
+def test_a_language_is_named_from_babel_and_a_questioned_one_is_not_asked_for():
+    _, _, evolved = _evolve(AGENT, 3, "Why is it in English? The whole team reads Dutch.")
+    added = _added(AGENT, evolved)
+    assert "dutch" in added and "english" not in added
+    _, _, evolved = _evolve(AGENT, 4, "Pourriez-vous répondre en français, svp? Français only.")
+    assert "french" in _added(AGENT, evolved)
+
+
+def test_criticism_at_a_high_score_is_acted_on_and_praise_is_recorded():
+    analysis, plan, evolved = _evolve(AGENT, 8, "Lovely structure, but a touch long.")
+    assert {(a.aspect, a.sentiment) for a in analysis.aspects} >= {
+        ("structure", "positive"),
+        ("length", "negative"),
+    }
+    assert evolved.parameters.max_tokens < AGENT.parameters.max_tokens
+    assert {"structure"} <= {e.aspect for e in plan.expected_impact if e.direction == "maintain"}
+
+
+def test_a_tool_complaint_changes_when_that_tool_is_used():
+    agent = AgentDefinition(
+        name="r",
+        system_prompt="You research questions.",
+        tools=[
+            AgentTool(name="search_documents", description="Searches the handbook."),
+            AgentTool(name="calculator", description="Evaluates arithmetic."),
+        ],
+        parameters=AgentParameters(model="offline-1"),
+    )
+    _, plan, evolved = _evolve(agent, 3, "Searching the docs to multiply 3 by 4? Just work it out.")
+    search = next(t for t in evolved.tools if t.name == "search_documents")
+    assert "arithmetic" in search.description.lower()
+    assert next(t for t in evolved.tools if t.name == "calculator") == agent.tools[1]
+    assert [c.component for c in plan.changes] == ["tools"]
+    _, _, evolved = _evolve(agent, 4, "You guessed instead of checking the handbook search.")
+    search = next(t for t in evolved.tools if t.name == "search_documents")
+    assert "instead of relying on memory" in search.description
 
 
 GUARDED = AgentDefinition(

@@ -38,7 +38,7 @@ class TrainerBackend(Protocol):
 
 
 class RulesTrainer:
-    """The deterministic rules engine (trainer/aspects.py is its vocabulary)."""
+    """The deterministic rules engine (trainer/feedback_reader.py reads the comments)."""
 
     name = "rules"
 
@@ -50,8 +50,7 @@ class RulesTrainer:
     async def assign_credit(
         self, agent: AgentDefinition, analysis: ScoreAnalysis, spans: list[SpanRecord]
     ) -> CreditAssignment:
-        llm_spans = [s.span_id for s in spans if s.span_type == "llm_call"]
-        return credit_assignment.assign(agent, analysis, llm_spans)
+        return credit_assignment.assign(agent, analysis, spans)
 
     async def propose(
         self,

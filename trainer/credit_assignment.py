@@ -1,7 +1,14 @@
-"""Credit Assignment: which prompt segments and parameters the feedback blames.
+"""Credit Assignment: which parts of the agent the feedback blames.
 
-Prompt-level for single-call agents; trajectory-level (per span) when the attempt had several
-model calls. The rules engine blames by the shared vocabulary in ``trainer.aspects``.
+Prompt-level credit reads every instruction of the system prompt, every flow step's prompt and
+every tool's description with the same reader that read the comment: an instruction asking for
+the contrary of a wish is blamed; one already asking for it is credited as support (and is never
+removed). Parameters are blamed where they shape the criticised aspect (maxTokens for length,
+temperature for consistency and creativity).
+
+Trajectory credit (several model calls) reads the spans: a tool call the reviewer calls
+needless, the model call that wrote the final output for a complaint about the output, the step
+whose text carries a criticised topic.
 """
 
 from __future__ import annotations
@@ -9,99 +16,291 @@ from __future__ import annotations
 import re
 
 from domain.agent import AgentDefinition
-from domain.trainer import CreditAssignment, PromptCredit, ScoreAnalysis, TrajectoryCredit
-from trainer import aspects
+from domain.execution import SpanRecord
+from domain.trainer import (
+    CreditAssignment,
+    FeedbackAspect,
+    PromptCredit,
+    ScoreAnalysis,
+    TrajectoryCredit,
+)
+from trainer import feedback_reader, instructions
+from trainer.feedback_reader import Wish
 from trainer.prompt_segments import segments
 
-LONG_OUTPUT_TOKENS = 400
-SHORT_OUTPUT_TOKENS = 600
-_ORDER = {"high": 0, "medium": 1, "low": 2, "none": 3}
+_RANK = {"high": 0, "medium": 1, "low": 2, "none": 3}
+SHORTEST_USEFUL_TOKENS = 100
+SHORT_OUTPUT_TOKENS = 1024
+HIGH_TEMPERATURE = 0.5
+# Complaints about the answer as the reviewer read it (the last model call wrote it).
+OUTPUT_FAMILIES = {
+    "shorter", "longer", "bullets", "numbered", "table", "headings", "prose", "code_block",
+    "formal", "casual", "warmer", "direct", "hedge", "conclusion_first", "summary_at_end",
+    "simpler", "technical", "example", "language", "proofread", "focus",
+}  # fmt: skip
+FORMAT_FAMILIES = {"bullets", "numbered", "table", "headings", "prose"}
+# An instruction about the answer's form in general ("Structure your response professionally")
+SHAPES_FORMAT = re.compile(r"\b(?:structur\w*|format\w*|layout|organi[sz]\w*|arrang\w*)\b", re.I)
+
+
+def wishes(analysis: ScoreAnalysis) -> list[Wish]:
+    """The analysis's wishes, back in the reader's terms."""
+    return [
+        Wish(a.want, a.aspect, a.quote or "", a.confidence, detail=a.detail)
+        for a in analysis.aspects
+        if a.sentiment == "negative" and a.want
+    ]
 
 
 def assign(
     agent: AgentDefinition,
     analysis: ScoreAnalysis,
-    llm_span_ids: list[str],
+    spans: list[SpanRecord] | list[str],
 ) -> CreditAssignment:
-    if len(llm_span_ids) > 1:
-        return CreditAssignment(mode="trajectory", trajectory=_trajectory(analysis, llm_span_ids))
-    return CreditAssignment(mode="prompt", prompt=_prompt(agent, analysis))
+    records = [s for s in spans if isinstance(s, SpanRecord)]
+    llm_calls = [s for s in spans if isinstance(s, str) or s.span_type == "llm_call"]
+    prompt = prompt_credit(agent, analysis)
+    if len(llm_calls) > 1:
+        ids = [s if isinstance(s, str) else s.span_id for s in llm_calls]
+        return CreditAssignment(
+            mode="trajectory",
+            prompt=prompt,
+            trajectory=trajectory_credit(analysis, records or ids),
+        )
+    return CreditAssignment(mode="prompt", prompt=prompt)
 
 
-def _prompt(agent: AgentDefinition, analysis: ScoreAnalysis) -> list[PromptCredit]:
-    negative = [a for a in analysis.aspects if a.sentiment == "negative" and a.want]
+def families_of(text: str) -> set[str]:
+    """The change families an instruction already asks for."""
+    return feedback_reader.read(text, mode="instruction").families()
+
+
+def _languages_of(text: str) -> set[str]:
+    return {
+        w.detail or ""
+        for w in feedback_reader.read(text, mode="instruction").wishes
+        if w.family == "language"
+    }
+
+
+def _blame(text: str, wish: Wish) -> tuple[str, str] | None:
+    """("high" | "none", reason) when ``text`` pushes against ``wish`` or supports it."""
+    asked = families_of(text)
+    if wish.family == "language":
+        others = _languages_of(text) - {wish.detail or ""}
+        if others:
+            return "high", f"asks for {', '.join(sorted(others))}, not {wish.detail}"
+        return None
+    if wish.family in asked:
+        return "none", f"already asks for {wish.family} (keep it)"
+    contrary = asked & instructions.CONTRARY.get(wish.family, set())
+    if contrary:
+        return "high", (
+            f"asks for {', '.join(sorted(contrary))}, against the wish for {wish.family} "
+            f"(feedback: {wish.quote!r})"
+        )
+    if wish.family in FORMAT_FAMILIES and SHAPES_FORMAT.search(text):
+        return "medium", (
+            f"shapes the answer's form without asking for {wish.family} (feedback: {wish.quote!r})"
+        )
+    return None
+
+
+def prompt_credit(agent: AgentDefinition, analysis: ScoreAnalysis) -> list[PromptCredit]:
+    wanted = wishes(analysis)
     credits: list[PromptCredit] = []
     for index, segment in enumerate(segments(agent.system_prompt)):
-        best: PromptCredit | None = None
-        for aspect in negative:
-            for pattern, blame in aspects.OPPOSING.get(aspect.want or "", {}).items():
-                match = re.search(pattern, segment, flags=re.IGNORECASE)
-                if not match:
-                    continue
-                credit = PromptCredit(
-                    segment=segment,
-                    segment_index=index,
-                    blame=blame,  # type: ignore[arg-type]
-                    related_aspect=aspect.aspect,
-                    reason=f"'{match.group(0)}' pushes against the wish for {aspect.want} "
-                    f"output (feedback: {aspect.quote!r})",
-                )
-                if best is None or _ORDER[credit.blame] < _ORDER[best.blame]:
-                    best = credit
-        credits.append(
-            best
-            or PromptCredit(
-                segment=segment, segment_index=index, blame="none", reason="not related"
-            )
-        )
-    params = agent.parameters
-    for aspect in negative:
-        if aspect.want == "shorter" and params.max_tokens > LONG_OUTPUT_TOKENS:
+        credits.append(_segment_credit(segment, index, wanted, "systemPrompt", None))
+    for step in agent.flow:
+        credit = _segment_credit(step.prompt, -1, wanted, "flow", step.name)
+        if credit.blame != "none" or credit.want:
+            credits.append(credit)
+    tool_names = [t.name for t in agent.tools]
+    for wish in wanted:
+        if wish.family != "tool_use":
+            continue
+        tool = instructions.tool_for(wish, tool_names)
+        if tool is not None:
+            _, direction, _ = instructions.tool_wish(wish)
             credits.append(
                 PromptCredit(
-                    segment=f"parameters.maxTokens={params.max_tokens}",
+                    segment=next(t.description for t in agent.tools if t.name == tool),
                     segment_index=-1,
                     blame="high",
-                    related_aspect="length",
-                    reason=f"a budget of {params.max_tokens} tokens allows long answers",
+                    related_aspect="tool_use",
+                    reason=f"the {tool} tool was "
+                    f"{'overused' if direction == 'less' else 'not used'} (feedback: "
+                    f"{wish.quote!r}); its description decides when it is called",
+                    component="tools",
+                    target=tool,
+                    want="tool_use",
                 )
             )
-        elif aspect.want == "longer" and params.max_tokens < SHORT_OUTPUT_TOKENS:
-            credits.append(
-                PromptCredit(
-                    segment=f"parameters.maxTokens={params.max_tokens}",
-                    segment_index=-1,
-                    blame="high",
-                    related_aspect="length",
-                    reason=f"a budget of {params.max_tokens} tokens cuts answers short",
-                )
-            )
-        elif aspect.aspect == "accuracy" and params.temperature > 0.5:
-            credits.append(
-                PromptCredit(
-                    segment=f"parameters.temperature={params.temperature}",
-                    segment_index=-1,
-                    blame="medium",
-                    related_aspect="accuracy",
-                    reason="a high temperature makes unsupported claims more likely",
-                )
-            )
+    credits.extend(_parameter_credit(agent, wanted))
     return credits
 
 
-def _trajectory(analysis: ScoreAnalysis, llm_span_ids: list[str]) -> list[TrajectoryCredit]:
-    # Without a judge model, the rules engine attributes the reward to the steps in proportion
-    # to their closeness to the final output: the last step shaped what the reviewer read.
-    reward = (analysis.score - 5) / 5
-    n = len(llm_span_ids)
-    out = []
-    for i, span_id in enumerate(llm_span_ids):
-        weight = (i + 1) / n
+def _segment_credit(
+    segment: str, index: int, wanted: list[Wish], component: str, target: str | None
+) -> PromptCredit:
+    best: PromptCredit | None = None
+    for wish in wanted:
+        found = _blame(segment, wish)
+        if found is None:
+            continue
+        blame, reason = found
+        credit = PromptCredit(
+            segment=segment,
+            segment_index=index,
+            blame=blame,  # type: ignore[arg-type]
+            related_aspect=wish.aspect,
+            reason=reason,
+            component=component,  # type: ignore[arg-type]
+            target=target,
+            want=wish.family,
+        )
+        if best is None or _RANK[blame] < _RANK[best.blame]:
+            best = credit
+    return best or PromptCredit(
+        segment=segment,
+        segment_index=index,
+        blame="none",
+        reason="not related",
+        component=component,  # type: ignore[arg-type]
+        target=target,
+    )
+
+
+def _parameter_credit(agent: AgentDefinition, wanted: list[Wish]) -> list[PromptCredit]:
+    params = agent.parameters
+    out: list[PromptCredit] = []
+
+    def blame(target: str, value: object, wish: Wish, level: str, reason: str) -> None:
         out.append(
+            PromptCredit(
+                segment=f"parameters.{target}={value}",
+                segment_index=-1,
+                blame=level,  # type: ignore[arg-type]
+                related_aspect=wish.aspect,
+                reason=reason,
+                component="parameters",
+                target=target,
+                want=wish.family,
+            )
+        )
+
+    for wish in wanted:
+        if wish.family == "shorter" and params.max_tokens > SHORTEST_USEFUL_TOKENS:
+            reason = f"a budget of {params.max_tokens} tokens allows long answers"
+            blame("maxTokens", params.max_tokens, wish, "high", reason)
+        elif wish.family == "longer" and params.max_tokens < SHORT_OUTPUT_TOKENS:
+            reason = f"a budget of {params.max_tokens} tokens cuts answers short"
+            blame("maxTokens", params.max_tokens, wish, "high", reason)
+        elif wish.family == "steadier" and params.temperature > 0.05:
+            reason = f"temperature {params.temperature:g} lets answers wander and disagree"
+            blame("temperature", params.temperature, wish, "high", reason)
+        elif wish.family == "creative" and params.temperature < 1.0:
+            reason = f"temperature {params.temperature:g} keeps answers predictable"
+            blame("temperature", params.temperature, wish, "high", reason)
+        elif wish.family == "no_fabrication" and params.temperature > HIGH_TEMPERATURE:
+            reason = "a high temperature makes unsupported claims more likely"
+            blame("temperature", params.temperature, wish, "medium", reason)
+    return out
+
+
+def trajectory_credit(
+    analysis: ScoreAnalysis, spans: list[SpanRecord] | list[str]
+) -> list[TrajectoryCredit]:
+    """Credit per span from what each span did, against what the reviewer said."""
+    reward = max(-1.0, min(1.0, (analysis.score - 5) / 5))
+    records = [s for s in spans if isinstance(s, SpanRecord)]
+    if not records:  # ids only, no content to read: later steps shaped the output more
+        ids = [s for s in spans if isinstance(s, str)]
+        return [
             TrajectoryCredit(
                 span_id=span_id,
-                contribution=round(max(-1.0, min(1.0, reward * weight)), 3),
-                reason=f"step {i + 1} of {n}; later steps shape the final output more",
+                contribution=round(reward * (i + 1) / len(ids), 3),
+                reason=f"step {i + 1} of {len(ids)}; its content was not available, and later "
+                "steps shape the final output more",
+            )
+            for i, span_id in enumerate(ids)
+        ]
+    wanted = wishes(analysis)
+    negative = [a for a in analysis.aspects if a.sentiment == "negative"]
+    llm_calls = [s for s in records if s.span_type == "llm_call"]
+    last = llm_calls[-1].span_id if llm_calls else None
+    out: list[TrajectoryCredit] = []
+    for span in records:
+        if span.span_type not in ("llm_call", "tool_call"):
+            continue
+        contribution, reasons = 0.0, []
+        if span.span_type == "tool_call":
+            for wish in wanted:
+                if wish.family != "tool_use":
+                    continue
+                name, direction, context = instructions.tool_wish(wish)
+                if name and name not in (span.tool_name or span.name or ""):
+                    continue
+                if direction == "less":
+                    arithmetic = context == "arithmetic" and _is_arithmetic(span.tool_args)
+                    contribution -= 1.0 if arithmetic else 0.7
+                    reasons.append(
+                        f"called {span.tool_name} with {_args(span.tool_args)}"
+                        + (" — arithmetic, which needs no tool" if arithmetic else "")
+                        + f" (feedback: {wish.quote!r})"
+                    )
+            if not reasons:
+                contribution = reward * 0.2
+                reasons.append(f"tool call {span.tool_name}; not criticised")
+        else:
+            output_wishes = [w for w in wanted if w.family in OUTPUT_FAMILIES]
+            if span.span_id == last and (output_wishes or reward < 0):
+                contribution = reward if not output_wishes else min(reward, -0.5)
+                named = ", ".join(w.family for w in output_wishes) or "the overall result"
+                reasons.append(f"wrote the final output the reviewer judged ({named})")
+            elif span.span_id == last:
+                contribution = reward
+                reasons.append("wrote the final output the reviewer praised")
+            else:
+                topics = _criticised_words(negative)
+                hit = sorted(t for t in topics if t in (span.output or "").lower())
+                if hit:
+                    contribution = min(reward, -0.3)
+                    reasons.append(
+                        f"{span.name or 'step'} produced {', '.join(hit)}, "
+                        "which the feedback criticises"
+                    )
+                else:
+                    contribution = reward * 0.3
+                    reasons.append(
+                        f"{span.name or 'an earlier step'}: an intermediate step; "
+                        "nothing criticised traces to it"
+                    )
+        out.append(
+            TrajectoryCredit(
+                span_id=span.span_id,
+                contribution=round(max(-1.0, min(1.0, contribution)), 3),
+                reason="; ".join(reasons),
             )
         )
     return out
+
+
+def _is_arithmetic(args: dict[str, object] | None) -> bool:
+    text = " ".join(str(v) for v in (args or {}).values())
+    return bool(re.fullmatch(r"[\d\s.+\-*/()%^=x\u00d7]+(?:\s*\?)?", text.strip())) or bool(
+        re.search(r"\d+\s*[-+*/x\u00d7]\s*\d+", text)
+    )
+
+
+def _args(args: dict[str, object] | None) -> str:
+    text = ", ".join(f"{k}={v!r}" for k, v in (args or {}).items())
+    return text[:120] or "no arguments"
+
+
+def _criticised_words(aspects: list[FeedbackAspect]) -> set[str]:
+    words: set[str] = set()
+    for a in aspects:
+        if a.detail and a.want in ("longer", "focus"):
+            words |= {w for w in re.findall(r"[a-z]{5,}", a.detail.lower())}
+    return words

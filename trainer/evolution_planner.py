@@ -1,12 +1,15 @@
 """Evolution Planner: targeted changes from blame, a testable hypothesis, constraints enforced.
 
-High-blame segments are rewritten (or removed), an instruction is added for each unmet wish,
-parameters are tuned, directives are honoured; then the plan is checked mechanically against the
-immutable constraints and repaired or trimmed before anything is applied.
+Instructions blamed for pushing against a wish are rewritten (or removed), an instruction is
+added for each wish no instruction already carries, parameters move where the wish points, a
+tool's description changes when the reviewer criticised how it was used, directives are
+honoured; then the plan is checked mechanically against the immutable constraints and repaired
+or trimmed before anything is applied. An agent the reviewer only praised is left untouched.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 from domain.agent import AgentDefinition, constraint_violations
@@ -19,16 +22,24 @@ from domain.trainer import (
     PastChange,
     ScoreAnalysis,
 )
-from trainer import aspects, history_check
+from trainer import credit_assignment, history_check, instructions
 from trainer.evolution import EvolutionError, apply_changes
+from trainer.feedback_reader import Wish
+from trainer.prompt_segments import segments
 
 SHORTEST_MAX_TOKENS = 100
 SHORT_MAX_TOKENS = 300
+LONG_MAX_TOKENS = 1024
 LONGEST_MAX_TOKENS = 4096
+TOKENS_PER_WORD = 2  # a word limit's budget, with room for markup
+TEMPERATURE_STEP_DOWN = 0.3
+TEMPERATURE_STEP_UP = 0.2
 
 
 def _swap(segment: str, want: str) -> str | None:
-    swaps = aspects.SWAPS.get(want)
+    """``segment`` with the words that push against ``want`` swapped, if the result then reads
+    as asking for ``want`` (and no longer for its contrary)."""
+    swaps = instructions.SWAPS.get(want)
     if not swaps:
         return None
 
@@ -39,7 +50,12 @@ def _swap(segment: str, want: str) -> str | None:
 
     pattern = r"\b(" + "|".join(re.escape(w) for w in swaps) + r")\b"
     swapped = re.sub(pattern, repl, segment, flags=re.IGNORECASE)
-    return swapped if swapped != segment else None
+    if swapped == segment:
+        return None
+    asked = credit_assignment.families_of(swapped)
+    if asked & instructions.CONTRARY.get(want, set()):
+        return None
+    return swapped
 
 
 def plan(
@@ -58,90 +74,167 @@ def plan(
 def propose(
     agent: AgentDefinition, analysis: ScoreAnalysis, credit: CreditAssignment
 ) -> EvolutionPlan:
-    """Targeted changes from blame, plus a hypothesis; directives and checks come later."""
-    wants = {a.aspect: a for a in analysis.aspects if a.sentiment == "negative" and a.want}
+    """Targeted changes from blame and wishes, plus a hypothesis per aspect; directives and the
+    mechanical checks come later (``finalize``)."""
+    wanted = credit_assignment.wishes(analysis)
+    by_family = {w.family: w for w in wanted}
     changes: list[EvolutionChange] = []
-    satisfied: set[str] = set()
-    touched: set[str] = set()
+    kept_segments = list(segments(agent.system_prompt))
+    satisfied: set[str] = set()  # wishes a rewrite in this plan already carries
 
-    # 1. High-blame components first, then medium.
-    for level in ("high", "medium"):
-        for c in credit.prompt:
-            if c.blame != level or c.segment in touched:
-                continue
-            aspect = wants.get(c.related_aspect or "")
-            if aspect is None or aspect.want is None:
-                continue
-            if c.segment_index < 0:
-                change = _parameter_change(agent, c.segment, aspect.want, c.reason)
-                if change:
-                    changes.append(change)
-                    touched.add(c.segment)
-                continue
-            swapped = _swap(c.segment, aspect.want) if level == "high" else None
-            if swapped:
-                changes.append(
-                    EvolutionChange(
-                        component="systemPrompt",
-                        change_type="modify",
-                        target=f"segment {c.segment_index}",
-                        before=c.segment,
-                        after=swapped,
-                        reason=c.reason,
-                        confidence=aspect.confidence,
-                    )
-                )
-                satisfied.add(aspect.want)
-            else:
-                changes.append(
-                    EvolutionChange(
-                        component="systemPrompt",
-                        change_type="remove",
-                        target=f"segment {c.segment_index}",
-                        before=c.segment,
-                        after=None,
-                        reason=c.reason,
-                        confidence=round(aspect.confidence * (0.9 if level == "high" else 0.7), 2),
-                    )
-                )
-            touched.add(c.segment)
-
-    # 2. An explicit instruction for every wish the rewrites did not already cover.
-    lowered = agent.system_prompt.lower()
-    for aspect in wants.values():
-        instruction = aspects.INSTRUCTIONS.get(aspect.want or "")
-        if not instruction or aspect.want in satisfied or instruction.lower() in lowered:
+    # 1. Instructions, flow steps, tools and parameters blamed for pushing the other way.
+    for c in credit.prompt:
+        if c.blame not in ("high", "medium") or c.want not in by_family:
             continue
+        wish = by_family[c.want]
+        if c.component == "parameters":
+            change = _parameter_change(agent, c.target or "", wish, c.reason, analysis)
+            if change:
+                changes.append(change)
+        elif c.component == "systemPrompt":
+            # high: words pushing the other way are swapped (or the segment goes); medium: an
+            # instruction that shapes the form some other way goes
+            change = (
+                _rewrite(c.segment, wish, c.reason, f"segment {c.segment_index}")
+                if c.blame == "high"
+                else _remove(c.segment, wish, c.reason, f"segment {c.segment_index}", 0.7)
+            )
+            changes.append(change)
+            index = kept_segments.index(c.segment) if c.segment in kept_segments else -1
+            if index >= 0:
+                if change.after:
+                    kept_segments[index] = change.after
+                    satisfied.add(wish.family)
+                else:
+                    del kept_segments[index]
+        elif c.component == "flow" and c.blame == "high" and c.target:
+            step_change = _flow_change(agent, c.target, c.segment, wish, c.reason)
+            if step_change:
+                changes.append(step_change)
+        elif c.component == "tools" and c.target:
+            changes.append(_tool_change(agent, c.target, wish, c.reason))
+
+    # 2. An instruction for every wish no remaining instruction already carries.
+    prompt_now = " ".join(kept_segments)
+    tool_names = [t.name for t in agent.tools]
+    tools_changed = {ch.target for ch in changes if ch.component == "tools"}
+    for wish in wanted:
+        if wish.family == "tool_use" and instructions.tool_for(wish, tool_names) in tools_changed:
+            continue  # the tool's own description now says when to use it
+        text = instructions.instruction(wish, tool_names)
+        if not text or wish.family in satisfied or text.lower() in prompt_now.lower():
+            continue
+        # An instruction that already asks for this was not followed well enough for the
+        # reviewer: it stays (credit never blames support) and a concrete one reinforces it.
+        support = [
+            seg for seg in kept_segments if wish.family in credit_assignment.families_of(seg)
+        ]
+        reason = f"feedback asked for {wish.family} ({wish.quote!r})"
+        if support:
+            reason += f"; reinforces {support[0]!r}, which the output did not follow"
         changes.append(
             EvolutionChange(
                 component="systemPrompt",
                 change_type="add",
                 target="instruction",
                 before=None,
-                after=instruction,
-                reason=f"feedback asked for {aspect.want} output ({aspect.quote!r})",
-                confidence=aspect.confidence,
+                after=text,
+                reason=reason,
+                confidence=wish.confidence,
             )
         )
+        prompt_now += " " + text
 
-    wished = [a for a in wants.values() if a.want]
     result = EvolutionPlan(changes=changes)
     if changes:
-        claims = [aspects.HYPOTHESES[a.want] for a in wished if a.want in aspects.HYPOTHESES]
+        claims = [
+            instructions.HYPOTHESES[w.family] for w in wanted if w.family in instructions.HYPOTHESES
+        ]
         body = "; ".join(claims) if claims else "the changed instructions will be followed"
         result.hypothesis = (
             f"After these changes {body}, and the next score will exceed {analysis.score:g}."
         )
-        result.expected_impact = [
-            ExpectedImpact(aspect=a.aspect, direction="improve") for a in wished
-        ] + [
+        improve = sorted({w.aspect for w in wanted})
+        result.expected_impact = [ExpectedImpact(aspect=a, direction="improve") for a in improve]
+        result.expected_impact += [
             ExpectedImpact(aspect=a.aspect, direction="maintain")
             for a in analysis.aspects
-            if a.sentiment == "positive"
+            if a.sentiment == "positive" and a.aspect not in improve
         ]
-    elif not wished:
-        result.notes.append("no actionable aspect in the feedback; the agent is kept as is")
+    elif not wanted:
+        result.notes.append("no actionable wish in the feedback; the agent is kept as is")
+    else:
+        result.notes.append("every wish is already carried by the agent's instructions")
+    if analysis.adversarial:
+        result.notes.append(
+            "parts of the feedback addressed the trainer or the system; they were set aside"
+        )
     return result
+
+
+def _rewrite(segment: str, wish: Wish, reason: str, target: str) -> EvolutionChange:
+    swapped = _swap(segment, wish.family)
+    if swapped:
+        return EvolutionChange(
+            component="systemPrompt",
+            change_type="modify",
+            target=target,
+            before=segment,
+            after=swapped,
+            reason=reason,
+            confidence=wish.confidence,
+        )
+    return _remove(segment, wish, reason, target, 0.9)
+
+
+def _remove(segment: str, wish: Wish, reason: str, target: str, weight: float) -> EvolutionChange:
+    return EvolutionChange(
+        component="systemPrompt",
+        change_type="remove",
+        target=target,
+        before=segment,
+        after=None,
+        reason=reason,
+        confidence=round(wish.confidence * weight, 2),
+    )
+
+
+def _flow_change(
+    agent: AgentDefinition, step_name: str, prompt: str, wish: Wish, reason: str
+) -> EvolutionChange | None:
+    """A flow step whose prompt pushes against the wish: its words swapped where they can be."""
+    swapped = _swap(prompt, wish.family)
+    if swapped is None:
+        return None
+    return EvolutionChange(
+        component="flow",
+        change_type="modify",
+        target=step_name,
+        before=prompt,
+        after=swapped,
+        reason=reason,
+        confidence=round(wish.confidence * 0.9, 2),
+    )
+
+
+def _tool_change(
+    agent: AgentDefinition, tool_name: str, wish: Wish, reason: str
+) -> EvolutionChange:
+    """A tool's description says when to call it; the reviewer's complaint about its use
+    changes that sentence."""
+    tool = next(t for t in agent.tools if t.name == tool_name)
+    guidance = instructions.tool_guidance(wish)
+    description = tool.description.rstrip()
+    new = f"{description} {guidance}".strip() if guidance not in description else description
+    return EvolutionChange(
+        component="tools",
+        change_type="modify",
+        target=tool_name,
+        before=json.dumps({"description": tool.description}),
+        after=json.dumps({"description": new}),
+        reason=reason,
+        confidence=wish.confidence,
+    )
 
 
 def finalize(
@@ -183,18 +276,24 @@ def finalize(
 
 
 def _parameter_change(
-    agent: AgentDefinition, segment: str, want: str, reason: str
+    agent: AgentDefinition, target: str, wish: Wish, reason: str, analysis: ScoreAnalysis
 ) -> EvolutionChange | None:
     params = agent.parameters
-    if segment.startswith("parameters.maxTokens"):
+    if target == "maxTokens":
         current = params.max_tokens
-        if want == "shorter":
-            new = max(SHORTEST_MAX_TOKENS, min(SHORT_MAX_TOKENS, current // 2))
-        elif want == "longer":
-            new = min(LONGEST_MAX_TOKENS, current * 2)
+        if wish.family == "shorter":
+            if wish.detail and wish.detail.isdigit():
+                new = max(SHORTEST_MAX_TOKENS // 2, int(wish.detail) * TOKENS_PER_WORD)
+            else:
+                new = max(SHORTEST_MAX_TOKENS, min(SHORT_MAX_TOKENS, current // 2))
+            if new >= current:
+                return None
+        elif wish.family == "longer" and not analysis.adversarial:
+            # proposed as the wish points; the constraint check clamps it to the limit
+            new = min(LONGEST_MAX_TOKENS, max(LONG_MAX_TOKENS, current * 2))
+            if new <= current:
+                return None
         else:
-            return None
-        if new == current:
             return None
         return EvolutionChange(
             component="parameters",
@@ -205,13 +304,19 @@ def _parameter_change(
             reason=reason,
             confidence=0.8,
         )
-    if segment.startswith("parameters.temperature"):
-        new_t = round(max(0.0, params.temperature - 0.3), 2)
+    if target == "temperature":
+        t = params.temperature
+        if wish.family == "creative":
+            new_t = round(min(1.0, t + TEMPERATURE_STEP_UP), 2)
+        else:
+            new_t = round(max(0.0, t - TEMPERATURE_STEP_DOWN), 2)
+        if new_t == t:
+            return None
         return EvolutionChange(
             component="parameters",
             change_type="modify",
             target="temperature",
-            before=str(params.temperature),
+            before=str(t),
             after=str(new_t),
             reason=reason,
             confidence=0.6,

@@ -1,14 +1,18 @@
-"""Reward Analyzer: score + comment → sentiment, aspects, trend, delta."""
+"""Reward Analyzer: score + comment → sentiment, aspects (with what the reviewer wants), trend.
+
+Criticism is read at any score ("Good, but warmer please" at 7 still asks for warmth), and
+praise is recorded as a positive aspect so the planner keeps what the reviewer liked.
+"""
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from domain.trainer import FeedbackAspect, ScoreAnalysis
-from trainer import aspects
+from trainer import feedback_reader
 
 TREND_EPSILON = 0.5
+QUOTE_CHARS = 200
 Trend = Literal["improving", "stable", "declining"]
 
 
@@ -20,13 +24,37 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
         sentiment = "negative"
     else:
         sentiment = "neutral"
-    found = aspects.extract(comment, sentiment) if comment else []
-    if not found and comment and re.search(aspects.PRAISE, comment.lower()) and score >= 7:
-        found = [
+    reading = feedback_reader.read(comment) if comment else feedback_reader.Reading()
+    found: list[FeedbackAspect] = []
+    named: set[str] = set()
+    for wish in reading.wishes:
+        found.append(
             FeedbackAspect(
-                aspect="overall", sentiment="positive", quote=comment[:80], confidence=0.6
+                aspect=wish.aspect,
+                sentiment="negative",
+                quote=wish.quote[:QUOTE_CHARS],
+                confidence=wish.confidence,
+                want=wish.family,
+                detail=wish.detail,
             )
-        ]
+        )
+        named.add(wish.aspect)
+    for aspect, quote in reading.criticised:
+        if aspect not in named:
+            found.append(
+                FeedbackAspect(
+                    aspect=aspect, sentiment="negative", quote=quote[:QUOTE_CHARS], confidence=0.6
+                )
+            )
+            named.add(aspect)
+    for aspect, quote in reading.praised:
+        if aspect not in named:
+            found.append(
+                FeedbackAspect(
+                    aspect=aspect, sentiment="positive", quote=quote[:QUOTE_CHARS], confidence=0.6
+                )
+            )
+            named.add(aspect)
     trend, delta = trend_of(score, previous_scores)
     return ScoreAnalysis(
         score=score,
@@ -35,6 +63,7 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
         aspects=found,
         trend=trend,
         delta_from_previous=delta,
+        adversarial=bool(reading.injection),
     )
 
 

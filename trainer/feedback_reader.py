@@ -1,0 +1,1146 @@
+"""Reading what a reviewer wants out of a comment, or what an instruction already asks for.
+
+A text is split into clauses (sentences, and the parts around "but", "though", semicolons and
+commas). In each clause the reader finds *cues* — words that name a state of the answer
+("bullets", "formal", "in French"), a fault of it ("rambling", "made up", "jargon"), or an
+action on it ("shorten", "cite", "lead with") — and reads each cue in its *frame*, the words
+around it:
+
+- asked for ("keep it short", "use a table", "please, warmer"),
+- refused ("don't shorten it", "no more tables", "stop using bullets", "instead of bullets"),
+- found lacking ("isn't in a code block", "not detailed enough", "has no headings"),
+- described as the problem ("too formal", "sounds like a text message", "paragraphs are painful").
+
+The frame decides the wish: a refused state asks for its opposite, a described fault asks for
+its fix, a fault that is denied ("it doesn't ramble") asks for nothing. The same reader reads
+the agent's own instructions (``mode="instruction"``), so credit assignment knows that "Use
+bullet points, not paragraphs." already asks for bullets and never removes it for a reviewer
+who wants bullets.
+
+Clauses that address the trainer or the system instead of the answer ("ignore your
+constraints", "SYSTEM:", "remove the word limit") are set aside as injection and never read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from trainer import languages
+
+Mode = Literal["comment", "instruction"]
+Frame = Literal["ask", "refuse", "lacking", "describe", "plain", "quantity"]
+
+
+@dataclass(frozen=True)
+class Wish:
+    """One thing the text asks of the answer, in the trainer's change families."""
+
+    family: str
+    aspect: str
+    quote: str
+    confidence: float
+    detail: str | None = None  # a word limit, a language, a topic, a tool's name…
+    weak: bool = False  # inferred from a complaint only; yields to an explicit wish
+
+
+@dataclass
+class Reading:
+    wishes: list[Wish] = field(default_factory=list)
+    praised: list[tuple[str, str]] = field(default_factory=list)  # (aspect, quote)
+    criticised: list[tuple[str, str]] = field(default_factory=list)  # (aspect, quote)
+    injection: list[str] = field(default_factory=list)
+
+    def families(self) -> set[str]:
+        return {w.family for w in self.wishes}
+
+
+# Families a refused or criticised state turns into (a format refused asks for its opposite).
+OPPOSITE: dict[str, str] = {
+    "shorter": "longer",
+    "longer": "shorter",
+    "bullets": "prose",
+    "numbered": "prose",
+    "table": "prose",
+    "headings": "prose",
+    "prose": "bullets",
+    "formal": "casual",
+    "casual": "formal",
+    "direct": "hedge",
+    "hedge": "direct",
+    "simpler": "technical",
+    "technical": "simpler",
+    "creative": "steadier",
+    "steadier": "creative",
+}
+
+
+@dataclass(frozen=True)
+class Cue:
+    """Words that carry a wish. ``ask`` is the family when the words are asked for, ``fault``
+    the family when they are described as the problem (or refused)."""
+
+    pattern: re.Pattern[str]
+    aspect: str
+    ask: str | None
+    fault: str | None
+    confidence: float = 0.85
+    # "state": names a state of the answer (asked for unless framed otherwise)
+    # "quality": an adjective; in a comment, bare, it describes the answer (a fault)
+    # "fault": names a fault; refusing or describing it asks for the fix, denying it cancels
+    kind: Literal["state", "quality", "fault"] = "state"
+    # the family holds whatever the frame: "never invent" and "you invented" both ask for it
+    fixed: bool = False
+    # inferred from a complaint only ("a wall of text"): yields to an explicit wish
+    weak: bool = False
+
+
+def _c(
+    pattern: str,
+    aspect: str,
+    ask: str | None,
+    fault: str | None = None,
+    kind: Literal["state", "quality", "fault"] = "state",
+    confidence: float = 0.85,
+    fixed: bool = False,
+    weak: bool = False,
+) -> Cue:
+    if kind == "state" and fault is None and ask is not None:
+        fault = OPPOSITE.get(ask)
+    return Cue(re.compile(pattern, re.I), aspect, ask, fault, confidence, kind, fixed, weak)
+
+
+_WORDS_LIMIT = (
+    r"\b(?:under|below|at most|no more than|no longer than|max(?:imum)?(?: of)?|within|"
+    r"less than|fewer than|up to|tops|keep it to|limit it to|cap(?:ped)? (?:it )?at|"
+    r"capped to|around|about|roughly|in)\s+(?P<limit>\d+)\s+words?\b"
+    r"|\b(?P<limit2>\d+)\s+words?\s+(?:max(?:imum)?|or (?:less|fewer)|tops|at most)\b"
+    r"|\b(?:asked for|wanted|requested|needed|meant to be|supposed to be|should be) (?:a |an )?"
+    r"(?P<limit3>\d+)[- ]words?\b"
+)
+
+# Ordered by priority: a longer, more specific cue claims its words before a shorter one.
+CUES: list[Cue] = [
+    # --- length, with numbers and idioms
+    _c(_WORDS_LIMIT, "length", "shorter", "longer", confidence=0.95),
+    _c(
+        r"\b(?:one|a single|two|a couple of)\s+(?:short\s+)?(?:sentences?|lines?|paragraphs?)\s+"
+        r"(?:instead of|rather than|not|would do|is enough|will do|max|tops|at most)\b"
+        r"|\bin (?:one|a single|two) (?:sentences?|lines?|paragraphs?)\b",
+        "length",
+        "shorter",
+        "longer",
+        confidence=0.9,
+    ),
+    _c(
+        r"\b(?:twice|two times|three times|double|much|way|far|a lot)\s+(?:as long|longer)\b"
+        r"|\blonger than (?:it needs|needed|necessary|it should|it has to)|\bas long as it needs"
+        r"|\bhalf (?:of )?(?:this|it|that|the \w+) (?:could|can|should|would) (?:be cut|go)\b"
+        r"|\bhalf as long\b|\bcut (?:it |this )?in half\b|\boverkill\b|\bpadd(?:ed|ing)\b"
+        r"|\b(?:too much|so much|a lot of) (?:text|words|detail|fluff|filler|waffle)\b"
+        r"|\bfluff\b|\bfiller\b|\btl;?dr\b|\bnobody (?:has time|will read)\b"
+        r"|\b(?:a third|a quarter|half|a fraction|a tenth) (?:of )?the (?:words|length|text|size)\b"
+        r"|\bscroll\w* (?:forever|for ages|and scroll|through all)|\bto get through (?:this|it"
+        r"|all)\b"
+        r"|\b(?:won't|don't|doesn't|nobody will|no one will|never) reads? (?:past|beyond) (?:the )?"
+        r"(?:first|opening)|\bruns? to (?:\w+ )?(?:pages|paragraphs)\b|\b(?:\w+teen|twenty|thirty|"
+        r"\d{2,}|dozens? of) (?:paragraphs|pages|bullets)\b"
+        r"|\ba (?:simple )?yes(?:/| or )no question\b|\btook (?:forever|ages) to read\b"
+        r"|\b(?:respect|stick to|stay within|honou?r|ignored|blew (?:past|through)) the "
+        r"(?:word count|word limit|length limit|length)\b"
+        r"|\b\d+[- ]word (?:essay|answer|reply|response|wall)\b",
+        "length",
+        None,
+        "shorter",
+        kind="fault",
+        confidence=0.9,
+    ),
+    _c(
+        r"\b(?:get|come|cut) (?:straight )?to the point\b|\bshorten\w*|\btrim\w*|\bcondens\w*"
+        r"|\btighten\w*|\bcut (?:it |this |that |things )?(?:down|back)\b|\bfewer words\b"
+        r"|\bless (?:text|wordy|verbose)\b|\bcould be cut\b|\bcut\b(?= \w+ (?:intro|part|bit))",
+        "length",
+        "shorter",
+        "longer",
+        confidence=0.9,
+    ),
+    # --- depth and topics
+    _c(
+        r"\bnot enough (?:about|on) (?P<topic>[\w' -]+)"
+        r"|\b(?:more|say more|talk more|write more|go deeper|dig deeper) (?:about|on|into) "
+        r"(?P<topic2>[\w' -]+)"
+        r"|\bnothing (?:about|on) (?P<topic3>[\w' -]+)"
+        r"|\b(?:dig|delve|go|drill|look) (?:deeper |further )?into (?P<topic6>[\w' -]+)"
+        r"|\b(?:didn't|did not|doesn't|does not|never|forgot to|failed to) (?:mention|cover|"
+        r"address|discuss|talk about|touch on|consider) (?P<topic4>[\w' -]+)"
+        r"|\bwhat about (?P<topic5>[\w' -]+)"
+        r"|\b(?P<topic7>[\w' -]+?) (?:isn't|is not|wasn't|was not|aren't|are not|never gets?) "
+        r"(?:mentioned|covered|discussed|addressed|explained)",
+        "detail",
+        "longer",
+        None,
+        confidence=0.85,
+        fixed=True,
+    ),
+    _c(
+        r"\bnot enough (?:detail|depth|substance|content|information|info|meat|context)\b"
+        r"|\b(?:dig|go|drill) (?:deeper|further|down)\b|\bexpand\w*|\belaborat\w*|\bflesh\w* out\b"
+        r"|\bunpack\w*|\bgo into (?:more )?detail\b|\bmore (?:detail|depth|substance|context)\w*"
+        r"|\bbring back (?:the )?(?:detail|depth|specifics|substance)\b|\bspecifics\b"
+        r"|\b(?:a |the )?(?:proper|full|thorough|real|detailed|deeper|closer|in-depth) (?:look|"
+        r"analysis|answer|breakdown|comparison|treatment|discussion|explanation|review)\b"
+        r"|\bpros and cons\b"
+        r"|\b(?:explain|say|tell me) more\b|\bin more depth\b|\bdeeper dive\b",
+        "detail",
+        "longer",
+        "shorter",
+        confidence=0.85,
+    ),
+    # --- format
+    _c(
+        r"\bis that (?:it|all)\b|\bthat's (?:it|all)\?|\b(?:only|just|two|three|a few|a couple of) "
+        r"(?:lines|sentences|words) (?:on|about|for)\b",
+        "detail",
+        None,
+        "longer",
+        kind="fault",
+        confidence=0.8,
+    ),
+    _c(
+        r"\bwall of text\b|\bblock of text\b|\bhard to skim\b|\bcan't skim\b|\bdense block",
+        "format",
+        None,
+        "bullets",
+        kind="fault",
+        confidence=0.6,
+        weak=True,
+    ),
+    _c(
+        r"\b(?:code blocks?|fenced|monospace|syntax highlight\w*|formatted as code)\b"
+        r"|\bcode (?:has|had) no comments\b|\bcomment the code\b|\bas code\b|\bindentation\b"
+        r"|\b(?:format|put|show|present|wrap)\w* (?:the |your |this |that )?(?:query|sql|code|"
+        r"snippet|script|command)s? (?:as|in) (?:a )?code",
+        "format",
+        "code_block",
+        confidence=0.9,
+    ),
+    _c(
+        r"\bnumber(?:ed)? (?:the |each |your |those |these )?(?:steps?|points?|items?|list)\b"
+        r"|\bnumbered\b|\bstep[- ]by[- ]step\b|\bordered list\b|\bsteps in order\b"
+        r"|\b(?:listed |in order )?with numbers\b|\blisted in order\b|\bstep (?:1|one)\b"
+        r"|\b(?:the )?order matters\b|\blost my place\b",
+        "format",
+        "numbered",
+        confidence=0.9,
+    ),
+    _c(
+        r"\btables?\b|\bgrids?\b|\bmatrix\b|\bcolumns?\b|\bside[- ]by[- ]side\b"
+        r"|\bcomparison chart\b|\bspreadsheet\b",
+        "format",
+        "table",
+        confidence=0.9,
+    ),
+    _c(
+        r"\bbullet\w*(?: points?| lists?)?|\bbulleted\b|\b(?:a|as a|into a|short) list\b"
+        r"|\bpoints? I can skim\b|\bskimmable\b|\bscannable\b",
+        "format",
+        "bullets",
+        confidence=0.9,
+    ),
+    _c(
+        r"\b(?:sub)?headings?\b|\bheaders?\b|\bsection (?:titles|names|headers)\b"
+        r"|\b(?:clear |titled )?sections\b",
+        "format",
+        "headings",
+        confidence=0.85,
+    ),
+    _c(
+        r"\bparagraphs?\b|\bprose\b|\bnarrative\b|\bflowing (?:text|prose|paragraphs)\b"
+        r"|\bfull sentences\b|\bplain sentences\b|\bessay form\b|\brunning text\b|\bflowing\b",
+        "format",
+        "prose",
+        confidence=0.85,
+    ),
+    # --- order
+    _c(
+        r"\b(?:close|end|finish|wrap|conclude|round)\w*(?: \w+){0,3}?(?: up| off)? "
+        r"(?:with|on|by)\b[^,;]{0,25}?\b(?:summar\w*|recap|takeaways?|next steps|action items|"
+        r"key points|tl;?dr|wrap-up)(?:'? (?:section|paragraph|part|bit|line))?"
+        r"|\b(?:summary|recap|takeaways?|wrap-up|round-up)(?: \w+)? at the (?:very )?(?:end|bottom)"
+        r"|\b(?:trails|tails|fizzles|peters) off\b|\bjust stops\b|\bends abruptly\b"
+        r"|\b(?:no|missing|lacks|needs|need) (?:a |an )?(?:summary|recap|wrap-up|conclusion)\b",
+        "structure",
+        "summary_at_end",
+        confidence=0.9,
+    ),
+    _c(
+        r"\b(?:lead|open|start|begin|kick off)\w*(?: it)? with (?:it|that|this|the (?:answer|"
+        r"conclusion|recommendation|verdict|bottom line|takeaway|key point|main point|summary|"
+        r"decision|result|point))\b"
+        r"|\b(?:answer|conclusion|recommendation|verdict|bottom line|takeaway|key point|main "
+        r"point|decision|result|outcome|news|headline|point)s?\b[^.;]{0,25}\b(?:up ?front|first|"
+        r"at the (?:very )?(?:top|start|beginning))\b|\bbelongs? (?:in|at) the (?:very )?(?:first|"
+        r"top|start|beginning)|\bonly then the (?:reasoning|background|detail|analysis)"
+        r"|\bup ?front\b(?! about)|\b(?:open|lead|start|begin)\w* with (?!an? (?:example|story"
+        r"|anecdote|"
+        r"joke|quote|question))|\bput the (?:reasoning|background|context|details?|explanation|"
+        r"analysis) (?:after|last|at the end|later|below)",
+        "structure",
+        "conclusion_first",
+        confidence=0.9,
+    ),
+    _c(
+        r"\b(?:spelling|grammar|grammatical|typing|punctuation) (?:mistakes?|errors?|slips?)\b"
+        r"|'[^']{1,20}' should (?:be|read|say) '[^']{1,20}'|\bapostrophes?\b|'(\w+) \1'"
+        r"|\b(?:read|check|look over)\w* (?:this|it|your \w+) (?:over )?before (?:sending|it goes "
+        r"out|it went out|posting)|\bcheck your (?:writing|spelling|work|text)\b|\bmid-?(?:way|"
+        r"sentence)"
+        r"|\btypos?\b|\bspelling\b|\bmisspel\w*|\bgrammar\w*|\bgrammatical\w*|\bpunctuation\b"
+        r"|\b(?:missing|extra|stray) (?:comma|period|apostrophe|word|letter)s?\b|\bcommas?\b"
+        r"|\bproofread\w*|\bcapitali[sz]\w*",
+        "spelling",
+        None,
+        "proofread",
+        kind="fault",
+        confidence=0.9,
+        fixed=True,
+    ),
+    _c(
+        r"\bburied\b|\bhad to (?:read|scroll|dig)\w* (?:to|through|until|all) [^.;]{0,40}\bto "
+        r"find|\b(?:wade|dig|read|scroll|get)\w* (?:all the way )?through [\w ]{1,40} before\b"
+        r"|\bbefore (?:finding out|getting to|I (?:find|found|get|got)|seeing|learning)\b"
+        r"|\b(?:\w+ )?(?:paragraphs|pages|lines|sentences) (?:in )?before (?:you|it|we"
+        r"|I) (?:even )?"
+        r"(?:mention|get|say|tell|find|reach)"
+        r"|\b(?:comes|came|is|was) (?:way |far )?too late\b|\bstop reading after\b"
+        r"|\b(?:only|never) read (?:past )?the first\b",
+        "structure",
+        None,
+        "conclusion_first",
+        kind="fault",
+        confidence=0.85,
+    ),
+    # --- sources and accuracy
+    _c(
+        r"\bfabricat\w*|\bmade[- ]up\b|\bmak\w* (?:things|stuff|it|facts|numbers|quotes|that) up\b"
+        r"|\bmade (?:it|this|that|things|stuff) up\b|\binvent(?:ed|ing|s|ion)?\b|\bhallucinat\w*"
+        r"|\bnever said\b|\b(?:doesn't|does not|didn't) exist\b"
+        r"|\bout of thin air\b|\bfake\b|\bfictional\b|\bmade (?:them|those|these) up\b"
+        r"|\bonly (?:use|cite|quote|state|mention|include|refer to|rely on)\b[^.;]{0,40}\b(?:given"
+        r"|provided|"
+        r"data|sources?|facts|supplied|real|documents?|actually)\b"
+        r"|\bstick to the (?:data|facts|numbers|sources?|documents?)\b"
+        r"|\bthere (?:is|are|was|were) no (?:such )?\w+ [\d.]+"
+        r"|\byet you (?:stated|said|claimed|wrote)"
+        r"|\b(?:says|said|mentions?) nothing about\b(?=[^.]*\byou (?:stated|said|claimed|wrote))"
+        r"|\bstick to what(?:'s| is) (?:actually )?in\b",
+        "accuracy",
+        None,
+        "no_fabrication",
+        kind="fault",
+        confidence=0.9,
+        fixed=True,
+    ),
+    _c(
+        r"\bcit(?:e|es|ed|ing|ations?)\b|\bsources?\b|\breferences?\b|\blinks? to\b|\bfootnotes?\b"
+        r"|\battribut\w*|\bback (?:it|them|this|that|claims?|these) up\b|\bunsourced\b"
+        r"|\bwhere (?:did|do|does) (?:these|this|that|those|the|your) [\w ]{1,20}come from\b"
+        r"|\baccording to (?:whom|who)\b|\bwho says\b|\bevidence\b|\bbacked (?:up )?by\b"
+        r"|\bwhich (?:report|study|paper|survey|article|dataset|guideline|law|rule|policy|"
+        r"standard|regulation)s?\b|\bname the (?:\w+ )?(?:source|study|paper|report|guideline|"
+        r"author|body|publication)\b"
+        r"|\bwhere (?:\w+ ){0,3}(?:came|comes|come) from\b",
+        "sources",
+        "cite_sources",
+        None,
+        confidence=0.9,
+        fixed=True,
+    ),
+    _c(
+        r"\b(?:wrong|incorrect|inaccurate|untrue|not true|false|errors?|mistakes?|miscalculat\w*"
+        r"|off by)\b",
+        "accuracy",
+        None,
+        "no_fabrication",
+        kind="fault",
+        confidence=0.7,
+    ),
+    # --- uncertainty and directness
+    _c(
+        r"\b(?:say|admit|tell me|flag|note|mention|acknowledge)\w* (?:so )?(?:when|where|if|what)"
+        r" (?:you(?:'re| are)|it is|it's)? ?(?:not (?:sure|certain)|unsure|uncertain|guessing)"
+        r"|\b(?:admit|flag|acknowledge|express|signal)\w* (?:some |your )?(?:uncertainty|doubt)"
+        r"|\bcaveats?\b|\boverstat\w*|\boverclaim\w*|\btoo sure\b|\btoo certain\b"
+        r"|\b(?:when|if|where) (?:you(?:'re| are)|something is|it's|it is|things are) (?:just )?"
+        r"(?:guessing|"
+        r"unsure|uncertain|not sure|estimat\w*)|\bas if (?:it )?(?:were|was) (?:certain|fact|a "
+        r"fact|settled|guaranteed|confirmed)|\bas (?:settled |established |certain )?fact\b"
+        r"|\bas (?:if|though) (?:it|they|this|that) (?:were|was) (?:\w+[- ])?\w+"
+        r"|\b(?:upfront|honest|clear|open|explicit) about (?:what|where|which|when)\b[^.;]{0,20}"
+        r"(?:uncertain|unsure|disputed|unknown|unclear|contested|open)"
+        r"|\bwhat(?:'s| is) (?:still )?(?:uncertain|disputed|unknown|contested)\b|\buncertaint(?:y"
+        r"|ies)"
+        r"|\b(?:sounded|seemed|were|was) (?:\d+% |so |very |completely |totally )?(?:sure|certain)"
+        r"\b|\bsignal\w* (?:it )?when\b|\bwhich (?:\w+ )?(?:are|is) (?:estimates?|guesses?)\b"
+        r"|\bflag\w* (?:which|what|where|the) ",
+        "accuracy",
+        "hedge",
+        None,
+        confidence=0.9,
+        fixed=True,
+    ),
+    _c(
+        r"\bover-?confident\w*|\bcocky\b|\barrogant\b|\bpresumptuous\b",
+        "accuracy",
+        None,
+        "hedge",
+        kind="fault",
+        confidence=0.9,
+    ),
+    _c(
+        r"\bhedg\w*|\bwishy-washy\b|\bnon-?committal\b|\bwaffl\w*|\bevasive\b|\bequivocat\w*"
+        r"|\bindecisive\b|\bsit\w* on the fence\b"
+        r"|\b(?:all the|so many|too many|every|fewer|less|no more|cut the|stop with the) "
+        r"'?(?:perhaps|maybe|might|could|possibly|probably)"
+        r"|'(?:it )?(?:may|might|could) be\b|\bsounds? (?:so |too |very )?(?:unsure|tentative)\b",
+        "tone",
+        None,
+        "direct",
+        kind="fault",
+        confidence=0.9,
+    ),
+    _c(
+        r"\bdirect\w*|\bconfident\w*|\bassertive\w*|\bdecisive\w*|\bstraightforward\b",
+        "tone",
+        "direct",
+        "hedge",
+        kind="quality",
+        confidence=0.85,
+    ),
+    # --- tone
+    _c(
+        r"\b(?:take|pick|choose) a (?:side|stance|position)\b|\bcommit to\b|\bstraight answer\b"
+        r"|\bgive (?:me )?(?:a |one )?(?:clear|definite|firm) (?:answer|recommendation)\b"
+        r"|\byes or no\b|\bjust (?:tell|told|give|gave|say|said)\w* me\b|\bjust say (?:so|it)\b"
+        r"|\bsay (?:it|so) plainly\b|\bwhich (?:\w+ ){0,3}would you (?:actually )?(?:pick|choose|"
+        r"recommend|go with)",
+        "tone",
+        "direct",
+        None,
+        confidence=0.85,
+        fixed=True,
+    ),
+    _c(
+        r"\btext message\b|\btexting\b|\btweet\b|\b(?:to|with) a (?:friend|buddy|pal|mate)\b"
+        r"|\bchat with\b|\bchat (?:down|at) the pub\b|\b(?:slack|teams|whatsapp|chat|text) "
+        r"(?:message|post|thread|ping)\b|\bchumm\w*|\bmatey\b|\bover-?familiar\b"
+        r"|\bslang\w*|\b(?:the way|how|as) (?:you'd|you would|you) (?:talk|speak|chat)"
+        r" (?:to|with) (?:teammates|colleagues|a (?:friend|colleague|teammate)|friends|coworkers)"
+        r"|\bemoji\w*|\blol\b|\bjokes?\b|\bmemes?\b|\bexclamation marks?\b",
+        "tone",
+        "casual",
+        "formal",
+        confidence=0.85,
+    ),
+    _c(
+        r"\b(?:(?:goes|going|sent|is|it's|this is|written|a letter|write|writing|talk|speak|"
+        r"register of)(?: out)? (?:to|for|of)?\s?(?:an? )?|(?:the )?"
+        r"(?:audience|readers?|recipients?) (?:is|are)) (?:the |our |my )?"
+        r"(?:investors|board|executives|exec team|leadership|ceo|cfo|clients?|regulators|court|"
+        r"judge|tribunal|ministry|government|authorities|embassy|opposing counsel|counsel|law firm|"
+        r"shareholders|senior management|management|legal team|the press)\b",
+        "tone",
+        "formal",
+        None,
+        confidence=0.8,
+        fixed=True,
+    ),
+    _c(
+        r"\b(?:write|talk|sound)\w* (?:the way|like|how) (?:people|humans|a person|normal people|"
+        r"real people|a human) (?:actually )?(?:talk|speak|write)\b",
+        "tone",
+        "casual",
+        None,
+        confidence=0.85,
+        fixed=True,
+    ),
+    _c(
+        r"\b(?:loosen|lighten|chill|relax)\w*(?: (?:up|out|it up|a bit|a little))?\b"
+        r"|\bless (?:formal|stiff|stuffy)\b|\b(?:for|it's for) (?:the |a )?(?:team )?"
+        r"(?:newsletter|team chat|slack|party|blog)\b",
+        "tone",
+        "casual",
+        None,
+        confidence=0.85,
+        fixed=True,
+    ),
+    _c(
+        r"\b(?:formal\w*|stiff|stuffy|starchy|academic|corporate|buttoned-up|professional\w*"
+        r"|press release|legalese|corporate-speak|boilerplate|legal document|textbook"
+        r"|businesslike|polished)\b",
+        "tone",
+        "formal",
+        "casual",
+        kind="quality",
+        confidence=0.85,
+    ),
+    _c(
+        r"\b(?:casual\w*|informal\w*|chatty|slangy|flippant|jokey|breezy|relaxed|conversational\w*"
+        r"|laid-back|colloquial|plain-spoken)\b",
+        "tone",
+        "casual",
+        "formal",
+        kind="quality",
+        confidence=0.85,
+    ),
+    _c(
+        r"\b(?:robotic|cold|mechanical|clinical|impersonal|soulless|harsh|detached|sterile"
+        r"|heartless|unfeeling|tone-deaf|dismissive)\b",
+        "tone",
+        None,
+        "warmer",
+        kind="quality",
+        confidence=0.85,
+    ),
+    _c(
+        r"\b(?:warm\w*|empath\w*|caring|kind(?:er|ly)?|gentle\w*|compassion\w*|personable"
+        r"|friendl\w*|human\w*|softer|sympath\w*|reassur\w*)\b|\b(?:are|is|were|feel\w*) upset\b",
+        "tone",
+        "warmer",
+        None,
+        kind="quality",
+        confidence=0.85,
+    ),
+    # --- audience
+    _c(
+        r"\b(?:reviewers?|readers?|audience|team|users?|we|they)\s+(?:is|are|'re)\s+(?:all\s+)?"
+        r"(?:an?\s+)?(?:senior\s+|experienced\s+|seasoned\s+|\w+\s+){0,2}(?:experts?|specialists?|"
+        r"engineers?|developers?|scientists?|doctors?|lawyers?|researchers?|analysts?)\b"
+        r"|\b(?:don't|do not|no need to) (?:need to )?explain (?:what|how|the basics)"
+        r"|\b(?:don't|do not) need (?:a|an|the) (?:\w+ )?(?:on|about|explaining"
+        r"|explanation of) what"
+        r"|\b(?:at|for) an? expert level\b"
+        r"|\b(?:proper|precise|correct|exact|real) (?:\w+ )?(?:terms|terminology|vocabulary)\b"
+        r"|\binternals\b|\bI (?:lead|run|manage) the \w+ team\b"
+        r"|\b(?:assume|treat me as|write for) (?:I'm|I am|we're|we are|the reader is|readers are|"
+        r"an?|the)? ?(?:an? )?(?:expert|specialist|professional|engineer|developer|senior)s?\b"
+        r"|\b(?:I'm|I am|we're|we are|the readers? (?:is|are)|audience is) (?:an? )?(?:expert|"
+        r"specialist|engineer|developer|senior \w+|doctor|lawyer|scientist)s?\b"
+        r"|\b(?:skip|drop|cut) the basics\b|\bI know the basics\b|\bdumbed[- ]down\b"
+        r"|\bcondescending\b|\bpatroni[sz]\w*|\bfor experts\b|\bmore technical\b",
+        "audience",
+        "technical",
+        None,
+        confidence=0.85,
+        fixed=True,
+    ),
+    _c(
+        r"\bover my head\b|\b(?:isn't|is not|aren't|not) (?:an? )?"
+        r"(?:engineers?|experts?|technical|developers?|specialists?|scientists?|lawyers?|"
+        r"solicitors?|doctors?|accountants?|economists?|professionals?)\b"
+        r"|\bnon-?(?:experts?|specialists?|technical)\b|\blay(?:man|person|people)\b"
+        r"|\bbeginners?\b|\bnewcomers?\b|\beli5\b|\bexplain (?:it )?like\b|\bin plain \w+\b"
+        r"|\bmy (?:mom|mum|dad|grandmother|grandma|manager|boss|kid)\b",
+        "audience",
+        "simpler",
+        None,
+        confidence=0.85,
+        fixed=True,
+    ),
+    _c(
+        r"\bjargon\w*|\bacronyms?\b|\b(?:don't|doesn't|do not|won't) (?:know|understand) what"
+        r"|\bnew (?:hires|joiners|starters)\b|\bfirst (?:week|day) (?:on the job)?\b"
+        r"|\bmeans? nothing to\b|\bfirst-time\b|\bin (?:plain|everyday|simple|normal|ordinary|"
+        r"layman'?s?) (?:words|language|english|terms)\b",
+        "audience",
+        None,
+        "simpler",
+        kind="fault",
+        confidence=0.85,
+        fixed=True,
+    ),
+    _c(
+        r"\b(?:technical|complex|complicated|advanced|specialist|expert-level|convoluted"
+        r"|confusing|unclear|hard to follow)\b",
+        "audience",
+        "technical",
+        "simpler",
+        kind="quality",
+        confidence=0.75,
+    ),
+    _c(
+        r"\b(?:simple|simplistic|simplified|basic|elementary|introductory|obvious|plain|"
+        r"everyday)\b",
+        "audience",
+        "simpler",
+        "technical",
+        kind="quality",
+        confidence=0.75,
+    ),
+    # --- examples
+    _c(
+        r"\bexamples?\b|\bfor instance\b|\billustrat\w*|\bcase stud(?:y|ies)\b|\bconcrete\b"
+        r"|\breal[- ]world\b|\bwalk me through\b|\buse cases?\b|\bsamples?\b|\be\.g\b"
+        r"|\bwhat (?:a|an|the) [\w -]+ (?:would|should|might) look like\b",
+        "detail",
+        "example",
+        None,
+        confidence=0.85,
+    ),
+    _c(
+        r"\b(?:abstract|theoretical|hand-?wavy|airy)\b",
+        "detail",
+        None,
+        "example",
+        kind="quality",
+        confidence=0.75,
+    ),
+    # --- consistency and creativity (sampling temperature)
+    _c(
+        r"\btangents?\b|\bcontradict\w*|\binconsistent\w*|\berratic\b"
+        r"|\boff[- ]topic\b|\bwander\w*|\bdrift\w*|\bunfocused\b|\bscattered\b|\brandom\b"
+        r"|\bdifferent answers? (?:each|every) time\b|\bvar(?:y|ies) (?:too much|wildly)\b"
+        r"|\b(?:two|three|four|\d+) different\b|\bsame (?:answer|output|result|verdict)s? "
+        r"(?:each|every) ?time\b|\bsame input\b|\bkeeps? changing\b|\brandom\w*|\b(?:each|every) "
+        r"?time I (?:regenerate|ask|run)\b|\bregenerat\w*",
+        "consistency",
+        None,
+        "steadier",
+        kind="fault",
+        confidence=0.85,
+    ),
+    _c(
+        r"\b(?:predictable|bland|boring|dull|flat|formulaic|repetitive|samey|uninspired|stale"
+        r"|generic|clich[eé]d?|cookie-cutter|forgettable|lifeless|unoriginal)\b"
+        r"|\ball the same\b|\bplay(?:s|ed|ing)? it safe\b"
+        r"|\bsame (?:thing|answer|ideas?) every time\b",
+        "creativity",
+        None,
+        "creative",
+        kind="quality",
+        confidence=0.8,
+    ),
+    _c(
+        r"\b(?:creativ\w*|(?<=more )original|fresh(?:er)?|inventive|imaginative|playful|varied"
+        r"|bold(?:er)?|daring|adventurous|wild(?:er)?"
+        r"|surprising|witty|catchy)\b",
+        "creativity",
+        "creative",
+        "steadier",
+        kind="quality",
+        confidence=0.8,
+    ),
+    _c(
+        r"\b(?:consistent\w*|focused|on[- ]topic|steady|reliabl\w*|stable|repeatable|"
+        r"reproducible|deterministic)\b",
+        "consistency",
+        "steadier",
+        None,
+        kind="quality",
+        confidence=0.7,
+    ),
+    _c(
+        r"\bsurprise (?:me|us|the reader)\b|\b(?:out|outside) (?:of )?the box\b|\btake (?:some "
+        r"|more )?"
+        r"risks\b|\bthink (?:bigger|differently)\b",
+        "creativity",
+        "creative",
+        None,
+        confidence=0.8,
+        fixed=True,
+    ),
+    # --- length and depth as qualities (after the idioms above claimed their words)
+    _c(
+        r"\b(?:long|lengthy|wordy|verbose|rambl\w*|long-winded|bloated|drawn[- ]out|overlong"
+        r"|windy|longer)\b",
+        "length",
+        "longer",
+        "shorter",
+        kind="quality",
+        confidence=0.9,
+    ),
+    _c(
+        r"\b(?:short|brief\w*|terse|curt|skimpy|sparse|clipped|abrupt|concise\w*|succinct\w*"
+        r"|tight|crisp|compact|snappy|shorter|quick)\b",
+        "length",
+        "shorter",
+        "longer",
+        kind="quality",
+        confidence=0.85,
+    ),
+    _c(
+        r"\b(?:detailed|thorough\w*|in-depth|deep|comprehensive\w*|exhaustive\w*|granular"
+        r"|elaborate)\b",
+        "detail",
+        "longer",
+        "shorter",
+        kind="quality",
+        confidence=0.85,
+    ),
+    _c(
+        r"\b(?:shallow|superficial|vague|surface[- ]level|sketchy|high-level|thin|light on \w+"
+        r"|useless|incomplete|lacking)\b"
+        r"|\bscratch\w* the surface\b|\bbarely (?:covers|touches)\b",
+        "detail",
+        None,
+        "longer",
+        kind="quality",
+        confidence=0.8,
+    ),
+]
+
+# Tools: a comment about how the agent used (or failed to use) a tool.
+_TOOL = (
+    r"\b(?P<tool>[a-z_]+ tool|[a-z_]+ api|tools?|search\w*|calculator|look(?:ed|ing)? (?:it |this "
+    r"|that |"
+    r"things |them )?up|lookup|brows\w*|google\w*|web search|api calls?|function calls?|"
+    r"retriev\w*)\b"
+)
+_TOOL_OVERUSE = re.compile(
+    r"\bwhy (?:did|would|do|does) (?:you|it|the agent|the bot) (?:call|use|run|invoke|need|search|"
+    r"fire|hit)\b|\bno need (?:to|for)\b|\bonly use (?:it|that|this|the \w+) (?:when|if|for)\b"
+    r"|\bonly (?:go to|use|call|reach for|run) (?:the )?(?:\w+ )?(?:tool|search|api)\b"
+    r"|\balready (?:answered|covered|had|in (?:the|your))\b|\b(?:\w+|\d+) (?:web )?searches\b"
+    r"|\bdidn't need\b|\bunnecessar\w*|\bpointless\b|\bjust (?:compute|calculate|add|answer|do|"
+    r"work) (?:it|that|this|them)?\b|\binstead of (?:computing|calculating|thinking|answering)\b"
+    r"|\bfor (?:simple|basic|trivial|easy)\b|\bto (?:add|multiply|subtract|divide) (?:two )?"
+    r"(?:numbers|figures)\b|\boverus\w*|\btoo many (?:tool )?calls\b|\bkept (?:calling|searching"
+    r"|using)\b|\bwithout (?:a )?need\b",
+    re.I,
+)
+_TOOL_UNDERUSE = re.compile(
+    r"\bshould(?: have|'ve)? (?:look|use|search|check|call|consult)\w*|\bfrom memory\b"
+    r"|\bignor\w*|\bcheck (?:our|the|your) \w+|\bbefore (?:suggesting|answering|replying)\b"
+    r"|\bwithout (?:looking|checking|searching|using|consulting)\b|\b(?:didn't|did not|never|"
+    r"don't) (?:look|check|search|use|consult|call)\w*|\bguess\w* instead\b|\binstead of "
+    r"(?:looking|searching|checking)\b|\buse (?:the|your) \w+(?: tool)?\b|\blook (?:it|this|"
+    r"that|things) up\b",
+    re.I,
+)
+
+_INJECTION = re.compile(
+    r"^\s*(?:system|assistant|developer|admin)\s*:|</?\s*[a-z_]+\s*>|\byou are now\b"
+    r"|\bdeveloper mode\b|\bjailbreak\w*|\bdo anything now\b"
+    r"|\b(?:ignore|disregard|forget|override|bypass|drop|remove|delete|lift|raise|disable|"
+    r"increase|turn off)\b[^.;]{0,40}\b(?:instructions?|rules|constraints?|limits?|"
+    r"guidelines|safety|guardrails?|protected|restrictions?|filters?|system prompt)\b"
+    r"|\bfrom now on\b|\bnew instructions?\b|\b(?:to|for) the trainer\b|\bmax_?tokens\b"
+    r"|\bprotected segments?\b|\bsystem prompt\b|^\s*(?:system|assistant|developer)\s*$",
+    re.IGNORECASE,
+)
+
+_PRAISE = re.compile(
+    r"\b(?:good|great|love\w*|(?:i|we) (?:really )?like|liked|nice|solid|excellent|perfect|"
+    r"spot[- ]on|exactly|"
+    r"well done|better|improve(?:ment|d)|helpful|fine|decent|strong|brilliant|awesome|"
+    r"fantastic|superb|impressive|nailed|thanks?|thank you|clear|works|keep it up|"
+    r"don't change|do not change|no changes?)\b|\bnot bad\b"
+)
+_CRITICISM = re.compile(
+    r"\b(?:bad|terrible|awful|poor|weak|messy|sloppy|worse|meh|disappointing|painful|ugly|"
+    r"clunky|annoying|unreadable|horrible|hate|not (?:good|great|helpful|useful|clear)|"
+    r"hard to (?:read|find|use|scan)|a mess|doesn't work|off)\b"
+)
+_ASPECT_NOUNS: list[tuple[str, str]] = [
+    (r"\b(?:facts?|numbers|figures|data|accuracy|research|stats|statistics)\b", "accuracy"),
+    (r"\b(?:structure|organi[sz]ation|order|outline|flow)\b", "structure"),
+    (r"\b(?:format\w*|layout|presentation)\b", "format"),
+    (r"\b(?:tone|voice|register|style)\b", "tone"),
+    (r"\b(?:length)\b", "length"),
+    (r"\b(?:detail|depth|examples?)\b", "detail"),
+    (r"\b(?:sources?|citations?|references?)\b", "sources"),
+    (r"\b(?:spelling|grammar|typos?)\b", "spelling"),
+    (r"\b(?:content|substance|ideas|points|arguments?|analysis|insights?)\b", "content"),
+]
+
+# Frames: the words just before a cue (within its clause) that say how it is meant.
+_REFUSE = re.compile(
+    r"\b(?:don't|do not|dont|never|stop|quit|avoid|no more|fewer|lose|drop|ditch|get rid of|"
+    r"remove|too many|too much|enough with|instead of|rather than|without|skip|cut out|"
+    r"don't need|do not need|doesn't need|no need for|not how|not what|"
+    r"cut the|not so|no need for|nor|less of|tone down|dial down|cut back on)\b"
+    r"|^\s*(?:not|no)\b"
+)
+_LACKING = re.compile(
+    r"\b(?:isn't|is not|wasn't|was not|aren't|are not|weren't|doesn't|does not|didn't|did not|"
+    r"has no|have no|had no|there's no|there is no|there are no|there were no|lacks?|lacking|"
+    r"missing|no sign of|not once|not a single|needs? (?:more|some)|could use(?: more| some)?|"
+    r"want(?:ed)? (?:more|some)|not enough|where(?:'s| is| are) the)\b"
+)
+_DESCRIBE = re.compile(
+    r"\b(?:too|overly|excessively|so (?=\w+(?:ly|ed|ful|ive|ous|al|ic|y)\b)|very|really|quite|"
+    r"rather|way|far|pretty|a (?:little|bit|tad)|kind of|kinda|somewhat|still|already|sounds"
+    r"(?: like)?|sounded(?: like)?|reads?"
+    r"(?: like)?|feels?(?: like)?|looks?(?: like)?|seems?|comes? across as|came across as|"
+    r"full of|so many|lots of|all (?:these|those|the)|is|are|was|were|it's|that's|got|getting|"
+    r"became|dumped into|stuck in|crammed into)\b"
+    r"|(?<!could )(?<!would )(?<!can )(?<!will )(?<!please )(?<!should )\byou(?:'ve| have)?\s*$"
+)
+_ASK = re.compile(
+    r"\b(?:keep|make|be|use|add|give|write|want|wanted|need|needed|prefer|please|should|could|"
+    r"would|more|include|try|switch to|go|stay|aim|pitch|target|i'd like|would like|put|show|"
+    r"provide|respond|answer|reply|ask(?:ed)? for|expect\w*|in|with|into|as|break|turn|"
+    r"format|present|organi[sz]e|sound|start|open|lead|close|end|finish|i'd rather|rather "
+    r"have|let's have|how about|what about)\b"
+)
+# A request verb just before an adjective makes "a thorough rundown" the thing asked for.
+_ASK_VERB = re.compile(
+    r"\b(?:need|want|wanted|give|write|provide|include|add|expect\w*|i'd like|would like|make|"
+    r"keep|prefer|show|send)\b(?:\s+[\w'-]+){0,3}\s*$"
+)
+_FRAME_ORDER = (("lacking", _LACKING), ("refuse", _REFUSE), ("describe", _DESCRIBE), ("ask", _ASK))
+_COMPLAINT_AFTER = re.compile(
+    r"^[^,;]{0,30}\b(?:is|are|was|were)\s+(?:\w+\s+)?(?:painful|awful|terrible|hard|annoying|"
+    r"unreadable|useless|a mess|a pain|tedious|exhausting|too much|confusing|not helpful|"
+    r"overkill|wrong|bad)\b|^[^,;]{0,40}\b(?:is not|isn't|are not|aren't) (?:how|what|appropriate|"
+    r"acceptable|ok)\b|^[^,;]{0,30}\b(?:has|have) (?:got )?to go\b|^[^,;]{0,30}\bmust go\b"
+)
+
+_CLAUSE = re.compile(
+    r"(?<=[.!?;:])\s+|[.!?;:]+$|\n+|,\s+|\s+(?=(?:but|though|although|however|yet|whereas)\b)"
+    r"|\s+-{1,2}\s+|\s+—\s*"
+)
+
+
+# Typographic quotes as the plain ones the patterns expect.
+_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def clauses(text: str) -> list[str]:
+    """The clauses of ``text`` in order (contrast words start a new clause)."""
+    normal = text.translate(_QUOTES)
+    return [c.strip(" .!?;:,\"'") for c in _CLAUSE.split(normal) if c and c.strip(" .!?;:,")]
+
+
+_QUANTITY = re.compile(
+    r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|\w+teen|twenty|\d+|several|many|"
+    r"multiple|a few|a couple of)\s+$"
+)
+
+
+def _frame(before: str, after: str) -> Frame:
+    """How the words after ``before`` are meant (``after``: the rest of the clause). The frame
+    word nearest the cue decides: "don't make it more formal" is refused, "I need it more
+    formal" asked for, "it reads like a text message" described."""
+    tail = before.lower()[-60:]
+    if _QUANTITY.search(tail):
+        return "quantity"  # "five paragraphs before…" counts, it does not ask
+    if re.search(r"\bnot\b[^,]*$", tail) and re.match(r"^\s*enough\b", after):
+        return "lacking"
+    if _COMPLAINT_AFTER.search(after) and not _REFUSE.search(tail[-25:]):
+        return "describe"
+    best: tuple[int, int, Frame] | None = None
+    for rank, (name, pattern) in enumerate(_FRAME_ORDER):
+        for match in pattern.finditer(tail):
+            key = (match.end(), -rank)
+            if best is None or key > best[:2]:
+                best = (match.end(), -rank, name)  # type: ignore[assignment]
+    if best is None or len(tail) - best[0] > 40:
+        return "plain"
+    return best[2]
+
+
+def _wish_of(cue: Cue, frame: Frame, mode: Mode, comparative: bool) -> tuple[str | None, bool]:
+    """(family, weak) a cue asks for in its frame."""
+    if frame == "quantity" and cue.kind != "fault":
+        return None, False
+    if cue.fixed:
+        if cue.kind == "fault" and frame == "lacking" and mode == "comment":
+            return None, False  # "there are no typos": nothing to fix
+        return cue.ask or cue.fault, False
+    if cue.kind == "fault":
+        if frame == "lacking":
+            return None, False
+        return cue.fault, False
+    if comparative and frame in ("describe", "plain"):
+        return cue.ask or cue.fault, False  # "far more detail", "way shorter": asked for
+    if frame in ("ask", "lacking"):
+        return cue.ask or cue.fault if frame == "ask" else cue.ask, False
+    if frame == "refuse":
+        return cue.fault, cue.kind == "state" and cue.ask not in OPPOSITE
+    if frame == "describe":
+        if cue.kind == "state" and mode == "comment":
+            return cue.fault, True
+        return (cue.fault, False) if mode == "comment" else (cue.ask, False)
+    # plain
+    if mode == "instruction" or comparative:
+        return cue.ask, False
+    if cue.kind == "quality":
+        return cue.fault, False
+    return cue.ask, False
+
+
+def _topic(match: re.Match[str]) -> str | None:
+    for name in ("topic", "topic2", "topic3", "topic4", "topic5", "topic6", "topic7", "topic8"):
+        value = match.groupdict().get(name)
+        if value:
+            words = re.split(r"\s+(?:and then|so|because|since|which|that|but)\s+", value)[0]
+            return words.strip(" -'") or None
+    return None
+
+
+def _limit(match: re.Match[str]) -> str | None:
+    groups = match.groupdict()
+    return groups.get("limit") or groups.get("limit2") or groups.get("limit3")
+
+
+def read(text: str, mode: Mode = "comment") -> Reading:
+    """Every wish, praise and criticism in ``text``."""
+    reading = Reading()
+    for sentence in _sentences(text or ""):
+        praising = mode == "comment" and _is_praise(sentence)
+        for clause in clauses(sentence):
+            if mode == "comment" and _INJECTION.search(clause):
+                reading.injection.append(clause)
+                continue
+            _read_clause(clause, mode, reading, praising)
+    if mode == "comment":
+        _read_tools(text or "", reading)
+    _read_languages(text or "", reading)
+    _settle(reading)
+    return reading
+
+
+# Where in the answer, not what it should be: "paragraph two", "the third bullet".
+_LOCATION = re.compile(
+    r"\b(?:in |the |that |this )?(?:(?:first|second|third|fourth|fifth|last|final|opening|"
+    r"closing|next|\w+th) (?:paragraph|bullet|line|sentence|section|heading|table|row|column|"
+    r"point|step)s?|(?:paragraph|bullet|line|section|step|point|row|column) (?:one|two|three|"
+    r"four|five|\d+(?:\.\d+)*))\b"
+    r"|\bplain[- ]text\b"
+)
+_INTENSIFIER_OR_COPULA = re.compile(
+    r"\b(?:too|overly|so|very|really|quite|rather|way|far|pretty|bit|tad|little|somewhat|still|"
+    r"already|is|are|was|were|be|been|being|seems?|sounds?|reads?|feels?|looks?|more|less|"
+    r"it's|that's|and|or|but|keep|make|stay|get|getting|got)\s*$"
+)
+_NOT_A_NOUN = re.compile(
+    r"^\s*(?:and|or|but|enough|to|for|in|at|on|with|than|as|overall|though|yet|now|again|"
+    r"too|please|here|there|throughout|everywhere|at all|$)"
+)
+
+
+def _attributive(before: str, after: str) -> bool:
+    """An adjective in front of a noun ("a short 'In summary' section", "generic advice")
+    names something in the answer, not a fault of it."""
+    return not _INTENSIFIER_OR_COPULA.search(before) and not _NOT_A_NOUN.match(after)
+
+
+def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
+    """Every cue's matches, overlaps resolved longest first (on a tie, the cue listed first):
+    "waded through four paragraphs of background before" is one complaint about order, not a
+    mention of paragraphs. Locations ("paragraph two") claim their words and ask nothing."""
+    claimed: list[tuple[int, int]] = [m.span() for m in _LOCATION.finditer(lowered)]
+    found = [
+        (match.end() - match.start(), -index, cue, match)
+        for index, cue in enumerate(CUES)
+        for match in cue.pattern.finditer(lowered)
+        if match.end() > match.start()
+    ]
+    kept: list[tuple[Cue, re.Match[str]]] = []
+    for _, _, cue, match in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
+        start, end = match.span()
+        if any(start < e and s < end for s, e in claimed):
+            continue
+        claimed.append((start, end))
+        kept.append((cue, match))
+    return sorted(kept, key=lambda k: k[1].start())
+
+
+def _read_clause(clause: str, mode: Mode, reading: Reading, praising: bool = False) -> None:
+    lowered = clause.lower()
+    found = False
+    for cue, match in _matches(lowered):
+        if True:
+            start, end = match.span()
+            word = match.group(0)
+            comparative = bool(
+                re.search(r"\b(?:more|less)\s+$", lowered[:start])
+                or re.fullmatch(r"\w+er", word)
+                or word.startswith("more ")
+            )
+            less = bool(re.search(r"\bless\s+$", lowered[:start]))
+            frame = _frame(lowered[:start], lowered[end:])
+            if mode == "comment" and cue.kind == "quality" and not comparative and not less:
+                # "generic taglines" is still a complaint (nobody asks for generic), "a short
+                # summary" is not
+                attributive = (
+                    cue.ask is not None
+                    and frame in ("plain", "describe", "ask")
+                    and not _ASK_VERB.search(lowered[:start])
+                    and _attributive(lowered[:start], lowered[end:])
+                )
+                if attributive or (praising and frame in ("plain", "describe")):
+                    if praising:
+                        reading.praised.append((cue.aspect, clause[start:end]))
+                    continue
+            if less:
+                family, weak = cue.fault, False
+            else:
+                family, weak = _wish_of(cue, frame, mode, comparative)
+            if family is None:
+                if frame == "lacking" and cue.kind == "fault":
+                    reading.praised.append((cue.aspect, clause[start:end]))
+                continue
+            found = True
+            aspect = cue.aspect
+            if family in ("longer", "shorter") and cue.aspect == "detail" and cue.kind == "quality":
+                aspect = "detail"
+            detail = _limit(match) or _topic(match)
+            if detail and family == "longer" and _is_format_word(detail):
+                continue
+            reading.wishes.append(
+                Wish(
+                    family=family,
+                    aspect=aspect,
+                    quote=clause[max(0, start - 12) : end + 12].strip(),
+                    confidence=cue.confidence,
+                    detail=detail,
+                    weak=weak or cue.weak,
+                )
+            )
+    focus = _focus(clause)
+    if focus:
+        reading.wishes.append(focus)
+        found = True
+    if mode == "comment" and not found:
+        _read_sentiment(clause, reading)
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_CONTRAST = re.compile(
+    r"\b(?:but|though|although|however|except|apart from|only thing|one (?:tiny |small |little )?"
+    r"thing|just one|if only|wish|could|should|would|too|not enough|needs?|please|missing|"
+    r"not|n't)\b(?! bad)|'"
+)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE.split(text.translate(_QUOTES)) if s.strip()]
+
+
+def _is_praise(sentence: str) -> bool:
+    """A sentence that only praises: its qualities ("friendly, short and easy to follow") are
+    what the reviewer liked, not faults to fix."""
+    lowered = sentence.lower()
+    return (
+        bool(_PRAISE.search(lowered))
+        and not _CONTRAST.search(lowered)
+        and not (_CRITICISM.search(lowered))
+    )
+
+
+def _is_format_word(topic: str) -> bool:
+    return bool(re.match(r"^(?:the )?(?:bullets?|tables?|headings?|lists?|it|this|that)$", topic))
+
+
+_FOCUS = re.compile(
+    r"\b(?:focus(?:ed)?|concentrate|stick|keep (?:it|the answer|this))\s+(?:more |only )?"
+    r"(?:on|to)\s+(?!\d|what's|what is|the (?:data|facts|numbers|documents?|sources?|brief|spec))"
+    r"(?P<topic>[\w' -]+)"
+    r"|\b(?:only|just) (?:talk|write|care|tell me) about (?P<topic2>[\w' -]+)"
+    r"|\b(?:what|all) I (?:need|want|care about) is (?P<topic3>[\w' -]+)"
+    r"|\bwhat I (?:asked|wanted|needed)(?: for| about)? (?:was|is) (?P<topic5>[\w' -]+)"
+    r"|\b(?:needs?|want|wants) to know (?P<topic6>(?:what|how|which|when|whether)[\w' -]+)"
+    r"|\b(?:keep|stay|stick) (?:to|with|on) (?!what's|what is|the (?:data|facts|numbers|documents?|"
+    r"sources?|brief|spec|word))(?P<topic4>[\w' -]+)",
+    re.I,
+)
+_AVOID = re.compile(
+    r"\b(?:stop|quit|no more|less) (?:talking|going on|writing|rambling)? ?(?:about|on) "
+    r"(?P<topic>[\w' -]+)|\b(?:stop|quit|no more) (?:explaining|describing|discussing|going over|"
+    r"recapping) (?P<topic4>[\w' -]+)|\bnobody asked (?:about|for) (?P<topic2>[\w' -]+)"
+    r"|\b(?:skip|drop|cut) the (?P<topic3>[\w' -]+?) (?:part|section|bit|history|background)\b"
+    r"|\benough (?:about|of|with) (?P<topic7>[\w' -]+)"
+    r"|\b(?:half|most|much) (?:of )?the (?:answer|reply|response|text) (?:is|was) (?:about )?"
+    r"(?P<topic5>[\w' -]+)|\bspent (?:most|half|much) of the (?:answer|reply|time) "
+    r"(?P<topic6>[\w' -]+)",
+    re.I,
+)
+
+
+def _focus(clause: str) -> Wish | None:
+    lowered = clause.lower()
+    want = _FOCUS.search(lowered)
+    avoid = _AVOID.search(lowered)
+    if not want and not avoid:
+        return None
+    topic = _topic(want) if want else None
+    avoided = _topic(avoid) if avoid else None
+    detail = f"on:{topic}" if topic else f"off:{avoided}"
+    return Wish("focus", "focus", clause, 0.85, detail=detail)
+
+
+def _read_sentiment(clause: str, reading: Reading) -> None:
+    lowered = clause.lower()
+    aspect = next((a for p, a in _ASPECT_NOUNS if re.search(p, lowered)), "overall")
+    negated_praise = re.search(
+        r"\bnot (?:so |very |that |really )?(?:good|great|helpful|clear)\b", lowered
+    )
+    if (_CRITICISM.search(lowered) or negated_praise) and not re.search(r"\bnot bad\b", lowered):
+        reading.criticised.append((aspect, clause))
+        return
+    if _PRAISE.search(lowered):
+        reading.praised.append((aspect, clause))
+
+
+def _read_tools(text: str, reading: Reading) -> None:
+    lowered = text.lower()
+    mention = re.search(_TOOL, lowered)
+    if not mention:
+        return
+    over = _TOOL_OVERUSE.search(lowered)
+    under = _TOOL_UNDERUSE.search(lowered)
+    if not over and not under:
+        return
+    direction = "less" if over and (not under or over.start() < under.start()) else "more"
+    tool = mention.group("tool")
+    name = re.sub(r"\s*(?:tool|api)$", "", tool)
+    name = {"looked": "search", "look": "search", "lookup": "search"}.get(name.split()[0], name)
+    if name.startswith("look") or name.startswith("brows") or name.startswith("googl"):
+        name = "search"
+    if name.startswith("search"):
+        name = "search"
+    arithmetic = bool(
+        re.search(r"\b(?:add|sum|multiply|compute|calculat\w*|arithmetic|math)", lowered)
+    )
+    reading.wishes.append(
+        Wish(
+            "tool_use",
+            "tool_use",
+            text[mention.start() : mention.end()],
+            0.85,
+            detail=f"{name}|{direction}|{'arithmetic' if arithmetic else ''}",
+        )
+    )
+
+
+def _read_languages(text: str, reading: Reading) -> None:
+    wanted = languages.wanted_language(text)
+    if wanted:
+        reading.wishes.append(Wish("language", "language", wanted, 0.9, detail=wanted))
+
+
+def _settle(reading: Reading) -> None:
+    """One wish a family; a weak wish yields to an explicit one in its aspect or family; of two
+    opposite wishes the later one stands (the reviewer's last word). Every aspect a kept wish
+    came from is recorded as criticised."""
+    strong_aspects = {w.aspect for w in reading.wishes if not w.weak}
+    strong_families = {w.family for w in reading.wishes if not w.weak}
+    kept: dict[str, Wish] = {}
+    for wish in reading.wishes:
+        if wish.weak and (wish.aspect in strong_aspects or wish.family in strong_families):
+            continue
+        reading.criticised.append((wish.aspect, wish.quote))
+        opposite = OPPOSITE.get(wish.family)
+        kept.pop(opposite, None)
+        old = kept.get(wish.family)
+        if old is not None and wish.family == "focus" and old.detail and wish.detail:
+            wish = Wish(
+                "focus", "focus", old.quote, old.confidence, detail=f"{old.detail}|{wish.detail}"
+            )
+        elif old is not None and (old.detail or not wish.detail):
+            continue
+        kept[wish.family] = wish
+    reading.wishes = list(kept.values())
