@@ -39,14 +39,15 @@ class FeedbackActivities:
                 analysis = reward_analyzer.analyze(
                     inp.score.score, inp.score.comment, [record.trigger_score]
                 )
-                verdict = outcome.judge(record.trigger_score, expected, analysis)
+                changes = [EvolutionChange.model_validate(c) for c in json.loads(record.changes)]
+                verdict = outcome.judge(record.trigger_score, expected, analysis, changes)
                 judged = (inp.pending_evolution_id, verdict)
                 contexts = sorted(
                     f"{a['aspect']}:{a.get('want') or a['sentiment']}"
                     for a in json.loads(record.score_analysis)["aspects"]
                 )
-                for change in json.loads(record.changes):
-                    family, family_type = pattern(EvolutionChange.model_validate(change))
+                for change in changes:
+                    family, family_type = pattern(change)
                     observations.append(
                         InsightObservation(
                             insight_id=insight_id(inp.session_id, family),
@@ -54,7 +55,9 @@ class FeedbackActivities:
                             pattern_type=family_type,
                             contexts=contexts,
                             evolution_id=inp.pending_evolution_id,
-                            success=verdict.hypothesis_validated,
+                            # a change succeeds when its own aspect was validated (a change
+                            # with no aspect shares the whole hypothesis's fate)
+                            success=_aspect_validated(verdict, change.aspect),
                             score_delta=verdict.score_delta,
                         )
                     )
@@ -143,3 +146,10 @@ class FeedbackActivities:
             reason=inp.reason,
             competitor_scores=competitors,
         )
+
+
+def _aspect_validated(verdict: EvolutionOutcome, aspect: str | None) -> bool:
+    for judged in verdict.aspects:
+        if judged.aspect == aspect:
+            return judged.verdict == "validated"
+    return verdict.hypothesis_validated

@@ -161,17 +161,34 @@ class TrainerActivities:
         record = q.evolution_record(inp.evolution_id)
         if record is None:
             raise ApplicationError(f"no evolution {inp.evolution_id}", non_retryable=True)
-        restored = q.agent_definition(
-            AgentRef(agent_id=inp.lineage_id, version=record.from_version)
-        )
-        inverse = [_inverse(EvolutionChange.model_validate(c)) for c in json.loads(record.changes)]
-        plan = EvolutionPlan(
-            changes=inverse,
-            hypothesis=(
+        made = [EvolutionChange.model_validate(c) for c in json.loads(record.changes)]
+        undone = [c for c in made if c.aspect in inp.aspects] if inp.aspects else made
+        if inp.aspects and undone and len(undone) < len(made):
+            # only the refuted aspects' changes are undone; the rest of the evolution stays
+            inverse = [_inverse(c) for c in reversed(undone)]
+            try:
+                restored = evolution.apply_changes(q.agent_definition(inp.agent), inverse)
+            except (evolution.EvolutionError, ValueError) as exc:
+                raise ApplicationError(
+                    f"cannot undo the {', '.join(inp.aspects)} changes of {inp.evolution_id}: "
+                    f"{exc}",
+                    type="RollbackError",
+                    non_retryable=True,
+                ) from None
+            hypothesis = (
+                f"Undoing the {', '.join(inp.aspects)} changes of {inp.evolution_id}, which the "
+                f"score of {inp.score.score:g} refuted, recovers {', '.join(inp.aspects)}."
+            )
+        else:
+            restored = q.agent_definition(
+                AgentRef(agent_id=inp.lineage_id, version=record.from_version)
+            )
+            inverse = [_inverse(c) for c in made]
+            hypothesis = (
                 f"Restoring v{record.from_version} recovers from the drop to "
                 f"{inp.score.score:g} that refuted {inp.evolution_id}."
-            ),
-        )
+            )
+        plan = EvolutionPlan(changes=inverse, hypothesis=hypothesis)
         evolution_id = f"{inp.lineage_id}:rollback:v{inp.agent.version}"
         artifact = q.artifact(inp.artifact_id)
         ref = self.store.recorder.record_evolution(
@@ -199,12 +216,16 @@ class TrainerActivities:
             changes=inverse,
             kind="rollback",
         )
+        what = (
+            f"undid the {', '.join(inp.aspects)} changes of {inp.evolution_id} (refuted)"
+            if len(inverse) < len(made)
+            else f"rolled back to v{record.from_version} ({inp.evolution_id} was refuted)"
+        )
         return ApplyEvolutionResult(
             evolution_id=evolution_id,
             agent=ref,
             changes=len(inverse),
-            summary=f"v{inp.agent.version}→v{ref.version}: rolled back to v{record.from_version} "
-            f"({inp.evolution_id} was refuted)",
+            summary=f"v{inp.agent.version}→v{ref.version}: {what}",
         )
 
 

@@ -229,6 +229,9 @@ class RollbackInput(BaseModel):
     session_id: str
     lineage_id: str
     evolution_id: str  # the refuted evolution
+    # The aspects the next score refuted: only their changes are undone. Empty: the whole
+    # evolution is (the score fell and no aspect says why).
+    aspects: list[str] = Field(default_factory=list)
     agent: AgentRef  # the current version, to be replaced by the restored one
     rollout_id: str
     artifact_id: str

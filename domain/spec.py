@@ -45,8 +45,9 @@ class LineageOptions(CamelModel):
     # with structured outputs (needs ANTHROPIC_API_KEY on the worker; never falls back).
     trainer: Literal["rules", "claude"] = "rules"
     trainer_model: str = Field(default="claude-sonnet-5", min_length=1)
-    # Roll a change back automatically when the next score refutes it (score fell).
-    rollback_refuted: bool = False
+    # Roll a change back automatically when the next score refutes it: only the changes for a
+    # refuted aspect, or the whole evolution when the score fell and no aspect says why.
+    rollback_refuted: bool = True
 
 
 class LineageSpec(CamelModel):

@@ -68,6 +68,10 @@ class EvolutionChange(BaseModel):
     after: str | None = None
     reason: str
     confidence: float = Field(ge=0, le=1)
+    # The aspect this change is meant to improve: the next score validates or refutes it, and
+    # a refuted aspect's changes are rolled back on their own
+    aspect: str | None = None
+    want: str | None = None  # the change family it pursues ("shorter", "bullets"…)
 
 
 class ExpectedImpact(BaseModel):
@@ -131,11 +135,24 @@ class EvolutionTrigger(BaseModel):
     directives: Directives = Field(default_factory=Directives)
 
 
+class AspectVerdict(BaseModel):
+    """What the next score and comment say about one aspect an evolution targeted or kept."""
+
+    aspect: str
+    verdict: Literal["validated", "refuted", "untested"]
+    reason: str
+
+
 class EvolutionOutcome(BaseModel):
     next_score: float
     score_delta: float
     hypothesis_validated: bool
     reason: str
+    aspects: list[AspectVerdict] = Field(default_factory=list)
+
+    @property
+    def refuted_aspects(self) -> list[str]:
+        return [a.aspect for a in self.aspects if a.verdict == "refuted"]
 
 
 class SegmentProvenance(BaseModel):

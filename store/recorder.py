@@ -751,6 +751,7 @@ class TrainingSignalRecorder:
                         "scoreDelta": result.score_delta,
                         "validated": result.hypothesis_validated,
                         "reason": result.reason,
+                        "aspects": [a.model_dump() for a in result.aspects],
                     },
                     **refs,
                 )

@@ -102,3 +102,30 @@ def test_trend_and_trajectory_mode():
     )
     assert credit.mode == "trajectory"
     assert [round(c.contribution, 2) for c in credit.trajectory] == [-0.2, -0.4, -0.6]
+
+
+def test_each_aspect_of_a_hypothesis_is_judged_on_its_own():
+    _, _, plan, _ = evolve(agent(), 4, "Rambling, and the tone is stiff.")
+    assert {(c.aspect, c.want) for c in plan.changes} >= {("length", "shorter"), ("tone", "casual")}
+    # brevity overshot (the reviewer now wants more), tone is not mentioned again
+    overshot = outcome.judge(
+        4,
+        plan.expected_impact,
+        reward_analyzer.analyze(3, "Now it is far too thin.", [4]),
+        plan.changes,
+    )
+    verdicts = {a.aspect: a.verdict for a in overshot.aspects}
+    assert verdicts["length"] == "refuted" and verdicts["tone"] != "refuted"
+    assert overshot.refuted_aspects == ["length"]
+    assert overshot.reason.startswith("refuted by length") and not overshot.hypothesis_validated
+    # both fixed: every targeted aspect validated
+    fixed = outcome.judge(
+        4, plan.expected_impact, reward_analyzer.analyze(8, "Much better.", [4]), plan.changes
+    )
+    assert {a.verdict for a in fixed.aspects} == {"validated"} and fixed.hypothesis_validated
+    # an aspect the reviewer liked, broken by the change, refutes it
+    kept = [ExpectedImpact(aspect="format", direction="maintain")]
+    broken = outcome.judge(
+        7, kept, reward_analyzer.analyze(4, "The formatting is a mess now.", [7]), []
+    )
+    assert broken.refuted_aspects == ["format"]

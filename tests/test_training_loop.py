@@ -24,7 +24,9 @@ async def score(handle, cycle: int, value: float, comment: str) -> None:
 async def test_a_change_that_hurt_lineage_a_is_skipped_in_lineage_b(
     client, store, settings, run_worker
 ):
-    spec = make_spec(labels=("A", "B"), prompt=NEUTRAL, max_tokens=300)
+    spec = make_spec(
+        labels=("A", "B"), prompt=NEUTRAL, max_tokens=300, options={"rollbackRefuted": False}
+    )
     async with run_worker():
         a, b = await start_session(client, spec, settings.task_queue)
         await score(a, 1, 5, "too long")
@@ -38,27 +40,33 @@ async def test_a_change_that_hurt_lineage_a_is_skipped_in_lineage_b(
     assert state.agent_version == 1 and "skipped" in state.last_evolution
     assert lineage_a in state.last_evolution
     (kept,) = store.queries.events(lineage_b, ["evolution.kept"])
-    (check,) = kept.payload["plan"]["history_checks"]
-    assert check["recommendation"] == "skip"
-    assert check["proposed_change"]["after"] == "Keep answers brief: at most 120 words."
-    assert lineage_a in check["reason"] and "-2" in check["reason"]
-    (insight,) = store.queries.insights(spec.session_id).values()
-    assert insight.pattern == "systemPrompt add: keep answers brief at most 120 words"
+    checks = kept.payload["plan"]["history_checks"]
+    # both parts of A's change (the instruction and the lower token budget) are skipped in B
+    assert [c["recommendation"] for c in checks] == ["skip", "skip"]
+    assert {c["proposed_change"]["target"] for c in checks} == {"maxTokens", "instruction"}
+    assert all(lineage_a in c["reason"] and "-2" in c["reason"] for c in checks)
+    insights = store.queries.insights(spec.session_id)
+    insight = insights["systemPrompt add: keep answers brief and to the point"]
     assert (insight.success_count, insight.failure_count, insight.avg_score_impact) == (0, 1, -2)
     assert insight.contexts == ["length:shorter"]
+    assert set(insights) == {
+        "systemPrompt add: keep answers brief and to the point",
+        "parameters.maxTokens decrease",
+    }
     kinds = [
         e.event_type
         for e in store.queries.events(None, ["insight.discovered", "insight.outcome"])
         if e.session_id == spec.session_id
     ]
-    assert kinds == ["insight.discovered", "insight.outcome"]
+    assert sorted(kinds) == ["insight.discovered"] * 2 + ["insight.outcome"] * 2
     # the outcome is a finding B sees among the others' in the session's shared store
     from rlm.shared_store import DatabaseSharedStore, WorkerStoreProxy
 
     shared = DatabaseSharedStore(store.engine, f"session:{spec.session_id}")
-    (finding,) = WorkerStoreProxy(shared, lineage_b).view_others("type=claim tag=insight")
-    assert finding.worker == lineage_a and finding.id == f"{lineage_a}_000000"
-    assert finding.description.endswith("failed (-2)")
+    findings = WorkerStoreProxy(shared, lineage_b).view_others("type=claim tag=insight")
+    assert [f.worker for f in findings] == [lineage_a, lineage_a]
+    assert findings[0].id == f"{lineage_a}_000000"
+    assert all(f.description.endswith("failed (-2)") for f in findings)
     assert WorkerStoreProxy(shared, lineage_a).view_others("tag=insight") == []
 
 
@@ -169,6 +177,32 @@ async def test_a_scripted_reviewer_is_pleased_within_a_few_cycles(
     print(f"scripted reviewer scores by cycle: {scores}")
     assert scores[0] < 5 and scores[-1] >= 8
     assert len(scores) <= 3
+
+
+async def test_only_the_refuted_aspect_is_rolled_back(client, store, settings, run_worker):
+    # one evolution for two aspects; the next comment says brevity overshot and is silent on
+    # tone: the length changes are undone, the tone change stays (rollback is on by default)
+    spec = make_spec(prompt=NEUTRAL, max_tokens=300)
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await score(handle, 1, 4, "Rambling and stiff.")
+        await score(handle, 2, 3, "Now it is far too thin, I need more depth.")
+        state = await wait_for_state(handle, awaiting(3))
+    lineage = spec.lineage_id("A")
+    v1, v2, v3 = (store.queries.agent_definition(_ref(lineage, v)) for v in (1, 2, 3))
+    assert v2.parameters.max_tokens < v1.parameters.max_tokens
+    assert "relaxed, conversational" in v2.system_prompt and "brief" in v2.system_prompt
+    assert v3.parameters.max_tokens == v1.parameters.max_tokens
+    assert "brief" not in v3.system_prompt
+    assert "relaxed, conversational" in v3.system_prompt
+    assert "undid the length changes" in state.last_evolution
+    evolved, rollback = store.queries.evolution_records(lineage)
+    assert (rollback.kind, rollback.from_version, rollback.to_version) == ("rollback", 2, 3)
+    assert evolved.hypothesis_validated is False
+    assert evolved.outcome_reason.startswith("refuted by length")
+    (outcome,) = store.queries.events(lineage, ["evolution.outcome"])
+    verdicts = {a["aspect"]: a["verdict"] for a in outcome.payload["aspects"]}
+    assert verdicts["length"] == "refuted" and verdicts["tone"] != "refuted"
 
 
 def _ref(agent_id: str, version: int):

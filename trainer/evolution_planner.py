@@ -82,6 +82,11 @@ def propose(
     kept_segments = list(segments(agent.system_prompt))
     satisfied: set[str] = set()  # wishes a rewrite in this plan already carries
 
+    def made_for(wish: Wish, change: EvolutionChange) -> EvolutionChange:
+        change.aspect, change.want = wish.aspect, wish.family
+        changes.append(change)
+        return change
+
     # 1. Instructions, flow steps, tools and parameters blamed for pushing the other way.
     for c in credit.prompt:
         if c.blame not in ("high", "medium") or c.want not in by_family:
@@ -90,16 +95,16 @@ def propose(
         if c.component == "parameters":
             change = _parameter_change(agent, c.target or "", wish, c.reason, analysis)
             if change:
-                changes.append(change)
+                made_for(wish, change)
         elif c.component == "systemPrompt":
             # high: words pushing the other way are swapped (or the segment goes); medium: an
             # instruction that shapes the form some other way goes
-            change = (
+            change = made_for(
+                wish,
                 _rewrite(c.segment, wish, c.reason, f"segment {c.segment_index}")
                 if c.blame == "high"
-                else _remove(c.segment, wish, c.reason, f"segment {c.segment_index}", 0.7)
+                else _remove(c.segment, wish, c.reason, f"segment {c.segment_index}", 0.7),
             )
-            changes.append(change)
             index = kept_segments.index(c.segment) if c.segment in kept_segments else -1
             if index >= 0:
                 if change.after:
@@ -110,9 +115,9 @@ def propose(
         elif c.component == "flow" and c.blame == "high" and c.target:
             step_change = _flow_change(agent, c.target, c.segment, wish, c.reason)
             if step_change:
-                changes.append(step_change)
+                made_for(wish, step_change)
         elif c.component == "tools" and c.target:
-            changes.append(_tool_change(agent, c.target, wish, c.reason))
+            made_for(wish, _tool_change(agent, c.target, wish, c.reason))
 
     # 2. An instruction for every wish no remaining instruction already carries.
     prompt_now = " ".join(kept_segments)
@@ -132,7 +137,8 @@ def propose(
         reason = f"feedback asked for {wish.family} ({wish.quote!r})"
         if support:
             reason += f"; reinforces {support[0]!r}, which the output did not follow"
-        changes.append(
+        made_for(
+            wish,
             EvolutionChange(
                 component="systemPrompt",
                 change_type="add",
@@ -141,7 +147,7 @@ def propose(
                 after=text,
                 reason=reason,
                 confidence=wish.confidence,
-            )
+            ),
         )
         prompt_now += " " + text
 

@@ -140,6 +140,9 @@ CUES: list[Cue] = [
         r"|\bhalf as long\b|\bcut (?:it |this )?in half\b|\boverkill\b|\bpadd(?:ed|ing)\b"
         r"|\b(?:too much|so much|a lot of) (?:text|words|detail|fluff|filler|waffle)\b"
         r"|\bfluff\b|\bfiller\b|\btl;?dr\b|\bnobody (?:has time|will read)\b"
+        r"|\bdrag(?:s|ged|ging)? on\b|\bgoes on and on\b|\bon and on\b|\bendless\w*"
+        r"|\b(?:cut|pare|strip|boil)\w* (?:it |this |that )?(?:down |back )?to (?:the )?"
+        r"(?:essentials|bare bones|gist|basics|core)\b"
         r"|\b(?:a third|a quarter|half|a fraction|a tenth) (?:of )?the (?:words|length|text|size)\b"
         r"|\bscroll\w* (?:forever|for ages|and scroll|through all)|\bto get through (?:this|it"
         r"|all)\b"
@@ -680,7 +683,7 @@ CUES: list[Cue] = [
     ),
     _c(
         r"\b(?:shallow|superficial|vague|surface[- ]level|sketchy|high-level|thin|light on \w+"
-        r"|useless|incomplete|lacking)\b"
+        r"|incomplete|lacking)\b"
         r"|\bscratch\w* the surface\b|\bbarely (?:covers|touches)\b",
         "detail",
         None,

@@ -260,10 +260,9 @@ class LineageWorkflow:
 
     def _refuted(self, judged: tuple[str, EvolutionOutcome]) -> bool:
         _, verdict = judged
-        return (
-            self._inp.options.rollback_refuted
-            and not verdict.hypothesis_validated
-            and verdict.score_delta < 0
+        return self._inp.options.rollback_refuted and (
+            bool(verdict.refuted_aspects)
+            or (not verdict.hypothesis_validated and verdict.score_delta < 0)
         )
 
     async def _rollback(
@@ -282,6 +281,7 @@ class LineageWorkflow:
                     session_id=self._inp.session_id,
                     lineage_id=self._inp.lineage_id,
                     evolution_id=judged[0],
+                    aspects=judged[1].refuted_aspects,
                     agent=self._s.agent,
                     rollout_id=rollout.rollout_id,
                     artifact_id=rollout.artifact_id,
