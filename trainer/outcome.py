@@ -71,9 +71,7 @@ def judge(
                 )
             elif delta >= 0 or aspect in praised:
                 verdicts.append(
-                    AspectVerdict(
-                        aspect=aspect, verdict="validated", reason="no longer criticised"
-                    )
+                    AspectVerdict(aspect=aspect, verdict="validated", reason="no longer criticised")
                 )
             else:
                 verdicts.append(
