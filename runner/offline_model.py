@@ -84,6 +84,18 @@ def _mentions(text: str, pattern: str) -> bool:
     return False
 
 
+def _last_mentioned(text: str, patterns: dict[str, str], default: str) -> str:
+    """The name whose pattern has the latest occurrence that is not negated: the trainer appends
+    newer instructions after older ones."""
+    best, where = default, -1
+    for name, pattern in patterns.items():
+        for match in re.finditer(pattern, text):
+            before = text[max(0, match.start() - 40) : match.start()]
+            if not re.search(_NEGATION + r"$", before) and match.start() > where:
+                best, where = name, match.start()
+    return best
+
+
 class Style:
     def __init__(self, instructions: str) -> None:
         text = instructions.lower()
@@ -99,12 +111,16 @@ class Style:
             self.length = "long"
         else:
             self.length = "medium"
-        if _mentions(text, r"\bbullet"):
-            self.format = "bullets"
-        elif _mentions(text, r"\bnumbered\b|\bsteps\b"):
-            self.format = "numbered"
-        else:
-            self.format = "paragraphs"
+        self.format = _last_mentioned(
+            text,
+            {
+                "table": r"\btable\b|\bcolumns?\b",
+                "bullets": r"\bbullet",
+                "numbered": r"\bnumbered\b",
+                "paragraphs": r"\bparagraphs\b|\bprose\b",
+            },
+            "paragraphs",
+        )
         if _mentions(text, r"\b(casual|friendly|conversational|warm|playful)\b"):
             self.tone = "casual"
         elif _mentions(text, r"\b(formal(ly)?|professional(ly)?|academic)\b"):
@@ -112,6 +128,21 @@ class Style:
         else:
             self.tone = "neutral"
         self.headings = _mentions(text, r"\bheading|\bsection titles?\b")
+        self.conclusion_first = _mentions(
+            text, r"\b(?:lead|start|open|begin)\w* with the (?:recommendation|answer|conclusion)"
+        )
+        self.summary_at_end = _mentions(text, r"\b(?:end|close|finish)\w* with a summary")
+        self.example = _mentions(text, r"\bexamples?\b")
+        self.warm = _mentions(text, r"\b(?:warm\w*|empath\w*)\b")
+        language = re.search(
+            r"\b(?:answer|reply|respond|write)\w*[^.]{0,20}\bin ([A-Z]\w+)", instructions
+        )
+        # A template model cannot write another language: it says so instead of pretending
+        self.language = (
+            language.group(1)
+            if language and language.group(1) not in ("English", "Markdown", "A", "The")
+            else None
+        )
 
     @property
     def target_words(self) -> int:
@@ -208,6 +239,57 @@ class OfflineModel:
         points = rng.sample(_POINTS, k=len(_POINTS))
         elaborations = rng.sample(_ELABORATIONS, k=len(_ELABORATIONS))
         budget = style.target_words
+        text, stop = self._body(style, rng, fields, max_tokens, points, elaborations, budget)
+        return self._frame(style, fields, text, stop, max_tokens)
+
+    def _frame(
+        self, style: Style, fields: dict[str, str], text: str, stop: str, max_tokens: int
+    ) -> tuple[str, str]:
+        """What a trainer's instructions add around the body: the recommendation first, an
+        example, a closing summary, and a plain note when another language was asked for."""
+        before, after = [], []
+        if style.language:
+            before.append(
+                f"(The offline model writes English only; a language model would answer in "
+                f"{style.language}.)"
+            )
+        if style.conclusion_first:
+            before.append(f"Recommendation: start {fields['topic']} small and measure it.")
+        if style.example:
+            after.append(
+                f"For example, a team of five could try {fields['topic']} for one quarter and "
+                f"compare {fields['kw1']} before and after."
+            )
+        if style.summary_at_end:
+            after.append(
+                f"Summary: {fields['Topic']} pays off when it is measured; next step, pick one "
+                f"team and try it."
+            )
+        if not before and not after:
+            return text, stop
+        framed, framed_stop = self._fit("\n\n".join([*before, text, *after]), max_tokens)
+        return framed, framed_stop
+
+    def _body(
+        self,
+        style: Style,
+        rng: random.Random,
+        fields: dict[str, str],
+        max_tokens: int,
+        points: list[str],
+        elaborations: list[str],
+        budget: int,
+    ) -> tuple[str, str]:
+        if style.format == "table":
+            rows, words = [], 0
+            for point in points:
+                line = point.format(**fields).rstrip(".")
+                head, _, rest = line.partition(" ")
+                if words + len(line.split()) > budget and rows:
+                    break
+                rows.append(f"| {head} | {rest} |")
+                words += len(line.split())
+            return self._fit("\n".join(["| Point | Detail |", "|---|---|", *rows]), max_tokens)
         if style.format in ("bullets", "numbered"):
             items: list[str] = []
             words = 0
@@ -230,6 +312,8 @@ class OfflineModel:
             "neutral": _NEUTRAL_OPENERS,
         }[style.tone]
         sentences = [rng.choice(opener).format(**fields)]
+        if style.warm:
+            sentences.insert(0, "I know this matters to you, so here is what I would do.")
         words = len(sentences[0].split())
         i = 0
         while words < budget and i < len(points) * 2:

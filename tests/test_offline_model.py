@@ -65,3 +65,30 @@ def test_reply_reports_usage_and_model_name():
     assert reply.model == "offline-x"  # never passed off as Claude
     assert reply.prompt_tokens == approx_tokens("Be brief.") + approx_tokens(QUESTION)
     assert reply.completion_tokens == approx_tokens(reply.text)
+
+
+def test_it_follows_every_family_the_trainer_writes():
+    from trainer.instructions import FIXED
+
+    table = ask(f"Be helpful. {FIXED['table']}")
+    assert table.splitlines()[0] == "| Point | Detail |" and table.count("\n|") >= 3
+    # the newest format instruction wins over an older contrary one
+    prose = ask(f"Be helpful. {FIXED['bullets']} {FIXED['prose']}")
+    assert not any(line.startswith(("- ", "|")) for line in prose.splitlines())
+    first = ask(f"Be helpful. {FIXED['conclusion_first']}")
+    assert first.startswith("Recommendation:")
+    framed = ask(f"Be helpful. {FIXED['summary_at_end']} {FIXED['example']}")
+    assert "For example," in framed and framed.splitlines()[-1].startswith("Summary:")
+    warm = ask(f"Be helpful. {FIXED['warmer']}")
+    assert warm.startswith("I know this matters to you")
+    headed = ask(f"Be helpful. {FIXED['headings']}")
+    assert headed.startswith("## ")
+    numbered = ask(f"Be helpful. {FIXED['numbered']}")
+    assert numbered.splitlines()[0].startswith("1. ")
+
+
+def test_it_says_plainly_that_it_cannot_write_another_language():
+    french = ask("Be helpful. Write the whole answer in French.")
+    assert french.startswith("(The offline model writes English only")
+    assert "French" in french.splitlines()[0]
+    assert not ask("Be helpful. Answer in plain English.").startswith("(The offline model")

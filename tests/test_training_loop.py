@@ -169,7 +169,7 @@ async def test_a_scripted_reviewer_is_pleased_within_a_few_cycles(
         for cycle in range(1, 7):
             await wait_for_state(handle, awaiting(cycle))
             text = store.queries.artifact_text(f"{spec.lineage_id('A')}:c{cycle}:artifact")
-            verdict = review(text, len(text.split()))
+            verdict = review(text, len(text.split()), cycle)
             scores.append(verdict.score)
             if verdict.score >= 8:
                 break
@@ -177,6 +177,14 @@ async def test_a_scripted_reviewer_is_pleased_within_a_few_cycles(
     print(f"scripted reviewer scores by cycle: {scores}")
     assert scores[0] < 5 and scores[-1] >= 8
     assert len(scores) <= 3
+    # what the reviewer said was its own paraphrase, not the trainer's instruction text
+    from trainer.instructions import FIXED
+
+    said = " ".join(
+        e.payload.get("comment") or ""
+        for e in store.queries.events(spec.lineage_id("A"), ["artifact.scored"])
+    )
+    assert said and not any(text.lower().rstrip(".") in said.lower() for text in FIXED.values())
 
 
 async def test_only_the_refuted_aspect_is_rolled_back(client, store, settings, run_worker):

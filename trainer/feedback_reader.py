@@ -141,6 +141,9 @@ CUES: list[Cue] = [
         r"|\b(?:too much|so much|a lot of) (?:text|words|detail|fluff|filler|waffle)\b"
         r"|\bfluff\b|\bfiller\b|\btl;?dr\b|\bnobody (?:has time|will read)\b"
         r"|\bdrag(?:s|ged|ging)? on\b|\bgoes on and on\b|\bon and on\b|\bendless\w*"
+        r"|\b(?:lose|cut|drop|shed|lose)\w* (?:\w+ )?(?:half|a third|two thirds|a quarter|most) of "
+        r"(?:its|the|this|it|that)\b|\bmore than (?:anyone|I|we|people|readers?|a reader) (?:has|"
+        r"have|can|could|will|would) (?:time for|take in|read|handle|digest)"
         r"|\b(?:cut|pare|strip|boil)\w* (?:it |this |that )?(?:down |back )?to (?:the )?"
         r"(?:essentials|bare bones|gist|basics|core)\b"
         r"|\b(?:a third|a quarter|half|a fraction|a tenth) (?:of )?the (?:words|length|text|size)\b"
@@ -246,7 +249,8 @@ CUES: list[Cue] = [
     ),
     _c(
         r"\bbullet\w*(?: points?| lists?)?|\bbulleted\b|\b(?:a|as a|into a|short) list\b"
-        r"|\bpoints? I can skim\b|\bskimmable\b|\bscannable\b",
+        r"|\bpoints? I can (?:skim|scan)\b|\bskimmable\b|\bscannable\b"
+        r"|\bbreak (?:it|this) (?:up )?into (?:points|bullets|a list)\b",
         "format",
         "bullets",
         confidence=0.9,
@@ -460,7 +464,8 @@ CUES: list[Cue] = [
         fixed=True,
     ),
     _c(
-        r"\b(?:write|talk|sound)\w* (?:the way|like|how) (?:people|humans|a person|normal people|"
+        r"\btalk to (?:me|us|them) (?:like|as) (?:a|an) (?:colleague|friend|person|human|teammate)"
+        r"|\b(?:write|talk|sound)\w* (?:the way|like|how) (?:people|humans|a person|normal people|"
         r"real people|a human) (?:actually )?(?:talk|speak|write)\b",
         "tone",
         "casual",
@@ -480,7 +485,7 @@ CUES: list[Cue] = [
     ),
     _c(
         r"\b(?:formal\w*|stiff|stuffy|starchy|academic|corporate|buttoned-up|professional\w*"
-        r"|press release|legalese|corporate-speak|boilerplate|legal document|textbook"
+        r"|press release|legalese|corporate-speak|boilerplate|legal document|textbook|memo"
         r"|businesslike|polished)\b",
         "tone",
         "formal",

@@ -1,0 +1,82 @@
+"""How well a trainer learns from what reviewers write: every case set against every example
+agent, through ``trainer.evaluate``, scored by the feedback-dev scorer.
+
+    .venv/bin/python -m bench.trainer_cases [--trainer rules] [--scorer PATH] [CASES.jsonl ...]
+
+Without case files it runs the development cases (``../shared/feedback-dev/cases.jsonl``, when
+present) and the paraphrase sets in this repository. The scorer is ``feedback-dev/score.py``
+(``--scorer``); it prints ``right: R/N, harmful: H, aspects: A/M`` per run, collected here into
+one table. Exits non-zero if any run was harmful.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "feedback-dev"
+SETS = [
+    SHARED / "cases.jsonl",
+    ROOT / "tests" / "data" / "feedback_paraphrases.jsonl",
+    ROOT / "bench" / "data" / "feedback_holdout.jsonl",
+    ROOT / "bench" / "data" / "feedback_blind.jsonl",
+    ROOT / "bench" / "data" / "feedback_final.jsonl",
+]
+AGENTS = [
+    ("examples/essay-session.yaml", "A"),
+    ("examples/essay-session.yaml", "B"),
+    ("examples/research-session.yaml", "A"),
+]
+
+
+def score(scorer: Path, cases: Path, answers: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, str(scorer), str(cases), str(answers)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("cases", nargs="*", type=Path)
+    parser.add_argument("--trainer", default="rules")
+    parser.add_argument("--scorer", type=Path, default=SHARED / "score.py")
+    args = parser.parse_args()
+    if not args.scorer.exists():
+        print(f"no scorer at {args.scorer} (pass --scorer feedback-dev/score.py)")
+        return 2
+    sets = args.cases or [s for s in SETS if s.exists()]
+    harmful = 0
+    print(f"{'cases':<28} {'agent':<34} {'result':<44} seconds")
+    with tempfile.TemporaryDirectory() as tmp:
+        for cases in sets:
+            for spec, lineage in AGENTS:
+                answers = Path(tmp) / f"{cases.stem}-{Path(spec).stem}-{lineage}.jsonl"
+                started = time.perf_counter()
+                subprocess.run(
+                    [
+                        sys.executable, "-m", "trainer.evaluate", str(cases), "--spec", spec,
+                        "--lineage", lineage, "--trainer", args.trainer, "--out", str(answers),
+                    ],
+                    cwd=ROOT,
+                    capture_output=True,
+                    check=True,
+                )  # fmt: skip
+                elapsed = time.perf_counter() - started
+                line = score(args.scorer, cases, answers)
+                harmful += int(line.split("harmful:")[1].split(",")[0])
+                agent = f"{Path(spec).stem} {lineage}"
+                print(f"{cases.name:<28} {agent:<34} {line:<44} {elapsed:.1f}")
+    return 1 if harmful else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
