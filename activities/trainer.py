@@ -245,6 +245,8 @@ def _describe(change: EvolutionChange) -> str:
     if change.component == "parameters":
         return f"{change.target} {change.before}→{change.after}"
     text = change.after if change.change_type != "remove" else change.before
+    if change.component in ("tools", "flow"):
+        return f"{change.change_type} {change.component} {change.target} {text!r}"
     return f"{change.change_type} {change.component} {text!r}"
 
 

@@ -213,6 +213,44 @@ async def test_only_the_refuted_aspect_is_rolled_back(client, store, settings, r
     assert verdicts["length"] == "refuted" and verdicts["tone"] != "refuted"
 
 
+async def test_a_needless_tool_call_is_blamed_on_its_span_and_changes_when_the_tool_is_used(
+    client, store, settings, run_worker
+):
+    spec = make_spec(
+        prompt="You are a precise analyst.",
+        inputs=["Estimate the rent saved by 12 remote engineers: compute 12 * 1200 first."],
+        agent_extra={
+            "tools": [{"name": "calculator", "description": "Evaluates arithmetic."}],
+            "flow": [
+                {
+                    "name": "research",
+                    "prompt": "Gather the numbers for: {input}",
+                    "tools": ["calculator"],
+                },
+                {"name": "answer", "prompt": "Answer '{input}' from: {research}", "tools": []},
+            ],
+        },
+        constraints={"maxTokens": 4096, "allowedTools": ["calculator"]},
+    )
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await score(handle, 1, 4, "A calculator to multiply two small numbers? Just work it out.")
+        state = await wait_for_state(handle, awaiting(2))
+    lineage = spec.lineage_id("A")
+    (record,) = store.queries.evolution_records(lineage)
+    credit = json.loads(record.credit_assignment)
+    assert credit["mode"] == "trajectory"
+    rollout = store.queries.rollouts(lineage)[0]
+    spans = store.queries.spans(store.queries.attempts(rollout.id)[0].id)
+    (tool_span,) = [s for s in spans if s.type == "tool_call"]
+    blamed = {c["span_id"]: c for c in credit["trajectory"]}[tool_span.id]
+    assert blamed["contribution"] == -1.0 and "arithmetic" in blamed["reason"]
+    v1, v2 = (store.queries.agent_definition(_ref(lineage, v)) for v in (1, 2))
+    assert v2.tools[0].description.startswith("Evaluates arithmetic. Only for long or exact")
+    assert v2.system_prompt == v1.system_prompt and v2.flow == v1.flow
+    assert "calculator" in state.last_evolution
+
+
 def _ref(agent_id: str, version: int):
     from domain.agent import AgentRef
 

@@ -229,7 +229,7 @@ def _tool_change(
     """A tool's description says when to call it; the reviewer's complaint about its use
     changes that sentence."""
     tool = next(t for t in agent.tools if t.name == tool_name)
-    guidance = instructions.tool_guidance(wish)
+    guidance = instructions.tool_guidance(wish, tool_name)
     description = tool.description.rstrip()
     new = f"{description} {guidance}".strip() if guidance not in description else description
     return EvolutionChange(

@@ -200,10 +200,12 @@ def tool_for(wish: Wish, tools: list[str]) -> str | None:
     return _match_tool(tool_wish(wish)[0], tools)
 
 
-def tool_guidance(wish: Wish) -> str:
+def tool_guidance(wish: Wish, tool: str = "") -> str:
     """The sentence appended to a tool's description to change when it is used."""
     _, direction, context = tool_wish(wish)
     if direction == "less":
+        if context == "arithmetic" and re.search(r"calc|math|arith", tool):
+            return "Only for long or exact calculations; do simple arithmetic directly."
         if context == "arithmetic":
             return "Not for arithmetic: compute sums and products directly."
         return "Use only when the answer needs information not already at hand."
