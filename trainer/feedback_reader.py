@@ -734,7 +734,15 @@ _INJECTION = re.compile(
     r"increase|turn off)\b[^.;]{0,40}\b(?:instructions?|rules|constraints?|limits?|"
     r"guidelines|safety|guardrails?|protected|restrictions?|filters?|system prompt)\b"
     r"|\bfrom now on\b|\bnew instructions?\b|\b(?:to|for) the trainer\b|\bmax_?tokens\b"
-    r"|\bprotected segments?\b|\bsystem prompt\b|^\s*(?:system|assistant|developer)\s*$",
+    r"|\bprotected segments?\b|\bsystem prompt\b|^\s*(?:system|assistant|developer)\s*$"
+    # addressed to the machinery, whatever the wording
+    r"|\b(?:set|change|modify|edit|update|append|rewrite|replace|clear|empty|reset|wipe|"
+    r"unlock|write)\w*\b[^.;]{0,40}\b(?:constraints?|restrictions?|guardrails?|rules|"
+    r"(?:the|your) (?:system )?prompt|(?:the|your) (?:config|configuration|settings))\b"
+    r"|\b(?:treat|consider|take|read)\w* (?:this|the following|my) (?:comment|feedback|message|"
+    r"note|text) as\b|\bsystem (?:instruction|message|override|command)s?\b"
+    r"|\b(?:admin|administrator|root|developer|operator)\w* (?:override|access|instruction|"
+    r"command|mode)\b|\bno (?:restrictions|limits|rules)\b|\bword for word\b",
     re.IGNORECASE,
 )
 
@@ -1012,6 +1020,11 @@ def _read_clause(clause: str, mode: Mode, reading: Reading, praising: bool = Fal
     if focus:
         reading.wishes.append(focus)
         found = True
+    if mode == "comment" and not found and not praising:
+        request = _request(clause)
+        if request:
+            reading.wishes.append(Wish("custom", "content", clause, 0.6, detail=request))
+            return
     if mode == "comment" and not found:
         _read_sentiment(clause, reading)
 
@@ -1080,6 +1093,56 @@ def _focus(clause: str) -> Wish | None:
     return Wish("focus", "focus", clause, 0.85, detail=detail)
 
 
+_ACTION = (
+    r"(?:mention|include|add|explain|state|name|list|give|show|describe|compare|cover|note|"
+    r"flag|highlight|quote|spell out|define|attach|address|thank|ask|offer|suggest|recommend|"
+    r"avoid|remove|drop|use|refer to|point out|acknowledge|apologi[sz]e|remind|warn|check|"
+    r"confirm|specify|clarify|summari[sz]e|translate|sign off|keep)"
+)
+_REQUEST = re.compile(
+    rf"^(?:please,?\s+|could you\s+(?:please\s+)?|can you\s+(?:please\s+)?|"
+    rf"(?:i|we)\s+(?:need|want|would like|'d like|expect)\s+you\s+to\s+|"
+    rf"(?:always|never)\s+|next time,?\s+)?(?P<verb>{_ACTION})\b(?P<rest>[^?]*)$",
+    re.I,
+)
+_WISH_FOR = re.compile(
+    r"^(?:i|we)\s+(?:need|want|would like|'d like|wanted|needed|was hoping for|expected)\s+"
+    r"(?P<rest>(?:a|an|the|some|more)\s+[\w' ,-]+)$"
+    r"|^(?P<rest2>(?:a|an|the)\s+[\w' -]+?)\s+would\s+(?:make it|help|be)\s+(?:\w+\s+)?"
+    r"(?:easier|better|clearer|more useful|helpful|nice)\b",
+    re.I,
+)
+MAX_REQUEST_WORDS = 20
+
+
+def _request(clause: str) -> str | None:
+    """A clear request no change family covers, as a concise instruction in the trainer's
+    words: "Could you mention the deadline?" → "Mention the deadline." Praise, questions about
+    the answer and anything long stay out."""
+    from trainer.instructions import third_person  # the phrasebook's rewriting, one place
+
+    text = clause.strip().rstrip(".!?")
+    words = text.split()
+    if not words or len(words) > MAX_REQUEST_WORDS or _PRAISE.search(text.lower()):
+        return None
+    never = text.lower().startswith("never ")
+    if never and len(words) >= 3:
+        return "Never " + third_person(" ".join(words[1:])) + "."
+    match = _REQUEST.match(text)
+    if match:
+        rest = third_person(match.group("rest")).strip()
+        verb = match.group("verb").lower()
+        body = f"{verb} {rest}".strip() if rest else None
+        if not body or len(body.split()) < 2:
+            return None
+        return ("Never " if never else "") + body[0].upper() + body[1:] + "."
+    wish = _WISH_FOR.match(text)
+    if wish:
+        thing = third_person(wish.group("rest") or wish.group("rest2"))
+        return f"Include {thing[0].lower()}{thing[1:]}."
+    return None
+
+
 def _read_sentiment(clause: str, reading: Reading) -> None:
     lowered = clause.lower()
     aspect = next((a for p, a in _ASPECT_NOUNS if re.search(p, lowered)), "overall")
@@ -1134,6 +1197,10 @@ def _settle(reading: Reading) -> None:
     """One wish a family; a weak wish yields to an explicit one in its aspect or family; of two
     opposite wishes the later one stands (the reviewer's last word). Every aspect a kept wish
     came from is recorded as criticised."""
+    # a request no family covers is a fallback: only when nothing else was read, and never in
+    # feedback that spoke to the trainer
+    if reading.injection or any(w.family != "custom" for w in reading.wishes):
+        reading.wishes = [w for w in reading.wishes if w.family != "custom"]
     strong_aspects = {w.aspect for w in reading.wishes if not w.weak}
     strong_families = {w.family for w in reading.wishes if not w.weak}
     kept: dict[str, Wish] = {}

@@ -110,6 +110,8 @@ def instruction(wish: Wish, tools: list[str] | None = None) -> str | None:
         return f"Write the whole answer in {d}."
     if f == "tool_use":
         return _tool_instruction(wish, tools or [])
+    if f == "custom":
+        return d  # a request no family covers, already rewritten by the reader
     return FIXED.get(f)
 
 
@@ -166,6 +168,7 @@ HYPOTHESES: dict[str, str] = {
     "creative": "the output will be less predictable",
     "language": "the output will be in the language asked for",
     "tool_use": "tools will be used only where they help",
+    "custom": "the output will do what the reviewer asked",
 }
 
 
