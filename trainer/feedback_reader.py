@@ -116,6 +116,8 @@ _WORDS_LIMIT = (
     r"less than|fewer than|up to|tops|keep it to|limit it to|cap(?:ped)? (?:it )?at|"
     r"capped to|around|about|roughly|in)\s+(?P<limit>\d+)\s+words?\b"
     r"|\b(?P<limit2>\d+)\s+words?\s+(?:max(?:imum)?|or (?:less|fewer)|tops|at most)\b"
+    r"|\b(?:can't|cannot|can not|must not|mustn't|shouldn't|should not|may not|never) (?:go |be |"
+    r"run )?(?:over|above|beyond|longer than|more than) (?P<limit4>\d+) words?\b"
     r"|\b(?:asked for|wanted|requested|needed|meant to be|supposed to be|should be) (?:a |an )?"
     r"(?P<limit3>\d+)[- ]words?\b"
 )
@@ -235,7 +237,7 @@ CUES: list[Cue] = [
         r"\bnumber(?:ed)? (?:the |each |your |those |these )?(?:steps?|points?|items?|list)\b"
         r"|\bnumbered\b|\bstep[- ]by[- ]step\b|\bordered list\b|\bsteps in order\b"
         r"|\b(?:listed |in order )?with numbers\b|\blisted in order\b|\bstep (?:1|one)\b"
-        r"|\b(?:the )?order matters\b|\blost my place\b",
+        r"|\b(?:the )?order matters\b|\blost my place\b|\b1, 2, 3\b|\bone, two, three\b",
         "format",
         "numbered",
         confidence=0.9,
@@ -289,6 +291,8 @@ CUES: list[Cue] = [
         r"point|decision|result|outcome|news|headline|point)s?\b[^.;]{0,25}\b(?:up ?front|first|"
         r"at the (?:very )?(?:top|start|beginning))\b|\bbelongs? (?:in|at) the (?:very )?(?:first|"
         r"top|start|beginning)|\bonly then the (?:reasoning|background|detail|analysis)"
+        r"|\bin the (?:very )?(?:first|opening|top) (?:line|sentence)\b|\bthen (?:justify|explain|"
+        r"give the reasoning|the reasoning|back it up)\b"
         r"|\bup ?front\b(?! about)|\b(?:open|lead|start|begin)\w* with (?!an? (?:example|story"
         r"|anecdote|"
         r"joke|quote|question))|\bput the (?:reasoning|background|context|details?|explanation|"
@@ -386,6 +390,8 @@ CUES: list[Cue] = [
         r"|\bas (?:if|though) (?:it|they|this|that) (?:were|was) (?:\w+[- ])?\w+"
         r"|\b(?:upfront|honest|clear|open|explicit) about (?:what|where|which|when)\b[^.;]{0,20}"
         r"(?:uncertain|unsure|disputed|unknown|unclear|contested|open)"
+        r"|\bas (?:a )?(?:certainty|given|done deal|sure thing)\b"
+        r"|\bhow (?:confident|sure|certain) (?:you|it|we) (?:actually |really )?(?:are|is)\b"
         r"|\bwhat(?:'s| is) (?:still )?(?:uncertain|disputed|unknown|contested)\b|\buncertaint(?:y"
         r"|ies)"
         r"|\b(?:sounded|seemed|were|was) (?:\d+% |so |very |completely |totally )?(?:sure|certain)"
@@ -486,6 +492,7 @@ CUES: list[Cue] = [
     _c(
         r"\b(?:formal\w*|stiff|stuffy|starchy|academic|corporate|buttoned-up|professional\w*"
         r"|press release|legalese|corporate-speak|boilerplate|legal document|textbook|memo"
+        r"|stuffiness|stiffness|formality|pomposity|pompous"
         r"|businesslike|polished)\b",
         "tone",
         "formal",
@@ -526,6 +533,7 @@ CUES: list[Cue] = [
         r"(?:an?\s+)?(?:senior\s+|experienced\s+|seasoned\s+|\w+\s+){0,2}(?:experts?|specialists?|"
         r"engineers?|developers?|scientists?|doctors?|lawyers?|researchers?|analysts?)\b"
         r"|\b(?:don't|do not|no need to) (?:need to )?explain (?:what|how|the basics)"
+        r"|\b(?:states?|stating|says?|tells? (?:me|us)) the obvious\b"
         r"|\b(?:don't|do not) need (?:a|an|the) (?:\w+ )?(?:on|about|explaining"
         r"|explanation of) what"
         r"|\b(?:at|for) an? expert level\b"
@@ -558,7 +566,11 @@ CUES: list[Cue] = [
     ),
     _c(
         r"\bjargon\w*|\bacronyms?\b|\b(?:don't|doesn't|do not|won't) (?:know|understand) what"
-        r"|\bnew (?:hires|joiners|starters)\b|\bfirst (?:week|day) (?:on the job)?\b"
+        r"|\b(?:for|to) (?:a |the |our |someone )?(?:new|junior|first-year) (?:\w+ )?(?:hires?|"
+        r"joiners?|starters?|recruits?|staff)\b|\bfirst (?:week|day) (?:on the job)?\b"
+        r"|\bwith(?:out| no) (?:any )?(?:explanation|definition)s?\b|\bnever (?:defined"
+        r"|explained)\b"
+        r"|\bundefined\b"
         r"|\bmeans? nothing to\b|\bfirst-time\b|\bin (?:plain|everyday|simple|normal|ordinary|"
         r"layman'?s?) (?:words|language|english|terms)\b",
         "audience",
@@ -578,7 +590,7 @@ CUES: list[Cue] = [
         confidence=0.75,
     ),
     _c(
-        r"\b(?:simple|simplistic|simplified|basic|elementary|introductory|obvious|plain|"
+        r"\b(?:simple|simplistic|simplified|basic|elementary|introductory|plain|"
         r"everyday)\b",
         "audience",
         "simpler",
@@ -705,11 +717,19 @@ _TOOL = (
     r"things |them )?up|lookup|brows\w*|google\w*|web search|api calls?|function calls?|"
     r"retriev\w*)\b"
 )
+# A tool named by what it did: "hit the shipment tracker four times"
+_TOOL_REPEATED = re.compile(
+    r"\b(?:hit|called|queried|pinged|polled|invoked|ran"
+    r"|fired)\w* the (?P<tool>[a-z_]+(?: [a-z_]+)?)"
+    r" (?:\w+ |\d+ )?times\b"
+)
 _TOOL_OVERUSE = re.compile(
     r"\bwhy (?:did|would|do|does) (?:you|it|the agent|the bot) (?:call|use|run|invoke|need|search|"
     r"fire|hit)\b|\bno need (?:to|for)\b|\bonly use (?:it|that|this|the \w+) (?:when|if|for)\b"
     r"|\bonly (?:go to|use|call|reach for|run) (?:the )?(?:\w+ )?(?:tool|search|api)\b"
     r"|\balready (?:answered|covered|had|in (?:the|your))\b|\b(?:\w+|\d+) (?:web )?searches\b"
+    r"|\bone (?:call|lookup|search|request|query) (?:is|was|would be|would have been) (?:plenty|"
+    r"enough)\b|\b(?:\w+|\d+) times for the same\b"
     r"|\bdidn't need\b|\bunnecessar\w*|\bpointless\b|\bjust (?:compute|calculate|add|answer|do|"
     r"work) (?:it|that|this|them)?\b|\binstead of (?:computing|calculating|thinking|answering)\b"
     r"|\bfor (?:simple|basic|trivial|easy)\b|\bto (?:add|multiply|subtract|divide) (?:two )?"
@@ -798,7 +818,8 @@ _ASK = re.compile(
     r"would|more|include|try|switch to|go|stay|aim|pitch|target|i'd like|would like|put|show|"
     r"provide|respond|answer|reply|ask(?:ed)? for|expect\w*|in|with|into|as|break|turn|"
     r"format|present|organi[sz]e|sound|start|open|lead|close|end|finish|i'd rather|rather "
-    r"have|let's have|how about|what about)\b"
+    r"have|let's have|how about|what about|split|divided|broken up|laid out|if (?:it|you|"
+    r"they|the \w+) (?:were|was|had|used|came))\b"
 )
 # A request verb just before an adjective makes "a thorough rundown" the thing asked for.
 _ASK_VERB = re.compile(
@@ -840,6 +861,12 @@ def _frame(before: str, after: str) -> Frame:
     word nearest the cue decides: "don't make it more formal" is refused, "I need it more
     formal" asked for, "it reads like a text message" described."""
     tail = before.lower()[-60:]
+    if re.search(
+        r"\b(?:our|my|the company's|house|brand) (?:\w+ )?(?:voice|tone|style|register) (?:is|"
+        r"should be|needs to be)\s+(?:\w+\s+)?$",
+        tail,
+    ):
+        return "ask"  # "our brand voice is casual": the voice wanted, not a fault
     if _QUANTITY.search(tail):
         return "quantity"  # "five paragraphs before…" counts, it does not ask
     if re.search(r"\bnot\b[^,]*$", tail) and re.match(r"^\s*enough\b", after):
@@ -898,7 +925,9 @@ def _topic(match: re.Match[str]) -> str | None:
 
 def _limit(match: re.Match[str]) -> str | None:
     groups = match.groupdict()
-    return groups.get("limit") or groups.get("limit2") or groups.get("limit3")
+    return (
+        groups.get("limit") or groups.get("limit2") or groups.get("limit3") or groups.get("limit4")
+    )
 
 
 def read(text: str, mode: Mode = "comment") -> Reading:
@@ -947,26 +976,29 @@ def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
     """Every cue's matches, overlaps resolved longest first (on a tie, the cue listed first):
     "waded through four paragraphs of background before" is one complaint about order, not a
     mention of paragraphs. Locations ("paragraph two") claim their words and ask nothing."""
-    claimed: list[tuple[int, int]] = [m.span() for m in _LOCATION.finditer(lowered)]
-    found = [
+    claimed: list[tuple[int, int]] = []
+    found: list[tuple[int, int, Cue | None, re.Match[str]]] = [
         (match.end() - match.start(), -index, cue, match)
         for index, cue in enumerate(CUES)
         for match in cue.pattern.finditer(lowered)
         if match.end() > match.start()
     ]
+    found += [(m.end() - m.start(), 1, None, m) for m in _LOCATION.finditer(lowered)]
     kept: list[tuple[Cue, re.Match[str]]] = []
     for _, _, cue, match in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
         start, end = match.span()
         if any(start < e and s < end for s, e in claimed):
             continue
         claimed.append((start, end))
-        kept.append((cue, match))
+        if cue is not None:
+            kept.append((cue, match))
     return sorted(kept, key=lambda k: k[1].start())
 
 
 def _read_clause(clause: str, mode: Mode, reading: Reading, praising: bool = False) -> None:
     lowered = clause.lower()
     found = False
+    previous: tuple[int, Frame] | None = None
     for cue, match in _matches(lowered):
         if True:
             start, end = match.span()
@@ -978,6 +1010,13 @@ def _read_clause(clause: str, mode: Mode, reading: Reading, praising: bool = Fal
             )
             less = bool(re.search(r"\bless\s+$", lowered[:start]))
             frame = _frame(lowered[:start], lowered[end:])
+            # coordinated words share the first one's frame: "keep it short and simple",
+            # "our voice is casual and chatty", "too long and too formal"
+            if previous and re.fullmatch(
+                r"\s*(?:,|,?\s*(?:and|or))\s*", lowered[previous[0] : start]
+            ):
+                frame = previous[1]
+            previous = (end, frame)
             if mode == "comment" and cue.kind == "quality" and not comparative and not less:
                 # "generic taglines" is still a complaint (nobody asks for generic), "a short
                 # summary" is not
@@ -1158,7 +1197,7 @@ def _read_sentiment(clause: str, reading: Reading) -> None:
 
 def _read_tools(text: str, reading: Reading) -> None:
     lowered = text.lower()
-    mention = re.search(_TOOL, lowered)
+    mention = _TOOL_REPEATED.search(lowered) or re.search(_TOOL, lowered)
     if not mention:
         return
     over = _TOOL_OVERUSE.search(lowered)
