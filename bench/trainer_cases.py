@@ -61,15 +61,18 @@ def main() -> int:
             for spec, lineage in AGENTS:
                 answers = Path(tmp) / f"{cases.stem}-{Path(spec).stem}-{lineage}.jsonl"
                 started = time.perf_counter()
-                subprocess.run(
+                done = subprocess.run(
                     [
                         sys.executable, "-m", "trainer.evaluate", str(cases), "--spec", spec,
                         "--lineage", lineage, "--trainer", args.trainer, "--out", str(answers),
                     ],
                     cwd=ROOT,
                     capture_output=True,
-                    check=True,
+                    text=True,
                 )  # fmt: skip
+                if done.returncode != 0:
+                    print(f"{cases.name}: trainer.evaluate failed:\n{done.stderr[-2000:]}")
+                    return 2
                 elapsed = time.perf_counter() - started
                 line = score(args.scorer, cases, answers)
                 harmful += int(line.split("harmful:")[1].split(",")[0])

@@ -320,3 +320,34 @@ def test_feedback_that_speaks_to_the_trainer_changes_no_limit_and_enters_no_prom
     words = set(re.findall(r"[a-z]{5,}", comment.lower()))
     added = set(re.findall(r"[a-z]{5,}", _added(GUARDED, evolved)))
     assert not words & added
+
+
+@pytest.mark.parametrize(
+    ("comment", "asks", "never"),
+    [
+        # a quotation of the answer describes what it did, however it is punctuated
+        ("'Yo team, big news!' is no way to write to the auditors.", {"formal"}, {"casual"}),
+        # a trailing please makes the clause a request
+        ("An expert-level treatment, please.", {"technical"}, {"simpler"}),
+        # what the thing is asks for that form or genre
+        ("It's a text message to the night shift, not a policy paper.", {"casual"}, {"formal"}),
+        ("That's a grid of prices, not four paragraphs.", {"table"}, set()),
+        # coordinated words share the first one's frame
+        ("Our house style is relaxed and chatty.", {"casual"}, {"formal"}),
+        # refusing a change keeps things as they are; the real wish comes from the rest
+        ("Don't make it any longer; what it lacks is a worked example.", {"example"}, {"longer"}),
+        # a limit stated as a fact is still a limit
+        ("The banner holds 30 words max.", {"shorter"}, {"longer"}),
+        # a quality nobody asks for, asked for, wants the contrary of its fix
+        ("It has to be more predictable from run to run.", set(), set()),
+    ],
+)
+def test_the_reader_takes_frames_from_the_whole_sentence(comment, asks, never):
+    _, _plan, evolved = _evolve(AGENT, 4, comment)
+    added = _added(AGENT, evolved)
+    for family in asks:
+        assert re.search(ASKS[family], added), f"{comment!r} should add {family}: {added!r}"
+    for family in never:
+        assert not re.search(ASKS[family], added), f"{comment!r} added {family}: {added!r}"
+    if "predictable" in comment:
+        assert evolved.parameters.temperature < AGENT.parameters.temperature

@@ -117,7 +117,7 @@ _WORDS_LIMIT = (
     r"capped to|around|about|roughly|in)\s+(?P<limit>\d+)\s+words?\b"
     r"|\b(?P<limit2>\d+)\s+words?\s+(?:max(?:imum)?|or (?:less|fewer)|tops|at most)\b"
     r"|\b(?:can't|cannot|can not|must not|mustn't|shouldn't|should not|may not|never) (?:go |be |"
-    r"run )?(?:over|above|beyond|longer than|more than) (?P<limit4>\d+) words?\b"
+    r"run )?(?:over|above|beyond|past|longer than|more than) (?P<limit4>\d+) words?\b"
     r"|\b(?:asked for|wanted|requested|needed|meant to be|supposed to be|should be) (?:a |an )?"
     r"(?P<limit3>\d+)[- ]words?\b"
 )
@@ -125,7 +125,8 @@ _WORDS_LIMIT = (
 # Ordered by priority: a longer, more specific cue claims its words before a shorter one.
 CUES: list[Cue] = [
     # --- length, with numbers and idioms
-    _c(_WORDS_LIMIT, "length", "shorter", "longer", confidence=0.95),
+    # a word limit is a requirement however it is put ("our slot is 150 words max")
+    _c(_WORDS_LIMIT, "length", "shorter", None, confidence=0.95, fixed=True),
     _c(
         r"\b(?:one|a single|two|a couple of)\s+(?:short\s+)?(?:sentences?|lines?|paragraphs?)\s+"
         r"(?:instead of|rather than|not|would do|is enough|will do|max|tops|at most)\b"
@@ -157,7 +158,11 @@ CUES: list[Cue] = [
         r"|\ba (?:simple )?yes(?:/| or )no question\b|\btook (?:forever|ages) to read\b"
         r"|\b(?:respect|stick to|stay within|honou?r|ignored|blew (?:past|through)) the "
         r"(?:word count|word limit|length limit|length)\b"
-        r"|\b\d+[- ]word (?:essay|answer|reply|response|wall)\b",
+        r"|\b\d+[- ]word (?:essay|answer|reply|response|wall)\b"
+        r"|\bcould(?:'ve| have)? been (?:a |one )?(?:single |short )?(?:line|sentence|email|text)\b"
+        r"|\b(?:an essay|a novel|a thesis|an epic|a dissertation|war and peace) (?:on|about)\b"
+        r"|\b(?:nearly |almost |about )?(?:double|triple|twice|three times) that\b"
+        r"|\b(?:\w+|\d+) pages? long\b",
         "length",
         None,
         "shorter",
@@ -197,15 +202,29 @@ CUES: list[Cue] = [
         r"|\bunpack\w*|\bgo into (?:more )?detail\b|\bmore (?:detail|depth|substance|context)\w*"
         r"|\bbring back (?:the )?(?:detail|depth|specifics|substance)\b|\bspecifics\b"
         r"|\b(?:a |the )?(?:proper|full|thorough|real|detailed|deeper|closer|in-depth) (?:look|"
-        r"analysis|answer|breakdown|comparison|treatment|discussion|explanation|review)\b"
+        r"analysis|answer|breakdown|comparison|treatment|discussion|explanation|review|rundown|"
+        r"overview|walkthrough)\b"
         r"|\bpros and cons\b"
-        r"|\b(?:explain|say|tell me) more\b|\bin more depth\b|\bdeeper dive\b",
+        r"|\b(?:explain|say|tell me) more\b|\bin more depth\b|\bdeeper dive\b|\bsubstance\b",
         "detail",
         "longer",
         "shorter",
         confidence=0.85,
     ),
     # --- format
+    _c(
+        r"\b(?:one|two|three|a couple of|a few|\d) (?:lines?|sentences?) long\b"
+        r"|\b(?:shrunk|shrink\w*|shortened|trimmed|cut)\b[^.]{0,30}\b(?:undo|revert"
+        r"|bring (?:it )?back)"
+        r"|\b(?:dropped|left out|removed|omitted|lost) (?:the )?(?P<topic>[\w' -]+?) "
+        r"(?:entirely|completely|altogether)\b|\bskeleton\b|\bskeletal\b|\bbare bones\b",
+        "detail",
+        None,
+        "longer",
+        kind="fault",
+        confidence=0.8,
+        fixed=True,
+    ),
     _c(
         r"\bis that (?:it|all)\b|\bthat's (?:it|all)\?|\b(?:only|just|two|three|a few|a couple of) "
         r"(?:lines|sentences|words) (?:on|about|for)\b",
@@ -243,22 +262,23 @@ CUES: list[Cue] = [
         confidence=0.9,
     ),
     _c(
-        r"\btables?\b|\bgrids?\b|\bmatrix\b|\bcolumns?\b|\bside[- ]by[- ]side\b"
+        r"\btables?\b|\btabulat\w*|\bgrids?\b|\bmatrix\b|\bcolumns?\b|\bside[- ]by[- ]side\b"
         r"|\bcomparison chart\b|\bspreadsheet\b",
         "format",
         "table",
         confidence=0.9,
     ),
     _c(
-        r"\bbullet\w*(?: points?| lists?)?|\bbulleted\b|\b(?:a|as a|into a|short) list\b"
+        r"\bbullet(?:s|ed|ing)?(?: points?| lists?)?\b|\bbulleted\b|\b(?:a|as a|into a"
+        r"|short) list\b"
         r"|\bpoints? I can (?:skim|scan)\b|\bskimmable\b|\bscannable\b"
-        r"|\bbreak (?:it|this) (?:up )?into (?:points|bullets|a list)\b",
+        r"|\bbreak (?:it|this) (?:up )?into (?:points|bullets|a list)\b|\bdot[- ]points?\b",
         "format",
         "bullets",
         confidence=0.9,
     ),
     _c(
-        r"\b(?:sub)?headings?\b|\bheaders?\b|\bsection (?:titles|names|headers)\b"
+        r"\b(?:sub)?headings?\b|\bheaders?\b|\bsection (?:titles?|names?|headers?)\b"
         r"|\b(?:clear |titled )?sections\b",
         "format",
         "headings",
@@ -277,14 +297,14 @@ CUES: list[Cue] = [
         r"(?:with|on|by)\b[^,;]{0,25}?\b(?:summar\w*|recap|takeaways?|next steps|action items|"
         r"key points|tl;?dr|wrap-up)(?:'? (?:section|paragraph|part|bit|line))?"
         r"|\b(?:summary|recap|takeaways?|wrap-up|round-up)(?: \w+)? at the (?:very )?(?:end|bottom)"
-        r"|\b(?:trails|tails|fizzles|peters) off\b|\bjust stops\b|\bends abruptly\b"
+        r"|\b(?:trails|tails|fizzles|peters) off\b|\bends abruptly\b"
         r"|\b(?:no|missing|lacks|needs|need) (?:a |an )?(?:summary|recap|wrap-up|conclusion)\b",
         "structure",
         "summary_at_end",
         confidence=0.9,
     ),
     _c(
-        r"\b(?:lead|open|start|begin|kick off)\w*(?: it)? with (?:it|that|this|the (?:answer|"
+        r"\b(?:lead|open|start|begin|kick off)(?: it)? with (?:it|that|this|the (?:answer|"
         r"conclusion|recommendation|verdict|bottom line|takeaway|key point|main point|summary|"
         r"decision|result|point))\b"
         r"|\b(?:answer|conclusion|recommendation|verdict|bottom line|takeaway|key point|main "
@@ -292,8 +312,10 @@ CUES: list[Cue] = [
         r"at the (?:very )?(?:top|start|beginning))\b|\bbelongs? (?:in|at) the (?:very )?(?:first|"
         r"top|start|beginning)|\bonly then the (?:reasoning|background|detail|analysis)"
         r"|\bin the (?:very )?(?:first|opening|top) (?:line|sentence)\b|\bthen (?:justify|explain|"
-        r"give the reasoning|the reasoning|back it up)\b"
-        r"|\bup ?front\b(?! about)|\b(?:open|lead|start|begin)\w* with (?!an? (?:example|story"
+        r"give the reasoning|the reasoning|back it up)\b|\b(?:doesn't|does not|didn't|did not) "
+        r"(?:appear|come|show up|arrive)\w* (?:until|till) (?:the )?(?:closing|last|final|end)"
+        r"|\bup ?front\b(?! about)|\b(?:open|lead|start|begin|kick off) with (?!an? (?:example"
+        r"|story"
         r"|anecdote|"
         r"joke|quote|question))|\bput the (?:reasoning|background|context|details?|explanation|"
         r"analysis) (?:after|last|at the end|later|below)",
@@ -304,6 +326,8 @@ CUES: list[Cue] = [
     _c(
         r"\b(?:spelling|grammar|grammatical|typing|punctuation) (?:mistakes?|errors?|slips?)\b"
         r"|'[^']{1,20}' should (?:be|read|say) '[^']{1,20}'|\bapostrophes?\b|'(\w+) \1'"
+        r"|\bsloppy (?:errors|mistakes|writing)\b|'\w+' for '\w+'|\bstops? (?:halfway|mid-?way)\b"
+        r"|\bread (?:it|this) over\b"
         r"|\b(?:read|check|look over)\w* (?:this|it|your \w+) (?:over )?before (?:sending|it goes "
         r"out|it went out|posting)|\bcheck your (?:writing|spelling|work|text)\b|\bmid-?(?:way|"
         r"sentence)"
@@ -345,7 +369,13 @@ CUES: list[Cue] = [
         r"|\bthere (?:is|are|was|were) no (?:such )?\w+ [\d.]+"
         r"|\byet you (?:stated|said|claimed|wrote)"
         r"|\b(?:says|said|mentions?) nothing about\b(?=[^.]*\byou (?:stated|said|claimed|wrote))"
-        r"|\bstick to what(?:'s| is) (?:actually )?in\b",
+        r"|\bstick to what(?:'s| is) (?:actually )?in\b"
+        r"|\b(?:wasn't|was not|isn't|is not|weren't|none of (?:that|this"
+        r"|it) was) (?:anywhere )?in the "
+        r"(?:\w+ )?(?:fact sheet|brief|spec|document|notes|data|source|file|listing)"
+        r"|\bonly (?:describe|list|report|name|mention) (?:\w+ ){0,3}(?:we|you|they"
+        r"|I) (?:actually )?"
+        r"(?:listed|gave|provided|sent|supplied)",
         "accuracy",
         None,
         "no_fabrication",
@@ -360,7 +390,8 @@ CUES: list[Cue] = [
         r"|\baccording to (?:whom|who)\b|\bwho says\b|\bevidence\b|\bbacked (?:up )?by\b"
         r"|\bwhich (?:report|study|paper|survey|article|dataset|guideline|law|rule|policy|"
         r"standard|regulation)s?\b|\bname the (?:\w+ )?(?:source|study|paper|report|guideline|"
-        r"author|body|publication)\b"
+        r"author|body|publication|regulation|law|act|rule|standard|statute)\b"
+        r"|\blink (?:to )?the (?:official|original|source|primary)\b"
         r"|\bwhere (?:\w+ ){0,3}(?:came|comes|come) from\b",
         "sources",
         "cite_sources",
@@ -382,7 +413,7 @@ CUES: list[Cue] = [
         r"\b(?:say|admit|tell me|flag|note|mention|acknowledge)\w* (?:so )?(?:when|where|if|what)"
         r" (?:you(?:'re| are)|it is|it's)? ?(?:not (?:sure|certain)|unsure|uncertain|guessing)"
         r"|\b(?:admit|flag|acknowledge|express|signal)\w* (?:some |your )?(?:uncertainty|doubt)"
-        r"|\bcaveats?\b|\boverstat\w*|\boverclaim\w*|\btoo sure\b|\btoo certain\b"
+        r"|\boverstat\w*|\boverclaim\w*|\btoo sure\b|\btoo certain\b"
         r"|\b(?:when|if|where) (?:you(?:'re| are)|something is|it's|it is|things are) (?:just )?"
         r"(?:guessing|"
         r"unsure|uncertain|not sure|estimat\w*)|\bas if (?:it )?(?:were|was) (?:certain|fact|a "
@@ -402,6 +433,13 @@ CUES: list[Cue] = [
         None,
         confidence=0.9,
         fixed=True,
+    ),
+    _c(
+        r"\bcaveats?\b|\bqualifications?\b|\bdisclaimers?\b",
+        "accuracy",
+        "hedge",
+        "direct",
+        confidence=0.8,
     ),
     _c(
         r"\bover-?confident\w*|\bcocky\b|\barrogant\b|\bpresumptuous\b",
@@ -424,7 +462,8 @@ CUES: list[Cue] = [
         confidence=0.9,
     ),
     _c(
-        r"\bdirect\w*|\bconfident\w*|\bassertive\w*|\bdecisive\w*|\bstraightforward\b",
+        r"\bdirect\w*|\bconfident\w*|\bassertive\w*|\bdecisive\w*|\bstraightforward\b"
+        r"|\bconviction\b|\bforcefully\b|\bloses? (?:all )?(?:its|their) force\b",
         "tone",
         "direct",
         "hedge",
@@ -448,7 +487,8 @@ CUES: list[Cue] = [
         r"\btext message\b|\btexting\b|\btweet\b|\b(?:to|with) a (?:friend|buddy|pal|mate)\b"
         r"|\bchat with\b|\bchat (?:down|at) the pub\b|\b(?:slack|teams|whatsapp|chat|text) "
         r"(?:message|post|thread|ping)\b|\bchumm\w*|\bmatey\b|\bover-?familiar\b"
-        r"|\bslang\w*|\b(?:the way|how|as) (?:you'd|you would|you) (?:talk|speak|chat)"
+        r"|\bhey (?:folks|guys|there|all|team)\b|\bsuper cool\b|\bslang\w*|\b(?:the way|how"
+        r"|as) (?:you'd|you would|you) (?:talk|speak|chat)"
         r" (?:to|with) (?:teammates|colleagues|a (?:friend|colleague|teammate)|friends|coworkers)"
         r"|\bemoji\w*|\blol\b|\bjokes?\b|\bmemes?\b|\bexclamation marks?\b",
         "tone",
@@ -459,9 +499,10 @@ CUES: list[Cue] = [
     _c(
         r"\b(?:(?:goes|going|sent|is|it's|this is|written|a letter|write|writing|talk|speak|"
         r"register of)(?: out)? (?:to|for|of)?\s?(?:an? )?|(?:the )?"
-        r"(?:audience|readers?|recipients?) (?:is|are)) (?:the |our |my )?"
+        r"(?:audience|readers?|recipients?) (?:is|are)) (?:the |our |my )?(?:[\w']+ ){0,2}?"
         r"(?:investors|board|executives|exec team|leadership|ceo|cfo|clients?|regulators|court|"
         r"judge|tribunal|ministry|government|authorities|embassy|opposing counsel|counsel|law firm|"
+        r"syndicate|underwriters|insurers|bank|auditors|partners|committee|trustees|council|"
         r"shareholders|senior management|management|legal team|the press)\b",
         "tone",
         "formal",
@@ -511,7 +552,10 @@ CUES: list[Cue] = [
     ),
     _c(
         r"\b(?:robotic|cold|mechanical|clinical|impersonal|soulless|harsh|detached|sterile"
-        r"|heartless|unfeeling|tone-deaf|dismissive)\b",
+        r"|heartless|unfeeling|tone-deaf|dismissive)\b|\b(?:felt|feels|reads|sounds|sounded) like "
+        r"[^.;]{0,30}?\b(?:invoice|bill|receipt|form letter|robot|machine|automated \w+"
+        r"|terms[- ]and"
+        r"[- ]conditions|legal notice|template)\b",
         "tone",
         None,
         "warmer",
@@ -527,6 +571,26 @@ CUES: list[Cue] = [
         kind="quality",
         confidence=0.85,
     ),
+    _c(
+        r"\blike you mean it\b|\bthank (?:them|him|her|the \w+) (?:properly|warmly|sincerely)\b"
+        r"|\b(?:sound|sounding|sounds) like you (?:actually |really |genuinely )?care\b"
+        r"|\bshow (?:some |a little )?(?:empathy|compassion|that you care)\b",
+        "tone",
+        "warmer",
+        None,
+        confidence=0.85,
+        fixed=True,
+    ),
+    _c(
+        r"\b(?:trim|cut|strip|pare|shorten)\w* (?:it |this )?(?:to the bone|too (?:much|far)"
+        r"|so much)",
+        "detail",
+        None,
+        "longer",
+        kind="fault",
+        confidence=0.85,
+        fixed=True,
+    ),
     # --- audience
     _c(
         r"\b(?:reviewers?|readers?|audience|team|users?|we|they)\s+(?:is|are|'re)\s+(?:all\s+)?"
@@ -534,6 +598,12 @@ CUES: list[Cue] = [
         r"engineers?|developers?|scientists?|doctors?|lawyers?|researchers?|analysts?)\b"
         r"|\b(?:don't|do not|no need to) (?:need to )?explain (?:what|how|the basics)"
         r"|\b(?:states?|stating|says?|tells? (?:me|us)) the obvious\b"
+        r"|\bI(?:'ve| have) been an? \w+ for (?:\w+ |\d+ )?years\b|\bfrom scratch\b"
+        r"|\bnot an? (?:end user|beginner|novice|layperson|layman|newbie|student)\b"
+        r"|\bspare me the\b[^.]{0,50}\b(?:basics|explanation|primer|101|intro\w*)\b"
+        r"|\bI(?:'m| am) the (?:on-call |senior |lead |principal |staff )?(?:sre|engineer"
+        r"|developer|"
+        r"admin|architect|dba|analyst)\b"
         r"|\b(?:don't|do not) need (?:a|an|the) (?:\w+ )?(?:on|about|explaining"
         r"|explanation of) what"
         r"|\b(?:at|for) an? expert level\b"
@@ -571,7 +641,11 @@ CUES: list[Cue] = [
         r"|\bwith(?:out| no) (?:any )?(?:explanation|definition)s?\b|\bnever (?:defined"
         r"|explained)\b"
         r"|\bundefined\b"
-        r"|\bmeans? nothing to\b|\bfirst-time\b|\bin (?:plain|everyday|simple|normal|ordinary|"
+        r"|\bmeans? nothing to\b|\bfirst-time\b"
+        r"|\bfor (?:\w+ ){0,2}(?:patients|customers|the public|kids|children|parents|families|end "
+        r"users|residents|tenants|students|laypeople|consumers),? not (?:for )?\w+"
+        r"|\bnobody (?:\w+ ){0,4}knows? (?:those|these|what) (?:words|terms|acronyms|means?)\b"
+        r"|\bin (?:plain|everyday|simple|normal|ordinary|"
         r"layman'?s?) (?:words|language|english|terms)\b",
         "audience",
         None,
@@ -619,10 +693,12 @@ CUES: list[Cue] = [
     # --- consistency and creativity (sampling temperature)
     _c(
         r"\btangents?\b|\bcontradict\w*|\binconsistent\w*|\berratic\b"
-        r"|\boff[- ]topic\b|\bwander\w*|\bdrift\w*|\bunfocused\b|\bscattered\b|\brandom\b"
+        r"|\bwhich is it\b"
+        r"|\boff[- ]topic\b|\bwander\w*|\bdrift\w*|\bunfocused\b|\brandom\b"
         r"|\bdifferent answers? (?:each|every) time\b|\bvar(?:y|ies) (?:too much|wildly)\b"
         r"|\b(?:two|three|four|\d+) different\b|\bsame (?:answer|output|result|verdict)s? "
-        r"(?:each|every) ?time\b|\bsame input\b|\bkeeps? changing\b|\brandom\w*|\b(?:each|every) "
+        r"(?:each|every) ?(?:time|run)\b|\bone time and\b[^.]{0,40}\bthe next\b|\bsame input\b"
+        r"|\bkeeps? changing\b|\brandom\w*|\b(?:each|every) "
         r"?time I (?:regenerate|ask|run)\b|\bregenerat\w*",
         "consistency",
         None,
@@ -631,9 +707,10 @@ CUES: list[Cue] = [
         confidence=0.85,
     ),
     _c(
-        r"\b(?:predictable|bland|boring|dull|flat|formulaic|repetitive|samey|uninspired|stale"
+        r"\b(?:predictable|bland|boring|dull|formulaic|repetitive|samey|uninspired|stale"
         r"|generic|clich[eé]d?|cookie-cutter|forgettable|lifeless|unoriginal)\b"
         r"|\ball the same\b|\bplay(?:s|ed|ing)? it safe\b"
+        r"|\bevery \w+(?: \w+)? (?:opens|starts|begins|ends) with\b"
         r"|\bsame (?:thing|answer|ideas?) every time\b",
         "creativity",
         None,
@@ -643,7 +720,7 @@ CUES: list[Cue] = [
     ),
     _c(
         r"\b(?:creativ\w*|(?<=more )original|fresh(?:er)?|inventive|imaginative|playful|varied"
-        r"|bold(?:er)?|daring|adventurous|wild(?:er)?"
+        r"|bold(?:er)?|daring|adventurous|wild(?:er)?|imagination|vary it|more variety"
         r"|surprising|witty|catchy)\b",
         "creativity",
         "creative",
@@ -740,6 +817,7 @@ _TOOL_OVERUSE = re.compile(
 _TOOL_UNDERUSE = re.compile(
     r"\bshould(?: have|'ve)? (?:look|use|search|check|call|consult)\w*|\bfrom memory\b"
     r"|\bignor\w*|\bcheck (?:our|the|your) \w+|\bbefore (?:suggesting|answering|replying)\b"
+    r"|\bguess(?:ed|ing)?\b|\byou have (?:the|a|an) \w+ (?:tool|api)\b"
     r"|\bwithout (?:looking|checking|searching|using|consulting)\b|\b(?:didn't|did not|never|"
     r"don't) (?:look|check|search|use|consult|call)\w*|\bguess\w* instead\b|\binstead of "
     r"(?:looking|searching|checking)\b|\buse (?:the|your) \w+(?: tool)?\b|\blook (?:it|this|"
@@ -792,7 +870,8 @@ _ASPECT_NOUNS: list[tuple[str, str]] = [
 
 # Frames: the words just before a cue (within its clause) that say how it is meant.
 _REFUSE = re.compile(
-    r"\b(?:don't|do not|dont|never|stop|quit|avoid|no more|fewer|lose|drop|ditch|get rid of|"
+    r"\b(?:(?:don't|do not|never|stop|no need to) (?:make|let|have|get|go|be)\w*(?: it| this"
+    r"| them)?|don't|do not|dont|never|stop|quit|avoid|no more|fewer|lose|drop|ditch|get rid of|"
     r"remove|too many|too much|enough with|instead of|rather than|without|skip|cut out|"
     r"don't need|do not need|doesn't need|no need for|not how|not what|"
     r"cut the|not so|no need for|nor|less of|tone down|dial down|cut back on)\b"
@@ -801,7 +880,10 @@ _REFUSE = re.compile(
 _LACKING = re.compile(
     r"\b(?:isn't|is not|wasn't|was not|aren't|are not|weren't|doesn't|does not|didn't|did not|"
     r"has no|have no|had no|there's no|there is no|there are no|there were no|lacks?|lacking|"
-    r"missing|no sign of|not once|not a single|needs? (?:more|some)|could use(?: more| some)?|"
+    r"missing|no sign of|not once|not a single|not one|needs? (?:more|some)|could use(?: more"
+    r"| some)?|"
+    r"what(?:'s| is) missing (?:is|are)|what (?:it|this|the \w+) (?:lacks|needs|is missing|misses) "
+    r"(?:is|are)|"
     r"want(?:ed)? (?:more|some)|not enough|where(?:'s| is| are) the)\b"
 )
 _DESCRIBE = re.compile(
@@ -830,12 +912,15 @@ _FRAME_ORDER = (("lacking", _LACKING), ("refuse", _REFUSE), ("describe", _DESCRI
 _COMPLAINT_AFTER = re.compile(
     r"^[^,;]{0,30}\b(?:is|are|was|were)\s+(?:\w+\s+)?(?:painful|awful|terrible|hard|annoying|"
     r"unreadable|useless|a mess|a pain|tedious|exhausting|too much|confusing|not helpful|"
-    r"overkill|wrong|bad)\b|^[^,;]{0,40}\b(?:is not|isn't|are not|aren't) (?:how|what|appropriate|"
+    r"overkill|wrong|bad)\b|\b(?:won't|doesn't|does not|will not) (?:cut it|do|fly|work)\b"
+    r"|^[^,;]{0,40}\b(?:make|makes|made) (?:us|me|it|them|you) (?:look|sound|seem) \w+"
+    r"|^[^,;]{0,40}\b(?:is not|isn't|are not|aren't) (?:how|what|appropriate|"
     r"acceptable|ok)\b|^[^,;]{0,30}\b(?:has|have) (?:got )?to go\b|^[^,;]{0,30}\bmust go\b"
 )
 
 _CLAUSE = re.compile(
-    r"(?<=[.!?;:])\s+|[.!?;:]+$|\n+|,\s+|\s+(?=(?:but|though|although|however|yet|whereas)\b)"
+    r"(?<=[.!?;:])\s+|[.!?;:]+$|\n+|(?<!\d),\s+|,\s+(?!\d)"
+    r"|\s+(?=(?:but|though|although|however|yet|whereas)\b)"
     r"|\s+-{1,2}\s+|\s+—\s*"
 )
 
@@ -844,15 +929,32 @@ _CLAUSE = re.compile(
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 
 
+# A quoted excerpt of the answer: 'Hey there, grant gurus!'
+_QUOTED = re.compile(r"(?<![\w'])'[^'\n]{1,120}'(?![\w'])|\"[^\"\n]{1,120}\"")
+_HOLD = "\ue000"  # stands in for the space after punctuation in a quote while splitting
+
+
 def clauses(text: str) -> list[str]:
-    """The clauses of ``text`` in order (contrast words start a new clause)."""
-    normal = text.translate(_QUOTES)
-    return [c.strip(" .!?;:,\"'") for c in _CLAUSE.split(normal) if c and c.strip(" .!?;:,")]
+    """The clauses of ``text`` in order (contrast words start a new clause; a quotation and a
+    list of numbers like "1, 2, 3" stay whole)."""
+    normal = _QUOTED.sub(
+        lambda m: re.sub(r"([,.!?;:])\s", r"\1" + _HOLD, m.group(0)), text.translate(_QUOTES)
+    )
+    parts = [c.replace(_HOLD, " ") for c in _CLAUSE.split(normal) if c]
+    return [c.strip(' .!?;:,"') for c in parts if c.strip(" .!?;:,\"'")]
 
 
 _QUANTITY = re.compile(
-    r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|\w+teen|twenty|\d+|several|many|"
+    r"(?<!\bnot )(?<!\bno )\b(?:one|two|three|four|five|six|seven|eight|nine|ten|\w+teen|"
+    r"twenty|\d+|several|many|"
     r"multiple|a few|a couple of)\s+$"
+)
+
+
+# "Some compassion would go a long way": asked for, though the wish comes first
+_ASK_AFTER = re.compile(
+    r"^\s*(?:would|could|might) (?:go a long way|help|be (?:nice|good|great|better|welcome|"
+    r"appreciated))\b|^\s*(?:please|would be (?:nice|great))\b"
 )
 
 
@@ -867,12 +969,21 @@ def _frame(before: str, after: str) -> Frame:
         tail,
     ):
         return "ask"  # "our brand voice is casual": the voice wanted, not a fault
+    if re.search(
+        r"\b(?:it's|it is|this is|that's|that is|these are|they're|should be|needs to "
+        r"be)\s+(?:an?|the)\s+$",
+        tail,
+    ):
+        # what the thing is: "It's a Slack message to the crew", "That's a table, not…"
+        return "ask"
     if _QUANTITY.search(tail):
         return "quantity"  # "five paragraphs before…" counts, it does not ask
     if re.search(r"\bnot\b[^,]*$", tail) and re.match(r"^\s*enough\b", after):
         return "lacking"
     if _COMPLAINT_AFTER.search(after) and not _REFUSE.search(tail[-25:]):
         return "describe"
+    if _ASK_AFTER.search(after[:40]):
+        return "ask"
     best: tuple[int, int, Frame] | None = None
     for rank, (name, pattern) in enumerate(_FRAME_ORDER):
         for match in pattern.finditer(tail):
@@ -884,10 +995,23 @@ def _frame(before: str, after: str) -> Frame:
     return best[2]
 
 
-def _wish_of(cue: Cue, frame: Frame, mode: Mode, comparative: bool) -> tuple[str | None, bool]:
+# Words for changing the answer: refused, they ask to keep it ("don't shorten it"), not for
+# the contrary change
+_CHANGE_VERB = re.compile(
+    r"(?:shorten|trim|condens|tighten|cut|expand|elaborat|flesh|unpack|dig|go |drill|lengthen|"
+    r"pad|more |longer|shorter)",
+    re.I,
+)
+
+
+def _wish_of(
+    cue: Cue, frame: Frame, mode: Mode, comparative: bool, change: bool = False
+) -> tuple[str | None, bool]:
     """(family, weak) a cue asks for in its frame."""
     if frame == "quantity" and cue.kind != "fault":
         return None, False
+    if frame == "refuse" and change and not cue.fixed:
+        return None, False  # "don't make it longer": keep it as it is, not the opposite
     if cue.fixed:
         if cue.kind == "fault" and frame == "lacking" and mode == "comment":
             return None, False  # "there are no typos": nothing to fix
@@ -898,13 +1022,19 @@ def _wish_of(cue: Cue, frame: Frame, mode: Mode, comparative: bool) -> tuple[str
         return cue.fault, False
     if comparative and frame in ("describe", "plain"):
         return cue.ask or cue.fault, False  # "far more detail", "way shorter": asked for
+    if frame in ("ask", "lacking") and cue.ask is None and cue.kind == "quality":
+        # a quality nobody asks for, asked for: "it should be predictable" wants the contrary
+        # of its usual fix (steadier, not more creative)
+        return (OPPOSITE.get(cue.fault or "") if frame == "ask" else None), False
     if frame in ("ask", "lacking"):
         return cue.ask or cue.fault if frame == "ask" else cue.ask, False
     if frame == "refuse":
         return cue.fault, cue.kind == "state" and cue.ask not in OPPOSITE
     if frame == "describe":
         if cue.kind == "state" and mode == "comment":
-            return cue.fault, True
+            # "reads like a text message" asks for the contrary; "paragraphs are painful" only
+            # weakly: it says what is wrong, not which form would be right
+            return cue.fault, cue.aspect == "format"
         return (cue.fault, False) if mode == "comment" else (cue.ask, False)
     # plain
     if mode == "instruction" or comparative:
@@ -935,11 +1065,14 @@ def read(text: str, mode: Mode = "comment") -> Reading:
     reading = Reading()
     for sentence in _sentences(text or ""):
         praising = mode == "comment" and _is_praise(sentence)
+        polite = bool(
+            re.search(r"\bplease\b|^\W*(?:could|can|would) (?:you|we|it|the)\b", sentence.lower())
+        )
         for clause in clauses(sentence):
             if mode == "comment" and _INJECTION.search(clause):
                 reading.injection.append(clause)
                 continue
-            _read_clause(clause, mode, reading, praising)
+            _read_clause(clause, mode, reading, praising, polite)
     if mode == "comment":
         _read_tools(text or "", reading)
     _read_languages(text or "", reading)
@@ -953,7 +1086,8 @@ _LOCATION = re.compile(
     r"closing|next|\w+th) (?:paragraph|bullet|line|sentence|section|heading|table|row|column|"
     r"point|step)s?|(?:paragraph|bullet|line|section|step|point|row|column) (?:one|two|three|"
     r"four|five|\d+(?:\.\d+)*))\b"
-    r"|\bplain[- ]text\b"
+    r"|\bplain[- ]text\b|\b(?:go|goes|went|going) a long way\b|\bin the long (?:run|term)\b"
+    r"|\blong[- ]term\b|\ba long time\b|\bas long as\b"
 )
 _INTENSIFIER_OR_COPULA = re.compile(
     r"\b(?:too|overly|so|very|really|quite|rather|way|far|pretty|bit|tad|little|somewhat|still|"
@@ -962,7 +1096,8 @@ _INTENSIFIER_OR_COPULA = re.compile(
 )
 _NOT_A_NOUN = re.compile(
     r"^\s*(?:and|or|but|enough|to|for|in|at|on|with|than|as|overall|though|yet|now|again|"
-    r"too|please|here|there|throughout|everywhere|at all|$)"
+    r"too|please|here|there|throughout|everywhere|at all|would|could|will|might|is|are|was|"
+    r"were|makes?|helps?|goes|matters|$)"
 )
 
 
@@ -983,7 +1118,7 @@ def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
         for match in cue.pattern.finditer(lowered)
         if match.end() > match.start()
     ]
-    found += [(m.end() - m.start(), 1, None, m) for m in _LOCATION.finditer(lowered)]
+    found += [(m.end() - m.start(), -len(CUES), None, m) for m in _LOCATION.finditer(lowered)]
     kept: list[tuple[Cue, re.Match[str]]] = []
     for _, _, cue, match in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
         start, end = match.span()
@@ -995,10 +1130,15 @@ def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
     return sorted(kept, key=lambda k: k[1].start())
 
 
-def _read_clause(clause: str, mode: Mode, reading: Reading, praising: bool = False) -> None:
+def _read_clause(
+    clause: str, mode: Mode, reading: Reading, praising: bool = False, polite: bool = False
+) -> None:
     lowered = clause.lower()
     found = False
     previous: tuple[int, Frame] | None = None
+    polite = polite or bool(
+        re.search(r"\bplease\b|^(?:could|can|would) (?:you|we|it|the)\b", lowered)
+    )
     for cue, match in _matches(lowered):
         if True:
             start, end = match.span()
@@ -1010,6 +1150,10 @@ def _read_clause(clause: str, mode: Mode, reading: Reading, praising: bool = Fal
             )
             less = bool(re.search(r"\bless\s+$", lowered[:start]))
             frame = _frame(lowered[:start], lowered[end:])
+            if any(q.start() < start and end < q.end() for q in _QUOTED.finditer(lowered)):
+                frame = "describe"  # inside a quotation of the answer: what it did
+            elif polite and frame == "plain":
+                frame = "ask"  # "A professional register, please."
             # coordinated words share the first one's frame: "keep it short and simple",
             # "our voice is casual and chatty", "too long and too formal"
             if previous and re.fullmatch(
@@ -1022,6 +1166,7 @@ def _read_clause(clause: str, mode: Mode, reading: Reading, praising: bool = Fal
                 # summary" is not
                 attributive = (
                     cue.ask is not None
+                    and not polite
                     and frame in ("plain", "describe", "ask")
                     and not _ASK_VERB.search(lowered[:start])
                     and _attributive(lowered[:start], lowered[end:])
@@ -1033,7 +1178,9 @@ def _read_clause(clause: str, mode: Mode, reading: Reading, praising: bool = Fal
             if less:
                 family, weak = cue.fault, False
             else:
-                family, weak = _wish_of(cue, frame, mode, comparative)
+                family, weak = _wish_of(
+                    cue, frame, mode, comparative, bool(_CHANGE_VERB.match(word)) or comparative
+                )
             if family is None:
                 if frame == "lacking" and cue.kind == "fault":
                     reading.praised.append((cue.aspect, clause[start:end]))
@@ -1103,6 +1250,7 @@ _FOCUS = re.compile(
     r"|\b(?:what|all) I (?:need|want|care about) is (?P<topic3>[\w' -]+)"
     r"|\bwhat I (?:asked|wanted|needed)(?: for| about)? (?:was|is) (?P<topic5>[\w' -]+)"
     r"|\b(?:needs?|want|wants) to know (?P<topic6>(?:what|how|which|when|whether)[\w' -]+)"
+    r"|\bI (?:need|want) (?P<topic7>[\w' -]+?),? (?:and )?(?:nothing else|only that|just that)\b"
     r"|\b(?:keep|stay|stick) (?:to|with|on) (?!what's|what is|the (?:data|facts|numbers|documents?|"
     r"sources?|brief|spec|word))(?P<topic4>[\w' -]+)",
     re.I,
@@ -1113,6 +1261,7 @@ _AVOID = re.compile(
     r"recapping) (?P<topic4>[\w' -]+)|\bnobody asked (?:about|for) (?P<topic2>[\w' -]+)"
     r"|\b(?:skip|drop|cut) the (?P<topic3>[\w' -]+?) (?:part|section|bit|history|background)\b"
     r"|\benough (?:about|of|with) (?P<topic7>[\w' -]+)"
+    r"|\bgot (?:\w+ )?(?:paragraphs|pages|lines|sentences) (?:on|about) (?P<topic8>[\w' -]+)"
     r"|\b(?:half|most|much) (?:of )?the (?:answer|reply|response|text) (?:is|was) (?:about )?"
     r"(?P<topic5>[\w' -]+)|\bspent (?:most|half|much) of the (?:answer|reply|time) "
     r"(?P<topic6>[\w' -]+)",
