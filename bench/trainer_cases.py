@@ -26,6 +26,10 @@ SETS = [
     ROOT / "bench" / "data" / "feedback_holdout.jsonl",
     ROOT / "bench" / "data" / "feedback_blind.jsonl",
     ROOT / "bench" / "data" / "feedback_final.jsonl",
+    ROOT / "bench" / "data" / "feedback_unseen.jsonl",
+    ROOT / "bench" / "data" / "feedback_sixth.jsonl",
+    ROOT / "bench" / "data" / "feedback_seventh.jsonl",
+    ROOT / "bench" / "data" / "feedback_eighth.jsonl",
 ]
 AGENTS = [
     ("examples/essay-session.yaml", "A"),

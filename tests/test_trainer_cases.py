@@ -351,3 +351,20 @@ def test_the_reader_takes_frames_from_the_whole_sentence(comment, asks, never):
         assert not re.search(ASKS[family], added), f"{comment!r} added {family}: {added!r}"
     if "predictable" in comment:
         assert evolved.parameters.temperature < AGENT.parameters.temperature
+
+
+def test_a_tool_the_reviewer_never_wants_called_leaves_the_steps_that_allowed_it():
+    agent = AgentDefinition(
+        name="r",
+        system_prompt="You research questions.",
+        tools=[AgentTool(name="web_search", description="Searches the web.")],
+        flow=[
+            {"name": "gather", "prompt": "Gather facts for: {input}", "tools": ["web_search"]},
+            {"name": "write", "prompt": "Write from: {gather}", "tools": []},
+        ],
+        parameters=AgentParameters(model="offline-1"),
+    )
+    _, plan, evolved = _evolve(agent, 3, "Stop using web search for this, the brief has it all.")
+    assert evolved.flow[0].tools == [] and evolved.flow[1] == agent.flow[1]
+    assert evolved.tools[0].description != agent.tools[0].description
+    assert {c.component for c in plan.changes} == {"tools", "flow"}

@@ -242,7 +242,7 @@ def trajectory_credit(
                 if name and name not in (span.tool_name or span.name or ""):
                     continue
                 if direction == "less":
-                    arithmetic = context == "arithmetic" and _is_arithmetic(span.tool_args)
+                    arithmetic = "arithmetic" in context and _is_arithmetic(span.tool_args)
                     contribution -= 1.0 if arithmetic else 0.7
                     reasons.append(
                         f"called {span.tool_name} with {_args(span.tool_args)}"

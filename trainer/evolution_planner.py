@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 
-from domain.agent import AgentDefinition, constraint_violations
+from domain.agent import AgentDefinition, FlowStep, constraint_violations
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
@@ -118,6 +118,10 @@ def propose(
                 made_for(wish, step_change)
         elif c.component == "tools" and c.target:
             made_for(wish, _tool_change(agent, c.target, wish, c.reason))
+            if "never" in instructions.tool_wish(wish)[2]:
+                for step in agent.flow:  # the allowance: steps that may call it no longer can
+                    if step.tools and c.target in step.tools:
+                        made_for(wish, _allowance_change(step, c.target, c.reason))
 
     # 2. An instruction for every wish no remaining instruction already carries.
     prompt_now = " ".join(kept_segments)
@@ -220,6 +224,19 @@ def _flow_change(
         after=swapped,
         reason=reason,
         confidence=round(wish.confidence * 0.9, 2),
+    )
+
+
+def _allowance_change(step: FlowStep, tool: str, reason: str) -> EvolutionChange:
+    kept = [t for t in step.tools or [] if t != tool]
+    return EvolutionChange(
+        component="flow",
+        change_type="modify",
+        target=step.name,
+        before=json.dumps({"tools": step.tools}),
+        after=json.dumps({"tools": kept}),
+        reason=f"the reviewer does not want {tool} called at all; {reason}",
+        confidence=0.8,
     )
 
 

@@ -805,6 +805,9 @@ _TOOL_OVERUSE = re.compile(
     r"fire|hit)\b|\bno need (?:to|for)\b|\bonly use (?:it|that|this|the \w+) (?:when|if|for)\b"
     r"|\bonly (?:go to|use|call|reach for|run) (?:the )?(?:\w+ )?(?:tool|search|api)\b"
     r"|\balready (?:answered|covered|had|in (?:the|your))\b|\b(?:\w+|\d+) (?:web )?searches\b"
+    r"|\b(?:stop|quit|no more|don't|do not|never) (?:using|calling|running|hitting|use|call|run|"
+    r"hit)\b|\b(?:the|your) (?:brief|spec|docs?|document|notes|data) (?:has|have|had|covers?|"
+    r"covered) (?:it|that|this)\b"
     r"|\bone (?:call|lookup|search|request|query) (?:is|was|would be|would have been) (?:plenty|"
     r"enough)\b|\b(?:\w+|\d+) times for the same\b"
     r"|\bdidn't need\b|\bunnecessar\w*|\bpointless\b|\bjust (?:compute|calculate|add|answer|do|"
@@ -1361,16 +1364,22 @@ def _read_tools(text: str, reading: Reading) -> None:
         name = "search"
     if name.startswith("search"):
         name = "search"
-    arithmetic = bool(
-        re.search(r"\b(?:add|sum|multiply|compute|calculat\w*|arithmetic|math)", lowered)
-    )
+    context = []
+    if re.search(r"\b(?:add|sum|multiply|compute|calculat\w*|arithmetic|math)", lowered):
+        context.append("arithmetic")
+    if direction == "less" and re.search(
+        r"\b(?:never|don't|do not|stop|no more|quit)\b[^.]{0,30}\b(?:call|use|using|calling|run|"
+        r"hit|touch)\w*",
+        lowered,
+    ):
+        context.append("never")  # not only when: whether the step may call it at all
     reading.wishes.append(
         Wish(
             "tool_use",
             "tool_use",
             text[mention.start() : mention.end()],
             0.85,
-            detail=f"{name}|{direction}|{'arithmetic' if arithmetic else ''}",
+            detail=f"{name}|{direction}|{'+'.join(context)}",
         )
     )
 

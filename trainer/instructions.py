@@ -183,7 +183,7 @@ def _tool_instruction(wish: Wish, tools: list[str]) -> str:
     tool = _match_tool(name, tools) or name or "tool"
     label = f"the {tool} tool" if not tool.endswith("tool") else f"the {tool}"
     if direction == "less":
-        if context == "arithmetic":
+        if "arithmetic" in context:
             return f"Do simple arithmetic yourself; do not call {label} for it."
         return f"Call {label} only when the answer needs information you do not have."
     return f"Check facts with {label} instead of answering from memory."
@@ -193,6 +193,7 @@ def _match_tool(name: str, tools: list[str]) -> str | None:
     """The agent's tool a reviewer's word refers to ("search" → "search_documents")."""
     if not name:
         return None
+    name = name.replace(" ", "_")  # "web search" is the tool web_search
     for tool in tools:
         if tool == name or name in tool.split("_") or tool.startswith(name):
             return tool
@@ -207,9 +208,9 @@ def tool_guidance(wish: Wish, tool: str = "") -> str:
     """The sentence appended to a tool's description to change when it is used."""
     _, direction, context = tool_wish(wish)
     if direction == "less":
-        if context == "arithmetic" and re.search(r"calc|math|arith", tool):
+        if "arithmetic" in context and re.search(r"calc|math|arith", tool):
             return "Only for long or exact calculations; do simple arithmetic directly."
-        if context == "arithmetic":
+        if "arithmetic" in context:
             return "Not for arithmetic: compute sums and products directly."
         return "Use only when the answer needs information not already at hand."
     return "Use it to check facts before answering instead of relying on memory."
