@@ -340,6 +340,9 @@ def test_feedback_that_speaks_to_the_trainer_changes_no_limit_and_enters_no_prom
         ("The banner holds 30 words max.", {"shorter"}, {"longer"}),
         # a quality nobody asks for, asked for, wants the contrary of its fix
         ("It has to be more predictable from run to run.", set(), set()),
+        # a thing that does not belong is refused; "next time" makes a request
+        ("Emojis don't belong in a note to the landlord.", {"formal"}, {"casual"}),
+        ("A more conversational voice next time.", {"casual"}, {"formal"}),
     ],
 )
 def test_the_reader_takes_frames_from_the_whole_sentence(comment, asks, never):
@@ -368,3 +371,9 @@ def test_a_tool_the_reviewer_never_wants_called_leaves_the_steps_that_allowed_it
     assert evolved.flow[0].tools == [] and evolved.flow[1] == agent.flow[1]
     assert evolved.tools[0].description != agent.tools[0].description
     assert {c.component for c in plan.changes} == {"tools", "flow"}
+
+
+def test_faults_denied_in_a_list_are_praise():
+    analysis, plan, evolved = _evolve(AGENT, 9, "Not too wordy, not too dry, no invented stats.")
+    assert plan.changes == [] and evolved.model_dump_json() == AGENT.model_dump_json()
+    assert not [a for a in analysis.aspects if a.sentiment == "negative"]

@@ -30,7 +30,7 @@ from typing import Literal
 from trainer import languages
 
 Mode = Literal["comment", "instruction"]
-Frame = Literal["ask", "refuse", "lacking", "describe", "plain", "quantity"]
+Frame = Literal["ask", "refuse", "lacking", "describe", "plain", "quantity", "denied"]
 
 
 @dataclass(frozen=True)
@@ -485,7 +485,8 @@ CUES: list[Cue] = [
     ),
     _c(
         r"\btext message\b|\btexting\b|\btweet\b|\b(?:to|with) a (?:friend|buddy|pal|mate)\b"
-        r"|\bchat with\b|\bchat (?:down|at) the pub\b|\b(?:slack|teams|whatsapp|chat|text) "
+        r"|\bchat with\b|\bchat (?:down|at) the pub\b|\bcheeky\b|\basides\b|\b(?:slack|teams"
+        r"|whatsapp|chat|text) "
         r"(?:message|post|thread|ping)\b|\bchumm\w*|\bmatey\b|\bover-?familiar\b"
         r"|\bhey (?:folks|guys|there|all|team)\b|\bsuper cool\b|\bslang\w*|\b(?:the way|how"
         r"|as) (?:you'd|you would|you) (?:talk|speak|chat)"
@@ -916,6 +917,7 @@ _COMPLAINT_AFTER = re.compile(
     r"^[^,;]{0,30}\b(?:is|are|was|were)\s+(?:\w+\s+)?(?:painful|awful|terrible|hard|annoying|"
     r"unreadable|useless|a mess|a pain|tedious|exhausting|too much|confusing|not helpful|"
     r"overkill|wrong|bad)\b|\b(?:won't|doesn't|does not|will not) (?:cut it|do|fly|work)\b"
+    r"|\b(?:don't|do not|doesn't|does not) belong\b|\b(?:have|has) no place\b|\bout of place\b"
     r"|^[^,;]{0,40}\b(?:make|makes|made) (?:us|me|it|them|you) (?:look|sound|seem) \w+"
     r"|^[^,;]{0,40}\b(?:is not|isn't|are not|aren't) (?:how|what|appropriate|"
     r"acceptable|ok)\b|^[^,;]{0,30}\b(?:has|have) (?:got )?to go\b|^[^,;]{0,30}\bmust go\b"
@@ -958,6 +960,7 @@ _QUANTITY = re.compile(
 _ASK_AFTER = re.compile(
     r"^\s*(?:would|could|might) (?:go a long way|help|be (?:nice|good|great|better|welcome|"
     r"appreciated))\b|^\s*(?:please|would be (?:nice|great))\b"
+    r"|^[^,;.]{0,25}\b(?:next time|from now on|going forward|in future|in the future)\b"
 )
 
 
@@ -981,6 +984,8 @@ def _frame(before: str, after: str) -> Frame:
         return "ask"
     if _QUANTITY.search(tail):
         return "quantity"  # "five paragraphs before…" counts, it does not ask
+    if re.search(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely|at all)\s+$", tail):
+        return "denied"  # "not too long": that is fine
     if re.search(r"\bnot\b[^,]*$", tail) and re.match(r"^\s*enough\b", after):
         return "lacking"
     if _COMPLAINT_AFTER.search(after) and not _REFUSE.search(tail[-25:]):
@@ -1012,6 +1017,8 @@ def _wish_of(
 ) -> tuple[str | None, bool]:
     """(family, weak) a cue asks for in its frame."""
     if frame == "quantity" and cue.kind != "fault":
+        return None, False
+    if frame == "denied":
         return None, False
     if frame == "refuse" and change and not cue.fixed:
         return None, False  # "don't make it longer": keep it as it is, not the opposite
@@ -1071,11 +1078,13 @@ def read(text: str, mode: Mode = "comment") -> Reading:
         polite = bool(
             re.search(r"\bplease\b|^\W*(?:could|can|would) (?:you|we|it|the)\b", sentence.lower())
         )
+        # "Not too long, not too stiff, no made-up numbers.": a list of faults denied
+        denying = mode == "comment" and bool(_DENIAL.search(sentence.lower()))
         for clause in clauses(sentence):
             if mode == "comment" and _INJECTION.search(clause):
                 reading.injection.append(clause)
                 continue
-            _read_clause(clause, mode, reading, praising, polite)
+            _read_clause(clause, mode, reading, praising, polite, denying)
     if mode == "comment":
         _read_tools(text or "", reading)
     _read_languages(text or "", reading)
@@ -1133,8 +1142,16 @@ def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
     return sorted(kept, key=lambda k: k[1].start())
 
 
+_DENIAL = re.compile(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely)\s+\w+")
+
+
 def _read_clause(
-    clause: str, mode: Mode, reading: Reading, praising: bool = False, polite: bool = False
+    clause: str,
+    mode: Mode,
+    reading: Reading,
+    praising: bool = False,
+    polite: bool = False,
+    denying: bool = False,
 ) -> None:
     lowered = clause.lower()
     found = False
@@ -1153,6 +1170,8 @@ def _read_clause(
             )
             less = bool(re.search(r"\bless\s+$", lowered[:start]))
             frame = _frame(lowered[:start], lowered[end:])
+            if denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):
+                frame = "denied"
             if any(q.start() < start and end < q.end() for q in _QUOTED.finditer(lowered)):
                 frame = "describe"  # inside a quotation of the answer: what it did
             elif polite and frame == "plain":
