@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from domain.agent import AgentDefinition, AgentRef
+from domain.content_hash import canonical_json
 from domain.feedback import ScoreInput
 from domain.spec import LineageOptions, SessionDocument
 from domain.trainer import CreditAssignment, EvolutionPlan, ScoreAnalysis
@@ -28,6 +30,25 @@ def score_before(history: list[ScorePoint], evaluation_id: str | None) -> float 
     the history already holds): what the reward analyzer's trend compares against."""
     earlier = [p.score for p in history if p.evaluation_id != evaluation_id]
     return earlier[-1] if earlier else None
+
+
+def feedback_key(lineage_id: str, kind: str, seq: int, sent: Any) -> str:
+    """The store id of what a human sent: where it sits in the lineage (its kind and place in
+    the sequence of such messages) and a digest of what was sent. A replay or a retried step,
+    in any interleaving of signals and failed workflow tasks, derives the same id."""
+    digest = hashlib.sha256(canonical_json(_jsonable(sent)).encode("utf-8")).hexdigest()[:12]
+    return f"{lineage_id}:{kind}:{seq}:{digest}"
+
+
+def _jsonable(value: Any) -> Any:
+    """What the canonical encoder can take, for any payload a signal may carry."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    try:
+        canonical_json(value)
+        return value
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)[:10_000]
 
 
 class QueuedScore(BaseModel):
@@ -57,6 +78,9 @@ class CarriedState(BaseModel):
     rollout_retries: int = 0
     # The latest evolution awaiting its outcome (filled by the next score)
     pending_evolution_id: str | None = None
+    # Directives, locks and rejections received so far: each one's place in the lineage, from
+    # which its store id derives (a retried or replayed step writes under the same id)
+    feedback_seq: int = 0
     latest_output_preview: str | None = None
     latest_output_words: int = 0
     last_evolution: str | None = None

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         RunAgentResult,
         ScorePoint,
         TrainerInput,
+        feedback_key,
         score_before,
     )
     from domain.trainer import EvolutionOutcome
@@ -228,7 +229,9 @@ class LineageWorkflow:
         self, rollout: RunAgentResult, queued: QueuedScore
     ) -> tuple[str, tuple[str, EvolutionOutcome] | None]:
         """Record the score; it also judges the evolution that produced this output."""
-        evaluation_id = f"{rollout.artifact_id}:evaluation:{workflow.uuid4()}"
+        # one score per output: its id is the output's and what was sent, never a random draw
+        # (a signal arriving between a failed workflow task and its retry reorders draws)
+        evaluation_id = feedback_key(rollout.artifact_id, "evaluation", 1, queued.score)
         judged_evolution = self._s.pending_evolution_id
         verdict = await self._store_step(
             FeedbackActivities.record_score,
@@ -398,7 +401,7 @@ class LineageWorkflow:
             RecordDirectiveInput(
                 session_id=self._inp.session_id,
                 lineage_id=self._inp.lineage_id,
-                directive_id=f"{self._inp.lineage_id}:directive:{workflow.uuid4()}",
+                directive_id=self._feedback_id("directive", parsed),
                 cycle=self._s.cycle,
                 kind=parsed.kind,
                 content=parsed.content,
@@ -429,7 +432,7 @@ class LineageWorkflow:
             RecordLockInput(
                 session_id=self._inp.session_id,
                 lineage_id=self._inp.lineage_id,
-                event_key=f"{self._inp.lineage_id}:{kind}:{workflow.uuid4()}",
+                event_key=self._feedback_id(kind, parsed),
                 cycle=self._s.cycle,
                 locked=locked,
                 reason=parsed.reason,
@@ -498,13 +501,19 @@ class LineageWorkflow:
             RecordRejectionInput(
                 session_id=self._inp.session_id,
                 lineage_id=self._inp.lineage_id,
-                rejection_id=f"{self._inp.lineage_id}:rejected:{workflow.uuid4()}",
+                rejection_id=self._feedback_id("rejected", payload),
                 cycle=self._s.cycle,
                 kind=kind,
                 payload_preview=preview(payload),
                 reason=reason,
             ),
         )
+
+    def _feedback_id(self, kind: str, sent: Any) -> str:
+        """The next directive, lock or rejection's id: its place in the lineage and what was
+        sent (handlers run in history order, so a replay numbers them the same)."""
+        self._s.feedback_seq += 1
+        return feedback_key(self._inp.lineage_id, kind, self._s.feedback_seq, sent)
 
     async def _store_step(
         self, step: Callable[[Any, ArgT], ResultT], arg: ArgT, **options: Any

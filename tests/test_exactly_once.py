@@ -1,0 +1,73 @@
+"""Nothing a lineage writes is written twice, whatever the interleaving of a failed workflow
+task, its retry and the signals that arrive in between."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import psycopg
+
+from starter import start_session
+from store import Store
+from tests.conftest import awaiting, eventually, make_spec, wait_for_state
+from tests.store_backends import postgres_database
+from worker import build_worker
+from workflows.lineage import LineageWorkflow
+
+ROOT = Path(__file__).parent.parent
+
+
+async def test_a_signal_between_a_failed_workflow_task_and_its_retry_writes_nothing_twice(
+    client, settings, task_queue, temporal_address
+):
+    # The score's workflow task records the score (a local activity that commits), then a
+    # training step blocks on a table lock held here; the worker is killed before the task
+    # completes, so the task's local-activity results are lost. A directive arrives; the lock
+    # is released; a new worker retries the task with the directive ahead of the score's work.
+    with postgres_database() as url:
+        store = Store.open(url)
+        pg = settings.model_copy(update={"database_url": url})
+        spec = make_spec()
+        lineage = spec.lineage_id("A")
+        doomed = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "worker.py",
+            cwd=ROOT,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "TEMPORAL_ADDRESS": temporal_address,
+                "TRAINING_CAMP_DATABASE_URL": url,
+                "TRAINING_CAMP_TASK_QUEUE": task_queue,
+            },
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        lock = psycopg.connect(url)
+        try:
+            (handle,) = await start_session(client, spec, task_queue)
+            await wait_for_state(handle, awaiting(1), timeout=60)
+            # evolving writes a new agent version: that is where the training step waits
+            lock.execute("LOCK TABLE agent_versions IN EXCLUSIVE MODE")
+            await handle.signal(LineageWorkflow.score, {"score": 3, "comment": "too long"})
+            await eventually(lambda: len(store.queries.evaluations(lineage)) == 1, timeout=30)
+            await asyncio.sleep(0.5)  # the training steps run up to the blocked write
+            doomed.send_signal(signal.SIGKILL)
+            await doomed.wait()
+            await handle.signal(
+                LineageWorkflow.directive, {"kind": "sticky", "content": "Cite a source."}
+            )
+        finally:
+            lock.rollback()
+            lock.close()
+        async with build_worker(client, store, pg):
+            state = await wait_for_state(handle, awaiting(2), timeout=90)
+        assert state.agent_version == 2
+        assert [e.score for e in store.queries.evaluations(lineage)] == [3]
+        scored = store.queries.events(lineage, ["artifact.scored"])
+        assert len(scored) == 1
+        assert len(store.queries.events(lineage, ["directive.added"])) == 1
+        assert len(store.queries.evolution_records(lineage)) == 1
+        store.close()
