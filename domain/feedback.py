@@ -6,12 +6,50 @@ Signals cannot be refused, so handlers validate with these helpers and record re
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
 
 MAX_COMMENT_CHARS = 4_000
 MAX_DIRECTIVE_CHARS = 2_000
+# How much of a bad input a rejection quotes: enough to recognise it, never the input itself
+EXCERPT_CHARS = 80
+
+
+def storable(text: str) -> str:
+    """Text every store backend can keep: PostgreSQL refuses NUL in text, and a lone surrogate
+    is not valid UTF-8 anywhere. Refused at the door, the same on SQLite and PostgreSQL."""
+    if "\x00" in text:
+        raise ValueError("contains a NUL character (\\x00), which cannot be stored")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"contains {text[exc.start]!r} at position {exc.start}, which is not valid text "
+            "(a lone surrogate)"
+        ) from None
+    return text
+
+
+def _text(max_length: int, min_length: int = 0) -> Any:
+    return Annotated[
+        str,
+        StringConstraints(min_length=min_length, max_length=max_length),
+        AfterValidator(storable),
+    ]
+
+
+Comment = _text(MAX_COMMENT_CHARS)
+Rater = _text(200)
+DirectiveText = _text(MAX_DIRECTIVE_CHARS, min_length=1)
+Reason = _text(1_000)
 
 
 class FeedbackModel(BaseModel):
@@ -24,18 +62,18 @@ F = TypeVar("F", bound=FeedbackModel)
 class ScoreInput(FeedbackModel):
     # strict: "7" or true is a mistake worth reporting, not something to coerce
     score: float = Field(ge=0, le=10, strict=True)
-    comment: str | None = Field(default=None, max_length=MAX_COMMENT_CHARS)
-    rater: str | None = Field(default=None, max_length=200)
+    comment: Comment | None = None
+    rater: Rater | None = None
     cycle: int | None = Field(default=None, ge=1, strict=True)
 
 
 class DirectiveInput(FeedbackModel):
     kind: Literal["sticky", "oneshot"]
-    content: str = Field(min_length=1, max_length=MAX_DIRECTIVE_CHARS)
+    content: DirectiveText
 
 
 class LockInput(FeedbackModel):
-    reason: str | None = Field(default=None, max_length=1_000)
+    reason: Reason | None = None
 
 
 class ScoreAccepted(BaseModel):
@@ -58,19 +96,33 @@ class RejectedFeedback(BaseModel):
 
 def explain(exc: ValidationError) -> str:
     parts = []
-    for err in exc.errors():
+    for err in exc.errors()[:5]:
         field = ".".join(str(p) for p in err["loc"]) or "payload"
         got = err.get("input")
-        shown = "" if isinstance(got, dict) else f" (got {got!r})"
+        shown = "" if isinstance(got, dict) else f" (got {excerpt(got)})"
         parts.append(f"{field}: {err['msg']}{shown}")
     return "; ".join(parts)
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """A short, printable quotation of a value, with its size when it was cut."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}… ({len(value):,} characters)"
+    text = (
+        repr(value)
+        if not isinstance(value, (dict, list)) or len(value) < 50
+        else type(value).__name__ + f" of {len(value):,} items"
+    )
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _validate(model: type[F], payload: Any) -> F:
     if payload is None:
         payload = {}
     if not isinstance(payload, dict):
-        raise ValueError(f"expected a JSON object, got {type(payload).__name__}: {payload!r:.200}")
+        raise ValueError(
+            f"expected a JSON object, got {type(payload).__name__}: {excerpt(payload)}"
+        )
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
@@ -93,5 +145,15 @@ def parse_lock(payload: Any) -> LockInput:
 
 
 def preview(payload: Any, limit: int = 300) -> str:
-    text = repr(payload)
+    """A bounded, storable preview of a payload (repr escapes NUL and surrogates)."""
+    if isinstance(payload, dict):
+        # a huge value inside: quote each field briefly, not the whole repr
+        cut = limit // 3
+        shown = {
+            k: (v[:cut] + "…" if isinstance(v, str) and len(v) > cut else v)
+            for k, v in list(payload.items())[:20]
+        }
+        text = repr(shown)
+    else:
+        text = excerpt(payload, limit)
     return text if len(text) <= limit else text[: limit - 1] + "…"

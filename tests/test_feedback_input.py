@@ -104,3 +104,52 @@ async def test_malformed_score_signal_is_recorded_and_the_lineage_keeps_waiting(
     assert "cycle 9" in rejected[2].reason
     assert len(store.queries.events(lineage, ["feedback.rejected"])) == 3
     assert [e.score for e in store.queries.evaluations(lineage)] == [6]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_text_no_store_can_keep_and_huge_text_are_refused_at_the_door(
+    client, settings, task_queue, tmp_path, backend
+):
+    # NUL (PostgreSQL refuses it in text) and a 1.9 MB comment: each is refused with a short
+    # reason, recorded as a rejection on either backend, and the lineage keeps waiting, then
+    # takes a good score
+    from store import Store
+    from tests.store_backends import database_url
+    from worker import build_worker
+
+    with database_url(backend, tmp_path) as url:
+        store = Store.open(url)
+        spec = make_spec()
+        lineage = spec.lineage_id("A")
+        async with build_worker(client, store, settings.model_copy(update={"database_url": url})):
+            (handle,) = await start_session(client, spec, task_queue)
+            await wait_for_state(handle, awaiting(1))
+            await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too\x00long"})
+            await handle.signal(LineageWorkflow.directive, {"kind": "sticky", "content": "a\x00"})
+            await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "x" * 1_900_000})
+            with pytest.raises(WorkflowUpdateFailedError) as failure:
+                await handle.execute_update(
+                    LineageWorkflow.submit_score, {"score": 4, "comment": "nul\x00here"}
+                )
+            assert "NUL character" in str(failure.value.cause)
+            await eventually(lambda: len(store.queries.rejected_feedback(lineage)) == 3)
+            state = await handle.query(LineageWorkflow.state)
+            assert (state.status, state.cycle, state.rejected_feedback) == ("awaiting_score", 1, 3)
+            assert (
+                len(state.last_rejection) < 400 and "1,900,000 characters" in state.last_rejection
+            )
+            await handle.signal(LineageWorkflow.score, {"score": 7, "comment": "fine"})
+            state = await wait_for_state(handle, awaiting(2))
+        rejected = store.queries.rejected_feedback(lineage)
+        reasons = " | ".join(r.reason for r in rejected)
+        assert reasons.count("NUL character") == 2 and "1,900,000 characters" in reasons
+        assert all(len(r.reason) < 400 and len(r.payload_preview) <= 300 for r in rejected)
+        assert [e.score for e in store.queries.evaluations(lineage)] == [7]
+        store.close()
+
+
+def test_a_lone_surrogate_is_refused_as_text_no_store_can_keep():
+    from domain.feedback import parse_score
+
+    with pytest.raises(ValueError, match="comment: Input should be a valid string"):
+        parse_score({"score": 4, "comment": "bad \ud800 text"})
