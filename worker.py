@@ -22,6 +22,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Interceptor, Worker
 
 from activities.agent_execution import AgentExecutionActivities
+from activities.error_classification import PermanentErrorInterceptor
 from activities.feedback import FeedbackActivities
 from activities.lightning import LightningActivities
 from activities.lineage_registry import LineageRegistryActivities
@@ -75,7 +76,11 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue or settings.task_queue,
-        interceptors=[*([tracing_interceptor()] if add_tracing else []), *interceptors],
+        interceptors=[
+            *([tracing_interceptor()] if add_tracing else []),
+            PermanentErrorInterceptor(),
+            *interceptors,
+        ],
         workflows=[
             LineageWorkflow,
             LightningServerWorkflow,

@@ -71,3 +71,52 @@ async def test_a_signal_between_a_failed_workflow_task_and_its_retry_writes_noth
         assert len(store.queries.events(lineage, ["directive.added"])) == 1
         assert len(store.queries.evolution_records(lineage)) == 1
         store.close()
+
+
+async def test_an_error_no_retry_can_fix_is_surfaced_not_retried_forever(
+    client, settings, task_queue
+):
+    # the store refuses directives for good (their table is gone): the directive changes
+    # nothing, the error is in state at once, and scoring and training go on
+    with postgres_database() as url:
+        store = Store.open(url)
+        spec = make_spec()
+        lineage = spec.lineage_id("A")
+        async with build_worker(client, store, settings.model_copy(update={"database_url": url})):
+            (handle,) = await start_session(client, spec, task_queue)
+            await wait_for_state(handle, awaiting(1), timeout=60)
+            admin = psycopg.connect(url, autocommit=True)
+            admin.execute("ALTER TABLE directives RENAME TO directives_gone")
+            await handle.signal(
+                LineageWorkflow.directive, {"kind": "sticky", "content": "Cite a source."}
+            )
+            state = await wait_for_state(handle, lambda s: s.last_error is not None, timeout=20)
+            assert state.last_error.startswith("directive not recorded")
+            assert "PermanentStoreError" in state.last_error or "directives" in state.last_error
+            assert state.sticky_directives == []
+            admin.execute("ALTER TABLE directives_gone RENAME TO directives")
+            admin.close()
+            await handle.signal(LineageWorkflow.score, {"score": 3, "comment": "too long"})
+            state = await wait_for_state(handle, awaiting(2), timeout=60)
+        assert state.agent_version == 2
+        assert [e.score for e in store.queries.evaluations(lineage)] == [3]
+        store.close()
+
+
+def test_errors_are_classified_transient_or_permanent():
+    import sqlite3
+
+    from sqlalchemy import exc as sa
+
+    from activities.error_classification import is_permanent
+
+    def wrapped(cls, orig):
+        return cls("INSERT …", {}, orig)
+
+    assert is_permanent(wrapped(sa.DataError, psycopg.DataError("text fields cannot contain NUL")))
+    assert is_permanent(wrapped(sa.ProgrammingError, psycopg.ProgrammingError("no such table")))
+    assert is_permanent(wrapped(sa.IntegrityError, sqlite3.IntegrityError("CHECK failed")))
+    assert not is_permanent(wrapped(sa.OperationalError, psycopg.OperationalError("down")))
+    assert not is_permanent(wrapped(sa.OperationalError, sqlite3.OperationalError("locked")))
+    assert not is_permanent(ConnectionResetError("peer reset"))
+    assert not is_permanent(RuntimeError("anything else keeps its retry policy"))

@@ -12,7 +12,10 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+
+# A failed local activity surfaces as its own error (an ApplicationError), a failed queued one
+# as an ActivityError: both are FailureErrors, and every handler below catches that.
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.agent_execution import AgentExecutionActivities
@@ -121,10 +124,15 @@ class LineageWorkflow:
                 break  # stopped while the rollout had failed
             self._s.latest_output_preview = rollout.output_preview
             self._s.latest_output_words = rollout.output_words
-            queued = await self._await_score()
-            if queued is None:
-                break  # stopped while waiting
-            evaluation_id, judged = await self._record_score(rollout, queued)
+            recorded = None
+            while recorded is None:  # a score the store refused leaves the cycle waiting
+                queued = await self._await_score()
+                if queued is None:
+                    break  # stopped while waiting
+                recorded = await self._record_score(rollout, queued)
+            if queued is None or recorded is None:
+                break
+            evaluation_id, judged = recorded
             if self._s.locked:
                 continue  # a locked lineage keeps producing and being scored, not evolving
             if judged is not None and self._refuted(judged):
@@ -187,7 +195,7 @@ class LineageWorkflow:
                         non_retryable_error_types=NON_RETRYABLE_AGENT_ERRORS,
                     ),
                 )
-            except ActivityError as err:
+            except FailureError as err:
                 self._s.last_error = str(err.cause or err)
                 await self._store_step(
                     AgentExecutionActivities.mark_rollout_failed,
@@ -227,26 +235,31 @@ class LineageWorkflow:
 
     async def _record_score(
         self, rollout: RunAgentResult, queued: QueuedScore
-    ) -> tuple[str, tuple[str, EvolutionOutcome] | None]:
-        """Record the score; it also judges the evolution that produced this output."""
+    ) -> tuple[str, tuple[str, EvolutionOutcome] | None] | None:
+        """Record the score; it also judges the evolution that produced this output. None when
+        the store refused it for good: nothing changed, the error is in ``state``."""
         # one score per output: its id is the output's and what was sent, never a random draw
         # (a signal arriving between a failed workflow task and its retry reorders draws)
         evaluation_id = feedback_key(rollout.artifact_id, "evaluation", 1, queued.score)
         judged_evolution = self._s.pending_evolution_id
-        verdict = await self._store_step(
-            FeedbackActivities.record_score,
-            RecordScoreInput(
-                session_id=self._inp.session_id,
-                lineage_id=self._inp.lineage_id,
-                evaluation_id=evaluation_id,
-                artifact_id=rollout.artifact_id,
-                rollout_id=rollout.rollout_id,
-                cycle=self._s.cycle,
-                agent_version=self._s.agent.version,
-                score=queued.score,
-                pending_evolution_id=self._s.pending_evolution_id,
-            ),
-        )
+        try:
+            verdict = await self._store_step(
+                FeedbackActivities.record_score,
+                RecordScoreInput(
+                    session_id=self._inp.session_id,
+                    lineage_id=self._inp.lineage_id,
+                    evaluation_id=evaluation_id,
+                    artifact_id=rollout.artifact_id,
+                    rollout_id=rollout.rollout_id,
+                    cycle=self._s.cycle,
+                    agent_version=self._s.agent.version,
+                    score=queued.score,
+                    pending_evolution_id=self._s.pending_evolution_id,
+                ),
+            )
+        except FailureError as err:
+            self._s.last_error = f"score not recorded: {err.cause or err}"
+            return None
         self._s.pending_evolution_id = None
         self._s.score_history.append(
             ScorePoint(
@@ -293,7 +306,7 @@ class LineageWorkflow:
                 ),
                 **TRAINER_ACTIVITY,
             )
-        except ActivityError as err:
+        except FailureError as err:
             self._s.last_error = f"rollback failed: {err.cause or err}"
             return
         self._s.agent = restored.agent
@@ -333,7 +346,7 @@ class LineageWorkflow:
                 ApplyEvolutionInput(trainer=trainer, analysis=analysis, credit=credit, plan=plan),
                 **TRAINER_ACTIVITY,
             )
-        except ActivityError as err:
+        except FailureError as err:
             # Surface, never hide: the lineage keeps its current version and goes on.
             self._s.last_error = f"training failed: {err.cause or err}"
             return
@@ -392,11 +405,8 @@ class LineageWorkflow:
         except ValueError as exc:
             await self._reject("directive", payload, str(exc))
             return
-        if parsed.kind == "sticky":
-            self._s.sticky_directives.append(parsed.content)
-        else:
-            self._s.oneshot_directives.append(parsed.content)
-        await self._store_step(
+        recorded = await self._recorded(
+            "directive",
             FeedbackActivities.record_directive,
             RecordDirectiveInput(
                 session_id=self._inp.session_id,
@@ -407,6 +417,12 @@ class LineageWorkflow:
                 content=parsed.content,
             ),
         )
+        if not recorded:
+            return  # a directive the store refused does not steer the trainer either
+        if parsed.kind == "sticky":
+            self._s.sticky_directives.append(parsed.content)
+        else:
+            self._s.oneshot_directives.append(parsed.content)
 
     @workflow.signal(name="lock")
     async def lock(self, payload: Any = None) -> None:
@@ -427,7 +443,8 @@ class LineageWorkflow:
             await self._reject(kind, payload, f"lineage is already {kind}ed")
             return
         self._s.locked = locked
-        await self._store_step(
+        recorded = await self._recorded(
+            kind,
             FeedbackActivities.record_lock,
             RecordLockInput(
                 session_id=self._inp.session_id,
@@ -438,6 +455,8 @@ class LineageWorkflow:
                 reason=parsed.reason,
             ),
         )
+        if not recorded:
+            self._s.locked = not locked
 
     @workflow.signal(name="stop")
     def stop(self, payload: Any = None) -> None:
@@ -496,7 +515,8 @@ class LineageWorkflow:
     async def _reject(self, kind: str, payload: Any, reason: str) -> None:
         self._s.rejected_count += 1
         self._s.last_rejection = f"{kind}: {reason}"
-        await self._store_step(
+        await self._recorded(
+            "rejection",
             FeedbackActivities.record_rejection,
             RecordRejectionInput(
                 session_id=self._inp.session_id,
@@ -508,6 +528,17 @@ class LineageWorkflow:
                 reason=reason,
             ),
         )
+
+    async def _recorded(self, what: str, step: Callable[[Any, ArgT], Any], arg: ArgT) -> bool:
+        """A store step run from a signal handler: a failure the store will not get past (a
+        permanent error, or retries exhausted) is surfaced in ``state`` instead of failing the
+        lineage; the signal changes nothing."""
+        try:
+            await self._store_step(step, arg)
+        except FailureError as err:
+            self._s.last_error = f"{what} not recorded: {err.cause or err}"
+            return False
+        return True
 
     def _feedback_id(self, kind: str, sent: Any) -> str:
         """The next directive, lock or rejection's id: its place in the lineage and what was
