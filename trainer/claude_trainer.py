@@ -6,6 +6,7 @@ escaped, and the instructions say never to follow it. Nothing here falls back to
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -66,14 +67,23 @@ class PlanOutput(BaseModel):
     expected_impact: list[ExpectedImpact] = Field(default_factory=list)
 
 
+# The tags that frame untrusted text in the trainer's prompts
+_FRAMING = re.compile(r"<\s*(/?)\s*(untrusted_feedback|agent_output)\s*>", re.IGNORECASE)
+
+
+def defang(text: str) -> str:
+    """Text that cannot open or close a framing block: the operator's directives and the agent
+    they shaped are trusted words, but they must not counterfeit the trainer's framing."""
+    return _FRAMING.sub(lambda m: f"<{m.group(1)} {m.group(2)}>", text)
+
+
 def untrusted(tag: str, text: str) -> str:
-    """Delimit reviewer text so it cannot close its own block."""
-    safe = text.replace(f"</{tag}>", f"</ {tag}>")
-    return f"<{tag}>\n{safe}\n</{tag}>"
+    """Delimit reviewer text so it cannot close (or open) a block."""
+    return f"<{tag}>\n{defang(text)}\n</{tag}>"
 
 
 def _agent_json(agent: AgentDefinition) -> str:
-    return json.dumps(agent.model_dump(mode="json", by_alias=True), indent=1)
+    return defang(json.dumps(agent.model_dump(mode="json", by_alias=True), indent=1))
 
 
 class ClaudeTrainer:
@@ -238,7 +248,7 @@ class ClaudeTrainer:
             except ValueError:
                 pass  # a constraint broken: evolution_planner.finalize repairs or refuses it
 
-        directive_text = "\n".join(f"- {d}" for d in directives) or "(none)"
+        directive_text = "\n".join(f"- {defang(d)}" for d in directives) or "(none)"
         plan = await self._structured(
             f"Agent definition:\n{_agent_json(agent)}\n"
             f"Feedback analysis:\n{untrusted('untrusted_feedback', analysis.model_dump_json())}\n"
