@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 from domain.agent import AgentDefinition, AgentSnapshot
 from domain.lineage import RolloutFailedInput, RunAgentInput, RunAgentResult
 from runner.executor import AgentRunError, Executor
+from runner.redaction import redact
 from runner.tools import ToolContext
 from store import Store
 
@@ -40,7 +41,7 @@ class AgentExecutionActivities:
         except AgentRunError as exc:
             await self._record_failure(inp, attempt_id, exc, started, info.attempt)
             raise ApplicationError(
-                str(exc), type=type(exc).__name__, non_retryable=not exc.retryable
+                redact(str(exc)), type=type(exc).__name__, non_retryable=not exc.retryable
             ) from None
         except Exception as exc:
             # Unexpected: record the failed attempt, then let Temporal retry it.
@@ -116,7 +117,7 @@ class AgentExecutionActivities:
             session_id=inp.session_id,
             lineage_id=inp.lineage_id,
             attempt_id=attempt_id,
-            error=str(exc),
+            error=redact(str(exc)),
             error_type=type(exc).__name__,
             retryable=exc.retryable,
             spans=exc.spans,

@@ -7,6 +7,7 @@ from typing import Any
 import anthropic
 
 from runner.model_backend import ContentBlock, ModelError, ModelReply, ModelRequest
+from runner.redaction import redact
 
 
 def make_client(api_key: str, base_url: str | None, max_retries: int) -> anthropic.AsyncAnthropic:
@@ -17,7 +18,15 @@ def make_client(api_key: str, base_url: str | None, max_retries: int) -> anthrop
 
 
 async def create_message(client: anthropic.AsyncAnthropic, **kwargs: Any) -> Any:
-    """``messages.create`` with the SDK's failures mapped to retryable / final ModelErrors."""
+    """``messages.create`` with the SDK's failures mapped to retryable / final ModelErrors,
+    their texts redacted (an endpoint may echo the key back)."""
+    try:
+        return await _create(client, **kwargs)
+    except ModelError as exc:
+        raise ModelError(redact(str(exc), [client.api_key]), retryable=exc.retryable) from None
+
+
+async def _create(client: anthropic.AsyncAnthropic, **kwargs: Any) -> Any:
     try:
         return await client.messages.create(**kwargs)
     except (anthropic.RateLimitError, anthropic.InternalServerError) as exc:

@@ -171,3 +171,49 @@ def test_spans_are_exported_over_otlp_when_an_endpoint_is_set(tmp_path):
     server.shutdown()
     assert received and received[0][0] == "/v1/traces"
     assert b"chat offline-x" in received[0][1] and b"camp-test" in received[0][1]
+
+
+async def test_a_key_echoed_by_the_endpoint_is_redacted_everywhere(
+    client, store, settings, run_worker, caplog
+):
+    caplog.set_level(logging.DEBUG)
+    spec = make_spec(model=MODEL, options={"maxAttempts": 1})
+    echo = {
+        "type": "error",
+        "error": {
+            "type": "authentication_error",
+            "message": f"invalid x-api-key: {SECRET} (Authorization: Bearer {SECRET})",
+        },
+    }
+    with FakeMessagesAPI() as api:
+        api.script = [(401, echo)]
+        claude = settings.model_copy(
+            update={"anthropic_api_key": SecretStr(SECRET), "anthropic_base_url": api.base_url}
+        )
+        async with run_worker(claude):
+            (handle,) = await start_session(client, spec, settings.task_queue)
+            state = await wait_for_state(handle, lambda s: s.status == "failed", timeout=60)
+    assert "401" in state.last_error and "[redacted]" in state.last_error
+    assert SECRET not in state.last_error
+    rollout = store.queries.rollouts(spec.lineage_id("A"))[0]
+    (attempt,) = store.queries.attempts(rollout.id)
+    assert "authentication_error" in attempt.error and SECRET not in attempt.error
+    history = (await handle.fetch_history()).to_json()
+    assert SECRET not in history and "api03" not in history
+    assert SECRET not in caplog.text
+    db = Path(str(store.engine.url.database))
+    store.engine.dispose()
+    for path in (db, Path(f"{db}-wal")):
+        if path.exists():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_credential_shapes_are_redacted_whatever_the_key():
+    from runner.redaction import redact
+
+    text = redact(
+        "401: Bearer abcdefgh12345678 / x-api-key: sk-ant-api03-zzzzzzzz / api_key=hunter2xyz",
+        ["hunter2xyz"],
+    )
+    assert "abcdefgh12345678" not in text and "zzzzzzzz" not in text and "hunter2" not in text
+    assert text.startswith("401: Bearer [redacted]")
