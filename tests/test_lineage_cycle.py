@@ -306,3 +306,33 @@ def _worker_on(client, store, settings):
     from worker import build_worker
 
     return build_worker(client, store, settings)
+
+
+async def test_waiting_for_outputs_never_locks_out_scoring(client, settings, run_worker):
+    # Temporal admits ten updates in flight per workflow: waiters for far-off cycles are
+    # refused, at most five wait at once, and submit_score always gets through
+    spec = make_spec()
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        for _ in range(10):
+            with pytest.raises(WorkflowUpdateFailedError) as far:
+                await handle.execute_update(LineageWorkflow.await_output, 10**6)
+        assert "more than 100 cycles ahead" in str(far.value.cause)
+        waiters = [
+            asyncio.create_task(handle.execute_update(LineageWorkflow.await_output, 2))
+            for _ in range(5)
+        ]
+        await asyncio.sleep(1.0)
+        with pytest.raises(WorkflowUpdateFailedError) as crowded:
+            await handle.execute_update(LineageWorkflow.await_output, 2)
+        assert "5 callers already wait" in str(crowded.value.cause)
+        accepted = await handle.execute_update(
+            LineageWorkflow.submit_score, {"score": 6, "comment": "fine"}
+        )
+        assert accepted.score == 6
+        # every waiter returns: with cycle 2's output, or "call again" if the run continued
+        # as new in between
+        states = await asyncio.wait_for(asyncio.gather(*waiters), timeout=30)
+        assert {s.cycle for s in states} <= {1, 2}
+        assert (await asyncio.wait_for(await_output(handle, 2), timeout=30)).cycle == 2

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from domain.agent import AgentRef
     from domain.feedback import (
         ScoreAccepted,
+        excerpt,
         parse_directive,
         parse_lock,
         parse_score,
@@ -71,6 +72,10 @@ STORE_ACTIVITY = {
         initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
     ),
 }
+# await_output: how far ahead a caller may wait, and how many may wait at once (Temporal admits
+# ten updates in flight per workflow; submit_score must always find a slot)
+MAX_CYCLES_AHEAD = 100
+MAX_OUTPUT_WAITERS = 5
 COARSE_STATUS_PATCH = "status-search-attribute-coarse"  # histories before it upsert "training"
 # Histories before it ran the store-only steps as (regular) activities on the task queue.
 LOCAL_STORE_STEPS_PATCH = "store-steps-local-activities"
@@ -99,6 +104,7 @@ class LineageWorkflow:
         self._run_cycles = 0
         self._retry_requested = False
         self._continuing = False  # about to continue as new: `await_output` callers return
+        self._output_waiters = 0  # await_output handlers in flight
         self._decided_at_start: bool | None = None  # RUN_START_PATCH, once per run
 
     # ---- the story of a lineage ----------------------------------------------------------
@@ -473,19 +479,35 @@ class LineageWorkflow:
         rollout fails) and return the state: scripts and UIs need not poll ``state``.
         A run about to continue as new releases its waiters (handlers must finish first): a
         state whose cycle is below ``cycle`` means "call again" (``starter.await_output``)."""
-        await workflow.wait_condition(
-            lambda: (
-                (self._status == "awaiting_score" and self._s.cycle >= cycle)
-                or self._status in ("failed", "stopped", "completed")
-                or self._continuing
+        self._output_waiters += 1
+        try:
+            await workflow.wait_condition(
+                lambda: (
+                    (self._status == "awaiting_score" and self._s.cycle >= cycle)
+                    or self._status in ("failed", "stopped", "completed")
+                    or self._continuing
+                )
             )
-        )
+        finally:
+            self._output_waiters -= 1
         return self.state()
 
     @await_output.validator
     def _validate_await_output(self, cycle: int) -> None:
         if isinstance(cycle, bool) or not isinstance(cycle, int) or cycle < 1:
-            raise ValueError(f"cycle: expected a cycle number >= 1, got {cycle!r}")
+            raise ValueError(f"cycle: expected a cycle number >= 1, got {excerpt(cycle)}")
+        # Temporal admits ten updates in flight per workflow: waiters must never take the slots
+        # a submit_score needs, so they are few and for outputs the lineage can reach
+        if cycle > self._s.cycle + MAX_CYCLES_AHEAD:
+            raise ValueError(
+                f"cycle: {cycle} is more than {MAX_CYCLES_AHEAD} cycles ahead of this lineage "
+                f"(at cycle {self._s.cycle}); wait for a nearer output"
+            )
+        if self._output_waiters >= MAX_OUTPUT_WAITERS:
+            raise ValueError(
+                f"{MAX_OUTPUT_WAITERS} callers already wait for an output of this lineage; "
+                "query `state` instead, or try again when one returns"
+            )
 
     @workflow.query(name="state")
     def state(self) -> LineageState:
