@@ -39,22 +39,16 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
             )
         )
         named.add(wish.aspect)
-    for aspect, quote in reading.criticised:
-        if aspect not in named:
-            found.append(
-                FeedbackAspect(
-                    aspect=aspect, sentiment="negative", quote=quote[:QUOTE_CHARS], confidence=0.6
+    # criticism without a wish, then praise: one aspect each, criticism first
+    for said, remarks in (("negative", reading.criticised), ("positive", reading.praised)):
+        for aspect, quote in remarks:
+            if aspect not in named:
+                found.append(
+                    FeedbackAspect(
+                        aspect=aspect, sentiment=said, quote=quote[:QUOTE_CHARS], confidence=0.6
+                    )
                 )
-            )
-            named.add(aspect)
-    for aspect, quote in reading.praised:
-        if aspect not in named:
-            found.append(
-                FeedbackAspect(
-                    aspect=aspect, sentiment="positive", quote=quote[:QUOTE_CHARS], confidence=0.6
-                )
-            )
-            named.add(aspect)
+                named.add(aspect)
     trend, delta = trend_of(score, previous_scores)
     return ScoreAnalysis(
         score=score,
