@@ -14,6 +14,7 @@ whose text carries a criticised topic.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from domain.agent import AgentDefinition
 from domain.execution import SpanRecord
@@ -70,17 +71,24 @@ def assign(
     return CreditAssignment(mode="prompt", prompt=prompt)
 
 
-def families_of(text: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def _instruction(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(families, languages) an instruction asks for. Read once per text: credit reads every
+    segment against every wish, and the planner reads them again."""
+    wishes = feedback_reader.read(text, mode="instruction").wishes
+    return (
+        frozenset(w.family for w in wishes),
+        frozenset(w.detail or "" for w in wishes if w.family == "language"),
+    )
+
+
+def families_of(text: str) -> frozenset[str]:
     """The change families an instruction already asks for."""
-    return feedback_reader.read(text, mode="instruction").families()
+    return _instruction(text)[0]
 
 
-def _languages_of(text: str) -> set[str]:
-    return {
-        w.detail or ""
-        for w in feedback_reader.read(text, mode="instruction").wishes
-        if w.family == "language"
-    }
+def _languages_of(text: str) -> frozenset[str]:
+    return _instruction(text)[1]
 
 
 def _blame(text: str, wish: Wish) -> tuple[str, str] | None:

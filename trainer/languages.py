@@ -15,33 +15,50 @@ from babel import Locale
 from babel.localedata import locale_identifiers
 
 
-@lru_cache(maxsize=1)
-def _names() -> dict[str, str]:
-    """Lower-cased name (English or native) → English name, for languages with locale data."""
+@lru_cache(maxsize=2)
+def _names(native: bool) -> dict[str, str]:
+    """Lower-cased name → English name, for languages with locale data: their English names,
+    and with ``native`` their own names too ("Deutsch", "日本語"). The native names load every
+    locale (about two seconds), so they are read only for a text that may need them."""
     english = Locale("en")
-    codes = {identifier.split("_")[0] for identifier in locale_identifiers()}
+    codes = sorted({identifier.split("_")[0] for identifier in locale_identifiers()})
     names: dict[str, str] = {}
-    for code in sorted(codes):
+    for code in codes:
         name = english.languages.get(code)
         if not name:
             continue
         names.setdefault(name.lower(), name)
+        if not native:
+            continue
         try:
-            native = Locale(code).get_display_name(code)
+            own = Locale(code).get_display_name(code)
         except (ValueError, TypeError):
-            native = None
-        if native and len(native) > 1:
-            names.setdefault(native.lower(), name)
+            own = None
+        if own and len(own) > 1:
+            names.setdefault(own.lower(), name)
     for alias, code in (("mandarin", "zh"), ("farsi", "fa"), ("flemish", "nl")):
         names.setdefault(alias, english.languages[code])
     return names
 
 
-@lru_cache(maxsize=1)
-def _pattern() -> re.Pattern[str]:
+@lru_cache(maxsize=2)
+def _pattern(native: bool) -> re.Pattern[str]:
     # Longest names first, so "Swiss German" wins over "German".
-    names = sorted(_names(), key=len, reverse=True)
+    names = sorted(_names(native), key=len, reverse=True)
     return re.compile(r"(?<![\w])(" + "|".join(re.escape(n) for n in names) + r")(?![\w])", re.I)
+
+
+# A language named in its own tongue follows words like these: "auf Deutsch", "en français"
+_AFTER_FRAME = re.compile(r"\b(?:in|into|auf|en|em|op|på|na|po|w)\s+(\w+)")
+
+
+def _may_name_natively(text: str) -> bool:
+    """True when a capitalised or non-ASCII word after such a frame is no English name."""
+    english = _names(False)
+    return any(
+        (word[0].isupper() or not word.isascii()) and word.lower() not in english
+        for word in _AFTER_FRAME.findall(text)
+    )
 
 
 _ASKING_BEFORE = re.compile(
@@ -62,9 +79,11 @@ def wanted_language(text: str) -> str | None:
     normal = text.replace("\u2019", "'")
     lowered = normal.lower()
     wanted: list[str] = []
-    for match in _pattern().finditer(normal):
+    native = _may_name_natively(normal)
+    names = _names(native)
+    for match in _pattern(native).finditer(normal):
         written = match.group(0)
-        name = _names()[written.lower()]
+        name = names[written.lower()]
         # short or lower-case words that happen to be language names ("ga", "ewe") need a
         # capital letter to count
         if len(written) < 4 and not written[0].isupper():
