@@ -267,8 +267,7 @@ class OfflineModel:
             )
         if not before and not after:
             return text, stop
-        framed, framed_stop = self._fit("\n\n".join([*before, text, *after]), max_tokens)
-        return framed, framed_stop
+        return self._fit("\n\n".join([*before, text, *after]), max_tokens)
 
     def _body(
         self,

@@ -21,7 +21,6 @@ import asyncio
 import json
 import os
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -160,12 +159,9 @@ def main(
         for row in answers:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     changed = sum(row["agent_before"] != row["agent_after"] for row in answers)
-    kinds = Counter(
-        "changed" if row["agent_before"] != row["agent_after"] else "kept" for row in answers
-    )
     typer.echo(
         f"{len(answers)} case(s) through the {trainer} trainer on lineage {lineage} of "
-        f"{session.name}: {changed} changed the agent, {kinds['kept']} kept it → {out}"
+        f"{session.name}: {changed} changed the agent, {len(answers) - changed} kept it → {out}"
     )
     sys.stdout.flush()
 

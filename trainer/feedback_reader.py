@@ -52,9 +52,6 @@ class Reading:
     criticised: list[tuple[str, str]] = field(default_factory=list)  # (aspect, quote)
     injection: list[str] = field(default_factory=list)
 
-    def families(self) -> set[str]:
-        return {w.family for w in self.wishes}
-
 
 # Families a refused or criticised state turns into (a format refused asks for its opposite).
 OPPOSITE: dict[str, str] = {
@@ -1070,14 +1067,16 @@ def _limit(match: re.Match[str]) -> str | None:
     )
 
 
+# A request by its form: "please", or a sentence that opens "Could you…"
+_POLITE = re.compile(r"\bplease\b|^\W*(?:could|can|would) (?:you|we|it|the)\b")
+
+
 def read(text: str, mode: Mode = "comment") -> Reading:
     """Every wish, praise and criticism in ``text``."""
     reading = Reading()
     for sentence in _sentences(text or ""):
         praising = mode == "comment" and _is_praise(sentence)
-        polite = bool(
-            re.search(r"\bplease\b|^\W*(?:could|can|would) (?:you|we|it|the)\b", sentence.lower())
-        )
+        polite = bool(_POLITE.search(sentence.lower()))
         # "Not too long, not too stiff, no made-up numbers.": a list of faults denied
         denying = mode == "comment" and bool(_DENIAL.search(sentence.lower()))
         for clause in clauses(sentence):
@@ -1156,74 +1155,70 @@ def _read_clause(
     lowered = clause.lower()
     found = False
     previous: tuple[int, Frame] | None = None
-    polite = polite or bool(
-        re.search(r"\bplease\b|^(?:could|can|would) (?:you|we|it|the)\b", lowered)
-    )
+    polite = polite or bool(_POLITE.search(lowered))
+    quoted = [q.span() for q in _QUOTED.finditer(lowered)]
     for cue, match in _matches(lowered):
-        if True:
-            start, end = match.span()
-            word = match.group(0)
-            comparative = bool(
-                re.search(r"\b(?:more|less)\s+$", lowered[:start])
-                or re.fullmatch(r"\w+er", word)
-                or word.startswith("more ")
+        start, end = match.span()
+        word = match.group(0)
+        comparative = bool(
+            re.search(r"\b(?:more|less)\s+$", lowered[:start])
+            or re.fullmatch(r"\w+er", word)
+            or word.startswith("more ")
+        )
+        less = bool(re.search(r"\bless\s+$", lowered[:start]))
+        frame = _frame(lowered[:start], lowered[end:])
+        if denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):
+            frame = "denied"
+        if any(q_start < start and end < q_end for q_start, q_end in quoted):
+            frame = "describe"  # inside a quotation of the answer: what it did
+        elif polite and frame == "plain":
+            frame = "ask"  # "A professional register, please."
+        # coordinated words share the first one's frame: "keep it short and simple",
+        # "our voice is casual and chatty", "too long and too formal"
+        if previous and re.fullmatch(r"\s*(?:,|,?\s*(?:and|or))\s*", lowered[previous[0] : start]):
+            frame = previous[1]
+        previous = (end, frame)
+        if mode == "comment" and cue.kind == "quality" and not comparative and not less:
+            # "generic taglines" is still a complaint (nobody asks for generic), "a short
+            # summary" is not
+            attributive = (
+                cue.ask is not None
+                and not polite
+                and frame in ("plain", "describe", "ask")
+                and not _ASK_VERB.search(lowered[:start])
+                and _attributive(lowered[:start], lowered[end:])
             )
-            less = bool(re.search(r"\bless\s+$", lowered[:start]))
-            frame = _frame(lowered[:start], lowered[end:])
-            if denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):
-                frame = "denied"
-            if any(q.start() < start and end < q.end() for q in _QUOTED.finditer(lowered)):
-                frame = "describe"  # inside a quotation of the answer: what it did
-            elif polite and frame == "plain":
-                frame = "ask"  # "A professional register, please."
-            # coordinated words share the first one's frame: "keep it short and simple",
-            # "our voice is casual and chatty", "too long and too formal"
-            if previous and re.fullmatch(
-                r"\s*(?:,|,?\s*(?:and|or))\s*", lowered[previous[0] : start]
-            ):
-                frame = previous[1]
-            previous = (end, frame)
-            if mode == "comment" and cue.kind == "quality" and not comparative and not less:
-                # "generic taglines" is still a complaint (nobody asks for generic), "a short
-                # summary" is not
-                attributive = (
-                    cue.ask is not None
-                    and not polite
-                    and frame in ("plain", "describe", "ask")
-                    and not _ASK_VERB.search(lowered[:start])
-                    and _attributive(lowered[:start], lowered[end:])
-                )
-                if attributive or (praising and frame in ("plain", "describe")):
-                    if praising:
-                        reading.praised.append((cue.aspect, clause[start:end]))
-                    continue
-            if less:
-                family, weak = cue.fault, False
-            else:
-                family, weak = _wish_of(
-                    cue, frame, mode, comparative, bool(_CHANGE_VERB.match(word)) or comparative
-                )
-            if family is None:
-                if frame == "lacking" and cue.kind == "fault":
+            if attributive or (praising and frame in ("plain", "describe")):
+                if praising:
                     reading.praised.append((cue.aspect, clause[start:end]))
                 continue
-            found = True
-            aspect = cue.aspect
-            if family in ("longer", "shorter") and cue.aspect == "detail" and cue.kind == "quality":
-                aspect = "detail"
-            detail = _limit(match) or _topic(match)
-            if detail and family == "longer" and _is_format_word(detail):
-                continue
-            reading.wishes.append(
-                Wish(
-                    family=family,
-                    aspect=aspect,
-                    quote=clause[max(0, start - 12) : end + 12].strip(),
-                    confidence=cue.confidence,
-                    detail=detail,
-                    weak=weak or cue.weak,
-                )
+        if less:
+            family, weak = cue.fault, False
+        else:
+            family, weak = _wish_of(
+                cue, frame, mode, comparative, bool(_CHANGE_VERB.match(word)) or comparative
             )
+        if family is None:
+            if frame == "lacking" and cue.kind == "fault":
+                reading.praised.append((cue.aspect, clause[start:end]))
+            continue
+        found = True
+        aspect = cue.aspect
+        if family in ("longer", "shorter") and cue.aspect == "detail" and cue.kind == "quality":
+            aspect = "detail"
+        detail = _limit(match) or _topic(match)
+        if detail and family == "longer" and _is_format_word(detail):
+            continue
+        reading.wishes.append(
+            Wish(
+                family=family,
+                aspect=aspect,
+                quote=clause[max(0, start - 12) : end + 12].strip(),
+                confidence=cue.confidence,
+                detail=detail,
+                weak=weak or cue.weak,
+            )
+        )
     focus = _focus(clause)
     if focus:
         reading.wishes.append(focus)
