@@ -5,19 +5,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
+from activities.error_classification import is_transient
 from domain.agent import AgentDefinition, AgentSnapshot
 from domain.lineage import RolloutFailedInput, RunAgentInput, RunAgentResult
-from runner.executor import AgentRunError, Executor
+from runner.executor import AgentRunError, ExecutionResult, Executor
 from runner.redaction import redact
 from runner.tools import ToolContext
 from store import Store
 
+ResultT = TypeVar("ResultT")
+
 PREVIEW_CHARS = 600
 HEARTBEAT_EVERY_SECONDS = 5.0
+# A finished run rides on the attempt's heartbeats while the store is away, so the next try
+# records it instead of calling the model again; a larger one waits for the store only as long
+# as this try may run (heartbeat details travel through Temporal, which caps payloads).
+CARRIED_RESULT_MAX_BYTES = 256 * 1024
+STORE_WAIT_MAX_SECONDS = 30.0
+
+
+class FinishedRun(BaseModel):
+    """A model call that finished, waiting for the store to take it."""
+
+    attempt_id: str
+    result: ExecutionResult
+    duration_ms: int
 
 
 class AgentExecutionActivities:
@@ -27,56 +47,60 @@ class AgentExecutionActivities:
 
     @activity.defn(name="run_agent")
     async def run_agent(self, inp: RunAgentInput) -> RunAgentResult:
-        info = activity.info()
-        attempt_id = f"{inp.rollout_id}:a{info.attempt}"
-        # One hop to the thread pool for every store call before the model runs.
-        agent, cycle_input, documents = await asyncio.to_thread(
-            self._prepare, inp, attempt_id, info.attempt
+        async with _Heartbeat() as beat:
+            finished = _finished_earlier() or await self._run(inp, beat)
+            await _stored(
+                self.store.recorder.record_attempt_succeeded,
+                session_id=inp.session_id,
+                lineage_id=inp.lineage_id,
+                rollout_id=inp.rollout_id,
+                cycle=inp.cycle,
+                agent_version=inp.agent.version,
+                attempt_id=finished.attempt_id,
+                artifact_id=f"{inp.rollout_id}:artifact",
+                output=finished.result.output,
+                spans=finished.result.spans,
+                usage=finished.result.usage,
+                duration_ms=finished.duration_ms,
+            )
+        output = finished.result.output
+        return RunAgentResult(
+            rollout_id=inp.rollout_id,
+            attempt_id=finished.attempt_id,
+            artifact_id=f"{inp.rollout_id}:artifact",
+            output_preview=output[:PREVIEW_CHARS] + ("…" if len(output) > PREVIEW_CHARS else ""),
+            output_chars=len(output),
+            output_words=len(output.split()),
+            total_tokens=finished.result.usage.total_tokens,
         )
+
+    async def _run(self, inp: RunAgentInput, beat: _Heartbeat) -> FinishedRun:
+        """One try of the agent: recorded as started, then as failed or (by the caller) done."""
+        number = activity.info().attempt
+        attempt_id = f"{inp.rollout_id}:a{number}"
+        agent, cycle_input, documents = await _stored(self._prepare, inp, attempt_id, number)
         tools = ToolContext(session_id=inp.session_id, documents=lambda: documents)
         started = time.perf_counter()
-        beat = asyncio.create_task(_heartbeat_forever())
         try:
             result = await self.executor.run(agent, cycle_input, attempt_id, tools)
         except AgentRunError as exc:
-            await self._record_failure(inp, attempt_id, exc, started, info.attempt)
+            await self._record_failure(inp, attempt_id, exc, started)
             raise ApplicationError(
                 redact(str(exc)), type=type(exc).__name__, non_retryable=not exc.retryable
             ) from None
         except Exception as exc:
             # Unexpected: record the failed attempt, then let Temporal retry it.
             wrapped = AgentRunError(f"{type(exc).__name__}: {exc}", retryable=True)
-            await self._record_failure(inp, attempt_id, wrapped, started, info.attempt)
+            await self._record_failure(inp, attempt_id, wrapped, started)
             raise
-        finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
-        artifact_id = f"{inp.rollout_id}:artifact"
-        await asyncio.to_thread(
-            self.store.recorder.record_attempt_succeeded,
-            session_id=inp.session_id,
-            lineage_id=inp.lineage_id,
-            rollout_id=inp.rollout_id,
-            cycle=inp.cycle,
-            agent_version=inp.agent.version,
+        finished = FinishedRun(
             attempt_id=attempt_id,
-            artifact_id=artifact_id,
-            output=result.output,
-            spans=result.spans,
-            usage=result.usage,
+            result=result,
             duration_ms=int((time.perf_counter() - started) * 1000),
         )
-        preview = result.output[:PREVIEW_CHARS]
-        return RunAgentResult(
-            rollout_id=inp.rollout_id,
-            attempt_id=attempt_id,
-            artifact_id=artifact_id,
-            output_preview=preview + ("…" if len(result.output) > PREVIEW_CHARS else ""),
-            output_chars=len(result.output),
-            output_words=len(result.output.split()),
-            total_tokens=result.usage.total_tokens,
-        )
+        if len(finished.model_dump_json()) <= CARRIED_RESULT_MAX_BYTES:
+            beat.carry(finished)
+        return finished
 
     def _prepare(
         self, inp: RunAgentInput, attempt_id: str, attempt_number: int
@@ -110,9 +134,9 @@ class AgentExecutionActivities:
         return agent, cycle_input, documents
 
     async def _record_failure(
-        self, inp: RunAgentInput, attempt_id: str, exc: AgentRunError, started: float, attempt: int
+        self, inp: RunAgentInput, attempt_id: str, exc: AgentRunError, started: float
     ) -> None:
-        await asyncio.to_thread(
+        await _stored(
             self.store.recorder.record_attempt_failed,
             session_id=inp.session_id,
             lineage_id=inp.lineage_id,
@@ -134,13 +158,70 @@ class AgentExecutionActivities:
         )
 
 
-async def _heartbeat_forever() -> None:
-    """Long model calls heartbeat so a dead worker is noticed within the heartbeat timeout.
-    The first beat waits one interval: a quick run needs none (each beat is a server call)."""
-    timeout = activity.info().heartbeat_timeout
-    every = HEARTBEAT_EVERY_SECONDS
-    if timeout:  # beat at least twice per timeout, however short the user set it
-        every = min(every, timeout.total_seconds() / 2)
-    while True:
-        await asyncio.sleep(every)
-        activity.heartbeat()
+def _finished_earlier() -> FinishedRun | None:
+    """The run an earlier try finished but could not store, from its last heartbeat."""
+    details = activity.info().heartbeat_details
+    if not details:
+        return None
+    try:
+        return FinishedRun.model_validate(details[0])
+    except ValidationError:
+        return None
+
+
+async def _stored(call: Callable[..., ResultT], /, *args: Any, **kwargs: Any) -> ResultT:
+    """A store call, retried here for as long as this try may run while the store is
+    unreachable: store trouble is not the agent's failure, so it must neither use up the
+    rollout's attempts nor repeat a finished model call. Errors no retry can fix go at once."""
+    retrying = AsyncRetrying(
+        retry=retry_if_exception(is_transient),
+        wait=wait_exponential(multiplier=0.5, max=STORE_WAIT_MAX_SECONDS),
+        before_sleep=_log_store_wait,
+        reraise=True,
+    )
+    async for try_ in retrying:
+        with try_:
+            return await asyncio.to_thread(call, *args, **kwargs)
+    raise AssertionError("unreachable: tenacity retries until it returns or raises")
+
+
+def _log_store_wait(state: RetryCallState) -> None:
+    error = state.outcome.exception() if state.outcome else None
+    activity.logger.warning(
+        "store unreachable (%s); retrying in %.1f s",
+        redact(f"{type(error).__name__}: {error}"),
+        state.upcoming_sleep,
+    )
+
+
+class _Heartbeat:
+    """Beats while the try runs or waits on the store, so a dead worker is noticed within the
+    heartbeat timeout; each beat carries the finished run, once there is one. The first beat
+    waits one interval: a quick run needs none (each beat is a server call)."""
+
+    def __init__(self) -> None:
+        self._details: tuple[FinishedRun, ...] = ()
+        self._task: asyncio.Task[None] | None = None
+
+    def carry(self, finished: FinishedRun) -> None:
+        self._details = (finished,)
+        activity.heartbeat(finished)
+
+    async def __aenter__(self) -> _Heartbeat:
+        self._task = asyncio.create_task(self._beat())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _beat(self) -> None:
+        timeout = activity.info().heartbeat_timeout
+        every = HEARTBEAT_EVERY_SECONDS
+        if timeout:  # beat at least twice per timeout, however short the user set it
+            every = min(every, timeout.total_seconds() / 2)
+        while True:
+            await asyncio.sleep(every)
+            activity.heartbeat(*self._details)

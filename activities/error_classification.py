@@ -52,18 +52,28 @@ _PERMANENT = (
 )
 
 
-def is_permanent(error: BaseException) -> bool:
-    """True when retrying ``error`` cannot succeed (checked through the exception's causes)."""
+def _kind(error: BaseException) -> str | None:
+    """'transient', 'permanent' or None (unknown), checked through the exception's causes."""
     seen: BaseException | None = error
     for _ in range(5):
         if seen is None:
-            return False
+            return None
         if isinstance(seen, _TRANSIENT):
-            return False
+            return "transient"
         if isinstance(seen, _PERMANENT):
-            return True
+            return "permanent"
         seen = seen.__cause__ or seen.__context__
-    return False
+    return None
+
+
+def is_permanent(error: BaseException) -> bool:
+    """True when retrying ``error`` cannot succeed."""
+    return _kind(error) == "permanent"
+
+
+def is_transient(error: BaseException) -> bool:
+    """True when ``error`` is the store or the network being away for a while."""
+    return _kind(error) == "transient"
 
 
 def _describe(error: BaseException) -> str:

@@ -464,24 +464,7 @@ class TrainingSignalRecorder:
         ts = now_ms()
         refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
         # An earlier try that never reported (its worker died, or it timed out) is lost.
-        lost = [
-            NewEvent.keyed(
-                "attempt.failed",
-                f"{rollout_id}:a{n}",
-                {
-                    "error": "attempt lost: no result reached the store (the worker stopped "
-                    "or the attempt timed out)",
-                    "errorType": "AttemptLost",
-                    "retryable": True,
-                    "durationMs": None,
-                },
-                agent_id=snapshot.agent_id,
-                attempt_id=f"{rollout_id}:a{n}",
-                tags=["error"],
-                **refs,
-            )
-            for n in self._unfinished_attempts(rollout_id, attempt_number)
-        ]
+        lost = self._lost_attempts(rollout_id, snapshot.agent_id, refs, before=attempt_number)
         self._write(
             [
                 *lost,
@@ -509,20 +492,39 @@ class TrainingSignalRecorder:
             ]
         )
 
-    def _unfinished_attempts(self, rollout_id: str, before: int) -> list[int]:
-        if before <= 1:
+    def _lost_attempts(
+        self, rollout_id: str, agent_id: str, refs: dict[str, Any], before: int | None = None
+    ) -> list[NewEvent]:
+        """``attempt.failed`` for the rollout's tries still ``running`` (those numbered below
+        ``before``): whatever ran them has ended without a word, so none may stay running."""
+        if before is not None and before <= 1:
             return []
         attempts = AttemptRow.__table__  # type: ignore[attr-defined]
+        query = select(attempts.c.attempt_number).where(
+            attempts.c.rollout_id == rollout_id, attempts.c.status == "running"
+        )
+        if before is not None:
+            query = query.where(attempts.c.attempt_number < before)
         with self.engine.connect() as conn:
-            return list(
-                conn.execute(
-                    select(attempts.c.attempt_number).where(
-                        attempts.c.rollout_id == rollout_id,
-                        attempts.c.status == "running",
-                        attempts.c.attempt_number < before,
-                    )
-                ).scalars()
+            numbers = list(conn.execute(query).scalars())
+        return [
+            NewEvent.keyed(
+                "attempt.failed",
+                f"{rollout_id}:a{n}",
+                {
+                    "error": "attempt lost: no result reached the store (the worker stopped "
+                    "or the attempt timed out)",
+                    "errorType": "AttemptLost",
+                    "retryable": True,
+                    "durationMs": None,
+                },
+                agent_id=agent_id,
+                attempt_id=f"{rollout_id}:a{n}",
+                tags=["error"],
+                **refs,
             )
+            for n in numbers
+        ]
 
     @staticmethod
     def _span_events(spans: list[SpanRecord], refs: dict[str, Any]) -> list[NewEvent]:
@@ -684,17 +686,17 @@ class TrainingSignalRecorder:
     def record_rollout_failed(
         self, *, session_id: str, lineage_id: str, rollout_id: str, error: str
     ) -> None:
+        refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": now_ms()}
         self._write(
             [
+                *self._lost_attempts(rollout_id, lineage_id, refs),
                 NewEvent.keyed(
                     "rollout.failed",
                     rollout_id,
                     {"rolloutId": rollout_id, "error": error},
-                    session_id=session_id,
-                    lineage_id=lineage_id,
-                    timestamp=now_ms(),
                     tags=["error"],
-                )
+                    **refs,
+                ),
             ]
         )
 

@@ -220,3 +220,150 @@ async def test_two_workers_racing_on_the_same_lineages(client, store, settings, 
     ids = [e.id for e in store.queries.events()]
     assert len(ids) == len(set(ids))
     assert rebuild_and_verify(store.engine).identical
+
+
+async def test_a_model_result_waits_for_the_store_when_the_database_goes_away(
+    client, settings, task_queue
+):
+    # The database goes away while the model is answering: the answer is kept, the write is
+    # retried until the database is back, and the model is not asked again.
+    import psycopg
+
+    from tests.store_backends import POSTGRES_ADMIN_URL, postgres_database
+
+    spec = make_spec(model=MODEL, options={"maxAttempts": 3, "retryInitialIntervalSeconds": 0.1})
+    with FakeMessagesAPI() as api, postgres_database() as url:
+        api.script = [(200, text_message("- answered during the outage", MODEL), {}, 2)]
+        name = url.rsplit("/", 1)[1]
+        store = Store.open(url)
+        pg = claude_settings(settings, api).model_copy(
+            update={"database_url": url, "task_queue": task_queue}
+        )
+        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True)
+        try:
+            async with build_worker(client, store, pg):
+                (handle,) = await start_session(client, spec, task_queue)
+                await eventually(lambda: len(api.requests) == 1, timeout=60)
+                admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                    (name,),
+                )
+                await asyncio.sleep(6)  # the model answered; its write keeps failing
+                state = await handle.query(LineageWorkflow.state)
+                assert state.status == "running", state
+                admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+                state = await wait_for_state(handle, awaiting(1), timeout=90)
+        finally:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            admin.close()
+        assert state.latest_output_preview == "- answered during the outage"
+        assert len(api.requests) == 1
+        rollout = f"{spec.lineage_id('A')}:c1"
+        attempts = store.queries.attempts(rollout)
+        assert [(a.attempt_number, a.status) for a in attempts] == [(1, "succeeded")]
+        assert [s.type for s in store.queries.spans(attempts[0].id)] == ["llm_call", "output"]
+        store.close()
+
+
+async def test_a_rollout_that_fails_leaves_no_attempt_running(
+    client, store, settings, run_worker, temporal_address
+):
+    # The only allowed try dies with its worker: the rollout fails, and the try is closed as
+    # lost rather than left running for ever.
+    spec = make_spec(model=MODEL, options={"heartbeatTimeoutSeconds": 2, "maxAttempts": 1})
+    with FakeMessagesAPI() as api:
+        api.script = [(200, text_message("never delivered", MODEL), {}, 30)]
+        doomed = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "worker.py",
+            cwd=ROOT,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "TEMPORAL_ADDRESS": temporal_address,
+                "TRAINING_CAMP_DATABASE_URL": str(store.engine.url),
+                "TRAINING_CAMP_TASK_QUEUE": settings.task_queue,
+                "ANTHROPIC_API_KEY": "sk-test",
+                "ANTHROPIC_BASE_URL": api.base_url,
+                "ANTHROPIC_MAX_RETRIES": "0",
+            },
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await eventually(lambda: len(api.requests) == 1, timeout=60)
+        doomed.send_signal(signal.SIGKILL)
+        await doomed.wait()
+        async with run_worker(claude_settings(settings, api)):
+            state = await wait_for_state(handle, lambda s: s.status == "failed", timeout=60)
+    assert "timeout" in state.last_error.lower()
+    rollout = store.queries.rollouts(spec.lineage_id("A"))[0]
+    assert rollout.status == "failed"
+    attempts = store.queries.attempts(rollout.id)
+    assert [(a.attempt_number, a.status) for a in attempts] == [(1, "failed")]
+    assert attempts[0].error.startswith("attempt lost")
+
+
+async def test_a_model_result_outlives_its_worker_while_the_database_is_away(
+    client, settings, task_queue, temporal_address
+):
+    # The model answered, the database is away, and the worker holding the answer dies: the
+    # next try takes the answer from the last heartbeat and stores it; no second model call.
+    import psycopg
+
+    from tests.store_backends import POSTGRES_ADMIN_URL, postgres_database
+
+    spec = make_spec(
+        model=MODEL,
+        options={
+            "heartbeatTimeoutSeconds": 2,
+            "maxAttempts": 3,
+            "retryInitialIntervalSeconds": 0.1,
+        },
+    )
+    with FakeMessagesAPI() as api, postgres_database() as url:
+        api.script = [(200, text_message("- kept in the heartbeat", MODEL), {}, 1)]
+        name = url.rsplit("/", 1)[1]
+        store = Store.open(url)
+        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True)
+        doomed = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "worker.py",
+            cwd=ROOT,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "TEMPORAL_ADDRESS": temporal_address,
+                "TRAINING_CAMP_DATABASE_URL": url,
+                "TRAINING_CAMP_TASK_QUEUE": task_queue,
+                "ANTHROPIC_API_KEY": "sk-test",
+                "ANTHROPIC_BASE_URL": api.base_url,
+                "ANTHROPIC_MAX_RETRIES": "0",
+            },
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        try:
+            (handle,) = await start_session(client, spec, task_queue)
+            await eventually(lambda: len(api.requests) == 1, timeout=60)
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (name,),
+            )
+            await asyncio.sleep(3)  # answered; the write waits, the answer rides the heartbeat
+            doomed.send_signal(signal.SIGKILL)
+            await doomed.wait()
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            pg = claude_settings(settings, api).model_copy(
+                update={"database_url": url, "task_queue": task_queue}
+            )
+            async with build_worker(client, store, pg):
+                state = await wait_for_state(handle, awaiting(1), timeout=60)
+        finally:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            admin.close()
+        assert state.latest_output_preview == "- kept in the heartbeat"
+        assert len(api.requests) == 1
+        attempts = store.queries.attempts(f"{spec.lineage_id('A')}:c1")
+        assert [(a.attempt_number, a.status) for a in attempts] == [(1, "succeeded")]
+        store.close()
