@@ -214,7 +214,7 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool) -> None:
             latencies = []
             for handle in handles[:100]:
                 sent = time.perf_counter()
-                await handle.signal(LineageWorkflow.score, {"score": 9})
+                await handle.signal("score", {"score": 9})
                 if poll:
                     await poll_until(lineage_awaits(handle, 2), every=0.005)
                 else:

@@ -49,7 +49,7 @@ async def main(lineages: int, cycles: int) -> None:
                             store.queries.artifact_text, f"{state.lineage_id}:c{cycle}:artifact"
                         )
                         verdict = review(text, len(text.split()))
-                        await handle.signal(LineageWorkflow.score, verdict.model_dump())
+                        await handle.signal("score", verdict.model_dump())
 
             await asyncio.gather(*(reviewer(h) for h in handles))
             states = await asyncio.gather(*(h.query(LineageWorkflow.state) for h in handles))

@@ -82,7 +82,7 @@ async def drive(workflow_id: str, cycles: int) -> list[float]:
         print(
             f"cycle {state.cycle} (v{state.agent_version}): {verdict.score:g} — {verdict.comment}"
         )
-        await handle.signal(LineageWorkflow.score, {**verdict.model_dump(), "rater": "script"})
+        await handle.signal("score", {**verdict.model_dump(), "rater": "script"})
         scores.append(verdict.score)
         if verdict.score >= 8:
             break

@@ -9,7 +9,6 @@ from starter import start_session
 from store.tables import AttemptRow, SpanRow, TrainingEvent
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.fake_messages_api import OVERLOADED, FakeMessagesAPI, text_message
-from workflows.lineage import LineageWorkflow
 
 MODEL = "claude-sonnet-5"
 
@@ -42,7 +41,7 @@ async def test_two_failures_then_success_leave_three_attempts(client, store, set
 
         # a new worker replays the workflow from history; nothing is recorded twice
         async with run_worker(claude):
-            await handle.signal(LineageWorkflow.score, {"score": 6})
+            await handle.signal("score", {"score": 6})
             await wait_for_state(handle, awaiting(2))
 
         # the request carried the agent's system prompt and sampling parameters
@@ -86,7 +85,7 @@ async def test_missing_api_key_fails_fast_and_waits_for_retry(client, store, set
         rollout = store.queries.rollouts(spec.lineage_id("A"))[0]
         assert rollout.status == "failed"
         assert [a.status for a in store.queries.attempts(rollout.id)] == ["failed"]  # no retries
-        await handle.signal(LineageWorkflow.stop)
+        await handle.signal("stop")
         result = await handle.result()
     assert result.status == "stopped"
 
@@ -102,9 +101,9 @@ async def test_forbidden_pattern_in_output_is_a_constraint_violation(
             state.last_error or ""
         )
         # `retry` runs the rollout again under a new rollout id
-        await handle.signal(LineageWorkflow.retry)
+        await handle.signal("retry")
         await wait_for_state(handle, lambda s: s.status == "failed" and s.rejected_feedback == 0)
-        await handle.signal(LineageWorkflow.stop)
+        await handle.signal("stop")
         await handle.result()
     rollouts = store.queries.rollouts(spec.lineage_id("A"))
     assert [r.status for r in rollouts] == ["failed", "failed"]

@@ -201,7 +201,6 @@ async def test_a_lineage_trained_by_claude_end_to_end(client, store, settings, r
 
     from starter import start_session
     from tests.conftest import awaiting, make_spec, steps_run, wait_for_state
-    from workflows.lineage import LineageWorkflow
 
     spec = make_spec(options={"trainer": "claude", "trainerModel": MODEL})
     api.script = [
@@ -294,11 +293,11 @@ async def test_a_lineage_trained_by_claude_end_to_end(client, store, settings, r
     async with run_worker(claude):
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
-        await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too long"})
+        await handle.signal("score", {"score": 4, "comment": "too long"})
         state = await wait_for_state(handle, awaiting(2))
         assert state.agent_version == 2
         api.script = second_round
-        await handle.signal(LineageWorkflow.score, {"score": 6, "comment": "still too long"})
+        await handle.signal("score", {"score": 6, "comment": "still too long"})
         state = await wait_for_state(handle, awaiting(3))
     assert [r["tool_choice"]["name"] for r in api.requests] == [
         "record_score_analysis",
@@ -345,14 +344,13 @@ async def test_claude_trainer_without_a_key_is_an_error_not_a_fallback(
 ):
     from starter import start_session
     from tests.conftest import awaiting, make_spec, wait_for_state
-    from workflows.lineage import LineageWorkflow
 
     # A new run after every cycle: the error is still shown after continue-as-new.
     spec = make_spec(options={"trainer": "claude", "continueAsNewEvery": 1})
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
-        await handle.signal(LineageWorkflow.score, {"score": 2, "comment": "way too long"})
+        await handle.signal("score", {"score": 2, "comment": "way too long"})
         state = await wait_for_state(handle, awaiting(2))
     assert state.run_cycles == 1  # cycle 2 runs in a run of its own
     assert "ANTHROPIC_API_KEY" in state.last_error

@@ -43,9 +43,9 @@ async def test_restart_and_continue_as_new_keep_everything(client, store, settin
     first_run = (await handle.describe()).run_id
 
     # No worker is running: signals wait in Temporal, nothing is lost.
-    await handle.signal(LineageWorkflow.directive, {"kind": "sticky", "content": "Cite a source."})
-    await handle.signal(LineageWorkflow.score, {"score": 3, "comment": "way too long"})
-    await handle.signal(LineageWorkflow.score, {"score": 5, "comment": "use bullets", "cycle": 2})
+    await handle.signal("directive", {"kind": "sticky", "content": "Cite a source."})
+    await handle.signal("score", {"score": 3, "comment": "way too long"})
+    await handle.signal("score", {"score": 5, "comment": "use bullets", "cycle": 2})
 
     async with run_worker():  # a brand-new worker replays the run and carries on
         state = await wait_for_state(handle, awaiting(3), timeout=60)
@@ -130,7 +130,7 @@ async def test_local_activities_that_outlast_a_workflow_task_replay(
     async with run_worker(interceptors=[SlowLocalActivities(1.2)]):
         (handle,) = await start_session(short_tasks, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1), timeout=60)
-        await handle.signal(LineageWorkflow.score, {"score": 3, "comment": "way too long"})
+        await handle.signal("score", {"score": 3, "comment": "way too long"})
         state = await wait_for_state(handle, awaiting(2), timeout=60)
     assert state.agent_version == 2  # the score trained a new version
     assert [e.score for e in store.queries.evaluations(lineage_id)] == [3]
@@ -179,8 +179,8 @@ async def test_continue_as_new_when_the_server_suggests_it(client, store, settin
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
         first_run = (await handle.describe()).run_id
-        await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too long"})
-        await handle.signal(LineageWorkflow.score, {"score": 6, "cycle": 2})
+        await handle.signal("score", {"score": 4, "comment": "too long"})
+        await handle.signal("score", {"score": 6, "cycle": 2})
         state = await wait_for_state(handle, awaiting(3), timeout=60)
     assert [(p.cycle, p.score) for p in state.score_history] == [(1, 4), (2, 6)]
     assert state.run_cycles < 3  # this run did not do all three cycles

@@ -19,7 +19,6 @@ from starter import start_session
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.test_demo_command import free_port
 from worker import build_worker
-from workflows.lineage import LineageWorkflow
 
 KEY = base64.b64encode(os.urandom(32)).decode()
 
@@ -50,7 +49,7 @@ async def test_histories_hold_ciphertext_and_the_codec_server_decrypts(
     async with build_worker(secure, store, settings):
         (handle,) = await start_session(secure, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
-        await handle.signal(LineageWorkflow.score, {"score": 3, "comment": "secret critique"})
+        await handle.signal("score", {"score": 3, "comment": "secret critique"})
         state = await wait_for_state(handle, awaiting(2))
     assert [p.score for p in state.score_history] == [3]  # it all works, encrypted
 

@@ -15,7 +15,6 @@ from store import Store
 from tests.conftest import awaiting, eventually, make_spec, wait_for_state
 from tests.store_backends import postgres_database
 from worker import build_worker
-from workflows.lineage import LineageWorkflow
 
 ROOT = Path(__file__).parent.parent
 
@@ -51,14 +50,12 @@ async def test_a_signal_between_a_failed_workflow_task_and_its_retry_writes_noth
             await wait_for_state(handle, awaiting(1), timeout=60)
             # evolving writes a new agent version: that is where the training step waits
             lock.execute("LOCK TABLE agent_versions IN EXCLUSIVE MODE")
-            await handle.signal(LineageWorkflow.score, {"score": 3, "comment": "too long"})
+            await handle.signal("score", {"score": 3, "comment": "too long"})
             await eventually(lambda: len(store.queries.evaluations(lineage)) == 1, timeout=30)
             await asyncio.sleep(0.5)  # the training steps run up to the blocked write
             doomed.send_signal(signal.SIGKILL)
             await doomed.wait()
-            await handle.signal(
-                LineageWorkflow.directive, {"kind": "sticky", "content": "Cite a source."}
-            )
+            await handle.signal("directive", {"kind": "sticky", "content": "Cite a source."})
         finally:
             lock.rollback()
             lock.close()
@@ -87,16 +84,14 @@ async def test_an_error_no_retry_can_fix_is_surfaced_not_retried_forever(
             await wait_for_state(handle, awaiting(1), timeout=60)
             admin = psycopg.connect(url, autocommit=True)
             admin.execute("ALTER TABLE directives RENAME TO directives_gone")
-            await handle.signal(
-                LineageWorkflow.directive, {"kind": "sticky", "content": "Cite a source."}
-            )
+            await handle.signal("directive", {"kind": "sticky", "content": "Cite a source."})
             state = await wait_for_state(handle, lambda s: s.last_error is not None, timeout=20)
             assert state.last_error.startswith("directive not recorded")
             assert "PermanentStoreError" in state.last_error or "directives" in state.last_error
             assert state.sticky_directives == []
             admin.execute("ALTER TABLE directives_gone RENAME TO directives")
             admin.close()
-            await handle.signal(LineageWorkflow.score, {"score": 3, "comment": "too long"})
+            await handle.signal("score", {"score": 3, "comment": "too long"})
             state = await wait_for_state(handle, awaiting(2), timeout=60)
         assert state.agent_version == 2
         assert [e.score for e in store.queries.evaluations(lineage)] == [3]

@@ -126,7 +126,7 @@ async def test_lineages_survive_a_temporal_server_restart(tmp_path):
         async with build_worker(client, store, settings):
             for label in "ABC":
                 handle = client.get_workflow_handle(f"lineage-{spec.lineage_id(label)}")
-                await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too long"})
+                await handle.signal("score", {"score": 4, "comment": "too long"})
             for label in "ABC":
                 handle = client.get_workflow_handle(f"lineage-{spec.lineage_id(label)}")
                 state = await wait_for_state(handle, awaiting(2), timeout=60)
@@ -182,7 +182,7 @@ async def test_the_database_unreachable_for_a_while_loses_and_duplicates_nothing
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
                     (name,),
                 )
-                await handle.signal(LineageWorkflow.score, {"score": 3, "comment": "too long"})
+                await handle.signal("score", {"score": 3, "comment": "too long"})
                 await asyncio.sleep(3)  # record_score keeps failing, and retrying
                 state = await handle.query(LineageWorkflow.state)
                 assert state.cycle == 1 and state.agent_version == 1
@@ -212,7 +212,7 @@ async def test_two_workers_racing_on_the_same_lineages(client, store, settings, 
             for handle in handles:
                 await wait_for_state(handle, awaiting(cycle))
                 if cycle < 3:
-                    await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too long"})
+                    await handle.signal("score", {"score": 4, "comment": "too long"})
     for label in "ABC":
         lineage = spec.lineage_id(label)
         assert [e.score for e in store.queries.evaluations(lineage)] == [4, 4]

@@ -85,13 +85,13 @@ async def test_malformed_score_signal_is_recorded_and_the_lineage_keeps_waiting(
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
-        await handle.signal(LineageWorkflow.score, {"score": 42, "comment": "too high"})
-        await handle.signal(LineageWorkflow.score, "not even an object")
-        await handle.signal(LineageWorkflow.score, {"score": 6, "cycle": 9})  # wrong cycle
+        await handle.signal("score", {"score": 42, "comment": "too high"})
+        await handle.signal("score", "not even an object")
+        await handle.signal("score", {"score": 6, "cycle": 9})  # wrong cycle
         state = await wait_for_state(handle, lambda s: s.rejected_feedback == 3)
         assert (state.status, state.cycle, state.agent_version) == ("awaiting_score", 1, 1)
         assert "cycle 9" in state.last_rejection
-        await handle.signal(LineageWorkflow.score, {"score": 6, "comment": "too long", "cycle": 1})
+        await handle.signal("score", {"score": 6, "comment": "too long", "cycle": 1})
         state = await wait_for_state(handle, awaiting(2))
         assert [p.score for p in state.score_history] == [6]
         lineage = spec.lineage_id("A")
@@ -124,9 +124,9 @@ async def test_text_no_store_can_keep_and_huge_text_are_refused_at_the_door(
         async with build_worker(client, store, settings.model_copy(update={"database_url": url})):
             (handle,) = await start_session(client, spec, task_queue)
             await wait_for_state(handle, awaiting(1))
-            await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too\x00long"})
-            await handle.signal(LineageWorkflow.directive, {"kind": "sticky", "content": "a\x00"})
-            await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "x" * 1_900_000})
+            await handle.signal("score", {"score": 4, "comment": "too\x00long"})
+            await handle.signal("directive", {"kind": "sticky", "content": "a\x00"})
+            await handle.signal("score", {"score": 4, "comment": "x" * 1_900_000})
             with pytest.raises(WorkflowUpdateFailedError) as failure:
                 await handle.execute_update(
                     LineageWorkflow.submit_score, {"score": 4, "comment": "nul\x00here"}
@@ -138,7 +138,7 @@ async def test_text_no_store_can_keep_and_huge_text_are_refused_at_the_door(
             assert (
                 len(state.last_rejection) < 400 and "1,900,000 characters" in state.last_rejection
             )
-            await handle.signal(LineageWorkflow.score, {"score": 7, "comment": "fine"})
+            await handle.signal("score", {"score": 7, "comment": "fine"})
             state = await wait_for_state(handle, awaiting(2))
         rejected = store.queries.rejected_feedback(lineage)
         reasons = " | ".join(r.reason for r in rejected)
@@ -153,3 +153,47 @@ def test_a_lone_surrogate_is_refused_as_text_no_store_can_keep():
 
     with pytest.raises(ValueError, match="comment: Input should be a valid string"):
         parse_score({"score": 4, "comment": "bad \ud800 text"})
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_every_signal_is_answered_however_malformed(
+    client, settings, task_queue, tmp_path, backend
+):
+    # Payloads the SDK's converter cannot read, a second argument (which once wedged the
+    # lineage) and a name the lineage does not know: each leaves a rejection record with a
+    # short reason, and the lineage goes on to take a good score.
+    from temporalio.api.common.v1 import Payload
+    from temporalio.common import RawValue
+
+    from store import Store
+    from tests.store_backends import database_url
+    from worker import build_worker
+
+    def raw_json(data: bytes) -> RawValue:
+        return RawValue(Payload(metadata={"encoding": b"json/plain"}, data=data))
+
+    with database_url(backend, tmp_path) as url:
+        store = Store.open(url)
+        spec = make_spec()
+        lineage = spec.lineage_id("A")
+        async with build_worker(client, store, settings.model_copy(update={"database_url": url})):
+            (handle,) = await start_session(client, spec, task_queue)
+            await wait_for_state(handle, awaiting(1))
+            await handle.signal("score", raw_json(b"[" * 5000 + b"]" * 5000))
+            await handle.signal("directive", raw_json(b'{"kind": "sticky", "content": "\\ud800"}'))
+            await handle.signal("score", args=[{"score": 3}, {"score": 4}])
+            await handle.signal("bogus", {"score": 9})
+            await eventually(lambda: len(store.queries.rejected_feedback(lineage)) == 4)
+            state = await handle.query(LineageWorkflow.state)
+            assert (state.status, state.cycle, state.rejected_feedback) == ("awaiting_score", 1, 4)
+            await handle.signal("score", {"score": 7, "comment": "fine"})
+            state = await wait_for_state(handle, awaiting(2))
+        rejected = store.queries.rejected_feedback(lineage)
+        assert [r.kind for r in rejected] == ["score", "directive", "score", "signal"]
+        assert "recursion limit" in rejected[0].reason
+        assert "surrogate" in rejected[1].reason or "escape" in rejected[1].reason
+        assert "one argument" in rejected[2].reason and "got 2" in rejected[2].reason
+        assert "no signal named 'bogus'" in rejected[3].reason
+        assert all(len(r.reason) < 400 and len(r.payload_preview) <= 300 for r in rejected)
+        assert [e.score for e in store.queries.evaluations(lineage)] == [7]
+        store.close()

@@ -63,7 +63,7 @@ async def test_fuzzed_feedback_never_breaks_a_lineage(
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
-        await handle.signal(LineageWorkflow.lock, {"reason": "keep the agent fixed"})
+        await handle.signal("lock", {"reason": "keep the agent fixed"})
         refused = 0
         for payload in payloads:  # the update: refused with a reason, or accepted
             try:
@@ -73,7 +73,7 @@ async def test_fuzzed_feedback_never_breaks_a_lineage(
                 assert not accepted(payload) and str(err.cause).strip()
                 refused += 1
         for payload in payloads:  # the signal: recorded as rejected, or queued
-            await handle.signal(LineageWorkflow.score, payload)
+            await handle.signal("score", payload)
         for name in ("directive", "lock", "unlock"):
             for payload in payloads[:20]:
                 await handle.signal(name, payload)

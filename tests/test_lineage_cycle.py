@@ -176,14 +176,14 @@ async def test_locked_lineage_keeps_producing_but_stops_evolving(
     async with run_worker():
         handle_a, handle_b = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle_b, awaiting(1))
-        await handle_b.signal(LineageWorkflow.score, {"score": 4})
+        await handle_b.signal("score", {"score": 4})
         await wait_for_state(handle_b, awaiting(2))
-        await handle_a.signal(LineageWorkflow.lock, {"reason": "the winner"})
+        await handle_a.signal("lock", {"reason": "the winner"})
         await wait_for_state(handle_a, lambda s: s.locked)
-        await handle_a.signal(LineageWorkflow.score, {"score": 2, "comment": "way too long"})
+        await handle_a.signal("score", {"score": 2, "comment": "way too long"})
         state = await wait_for_state(handle_a, awaiting(2))
         assert state.agent_version == 1  # no evolution while locked
-        await handle_a.signal(LineageWorkflow.unlock, {})
+        await handle_a.signal("unlock", {})
         await wait_for_state(handle_a, lambda s: not s.locked)
         lineage_a = spec.lineage_id("A")
         await eventually(lambda: store.queries.lineage(lineage_a).locked is False)
@@ -202,15 +202,11 @@ async def test_directives_shape_the_next_evolution(client, store, settings, run_
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
-        await handle.signal(
-            LineageWorkflow.directive, {"kind": "sticky", "content": "Always cite one source."}
-        )
-        await handle.signal(
-            LineageWorkflow.directive, {"kind": "oneshot", "content": "Mention the budget."}
-        )
-        await handle.signal(LineageWorkflow.directive, {"kind": "forever", "content": "x"})
+        await handle.signal("directive", {"kind": "sticky", "content": "Always cite one source."})
+        await handle.signal("directive", {"kind": "oneshot", "content": "Mention the budget."})
+        await handle.signal("directive", {"kind": "forever", "content": "x"})
         await wait_for_state(handle, lambda s: len(s.oneshot_directives) == 1)
-        await handle.signal(LineageWorkflow.score, {"score": 5, "comment": "too long"})
+        await handle.signal("score", {"score": 5, "comment": "too long"})
         state = await wait_for_state(handle, awaiting(2))
         assert state.oneshot_directives == []  # used once
         assert state.sticky_directives == ["Always cite one source."]
@@ -242,7 +238,7 @@ async def test_await_output_returns_once_the_next_output_awaits_its_score(
         with pytest.raises(WorkflowUpdateFailedError) as failure:
             await handle.execute_update(LineageWorkflow.await_output, 0)
         assert "cycle: expected a cycle number >= 1, got 0" in str(failure.value.cause)
-        await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too long"})
+        await handle.signal("score", {"score": 4, "comment": "too long"})
         released = await asyncio.wait_for(waiting, timeout=30)
         if released.cycle < 2:  # the run continued as new (the suite suggests it early)
             assert released.status == "training"
@@ -261,7 +257,7 @@ async def test_await_output_returns_once_the_next_output_awaits_its_score(
         # A stopped lineage releases whoever waits for an output it will never produce.
         never = asyncio.create_task(handle.execute_update(LineageWorkflow.await_output, 5))
         await asyncio.sleep(0.5)
-        await handle.signal(LineageWorkflow.stop)
+        await handle.signal("stop")
         stopped = await asyncio.wait_for(never, timeout=30)
         assert (stopped.status, stopped.cycle) == ("stopped", 2)
 
@@ -271,7 +267,7 @@ async def test_stop_ends_the_lineage(client, store, settings, run_worker):
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
-        await handle.signal(LineageWorkflow.stop)
+        await handle.signal("stop")
         result = await asyncio.wait_for(handle.result(), timeout=30)
     assert result.status == "stopped" and result.cycles == 1
 

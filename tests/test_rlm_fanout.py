@@ -144,14 +144,13 @@ async def test_trajectory_credit_for_a_ten_step_agent_goes_through_rlm_findings(
     from starter import start_session
     from tests.conftest import awaiting, make_spec, wait_for_state
     from trainer.backends import TrainerBackends
-    from workflows.lineage import LineageWorkflow
 
     flow = [{"name": f"step{i}", "prompt": "Improve: {previous}"} for i in range(10)]
     spec = make_spec(agent_extra={"flow": flow})
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
-        await handle.signal(LineageWorkflow.score, {"score": 2, "comment": "way too long"})
+        await handle.signal("score", {"score": 2, "comment": "way too long"})
         state = await wait_for_state(handle, awaiting(2))
     lineage = spec.lineage_id("A")
     (record,) = store.queries.evolution_records(lineage)

@@ -18,7 +18,6 @@ from tests.fake_messages_api import (
     text_message,
     tool_use_message,
 )
-from workflows.lineage import LineageWorkflow
 
 MODEL = "claude-sonnet-5"
 THREE_STEPS = {
@@ -139,7 +138,7 @@ async def test_three_step_flow_with_a_tool_call(client, store, claude, api, run_
     assert attempt.estimated_cost == pytest.approx(expected_cost)
     assert sum(s.estimated_cost or 0 for s in spans) == pytest.approx(expected_cost)
 
-    await handle.signal(LineageWorkflow.score, {"score": 7})  # the report's final reward
+    await handle.signal("score", {"score": 7})  # the report's final reward
     async with run_worker(claude):
         api.script = [(200, text_message("x", MODEL))] * 4
         await wait_for_state(handle, awaiting(2))

@@ -21,7 +21,6 @@ from settings import Settings
 from starter import start_session
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text_message, tool_use_message
-from workflows.lineage import LineageWorkflow
 
 MODEL = "claude-sonnet-5"
 SECRET = "sk-ant-api03-DO-NOT-LEAK-7f3a9c"
@@ -44,7 +43,7 @@ async def test_api_key_never_leaves_the_request(client, store, settings, run_wor
         async with run_worker(claude):
             (handle,) = await start_session(client, spec, settings.task_queue)
             await wait_for_state(handle, awaiting(1))
-            await handle.signal(LineageWorkflow.score, {"score": 4, "comment": "too long"})
+            await handle.signal("score", {"score": 4, "comment": "too long"})
             await wait_for_state(handle, awaiting(2))
         assert SECRET in str(api.headers[0])  # it did travel where it must
 

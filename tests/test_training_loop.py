@@ -11,14 +11,13 @@ from pathlib import Path
 from examples.scripted_reviewer import review
 from starter import start_session
 from tests.conftest import awaiting, make_spec, wait_for_state
-from workflows.lineage import LineageWorkflow
 
 NEUTRAL = "You are a helpful assistant."
 
 
 async def score(handle, cycle: int, value: float, comment: str) -> None:
     await wait_for_state(handle, awaiting(cycle))
-    await handle.signal(LineageWorkflow.score, {"score": value, "comment": comment})
+    await handle.signal("score", {"score": value, "comment": comment})
 
 
 async def test_a_change_that_hurt_lineage_a_is_skipped_in_lineage_b(
@@ -77,8 +76,8 @@ async def test_insight_counts_update_and_directives_hold_across_evolutions(
     async with run_worker():
         a, b = await start_session(client, spec, settings.task_queue)
         await wait_for_state(a, awaiting(1))
-        await a.signal(LineageWorkflow.directive, {"kind": "sticky", "content": "Cite a source."})
-        await a.signal(LineageWorkflow.directive, {"kind": "oneshot", "content": "Mention cost."})
+        await a.signal("directive", {"kind": "sticky", "content": "Cite a source."})
+        await a.signal("directive", {"kind": "oneshot", "content": "Mention cost."})
         await score(a, 1, 3, "way too long")
         await score(a, 2, 8, "better")
         await score(a, 3, 6, "too formal")
@@ -173,7 +172,7 @@ async def test_a_scripted_reviewer_is_pleased_within_a_few_cycles(
             scores.append(verdict.score)
             if verdict.score >= 8:
                 break
-            await handle.signal(LineageWorkflow.score, verdict.model_dump())
+            await handle.signal("score", verdict.model_dump())
     print(f"scripted reviewer scores by cycle: {scores}")
     assert scores[0] < 5 and scores[-1] >= 8
     assert len(scores) <= 3

@@ -19,7 +19,6 @@ from store.materializer import Materializer
 from store.tables import ExportRow, PayloadBlob, TrainingExampleRow
 from store.time_travel import as_of, history, rebuild_and_verify
 from tests.conftest import awaiting, eventually, make_spec, wait_for_state
-from workflows.lineage import LineageWorkflow
 
 ROOT = Path(__file__).parent.parent
 SCORES = {"A": [3, 9, 6], "B": [8, 5, 6]}  # per cycle: B wins 1, A wins 2, a tie in 3
@@ -35,7 +34,7 @@ async def scored_session(client, settings, run_worker, store=None):
             for label, handle in handles.items():
                 await wait_for_state(handle, awaiting(cycle))
                 await handle.signal(
-                    LineageWorkflow.score,
+                    "score",
                     {
                         "score": SCORES[label][cycle - 1],
                         "comment": "way too long" if SCORES[label][cycle - 1] < 8 else "good",
@@ -44,7 +43,7 @@ async def scored_session(client, settings, run_worker, store=None):
         for handle in handles.values():
             await wait_for_state(handle, awaiting(4))
         if store is not None:  # lock A, and wait until the lock is in the store
-            await handles["A"].signal(LineageWorkflow.lock, {"reason": "the better one"})
+            await handles["A"].signal("lock", {"reason": "the better one"})
             await eventually(lambda: store.queries.lineage(spec.lineage_id("A")).locked)
     return spec
 

@@ -6,12 +6,12 @@ unless locked, the Master Trainer turns the score into a targeted new version â†
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 
 # A failed local activity surfaces as its own error (an ApplicationError), a failed queued one
 # as an ActivityError: both are FailureErrors, and every handler below catches that.
@@ -88,6 +88,10 @@ TRAINER_ACTIVITY = {
 # to a local activity's result can replay in an earlier workflow task than the one that
 # recorded it, which fails the replay (TMPRL1100): none is made there any more.
 RUN_START_PATCH = "decided-at-run-start-rules-trainer-local"
+# Runs that record it answer every signal with an action or a rejection record: one whose
+# payload cannot be read, with more than one argument, or with a name the lineage does not know.
+# Runs before it dropped such signals (or wedged on a second argument); they replay as they ran.
+EVERY_SIGNAL_ANSWERED_PATCH = "every-signal-answered"
 
 
 @workflow.defn(name="LineageWorkflow")
@@ -106,6 +110,15 @@ class LineageWorkflow:
         self._continuing = False  # about to continue as new: `await_output` callers return
         self._output_waiters = 0  # await_output handlers in flight
         self._decided_at_start: bool | None = None  # RUN_START_PATCH, once per run
+        self._answers_every_signal = False  # EVERY_SIGNAL_ANSWERED_PATCH, decided with it
+        self._signals: dict[str, Callable[[Any], Awaitable[None]]] = {
+            "score": self._score,
+            "directive": self._directive,
+            "lock": self._lock,
+            "unlock": self._unlock,
+            "stop": self._stop,
+            "retry": self._retry,
+        }
 
     # ---- the story of a lineage ----------------------------------------------------------
 
@@ -365,8 +378,42 @@ class LineageWorkflow:
 
     # ---- human input -----------------------------------------------------------------------
 
-    @workflow.signal(name="score")
-    async def score(self, payload: Any = None) -> None:
+    @workflow.signal(dynamic=True)
+    async def on_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """Every signal: score, directive, lock, unlock, stop, retry (see the README).
+
+        One handler takes them all, payloads unread: given a typed handler, the SDK drops a
+        signal whose payload its converter cannot read (JSON nested too deep, a lone
+        surrogate) and fails every workflow task on a second argument, wedging the lineage.
+        Read here, each is acted on or leaves a rejection record."""
+        handler = self._signals.get(name)
+        try:
+            payload = self._read_signal(name, handler, args)
+        except ValueError as exc:
+            if self._current_code() and self._answers_every_signal:
+                quoted = args[0].payload.data.decode("utf-8", "replace") if args else None
+                await self._reject(name if handler else "signal", quoted, str(exc))
+            return
+        assert handler is not None
+        await handler(payload)
+
+    def _read_signal(
+        self, name: str, handler: Callable[[Any], Awaitable[None]] | None, args: Sequence[RawValue]
+    ) -> Any:
+        if handler is None:
+            raise ValueError(
+                f"no signal named {excerpt(name)}; a lineage takes {', '.join(self._signals)}"
+            )
+        if len(args) > 1:
+            raise ValueError(f"takes one argument (a JSON object), got {len(args)}")
+        if not args:
+            return None
+        try:
+            return workflow.payload_converter().from_payload(args[0].payload, Any)
+        except Exception as exc:  # the converters' errors share no type
+            raise ValueError(f"payload cannot be read: {_converter_reason(exc)}") from None
+
+    async def _score(self, payload: Any) -> None:
         try:
             parsed = parse_score(payload)
         except ValueError as exc:
@@ -404,8 +451,7 @@ class LineageWorkflow:
                 "is awaiting its score"
             )
 
-    @workflow.signal(name="directive")
-    async def directive(self, payload: Any = None) -> None:
+    async def _directive(self, payload: Any) -> None:
         try:
             parsed = parse_directive(payload)
         except ValueError as exc:
@@ -430,12 +476,10 @@ class LineageWorkflow:
         else:
             self._s.oneshot_directives.append(parsed.content)
 
-    @workflow.signal(name="lock")
-    async def lock(self, payload: Any = None) -> None:
+    async def _lock(self, payload: Any) -> None:
         await self._set_lock(True, payload)
 
-    @workflow.signal(name="unlock")
-    async def unlock(self, payload: Any = None) -> None:
+    async def _unlock(self, payload: Any) -> None:
         await self._set_lock(False, payload)
 
     async def _set_lock(self, locked: bool, payload: Any) -> None:
@@ -464,12 +508,10 @@ class LineageWorkflow:
         if not recorded:
             self._s.locked = not locked
 
-    @workflow.signal(name="stop")
-    def stop(self, payload: Any = None) -> None:
+    async def _stop(self, payload: Any) -> None:
         self._s.stop_requested = True
 
-    @workflow.signal(name="retry")
-    def retry(self, payload: Any = None) -> None:
+    async def _retry(self, payload: Any) -> None:
         """Run a failed rollout again (e.g. after fixing the model endpoint)."""
         self._retry_requested = True
 
@@ -594,6 +636,7 @@ class LineageWorkflow:
         ``run`` (or by a signal handler of the same first task); later calls reuse the answer."""
         if self._decided_at_start is None:
             self._decided_at_start = workflow.patched(RUN_START_PATCH)
+            self._answers_every_signal = workflow.patched(EVERY_SIGNAL_ANSWERED_PATCH)
         return self._decided_at_start
 
     def _set_status(self, status: LineageStatus) -> None:
@@ -632,3 +675,12 @@ class LineageWorkflow:
             status=self._status,
             score_history=self._s.score_history,
         )
+
+
+def _converter_reason(error: BaseException) -> str:
+    """What the converter said, briefly (pydantic's first line only counts its errors)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    reason = lines[1] if len(lines) > 1 and "validation error" in lines[0] else lines[0]
+    return reason.split(" [type=")[0][:200]

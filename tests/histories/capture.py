@@ -2,7 +2,8 @@
 
     .venv/bin/python -m tests.histories.capture [name]
 
-Runs one lineage through two scored cycles (with a rejected signal, a directive, a lock and an
+Runs one lineage through two scored cycles (with rejected signals, among them one whose
+payload cannot be read and one of a name the lineage does not know, a directive, a lock and an
 unlock) on a throwaway dev server and writes tests/histories/<name>.json (default
 lineage-two-cycles). When the workflow changes on purpose, guard the change with
 workflow.patched, keep the old histories (they replay the unpatched path) and record a new one.
@@ -15,6 +16,9 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue
 
 from dev_server import start_in_memory
 from settings import Settings
@@ -36,17 +40,18 @@ async def main(name: str) -> None:
         async with build_worker(env.client, store, settings):
             (handle,) = await start_session(env.client, spec, settings.task_queue)
             await wait_for_state(handle, awaiting(1))
-            await handle.signal(LineageWorkflow.score, {"score": 99})
-            await handle.signal(
-                LineageWorkflow.directive, {"kind": "sticky", "content": "Be kind."}
-            )
-            await handle.signal(LineageWorkflow.score, {"score": 3, "comment": "way too long"})
+            await handle.signal("score", {"score": 99})
+            unreadable = Payload(metadata={"encoding": b"json/plain"}, data=b"[" * 300 + b"]" * 300)
+            await handle.signal("score", RawValue(unreadable))
+            await handle.signal("bogus", {"score": 9})
+            await handle.signal("directive", {"kind": "sticky", "content": "Be kind."})
+            await handle.signal("score", {"score": 3, "comment": "way too long"})
             await wait_for_state(handle, awaiting(2))
-            await handle.signal(LineageWorkflow.lock, {"reason": "good enough"})
+            await handle.signal("lock", {"reason": "good enough"})
             await handle.execute_update(LineageWorkflow.submit_score, {"score": 8})
             await wait_for_state(handle, awaiting(3))
-            await handle.signal(LineageWorkflow.unlock, {})
-            await handle.signal(LineageWorkflow.stop)
+            await handle.signal("unlock", {})
+            await handle.signal("stop")
             await handle.result()
             history = await handle.fetch_history()
         await env.shutdown()
