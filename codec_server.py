@@ -4,29 +4,59 @@
     temporal workflow show -w lineage-essay-demo-A --codec-endpoint http://localhost:8888
 
 Only those who can reach it see plain payloads; give it a token (--token) and the UI the same.
+A Starlette app served by Hypercorn: the token is checked (in constant time) before a byte of
+the body is read, bodies are capped, and idle or slow connections are closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
+import hmac
 import json
 from typing import Annotated, Any
 
 import typer
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 from temporalio.api.common.v1 import Payload
 
 from encryption import EncryptionCodec, EncryptionError, codec_from_env
 
+# The Web UI decodes a page of history at a time; Temporal caps one payload at 2 MB
+MAX_BODY_BYTES = 16 * 1024 * 1024
+IDLE_SECONDS = 5.0  # a connection with no request in flight is closed after this long
+READ_SECONDS = 10.0  # each read of a request (a slow sender is cut off)
+MAX_REQUESTS_IN_FLIGHT = 32  # beyond this, 503 rather than queueing memory
 
-def _payloads(body: dict[str, Any]) -> list[Payload]:
-    return [
-        Payload(
-            metadata={k: base64.b64decode(v) for k, v in p.get("metadata", {}).items()},
-            data=base64.b64decode(p.get("data", "")),
-        )
-        for p in body.get("payloads", [])
-    ]
+
+class _Refused(Exception):
+    def __init__(self, status: int, error: str) -> None:
+        self.status, self.error = status, error
+
+
+def _payloads(body: Any) -> list[Payload]:
+    if not isinstance(body, dict) or not isinstance(body.get("payloads", []), list):
+        raise ValueError('expected {"payloads": [...]}')
+    try:
+        return [
+            Payload(
+                metadata={
+                    k: base64.b64decode(v, validate=True) for k, v in p.get("metadata", {}).items()
+                },
+                data=base64.b64decode(p.get("data", ""), validate=True),
+            )
+            for p in body.get("payloads", [])
+        ]
+    except (AttributeError, TypeError, binascii.Error) as exc:
+        raise ValueError(f"a payload is not base64 metadata and data: {exc}") from None
 
 
 def _json(payloads: list[Payload]) -> dict[str, Any]:
@@ -42,64 +72,123 @@ def _json(payloads: list[Payload]) -> dict[str, Any]:
 
 
 class CodecServer:
-    def __init__(self, codec: EncryptionCodec, origin: str | None, token: str | None) -> None:
-        self.codec, self.origin, self.token = codec, origin, token
-        self._server: asyncio.AbstractServer | None = None
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        request = (await reader.readline()).decode().split()
-        headers: dict[str, str] = {}
-        while line := (await reader.readline()).decode().strip():
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
-        method, path = [*request, "", ""][:2]
-        status, payload = 404, {"error": "POST /encode or /decode"}
-        if method == "OPTIONS":
-            status, payload = 200, {}
-        elif self.token and headers.get("authorization") != f"Bearer {self.token}":
-            status, payload = 401, {"error": "missing or wrong bearer token"}
-        elif method == "POST" and path in ("/encode", "/decode"):
-            try:
-                items = _payloads(json.loads(body or b"{}"))
-                done = await (
-                    self.codec.encode(items) if path == "/encode" else self.codec.decode(items)
+    def __init__(
+        self,
+        codec: EncryptionCodec,
+        origin: str | None,
+        token: str | None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ) -> None:
+        self.codec = codec
+        self.max_body_bytes = max_body_bytes
+        self._expected = f"Bearer {token}".encode() if token else None
+        self._in_flight = asyncio.Semaphore(MAX_REQUESTS_IN_FLIGHT)
+        self._shutdown = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        middleware = []
+        if origin:
+            middleware.append(
+                Middleware(
+                    CORSMiddleware,
+                    allow_origins=[origin],
+                    allow_methods=["POST", "OPTIONS"],
+                    allow_headers=["Content-Type", "Authorization", "X-Namespace"],
+                    allow_credentials=True,
                 )
-                status, payload = 200, _json(done)
-            except (EncryptionError, ValueError) as exc:
-                status, payload = 400, {"error": str(exc)}
-        data = json.dumps(payload).encode()
-        cors = (
-            f"Access-Control-Allow-Origin: {self.origin}\r\n"
-            "Access-Control-Allow-Methods: POST, OPTIONS\r\n"
-            "Access-Control-Allow-Headers: Content-Type, Authorization, X-Namespace\r\n"
-            "Access-Control-Allow-Credentials: true\r\n"
-            if self.origin
-            else ""
+            )
+        self.app = Starlette(
+            routes=[
+                Route("/encode", self._endpoint, methods=["POST"]),
+                Route("/decode", self._endpoint, methods=["POST"]),
+            ],
+            middleware=middleware,
         )
-        writer.write(
-            f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}\r\n{cors}"
-            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-            "Connection: close\r\n\r\n".encode()
-            + data
-        )
-        await writer.drain()
-        writer.close()
+
+    async def _endpoint(self, request: Request) -> JSONResponse:
+        try:
+            self._authorise(request)  # before the body: a stranger's upload is never read
+            if self._in_flight.locked():
+                raise _Refused(503, "busy: too many requests in flight")
+            async with self._in_flight:
+                items = _payloads(json.loads(await self._body(request) or b"{}"))
+                codec = self.codec
+                done = await (
+                    codec.encode(items) if request.url.path == "/encode" else codec.decode(items)
+                )
+        except _Refused as refused:
+            return JSONResponse({"error": refused.error}, status_code=refused.status)
+        except (EncryptionError, ValueError) as exc:  # JSON errors are ValueErrors too
+            return JSONResponse({"error": str(exc)[:500]}, status_code=400)
+        return JSONResponse(_json(done))
+
+    def _authorise(self, request: Request) -> None:
+        if self._expected is None:
+            return
+        sent = request.headers.get("authorization", "").encode("latin-1", "replace")
+        if not hmac.compare_digest(sent, self._expected):
+            raise _Refused(401, "missing or wrong bearer token")
+
+    async def _body(self, request: Request) -> bytes:
+        declared = request.headers.get("content-length", "0")
+        if not declared.isdigit():  # h11 refuses these first; this holds behind other servers
+            raise _Refused(400, "Content-Length is not a number")
+        if int(declared) > self.max_body_bytes:
+            raise _Refused(413, f"body over {self.max_body_bytes:,} bytes")
+        body = bytearray()
+        async for chunk in request.stream():  # chunked uploads declare no length
+            body += chunk
+            if len(body) > self.max_body_bytes:
+                raise _Refused(413, f"body over {self.max_body_bytes:,} bytes")
+        return bytes(body)
+
+    def config(self, host: str, port: int) -> Config:
+        config = Config()
+        config.bind = [f"{host}:{port}"]
+        config.keep_alive_timeout = IDLE_SECONDS
+        config.read_timeout = READ_SECONDS  # type: ignore[assignment]
+        config.accesslog = None
+        return config
 
     async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._handle, host, port)
+        """Serve in the background until ``stop``."""
+        self._shutdown.clear()
+        self._task = asyncio.create_task(
+            serve(self.app, self.config(host, port), shutdown_trigger=self._shutdown.wait)  # type: ignore[arg-type]
+        )
+        await _listening(host, port)
 
     async def stop(self) -> None:
-        if self._server:
-            self._server.close()
-            await self._server.wait_closed()
+        self._shutdown.set()
+        if self._task is not None:
+            await self._task
+
+
+async def _listening(host: str, port: int, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            _, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.02)
+            continue
+        writer.close()
+        return
 
 
 def main(
     port: Annotated[int, typer.Option()] = 8888,
     host: Annotated[str, typer.Option()] = "127.0.0.1",
     origin: Annotated[str | None, typer.Option(help="Web UI origin for CORS.")] = None,
-    token: Annotated[str | None, typer.Option(help="Require this bearer token.")] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            help="Require this bearer token (from the environment, it stays out of `ps`).",
+            envvar="TRAINING_CAMP_CODEC_TOKEN",
+        ),
+    ] = None,
+    max_body: Annotated[int, typer.Option(help="Largest request body, bytes.")] = MAX_BODY_BYTES,
 ) -> None:
     """Serve /encode and /decode with the key(s) from the environment."""
     codec = codec_from_env()
@@ -107,10 +196,9 @@ def main(
         raise typer.BadParameter("set TRAINING_CAMP_ENCRYPTION_KEY or _KEY_FILE")
 
     async def run() -> None:
-        server = CodecServer(codec, origin, token)
-        await server.start(host, port)
+        server = CodecServer(codec, origin, token, max_body)
         typer.echo(f"codec server on http://{host}:{port} (key {codec.key_id})")
-        await asyncio.Event().wait()
+        await serve(server.app, server.config(host, port))  # type: ignore[arg-type]
 
     asyncio.run(run())
 

@@ -1,6 +1,7 @@
 """Training data from the event log: materialize, export, rebuild, time travel, report.
 
 python training_data.py export trl-sft --out exports/ --min-score 8
+python training_data.py verify             # the log's chain, and the projections against it
 python training_data.py rebuild            # drop projections, replay the log, verify
 python training_data.py as-of essay-demo-A --position 120
 python training_data.py history essay-demo-A
@@ -23,9 +24,10 @@ from rich.table import Table
 
 from settings import Settings
 from store import Store
+from store.chain_keys import ChainKeyError, ChainKeys, key_id
 from store.exporter import FORMATS, ExportFilters, FormatError, export
 from store.materializer import Materializer
-from store.time_travel import as_of, history, rebuild_and_verify
+from store.time_travel import as_of, check_projections, history, rebuild_and_verify
 
 console = Console()
 app = typer.Typer(
@@ -37,7 +39,11 @@ DatabaseUrl = Annotated[
 
 
 def _store(url: str | None) -> Store:
-    return Store.open(url or Settings.from_env().database_url)
+    try:
+        return Store.open(url or Settings.from_env().database_url)
+    except ChainKeyError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
 
 
 def _progress() -> Progress:
@@ -71,18 +77,53 @@ def migrate(database_url: DatabaseUrl = None) -> None:
 
 @app.command()
 def verify(database_url: DatabaseUrl = None) -> None:
-    """Check the event log's hash chain: finds edited, removed or inserted events."""
+    """Check the event log's hash chain (signed with TRAINING_CAMP_CHAIN_KEY when set) and the
+    projections against a replay of the log: finds edited, removed or inserted events and
+    edited rows (writers wait while the log replays; the projections are left untouched)."""
     from store import event_log
 
     store = _store(database_url)
     with store.engine.connect() as conn, console.status("verifying the event log…"):
-        report = event_log.verify(conn)
-    if report.ok:
-        console.print(f"[green]event log intact[/green]: {report.events:,} events")
-        return
+        report = event_log.verify(conn, store.keys)
     for problem in report.problems:
         console.print(f"[red]{problem}[/red]")
-    raise typer.Exit(1)
+    signed = "signed, " if store.keys.keyed else ""
+    if report.ok:
+        console.print(f"[green]event log intact[/green] ({signed}{report.events:,} events)")
+    with console.status("replaying the event log against the projections…"):
+        replay = check_projections(store.engine)
+    edited = [name for name, (_, same) in replay.tables.items() if not same]
+    for name in edited:
+        console.print(f"[red]{name}: its rows differ from a replay of the event log[/red]")
+    if not edited:
+        console.print(f"[green]projections match the log[/green] ({len(replay.tables)} tables)")
+    if not report.ok or edited:
+        raise typer.Exit(1)
+
+
+@app.command()
+def rekey(database_url: DatabaseUrl = None) -> None:
+    """Sign the whole event log with the current chain key (TRAINING_CAMP_CHAIN_KEY): once after
+    setting a key on an existing store, and after a rotation so the old key can go. The log
+    must verify first, with the keys it was signed with (TRAINING_CAMP_CHAIN_OLD_KEYS)."""
+    from store import event_log
+    from store.database import write_transaction
+
+    store = _store(database_url)
+    if not store.keys.keyed:
+        console.print("[red]no chain key: set TRAINING_CAMP_CHAIN_KEY (or _FILE)[/red]")
+        raise typer.Exit(2)
+    # every key given, none required: events not signed yet pass too
+    lenient = ChainKeys(old=(store.keys.current, *store.keys.old))
+    with write_transaction(store.engine) as conn:
+        report = event_log.verify(conn, lenient)
+        if not report.ok:
+            for problem in report.problems:
+                console.print(f"[red]{problem}[/red]")
+            console.print("[red]not re-signed: the log does not verify as it stands[/red]")
+            raise typer.Exit(1)
+        count = event_log.resign(conn, store.keys)
+    console.print(f"[green]signed[/green] {count:,} events with key {key_id(store.keys.current)}")
 
 
 @app.command()

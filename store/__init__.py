@@ -8,21 +8,26 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
+from store.chain_keys import UNKEYED, ChainKeys
 from store.database import create_store_engine, database_url_from_env, write_transaction
 from store.queries import StoreQueries
 from store.recorder import TrainingSignalRecorder
 
 
 class Store:
-    def __init__(self, engine: Engine, read_engine: Engine | None = None) -> None:
+    def __init__(
+        self, engine: Engine, read_engine: Engine | None = None, keys: ChainKeys = UNKEYED
+    ) -> None:
         self.engine = engine
         self.read_engine = read_engine or engine
-        self.recorder = TrainingSignalRecorder(engine)
+        self.keys = keys
+        self.recorder = TrainingSignalRecorder(engine, keys)
         self.queries = StoreQueries(self.read_engine)
 
     @classmethod
-    def open(cls, url: str | None = None) -> Store:
-        """Connect and bring the schema to the current revision (Alembic migrations)."""
+    def open(cls, url: str | None = None, keys: ChainKeys | None = None) -> Store:
+        """Connect and bring the schema to the current revision (Alembic migrations). The event
+        log's chain is signed with ``keys``, by default those in the environment."""
         from store.migrate import upgrade
 
         url = url or database_url_from_env()
@@ -31,7 +36,7 @@ class Store:
         reader = (
             create_store_engine(url, readonly=True) if engine.dialect.name == "sqlite" else None
         )
-        return cls(engine, reader)
+        return cls(engine, reader, keys if keys is not None else ChainKeys.from_env())
 
     def rebuild_projections(self) -> int:
         from store import projections

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from sqlalchemy import Connection, func, select
 
 from store import payload_store, upcasters
+from store.chain_keys import UNKEYED, ChainKeys
 from store.dialect import DriverSQL, driver_cursor
 from store.tables import EventChainHeadRow, TrainingEvent
 
@@ -40,6 +41,10 @@ _INSERT = DriverSQL(
 _MOVE_HEAD = DriverSQL(
     "UPDATE event_chain_head SET chain_hash = ?,"
     " position = (SELECT MAX(position) FROM training_events) WHERE id = 1"
+)
+_LAST_POSITION = DriverSQL("SELECT MAX(position) FROM training_events")
+_MOVE_SEALED_HEAD = DriverSQL(
+    "UPDATE event_chain_head SET chain_hash = ?, position = ?, seal = ? WHERE id = 1"
 )
 
 
@@ -97,9 +102,13 @@ class StoredEvent(BaseModel):
     payload: dict[str, Any]
 
 
-def chain_link(previous: str, row: dict[str, Any]) -> str:
+def chain_link(previous: str, row: dict[str, Any], keys: ChainKeys = UNKEYED) -> str:
     """The chain hash of one event: its identity, kind, time, references and payload hash,
-    bound to everything before it."""
+    bound to everything before it (signed when ``keys`` hold a key)."""
+    return keys.link(_link_material(previous, row))
+
+
+def _link_material(previous: str, row: dict[str, Any]) -> bytes:
     fields = [
         previous,
         row["id"],
@@ -115,7 +124,7 @@ def chain_link(previous: str, row: dict[str, Any]) -> str:
         str(row["payload_size"]),
         row["tags"],
     ]
-    return hashlib.sha256("\x1f".join(fields).encode("utf-8")).hexdigest()
+    return "\x1f".join(fields).encode("utf-8")
 
 
 def encode_payloads(events: list[NewEvent]) -> dict[str, tuple[str, str]]:
@@ -124,13 +133,16 @@ def encode_payloads(events: list[NewEvent]) -> dict[str, tuple[str, str]]:
 
 
 def append(
-    conn: Connection, events: list[NewEvent], encoded: dict[str, tuple[str, str]] | None = None
+    conn: Connection,
+    events: list[NewEvent],
+    encoded: dict[str, tuple[str, str]] | None = None,
+    keys: ChainKeys = UNKEYED,
 ) -> list[NewEvent]:
     """Insert events that are not already in the log; return the ones actually inserted.
 
     Appends are serialised on the chain head (SQLite: the write lock; PostgreSQL: the head row),
     so each new event's chain hash extends the one before it in log order."""
-    return append_with(*driver_cursor(conn), events, encoded)
+    return append_with(*driver_cursor(conn), events, encoded, keys)
 
 
 def append_with(
@@ -138,6 +150,7 @@ def append_with(
     dialect: str,
     events: list[NewEvent],
     encoded: dict[str, tuple[str, str]] | None = None,
+    keys: ChainKeys = UNKEYED,
 ) -> list[NewEvent]:
     """``append`` on a DBAPI cursor, inside the caller's transaction."""
     if not events:
@@ -173,15 +186,24 @@ def append_with(
             "payload_size": len(text.encode("utf-8")),
             "tags": json.dumps(sorted(set(event.tags))) if event.tags else "[]",
         }
-        link = chain_link(chain, row)
+        link = chain_link(chain, row, keys)
         # Idempotent by id: a retried or replayed write inserts nothing and leaves the chain.
         cur.execute(insert, (*row.values(), link))
         if cur.rowcount == 1:
             fresh.append(event)
             chain = link
     if fresh:
-        cur.execute(_MOVE_HEAD.text(dialect), (chain,))
+        _move_head(cur, dialect, chain, keys)
     return fresh
+
+
+def _move_head(cur: Any, dialect: str, chain: str, keys: ChainKeys) -> None:
+    if not keys.keyed:
+        cur.execute(_MOVE_HEAD.text(dialect), (chain,))
+        return
+    cur.execute(_LAST_POSITION.text(dialect))
+    position = cur.fetchone()[0]
+    cur.execute(_MOVE_SEALED_HEAD.text(dialect), (chain, position, keys.seal(position, chain)))
 
 
 SCAN_WINDOW = 20_000  # positions per query when filtering by type across the whole log
@@ -286,9 +308,10 @@ class VerifyReport(BaseModel):
         return not self.problems
 
 
-def verify(conn: Connection, max_problems: int = 20) -> VerifyReport:
-    """Walk the log in order: every chain hash must extend the previous one, every payload must
-    still hash to its address, and the chain head must end where the log ends."""
+def verify(conn: Connection, keys: ChainKeys = UNKEYED, max_problems: int = 20) -> VerifyReport:
+    """Walk the log in order: every chain hash must extend the previous one (under the key that
+    signed it), every payload must still hash to its address, and the chain head must end where
+    the log ends (its seal, with a key, must match)."""
     from store.tables import PayloadBlob
 
     blobs = PayloadBlob.__table__  # type: ignore[attr-defined]
@@ -299,27 +322,62 @@ def verify(conn: Connection, max_problems: int = 20) -> VerifyReport:
         .outerjoin(blobs, blobs.c.hash == _events.c.payload_hash)
         .order_by(_events.c.position)
     )
-    for row in (
-        conn.execution_options(stream_results=True, yield_per=5000).execute(query).mappings()
-    ):
+    # streamed (options on the statement: on the connection they would outlive the walk)
+    query = query.execution_options(stream_results=True, yield_per=5000)
+    for row in conn.execute(query).mappings():
         count, last = count + 1, row["position"]
-        expected = chain_link(chain, dict(row))
-        if row["chain_hash"] != expected:
-            problems.append(
-                f"event {row['position']} ({row['id']}): chain broken — the row was edited, "
-                "or an earlier event was removed"
-            )
+        problem = keys.check_link(row["chain_hash"] or "", _link_material(chain, dict(row)))
+        if problem:
+            problems.append(f"event {row['position']} ({row['id']}): {problem}")
         if row["content"] is None:
             problems.append(f"event {row['position']}: its payload {row['payload_hash']} is gone")
         elif hashlib.sha256(row["content"].encode("utf-8")).hexdigest() != row["payload_hash"]:
             problems.append(f"event {row['position']}: payload content was edited")
-        chain = row["chain_hash"] or expected
+        chain = row["chain_hash"] or ""
         if len(problems) >= max_problems:
-            break
+            return VerifyReport(events=count, problems=problems)
     head = conn.execute(select(_head).where(_head.c.id == 1)).first()
     if head is not None and count and (head.position != last or head.chain_hash != chain):
         problems.append(
             f"the chain head says the log ends at event {head.position}, but it ends at {last}: "
             "events at the end were removed or added outside the store"
         )
+    elif head is not None and count:
+        problem = keys.check_seal(head.seal, head.position, head.chain_hash)
+        if problem:
+            problems.append(problem)
     return VerifyReport(events=count, problems=problems)
+
+
+def resign(conn: Connection, keys: ChainKeys) -> int:
+    """Re-chain the whole log under ``keys``' current key (or unkeyed, without one), in log
+    order, and seal the head: how a log adopts a key, or leaves a rotated-out one behind.
+    Run inside a write transaction, after ``verify`` passed with the keys it was signed with."""
+    chain, count, last = "", 0, 0
+    while True:  # a window at a time: the log may not fit in memory
+        rows = (
+            conn.execute(
+                select(_events)
+                .where(_events.c.position > last)
+                .order_by(_events.c.position)
+                .limit(SCAN_WINDOW)
+            )
+            .mappings()
+            .all()
+        )
+        if not rows:
+            break
+        for row in rows:
+            chain = chain_link(chain, dict(row), keys)
+            conn.execute(
+                _events.update()
+                .where(_events.c.position == row["position"])
+                .values(chain_hash=chain)
+            )
+            count, last = count + 1, row["position"]
+    conn.execute(
+        _head.update()
+        .where(_head.c.id == 1)
+        .values(position=last, chain_hash=chain, seal=keys.seal(last, chain) if count else "")
+    )
+    return count

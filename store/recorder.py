@@ -26,6 +26,7 @@ from domain.trainer import (
     ScoreAnalysis,
 )
 from store import event_log, payload_store, projections
+from store.chain_keys import UNKEYED, ChainKeys
 from store.database import sqlite_writer_lock, write_transaction
 from store.event_log import NewEvent
 from store.tables import AttemptRow, EvaluationRow, LineageRow, SessionRow
@@ -104,8 +105,9 @@ class SqliteWriter:
 
 
 class TrainingSignalRecorder:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, keys: ChainKeys = UNKEYED) -> None:
         self.engine = engine
+        self.keys = keys  # sign the event log's chain (store/chain_keys.py)
         self._batch: Connection | None = None
         self._span_writer = SqliteWriter.for_engine(engine)
 
@@ -153,15 +155,14 @@ class TrainingSignalRecorder:
         finally:
             raw.close()  # back to the pool (checked with a ping before its next use)
 
-    @staticmethod
     def _append_spans(
-        raw: Any, dialect: str, events: list[NewEvent], payloads: dict[str, Encoded]
+        self, raw: Any, dialect: str, events: list[NewEvent], payloads: dict[str, Encoded]
     ) -> int:
         try:
             cur = raw.cursor()
             if dialect == "sqlite":
                 cur.execute("BEGIN IMMEDIATE")  # autocommit driver: we open the transaction
-            inserted = event_log.append_with(cur, dialect, events, payloads)
+            inserted = event_log.append_with(cur, dialect, events, payloads, self.keys)
             rows = [row for e in inserted for row in projections.span_rows(e, _no_hashes)]
             projections.insert_span_rows(cur, dialect, rows)
             raw.commit()
@@ -175,8 +176,8 @@ class TrainingSignalRecorder:
         if self._span_writer is not None:
             self._span_writer.close()
 
-    @staticmethod
     def _write_on(
+        self,
         conn: Connection,
         events: Sequence[NewEvent],
         blobs: Sequence[Encoded],
@@ -185,10 +186,10 @@ class TrainingSignalRecorder:
     ) -> int:
         if blobs:
             payload_store.put_encoded(conn, list(blobs), now_ms())
-        inserted = event_log.append(conn, list(events), payloads)
+        inserted = event_log.append(conn, list(events), payloads, self.keys)
         projections.apply_all(conn, inserted)
         if follow_up is not None and inserted:
-            for event in event_log.append(conn, follow_up(conn)):
+            for event in event_log.append(conn, follow_up(conn), keys=self.keys):
                 projections.apply(conn, event)
         return len(inserted)
 

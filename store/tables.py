@@ -36,18 +36,21 @@ class TrainingEvent(SQLModel, table=True):
     payload_hash: str = Field(max_length=64)
     payload_size: int
     tags: str = "[]"  # JSON array
-    # Tamper evidence: SHA-256 over the previous event's chain hash and this row's fields
-    chain_hash: str | None = Field(default=None, max_length=64)
+    # Tamper evidence: SHA-256 (or, with a chain key, "<key id>:" HMAC-SHA256) over the previous
+    # event's chain hash and this row's fields (store/chain_keys.py)
+    chain_hash: str | None = Field(default=None, max_length=96)
 
 
 class EventChainHeadRow(SQLModel, table=True):
-    """The end of the hash chain: where the log ends, and its last chain hash."""
+    """The end of the hash chain: where the log ends, its last chain hash, and (with a chain
+    key) a seal over both."""
 
     __tablename__ = "event_chain_head"
 
     id: int = Field(default=1, primary_key=True)
     position: int = Field(default=0, sa_type=BigInteger)
     chain_hash: str = ""
+    seal: str = Field(default="", sa_column_kwargs={"server_default": ""})
 
 
 class PayloadBlob(SQLModel, table=True):

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
 from sqlmodel import SQLModel
 
 from domain.agent import AgentDefinition
@@ -126,18 +126,17 @@ def history(engine: Engine, lineage_id: str) -> list[HistoryEntry]:
         ]
 
 
-def projection_digests(engine: Engine) -> dict[str, tuple[int, str]]:
+def projection_digests(conn: Connection) -> dict[str, tuple[int, str]]:
     """Per projection table: (row count, SHA-256 over its rows in key order)."""
     out = {}
-    with engine.connect() as conn:
-        for name in PROJECTION_TABLES:
-            table = SQLModel.metadata.tables[name]
-            key = list(table.primary_key.columns)
-            rows = conn.execute(select(table).order_by(*key)).mappings().all()
-            digest = hashlib.sha256()
-            for row in rows:
-                digest.update(json.dumps(dict(row), sort_keys=True, default=str).encode())
-            out[name] = (len(rows), digest.hexdigest())
+    for name in PROJECTION_TABLES:
+        table = SQLModel.metadata.tables[name]
+        key = list(table.primary_key.columns)
+        rows = conn.execute(select(table).order_by(*key)).mappings().all()
+        digest = hashlib.sha256()
+        for row in rows:
+            digest.update(json.dumps(dict(row), sort_keys=True, default=str).encode())
+        out[name] = (len(rows), digest.hexdigest())
     return out
 
 
@@ -152,13 +151,32 @@ class RebuildReport(BaseModel):
 
 def rebuild_and_verify(engine: Engine) -> RebuildReport:
     """Drop every projection table, replay the whole log into new ones, compare row for row."""
-    before = projection_digests(engine)
     tables = [SQLModel.metadata.tables[name] for name in PROJECTION_TABLES]
     with write_transaction(engine) as conn:
+        before = projection_digests(conn)
         SQLModel.metadata.drop_all(conn, tables=tables)
         SQLModel.metadata.create_all(conn, tables=tables)
         replayed = projections.rebuild(conn)
-    after = projection_digests(engine)
+        return _report(replayed, before, projection_digests(conn))
+
+
+def check_projections(engine: Engine) -> RebuildReport:
+    """Replay the whole log into emptied projections, compare them with the stored ones row for
+    row, and roll it all back: the stored projections are left as they were, right or wrong.
+    Writers wait meanwhile (readers do not)."""
+    with write_transaction(engine) as conn:
+        before = projection_digests(conn)
+        for name in reversed(PROJECTION_TABLES):
+            conn.execute(SQLModel.metadata.tables[name].delete())
+        replayed = projections.rebuild(conn)
+        report = _report(replayed, before, projection_digests(conn))
+        conn.rollback()
+    return report
+
+
+def _report(
+    replayed: int, before: dict[str, tuple[int, str]], after: dict[str, tuple[int, str]]
+) -> RebuildReport:
     return RebuildReport(
         events_replayed=replayed,
         tables={name: (after[name][0], after[name] == before[name]) for name in PROJECTION_TABLES},

@@ -18,7 +18,7 @@ from store.payload_store import encode
 from store.tables import PayloadBlob, SessionRow, SpanRow, TrainingEvent, TrainingExampleRow
 from tests.store_backends import database_url
 
-HEAD = "0008"
+HEAD = "0009"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

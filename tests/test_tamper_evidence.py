@@ -1,48 +1,86 @@
 """The event log is tamper-evident: `verify` finds an edited row, a deleted row, a removed tail
-and an edited payload — on SQLite and PostgreSQL."""
+and an edited payload — on SQLite and PostgreSQL. With a chain key, so does a forger who
+recomputes the chain or moves the head back; and `verify` checks the projections against a
+replay of the log."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import delete, update
+from sqlalchemy import delete, select, update
 
 from domain.agent import AgentDefinition, AgentParameters
 from store import Store, event_log
-from store.tables import EventChainHeadRow, PayloadBlob, TrainingEvent
+from store.chain_keys import ChainKeyError, ChainKeys, key_id
+from store.tables import EventChainHeadRow, LineageRow, PayloadBlob, TrainingEvent
 from tests.store_backends import database_url
 
 ROOT = Path(__file__).parent.parent
 EVENTS = TrainingEvent.__table__
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request, tmp_path):
-    with database_url(request.param, tmp_path) as url:
-        s = Store.open(url)
-        agent = AgentDefinition(
-            name="a", system_prompt="Be brief.", parameters=AgentParameters(model="offline-1")
+KEY = os.urandom(32)
+NEXT_KEY = os.urandom(32)
+
+
+def register(s: Store, lineages: range) -> None:
+    agent = AgentDefinition(
+        name="a", system_prompt="Be brief.", parameters=AgentParameters(model="offline-1")
+    )
+    for i in lineages:
+        s.recorder.register_lineage(
+            session_id="s",
+            session_name="S",
+            lineage_id=f"s-{i}",
+            label=str(i),
+            workflow_id=f"w{i}",
+            agent=agent,
+            inputs=["q"],
         )
-        for i in range(3):
-            s.recorder.register_lineage(
-                session_id="s",
-                session_name="S",
-                lineage_id=f"s-{i}",
-                label=str(i),
-                workflow_id=f"w{i}",
-                agent=agent,
-                inputs=["q"],
-            )
-        yield s
-        s.close()
 
 
-def check(store: Store) -> event_log.VerifyReport:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend_url(request, tmp_path):
+    with database_url(request.param, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def store(backend_url):
+    s = Store.open(backend_url, keys=ChainKeys())
+    register(s, range(3))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def keyed(backend_url):
+    s = Store.open(backend_url, keys=ChainKeys(current=KEY))
+    register(s, range(3))
+    yield s
+    s.close()
+
+
+def check(store: Store, keys: ChainKeys | None = None) -> event_log.VerifyReport:
     with store.engine.connect() as conn:
-        return event_log.verify(conn)
+        return event_log.verify(conn, store.keys if keys is None else keys)
+
+
+def run_cli(*args: str, url: str, env: dict[str, str] | None = None):
+    return subprocess.run(
+        [sys.executable, "training_data.py", *args, "--database-url", url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ["PATH"], **(env or {})},
+    )
 
 
 def positions(store: Store) -> list[int]:
@@ -88,27 +126,109 @@ def test_a_removed_tail_and_an_edited_payload_are_found(store):
     assert any("the chain head says the log ends at event" in p for p in problems)
 
 
-def test_the_verify_command(store):
-    url = store.engine.url.render_as_string(hide_password=False)
-    ok = subprocess.run(
-        [sys.executable, "training_data.py", "verify", "--database-url", url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def test_the_verify_command(store, backend_url):
+    url = backend_url
+    ok = run_cli("verify", url=url)
     assert ok.returncode == 0 and "event log intact" in ok.stdout
     target = positions(store)[1]  # read before the write transaction takes the lock
     with store.engine.begin() as conn:
         conn.execute(
             update(EVENTS).where(EVENTS.c.position == target).values(event_type="artifact.scored")
         )
-    bad = subprocess.run(
-        [sys.executable, "training_data.py", "verify", "--database-url", url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = run_cli("verify", url=url)
     assert bad.returncode == 1 and "chain broken" in bad.stdout
     assert EventChainHeadRow  # the head row is what makes a removed tail visible
+
+
+def forge_first_payload(store: Store) -> None:
+    """What someone with write access to the database does: rewrite an event's payload, store
+    it under its new hash, recompute the whole chain with the project's own code, move the head.
+    Without the key the recomputed links are unkeyed (or under a key of their own)."""
+    first = store.queries.events()[0]
+    forged = '{"name":"forged","sessionId":"s"}'
+    digest = hashlib.sha256(forged.encode()).hexdigest()
+    blobs = PayloadBlob.__table__
+    with store.engine.begin() as conn:
+        conn.execute(
+            blobs.insert().values(hash=digest, content=forged, size=len(forged), created_at=0)
+        )
+        conn.execute(update(EVENTS).where(EVENTS.c.id == first.id).values(payload_hash=digest))
+        event_log.resign(conn, ChainKeys(current=os.urandom(32)))
+
+
+def test_a_keyed_chain_finds_a_forger_who_recomputes_it(keyed):
+    assert check(keyed).ok
+    with keyed.engine.connect() as conn:
+        links = conn.execute(select(EVENTS.c.chain_hash)).scalars().all()
+    assert len(links) == 7 and all(link.startswith(f"{key_id(KEY)}:") for link in links)
+    forge_first_payload(keyed)
+    problems = check(keyed).problems
+    assert any("not among the keys given" in p for p in problems), problems
+
+
+def test_a_keyed_head_finds_a_removed_tail_with_the_head_moved_back(keyed):
+    *_, before_last, last = keyed.queries.events()
+    with keyed.engine.begin() as conn:
+        conn.execute(delete(EVENTS).where(EVENTS.c.position == last.position))
+        previous = conn.execute(
+            select(EVENTS.c.chain_hash).where(EVENTS.c.position == before_last.position)
+        ).scalar()
+        conn.execute(
+            update(EventChainHeadRow.__table__).values(
+                position=before_last.position, chain_hash=previous
+            )
+        )
+    (problem,) = check(keyed).problems
+    assert "seal does not match a log ending at event" in problem
+
+
+def test_keys_rotate_and_the_log_is_re_signed(keyed, backend_url):
+    rotated = Store.open(backend_url, keys=ChainKeys(current=NEXT_KEY, old=(KEY,)))
+    register(rotated, range(3, 5))
+    assert check(rotated).ok  # both keys given: each event checks under the key that signed it
+    only_new = ChainKeys(current=NEXT_KEY)
+    assert any("not among the keys given" in p for p in check(rotated, only_new).problems)
+
+    env = {"TRAINING_CAMP_CHAIN_KEY": base64.b64encode(NEXT_KEY).decode()}
+    refused = run_cli("rekey", url=backend_url, env=env)  # the old key is needed to verify first
+    assert refused.returncode == 1 and "does not verify" in refused.stdout
+    env["TRAINING_CAMP_CHAIN_OLD_KEYS"] = base64.b64encode(KEY).decode()
+    signed = run_cli("rekey", url=backend_url, env=env)
+    assert signed.returncode == 0, signed.stdout + signed.stderr
+    assert check(rotated, only_new).ok
+    rotated.close()
+
+
+def test_a_store_given_a_key_needs_every_event_signed(store, backend_url):
+    keys = ChainKeys(current=KEY)
+    problems = check(store, keys).problems
+    assert sum("not signed, though a chain key is set" in p for p in problems) == 7
+    assert problems[-1].startswith("the chain head is not sealed")
+    env = {"TRAINING_CAMP_CHAIN_KEY": base64.b64encode(KEY).decode()}
+    assert run_cli("rekey", url=backend_url, env=env).returncode == 0
+    assert check(store, keys).ok
+    verified = run_cli("verify", url=backend_url, env=env)
+    assert verified.returncode == 0 and "signed, 7 events" in verified.stdout
+
+
+def test_a_bad_key_is_refused_with_its_reason():
+    with pytest.raises(ChainKeyError, match="not base64"):
+        ChainKeys.from_env({"TRAINING_CAMP_CHAIN_KEY": "not a key!"})
+    with pytest.raises(ChainKeyError, match="16 bytes; a chain key needs at least 32"):
+        ChainKeys.from_env({"TRAINING_CAMP_CHAIN_KEY": base64.b64encode(b"x" * 16).decode()})
+
+
+def test_verify_checks_the_projections_against_a_replay(store, backend_url):
+    lineages = LineageRow.__table__
+    with store.engine.begin() as conn:
+        conn.execute(update(lineages).where(lineages.c.id == "s-1").values(label="edited"))
+    bad = run_cli("verify", url=backend_url)
+    assert bad.returncode == 1, bad.stdout
+    assert "event log intact" in bad.stdout  # the log itself is fine
+    assert "lineages: its rows differ from a replay of the event log" in bad.stdout
+    with store.engine.connect() as conn:  # verify reports; it does not repair
+        label = conn.execute(select(lineages.c.label).where(lineages.c.id == "s-1")).scalar()
+    assert label == "edited"
+    rebuilt = run_cli("rebuild", url=backend_url)
+    assert rebuilt.returncode == 1 and "NO" in rebuilt.stdout
+    assert run_cli("verify", url=backend_url).returncode == 0
