@@ -93,6 +93,13 @@ class AgentExecutionActivities:
             wrapped = AgentRunError(f"{type(exc).__name__}: {exc}", retryable=True)
             await self._record_failure(inp, attempt_id, wrapped, started)
             raise
+        except asyncio.CancelledError:
+            # The lineage was stopped, or the try ran out of time: it ends here, recorded.
+            ended = AgentRunError(
+                "cancelled: the lineage stopped or the try timed out", retryable=True
+            )
+            await asyncio.shield(self._record_failure(inp, attempt_id, ended, started))
+            raise
         finished = FinishedRun(
             attempt_id=attempt_id,
             result=result,

@@ -70,7 +70,7 @@ async def test_restart_and_continue_as_new_keep_everything(client, store, settin
     assert "Cite a source." in v3.system_prompt and "bullet" in v3.system_prompt.lower()
 
     # the first run's history replays deterministically against the current code
-    await _replay(history)
+    await replay(history)
 
 
 def _ref(agent_id: str, version: int):
@@ -79,7 +79,7 @@ def _ref(agent_id: str, version: int):
     return AgentRef(agent_id=agent_id, version=version)
 
 
-async def _replay(history: WorkflowHistory) -> None:
+async def replay(history: WorkflowHistory) -> None:
     replayer = Replayer(workflows=[LineageWorkflow], data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None
@@ -144,7 +144,7 @@ async def test_local_activities_that_outlast_a_workflow_task_replay(
     )
     heartbeats = sum(1 for a, b in pairwise(types) if (a, b) == (completed, scheduled))
     assert heartbeats >= 3, "the local activities should have outlasted their workflow tasks"
-    await _replay(history)
+    await replay(history)
 
 
 async def test_saved_histories_replay():
@@ -153,7 +153,7 @@ async def test_saved_histories_replay():
     assert files, "no saved histories"
     for path in files:
         history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
-        await _replay(history)
+        await replay(history)
 
 
 async def test_a_score_resolved_across_workflow_tasks_replays():
@@ -168,7 +168,7 @@ async def test_a_score_resolved_across_workflow_tasks_replays():
     scored = next(i for i, e in enumerate(events) if local_activity_type(e) == "record_score")
     assert events[scored + 1].event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
     assert local_activity_type(events[scored + 2]) is None  # the next task carries the reaction
-    await _replay(history)
+    await replay(history)
 
 
 async def test_continue_as_new_when_the_server_suggests_it(client, store, settings, run_worker):

@@ -19,6 +19,7 @@ from store import Store
 from tests.conftest import awaiting, eventually, make_spec, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text_message
 from tests.test_demo_command import free_port
+from tests.test_durability import replay
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
 
@@ -367,3 +368,59 @@ async def test_a_model_result_outlives_its_worker_while_the_database_is_away(
         attempts = store.queries.attempts(f"{spec.lineage_id('A')}:c1")
         assert [(a.attempt_number, a.status) for a in attempts] == [(1, "succeeded")]
         store.close()
+
+
+async def test_stop_ends_the_run_while_the_database_is_away(client, settings, task_queue):
+    # The database is away: a score's store step retries, a directive's too. `stop` ends the
+    # execution at once, instead of leaving it running until the database returns.
+    import psycopg
+    from temporalio.client import WorkflowExecutionStatus
+
+    from tests.store_backends import POSTGRES_ADMIN_URL, postgres_database
+
+    with postgres_database() as url:
+        name = url.rsplit("/", 1)[1]
+        store = Store.open(url)
+        pg = settings.model_copy(update={"database_url": url, "task_queue": task_queue})
+        spec = make_spec()
+        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True)
+        try:
+            async with build_worker(client, store, pg):
+                (handle,) = await start_session(client, spec, task_queue)
+                await wait_for_state(handle, awaiting(1))
+                admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                    (name,),
+                )
+                await handle.signal("score", {"score": 3, "comment": "too long"})
+                await handle.signal("directive", {"kind": "sticky", "content": "Cite a source."})
+                await asyncio.sleep(2)  # both store steps are retrying
+                await handle.signal("stop")
+                result = await asyncio.wait_for(handle.result(), 20)
+                assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+                await replay(await handle.fetch_history())
+        finally:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            admin.close()
+        assert (result.status, result.cycles, result.agent_version) == ("stopped", 1, 1)
+        store.close()
+
+
+async def test_stop_ends_the_run_during_a_long_model_call(client, store, settings, run_worker):
+    spec = make_spec(model=MODEL)
+    with FakeMessagesAPI() as api:
+        api.script = [(200, text_message("a slow answer", MODEL), {}, 30)]
+        async with run_worker(claude_settings(settings, api)):
+            (handle,) = await start_session(client, spec, settings.task_queue)
+            await eventually(lambda: len(api.requests) == 1, timeout=30)
+            await handle.signal("stop")
+            result = await asyncio.wait_for(handle.result(), 15)
+            assert (result.status, result.cycles) == ("stopped", 1)
+            # the try learns of it at its next heartbeat and is recorded as ended, not running
+            rollout = f"{spec.lineage_id('A')}:c1"
+            await eventually(
+                lambda: store.queries.attempts(rollout)[0].status == "failed", timeout=30
+            )
+    assert store.queries.attempts(rollout)[0].error.startswith("cancelled")
+    await replay(await handle.fetch_history())  # the cancelled step replays as it ran

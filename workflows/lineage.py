@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         feedback_key,
         score_before,
     )
+    from domain.spec import LineageOptions
     from domain.trainer import EvolutionOutcome
 
 ArgT = TypeVar("ArgT")
@@ -92,6 +93,12 @@ RUN_START_PATCH = "decided-at-run-start-rules-trainer-local"
 # payload cannot be read, with more than one argument, or with a name the lineage does not know.
 # Runs before it dropped such signals (or wedged on a second argument); they replay as they ran.
 EVERY_SIGNAL_ANSWERED_PATCH = "every-signal-answered"
+# Runs that record it cancel the step in flight when `stop` arrives (see `_unless_stopped`).
+STOP_CANCELS_STEPS_PATCH = "stop-cancels-steps-in-flight"
+
+
+class LineageStopped(Exception):
+    """`stop` arrived while a step was in flight; the step was cancelled."""
 
 
 @workflow.defn(name="LineageWorkflow")
@@ -111,6 +118,7 @@ class LineageWorkflow:
         self._output_waiters = 0  # await_output handlers in flight
         self._decided_at_start: bool | None = None  # RUN_START_PATCH, once per run
         self._answers_every_signal = False  # EVERY_SIGNAL_ANSWERED_PATCH, decided with it
+        self._stop_cancels_steps = False  # STOP_CANCELS_STEPS_PATCH, decided with it
         self._signals: dict[str, Callable[[Any], Awaitable[None]]] = {
             "score": self._score,
             "directive": self._directive,
@@ -125,13 +133,23 @@ class LineageWorkflow:
     @workflow.run
     async def run(self, inp: LineageInput) -> LineageResult:
         self._current_code()  # first thing in the run's first workflow task
-        if inp.carried is None:
-            await self._register()
-        options = inp.options
+        try:
+            if inp.carried is None:
+                await self._register()
+            await self._cycles(inp.options)
+        except LineageStopped:
+            pass  # `stop` cancelled the step in flight
+        if self._status != "completed":
+            self._set_status("stopped")
+            await workflow.wait_condition(workflow.all_handlers_finished)
+        return self._result()
+
+    async def _cycles(self, options: LineageOptions) -> None:
+        """Cycle after cycle until stopped or done; continues as new when history grows."""
         while not self._s.stop_requested:
             if options.max_cycles is not None and self._s.cycle >= options.max_cycles:
                 self._set_status("completed")
-                return self._result()
+                return
             if self._should_continue_as_new():
                 self._continuing = True
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -140,7 +158,7 @@ class LineageWorkflow:
             self._run_cycles += 1
             rollout = await self._rollout()
             if rollout is None:
-                break  # stopped while the rollout had failed
+                return  # stopped while the rollout had failed
             self._s.latest_output_preview = rollout.output_preview
             self._s.latest_output_words = rollout.output_words
             recorded = None
@@ -150,7 +168,7 @@ class LineageWorkflow:
                     break  # stopped while waiting
                 recorded = await self._record_score(rollout, queued)
             if queued is None or recorded is None:
-                break
+                return  # stopped while waiting
             evaluation_id, judged = recorded
             if self._s.locked:
                 continue  # a locked lineage keeps producing and being scored, not evolving
@@ -158,9 +176,6 @@ class LineageWorkflow:
                 await self._rollback(rollout, queued, evaluation_id, judged)
             else:
                 await self._train(rollout, queued, evaluation_id)
-        self._set_status("stopped")
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        return self._result()
 
     async def _register(self) -> None:
         inp = self._inp
@@ -190,29 +205,31 @@ class LineageWorkflow:
                 rollout_id += f"-retry{tries}"
             self._set_status("running")
             try:
-                return await workflow.execute_activity_method(
-                    AgentExecutionActivities.run_agent,
-                    RunAgentInput(
-                        session_id=self._inp.session_id,
-                        lineage_id=self._inp.lineage_id,
-                        rollout_id=rollout_id,
-                        cycle=self._s.cycle,
-                        agent=self._s.agent,
-                        input_hash=self._cycle_input_hash(),
-                        max_attempts=self._inp.options.max_attempts,
-                    ),
-                    start_to_close_timeout=timedelta(minutes=10),
-                    heartbeat_timeout=timedelta(
-                        seconds=self._inp.options.heartbeat_timeout_seconds
-                    ),
-                    retry_policy=RetryPolicy(
-                        initial_interval=timedelta(
-                            seconds=self._inp.options.retry_initial_interval_seconds
+                return await self._unless_stopped(
+                    workflow.start_activity_method(
+                        AgentExecutionActivities.run_agent,
+                        RunAgentInput(
+                            session_id=self._inp.session_id,
+                            lineage_id=self._inp.lineage_id,
+                            rollout_id=rollout_id,
+                            cycle=self._s.cycle,
+                            agent=self._s.agent,
+                            input_hash=self._cycle_input_hash(),
+                            max_attempts=self._inp.options.max_attempts,
                         ),
-                        maximum_interval=timedelta(seconds=60),
-                        maximum_attempts=self._inp.options.max_attempts,
-                        non_retryable_error_types=NON_RETRYABLE_AGENT_ERRORS,
-                    ),
+                        start_to_close_timeout=timedelta(minutes=10),
+                        heartbeat_timeout=timedelta(
+                            seconds=self._inp.options.heartbeat_timeout_seconds
+                        ),
+                        retry_policy=RetryPolicy(
+                            initial_interval=timedelta(
+                                seconds=self._inp.options.retry_initial_interval_seconds
+                            ),
+                            maximum_interval=timedelta(seconds=60),
+                            maximum_attempts=self._inp.options.max_attempts,
+                            non_retryable_error_types=NON_RETRYABLE_AGENT_ERRORS,
+                        ),
+                    )
                 )
             except FailureError as err:
                 self._s.last_error = str(err.cause or err)
@@ -602,6 +619,8 @@ class LineageWorkflow:
         except FailureError as err:
             self._s.last_error = f"{what} not recorded: {err.cause or err}"
             return False
+        except LineageStopped:
+            return False  # the lineage is stopping; the signal changes nothing
         return True
 
     def _feedback_id(self, kind: str, sent: Any) -> str:
@@ -619,8 +638,22 @@ class LineageWorkflow:
         workflow task of its own. Steps that call a model stay activities on the queue."""
         options = options or STORE_ACTIVITY
         if self._current_code() or workflow.patched(LOCAL_STORE_STEPS_PATCH):
-            return await workflow.execute_local_activity_method(step, arg, **options)
+            return await self._unless_stopped(
+                workflow.start_local_activity_method(step, arg, **options)
+            )
         return await workflow.execute_activity_method(step, arg, **options)
+
+    async def _unless_stopped(self, step: workflow.ActivityHandle[ResultT]) -> ResultT:
+        """The step's result; a `stop` sent meanwhile cancels it and ends the run
+        (LineageStopped), so that nothing holds a stopped lineage open: not a store step
+        retrying while the database is away, nor a long model call. What a step committed
+        stays (each is one idempotent transaction); the rest never happens."""
+        if self._stop_cancels_steps:
+            await workflow.wait_condition(lambda: step.done() or self._s.stop_requested)
+            if not step.done():
+                step.cancel()
+                raise LineageStopped
+        return await step
 
     async def _trainer_step(self, step: Callable[[Any, ArgT], ResultT], arg: ArgT) -> ResultT:
         """Reward analysis, credit assignment, evolution planning. With Claude a step is a model
@@ -637,6 +670,7 @@ class LineageWorkflow:
         if self._decided_at_start is None:
             self._decided_at_start = workflow.patched(RUN_START_PATCH)
             self._answers_every_signal = workflow.patched(EVERY_SIGNAL_ANSWERED_PATCH)
+            self._stop_cancels_steps = workflow.patched(STOP_CANCELS_STEPS_PATCH)
         return self._decided_at_start
 
     def _set_status(self, status: LineageStatus) -> None:
