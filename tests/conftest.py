@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -172,6 +173,27 @@ async def temporal_cli(address: str, *args: str) -> CliResult:
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     return CliResult(proc.returncode or 0, out.decode(), err.decode())
+
+
+async def spawn_worker(
+    temporal_address: str, database_url: str, task_queue: str, **env: str
+) -> asyncio.subprocess.Process:
+    """``worker.py`` in a process of its own (to be killed with SIGKILL mid-step); ``env`` adds
+    variables, e.g. ``ANTHROPIC_BASE_URL``."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "worker.py",
+        cwd=Path(__file__).parent.parent,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "TEMPORAL_ADDRESS": temporal_address,
+            "TRAINING_CAMP_DATABASE_URL": database_url,
+            "TRAINING_CAMP_TASK_QUEUE": task_queue,
+            **env,
+        },
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
 
 
 async def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:

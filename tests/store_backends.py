@@ -43,3 +43,29 @@ def database_url(backend: str, tmp_path: Path) -> Iterator[str]:
     else:
         with postgres_database() as url:
             yield url
+
+
+class DatabaseOutage:
+    """A PostgreSQL database made unreachable and brought back: new connections are refused
+    and open ones are cut, as when the server goes away. ``with`` makes sure it comes back."""
+
+    def __init__(self, url: str) -> None:
+        self.name = url.rsplit("/", 1)[1]
+        self._admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True)
+
+    def begin(self) -> None:
+        self._admin.execute(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS false')
+        self._admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+            (self.name,),
+        )
+
+    def end(self) -> None:
+        self._admin.execute(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS true')
+
+    def __enter__(self) -> DatabaseOutage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
+        self._admin.close()

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
-from pathlib import Path
 
 import psycopg
 
 from starter import start_session
 from store import Store
-from tests.conftest import awaiting, eventually, make_spec, wait_for_state
+from tests.conftest import awaiting, eventually, make_spec, spawn_worker, wait_for_state
 from tests.store_backends import postgres_database
 from worker import build_worker
-
-ROOT = Path(__file__).parent.parent
 
 
 async def test_a_signal_between_a_failed_workflow_task_and_its_retry_writes_nothing_twice(
@@ -31,19 +27,7 @@ async def test_a_signal_between_a_failed_workflow_task_and_its_retry_writes_noth
         pg = settings.model_copy(update={"database_url": url})
         spec = make_spec()
         lineage = spec.lineage_id("A")
-        doomed = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "worker.py",
-            cwd=ROOT,
-            env={
-                "PATH": "/usr/bin:/bin",
-                "TEMPORAL_ADDRESS": temporal_address,
-                "TRAINING_CAMP_DATABASE_URL": url,
-                "TRAINING_CAMP_TASK_QUEUE": task_queue,
-            },
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        doomed = await spawn_worker(temporal_address, url, task_queue)
         lock = psycopg.connect(url)
         try:
             (handle,) = await start_session(client, spec, task_queue)

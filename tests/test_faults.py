@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
-from pathlib import Path
 
 from pydantic import SecretStr
 from temporalio.client import Client
@@ -16,15 +14,24 @@ from dev_server import DevServer
 from settings import Settings
 from starter import start_session
 from store import Store
-from tests.conftest import awaiting, eventually, make_spec, wait_for_state
+from tests.conftest import awaiting, eventually, make_spec, spawn_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text_message
+from tests.store_backends import DatabaseOutage, postgres_database
 from tests.test_demo_command import free_port
 from tests.test_durability import replay
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
 
-ROOT = Path(__file__).parent.parent
 MODEL = "claude-sonnet-5"
+
+
+def claude_env(api: FakeMessagesAPI) -> dict[str, str]:
+    """The same, for a worker in a process of its own."""
+    return {
+        "ANTHROPIC_API_KEY": "sk-test",
+        "ANTHROPIC_BASE_URL": api.base_url,
+        "ANTHROPIC_MAX_RETRIES": "0",
+    }
 
 
 def claude_settings(settings: Settings, api: FakeMessagesAPI) -> Settings:
@@ -54,22 +61,8 @@ async def test_a_worker_killed_mid_call_hands_the_attempt_over(
             (200, text_message("never delivered", MODEL), {}, 30),  # the call in flight
             (200, text_message("- delivered by the second worker", MODEL)),
         ]
-        env = {
-            "PATH": "/usr/bin:/bin",
-            "TEMPORAL_ADDRESS": temporal_address,
-            "TRAINING_CAMP_DATABASE_URL": str(store.engine.url),
-            "TRAINING_CAMP_TASK_QUEUE": settings.task_queue,
-            "ANTHROPIC_API_KEY": "sk-test",
-            "ANTHROPIC_BASE_URL": api.base_url,
-            "ANTHROPIC_MAX_RETRIES": "0",
-        }
-        doomed = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "worker.py",
-            cwd=ROOT,
-            env=env,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
+        doomed = await spawn_worker(
+            temporal_address, str(store.engine.url), settings.task_queue, **claude_env(api)
         )
         (handle,) = await start_session(client, spec, settings.task_queue)
         lineage = spec.lineage_id("A")
@@ -163,35 +156,22 @@ async def test_an_oversized_output_is_stored_never_sent_through_temporal(
 async def test_the_database_unreachable_for_a_while_loses_and_duplicates_nothing(
     client, settings, task_queue
 ):
-    import psycopg
-
     from store.time_travel import rebuild_and_verify
-    from tests.store_backends import POSTGRES_ADMIN_URL, postgres_database
 
-    with postgres_database() as url:
-        name = url.rsplit("/", 1)[1]
+    with postgres_database() as url, DatabaseOutage(url) as outage:
         store = Store.open(url)
         pg = settings.model_copy(update={"database_url": url})
         spec = make_spec()
-        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True)
-        try:
-            async with build_worker(client, store, pg):
-                (handle,) = await start_session(client, spec, task_queue)
-                await wait_for_state(handle, awaiting(1))
-                admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-                admin.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                    (name,),
-                )
-                await handle.signal("score", {"score": 3, "comment": "too long"})
-                await asyncio.sleep(3)  # record_score keeps failing, and retrying
-                state = await handle.query(LineageWorkflow.state)
-                assert state.cycle == 1 and state.agent_version == 1
-                admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
-                state = await wait_for_state(handle, awaiting(2), timeout=90)
-        finally:
-            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
-            admin.close()
+        async with build_worker(client, store, pg):
+            (handle,) = await start_session(client, spec, task_queue)
+            await wait_for_state(handle, awaiting(1))
+            outage.begin()
+            await handle.signal("score", {"score": 3, "comment": "too long"})
+            await asyncio.sleep(3)  # record_score keeps failing, and retrying
+            state = await handle.query(LineageWorkflow.state)
+            assert state.cycle == 1 and state.agent_version == 1
+            outage.end()
+            state = await wait_for_state(handle, awaiting(2), timeout=90)
         lineage = spec.lineage_id("A")
         assert [e.score for e in store.queries.evaluations(lineage)] == [3]
         assert len(store.queries.evolution_records(lineage)) == 1
@@ -228,36 +208,22 @@ async def test_a_model_result_waits_for_the_store_when_the_database_goes_away(
 ):
     # The database goes away while the model is answering: the answer is kept, the write is
     # retried until the database is back, and the model is not asked again.
-    import psycopg
-
-    from tests.store_backends import POSTGRES_ADMIN_URL, postgres_database
-
     spec = make_spec(model=MODEL, options={"maxAttempts": 3, "retryInitialIntervalSeconds": 0.1})
-    with FakeMessagesAPI() as api, postgres_database() as url:
+    with FakeMessagesAPI() as api, postgres_database() as url, DatabaseOutage(url) as outage:
         api.script = [(200, text_message("- answered during the outage", MODEL), {}, 2)]
-        name = url.rsplit("/", 1)[1]
         store = Store.open(url)
         pg = claude_settings(settings, api).model_copy(
             update={"database_url": url, "task_queue": task_queue}
         )
-        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True)
-        try:
-            async with build_worker(client, store, pg):
-                (handle,) = await start_session(client, spec, task_queue)
-                await eventually(lambda: len(api.requests) == 1, timeout=60)
-                admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-                admin.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                    (name,),
-                )
-                await asyncio.sleep(6)  # the model answered; its write keeps failing
-                state = await handle.query(LineageWorkflow.state)
-                assert state.status == "running", state
-                admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
-                state = await wait_for_state(handle, awaiting(1), timeout=90)
-        finally:
-            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
-            admin.close()
+        async with build_worker(client, store, pg):
+            (handle,) = await start_session(client, spec, task_queue)
+            await eventually(lambda: len(api.requests) == 1, timeout=60)
+            outage.begin()
+            await asyncio.sleep(6)  # the model answered; its write keeps failing
+            state = await handle.query(LineageWorkflow.state)
+            assert state.status == "running", state
+            outage.end()
+            state = await wait_for_state(handle, awaiting(1), timeout=90)
         assert state.latest_output_preview == "- answered during the outage"
         assert len(api.requests) == 1
         rollout = f"{spec.lineage_id('A')}:c1"
@@ -275,21 +241,8 @@ async def test_a_rollout_that_fails_leaves_no_attempt_running(
     spec = make_spec(model=MODEL, options={"heartbeatTimeoutSeconds": 2, "maxAttempts": 1})
     with FakeMessagesAPI() as api:
         api.script = [(200, text_message("never delivered", MODEL), {}, 30)]
-        doomed = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "worker.py",
-            cwd=ROOT,
-            env={
-                "PATH": "/usr/bin:/bin",
-                "TEMPORAL_ADDRESS": temporal_address,
-                "TRAINING_CAMP_DATABASE_URL": str(store.engine.url),
-                "TRAINING_CAMP_TASK_QUEUE": settings.task_queue,
-                "ANTHROPIC_API_KEY": "sk-test",
-                "ANTHROPIC_BASE_URL": api.base_url,
-                "ANTHROPIC_MAX_RETRIES": "0",
-            },
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
+        doomed = await spawn_worker(
+            temporal_address, str(store.engine.url), settings.task_queue, **claude_env(api)
         )
         (handle,) = await start_session(client, spec, settings.task_queue)
         await eventually(lambda: len(api.requests) == 1, timeout=60)
@@ -310,10 +263,6 @@ async def test_a_model_result_outlives_its_worker_while_the_database_is_away(
 ):
     # The model answered, the database is away, and the worker holding the answer dies: the
     # next try takes the answer from the last heartbeat and stores it; no second model call.
-    import psycopg
-
-    from tests.store_backends import POSTGRES_ADMIN_URL, postgres_database
-
     spec = make_spec(
         model=MODEL,
         options={
@@ -322,47 +271,22 @@ async def test_a_model_result_outlives_its_worker_while_the_database_is_away(
             "retryInitialIntervalSeconds": 0.1,
         },
     )
-    with FakeMessagesAPI() as api, postgres_database() as url:
+    with FakeMessagesAPI() as api, postgres_database() as url, DatabaseOutage(url) as outage:
         api.script = [(200, text_message("- kept in the heartbeat", MODEL), {}, 1)]
-        name = url.rsplit("/", 1)[1]
         store = Store.open(url)
-        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True)
-        doomed = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "worker.py",
-            cwd=ROOT,
-            env={
-                "PATH": "/usr/bin:/bin",
-                "TEMPORAL_ADDRESS": temporal_address,
-                "TRAINING_CAMP_DATABASE_URL": url,
-                "TRAINING_CAMP_TASK_QUEUE": task_queue,
-                "ANTHROPIC_API_KEY": "sk-test",
-                "ANTHROPIC_BASE_URL": api.base_url,
-                "ANTHROPIC_MAX_RETRIES": "0",
-            },
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
+        doomed = await spawn_worker(temporal_address, url, task_queue, **claude_env(api))
+        (handle,) = await start_session(client, spec, task_queue)
+        await eventually(lambda: len(api.requests) == 1, timeout=60)
+        outage.begin()
+        await asyncio.sleep(3)  # answered; the write waits, the answer rides the heartbeat
+        doomed.send_signal(signal.SIGKILL)
+        await doomed.wait()
+        outage.end()
+        pg = claude_settings(settings, api).model_copy(
+            update={"database_url": url, "task_queue": task_queue}
         )
-        try:
-            (handle,) = await start_session(client, spec, task_queue)
-            await eventually(lambda: len(api.requests) == 1, timeout=60)
-            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                (name,),
-            )
-            await asyncio.sleep(3)  # answered; the write waits, the answer rides the heartbeat
-            doomed.send_signal(signal.SIGKILL)
-            await doomed.wait()
-            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
-            pg = claude_settings(settings, api).model_copy(
-                update={"database_url": url, "task_queue": task_queue}
-            )
-            async with build_worker(client, store, pg):
-                state = await wait_for_state(handle, awaiting(1), timeout=60)
-        finally:
-            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
-            admin.close()
+        async with build_worker(client, store, pg):
+            state = await wait_for_state(handle, awaiting(1), timeout=60)
         assert state.latest_output_preview == "- kept in the heartbeat"
         assert len(api.requests) == 1
         attempts = store.queries.attempts(f"{spec.lineage_id('A')}:c1")
@@ -373,36 +297,23 @@ async def test_a_model_result_outlives_its_worker_while_the_database_is_away(
 async def test_stop_ends_the_run_while_the_database_is_away(client, settings, task_queue):
     # The database is away: a score's store step retries, a directive's too. `stop` ends the
     # execution at once, instead of leaving it running until the database returns.
-    import psycopg
     from temporalio.client import WorkflowExecutionStatus
 
-    from tests.store_backends import POSTGRES_ADMIN_URL, postgres_database
-
-    with postgres_database() as url:
-        name = url.rsplit("/", 1)[1]
+    with postgres_database() as url, DatabaseOutage(url) as outage:
         store = Store.open(url)
         pg = settings.model_copy(update={"database_url": url, "task_queue": task_queue})
         spec = make_spec()
-        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True)
-        try:
-            async with build_worker(client, store, pg):
-                (handle,) = await start_session(client, spec, task_queue)
-                await wait_for_state(handle, awaiting(1))
-                admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-                admin.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                    (name,),
-                )
-                await handle.signal("score", {"score": 3, "comment": "too long"})
-                await handle.signal("directive", {"kind": "sticky", "content": "Cite a source."})
-                await asyncio.sleep(2)  # both store steps are retrying
-                await handle.signal("stop")
-                result = await asyncio.wait_for(handle.result(), 20)
-                assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
-                await replay(await handle.fetch_history())
-        finally:
-            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
-            admin.close()
+        async with build_worker(client, store, pg):
+            (handle,) = await start_session(client, spec, task_queue)
+            await wait_for_state(handle, awaiting(1))
+            outage.begin()
+            await handle.signal("score", {"score": 3, "comment": "too long"})
+            await handle.signal("directive", {"kind": "sticky", "content": "Cite a source."})
+            await asyncio.sleep(2)  # both store steps are retrying
+            await handle.signal("stop")
+            result = await asyncio.wait_for(handle.result(), 20)
+            assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+            await replay(await handle.fetch_history())
         assert (result.status, result.cycles, result.agent_version) == ("stopped", 1, 1)
         store.close()
 

@@ -217,18 +217,7 @@ class LineageWorkflow:
                             input_hash=self._cycle_input_hash(),
                             max_attempts=self._inp.options.max_attempts,
                         ),
-                        start_to_close_timeout=timedelta(minutes=10),
-                        heartbeat_timeout=timedelta(
-                            seconds=self._inp.options.heartbeat_timeout_seconds
-                        ),
-                        retry_policy=RetryPolicy(
-                            initial_interval=timedelta(
-                                seconds=self._inp.options.retry_initial_interval_seconds
-                            ),
-                            maximum_interval=timedelta(seconds=60),
-                            maximum_attempts=self._inp.options.max_attempts,
-                            non_retryable_error_types=NON_RETRYABLE_AGENT_ERRORS,
-                        ),
+                        **self._agent_activity_options(),
                     )
                 )
             except FailureError as err:
@@ -248,6 +237,20 @@ class LineageWorkflow:
                 return None
             self._retry_requested = False
             tries += 1
+
+    def _agent_activity_options(self) -> dict[str, Any]:
+        """Timeouts and retries of the agent's run: each retry is a recorded attempt."""
+        options = self._inp.options
+        return {
+            "start_to_close_timeout": timedelta(minutes=10),
+            "heartbeat_timeout": timedelta(seconds=options.heartbeat_timeout_seconds),
+            "retry_policy": RetryPolicy(
+                initial_interval=timedelta(seconds=options.retry_initial_interval_seconds),
+                maximum_interval=timedelta(seconds=60),
+                maximum_attempts=options.max_attempts,
+                non_retryable_error_types=NON_RETRYABLE_AGENT_ERRORS,
+            ),
+        }
 
     async def _await_score(self) -> QueuedScore | None:
         while True:
