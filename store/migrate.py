@@ -14,7 +14,8 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 def alembic_config(url: str) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    config.set_main_option("sqlalchemy.url", url)
+    # the option is interpolated (configparser): a URL-encoded password or socket path has '%'
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
 
 

