@@ -9,9 +9,8 @@ import os
 
 from pydantic import BaseModel, SecretStr
 
-from store.database import DEFAULT_DATABASE_URL
-
 DEFAULT_TASK_QUEUE = "training-camp"
+DEFAULT_DATABASE_URL = "sqlite:///.training-camp/training-camp.db"
 
 
 class Settings(BaseModel):

@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import typer
 from rich.console import Console
+from rich.table import Table
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
@@ -33,10 +34,13 @@ from temporalio.common import (
 )
 from temporalio.service import RPCError
 
+from dev_server import DevServer
 from domain import search_attributes
 from domain.lineage import LineageInput, LineageState
 from domain.spec import SessionSpec, SpecError, load_spec
 from settings import Settings
+from store import Store
+from worker import build_worker, connect
 from workflows.lineage import LineageWorkflow
 
 console = Console()
@@ -237,8 +241,6 @@ def start(spec_path: SpecPath) -> None:
     settings = Settings.from_env()
 
     async def go() -> None:
-        from worker import connect
-
         client = await connect(settings)
         await start_session(client, spec, settings.task_queue)
         print_instructions(spec, settings, None)
@@ -253,8 +255,6 @@ def status(spec_path: SpecPath) -> None:
     settings = Settings.from_env()
 
     async def go() -> None:
-        from worker import connect
-
         client = await connect(settings)
         for lineage in spec.lineages:
             handle = client.get_workflow_handle(workflow_id(spec.lineage_id(lineage.label)))
@@ -273,9 +273,6 @@ def blame(
     ] = None,
 ) -> None:
     """Where each segment of a lineage's prompt came from: version, evolution, feedback."""
-    from rich.table import Table
-
-    from store import Store
 
     store = Store.open(database_url or Settings.from_env().database_url)
     try:
@@ -309,7 +306,6 @@ def demo(
 ) -> None:
     """Dev server with Web UI + a worker + the session; Ctrl-C stops what it started."""
     spec = _load(spec_path)
-    from dev_server import DevServer
 
     server = DevServer(data_dir, port=port, ui_port=ui_port)
     settings = Settings.from_env().model_copy(update={"temporal_address": server.address})
@@ -326,8 +322,6 @@ def demo(
         console.print(f"[yellow]A server already listens on {server.address}; using it.[/yellow]")
 
     async def go() -> None:
-        from store import Store
-        from worker import build_worker, connect
 
         store = Store.open(settings.database_url)
         client = await connect(settings)

@@ -23,10 +23,12 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from settings import Settings
-from store import Store
+from store import Store, event_log
 from store.chain_keys import ChainKeyError, ChainKeys, key_id
+from store.database import write_transaction
 from store.exporter import FORMATS, ExportFilters, FormatError, export
 from store.materializer import Materializer
+from store.migrate import current_revision
 from store.time_travel import as_of, check_projections, history, rebuild_and_verify
 
 console = Console()
@@ -69,8 +71,6 @@ def _ms(value: str | None) -> int | None:
 @app.command()
 def migrate(database_url: DatabaseUrl = None) -> None:
     """Bring the database schema to the current revision (run before new workers)."""
-    from store.migrate import current_revision
-
     store = _store(database_url)  # opening the store migrates it
     console.print(f"schema at revision {current_revision(store.engine)}")
 
@@ -80,8 +80,6 @@ def verify(database_url: DatabaseUrl = None) -> None:
     """Check the event log's hash chain (signed with TRAINING_CAMP_CHAIN_KEY when set) and the
     projections against a replay of the log: finds edited, removed or inserted events and
     edited rows (writers wait while the log replays; the projections are left untouched)."""
-    from store import event_log
-
     store = _store(database_url)
     with store.engine.connect() as conn, console.status("verifying the event log…"):
         report = event_log.verify(conn, store.keys)
@@ -106,9 +104,6 @@ def rekey(database_url: DatabaseUrl = None) -> None:
     """Sign the whole event log with the current chain key (TRAINING_CAMP_CHAIN_KEY): once after
     setting a key on an existing store, and after a rotation so the old key can go. The log
     must verify first, with the keys it was signed with (TRAINING_CAMP_CHAIN_OLD_KEYS)."""
-    from store import event_log
-    from store.database import write_transaction
-
     store = _store(database_url)
     if not store.keys.keyed:
         console.print("[red]no chain key: set TRAINING_CAMP_CHAIN_KEY (or _FILE)[/red]")

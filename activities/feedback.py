@@ -14,9 +14,10 @@ from domain.lineage import (
     RecordScoreInput,
 )
 from domain.trainer import EvolutionChange, EvolutionOutcome, ExpectedImpact
-from rlm.shared_store import DatabaseSharedStore, WorkerStoreProxy
+from rlm.shared_store import WorkerStoreProxy
 from store import Store
 from store.recorder import InsightObservation
+from store.shared_findings import DatabaseSharedStore
 from trainer import outcome, reward_analyzer
 from trainer.change_family import insight_id, pattern
 

@@ -20,9 +20,9 @@ from domain.lightning import (
     TaskReportInput,
 )
 from domain.rollout_report import RolloutReport
-from lightning.optimizer import propose_template
 from store import Store
 from trainer.backends import TrainerBackends
+from trainer.template_optimizer import propose_template
 
 
 def _attempt_id(task: RolloutTask, attempt: int) -> str:

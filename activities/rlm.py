@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from domain.rlm_tasks import ApplyCommitInput, RlmWorkerInput
 from rlm import analyzer
 from rlm.commit import Commit, CommitResult
-from rlm.store import DatabaseFindingsStore
+from rlm.tasks import ApplyCommitInput, RlmWorkerInput
 from store import Store
+from store.findings import DatabaseFindingsStore
 
 
 class RlmActivities:

@@ -29,9 +29,9 @@ from domain.trainer import (
     EvolutionTrigger,
     ScoreAnalysis,
 )
-from rlm.store import DatabaseFindingsStore
 from runner.model_backend import ModelError
 from store import Store
+from store.findings import DatabaseFindingsStore
 from store.tables import ArtifactRow
 from trainer import evolution, evolution_planner, rlm_credit
 from trainer.backends import TrainerBackend, TrainerBackends, TrainerConfigError

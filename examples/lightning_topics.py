@@ -17,10 +17,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from dataset_optimization.client import AgentLightningClient, Resources
 from domain.lightning import LLM, OptimizationInput, OptimizationResult, PromptTemplate
 from domain.rollout_report import RolloutReport
-from lightning.client import AgentLightningClient, Resources
-from lightning.templates import render
+from domain.templates import render
 
 TOPICS = [
     "remote onboarding",

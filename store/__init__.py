@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
+from store import projections
 from store.chain_keys import UNKEYED, ChainKeys
 from store.database import create_store_engine, database_url_from_env, write_transaction
+from store.migrate import upgrade
 from store.queries import StoreQueries
 from store.recorder import TrainingSignalRecorder
 
@@ -28,8 +30,6 @@ class Store:
     def open(cls, url: str | None = None, keys: ChainKeys | None = None) -> Store:
         """Connect and bring the schema to the current revision (Alembic migrations). The event
         log's chain is signed with ``keys``, by default those in the environment."""
-        from store.migrate import upgrade
-
         url = url or database_url_from_env()
         engine = create_store_engine(url)
         upgrade(engine)
@@ -39,8 +39,6 @@ class Store:
         return cls(engine, reader, keys if keys is not None else ChainKeys.from_env())
 
     def rebuild_projections(self) -> int:
-        from store import projections
-
         with write_transaction(self.engine) as conn:
             return projections.rebuild(conn)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlmodel import SQLModel
 
+from settings import DEFAULT_DATABASE_URL
 from store import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 
-DEFAULT_DATABASE_URL = "sqlite:///.training-camp/training-camp.db"
 # A new SQLite database gets 2 KiB pages (an existing one keeps its own). A committed write
 # costs one WAL frame per page it touches, a whole page each (about twelve for a span: the
 # event, its indexes, the blob, the span row...), so smaller pages make small transactions
@@ -26,7 +26,7 @@ WRITE_WAIT_SECONDS = 30
 
 
 def database_url_from_env() -> str:
-    return os.environ.get("TRAINING_CAMP_DATABASE_URL", DEFAULT_DATABASE_URL)
+    return os.environ.get("TRAINING_CAMP_DATABASE_URL", DEFAULT_DATABASE_URL)  # as Settings
 
 
 def sqlite_file(engine: Engine) -> str | None:

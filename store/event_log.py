@@ -15,7 +15,7 @@ from sqlalchemy import Connection, func, select
 from store import payload_store, upcasters
 from store.chain_keys import UNKEYED, ChainKeys
 from store.dialect import DriverSQL, driver_cursor
-from store.tables import EventChainHeadRow, TrainingEvent
+from store.tables import EventChainHeadRow, PayloadBlob, TrainingEvent
 
 _NAMESPACE = uuid.UUID("6f1d1f8e-8c1a-4d55-9a39-5b7f0c2e7a10")
 _events = TrainingEvent.__table__  # type: ignore[attr-defined]
@@ -312,8 +312,6 @@ def verify(conn: Connection, keys: ChainKeys = UNKEYED, max_problems: int = 20) 
     """Walk the log in order: every chain hash must extend the previous one (under the key that
     signed it), every payload must still hash to its address, and the chain head must end where
     the log ends (its seal, with a key, must match)."""
-    from store.tables import PayloadBlob
-
     blobs = PayloadBlob.__table__  # type: ignore[attr-defined]
     problems: list[str] = []
     chain, count, last = "", 0, 0

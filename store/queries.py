@@ -16,6 +16,7 @@ from domain.execution import SpanRecord
 from domain.lightning import ResourceSet
 from domain.rollout_report import RolloutReport
 from domain.trainer import EvolutionChange, LearningInsight, PastChange, SegmentProvenance
+from runner.adapter import rollout_report
 from store import event_log, payload_store
 from store.event_log import StoredEvent
 from store.tables import (
@@ -35,6 +36,7 @@ from store.tables import (
     SpanRow,
     TrainingEvent,
 )
+from trainer.prompt_segments import segments
 
 Row = TypeVar("Row", bound=SQLModel)
 
@@ -187,7 +189,6 @@ class StoreQueries:
 
     def rollout_report(self, rollout_id: str) -> RolloutReport:
         """The seed's Rollout report for a completed rollout; the reward is its latest score."""
-        from runner.adapter import rollout_report
 
         rollout = self._all(select(RolloutRow).where(RolloutRow.id == rollout_id))
         if not rollout or rollout[0].final_attempt_id is None:
@@ -331,7 +332,6 @@ class StoreQueries:
     ) -> list[SegmentProvenance]:
         """For each segment of the prompt (of ``version``, default the latest): the version and
         evolution that introduced it, and the feedback behind that evolution."""
-        from trainer.prompt_segments import segments
 
         versions = self.agent_versions(lineage_id)
         if not versions:

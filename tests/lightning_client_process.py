@@ -9,8 +9,8 @@ import sys
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from dataset_optimization.client import AgentLightningClient
 from examples.lightning_topics import agent
-from lightning.client import AgentLightningClient
 
 
 async def main(address: str, task_queue: str, client_id: str) -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from dataset_optimization.client import AgentLightningClient, Resources
+from dataset_optimization.server import AgentLightningServer
 from domain.lightning import LLM, PromptTemplate
 from domain.rollout_report import RolloutReport
 from examples.lightning_topics import DATASET, optimization_input
-from lightning.client import AgentLightningClient, Resources
-from lightning.server import AgentLightningServer
 from store.tables import RolloutRow
 from workflows.lightning import OptimizationWorkflow
 

@@ -10,9 +10,9 @@ from sqlalchemy import inspect, text
 from sqlmodel import SQLModel, select
 
 from domain.agent import AgentDefinition, AgentParameters
-from rlm.store import DatabaseFindingsStore
 from store import Store, event_log
 from store.database import create_store_engine
+from store.findings import DatabaseFindingsStore
 from store.migrate import current_revision, upgrade
 from store.payload_store import encode
 from store.tables import PayloadBlob, SessionRow, SpanRow, TrainingEvent, TrainingExampleRow

@@ -9,10 +9,10 @@ from typing import Any
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from domain.rlm_tasks import ApplyCommitInput, FanOutInput, RlmTask
 from rlm.analyzer import analyze
 from rlm.objects import Card
-from rlm.store import DatabaseFindingsStore
+from rlm.tasks import ApplyCommitInput, FanOutInput, RlmTask
+from store.findings import DatabaseFindingsStore
 from worker import build_worker
 from workflows.rlm import RlmFanOutWorkflow
 

@@ -11,9 +11,11 @@ import pytest
 
 from rlm.commit import Commit, parse_commit
 from rlm.query import QueryError
-from rlm.shared_store import DatabaseSharedStore, InMemorySharedStore, WorkerStoreProxy
-from rlm.store import DatabaseFindingsStore, InMemoryFindingsStore
+from rlm.shared_store import InMemorySharedStore, WorkerStoreProxy
+from rlm.store import InMemoryFindingsStore
 from store import Store
+from store.findings import DatabaseFindingsStore
+from store.shared_findings import DatabaseSharedStore
 from tests.store_backends import database_url
 
 ROOT = Path(__file__).parent.parent
@@ -219,7 +221,7 @@ def test_shared_store(shared):
 CREATOR = """
 import sys
 from store import Store
-from rlm.shared_store import DatabaseSharedStore
+from store.shared_findings import DatabaseSharedStore
 store = Store.open(sys.argv[1])
 shared = DatabaseSharedStore(store.engine, "team", store.read_engine)
 for i in range(100):

@@ -285,3 +285,10 @@ async def test_offline_model_uses_the_calculator_too(client, store, settings, ru
         "output",
     ]
     assert store.queries.count(SpanRow) == 6
+
+
+def test_the_spec_knows_exactly_the_tools_the_runner_implements():
+    from domain.spec import BUILT_IN_TOOLS
+    from runner.tools import default_registry
+
+    assert sorted(default_registry().names()) == sorted(BUILT_IN_TOOLS)

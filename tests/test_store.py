@@ -409,7 +409,7 @@ def test_writers_in_one_process_take_turns_instead_of_busy_waiting(tmp_path: Pat
 
     from sqlalchemy import event
 
-    from rlm.shared_store import DatabaseSharedStore
+    from store.shared_findings import DatabaseSharedStore
 
     store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
     shared = DatabaseSharedStore(store.engine, "session:shared", store.read_engine)

@@ -59,7 +59,8 @@ async def test_a_change_that_hurt_lineage_a_is_skipped_in_lineage_b(
     ]
     assert sorted(kinds) == ["insight.discovered"] * 2 + ["insight.outcome"] * 2
     # the outcome is a finding B sees among the others' in the session's shared store
-    from rlm.shared_store import DatabaseSharedStore, WorkerStoreProxy
+    from rlm.shared_store import WorkerStoreProxy
+    from store.shared_findings import DatabaseSharedStore
 
     shared = DatabaseSharedStore(store.engine, f"session:{spec.session_id}")
     findings = WorkerStoreProxy(shared, lineage_b).view_others("type=claim tag=insight")

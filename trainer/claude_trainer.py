@@ -27,6 +27,7 @@ from domain.trainer import (
     TrajectoryCredit,
 )
 from runner.claude import create_message
+from trainer.evolution import EvolutionError, apply_changes
 from trainer.reward_analyzer import trend_of
 
 MAX_REPAIRS = 2
@@ -239,8 +240,6 @@ class ClaudeTrainer:
         directives: list[str],
     ) -> EvolutionPlan:
         def applicable(out: PlanOutput) -> None:
-            from trainer.evolution import EvolutionError, apply_changes
-
             try:
                 apply_changes(agent, out.changes)
             except EvolutionError as exc:  # stale text, unknown target: ask Claude to fix it

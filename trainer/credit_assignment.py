@@ -26,8 +26,8 @@ from domain.trainer import (
     TrajectoryCredit,
 )
 from trainer import feedback_reader, instructions
-from trainer.feedback_reader import Wish
 from trainer.prompt_segments import segments
+from trainer.wish import Wish
 
 _RANK = {"high": 0, "medium": 1, "low": 2, "none": 3}
 SHORTEST_USEFUL_TOKENS = 100

@@ -24,8 +24,8 @@ from domain.trainer import (
 )
 from trainer import credit_assignment, history_check, instructions
 from trainer.evolution import EvolutionError, apply_changes
-from trainer.feedback_reader import Wish
 from trainer.prompt_segments import segments
+from trainer.wish import Wish
 
 SHORTEST_MAX_TOKENS = 100
 SHORT_MAX_TOKENS = 300

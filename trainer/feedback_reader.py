@@ -28,21 +28,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from trainer import languages
+from trainer.instructions import third_person  # the phrasebook's rewriting, one place
+from trainer.wish import Wish
 
 Mode = Literal["comment", "instruction"]
 Frame = Literal["ask", "refuse", "lacking", "describe", "plain", "quantity", "denied"]
-
-
-@dataclass(frozen=True)
-class Wish:
-    """One thing the text asks of the answer, in the trainer's change families."""
-
-    family: str
-    aspect: str
-    quote: str
-    confidence: float
-    detail: str | None = None  # a word limit, a language, a topic, a tool's name…
-    weak: bool = False  # inferred from a complaint only; yields to an explicit wish
 
 
 @dataclass
@@ -1324,8 +1314,6 @@ def _request(clause: str) -> str | None:
     """A clear request no change family covers, as a concise instruction in the trainer's
     words: "Could you mention the deadline?" → "Mention the deadline." Praise, questions about
     the answer and anything long stay out."""
-    from trainer.instructions import third_person  # the phrasebook's rewriting, one place
-
     text = clause.strip().rstrip(".!?")
     words = text.split()
     if not words or len(words) > MAX_REQUEST_WORDS or _PRAISE.search(text.lower()):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from trainer.feedback_reader import Wish
+from trainer.wish import Wish
 
 # Families that contradict each other: an instruction asking for one is in the way of the other.
 CONTRARY: dict[str, set[str]] = {

@@ -12,16 +12,16 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.rlm import RlmActivities
-    from domain.rlm_tasks import (
+    from rlm.commit import Commit
+    from rlm.objects import Card
+    from rlm.store import InMemoryFindingsStore
+    from rlm.tasks import (
         ApplyCommitInput,
         FanOutInput,
         FanOutResult,
         RlmTask,
         RlmWorkerInput,
     )
-    from rlm.commit import Commit
-    from rlm.objects import Card
-    from rlm.store import InMemoryFindingsStore
 
 ACTIVITY = {
     "start_to_close_timeout": timedelta(minutes=5),

@@ -55,10 +55,3 @@ class ToolRegistry:
             )
             raise ToolError(f"invalid input for {name}: {problems}") from None
         return await tool.run(args, ctx)
-
-
-def default_registry() -> ToolRegistry:
-    from runner.tools.calculator import Calculator
-    from runner.tools.documents import ReadDocument, SearchDocuments
-
-    return ToolRegistry([Calculator(), SearchDocuments(), ReadDocument()])

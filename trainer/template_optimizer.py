@@ -8,8 +8,8 @@ from collections import Counter
 
 from domain.agent import AgentDefinition, AgentParameters
 from domain.lightning import PromptTemplate
+from domain.templates import placeholders
 from domain.trainer import EvolutionPlan
-from lightning.templates import placeholders
 from trainer import evolution, evolution_planner
 from trainer.backends import TrainerBackend
 

@@ -20,9 +20,9 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
+from dataset_optimization.client import DEFAULT_ROLLOUT_QUEUE
 from domain.lightning import Resource, RolloutOutcome, RolloutTask, ServerInput
 from domain.rollout_report import RolloutReport
-from lightning.client import DEFAULT_ROLLOUT_QUEUE
 from settings import DEFAULT_TASK_QUEUE
 from store import Store
 from workflows.lightning import LightningServerWorkflow, RolloutTaskWorkflow

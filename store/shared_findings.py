@@ -1,0 +1,180 @@
+"""The shared findings store in the database: parallel workers on several machines append to
+one log, with the same behaviour as the in-memory one (``rlm.shared_store``)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from typing import Any
+
+from sqlalchemy import bindparam, or_, select, update
+
+from rlm.objects import StoreObject
+from rlm.query import parse_query
+from rlm.shared_store import SharedEvent, SharedStore
+from store.database import write_transaction
+from store.dialect import insert_ignore
+from store.findings import object_from_row
+from store.tables import RlmObjectRow, RlmSharedEventRow, RlmSharedWorkerRow
+
+
+class DatabaseSharedStore(SharedStore):
+    """Durable and safe for workers in several processes: the per-worker counter and the
+    append happen in one transaction."""
+
+    def __init__(self, engine: Any, store_id: str, read_engine: Any = None) -> None:
+        self.engine, self.store_id = engine, store_id
+        self.read_engine = read_engine or engine  # as DatabaseFindingsStore
+        self._events_t = RlmSharedEventRow.__table__  # type: ignore[attr-defined]
+        self._workers_t = RlmSharedWorkerRow.__table__  # type: ignore[attr-defined]
+        self._view_t = RlmObjectRow.__table__  # type: ignore[attr-defined]
+        self._view_id = f"shared:{store_id}"  # its view lives beside isolated stores' rows
+
+    def create(
+        self, worker, type, description, content=None, backrefs=None, parents=None, tags=None
+    ) -> str:  # type: ignore[no-untyped-def]
+        w = self._workers_t
+        with write_transaction(self.engine) as conn:
+            conn.execute(
+                insert_ignore(conn, w, ["store_id", "worker_id"]),
+                {"store_id": self.store_id, "worker_id": worker, "next_seq": 0},
+            )
+            n = conn.execute(_next_seq(w), {"s": self.store_id, "w": worker}).scalar_one() - 1
+            object_id = f"{worker}_{n:06d}"
+            obj = self._object(
+                object_id, worker, type, description, content, backrefs, parents, tags
+            )
+            seq = self._append(conn, worker, "create", object_id, obj.model_dump())
+            conn.execute(_insert(self._view_t), self._view_row(obj, seq))
+        return object_id
+
+    def _append(
+        self, conn: Any, worker: str, kind: str, object_id: str, payload: dict[str, Any]
+    ) -> int:
+        return conn.execute(
+            _append_returning_seq(self._events_t),
+            {
+                "store_id": self.store_id,
+                "worker_id": worker,
+                "kind": kind,
+                "object_id": object_id,
+                "payload": json.dumps(payload),
+                "created_at": time.time_ns() // 1_000_000,
+            },
+        ).scalar_one()
+
+    def _view_row(self, obj: StoreObject, seq: int) -> dict[str, Any]:
+        return {
+            "store_id": self._view_id,
+            "id": obj.id,
+            "type": obj.type,
+            "description": obj.description,
+            "content": json.dumps(obj.content),
+            "backrefs": json.dumps([b.model_dump() for b in obj.backrefs]),
+            "parents": json.dumps(obj.parents),
+            "children": "[]",
+            "tags": json.dumps(obj.tags),
+            "worker": obj.worker,
+            "commit_key": None,
+            "invalidated": None,
+            "position": seq,
+        }
+
+    def invalidate(self, worker: str, target_id: str, reason: str) -> None:
+        v = self._view_t
+        with write_transaction(self.engine) as conn:
+            found = conn.execute(
+                update(v)
+                .where(v.c.store_id == self._view_id, v.c.id == target_id)
+                .values(invalidated=reason)
+            ).rowcount
+            if found != 1:
+                raise KeyError(f"no object {target_id}")
+            self._append(conn, worker, "invalidate", target_id, {"reason": reason})
+
+    def events_since(self, seq: int = 0) -> list[SharedEvent]:
+        e = self._events_t
+        with self.read_engine.connect() as conn:
+            rows = (
+                conn.execute(
+                    select(e).where(e.c.store_id == self.store_id, e.c.seq >= seq).order_by(e.c.seq)
+                )
+                .mappings()
+                .all()
+            )
+        return [
+            SharedEvent(
+                seq=r["seq"],
+                kind=r["kind"],
+                worker=r["worker_id"],
+                object_id=r["object_id"],
+                payload=json.loads(r["payload"]),
+            )
+            for r in rows
+        ]
+
+    def live_view(self) -> dict[str, StoreObject]:
+        return {o.id: o for o in self._view_objects()}
+
+    def query(
+        self, query: str | None = None, exclude_worker: str | None = None
+    ) -> list[StoreObject]:
+        """As the base class, with the filters pushed into SQL: a session's shared store grows
+        every cycle, and reading all of it to find one tag made each score slower than the last.
+        JSON columns are narrowed with LIKE, then every object is checked exactly."""
+        q, v = parse_query(query), self._view_t
+        conditions = [v.c.invalidated.is_(None)]
+        if exclude_worker is not None:
+            conditions.append(or_(v.c.worker.is_(None), v.c.worker != exclude_worker))
+        for key, values in q.equals.items():
+            for value in values:
+                if key in ("type", "id", "worker"):
+                    conditions.append(v.c[key] == value)
+                elif key in ("tag", "parent"):
+                    column = v.c.tags if key == "tag" else v.c.parents
+                    conditions.append(column.contains(json.dumps(value), autoescape=True))
+                elif key == "source":
+                    conditions.append(v.c.backrefs.contains(json.dumps(value), autoescape=True))
+        for text in q.desc_contains:
+            conditions.append(v.c.description.icontains(text, autoescape=True))
+        return [
+            o
+            for o in self._view_objects(*conditions)
+            if q.matches(o) and o.worker != exclude_worker
+        ]
+
+    def _view_objects(self, *conditions: Any) -> list[StoreObject]:
+        v = self._view_t
+        with self.read_engine.connect() as conn:
+            rows = (
+                conn.execute(
+                    select(v)
+                    .where(v.c.store_id == self._view_id, *conditions)
+                    .order_by(v.c.position)
+                )
+                .mappings()
+                .all()
+            )
+        return [object_from_row(r) for r in rows]
+
+
+# Statements built once per table: building them on every create cost more than running them.
+@functools.cache
+def _next_seq(workers: Any) -> Any:
+    return (
+        update(workers)
+        .where(workers.c.store_id == bindparam("s"), workers.c.worker_id == bindparam("w"))
+        .values(next_seq=workers.c.next_seq + 1)
+        .returning(workers.c.next_seq)
+    )
+
+
+@functools.cache
+def _append_returning_seq(events: Any) -> Any:
+    return events.insert().returning(events.c.seq)
+
+
+@functools.cache
+def _insert(table: Any) -> Any:
+    return table.insert()

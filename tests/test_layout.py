@@ -1,0 +1,97 @@
+"""Dependencies point one way, in the order the README's layout section draws: each package
+imports only from its own layer and the ones below, never at function level (where an import
+hides a cycle), and no two packages import each other."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+# bottom first; a package may import its own layer and any below
+LAYERS = [
+    ["domain", "settings"],
+    ["runner", "rlm"],
+    ["trainer"],
+    ["store"],
+    ["activities"],
+    ["workflows"],
+    [
+        "dataset_optimization",
+        "worker",
+        "starter",
+        "training_data",
+        "dev_server",
+        "health",
+        "encryption",
+        "codec_server",
+    ],
+]
+LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def modules() -> dict[str, list[Path]]:
+    """Each top-level package or module of the project, with its source files."""
+    found: dict[str, list[Path]] = {}
+    for name in LAYER:
+        package, module = ROOT / name, ROOT / f"{name}.py"
+        found[name] = sorted(package.rglob("*.py")) if package.is_dir() else [module]
+    return found
+
+
+def imports(path: Path) -> list[tuple[str, int, bool]]:
+    """(top-level name, line, inside a function) for each import of a project module."""
+    tree = ast.parse(path.read_text(), str(path))
+    in_function: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                    in_function.add(id(inner))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top in LAYER:
+                found.append((top, node.lineno, id(node) in in_function))
+    return found
+
+
+def test_the_readme_draws_the_same_order():
+    readme = (ROOT / "README.md").read_text()
+    drawn = " ← ".join(" · ".join(f"`{n}`" for n in names) for names in LAYERS[:-1])
+    assert drawn in readme, drawn
+
+
+def test_dependencies_point_one_way():
+    upward, nested = [], []
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, files in modules().items():
+        for path in files:
+            where = path.relative_to(ROOT)
+            for target, line, in_function in imports(path):
+                if target == name:
+                    if in_function:
+                        nested.append(f"{where}:{line} imports {target} inside a function")
+                    continue
+                graph[name].add(target)
+                if LAYER[target] > LAYER[name]:
+                    upward.append(
+                        f"{where}:{line}: {name} (layer {LAYER[name]}) imports "
+                        f"{target} (layer {LAYER[target]})"
+                    )
+                if in_function:
+                    nested.append(f"{where}:{line} imports {target} inside a function")
+    assert upward == [], "\n".join(upward)
+    assert nested == [], "\n".join(nested)
+    mutual = sorted(
+        {tuple(sorted((a, b))) for a in list(graph) for b in graph[a] if a in graph.get(b, ())}
+    )
+    assert mutual == [], mutual

@@ -1,0 +1,18 @@
+"""A Wish: one thing a reviewer's text asks of the answer, in the trainer's change families.
+The feedback reader finds them; credit assignment, planning and the phrasebook act on them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Wish:
+    """One thing the text asks of the answer, in the trainer's change families."""
+
+    family: str
+    aspect: str
+    quote: str
+    confidence: float
+    detail: str | None = None  # a word limit, a language, a topic, a tool's name…
+    weak: bool = False  # inferred from a complaint only; yields to an explicit wish
