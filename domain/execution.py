@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 
 class SpanRecord(BaseModel):
-    """One execution span as the runner produced it (texts are stored as blobs)."""
+    """One execution span as the runner produced it (stored with its texts inline)."""
 
     span_id: str
     parent_span_id: str | None = None

@@ -86,14 +86,6 @@ class ScoreAccepted(BaseModel):
     queued_position: int
 
 
-class RejectedFeedback(BaseModel):
-    """A signal that changed nothing; recorded so the rejection is visible later."""
-
-    kind: str
-    payload_preview: str
-    reason: str
-
-
 def explain(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:

@@ -14,7 +14,7 @@ from domain.spec import LineageOptions, SessionDocument
 from domain.trainer import CreditAssignment, EvolutionPlan, ScoreAnalysis
 
 LineageStatus = Literal[
-    "starting", "running", "awaiting_score", "training", "failed", "locked", "stopped", "completed"
+    "starting", "running", "awaiting_score", "training", "failed", "stopped", "completed"
 ]
 
 
@@ -58,11 +58,6 @@ class QueuedScore(BaseModel):
     received_via: Literal["signal", "update"]
 
 
-class PendingDirective(BaseModel):
-    kind: Literal["sticky", "oneshot"]
-    content: str
-
-
 class CarriedState(BaseModel):
     """Everything a lineage needs to resume in a new run, after continue-as-new."""
 
@@ -75,7 +70,6 @@ class CarriedState(BaseModel):
     oneshot_directives: list[str] = Field(default_factory=list)
     locked: bool = False
     stop_requested: bool = False
-    rollout_retries: int = 0
     # The latest evolution awaiting its outcome (filled by the next score)
     pending_evolution_id: str | None = None
     # Directives, locks and rejections received so far: each one's place in the lineage, from
