@@ -8,7 +8,7 @@ import contextlib
 import json
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from domain.lineage import LineageState
 from domain.spec import SessionSpec, parse_spec
 from settings import Settings
 from store import Store
+from tests.store_backends import database_url
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
 
@@ -60,9 +61,28 @@ def temporal_address(client: Client) -> str:
     return client.service_client.config.target_host
 
 
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked ``every_backend`` (or in a module so marked) that uses the store runs once
+    per backend: one behavioural suite, every storage backend."""
+    if metafunc.definition.get_closest_marker("every_backend") and (
+        "backend_url" in metafunc.fixturenames
+    ):
+        metafunc.parametrize("backend_url", BACKENDS, indirect=True)
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The store's database: SQLite unless the test is marked ``every_backend``."""
+    with database_url(getattr(request, "param", "sqlite"), tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def store(backend_url: str) -> Iterator[Store]:
+    s = Store.open(backend_url)
     yield s
     s.close()
 
@@ -74,7 +94,8 @@ def task_queue() -> str:
 
 @pytest.fixture
 def settings(store: Store, task_queue: str) -> Settings:
-    return Settings(task_queue=task_queue, database_url=str(store.engine.url))
+    url = store.engine.url.render_as_string(hide_password=False)
+    return Settings(task_queue=task_queue, database_url=url)
 
 
 @pytest.fixture

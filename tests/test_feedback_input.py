@@ -106,46 +106,37 @@ async def test_malformed_score_signal_is_recorded_and_the_lineage_keeps_waiting(
     assert [e.score for e in store.queries.evaluations(lineage)] == [6]
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.every_backend
 async def test_text_no_store_can_keep_and_huge_text_are_refused_at_the_door(
-    client, settings, task_queue, tmp_path, backend
+    client, store, task_queue, run_worker
 ):
     # NUL (PostgreSQL refuses it in text) and a 1.9 MB comment: each is refused with a short
     # reason, recorded as a rejection on either backend, and the lineage keeps waiting, then
     # takes a good score
-    from store import Store
-    from tests.store_backends import database_url
-    from worker import build_worker
-
-    with database_url(backend, tmp_path) as url:
-        store = Store.open(url)
-        spec = make_spec()
-        lineage = spec.lineage_id("A")
-        async with build_worker(client, store, settings.model_copy(update={"database_url": url})):
-            (handle,) = await start_session(client, spec, task_queue)
-            await wait_for_state(handle, awaiting(1))
-            await handle.signal("score", {"score": 4, "comment": "too\x00long"})
-            await handle.signal("directive", {"kind": "sticky", "content": "a\x00"})
-            await handle.signal("score", {"score": 4, "comment": "x" * 1_900_000})
-            with pytest.raises(WorkflowUpdateFailedError) as failure:
-                await handle.execute_update(
-                    LineageWorkflow.submit_score, {"score": 4, "comment": "nul\x00here"}
-                )
-            assert "NUL character" in str(failure.value.cause)
-            await eventually(lambda: len(store.queries.rejected_feedback(lineage)) == 3)
-            state = await handle.query(LineageWorkflow.state)
-            assert (state.status, state.cycle, state.rejected_feedback) == ("awaiting_score", 1, 3)
-            assert (
-                len(state.last_rejection) < 400 and "1,900,000 characters" in state.last_rejection
+    spec = make_spec()
+    lineage = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 4, "comment": "too\x00long"})
+        await handle.signal("directive", {"kind": "sticky", "content": "a\x00"})
+        await handle.signal("score", {"score": 4, "comment": "x" * 1_900_000})
+        with pytest.raises(WorkflowUpdateFailedError) as failure:
+            await handle.execute_update(
+                LineageWorkflow.submit_score, {"score": 4, "comment": "nul\x00here"}
             )
-            await handle.signal("score", {"score": 7, "comment": "fine"})
-            state = await wait_for_state(handle, awaiting(2))
-        rejected = store.queries.rejected_feedback(lineage)
-        reasons = " | ".join(r.reason for r in rejected)
-        assert reasons.count("NUL character") == 2 and "1,900,000 characters" in reasons
-        assert all(len(r.reason) < 400 and len(r.payload_preview) <= 300 for r in rejected)
-        assert [e.score for e in store.queries.evaluations(lineage)] == [7]
-        store.close()
+        assert "NUL character" in str(failure.value.cause)
+        await eventually(lambda: len(store.queries.rejected_feedback(lineage)) == 3)
+        state = await handle.query(LineageWorkflow.state)
+        assert (state.status, state.cycle, state.rejected_feedback) == ("awaiting_score", 1, 3)
+        assert len(state.last_rejection) < 400 and "1,900,000 characters" in state.last_rejection
+        await handle.signal("score", {"score": 7, "comment": "fine"})
+        state = await wait_for_state(handle, awaiting(2))
+    rejected = store.queries.rejected_feedback(lineage)
+    reasons = " | ".join(r.reason for r in rejected)
+    assert reasons.count("NUL character") == 2 and "1,900,000 characters" in reasons
+    assert all(len(r.reason) < 400 and len(r.payload_preview) <= 300 for r in rejected)
+    assert [e.score for e in store.queries.evaluations(lineage)] == [7]
 
 
 def test_a_lone_surrogate_is_refused_as_text_no_store_can_keep():
@@ -155,45 +146,36 @@ def test_a_lone_surrogate_is_refused_as_text_no_store_can_keep():
         parse_score({"score": 4, "comment": "bad \ud800 text"})
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-async def test_every_signal_is_answered_however_malformed(
-    client, settings, task_queue, tmp_path, backend
-):
+@pytest.mark.every_backend
+async def test_every_signal_is_answered_however_malformed(client, store, task_queue, run_worker):
     # Payloads the SDK's converter cannot read, a second argument (which once wedged the
     # lineage) and a name the lineage does not know: each leaves a rejection record with a
     # short reason, and the lineage goes on to take a good score.
     from temporalio.api.common.v1 import Payload
     from temporalio.common import RawValue
 
-    from store import Store
-    from tests.store_backends import database_url
-    from worker import build_worker
-
     def raw_json(data: bytes) -> RawValue:
         return RawValue(Payload(metadata={"encoding": b"json/plain"}, data=data))
 
-    with database_url(backend, tmp_path) as url:
-        store = Store.open(url)
-        spec = make_spec()
-        lineage = spec.lineage_id("A")
-        async with build_worker(client, store, settings.model_copy(update={"database_url": url})):
-            (handle,) = await start_session(client, spec, task_queue)
-            await wait_for_state(handle, awaiting(1))
-            await handle.signal("score", raw_json(b"[" * 5000 + b"]" * 5000))
-            await handle.signal("directive", raw_json(b'{"kind": "sticky", "content": "\\ud800"}'))
-            await handle.signal("score", args=[{"score": 3}, {"score": 4}])
-            await handle.signal("bogus", {"score": 9})
-            await eventually(lambda: len(store.queries.rejected_feedback(lineage)) == 4)
-            state = await handle.query(LineageWorkflow.state)
-            assert (state.status, state.cycle, state.rejected_feedback) == ("awaiting_score", 1, 4)
-            await handle.signal("score", {"score": 7, "comment": "fine"})
-            state = await wait_for_state(handle, awaiting(2))
-        rejected = store.queries.rejected_feedback(lineage)
-        assert [r.kind for r in rejected] == ["score", "directive", "score", "signal"]
-        assert "recursion limit" in rejected[0].reason
-        assert "surrogate" in rejected[1].reason or "escape" in rejected[1].reason
-        assert "one argument" in rejected[2].reason and "got 2" in rejected[2].reason
-        assert "no signal named 'bogus'" in rejected[3].reason
-        assert all(len(r.reason) < 400 and len(r.payload_preview) <= 300 for r in rejected)
-        assert [e.score for e in store.queries.evaluations(lineage)] == [7]
-        store.close()
+    spec = make_spec()
+    lineage = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", raw_json(b"[" * 5000 + b"]" * 5000))
+        await handle.signal("directive", raw_json(b'{"kind": "sticky", "content": "\\ud800"}'))
+        await handle.signal("score", args=[{"score": 3}, {"score": 4}])
+        await handle.signal("bogus", {"score": 9})
+        await eventually(lambda: len(store.queries.rejected_feedback(lineage)) == 4)
+        state = await handle.query(LineageWorkflow.state)
+        assert (state.status, state.cycle, state.rejected_feedback) == ("awaiting_score", 1, 4)
+        await handle.signal("score", {"score": 7, "comment": "fine"})
+        state = await wait_for_state(handle, awaiting(2))
+    rejected = store.queries.rejected_feedback(lineage)
+    assert [r.kind for r in rejected] == ["score", "directive", "score", "signal"]
+    assert "recursion limit" in rejected[0].reason
+    assert "surrogate" in rejected[1].reason or "escape" in rejected[1].reason
+    assert "one argument" in rejected[2].reason and "got 2" in rejected[2].reason
+    assert "no signal named 'bogus'" in rejected[3].reason
+    assert all(len(r.reason) < 400 and len(r.payload_preview) <= 300 for r in rejected)
+    assert [e.score for e in store.queries.evaluations(lineage)] == [7]

@@ -24,6 +24,7 @@ from tests.conftest import (
 from workflows.lineage import LineageWorkflow
 
 
+@pytest.mark.every_backend
 async def test_cli_score_evolves_the_lineage_and_the_store_holds_everything(
     client, store, settings, run_worker, temporal_address
 ):
@@ -270,38 +271,6 @@ async def test_stop_ends_the_lineage(client, store, settings, run_worker):
         await handle.signal("stop")
         result = await asyncio.wait_for(handle.result(), timeout=30)
     assert result.status == "stopped" and result.cycles == 1
-
-
-async def test_a_lineage_on_a_postgresql_store(client, task_queue):
-    """The same cycle with the store on PostgreSQL (any SQLAlchemy URL works)."""
-    from settings import Settings
-    from store import Store
-    from tests.store_backends import postgres_database
-
-    with postgres_database() as url:
-        pg = Store.open(url)
-        spec = make_spec()
-        pg_settings = Settings(task_queue=task_queue, database_url=url)
-        async with _worker_on(client, pg, pg_settings):
-            (handle,) = await start_session(client, spec, task_queue)
-            await wait_for_state(handle, awaiting(1))
-            await handle.execute_update(
-                LineageWorkflow.submit_score, {"score": 3, "comment": "way too long"}
-            )
-            await wait_for_state(handle, awaiting(2))
-        lineage = spec.lineage_id("A")
-        assert [r.status for r in pg.queries.rollouts(lineage)] == ["completed", "completed"]
-        assert [e.score for e in pg.queries.evaluations(lineage)] == [3]
-        (record,) = pg.queries.evolution_records(lineage)
-        assert record.to_version == 2
-        assert pg.engine.dialect.name == "postgresql"
-        pg.close()
-
-
-def _worker_on(client, store, settings):
-    from worker import build_worker
-
-    return build_worker(client, store, settings)
 
 
 async def test_waiting_for_outputs_never_locks_out_scoring(client, settings, run_worker):

@@ -16,15 +16,16 @@ from store.findings import DatabaseFindingsStore
 from store.migrate import current_revision, upgrade
 from store.payload_store import encode
 from store.tables import PayloadBlob, SessionRow, SpanRow, TrainingEvent, TrainingExampleRow
-from tests.store_backends import database_url
 
 HEAD = "0009"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    with database_url(request.param, tmp_path) as found:
-        yield found
+@pytest.fixture
+def url(backend_url):
+    return backend_url
+
+
+pytestmark = pytest.mark.every_backend
 
 
 def test_upgrade_from_empty_matches_the_models(url):

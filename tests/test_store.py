@@ -37,15 +37,8 @@ from store.tables import (
     TrainingEvent,
     TrainingExampleRow,
 )
-from tests.store_backends import database_url
 
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request, tmp_path) -> Store:
-    with database_url(request.param, tmp_path) as url:
-        s = Store.open(url)
-        yield s
-        s.close()
+pytestmark = pytest.mark.every_backend
 
 
 AGENT = AgentDefinition(

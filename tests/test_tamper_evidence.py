@@ -19,7 +19,6 @@ from domain.agent import AgentDefinition, AgentParameters
 from store import Store, event_log
 from store.chain_keys import ChainKeyError, ChainKeys, key_id
 from store.tables import EventChainHeadRow, LineageRow, PayloadBlob, TrainingEvent
-from tests.store_backends import database_url
 
 ROOT = Path(__file__).parent.parent
 EVENTS = TrainingEvent.__table__
@@ -45,10 +44,7 @@ def register(s: Store, lineages: range) -> None:
         )
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend_url(request, tmp_path):
-    with database_url(request.param, tmp_path) as url:
-        yield url
+pytestmark = pytest.mark.every_backend
 
 
 @pytest.fixture
