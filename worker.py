@@ -97,6 +97,7 @@ def build_worker(
             feedback.record_rejection,
             feedback.record_directive,
             feedback.record_lock,
+            trainer.judge_evolution,
             trainer.analyze_reward,
             trainer.assign_credit,
             trainer.plan_evolution,

@@ -1,25 +1,21 @@
-"""Recording human feedback: scores (with the outcome of the evolution they judge), rejected
-signals, directives and locks."""
+"""Recording human feedback: scores (with the verdict on the evolution they judge, reached by
+the judging step), rejected signals, directives and locks."""
 
 from __future__ import annotations
 
-import json
-
 from temporalio import activity
 
+from activities.trainer import judge_pending
 from domain.lineage import (
     RecordDirectiveInput,
     RecordLockInput,
     RecordRejectionInput,
     RecordScoreInput,
 )
-from domain.trainer import EvolutionChange, EvolutionOutcome, ExpectedImpact
+from domain.trainer import EvolutionOutcome, JudgedEvolution
 from rlm.shared_store import WorkerStoreProxy
 from store import Store
-from store.recorder import InsightObservation
 from store.shared_findings import DatabaseSharedStore
-from trainer import outcome, reward_analyzer
-from trainer.change_family import insight_id, pattern
 
 
 class FeedbackActivities:
@@ -28,40 +24,11 @@ class FeedbackActivities:
 
     @activity.defn(name="record_score")
     def record_score(self, inp: RecordScoreInput) -> EvolutionOutcome | None:
-        judged: tuple[str, EvolutionOutcome] | None = None
-        observations: list[InsightObservation] = []
-        if inp.pending_evolution_id:
-            record = self.store.queries.evolution_record(inp.pending_evolution_id)
-            if record is not None:
-                plan = json.loads(record.plan)
-                expected = [ExpectedImpact.model_validate(e) for e in plan["expected_impact"]]
-                # Judging stays mechanical whatever the trainer backend: the aspects the plan
-                # named, read from the new comment, and the score delta.
-                analysis = reward_analyzer.analyze(
-                    inp.score.score, inp.score.comment, [record.trigger_score]
-                )
-                changes = [EvolutionChange.model_validate(c) for c in json.loads(record.changes)]
-                verdict = outcome.judge(record.trigger_score, expected, analysis, changes)
-                judged = (inp.pending_evolution_id, verdict)
-                contexts = sorted(
-                    f"{a['aspect']}:{a.get('want') or a['sentiment']}"
-                    for a in json.loads(record.score_analysis)["aspects"]
-                )
-                for change in changes:
-                    family, family_type = pattern(change)
-                    observations.append(
-                        InsightObservation(
-                            insight_id=insight_id(inp.session_id, family),
-                            pattern=family,
-                            pattern_type=family_type,
-                            contexts=contexts,
-                            evolution_id=inp.pending_evolution_id,
-                            # a change succeeds when its own aspect was validated (a change
-                            # with no aspect shares the whole hypothesis's fate)
-                            success=_aspect_validated(verdict, change.aspect),
-                            score_delta=verdict.score_delta,
-                        )
-                    )
+        """Record the score, with the verdict on the evolution it judges (one transaction)."""
+        judged = inp.judged
+        if judged is None and inp.pending_evolution_id:
+            # a run from before judging was a step of its own: judge here, as it used to
+            judged = judge_pending(self.store, inp.session_id, inp.pending_evolution_id, inp.score)
         self.store.recorder.record_score(
             session_id=inp.session_id,
             lineage_id=inp.lineage_id,
@@ -73,16 +40,15 @@ class FeedbackActivities:
             score=inp.score.score,
             comment=inp.score.comment,
             rater=inp.score.rater,
-            outcome=judged,
-            insights=observations,
+            outcome=(judged.evolution_id, judged.verdict) if judged else None,
+            insights=judged.insights if judged else [],
         )
-        if judged is not None:
-            self._share(inp, judged[1], observations)
-        return judged[1] if judged else None
+        if judged is None:
+            return None
+        self._share(inp, judged)
+        return judged.verdict
 
-    def _share(
-        self, inp: RecordScoreInput, verdict: EvolutionOutcome, seen: list[InsightObservation]
-    ) -> None:
+    def _share(self, inp: RecordScoreInput, judged: JudgedEvolution) -> None:
         """Publish the outcome to the session's shared findings, where every lineage reads
         what the others learned (``view_others``). Once per evolution, even if retried."""
         shared = WorkerStoreProxy(
@@ -91,10 +57,10 @@ class FeedbackActivities:
             ),
             inp.lineage_id,
         )
-        tag = f"evolution:{inp.pending_evolution_id}"
+        verdict, tag = judged.verdict, f"evolution:{judged.evolution_id}"
         if shared.shared.query(f"tag={tag}"):
             return
-        for observation in seen:
+        for observation in judged.insights:
             shared.create(
                 "claim",
                 f"{observation.pattern}: {'worked' if verdict.hypothesis_validated else 'failed'}"
@@ -147,10 +113,3 @@ class FeedbackActivities:
             reason=inp.reason,
             competitor_scores=competitors,
         )
-
-
-def _aspect_validated(verdict: EvolutionOutcome, aspect: str | None) -> bool:
-    for judged in verdict.aspects:
-        if judged.aspect == aspect:
-            return judged.verdict == "validated"
-    return verdict.hypothesis_validated

@@ -13,10 +13,12 @@ from temporalio.exceptions import ApplicationError
 
 from domain.agent import AgentDefinition, AgentRef
 from domain.execution import SpanRecord
+from domain.feedback import ScoreInput
 from domain.lineage import (
     ApplyEvolutionInput,
     ApplyEvolutionResult,
     CreditInput,
+    JudgeEvolutionInput,
     PlanInput,
     RollbackInput,
     TrainerInput,
@@ -27,13 +29,15 @@ from domain.trainer import (
     EvolutionChange,
     EvolutionPlan,
     EvolutionTrigger,
+    ExpectedImpact,
+    JudgedEvolution,
     ScoreAnalysis,
 )
 from runner.model_backend import ModelError
 from store import Store
 from store.findings import DatabaseFindingsStore
 from store.tables import ArtifactRow
-from trainer import evolution, evolution_planner, rlm_credit
+from trainer import evolution, evolution_planner, outcome, rlm_credit
 from trainer.backends import TrainerBackend, TrainerBackends, TrainerConfigError
 from trainer.change_family import pattern
 from trainer.claude_trainer import TrainerOutputError
@@ -45,6 +49,11 @@ class TrainerActivities:
     def __init__(self, store: Store, backends: TrainerBackends) -> None:
         self.store = store
         self.backends = backends
+
+    @activity.defn(name="judge_evolution")
+    def judge_evolution(self, inp: JudgeEvolutionInput) -> JudgedEvolution | None:
+        """Validation: the verdict on the pending evolution from the score of its output."""
+        return judge_pending(self.store, inp.session_id, inp.evolution_id, inp.score)
 
     def _backend(self, t: TrainerInput) -> TrainerBackend:
         try:
@@ -259,4 +268,24 @@ def _inverse(change: EvolutionChange) -> EvolutionChange:
             "after": change.before,
             "reason": f"rollback: {change.reason}",
         }
+    )
+
+
+def judge_pending(
+    store: Store, session_id: str, evolution_id: str, score: ScoreInput
+) -> JudgedEvolution | None:
+    """The verdict on an evolution awaiting its outcome (None when its record is gone)."""
+    record = store.queries.evolution_record(evolution_id)
+    if record is None:
+        return None
+    plan = json.loads(record.plan)
+    return outcome.judge_evolution(
+        session_id=session_id,
+        evolution_id=evolution_id,
+        trigger_score=record.trigger_score,
+        trigger_aspects=json.loads(record.score_analysis)["aspects"],
+        expected=[ExpectedImpact.model_validate(e) for e in plan["expected_impact"]],
+        changes=[EvolutionChange.model_validate(c) for c in json.loads(record.changes)],
+        score=score.score,
+        comment=score.comment,
     )

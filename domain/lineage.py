@@ -11,7 +11,7 @@ from domain.agent import AgentDefinition, AgentRef
 from domain.content_hash import canonical_json
 from domain.feedback import ScoreInput
 from domain.spec import LineageOptions, SessionDocument
-from domain.trainer import CreditAssignment, EvolutionPlan, ScoreAnalysis
+from domain.trainer import CreditAssignment, EvolutionPlan, JudgedEvolution, ScoreAnalysis
 
 LineageStatus = Literal[
     "starting", "running", "awaiting_score", "training", "failed", "stopped", "completed"
@@ -184,6 +184,15 @@ class RecordScoreInput(BaseModel):
     agent_version: int
     score: ScoreInput
     pending_evolution_id: str | None
+    # The verdict on the pending evolution, from the judging step; runs from before that step
+    # existed leave it out and record_score judges as it used to
+    judged: JudgedEvolution | None = None
+
+
+class JudgeEvolutionInput(BaseModel):
+    session_id: str
+    evolution_id: str
+    score: ScoreInput
 
 
 class RecordRejectionInput(BaseModel):

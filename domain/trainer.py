@@ -155,6 +155,27 @@ class EvolutionOutcome(BaseModel):
         return [a.aspect for a in self.aspects if a.verdict == "refuted"]
 
 
+class InsightObservation(BaseModel):
+    """One change's outcome, as evidence for its family's insight."""
+
+    insight_id: str
+    pattern: str
+    pattern_type: str
+    contexts: list[str]
+    evolution_id: str
+    success: bool
+    score_delta: float
+
+
+class JudgedEvolution(BaseModel):
+    """The verdict on an evolution from the score of the output it produced, and what each of
+    its changes adds to the session's insights."""
+
+    evolution_id: str
+    verdict: EvolutionOutcome
+    insights: list[InsightObservation] = Field(default_factory=list)
+
+
 class SegmentProvenance(BaseModel):
     """Where one segment of an agent's prompt came from ("blame" for prompts)."""
 

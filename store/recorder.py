@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from pydantic import BaseModel
 from sqlalchemy import Connection, Engine, bindparam, func, select
 
 from domain.agent import AgentDefinition, AgentRef, AgentSnapshot
@@ -23,6 +22,7 @@ from domain.trainer import (
     EvolutionOutcome,
     EvolutionPlan,
     EvolutionTrigger,
+    InsightObservation,
     ScoreAnalysis,
 )
 from store import event_log, payload_store, projections
@@ -59,18 +59,6 @@ _OPTIONAL_SPAN_FIELDS = (
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class InsightObservation(BaseModel):
-    """One change's outcome, as evidence for its family's insight."""
-
-    insight_id: str
-    pattern: str
-    pattern_type: str
-    contexts: list[str]
-    evolution_id: str
-    success: bool
-    score_delta: float
 
 
 class SqliteWriter:

@@ -10,7 +10,13 @@ from pathlib import Path
 
 from examples.scripted_reviewer import review
 from starter import start_session
-from tests.conftest import awaiting, make_spec, wait_for_state
+from tests.conftest import (
+    awaiting,
+    lineage_history,
+    local_activity_type,
+    make_spec,
+    wait_for_state,
+)
 
 NEUTRAL = "You are a helpful assistant."
 
@@ -255,3 +261,22 @@ def _ref(agent_id: str, version: int):
     from domain.agent import AgentRef
 
     return AgentRef(agent_id=agent_id, version=version)
+
+
+async def test_validation_is_a_step_of_its_own_and_recording_only_records(
+    client, store, settings, run_worker
+):
+    # cycle 1's score trains version 2; cycle 2's score first judges that evolution (a step
+    # of its own), then is recorded with the verdict
+    spec = make_spec()
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await score(handle, 1, 3, "Way too long, wanted quick bullets")
+        await score(handle, 2, 8, "Much better, short and clear")
+        await wait_for_state(handle, awaiting(3))
+        events = [e async for e in lineage_history(client, handle)]
+    steps = [t for t in map(local_activity_type, events) if t]
+    assert steps.count("judge_evolution") == 1  # cycle 1's score had nothing to judge
+    assert steps[steps.index("judge_evolution") + 1] == "record_score"
+    (record,) = store.queries.evolution_records(spec.lineage_id("A"))
+    assert record.next_score == 8 and record.hypothesis_validated

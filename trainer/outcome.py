@@ -15,8 +15,12 @@ from domain.trainer import (
     EvolutionChange,
     EvolutionOutcome,
     ExpectedImpact,
+    InsightObservation,
+    JudgedEvolution,
     ScoreAnalysis,
 )
+from trainer import reward_analyzer
+from trainer.change_family import insight_id, pattern
 from trainer.instructions import CONTRARY
 
 
@@ -113,3 +117,47 @@ def judge(
         reason=reason,
         aspects=verdicts,
     )
+
+
+def judge_evolution(
+    *,
+    session_id: str,
+    evolution_id: str,
+    trigger_score: float,
+    trigger_aspects: list[dict[str, str]],
+    expected: list[ExpectedImpact],
+    changes: list[EvolutionChange],
+    score: float,
+    comment: str | None,
+) -> JudgedEvolution:
+    """The verdict on an evolution from the next score and comment, and, per change, the
+    evidence it adds to its family's insight. Mechanical whatever the trainer backend: the
+    aspects the plan named, read from the new comment, and the score delta."""
+    verdict = judge(
+        trigger_score, expected, reward_analyzer.analyze(score, comment, [trigger_score]), changes
+    )
+    contexts = sorted(f"{a['aspect']}:{a.get('want') or a['sentiment']}" for a in trigger_aspects)
+    insights = []
+    for change in changes:
+        family, family_type = pattern(change)
+        insights.append(
+            InsightObservation(
+                insight_id=insight_id(session_id, family),
+                pattern=family,
+                pattern_type=family_type,
+                contexts=contexts,
+                evolution_id=evolution_id,
+                # a change succeeds when its own aspect was validated (a change with no aspect
+                # shares the whole hypothesis's fate)
+                success=_aspect_validated(verdict, change.aspect),
+                score_delta=verdict.score_delta,
+            )
+        )
+    return JudgedEvolution(evolution_id=evolution_id, verdict=verdict, insights=insights)
+
+
+def _aspect_validated(verdict: EvolutionOutcome, aspect: str | None) -> bool:
+    for judged in verdict.aspects:
+        if judged.aspect == aspect:
+            return judged.verdict == "validated"
+    return verdict.hypothesis_validated

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         ApplyEvolutionInput,
         CarriedState,
         CreditInput,
+        JudgeEvolutionInput,
         LineageInput,
         LineageResult,
         LineageState,
@@ -95,6 +96,9 @@ RUN_START_PATCH = "decided-at-run-start-rules-trainer-local"
 EVERY_SIGNAL_ANSWERED_PATCH = "every-signal-answered"
 # Runs that record it cancel the step in flight when `stop` arrives (see `_unless_stopped`).
 STOP_CANCELS_STEPS_PATCH = "stop-cancels-steps-in-flight"
+# Runs that record it judge the pending evolution in a step of its own before recording the
+# score (record steps only record); runs before it had record_score judge too.
+JUDGING_STEP_PATCH = "judging-a-step-of-its-own"
 
 
 class LineageStopped(Exception):
@@ -119,6 +123,7 @@ class LineageWorkflow:
         self._decided_at_start: bool | None = None  # RUN_START_PATCH, once per run
         self._answers_every_signal = False  # EVERY_SIGNAL_ANSWERED_PATCH, decided with it
         self._stop_cancels_steps = False  # STOP_CANCELS_STEPS_PATCH, decided with it
+        self._judges_in_a_step = False  # JUDGING_STEP_PATCH, decided with it
         self._signals: dict[str, Callable[[Any], Awaitable[None]]] = {
             "score": self._score,
             "directive": self._directive,
@@ -275,13 +280,25 @@ class LineageWorkflow:
     async def _record_score(
         self, rollout: RunAgentResult, queued: QueuedScore
     ) -> tuple[str, tuple[str, EvolutionOutcome] | None] | None:
-        """Record the score; it also judges the evolution that produced this output. None when
-        the store refused it for good: nothing changed, the error is in ``state``."""
+        """Judge the evolution that produced this output (validation), then record the score
+        with the verdict. None when either step failed for good: nothing changed, the error is
+        in ``state``."""
         # one score per output: its id is the output's and what was sent, never a random draw
         # (a signal arriving between a failed workflow task and its retry reorders draws)
         evaluation_id = feedback_key(rollout.artifact_id, "evaluation", 1, queued.score)
         judged_evolution = self._s.pending_evolution_id
+        judged = None
         try:
+            if judged_evolution is not None and self._judges_in_a_step:
+                judged = await self._store_step(
+                    TrainerActivities.judge_evolution,
+                    JudgeEvolutionInput(
+                        session_id=self._inp.session_id,
+                        evolution_id=judged_evolution,
+                        score=queued.score,
+                    ),
+                    **TRAINER_ACTIVITY,  # a bug here must not retry for ever, as store trouble may
+                )
             verdict = await self._store_step(
                 FeedbackActivities.record_score,
                 RecordScoreInput(
@@ -294,6 +311,7 @@ class LineageWorkflow:
                     agent_version=self._s.agent.version,
                     score=queued.score,
                     pending_evolution_id=self._s.pending_evolution_id,
+                    judged=judged,
                 ),
             )
         except FailureError as err:
@@ -674,6 +692,7 @@ class LineageWorkflow:
             self._decided_at_start = workflow.patched(RUN_START_PATCH)
             self._answers_every_signal = workflow.patched(EVERY_SIGNAL_ANSWERED_PATCH)
             self._stop_cancels_steps = workflow.patched(STOP_CANCELS_STEPS_PATCH)
+            self._judges_in_a_step = workflow.patched(JUDGING_STEP_PATCH)
         return self._decided_at_start
 
     def _set_status(self, status: LineageStatus) -> None:
