@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlmodel import SQLModel
@@ -127,3 +128,34 @@ def _sqlite_engine(url: str, readonly: bool = False) -> Engine:
 
 def create_schema(engine: Engine) -> None:
     SQLModel.metadata.create_all(engine)
+
+
+class SqliteWriter:
+    """One SQLite connection kept for streaming writes, used in this process's turn to write
+    (hold ``lock``, the one ``exclusive_writer`` takes). SQLite admits one writer at a time
+    anyway; a pooled connection checked out and back in for every span cost a fifth of the
+    write. Opened at the first write."""
+
+    def __init__(self, engine: Engine, lock: threading.Lock) -> None:
+        self.engine = engine
+        self.lock = lock
+        self._connection: Any = None
+
+    @classmethod
+    def for_engine(cls, engine: Engine) -> SqliteWriter | None:
+        # An in-memory database is one connection's: stay on the pool.
+        lock = sqlite_writer_lock(engine)
+        return cls(engine, lock) if lock is not None else None
+
+    def connection(self) -> Any:
+        if self._connection is None:
+            fairy = self.engine.raw_connection()  # made by the engine: its PRAGMAs applied
+            fairy.detach()  # ours from now on, not the pool's
+            self._connection = fairy.dbapi_connection
+        return self._connection
+
+    def close(self) -> None:
+        with self.lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None

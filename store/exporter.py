@@ -25,8 +25,8 @@ from sqlalchemy import Engine
 
 from store.database import write_transaction
 from store.dialect import DriverSQL, driver_cursor, stream_rows
+from store.event_writer import now_ms
 from store.materializer import Materializer
-from store.recorder import now_ms
 from store.tables import ExportRow
 
 ROLES = {"system", "user", "assistant"}

@@ -1,0 +1,204 @@
+"""Records of rollouts and attempts: started, spans streamed, succeeded, failed, lost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from domain.agent import AgentSnapshot
+from domain.execution import SpanRecord, Usage
+from store import payload_store
+from store.attempt_events import attempt_tags, completed_event, span_events
+from store.event_log import NewEvent
+from store.event_writer import EventWriter, now_ms
+from store.tables import AttemptRow
+
+
+class AttemptRecords(EventWriter):
+    """Rollouts, attempts and their spans."""
+
+    def record_attempt_started(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        rollout_id: str,
+        cycle: int,
+        attempt_id: str,
+        attempt_number: int,
+        snapshot: AgentSnapshot,
+        input_hash: str,
+        model_id: str,
+        parameters: dict[str, Any],
+    ) -> None:
+        ts = now_ms()
+        refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
+        # An earlier try that never reported (its worker died, or it timed out) is lost.
+        lost = self._lost_attempts(rollout_id, snapshot.agent_id, refs, before=attempt_number)
+        self._write(
+            [
+                *lost,
+                NewEvent.keyed(
+                    "rollout.started",
+                    rollout_id,
+                    {"rolloutId": rollout_id, "cycle": cycle, "inputHash": input_hash},
+                    **refs,
+                ),
+                NewEvent.keyed(
+                    "attempt.started",
+                    attempt_id,
+                    {
+                        "rolloutId": rollout_id,
+                        "attemptNumber": attempt_number,
+                        "agentSnapshot": snapshot.model_dump(mode="json"),
+                        "inputHash": input_hash,
+                        "modelId": model_id,
+                        "parameters": parameters,
+                    },
+                    agent_id=snapshot.agent_id,
+                    attempt_id=attempt_id,
+                    **refs,
+                ),
+            ]
+        )
+
+    def _lost_attempts(
+        self, rollout_id: str, agent_id: str, refs: dict[str, Any], before: int | None = None
+    ) -> list[NewEvent]:
+        """``attempt.failed`` for the rollout's tries still ``running`` (those numbered below
+        ``before``): whatever ran them has ended without a word, so none may stay running."""
+        if before is not None and before <= 1:
+            return []
+        attempts = AttemptRow.__table__  # type: ignore[attr-defined]
+        query = select(attempts.c.attempt_number).where(
+            attempts.c.rollout_id == rollout_id, attempts.c.status == "running"
+        )
+        if before is not None:
+            query = query.where(attempts.c.attempt_number < before)
+        with self.engine.connect() as conn:
+            numbers = list(conn.execute(query).scalars())
+        return [
+            NewEvent.keyed(
+                "attempt.failed",
+                f"{rollout_id}:a{n}",
+                {
+                    "error": "attempt lost: no result reached the store (the worker stopped "
+                    "or the attempt timed out)",
+                    "errorType": "AttemptLost",
+                    "retryable": True,
+                    "durationMs": None,
+                },
+                agent_id=agent_id,
+                attempt_id=f"{rollout_id}:a{n}",
+                tags=["error"],
+                **refs,
+            )
+            for n in numbers
+        ]
+
+    def record_spans(
+        self, *, session_id: str, lineage_id: str, attempt_id: str, spans: list[SpanRecord]
+    ) -> int:
+        """Spans as they finish (streaming ingest); the attempt's other events come later."""
+        refs = {
+            "session_id": session_id,
+            "lineage_id": lineage_id,
+            "agent_id": lineage_id,
+            "attempt_id": attempt_id,
+            "timestamp": now_ms(),
+        }
+        return self._write(span_events(spans, refs))
+
+    def record_attempt_succeeded(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        rollout_id: str,
+        cycle: int,
+        agent_version: int,
+        attempt_id: str,
+        artifact_id: str,
+        output: str,
+        spans: list[SpanRecord],
+        usage: Usage,
+        duration_ms: int,
+    ) -> str:
+        ts = now_ms()
+        refs = {
+            "session_id": session_id,
+            "lineage_id": lineage_id,
+            "agent_id": lineage_id,
+            "attempt_id": attempt_id,
+            "timestamp": ts,
+        }
+        span_batch = span_events(spans, refs)
+        output_hash = payload_store.encode(output)[0]
+        completed = completed_event(attempt_id, output_hash, usage, duration_ms, spans, refs)
+        artifact = NewEvent.keyed(
+            "artifact.created",
+            artifact_id,
+            {
+                "rolloutId": rollout_id,
+                "cycle": cycle,
+                "agentVersion": agent_version,
+                "contentHash": output_hash,
+            },
+            artifact_id=artifact_id,
+            **refs,
+        )
+        self._write([*span_batch, completed, artifact], [output])
+        return output_hash
+
+    def record_attempt_failed(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        attempt_id: str,
+        error: str,
+        error_type: str,
+        retryable: bool,
+        spans: list[SpanRecord],
+        duration_ms: int,
+    ) -> None:
+        ts = now_ms()
+        refs = {
+            "session_id": session_id,
+            "lineage_id": lineage_id,
+            "agent_id": lineage_id,
+            "attempt_id": attempt_id,
+            "timestamp": ts,
+        }
+        span_batch = span_events(spans, refs)
+        failed = NewEvent.keyed(
+            "attempt.failed",
+            attempt_id,
+            {
+                "error": error,
+                "errorType": error_type,
+                "retryable": retryable,
+                "durationMs": duration_ms,
+            },
+            tags=attempt_tags(spans, error=True),
+            **refs,
+        )
+        self._write([*span_batch, failed])
+
+    def record_rollout_failed(
+        self, *, session_id: str, lineage_id: str, rollout_id: str, error: str
+    ) -> None:
+        refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": now_ms()}
+        self._write(
+            [
+                *self._lost_attempts(rollout_id, lineage_id, refs),
+                NewEvent.keyed(
+                    "rollout.failed",
+                    rollout_id,
+                    {"rolloutId": rollout_id, "error": error},
+                    tags=["error"],
+                    **refs,
+                ),
+            ]
+        )

@@ -1,0 +1,121 @@
+"""The one write path: each write appends events to the log and folds them into the
+projections in a single transaction; event ids come from Temporal identity, so retries and
+replays insert nothing twice. The record classes (``store.recorder``) build on it."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from store import event_log, payload_store, projections
+from store.chain_keys import UNKEYED, ChainKeys
+from store.database import SqliteWriter, write_transaction
+from store.event_log import NewEvent
+
+SPANS = "attempt.span_recorded"
+Encoded = tuple[str, str]  # (content hash, canonical JSON)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class EventWriter:
+    """Appends events and folds them into the projections, one transaction per write."""
+
+    def __init__(self, engine: Engine, keys: ChainKeys = UNKEYED) -> None:
+        self.engine = engine
+        self.keys = keys  # sign the event log's chain (store/chain_keys.py)
+        self._batch: Connection | None = None
+        self._span_writer = SqliteWriter.for_engine(engine)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group many recorder calls into one transaction (bulk loads, imports, benchmarks).
+        Not shared between threads: use one recorder per thread while a batch is open."""
+        with write_transaction(self.engine) as conn:
+            self._batch = conn
+            try:
+                yield
+            finally:
+                self._batch = None
+
+    def _write(
+        self,
+        events: Sequence[NewEvent],
+        blobs: Sequence[Any] = (),
+        follow_up: Callable[[Connection], list[NewEvent]] | None = None,
+    ) -> int:
+        """Append and project in one transaction; ``follow_up`` may derive more events from the
+        projections as they now stand (still inside the transaction)."""
+        # Hash and serialise before the transaction: SQLite holds its write lock from BEGIN.
+        pairs = [payload_store.encode(b) for b in blobs]
+        payloads = event_log.encode_payloads(list(events))
+        if self._batch is not None:
+            return self._write_on(self._batch, events, pairs, follow_up, payloads)
+        if not blobs and follow_up is None and all(e.event_type == SPANS for e in events):
+            return self._write_spans(list(events), payloads)
+        with write_transaction(self.engine) as conn:
+            return self._write_on(conn, events, pairs, follow_up, payloads)
+
+    def _write_spans(self, events: list[NewEvent], payloads: dict[str, Encoded]) -> int:
+        """Streaming span ingest: the same append and span rows as ``_write_on``, on a driver
+        connection without a SQLAlchemy transaction around them (which costs as much as the
+        writes when spans arrive one by one). SQLite takes one writer at a time, so its span
+        writes share one connection, in turn; PostgreSQL's check one out of the pool."""
+        if self._span_writer is not None:
+            with self._span_writer.lock:
+                connection = self._span_writer.connection()
+                return self._append_spans(connection, "sqlite", events, payloads)
+        raw = self.engine.raw_connection()
+        try:
+            return self._append_spans(raw, self.engine.dialect.name, events, payloads)
+        finally:
+            raw.close()  # back to the pool (checked with a ping before its next use)
+
+    def _append_spans(
+        self, raw: Any, dialect: str, events: list[NewEvent], payloads: dict[str, Encoded]
+    ) -> int:
+        try:
+            cur = raw.cursor()
+            if dialect == "sqlite":
+                cur.execute("BEGIN IMMEDIATE")  # autocommit driver: we open the transaction
+            inserted = event_log.append_with(cur, dialect, events, payloads, self.keys)
+            rows = [row for e in inserted for row in projections.span_rows(e, _no_hashes)]
+            projections.insert_span_rows(cur, dialect, rows)
+            raw.commit()
+        except BaseException:
+            with contextlib.suppress(Exception):  # a dead connection: keep the first error
+                raw.rollback()
+            raise
+        return len(inserted)
+
+    def close(self) -> None:
+        if self._span_writer is not None:
+            self._span_writer.close()
+
+    def _write_on(
+        self,
+        conn: Connection,
+        events: Sequence[NewEvent],
+        blobs: Sequence[Encoded],
+        follow_up: Callable[[Connection], list[NewEvent]] | None,
+        payloads: dict[str, Encoded],
+    ) -> int:
+        if blobs:
+            payload_store.put_encoded(conn, list(blobs), now_ms())
+        inserted = event_log.append(conn, list(events), payloads, self.keys)
+        projections.apply_all(conn, inserted)
+        if follow_up is not None and inserted:
+            for event in event_log.append(conn, follow_up(conn), keys=self.keys):
+                projections.apply(conn, event)
+        return len(inserted)
+
+
+def _no_hashes(digest: str) -> Any:
+    raise AssertionError(f"a new span event refers to text by hash ({digest})")

@@ -1,0 +1,245 @@
+"""Records of human feedback: scores (with the verdict they carry and, once every lineage has
+scored a cycle, the comparison), rejections, directives and locks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, func, select
+
+from domain.trainer import (
+    EvolutionOutcome,
+    InsightObservation,
+)
+from store.event_log import NewEvent
+from store.event_writer import EventWriter, now_ms
+from store.tables import EvaluationRow, LineageRow, SessionRow
+
+HIGH_SCORE = 8
+LOW_SCORE = 3
+
+
+class FeedbackRecords(EventWriter):
+    """Scores, rejections, directives, locks."""
+
+    def record_score(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        evaluation_id: str,
+        artifact_id: str,
+        rollout_id: str,
+        cycle: int,
+        agent_version: int,
+        score: float,
+        comment: str | None,
+        rater: str | None,
+        outcome: tuple[str, EvolutionOutcome] | None,
+        insights: list[InsightObservation] = (),  # type: ignore[assignment]
+    ) -> None:
+        ts = now_ms()
+        refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
+        tags = (
+            ["high_score"] if score >= HIGH_SCORE else ["low_score"] if score <= LOW_SCORE else []
+        )
+        events = [
+            NewEvent.keyed(
+                "artifact.scored",
+                evaluation_id,
+                {
+                    "evaluationId": evaluation_id,
+                    "rolloutId": rollout_id,
+                    "cycle": cycle,
+                    "agentVersion": agent_version,
+                    "score": score,
+                    "comment": comment,
+                    "rater": rater,
+                },
+                artifact_id=artifact_id,
+                tags=tags,
+                **refs,
+            )
+        ]
+        if outcome is not None:
+            evolution_id, result = outcome
+            events.append(
+                NewEvent.keyed(
+                    "evolution.outcome",
+                    evolution_id,
+                    {
+                        "evolutionId": evolution_id,
+                        "nextScore": result.next_score,
+                        "scoreDelta": result.score_delta,
+                        "validated": result.hypothesis_validated,
+                        "reason": result.reason,
+                        "aspects": [a.model_dump() for a in result.aspects],
+                    },
+                    **refs,
+                )
+            )
+        for seen in insights:
+            events.append(
+                NewEvent.keyed(
+                    "insight.discovered",
+                    seen.insight_id,
+                    {
+                        "insightId": seen.insight_id,
+                        "pattern": seen.pattern,
+                        "patternType": seen.pattern_type,
+                        "contexts": seen.contexts,
+                    },
+                    **refs,
+                )
+            )
+            events.append(
+                NewEvent.keyed(
+                    "insight.outcome",
+                    f"{seen.insight_id}/{seen.evolution_id}",
+                    {
+                        "insightId": seen.insight_id,
+                        "evolutionId": seen.evolution_id,
+                        "success": seen.success,
+                        "scoreDelta": seen.score_delta,
+                    },
+                    **refs,
+                )
+            )
+        self._write(events, follow_up=lambda conn: _comparison(conn, session_id, cycle, ts))
+
+    def record_rejection(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        rejection_id: str,
+        cycle: int,
+        kind: str,
+        payload_preview: str,
+        reason: str,
+    ) -> None:
+        self._write(
+            [
+                NewEvent.keyed(
+                    "feedback.rejected",
+                    rejection_id,
+                    {
+                        "rejectionId": rejection_id,
+                        "cycle": cycle,
+                        "kind": kind,
+                        "payloadPreview": payload_preview,
+                        "reason": reason,
+                    },
+                    session_id=session_id,
+                    lineage_id=lineage_id,
+                    timestamp=now_ms(),
+                    tags=["rejected"],
+                )
+            ]
+        )
+
+    def record_directive(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        directive_id: str,
+        cycle: int,
+        kind: str,
+        content: str,
+    ) -> None:
+        self._write(
+            [
+                NewEvent.keyed(
+                    "directive.added",
+                    directive_id,
+                    {"directiveId": directive_id, "type": kind, "content": content, "cycle": cycle},
+                    session_id=session_id,
+                    lineage_id=lineage_id,
+                    timestamp=now_ms(),
+                )
+            ]
+        )
+
+    def record_lock(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        event_key: str,
+        cycle: int,
+        locked: bool,
+        reason: str | None,
+        competitor_scores: dict[str, float | None],
+    ) -> None:
+        payload: dict[str, Any] = {"reason": reason, "cycle": cycle}
+        if locked:
+            payload["competingLineageIds"] = sorted(competitor_scores)
+            payload["competitorScores"] = competitor_scores
+        self._write(
+            [
+                NewEvent.keyed(
+                    "lineage.locked" if locked else "lineage.unlocked",
+                    event_key,
+                    payload,
+                    session_id=session_id,
+                    lineage_id=lineage_id,
+                    timestamp=now_ms(),
+                    tags=["preference_signal"] if locked else [],
+                )
+            ]
+        )
+
+
+def _comparison_statements() -> tuple[Any, Any, Any]:
+    sessions, lineages = SessionRow.__table__, LineageRow.__table__  # type: ignore[attr-defined]
+    evaluations = EvaluationRow.__table__  # type: ignore[attr-defined]
+    session, cycle = bindparam("session_id"), bindparam("cycle")
+    of_cycle = (evaluations.c.session_id == session) & (evaluations.c.cycle == cycle)
+    lock = select(sessions.c.id).where(sessions.c.id == session).with_for_update()
+    counts = select(
+        select(func.count()).where(lineages.c.session_id == session).scalar_subquery(),
+        select(func.count(evaluations.c.lineage_id.distinct())).where(of_cycle).scalar_subquery(),
+    )
+    scores = (
+        select(evaluations.c.lineage_id, evaluations.c.artifact_id, evaluations.c.score)
+        .where(of_cycle)
+        .order_by(evaluations.c.created_at)
+    )
+    return lock, counts, scores
+
+
+# Built once: a score's transaction runs them while holding the write lock.
+_LOCK_SESSION, _MEMBERS_AND_SCORED, _CYCLE_SCORES = _comparison_statements()
+
+
+def _comparison(conn: Connection, session_id: str, cycle: int, ts: int) -> list[NewEvent]:
+    """artifact.compared once every lineage of the session has scored this cycle's output.
+    Every score asks, in one row, whether all have; only the last one reads the scores: each
+    row read is a step out of the GIL and back, inside the write transaction."""
+    params = {"session_id": session_id, "cycle": cycle}
+    if conn.dialect.name != "sqlite":  # SQLite already writes one transaction at a time
+        conn.execute(_LOCK_SESSION, params)  # serialise concurrent scorers of one session
+    members, scored = conn.execute(_MEMBERS_AND_SCORED, params).one()
+    if members < 2 or scored != members:
+        return []
+    rows = conn.execute(_CYCLE_SCORES, params).all()
+    latest = {lineage: (artifact, score) for lineage, artifact, score in rows}
+    ranked = sorted(latest.items(), key=lambda item: (-item[1][1], item[0]))
+    return [
+        NewEvent.keyed(
+            "artifact.compared",
+            f"{session_id}:c{cycle}",
+            {
+                "cycle": cycle,
+                "artifacts": [
+                    {"id": artifact, "lineageId": lineage, "score": score}
+                    for lineage, (artifact, score) in sorted(latest.items())
+                ],
+                "ranking": [artifact for _, (artifact, _) in ranked],
+            },
+            session_id=session_id,
+            timestamp=ts,
+            tags=["comparison"],
+        )
+    ]
