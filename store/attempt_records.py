@@ -101,14 +101,7 @@ class AttemptRecords(EventWriter):
         self, *, session_id: str, lineage_id: str, attempt_id: str, spans: list[SpanRecord]
     ) -> int:
         """Spans as they finish (streaming ingest); the attempt's other events come later."""
-        refs = {
-            "session_id": session_id,
-            "lineage_id": lineage_id,
-            "agent_id": lineage_id,
-            "attempt_id": attempt_id,
-            "timestamp": now_ms(),
-        }
-        return self._write(span_events(spans, refs))
+        return self._write(span_events(spans, _attempt_refs(session_id, lineage_id, attempt_id)))
 
     def record_attempt_succeeded(
         self,
@@ -125,14 +118,7 @@ class AttemptRecords(EventWriter):
         usage: Usage,
         duration_ms: int,
     ) -> str:
-        ts = now_ms()
-        refs = {
-            "session_id": session_id,
-            "lineage_id": lineage_id,
-            "agent_id": lineage_id,
-            "attempt_id": attempt_id,
-            "timestamp": ts,
-        }
+        refs = _attempt_refs(session_id, lineage_id, attempt_id)
         span_batch = span_events(spans, refs)
         output_hash = payload_store.encode(output)[0]
         completed = completed_event(attempt_id, output_hash, usage, duration_ms, spans, refs)
@@ -163,14 +149,7 @@ class AttemptRecords(EventWriter):
         spans: list[SpanRecord],
         duration_ms: int,
     ) -> None:
-        ts = now_ms()
-        refs = {
-            "session_id": session_id,
-            "lineage_id": lineage_id,
-            "agent_id": lineage_id,
-            "attempt_id": attempt_id,
-            "timestamp": ts,
-        }
+        refs = _attempt_refs(session_id, lineage_id, attempt_id)
         span_batch = span_events(spans, refs)
         failed = NewEvent.keyed(
             "attempt.failed",
@@ -202,3 +181,14 @@ class AttemptRecords(EventWriter):
                 ),
             ]
         )
+
+
+def _attempt_refs(session_id: str, lineage_id: str, attempt_id: str) -> dict[str, Any]:
+    """The references every event of a lineage's attempt carries (the agent is the lineage's)."""
+    return {
+        "session_id": session_id,
+        "lineage_id": lineage_id,
+        "agent_id": lineage_id,
+        "attempt_id": attempt_id,
+        "timestamp": now_ms(),
+    }
