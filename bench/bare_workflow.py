@@ -4,8 +4,10 @@ nothing else.
 
 A lineage registers once, then per cycle runs the agent, waits for the score, and records the
 score and trains (record_score, analyze_reward, assign_credit, plan_evolution,
-apply_evolution). The baseline does the same counts in the same places, so that when cycle N
-awaits its score both sides have run 1 + N + 5 (N - 1) activities.
+apply_evolution; judge_evolution comes first when the score judges an evolution, which the
+bench's scores, 9 without a comment, never leave pending). The baseline does the same counts in
+the same places, so that when cycle N awaits its score both sides have run 1 + N + 5 (N - 1)
+activities.
 """
 
 from __future__ import annotations
