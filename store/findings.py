@@ -30,23 +30,6 @@ class DatabaseFindingsStore(FindingsStore):
     def _to_object(row: Any) -> StoreObject:
         return object_from_row(row)
 
-    def _row(self, obj: StoreObject, position: int) -> dict[str, Any]:
-        return {
-            "store_id": self.store_id,
-            "id": obj.id,
-            "type": obj.type,
-            "description": obj.description,
-            "content": json.dumps(obj.content),
-            "backrefs": json.dumps([b.model_dump() for b in obj.backrefs]),
-            "parents": json.dumps(obj.parents),
-            "children": json.dumps(obj.children),
-            "tags": json.dumps(obj.tags),
-            "worker": obj.worker,
-            "commit_key": obj.commit,
-            "invalidated": obj.invalidated,
-            "position": position,
-        }
-
     def get(self, object_id: str) -> StoreObject | None:
         from sqlalchemy import select
 
@@ -109,7 +92,10 @@ class DatabaseFindingsStore(FindingsStore):
             if commit_plan.objects:
                 conn.execute(
                     t.insert(),
-                    [self._row(o, start + i + 1) for i, o in enumerate(commit_plan.objects)],
+                    [
+                        object_to_row(self.store_id, o, start + i + 1)
+                        for i, o in enumerate(commit_plan.objects)
+                    ],
                 )
             for parent, kids in commit_plan.children.items():
                 current = conn.execute(
@@ -180,6 +166,28 @@ class DatabaseFindingsStore(FindingsStore):
                     .where(t.c.store_id == self.store_id, t.c.id == updated.id)
                     .values(content=json.dumps(updated.content), description=updated.description)
                 )
+
+
+def object_to_row(
+    store_id: str, obj: StoreObject, position: int, **overrides: Any
+) -> dict[str, Any]:
+    """A findings object as its table row (the isolated and the shared stores share the table)."""
+    return {
+        "store_id": store_id,
+        "id": obj.id,
+        "type": obj.type,
+        "description": obj.description,
+        "content": json.dumps(obj.content),
+        "backrefs": json.dumps([b.model_dump() for b in obj.backrefs]),
+        "parents": json.dumps(obj.parents),
+        "children": json.dumps(obj.children),
+        "tags": json.dumps(obj.tags),
+        "worker": obj.worker,
+        "commit_key": obj.commit,
+        "invalidated": obj.invalidated,
+        "position": position,
+        **overrides,
+    }
 
 
 def object_from_row(row: Any) -> StoreObject:

@@ -15,7 +15,7 @@ from rlm.query import parse_query
 from rlm.shared_store import SharedEvent, SharedStore
 from store.database import write_transaction
 from store.dialect import insert_ignore
-from store.findings import object_from_row
+from store.findings import object_from_row, object_to_row
 from store.tables import RlmObjectRow, RlmSharedEventRow, RlmSharedWorkerRow
 
 
@@ -46,7 +46,12 @@ class DatabaseSharedStore(SharedStore):
                 object_id, worker, type, description, content, backrefs, parents, tags
             )
             seq = self._append(conn, worker, "create", object_id, obj.model_dump())
-            conn.execute(_insert(self._view_t), self._view_row(obj, seq))
+            conn.execute(
+                _insert(self._view_t),
+                object_to_row(
+                    self._view_id, obj, seq, children="[]", commit_key=None, invalidated=None
+                ),
+            )
         return object_id
 
     def _append(
@@ -63,23 +68,6 @@ class DatabaseSharedStore(SharedStore):
                 "created_at": time.time_ns() // 1_000_000,
             },
         ).scalar_one()
-
-    def _view_row(self, obj: StoreObject, seq: int) -> dict[str, Any]:
-        return {
-            "store_id": self._view_id,
-            "id": obj.id,
-            "type": obj.type,
-            "description": obj.description,
-            "content": json.dumps(obj.content),
-            "backrefs": json.dumps([b.model_dump() for b in obj.backrefs]),
-            "parents": json.dumps(obj.parents),
-            "children": "[]",
-            "tags": json.dumps(obj.tags),
-            "worker": obj.worker,
-            "commit_key": None,
-            "invalidated": None,
-            "position": seq,
-        }
 
     def invalidate(self, worker: str, target_id: str, reason: str) -> None:
         v = self._view_t

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -214,6 +216,20 @@ async def spawn_worker(
         },
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
+    )
+
+
+def training_data_cli(
+    *args: str, url: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``training_data.py`` as a user runs it, on the store at ``url``."""
+    return subprocess.run(
+        [sys.executable, "training_data.py", *args, "--database-url", url],
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ["PATH"], "COLUMNS": "200", **(env or {})},
     )
 
 

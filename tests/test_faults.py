@@ -23,6 +23,12 @@ from worker import build_worker
 from workflows.lineage import LineageWorkflow
 
 MODEL = "claude-sonnet-5"
+# a dead worker's try moves on within 2 s, and retries start at once
+QUICK_HANDOVER = {
+    "heartbeatTimeoutSeconds": 2,
+    "maxAttempts": 3,
+    "retryInitialIntervalSeconds": 0.1,
+}
 
 
 def claude_env(api: FakeMessagesAPI) -> dict[str, str]:
@@ -50,11 +56,7 @@ async def test_a_worker_killed_mid_call_hands_the_attempt_over(
 ):
     spec = make_spec(
         model=MODEL,
-        options={
-            "heartbeatTimeoutSeconds": 2,
-            "maxAttempts": 3,
-            "retryInitialIntervalSeconds": 0.1,
-        },
+        options=QUICK_HANDOVER,
     )
     with FakeMessagesAPI() as api:
         api.script = [
@@ -265,11 +267,7 @@ async def test_a_model_result_outlives_its_worker_while_the_database_is_away(
     # next try takes the answer from the last heartbeat and stores it; no second model call.
     spec = make_spec(
         model=MODEL,
-        options={
-            "heartbeatTimeoutSeconds": 2,
-            "maxAttempts": 3,
-            "retryInitialIntervalSeconds": 0.1,
-        },
+        options=QUICK_HANDOVER,
     )
     with FakeMessagesAPI() as api, postgres_database() as url, DatabaseOutage(url) as outage:
         api.script = [(200, text_message("- kept in the heartbeat", MODEL), {}, 1)]

@@ -8,9 +8,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from sqlalchemy import delete, select, update
@@ -19,8 +16,8 @@ from domain.agent import AgentDefinition, AgentParameters
 from store import Store, event_log
 from store.chain_keys import ChainKeyError, ChainKeys, key_id
 from store.tables import EventChainHeadRow, LineageRow, PayloadBlob, TrainingEvent
+from tests.conftest import training_data_cli
 
-ROOT = Path(__file__).parent.parent
 EVENTS = TrainingEvent.__table__
 
 
@@ -68,17 +65,6 @@ def check(store: Store, keys: ChainKeys | None = None) -> event_log.VerifyReport
         return event_log.verify(conn, store.keys if keys is None else keys)
 
 
-def run_cli(*args: str, url: str, env: dict[str, str] | None = None):
-    return subprocess.run(
-        [sys.executable, "training_data.py", *args, "--database-url", url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PATH": os.environ["PATH"], **(env or {})},
-    )
-
-
 def positions(store: Store) -> list[int]:
     return [e.position for e in store.queries.events()]
 
@@ -124,14 +110,14 @@ def test_a_removed_tail_and_an_edited_payload_are_found(store):
 
 def test_the_verify_command(store, backend_url):
     url = backend_url
-    ok = run_cli("verify", url=url)
+    ok = training_data_cli("verify", url=url)
     assert ok.returncode == 0 and "event log intact" in ok.stdout
     target = positions(store)[1]  # read before the write transaction takes the lock
     with store.engine.begin() as conn:
         conn.execute(
             update(EVENTS).where(EVENTS.c.position == target).values(event_type="artifact.scored")
         )
-    bad = run_cli("verify", url=url)
+    bad = training_data_cli("verify", url=url)
     assert bad.returncode == 1 and "chain broken" in bad.stdout
     assert EventChainHeadRow  # the head row is what makes a removed tail visible
 
@@ -186,10 +172,12 @@ def test_keys_rotate_and_the_log_is_re_signed(keyed, backend_url):
     assert any("not among the keys given" in p for p in check(rotated, only_new).problems)
 
     env = {"TRAINING_CAMP_CHAIN_KEY": base64.b64encode(NEXT_KEY).decode()}
-    refused = run_cli("rekey", url=backend_url, env=env)  # the old key is needed to verify first
+    refused = training_data_cli(
+        "rekey", url=backend_url, env=env
+    )  # the old key is needed to verify first
     assert refused.returncode == 1 and "does not verify" in refused.stdout
     env["TRAINING_CAMP_CHAIN_OLD_KEYS"] = base64.b64encode(KEY).decode()
-    signed = run_cli("rekey", url=backend_url, env=env)
+    signed = training_data_cli("rekey", url=backend_url, env=env)
     assert signed.returncode == 0, signed.stdout + signed.stderr
     assert check(rotated, only_new).ok
     rotated.close()
@@ -201,9 +189,9 @@ def test_a_store_given_a_key_needs_every_event_signed(store, backend_url):
     assert sum("not signed, though a chain key is set" in p for p in problems) == 7
     assert problems[-1].startswith("the chain head is not sealed")
     env = {"TRAINING_CAMP_CHAIN_KEY": base64.b64encode(KEY).decode()}
-    assert run_cli("rekey", url=backend_url, env=env).returncode == 0
+    assert training_data_cli("rekey", url=backend_url, env=env).returncode == 0
     assert check(store, keys).ok
-    verified = run_cli("verify", url=backend_url, env=env)
+    verified = training_data_cli("verify", url=backend_url, env=env)
     assert verified.returncode == 0 and "signed, 7 events" in verified.stdout
 
 
@@ -218,13 +206,13 @@ def test_verify_checks_the_projections_against_a_replay(store, backend_url):
     lineages = LineageRow.__table__
     with store.engine.begin() as conn:
         conn.execute(update(lineages).where(lineages.c.id == "s-1").values(label="edited"))
-    bad = run_cli("verify", url=backend_url)
+    bad = training_data_cli("verify", url=backend_url)
     assert bad.returncode == 1, bad.stdout
     assert "event log intact" in bad.stdout  # the log itself is fine
     assert "lineages: its rows differ from a replay of the event log" in bad.stdout
     with store.engine.connect() as conn:  # verify reports; it does not repair
         label = conn.execute(select(lineages.c.label).where(lineages.c.id == "s-1")).scalar()
     assert label == "edited"
-    rebuilt = run_cli("rebuild", url=backend_url)
+    rebuilt = training_data_cli("rebuild", url=backend_url)
     assert rebuilt.returncode == 1 and "NO" in rebuilt.stdout
-    assert run_cli("verify", url=backend_url).returncode == 0
+    assert training_data_cli("verify", url=backend_url).returncode == 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,9 +17,8 @@ from store.exporter import FORMATS, ExportFilters, export, split_of
 from store.materializer import Materializer
 from store.tables import ExportRow, PayloadBlob, TrainingExampleRow
 from store.time_travel import as_of, history, rebuild_and_verify
-from tests.conftest import awaiting, eventually, make_spec, wait_for_state
+from tests.conftest import awaiting, eventually, make_spec, training_data_cli, wait_for_state
 
-ROOT = Path(__file__).parent.parent
 SCORES = {"A": [3, 9, 6], "B": [8, 5, 6]}  # per cycle: B wins 1, A wins 2, a tie in 3
 
 
@@ -219,14 +217,7 @@ async def test_rebuild_time_travel_and_report(client, store, settings, run_worke
     store.engine.dispose()
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "training_data.py", *args, "--database-url", url],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
-        )
+        return training_data_cli(*args, url=url)
 
     shown = cli("rebuild")
     assert shown.returncode == 0, shown.stdout + shown.stderr
