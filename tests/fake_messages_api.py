@@ -96,3 +96,60 @@ class FakeMessagesAPI:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def brevity_round(
+    model: str,
+    *,
+    segment: str,
+    after: str,
+    hypothesis: str,
+    quote: str | None = None,
+    blame: str = "high",
+    confidence: float = 0.8,
+) -> list[tuple[int, dict[str, Any]]]:
+    """The Claude trainer's three answers to "too long": the analysis (length, wants shorter),
+    the credit (blaming ``segment``, the prompt's segment 1) and the plan (``segment`` →
+    ``after``), as the local Messages API replies them."""
+
+    def reply(tool: str, data: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 200, tool_use_message(model, tool, data, f"toolu_{tool}")
+
+    aspect = {"aspect": "length", "sentiment": "negative", "confidence": 0.9, "want": "shorter"}
+    if quote is not None:
+        aspect["quote"] = quote
+    return [
+        reply("record_score_analysis", {"sentiment": "negative", "aspects": [aspect]}),
+        reply(
+            "record_prompt_credit",
+            {
+                "credits": [
+                    {
+                        "segment": segment,
+                        "segment_index": 1,
+                        "blame": blame,
+                        "related_aspect": "length",
+                        "reason": "asks for length",
+                    }
+                ]
+            },
+        ),
+        reply(
+            "record_evolution_plan",
+            {
+                "changes": [
+                    {
+                        "component": "systemPrompt",
+                        "change_type": "modify",
+                        "target": "segment 1",
+                        "before": segment,
+                        "after": after,
+                        "reason": "length",
+                        "confidence": confidence,
+                    }
+                ],
+                "hypothesis": hypothesis,
+                "expected_impact": [{"aspect": "length", "direction": "improve"}],
+            },
+        ),
+    ]

@@ -14,7 +14,7 @@ from domain.lineage import TrainerInput
 from domain.trainer import CreditAssignment, ScoreAnalysis
 from runner.claude import make_client
 from tests.conftest import lineage_history
-from tests.fake_messages_api import FakeMessagesAPI, tool_use_message
+from tests.fake_messages_api import FakeMessagesAPI, brevity_round, tool_use_message
 from trainer import evolution, evolution_planner
 from trainer.claude_trainer import ClaudeTrainer, TrainerOutputError
 
@@ -203,90 +203,22 @@ async def test_a_lineage_trained_by_claude_end_to_end(client, store, settings, r
     from tests.conftest import awaiting, make_spec, steps_run, wait_for_state
 
     spec = make_spec(options={"trainer": "claude", "trainerModel": MODEL})
-    api.script = [
-        reply(
-            "record_score_analysis",
-            {
-                "sentiment": "negative",
-                "aspects": [
-                    {
-                        "aspect": "length",
-                        "sentiment": "negative",
-                        "quote": "too long",
-                        "confidence": 0.9,
-                        "want": "shorter",
-                    }
-                ],
-            },
-        ),
-        reply(
-            "record_prompt_credit",
-            {
-                "credits": [
-                    {
-                        "segment": "Provide comprehensive, detailed analysis.",
-                        "segment_index": 1,
-                        "blame": "high",
-                        "related_aspect": "length",
-                        "reason": "asks for length",
-                    }
-                ]
-            },
-        ),
-        reply(
-            "record_evolution_plan",
-            {
-                "changes": [
-                    {
-                        "component": "systemPrompt",
-                        "change_type": "modify",
-                        "target": "segment 1",
-                        "before": "Provide comprehensive, detailed analysis.",
-                        "after": "Provide a brief analysis.",
-                        "reason": "length",
-                        "confidence": 0.8,
-                    }
-                ],
-                "hypothesis": "A brief prompt gives a shorter answer.",
-                "expected_impact": [{"aspect": "length", "direction": "improve"}],
-            },
-        ),
-    ]
-    second_round = [
-        api.script[0],
-        reply(
-            "record_prompt_credit",
-            {
-                "credits": [
-                    {
-                        "segment": "Provide a brief analysis.",
-                        "segment_index": 1,
-                        "blame": "medium",
-                        "related_aspect": "length",
-                        "reason": "still long",
-                    }
-                ]
-            },
-        ),
-        reply(
-            "record_evolution_plan",
-            {
-                "changes": [
-                    {
-                        "component": "systemPrompt",
-                        "change_type": "modify",
-                        "target": "segment 1",
-                        "before": "Provide a brief analysis.",
-                        "after": "Provide a one-paragraph analysis.",
-                        "reason": "length",
-                        "confidence": 0.7,
-                    }
-                ],
-                "hypothesis": "One paragraph is shorter still.",
-                "expected_impact": [{"aspect": "length", "direction": "improve"}],
-            },
-        ),
-    ]
+    api.script = brevity_round(
+        MODEL,
+        quote="too long",
+        segment="Provide comprehensive, detailed analysis.",
+        after="Provide a brief analysis.",
+        hypothesis="A brief prompt gives a shorter answer.",
+    )
+    second_round = brevity_round(
+        MODEL,
+        quote="too long",
+        segment="Provide a brief analysis.",
+        after="Provide a one-paragraph analysis.",
+        hypothesis="One paragraph is shorter still.",
+        blame="medium",
+        confidence=0.7,
+    )
     claude = settings.model_copy(
         update={"anthropic_api_key": SecretStr("sk-test"), "anthropic_base_url": api.base_url}
     )

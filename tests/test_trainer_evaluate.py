@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.fake_messages_api import FakeMessagesAPI, tool_use_message
+from tests.fake_messages_api import FakeMessagesAPI, brevity_round
 
 ROOT = Path(__file__).parent.parent
 SPEC = ROOT / "examples" / "essay-session.yaml"
@@ -78,66 +78,17 @@ def test_a_bad_case_file_names_the_line_and_writes_nothing(tmp_path):
     assert done.returncode == 2 and "no lineage 'Z'" in done.stderr
 
 
-def _claude_replies(model: str) -> list[tuple[int, dict]]:
-    def reply(tool: str, data: dict) -> tuple[int, dict]:
-        return 200, tool_use_message(model, tool, data, f"toolu_{tool}")
-
-    return [
-        reply(
-            "record_score_analysis",
-            {
-                "sentiment": "negative",
-                "aspects": [
-                    {
-                        "aspect": "length",
-                        "sentiment": "negative",
-                        "confidence": 0.9,
-                        "want": "shorter",
-                    }
-                ],
-            },
-        ),
-        reply(
-            "record_prompt_credit",
-            {
-                "credits": [
-                    {
-                        "segment": "Provide comprehensive, detailed analysis.",
-                        "segment_index": 1,
-                        "blame": "high",
-                        "related_aspect": "length",
-                        "reason": "asks for long answers",
-                    }
-                ]
-            },
-        ),
-        reply(
-            "record_evolution_plan",
-            {
-                "changes": [
-                    {
-                        "component": "systemPrompt",
-                        "change_type": "modify",
-                        "target": "segment 1",
-                        "before": "Provide comprehensive, detailed analysis.",
-                        "after": "Provide a short, focused analysis.",
-                        "reason": "the reviewer found it long",
-                        "confidence": 0.8,
-                    }
-                ],
-                "hypothesis": "Shorter answers will score higher.",
-                "expected_impact": [{"aspect": "length", "direction": "improve"}],
-            },
-        ),
-    ]
-
-
 def test_the_claude_trainer_is_measured_through_the_sdk(tmp_path):
     model = "claude-test-model"
     cases = write_cases(tmp_path / "cases.jsonl", CASES[:1])
     out = tmp_path / "answers.jsonl"
     with FakeMessagesAPI() as api:
-        api.script = _claude_replies(model)
+        api.script = brevity_round(
+            model,
+            segment="Provide comprehensive, detailed analysis.",
+            after="Provide a short, focused analysis.",
+            hypothesis="Shorter answers will score higher.",
+        )
         done = run(
             [
                 str(cases),
