@@ -13,6 +13,7 @@ import time
 from collections import Counter
 
 from dev_server import start_in_memory
+from domain.events import ArtifactCreated, ArtifactScored, AttemptCompleted, RolloutStarted
 from examples.scripted_reviewer import review
 from settings import Settings
 from starter import start_session
@@ -69,12 +70,14 @@ async def main(lineages: int, cycles: int) -> None:
         checks = {
             "scores in Temporal = evaluations in the store": temporal["scores"]
             == evaluations
-            == events["artifact.scored"]
+            == events[ArtifactScored.event_type]
             == lineages * scored,
-            "rollouts = cycles run": rollouts == events["rollout.started"] == lineages * cycles,
+            "rollouts = cycles run": rollouts
+            == events[RolloutStarted.event_type]
+            == lineages * cycles,
             "agent versions agree": temporal["versions"] == versions,
-            "attempts completed = artifacts": events["attempt.completed"]
-            == events["artifact.created"]
+            "attempts completed = artifacts": events[AttemptCompleted.event_type]
+            == events[ArtifactCreated.event_type]
             == rollouts,
             "event log intact": chain.ok,
         }

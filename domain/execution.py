@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
 
 class SpanRecord(BaseModel):
-    """One execution span as the runner produced it (stored with its texts inline)."""
+    """One execution span as the runner produced it. Temporal carries it by attribute name;
+    the training-signal log stores it under camelCase keys (``SpansRecorded``)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     span_id: str
     parent_span_id: str | None = None

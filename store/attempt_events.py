@@ -6,44 +6,19 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from domain.events import AttemptCompleted, SpansRecorded
 from domain.execution import SpanRecord, Usage
 from store.event_log import NewEvent
 
-_OPTIONAL_SPAN_FIELDS = (
-    ("parentSpanId", "parent_span_id"),
-    ("name", "name"),
-    ("input", "input"),
-    ("output", "output"),
-    ("modelId", "model_id"),
-    ("promptTokens", "prompt_tokens"),
-    ("completionTokens", "completion_tokens"),
-    ("toolName", "tool_name"),
-    ("toolArgs", "tool_args"),
-    ("toolResult", "tool_result"),
-    ("toolError", "tool_error"),
-    ("durationMs", "duration_ms"),
-    ("estimatedCost", "estimated_cost"),
-    ("startedAt", "started_at"),
-    ("traceId", "trace_id"),
-    ("otelSpanId", "otel_span_id"),
-)
-
 
 def span_events(spans: list[SpanRecord], refs: dict[str, Any]) -> list[NewEvent]:
-    """One ``attempt.span_recorded`` event for a batch of spans, texts inline: spans come
-    in bursts (an attempt's trace, a client's report), and one log entry per burst keeps
-    ingest at the cost of the span rows themselves."""
+    """One ``SpansRecorded`` event for a batch of spans, texts inline: spans come in bursts
+    (an attempt's trace, a client's report), and one log entry per burst keeps ingest at the
+    cost of the span rows themselves."""
     if not spans:
         return []
-    items, tags = [], set()
+    tags = set()
     for span in spans:
-        item = {"spanId": span.span_id, "sequence": span.sequence, "spanType": span.span_type}
-        fields = span.__dict__
-        for key, attr in _OPTIONAL_SPAN_FIELDS:  # absent rather than null: smaller batches
-            value = fields[attr]
-            if value is not None:
-                item[key] = value
-        items.append(item)
         if span.span_type == "tool_call":
             tags.add("tool_use")
         if span.tool_error:
@@ -51,10 +26,9 @@ def span_events(spans: list[SpanRecord], refs: dict[str, Any]) -> list[NewEvent]
     # Keyed by the spans it holds, so a retried write of the same batch inserts nothing.
     key = hashlib.sha256("\x1f".join([s.span_id for s in spans]).encode()).hexdigest()
     return [
-        NewEvent.keyed(
-            "attempt.span_recorded",
+        NewEvent.of(
+            SpansRecorded(spans=spans),
             f"{refs['attempt_id']}|{key}",
-            {"spans": items},
             tags=sorted(tags),
             **refs,
         )
@@ -69,18 +43,16 @@ def completed_event(
     spans: list[SpanRecord],
     refs: dict[str, Any],
 ) -> NewEvent:
-    return NewEvent.keyed(
-        "attempt.completed",
+    return NewEvent.of(
+        AttemptCompleted(
+            output_hash=output_hash,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+            duration_ms=duration_ms,
+            estimated_cost=usage.estimated_cost,
+        ),
         attempt_id,
-        {
-            "outputHash": output_hash,
-            "promptTokens": usage.prompt_tokens,
-            "completionTokens": usage.completion_tokens,
-            "totalTokens": usage.total_tokens,
-            "durationMs": duration_ms,
-            "estimatedCost": usage.estimated_cost,
-            "success": True,
-        },
         tags=attempt_tags(spans, error=False),
         **refs,
     )

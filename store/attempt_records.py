@@ -7,6 +7,13 @@ from typing import Any
 from sqlalchemy import select
 
 from domain.agent import AgentSnapshot
+from domain.events import (
+    ArtifactCreated,
+    AttemptFailed,
+    AttemptStarted,
+    RolloutFailed,
+    RolloutStarted,
+)
 from domain.execution import SpanRecord, Usage
 from store import payload_store
 from store.attempt_events import attempt_tags, completed_event, span_events
@@ -39,23 +46,21 @@ class AttemptRecords(EventWriter):
         self._write(
             [
                 *lost,
-                NewEvent.keyed(
-                    "rollout.started",
+                NewEvent.of(
+                    RolloutStarted(rollout_id=rollout_id, cycle=cycle, input_hash=input_hash),
                     rollout_id,
-                    {"rolloutId": rollout_id, "cycle": cycle, "inputHash": input_hash},
                     **refs,
                 ),
-                NewEvent.keyed(
-                    "attempt.started",
+                NewEvent.of(
+                    AttemptStarted(
+                        rollout_id=rollout_id,
+                        attempt_number=attempt_number,
+                        agent_snapshot=snapshot,
+                        input_hash=input_hash,
+                        model_id=model_id,
+                        parameters=parameters,
+                    ),
                     attempt_id,
-                    {
-                        "rolloutId": rollout_id,
-                        "attemptNumber": attempt_number,
-                        "agentSnapshot": snapshot.model_dump(mode="json"),
-                        "inputHash": input_hash,
-                        "modelId": model_id,
-                        "parameters": parameters,
-                    },
                     agent_id=snapshot.agent_id,
                     attempt_id=attempt_id,
                     **refs,
@@ -66,7 +71,7 @@ class AttemptRecords(EventWriter):
     def _lost_attempts(
         self, rollout_id: str, agent_id: str, refs: dict[str, Any], before: int | None = None
     ) -> list[NewEvent]:
-        """``attempt.failed`` for the rollout's tries still ``running`` (those numbered below
+        """``AttemptFailed`` for the rollout's tries still ``running`` (those numbered below
         ``before``): whatever ran them has ended without a word, so none may stay running."""
         if before is not None and before <= 1:
             return []
@@ -79,16 +84,14 @@ class AttemptRecords(EventWriter):
         with self.engine.connect() as conn:
             numbers = list(conn.execute(query).scalars())
         return [
-            NewEvent.keyed(
-                "attempt.failed",
-                f"{rollout_id}:a{n}",
-                {
-                    "error": "attempt lost: no result reached the store (the worker stopped "
+            NewEvent.of(
+                AttemptFailed(
+                    error="attempt lost: no result reached the store (the worker stopped "
                     "or the attempt timed out)",
-                    "errorType": "AttemptLost",
-                    "retryable": True,
-                    "durationMs": None,
-                },
+                    error_type="AttemptLost",
+                    retryable=True,
+                ),
+                f"{rollout_id}:a{n}",
                 agent_id=agent_id,
                 attempt_id=f"{rollout_id}:a{n}",
                 tags=["error"],
@@ -122,15 +125,14 @@ class AttemptRecords(EventWriter):
         span_batch = span_events(spans, refs)
         output_hash = payload_store.encode(output)[0]
         completed = completed_event(attempt_id, output_hash, usage, duration_ms, spans, refs)
-        artifact = NewEvent.keyed(
-            "artifact.created",
+        artifact = NewEvent.of(
+            ArtifactCreated(
+                rollout_id=rollout_id,
+                cycle=cycle,
+                agent_version=agent_version,
+                content_hash=output_hash,
+            ),
             artifact_id,
-            {
-                "rolloutId": rollout_id,
-                "cycle": cycle,
-                "agentVersion": agent_version,
-                "contentHash": output_hash,
-            },
             artifact_id=artifact_id,
             **refs,
         )
@@ -151,15 +153,11 @@ class AttemptRecords(EventWriter):
     ) -> None:
         refs = _attempt_refs(session_id, lineage_id, attempt_id)
         span_batch = span_events(spans, refs)
-        failed = NewEvent.keyed(
-            "attempt.failed",
+        failed = NewEvent.of(
+            AttemptFailed(
+                error=error, error_type=error_type, retryable=retryable, duration_ms=duration_ms
+            ),
             attempt_id,
-            {
-                "error": error,
-                "errorType": error_type,
-                "retryable": retryable,
-                "durationMs": duration_ms,
-            },
             tags=attempt_tags(spans, error=True),
             **refs,
         )
@@ -172,10 +170,9 @@ class AttemptRecords(EventWriter):
         self._write(
             [
                 *self._lost_attempts(rollout_id, lineage_id, refs),
-                NewEvent.keyed(
-                    "rollout.failed",
+                NewEvent.of(
+                    RolloutFailed(rollout_id=rollout_id, error=error),
                     rollout_id,
-                    {"rolloutId": rollout_id, "error": error},
                     tags=["error"],
                     **refs,
                 ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.events import ResourcesPublished, RolloutReported, TaskQueued
 from domain.execution import SpanRecord, Usage
 from store import payload_store
 from store.attempt_events import completed_event, span_events
@@ -20,10 +21,9 @@ class DatasetRecords(EventWriter):
         digest = payload_store.encode(resources)[0]
         self._write(
             [
-                NewEvent.keyed(
-                    "resources.published",
+                NewEvent.of(
+                    ResourcesPublished(server_id=server_id, version=version, content_hash=digest),
                     f"{server_id}@{version}",
-                    {"serverId": server_id, "version": version, "contentHash": digest},
                     session_id=server_id,
                     timestamp=now_ms(),
                 )
@@ -44,15 +44,14 @@ class DatasetRecords(EventWriter):
         digest = payload_store.encode(sample)[0]
         self._write(
             [
-                NewEvent.keyed(
-                    "task.queued",
+                NewEvent.of(
+                    TaskQueued(
+                        rollout_id=rollout_id,
+                        iteration=iteration,
+                        sample_hash=digest,
+                        resources_version=resources_version,
+                    ),
                     rollout_id,
-                    {
-                        "rolloutId": rollout_id,
-                        "iteration": iteration,
-                        "sampleHash": digest,
-                        "resourcesVersion": resources_version,
-                    },
                     session_id=server_id,
                     lineage_id=server_id,
                     timestamp=now_ms(),
@@ -86,15 +85,14 @@ class DatasetRecords(EventWriter):
         span_batch = span_events(spans, refs)
         report_hash = payload_store.encode(report)[0]
         completed = completed_event(attempt_id, report_hash, usage, duration_ms, spans, refs)
-        reported = NewEvent.keyed(
-            "rollout.reported",
+        reported = NewEvent.of(
+            RolloutReported(
+                rollout_id=rollout_id,
+                final_reward=final_reward,
+                report_hash=report_hash,
+                client_id=client_id,
+            ),
             rollout_id,
-            {
-                "rolloutId": rollout_id,
-                "finalReward": final_reward,
-                "reportHash": report_hash,
-                "clientId": client_id,
-            },
             **refs,
         )
         self._write([*span_batch, completed, reported], [report])

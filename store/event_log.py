@@ -12,6 +12,8 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import Connection, func, select
 
+from domain import events
+from domain.events import Event
 from store import payload_store, upcasters
 from store.chain_keys import UNKEYED, ChainKeys
 from store.dialect import DriverSQL, driver_cursor
@@ -64,8 +66,9 @@ def event_id(event_type: str, key: str) -> str:
 
 @dataclass(slots=True)
 class NewEvent:
-    """An event on its way into the log: built by the recorder from typed values, never sent
-    through Temporal (a plain dataclass: validating it again cost more than appending it)."""
+    """An event on its way into the log: its typed payload (``domain.events``) and where it
+    sits. Never sent through Temporal (a plain dataclass: validating it again cost more than
+    appending it)."""
 
     id: str
     event_type: str
@@ -78,11 +81,28 @@ class NewEvent:
     attempt_id: str | None = None
     tags: list[str] = field(default_factory=list)
     schema_version: int = 1
+    event: Event | None = None
 
     @classmethod
-    def keyed(cls, event_type: str, key: str, payload: dict[str, Any], **fields: Any) -> NewEvent:
-        fields.setdefault("schema_version", upcasters.current_version(event_type))
-        return cls(id=event_id(event_type, key), event_type=event_type, payload=payload, **fields)
+    def of(cls, event: Event, key: str, **fields: Any) -> NewEvent:
+        """The event keyed by ``key``: the writer's identity in the lineage (its evaluation id,
+        attempt id…), so a retried or replayed write gets the same id and inserts nothing."""
+        return cls(
+            id=event_id(event.event_type, key),
+            event_type=event.event_type,
+            payload=event.payload(),
+            schema_version=event.schema_version,
+            event=event,
+            **fields,
+        )
+
+    @property
+    def data(self) -> Event | None:
+        if self.event is not None:
+            return self.event
+        fields = {"id": self.id, "artifact_id": self.artifact_id}
+        payload, _ = upcasters.upcast(self.event_type, self.schema_version, self.payload, fields)
+        return events.parse(self.event_type, payload)
 
 
 class StoredEvent(BaseModel):
@@ -100,6 +120,11 @@ class StoredEvent(BaseModel):
     payload_size: int
     tags: list[str]
     payload: dict[str, Any]
+
+    @property
+    def data(self) -> Event | None:
+        """The typed event (None for a type this code does not know)."""
+        return events.parse(self.event_type, self.payload)
 
 
 def chain_link(previous: str, row: dict[str, Any], keys: ChainKeys = UNKEYED) -> str:

@@ -12,12 +12,12 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from domain.events import SpansRecorded
 from store import event_log, payload_store, projections
 from store.chain_keys import UNKEYED, ChainKeys
 from store.database import SqliteWriter, write_transaction
 from store.event_log import NewEvent
 
-SPANS = "attempt.span_recorded"
 Encoded = tuple[str, str]  # (content hash, canonical JSON)
 
 
@@ -58,7 +58,8 @@ class EventWriter:
         payloads = event_log.encode_payloads(list(events))
         if self._batch is not None:
             return self._write_on(self._batch, events, pairs, follow_up, payloads)
-        if not blobs and follow_up is None and all(e.event_type == SPANS for e in events):
+        only_spans = all(isinstance(e.event, SpansRecorded) for e in events)
+        if not blobs and follow_up is None and only_spans:
             return self._write_spans(list(events), payloads)
         with write_transaction(self.engine) as conn:
             return self._write_on(conn, events, pairs, follow_up, payloads)
@@ -86,7 +87,12 @@ class EventWriter:
             if dialect == "sqlite":
                 cur.execute("BEGIN IMMEDIATE")  # autocommit driver: we open the transaction
             inserted = event_log.append_with(cur, dialect, events, payloads, self.keys)
-            rows = [row for e in inserted for row in projections.span_rows(e, _no_hashes)]
+            rows = [
+                row
+                for e in inserted
+                if isinstance(e.event, SpansRecorded)
+                for row in projections.span_rows(e, e.event, _no_hashes)
+            ]
             projections.insert_span_rows(cur, dialect, rows)
             raw.commit()
         except BaseException:

@@ -7,6 +7,18 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select
 
+from domain.events import (
+    ArtifactsCompared,
+    ArtifactScored,
+    ComparedArtifact,
+    DirectiveAdded,
+    EvolutionJudged,
+    FeedbackRejected,
+    InsightDiscovered,
+    InsightTested,
+    LineageLocked,
+    LineageUnlocked,
+)
 from domain.trainer import (
     EvolutionOutcome,
     InsightObservation,
@@ -44,18 +56,17 @@ class FeedbackRecords(EventWriter):
             ["high_score"] if score >= HIGH_SCORE else ["low_score"] if score <= LOW_SCORE else []
         )
         events = [
-            NewEvent.keyed(
-                "artifact.scored",
+            NewEvent.of(
+                ArtifactScored(
+                    evaluation_id=evaluation_id,
+                    rollout_id=rollout_id,
+                    cycle=cycle,
+                    agent_version=agent_version,
+                    score=score,
+                    comment=comment,
+                    rater=rater,
+                ),
                 evaluation_id,
-                {
-                    "evaluationId": evaluation_id,
-                    "rolloutId": rollout_id,
-                    "cycle": cycle,
-                    "agentVersion": agent_version,
-                    "score": score,
-                    "comment": comment,
-                    "rater": rater,
-                },
                 artifact_id=artifact_id,
                 tags=tags,
                 **refs,
@@ -64,44 +75,41 @@ class FeedbackRecords(EventWriter):
         if outcome is not None:
             evolution_id, result = outcome
             events.append(
-                NewEvent.keyed(
-                    "evolution.outcome",
+                NewEvent.of(
+                    EvolutionJudged(
+                        evolution_id=evolution_id,
+                        next_score=result.next_score,
+                        score_delta=result.score_delta,
+                        validated=result.hypothesis_validated,
+                        reason=result.reason,
+                        aspects=result.aspects,
+                    ),
                     evolution_id,
-                    {
-                        "evolutionId": evolution_id,
-                        "nextScore": result.next_score,
-                        "scoreDelta": result.score_delta,
-                        "validated": result.hypothesis_validated,
-                        "reason": result.reason,
-                        "aspects": [a.model_dump() for a in result.aspects],
-                    },
                     **refs,
                 )
             )
         for seen in insights:
             events.append(
-                NewEvent.keyed(
-                    "insight.discovered",
+                NewEvent.of(
+                    InsightDiscovered(
+                        insight_id=seen.insight_id,
+                        pattern=seen.pattern,
+                        pattern_type=seen.pattern_type,
+                        contexts=seen.contexts,
+                    ),
                     seen.insight_id,
-                    {
-                        "insightId": seen.insight_id,
-                        "pattern": seen.pattern,
-                        "patternType": seen.pattern_type,
-                        "contexts": seen.contexts,
-                    },
                     **refs,
                 )
             )
             events.append(
-                NewEvent.keyed(
-                    "insight.outcome",
+                NewEvent.of(
+                    InsightTested(
+                        insight_id=seen.insight_id,
+                        evolution_id=seen.evolution_id,
+                        success=seen.success,
+                        score_delta=seen.score_delta,
+                    ),
                     f"{seen.insight_id}/{seen.evolution_id}",
-                    {
-                        "insightId": seen.insight_id,
-                        "evolutionId": seen.evolution_id,
-                        "success": seen.success,
-                        "scoreDelta": seen.score_delta,
-                    },
                     **refs,
                 )
             )
@@ -120,16 +128,15 @@ class FeedbackRecords(EventWriter):
     ) -> None:
         self._write(
             [
-                NewEvent.keyed(
-                    "feedback.rejected",
+                NewEvent.of(
+                    FeedbackRejected(
+                        rejection_id=rejection_id,
+                        cycle=cycle,
+                        kind=kind,
+                        payload_preview=payload_preview,
+                        reason=reason,
+                    ),
                     rejection_id,
-                    {
-                        "rejectionId": rejection_id,
-                        "cycle": cycle,
-                        "kind": kind,
-                        "payloadPreview": payload_preview,
-                        "reason": reason,
-                    },
                     session_id=session_id,
                     lineage_id=lineage_id,
                     timestamp=now_ms(),
@@ -150,10 +157,11 @@ class FeedbackRecords(EventWriter):
     ) -> None:
         self._write(
             [
-                NewEvent.keyed(
-                    "directive.added",
+                NewEvent.of(
+                    DirectiveAdded(
+                        directive_id=directive_id, kind=kind, content=content, cycle=cycle
+                    ),
                     directive_id,
-                    {"directiveId": directive_id, "type": kind, "content": content, "cycle": cycle},
                     session_id=session_id,
                     lineage_id=lineage_id,
                     timestamp=now_ms(),
@@ -172,16 +180,21 @@ class FeedbackRecords(EventWriter):
         reason: str | None,
         competitor_scores: dict[str, float | None],
     ) -> None:
-        payload: dict[str, Any] = {"reason": reason, "cycle": cycle}
-        if locked:
-            payload["competingLineageIds"] = sorted(competitor_scores)
-            payload["competitorScores"] = competitor_scores
+        event = (
+            LineageLocked(
+                reason=reason,
+                cycle=cycle,
+                competing_lineage_ids=sorted(competitor_scores),
+                competitor_scores=competitor_scores,
+            )
+            if locked
+            else LineageUnlocked(reason=reason, cycle=cycle)
+        )
         self._write(
             [
-                NewEvent.keyed(
-                    "lineage.locked" if locked else "lineage.unlocked",
+                NewEvent.of(
+                    event,
                     event_key,
-                    payload,
                     session_id=session_id,
                     lineage_id=lineage_id,
                     timestamp=now_ms(),
@@ -214,7 +227,7 @@ _LOCK_SESSION, _MEMBERS_AND_SCORED, _CYCLE_SCORES = _comparison_statements()
 
 
 def _comparison(conn: Connection, session_id: str, cycle: int, ts: int) -> list[NewEvent]:
-    """artifact.compared once every lineage of the session has scored this cycle's output.
+    """``ArtifactsCompared`` once every lineage of the session has scored this cycle's output.
     Every score asks, in one row, whether all have; only the last one reads the scores: each
     row read is a step out of the GIL and back, inside the write transaction."""
     params = {"session_id": session_id, "cycle": cycle}
@@ -227,17 +240,16 @@ def _comparison(conn: Connection, session_id: str, cycle: int, ts: int) -> list[
     latest = {lineage: (artifact, score) for lineage, artifact, score in rows}
     ranked = sorted(latest.items(), key=lambda item: (-item[1][1], item[0]))
     return [
-        NewEvent.keyed(
-            "artifact.compared",
-            f"{session_id}:c{cycle}",
-            {
-                "cycle": cycle,
-                "artifacts": [
-                    {"id": artifact, "lineageId": lineage, "score": score}
+        NewEvent.of(
+            ArtifactsCompared(
+                cycle=cycle,
+                artifacts=[
+                    ComparedArtifact(id=artifact, lineage_id=lineage, score=score)
                     for lineage, (artifact, score) in sorted(latest.items())
                 ],
-                "ranking": [artifact for _, (artifact, _) in ranked],
-            },
+                ranking=[artifact for _, (artifact, _) in ranked],
+            ),
+            f"{session_id}:c{cycle}",
             session_id=session_id,
             timestamp=ts,
             tags=["comparison"],

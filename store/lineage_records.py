@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 from domain.agent import AgentDefinition, AgentRef
+from domain.events import (
+    AgentCreated,
+    AgentEvolved,
+    DocumentAdded,
+    EvolutionKept,
+    InsightApplied,
+    LineageCreated,
+    SessionCreated,
+)
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
@@ -37,36 +46,33 @@ class LineageRecords(EventWriter):
         input_hashes = [payload_store.encode(text)[0] for text in inputs]
         refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
         events = [
-            NewEvent.keyed(
-                "session.created",
+            NewEvent.of(
+                SessionCreated(session_id=session_id, name=session_name),
                 session_id,
-                {"sessionId": session_id, "name": session_name},
                 session_id=session_id,
                 timestamp=ts,
             ),
-            NewEvent.keyed(
-                "lineage.created",
+            NewEvent.of(
+                LineageCreated(
+                    session_id=session_id,
+                    lineage_id=lineage_id,
+                    label=label,
+                    workflow_id=workflow_id,
+                ),
                 lineage_id,
-                {
-                    "sessionId": session_id,
-                    "lineageId": lineage_id,
-                    "label": label,
-                    "workflowId": workflow_id,
-                },
                 **refs,
             ),
-            NewEvent.keyed(
-                "agent.created",
+            NewEvent.of(
+                AgentCreated(
+                    agent_id=lineage_id,
+                    lineage_id=lineage_id,
+                    version=1,
+                    definition_hash=payload_store.encode(definition)[0],
+                    system_prompt_hash=hashes.system_prompt_hash,
+                    tools_hash=hashes.tools_hash,
+                    flow_hash=hashes.flow_hash,
+                ),
                 f"{lineage_id}@1",
-                {
-                    "agentId": lineage_id,
-                    "lineageId": lineage_id,
-                    "version": 1,
-                    "definitionHash": payload_store.encode(definition)[0],
-                    "systemPromptHash": hashes.system_prompt_hash,
-                    "toolsHash": hashes.tools_hash,
-                    "flowHash": hashes.flow_hash,
-                },
                 agent_id=lineage_id,
                 **refs,
             ),
@@ -74,10 +80,9 @@ class LineageRecords(EventWriter):
         for name, content in documents:
             digest = payload_store.encode(content)[0]
             events.append(
-                NewEvent.keyed(
-                    "session.document_added",
+                NewEvent.of(
+                    DocumentAdded(session_id=session_id, name=name, content_hash=digest),
                     f"{session_id}/{name}/{digest}",
-                    {"sessionId": session_id, "name": name, "contentHash": digest},
                     session_id=session_id,
                     timestamp=ts,
                 )
@@ -106,26 +111,25 @@ class LineageRecords(EventWriter):
         definition = new_agent.model_dump(mode="json")
         hashes = new_agent.hashes()
         to_version = from_version + 1
-        event = NewEvent.keyed(
-            "agent.evolved",
+        event = NewEvent.of(
+            AgentEvolved(
+                agent_id=lineage_id,
+                evolution_id=evolution_id,
+                from_version=from_version,
+                to_version=to_version,
+                definition_hash=payload_store.encode(definition)[0],
+                system_prompt_hash=hashes.system_prompt_hash,
+                tools_hash=hashes.tools_hash,
+                flow_hash=hashes.flow_hash,
+                changes=changes,
+                hypothesis=plan.hypothesis,
+                trigger=trigger,
+                score_analysis=analysis,
+                credit_assignment=credit,
+                plan=plan,
+                kind=kind,
+            ),
             evolution_id,
-            {
-                "agentId": lineage_id,
-                "evolutionId": evolution_id,
-                "fromVersion": from_version,
-                "toVersion": to_version,
-                "definitionHash": payload_store.encode(definition)[0],
-                "systemPromptHash": hashes.system_prompt_hash,
-                "toolsHash": hashes.tools_hash,
-                "flowHash": hashes.flow_hash,
-                "changes": [c.model_dump(mode="json") for c in changes],
-                "hypothesis": plan.hypothesis,
-                "trigger": trigger.model_dump(mode="json"),
-                "scoreAnalysis": analysis.model_dump(mode="json"),
-                "creditAssignment": credit.model_dump(mode="json"),
-                "plan": plan.model_dump(mode="json"),
-                "kind": kind,
-            },
             session_id=session_id,
             lineage_id=lineage_id,
             agent_id=lineage_id,
@@ -133,15 +137,14 @@ class LineageRecords(EventWriter):
             tags=["evolution"] if kind == "evolution" else ["evolution", kind],
         )
         applied = [
-            NewEvent.keyed(
-                "insight.applied",
+            NewEvent.of(
+                InsightApplied(
+                    insight_id=insight_id,
+                    agent_id=lineage_id,
+                    evolution_id=evolution_id,
+                    change=change,
+                ),
                 f"{insight_id}/{evolution_id}",
-                {
-                    "insightId": insight_id,
-                    "agentId": lineage_id,
-                    "evolutionId": evolution_id,
-                    "change": change.model_dump(mode="json"),
-                },
                 session_id=session_id,
                 lineage_id=lineage_id,
                 agent_id=lineage_id,
@@ -165,16 +168,15 @@ class LineageRecords(EventWriter):
         """A training step that changed nothing, with the plan's notes and history checks."""
         self._write(
             [
-                NewEvent.keyed(
-                    "evolution.kept",
+                NewEvent.of(
+                    EvolutionKept(
+                        agent_id=lineage_id,
+                        version=version,
+                        trigger=trigger,
+                        score_analysis=analysis,
+                        plan=plan,
+                    ),
                     f"{lineage_id}:{trigger.evaluation_id}",
-                    {
-                        "agentId": lineage_id,
-                        "version": version,
-                        "trigger": trigger.model_dump(mode="json"),
-                        "scoreAnalysis": analysis.model_dump(mode="json"),
-                        "plan": plan.model_dump(mode="json"),
-                    },
                     session_id=session_id,
                     lineage_id=lineage_id,
                     agent_id=lineage_id,

@@ -32,7 +32,8 @@ from pydantic import BaseModel
 from sqlalchemy import Connection, Engine, delete, select, update
 from sqlalchemy.schema import CreateIndex, DropIndex
 
-from store import event_log, upcasters
+from domain.events import ArtifactScored, LineageLocked
+from store import event_log
 from store.database import write_transaction
 from store.dialect import DriverSQL, TableInsert, driver_cursor, insert_ignore
 from store.read_ahead import ReadAhead
@@ -40,7 +41,7 @@ from store.tables import MaterializerStateRow, ScoredArtifactRow, TrainingExampl
 
 SFT_MIN_SCORE = 8.0
 STATE = "training_examples"
-SCORED, LOCKED = "artifact.scored", "lineage.locked"
+SCORED, LOCKED = ArtifactScored.event_type, LineageLocked.event_type
 
 _examples = TrainingExampleRow.__table__  # type: ignore[attr-defined]
 _scored = ScoredArtifactRow.__table__  # type: ignore[attr-defined]
@@ -152,17 +153,18 @@ def _statements(dialect: str) -> dict[str, str]:
     chosen_first = "n.score > s.score"
     sql = {
         "stage_current": f"""INSERT INTO materialize_scores
-            SELECT e.position, e.id, {field.format("evaluationId")}, e.artifact_id,
-                {score.format(field.format("score"))}, e.timestamp, {_CONTEXT}
+            SELECT e.position, e.id, {field.format(ArtifactScored.key("evaluation_id"))},
+                e.artifact_id, {score.format(field.format(ArtifactScored.key("score")))},
+                e.timestamp, {_CONTEXT}
             FROM training_events e
             JOIN payload_blobs b ON b.hash = e.payload_hash
             JOIN artifacts a ON a.id = e.artifact_id
             {_CONTEXT_JOINS}
             WHERE e.position > ? AND e.position <= ? AND e.event_type = '{SCORED}'
-                AND e.schema_version = {upcasters.current_version(SCORED)}""",
+                AND e.schema_version = {ArtifactScored.schema_version}""",
         "older_scores": f"""SELECT position FROM training_events
             WHERE position > ? AND position <= ? AND event_type = '{SCORED}'
-                AND schema_version < {upcasters.current_version(SCORED)}""",
+                AND schema_version < {ArtifactScored.schema_version}""",
         "stage_one": f"""INSERT INTO materialize_scores
             SELECT ?, ?, ?, a.id, ?, ?, {_CONTEXT}
             FROM artifacts a {_CONTEXT_JOINS} WHERE a.id = ?""",
@@ -253,13 +255,15 @@ class _Window:
             (event,) = event_log.read(
                 self.conn, after_position=position - 1, until_position=position
             )
+            scored = event.data
+            assert isinstance(scored, ArtifactScored)
             cur.execute(
                 self.sql["stage_one"],
                 (
                     event.position,
                     event.id,
-                    event.payload["evaluationId"],
-                    float(event.payload["score"]),
+                    scored.evaluation_id,
+                    scored.score,
                     event.timestamp,
                     event.artifact_id,
                 ),
@@ -270,7 +274,9 @@ class _Window:
     def _lock(self, event: event_log.StoredEvent) -> int:
         """A lock is an explicit preference: the locked lineage's latest output scored before
         the lock beats each competitor's output for the same cycle and input."""
-        competitors = set(event.payload.get("competingLineageIds") or [])
+        lock = event.data
+        assert isinstance(lock, LineageLocked)
+        competitors = set(lock.competing_lineage_ids)
         self.cur.execute(self.sql["session_scored"], (event.session_id, event.position))
         keys = [column[0] for column in self.cur.description]
         rows = [dict(zip(keys, row, strict=True)) for row in self.cur.fetchall()]

@@ -12,6 +12,32 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection, Table, bindparam, case, delete, update
 
+from domain.events import (
+    AgentCreated,
+    AgentEvolved,
+    ArtifactCreated,
+    ArtifactScored,
+    AttemptCompleted,
+    AttemptFailed,
+    AttemptStarted,
+    DirectiveAdded,
+    DocumentAdded,
+    Event,
+    EvolutionJudged,
+    FeedbackRejected,
+    InsightDiscovered,
+    InsightTested,
+    LineageCreated,
+    LineageLocked,
+    LineageUnlocked,
+    ResourcesPublished,
+    RolloutFailed,
+    RolloutReported,
+    RolloutStarted,
+    SessionCreated,
+    SpansRecorded,
+    TaskQueued,
+)
 from store import event_log, payload_store
 from store.dialect import DriverSQL, TableInsert, driver_cursor, execute_rows
 from store.tables import (
@@ -33,6 +59,8 @@ from store.tables import (
 
 
 class EventLike(Protocol):
+    """A stored event or one on its way in: where it sits, and its typed payload."""
+
     event_type: str
     payload: dict[str, Any]
     timestamp: int
@@ -41,6 +69,9 @@ class EventLike(Protocol):
     agent_id: str | None
     artifact_id: str | None
     attempt_id: str | None
+
+    @property
+    def data(self) -> Event | None: ...
 
 
 def _t(model: type) -> Table:
@@ -80,127 +111,125 @@ def _update(conn: Connection, model: type, key: str, **values: Any) -> None:
     cur.execute(sql.text(dialect), [*values.values(), key])
 
 
-def _session_created(conn: Connection, e: EventLike) -> None:
-    p = e.payload
-    _insert(conn, SessionRow, id=p["sessionId"], name=p["name"], created_at=e.timestamp)
+def _session_created(conn: Connection, e: EventLike, d: SessionCreated) -> None:
+    _insert(conn, SessionRow, id=d.session_id, name=d.name, created_at=e.timestamp)
 
 
-def _document_added(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _document_added(conn: Connection, e: EventLike, d: DocumentAdded) -> None:
     _insert(
         conn,
         SessionDocumentRow,
-        id=f"{p['sessionId']}/{p['name']}/{p['contentHash']}",
-        session_id=p["sessionId"],
-        name=p["name"],
-        content_hash=p["contentHash"],
+        id=f"{d.session_id}/{d.name}/{d.content_hash}",
+        session_id=d.session_id,
+        name=d.name,
+        content_hash=d.content_hash,
         created_at=e.timestamp,
     )
 
 
-def _lineage_created(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _lineage_created(conn: Connection, e: EventLike, d: LineageCreated) -> None:
     _insert(
         conn,
         LineageRow,
-        id=p["lineageId"],
-        session_id=p["sessionId"],
-        label=p["label"],
-        workflow_id=p["workflowId"],
+        id=d.lineage_id,
+        session_id=d.session_id,
+        label=d.label,
+        workflow_id=d.workflow_id,
         created_at=e.timestamp,
     )
 
 
-def _agent_version(conn: Connection, e: EventLike, version: int, evolution_id: str | None) -> None:
-    p = e.payload
+def _agent_version(
+    conn: Connection,
+    e: EventLike,
+    d: AgentCreated | AgentEvolved,
+    version: int,
+    evolution_id: str | None,
+) -> None:
     _insert(
         conn,
         AgentVersionRow,
-        id=f"{p['agentId']}@{version}",
-        agent_id=p["agentId"],
+        id=f"{d.agent_id}@{version}",
+        agent_id=d.agent_id,
         lineage_id=e.lineage_id,
         version=version,
-        definition_hash=p["definitionHash"],
-        system_prompt_hash=p["systemPromptHash"],
-        tools_hash=p["toolsHash"],
-        flow_hash=p["flowHash"],
+        definition_hash=d.definition_hash,
+        system_prompt_hash=d.system_prompt_hash,
+        tools_hash=d.tools_hash,
+        flow_hash=d.flow_hash,
         evolution_id=evolution_id,
         created_at=e.timestamp,
     )
 
 
-def _agent_created(conn: Connection, e: EventLike) -> None:
-    _agent_version(conn, e, e.payload["version"], None)
+def _agent_created(conn: Connection, e: EventLike, d: AgentCreated) -> None:
+    _agent_version(conn, e, d, d.version, None)
 
 
-def _agent_evolved(conn: Connection, e: EventLike) -> None:
-    p = e.payload
-    _agent_version(conn, e, p["toVersion"], p["evolutionId"])
-    trigger = p["trigger"]
+def _agent_evolved(conn: Connection, e: EventLike, d: AgentEvolved) -> None:
+    _agent_version(conn, e, d, d.to_version, d.evolution_id)
+    trigger = d.trigger
     _insert(
         conn,
         EvolutionRecordRow,
-        id=p["evolutionId"],
+        id=d.evolution_id,
         lineage_id=e.lineage_id,
-        kind=p.get("kind", "evolution"),
-        from_version=p["fromVersion"],
-        to_version=p["toVersion"],
-        rollout_id=trigger["rollout_id"],
-        attempt_id=trigger.get("attempt_id"),
-        artifact_id=trigger["artifact_id"],
-        evaluation_id=trigger["evaluation_id"],
-        trigger_score=trigger["score"],
-        trigger_comment=trigger.get("comment"),
-        directives=_json(trigger.get("directives", {})),
-        score_analysis=_json(p["scoreAnalysis"]),
-        credit_assignment=_json(p["creditAssignment"]),
-        plan=_json(p["plan"]),
-        changes=_json(p["changes"]),
-        hypothesis=p["hypothesis"],
+        kind=d.kind,
+        from_version=d.from_version,
+        to_version=d.to_version,
+        rollout_id=trigger.rollout_id,
+        attempt_id=trigger.attempt_id,
+        artifact_id=trigger.artifact_id,
+        evaluation_id=trigger.evaluation_id,
+        trigger_score=trigger.score,
+        trigger_comment=trigger.comment,
+        directives=_json(trigger.directives.model_dump(mode="json")),
+        score_analysis=_json(d.score_analysis.model_dump(mode="json")),
+        credit_assignment=_json(d.credit_assignment.model_dump(mode="json")),
+        plan=_json(d.plan.model_dump(mode="json")),
+        changes=_json([c.model_dump(mode="json") for c in d.changes]),
+        hypothesis=d.hypothesis,
         created_at=e.timestamp,
     )
 
 
-def _task_queued(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _task_queued(conn: Connection, e: EventLike, d: TaskQueued) -> None:
     _insert(
         conn,
         RolloutRow,
-        id=p["rolloutId"],
+        id=d.rollout_id,
         session_id=e.session_id,
         lineage_id=e.lineage_id,
-        cycle=p["iteration"],
-        input_hash=p["sampleHash"],
+        cycle=d.iteration,
+        input_hash=d.sample_hash,
         status="pending",
-        resources_version=p["resourcesVersion"],
+        resources_version=d.resources_version,
         created_at=e.timestamp,
     )
 
 
-def _rollout_reported(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _rollout_reported(conn: Connection, e: EventLike, d: RolloutReported) -> None:
     _update(
         conn,
         RolloutRow,
-        p["rolloutId"],
+        d.rollout_id,
         status="completed",
         final_attempt_id=e.attempt_id,
-        final_reward=p.get("finalReward"),
-        report_hash=p["reportHash"],
-        client_id=p.get("clientId"),
+        final_reward=d.final_reward,
+        report_hash=d.report_hash,
+        client_id=d.client_id,
         completed_at=e.timestamp,
     )
 
 
-def _resources_published(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _resources_published(conn: Connection, e: EventLike, d: ResourcesPublished) -> None:
     _insert(
         conn,
         ResourceSetRow,
-        id=f"{p['serverId']}@{p['version']}",
-        server_id=p["serverId"],
-        version=p["version"],
-        content_hash=p["contentHash"],
+        id=f"{d.server_id}@{d.version}",
+        server_id=d.server_id,
+        version=d.version,
+        content_hash=d.content_hash,
         created_at=e.timestamp,
     )
 
@@ -210,41 +239,39 @@ _START_QUEUED = DriverSQL(
 )
 
 
-def _rollout_started(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _rollout_started(conn: Connection, e: EventLike, d: RolloutStarted) -> None:
     # a queued task's row exists already (pending): it starts running now
     cur, dialect = driver_cursor(conn)
-    cur.execute(_START_QUEUED.text(dialect), [p["rolloutId"]])
+    cur.execute(_START_QUEUED.text(dialect), [d.rollout_id])
     _insert(
         conn,
         RolloutRow,
-        id=p["rolloutId"],
+        id=d.rollout_id,
         session_id=e.session_id,
         lineage_id=e.lineage_id,
-        cycle=p["cycle"],
-        input_hash=p["inputHash"],
+        cycle=d.cycle,
+        input_hash=d.input_hash,
         status="running",
         created_at=e.timestamp,
     )
 
 
-def _attempt_started(conn: Connection, e: EventLike) -> None:
-    p = e.payload
-    snap, params = p["agentSnapshot"], p["parameters"]
+def _attempt_started(conn: Connection, e: EventLike, d: AttemptStarted) -> None:
+    snap, params = d.agent_snapshot, d.parameters
     _insert(
         conn,
         AttemptRow,
         id=e.attempt_id,
-        rollout_id=p["rolloutId"],
-        attempt_number=p["attemptNumber"],
+        rollout_id=d.rollout_id,
+        attempt_number=d.attempt_number,
         status="running",
-        agent_id=snap["agent_id"],
-        agent_version=snap["version"],
-        system_prompt_hash=snap["system_prompt_hash"],
-        tools_hash=snap["tools_hash"],
-        flow_hash=snap["flow_hash"],
-        input_hash=p["inputHash"],
-        model_id=p["modelId"],
+        agent_id=snap.agent_id,
+        agent_version=snap.version,
+        system_prompt_hash=snap.system_prompt_hash,
+        tools_hash=snap.tools_hash,
+        flow_hash=snap.flow_hash,
+        input_hash=d.input_hash,
+        model_id=d.model_id,
         temperature=params.get("temperature"),
         max_tokens=params.get("maxTokens"),
         top_p=params.get("topP"),
@@ -263,39 +290,42 @@ _INSERT_SPANS = DriverSQL(
 )
 
 
-def span_rows(e: EventLike, resolve: Callable[[str], Any]) -> list[tuple[Any, ...]]:
-    """One row per span in the event (schema v2 holds a batch; v1 events arrive upcast to a
-    batch of one, their texts still behind content hashes, which ``resolve`` reads)."""
+def span_rows(
+    e: EventLike, d: SpansRecorded, resolve: Callable[[str], Any]
+) -> list[tuple[Any, ...]]:
+    """One row per span in the batch (events stored under schema v1 arrive upcast to a batch
+    of one, their texts still behind content hashes, which ``resolve`` reads)."""
     rows = []
-    for s in e.payload["spans"]:
-        text_in, text_out = s.get("input"), s.get("output")
-        if text_in is None and s.get("inputHash"):
-            text_in = resolve(s["inputHash"])
-        if text_out is None and s.get("outputHash"):
-            text_out = resolve(s["outputHash"])
-        args = s.get("toolArgs")
+    hashes = d.text_hashes or {}
+    for s in d.spans:
+        text_in, text_out = s.input, s.output
+        input_hash, output_hash = hashes.get(s.span_id, (None, None))
+        if text_in is None and input_hash:
+            text_in = resolve(input_hash)
+        if text_out is None and output_hash:
+            text_out = resolve(output_hash)
         rows.append(
             (
-                s["spanId"],
+                s.span_id,
                 e.attempt_id,
-                s.get("parentSpanId"),
-                s["sequence"],
-                s["spanType"],
-                s.get("name"),
+                s.parent_span_id,
+                s.sequence,
+                s.span_type,
+                s.name,
                 text_in,
                 text_out,
-                s.get("modelId"),
-                s.get("promptTokens"),
-                s.get("completionTokens"),
-                s.get("toolName"),
-                None if args is None else _json(args),
-                s.get("toolResult"),
-                s.get("toolError"),
-                s.get("durationMs"),
-                s.get("estimatedCost"),
-                s.get("startedAt"),
-                s.get("traceId"),
-                s.get("otelSpanId"),
+                s.model_id,
+                s.prompt_tokens,
+                s.completion_tokens,
+                s.tool_name,
+                None if s.tool_args is None else _json(s.tool_args),
+                s.tool_result,
+                s.tool_error,
+                s.duration_ms,
+                s.estimated_cost,
+                s.started_at,
+                s.trace_id,
+                s.otel_span_id,
                 e.timestamp,
             )
         )
@@ -306,158 +336,145 @@ def insert_span_rows(cur: Any, dialect: str, rows: list[tuple[Any, ...]]) -> Non
     execute_rows(cur, _INSERT_SPANS.text(dialect), rows)
 
 
-def _span_recorded(conn: Connection, e: EventLike) -> None:
-    insert_span_rows(*driver_cursor(conn), span_rows(e, lambda h: payload_store.get(conn, h)))
+def _spans_recorded(conn: Connection, e: EventLike, d: SpansRecorded) -> None:
+    rows = span_rows(e, d, lambda h: payload_store.get(conn, h))
+    insert_span_rows(*driver_cursor(conn), rows)
 
 
-def _attempt_completed(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _attempt_completed(conn: Connection, e: EventLike, d: AttemptCompleted) -> None:
     _update(
         conn,
         AttemptRow,
         e.attempt_id or "",
         status="succeeded",
-        output_hash=p["outputHash"],
-        duration_ms=p["durationMs"],
-        prompt_tokens=p.get("promptTokens"),
-        completion_tokens=p.get("completionTokens"),
-        total_tokens=p.get("totalTokens"),
-        estimated_cost=p.get("estimatedCost"),
+        output_hash=d.output_hash,
+        duration_ms=d.duration_ms,
+        prompt_tokens=d.prompt_tokens,
+        completion_tokens=d.completion_tokens,
+        total_tokens=d.total_tokens,
+        estimated_cost=d.estimated_cost,
     )
 
 
-def _attempt_failed(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _attempt_failed(conn: Connection, e: EventLike, d: AttemptFailed) -> None:
     _update(
         conn,
         AttemptRow,
         e.attempt_id or "",
         status="failed",
-        error=p["error"],
-        duration_ms=p.get("durationMs"),
+        error=d.error,
+        duration_ms=d.duration_ms,
     )
 
 
-def _artifact_created(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _artifact_created(conn: Connection, e: EventLike, d: ArtifactCreated) -> None:
     _insert(
         conn,
         ArtifactRow,
         id=e.artifact_id,
         session_id=e.session_id,
         lineage_id=e.lineage_id,
-        rollout_id=p["rolloutId"],
+        rollout_id=d.rollout_id,
         attempt_id=e.attempt_id,
-        cycle=p["cycle"],
-        agent_version=p["agentVersion"],
-        content_hash=p["contentHash"],
+        cycle=d.cycle,
+        agent_version=d.agent_version,
+        content_hash=d.content_hash,
         created_at=e.timestamp,
     )
     _update(
         conn,
         RolloutRow,
-        p["rolloutId"],
+        d.rollout_id,
         status="completed",
         final_attempt_id=e.attempt_id,
         completed_at=e.timestamp,
     )
 
 
-def _rollout_failed(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _rollout_failed(conn: Connection, e: EventLike, d: RolloutFailed) -> None:
     _update(
         conn,
         RolloutRow,
-        p["rolloutId"],
+        d.rollout_id,
         status="failed",
-        error=p["error"],
+        error=d.error,
         completed_at=e.timestamp,
     )
 
 
-def _artifact_scored(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _artifact_scored(conn: Connection, e: EventLike, d: ArtifactScored) -> None:
     _insert(
         conn,
         EvaluationRow,
-        id=p["evaluationId"],
+        id=d.evaluation_id,
         artifact_id=e.artifact_id,
         session_id=e.session_id,
         lineage_id=e.lineage_id,
-        cycle=p["cycle"],
-        agent_version=p["agentVersion"],
-        score=p["score"],
-        comment=p.get("comment"),
-        rater=p.get("rater"),
+        cycle=d.cycle,
+        agent_version=d.agent_version,
+        score=d.score,
+        comment=d.comment,
+        rater=d.rater,
         created_at=e.timestamp,
     )
 
 
-def _feedback_rejected(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _feedback_rejected(conn: Connection, e: EventLike, d: FeedbackRejected) -> None:
     _insert(
         conn,
         RejectedFeedbackRow,
-        id=p["rejectionId"],
+        id=d.rejection_id,
         lineage_id=e.lineage_id,
-        cycle=p["cycle"],
-        kind=p["kind"],
-        payload_preview=p["payloadPreview"],
-        reason=p["reason"],
+        cycle=d.cycle,
+        kind=d.kind,
+        payload_preview=d.payload_preview,
+        reason=d.reason,
         created_at=e.timestamp,
     )
 
 
-def _directive_added(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _directive_added(conn: Connection, e: EventLike, d: DirectiveAdded) -> None:
     _insert(
         conn,
         DirectiveRow,
-        id=p["directiveId"],
+        id=d.directive_id,
         lineage_id=e.lineage_id,
-        cycle=p["cycle"],
-        kind=p["type"],
-        content=p["content"],
+        cycle=d.cycle,
+        kind=d.kind,
+        content=d.content,
         created_at=e.timestamp,
     )
 
 
-def _lineage_lock(locked: bool) -> Callable[[Connection, EventLike], None]:
-    def apply(conn: Connection, e: EventLike) -> None:
-        _update(
-            conn,
-            LineageRow,
-            e.lineage_id or "",
-            locked=locked,
-            lock_reason=e.payload.get("reason") if locked else None,
-        )
-
-    return apply
+def _lineage_locked(conn: Connection, e: EventLike, d: LineageLocked) -> None:
+    _update(conn, LineageRow, e.lineage_id or "", locked=True, lock_reason=d.reason)
 
 
-def _evolution_outcome(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _lineage_unlocked(conn: Connection, e: EventLike, d: LineageUnlocked) -> None:
+    _update(conn, LineageRow, e.lineage_id or "", locked=False, lock_reason=None)
+
+
+def _evolution_judged(conn: Connection, e: EventLike, d: EvolutionJudged) -> None:
     _update(
         conn,
         EvolutionRecordRow,
-        p["evolutionId"],
-        next_score=p["nextScore"],
-        score_delta=p["scoreDelta"],
-        hypothesis_validated=p["validated"],
-        outcome_reason=p.get("reason"),
+        d.evolution_id,
+        next_score=d.next_score,
+        score_delta=d.score_delta,
+        hypothesis_validated=d.validated,
+        outcome_reason=d.reason,
     )
 
 
-def _insight_discovered(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _insight_discovered(conn: Connection, e: EventLike, d: InsightDiscovered) -> None:
     _insert(
         conn,
         LearningInsightRow,
-        id=p["insightId"],
+        id=d.insight_id,
         session_id=e.session_id,
-        pattern=p["pattern"],
-        pattern_type=p["patternType"],
-        contexts=_json(p.get("contexts", [])),
+        pattern=d.pattern,
+        pattern_type=d.pattern_type,
+        contexts=_json(d.contexts),
         created_at=e.timestamp,
         updated_at=e.timestamp,
     )
@@ -486,43 +503,43 @@ def _insight_outcome_statement() -> Any:
 _INSIGHT_OUTCOME = _insight_outcome_statement()  # built once: building it cost more than running
 
 
-def _insight_outcome(conn: Connection, e: EventLike) -> None:
-    p = e.payload
+def _insight_tested(conn: Connection, e: EventLike, d: InsightTested) -> None:
     conn.execute(
         _INSIGHT_OUTCOME,
         {
-            "insight_id": p["insightId"],
-            "won": 1 if p["success"] else 0,
-            "delta": p["scoreDelta"],
+            "insight_id": d.insight_id,
+            "won": 1 if d.success else 0,
+            "delta": d.score_delta,
             "at": e.timestamp,
         },
     )
 
 
-HANDLERS: dict[str, Callable[[Connection, EventLike], None]] = {
-    "session.created": _session_created,
-    "session.document_added": _document_added,
-    "lineage.created": _lineage_created,
-    "agent.created": _agent_created,
-    "agent.evolved": _agent_evolved,
-    "rollout.started": _rollout_started,
-    "task.queued": _task_queued,
-    "rollout.reported": _rollout_reported,
-    "resources.published": _resources_published,
-    "rollout.failed": _rollout_failed,
-    "attempt.started": _attempt_started,
-    "attempt.span_recorded": _span_recorded,
-    "attempt.completed": _attempt_completed,
-    "attempt.failed": _attempt_failed,
-    "artifact.created": _artifact_created,
-    "artifact.scored": _artifact_scored,
-    "feedback.rejected": _feedback_rejected,
-    "directive.added": _directive_added,
-    "lineage.locked": _lineage_lock(True),
-    "lineage.unlocked": _lineage_lock(False),
-    "evolution.outcome": _evolution_outcome,
-    "insight.discovered": _insight_discovered,
-    "insight.outcome": _insight_outcome,
+Handler = Callable[[Connection, EventLike, Any], None]
+HANDLERS: dict[type[Event], Handler] = {
+    SessionCreated: _session_created,
+    DocumentAdded: _document_added,
+    LineageCreated: _lineage_created,
+    AgentCreated: _agent_created,
+    AgentEvolved: _agent_evolved,
+    RolloutStarted: _rollout_started,
+    TaskQueued: _task_queued,
+    RolloutReported: _rollout_reported,
+    ResourcesPublished: _resources_published,
+    RolloutFailed: _rollout_failed,
+    AttemptStarted: _attempt_started,
+    SpansRecorded: _spans_recorded,
+    AttemptCompleted: _attempt_completed,
+    AttemptFailed: _attempt_failed,
+    ArtifactCreated: _artifact_created,
+    ArtifactScored: _artifact_scored,
+    FeedbackRejected: _feedback_rejected,
+    DirectiveAdded: _directive_added,
+    LineageLocked: _lineage_locked,
+    LineageUnlocked: _lineage_unlocked,
+    EvolutionJudged: _evolution_judged,
+    InsightDiscovered: _insight_discovered,
+    InsightTested: _insight_tested,
 }
 
 
@@ -530,17 +547,22 @@ def apply_all(conn: Connection, events: list[Any]) -> None:
     """Fold many events: span rows (the bulk of any log) go in with one executemany."""
     spans: list[tuple[Any, ...]] = []
     for event in events:
-        if event.event_type == "attempt.span_recorded":
-            spans += span_rows(event, lambda h: payload_store.get(conn, h))
+        data = event.data
+        if isinstance(data, SpansRecorded):
+            spans += span_rows(event, data, lambda h: payload_store.get(conn, h))
         else:
-            apply(conn, event)
+            _fold(conn, event, data)
     insert_span_rows(*driver_cursor(conn), spans)
 
 
 def apply(conn: Connection, event: EventLike) -> None:
-    handler = HANDLERS.get(event.event_type)
-    if handler is not None:  # views ignore event types they do not know
-        handler(conn, event)
+    _fold(conn, event, event.data)
+
+
+def _fold(conn: Connection, event: EventLike, data: Event | None) -> None:
+    handler = HANDLERS.get(type(data))  # type: ignore[arg-type]
+    if handler is not None:  # views ignore event types they do not know or do not show
+        handler(conn, event, data)
 
 
 def rebuild(conn: Connection) -> int:

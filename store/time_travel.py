@@ -5,13 +5,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import Connection, Engine, select
 from sqlmodel import SQLModel
 
 from domain.agent import AgentDefinition
+from domain.events import (
+    AgentCreated,
+    AgentEvolved,
+    ArtifactScored,
+    AttemptFailed,
+    DirectiveAdded,
+    Event,
+    EvolutionJudged,
+    LineageLocked,
+    LineageUnlocked,
+    SpansRecorded,
+)
 from store import event_log, payload_store, projections
 from store.database import write_transaction
 from store.tables import PROJECTION_TABLES
@@ -41,9 +52,6 @@ class HistoryEntry(BaseModel):
     summary: str
 
 
-_AGENT_EVENTS = ["agent.created", "agent.evolved"]
-
-
 def as_of(
     engine: Engine, lineage_id: str, position: int | None = None, at_ms: int | None = None
 ) -> AsOf:
@@ -57,25 +65,26 @@ def as_of(
             conn,
             lineage_id=lineage_id,
             until_position=position,
-            event_types=[*_AGENT_EVENTS, "artifact.scored"],
+            event_types=[c.event_type for c in (AgentCreated, AgentEvolved, ArtifactScored)],
         ):
             if at_ms is not None and event.timestamp > at_ms:
                 break
             last_position, last_ts = event.position, event.timestamp
-            p = event.payload
-            if event.event_type == "artifact.scored":
-                scores.append(
-                    ScoreAt(
-                        cycle=p["cycle"],
-                        score=p["score"],
-                        comment=p.get("comment"),
-                        position=event.position,
-                        timestamp=event.timestamp,
+            match event.data:
+                case ArtifactScored() as scored:
+                    scores.append(
+                        ScoreAt(
+                            cycle=scored.cycle,
+                            score=scored.score,
+                            comment=scored.comment,
+                            position=event.position,
+                            timestamp=event.timestamp,
+                        )
                     )
-                )
-            else:
-                version = p["version"] if event.event_type == "agent.created" else p["toVersion"]
-                definition_hash = p["definitionHash"]
+                case AgentCreated() as created:
+                    version, definition_hash = created.version, created.definition_hash
+                case AgentEvolved() as evolved:
+                    version, definition_hash = evolved.to_version, evolved.definition_hash
         definition = (
             AgentDefinition.model_validate(payload_store.get(conn, definition_hash))
             if definition_hash
@@ -91,23 +100,24 @@ def as_of(
     )
 
 
-def _summary(event_type: str, p: dict[str, Any]) -> str:
-    if event_type == "agent.created":
-        return f"v{p['version']} created"
-    if event_type == "agent.evolved":
-        kind = p.get("kind", "evolution")
-        return f"v{p['fromVersion']} → v{p['toVersion']} ({kind}): {p.get('hypothesis', '')}"
-    if event_type == "artifact.scored":
-        return f"cycle {p['cycle']} scored {p['score']:g}" + (
-            f": {p['comment']}" if p.get("comment") else ""
-        )
-    if event_type == "evolution.outcome":
-        verdict = "validated" if p["validated"] else "refuted"
-        return f"{p['evolutionId']} {verdict} ({p['scoreDelta']:+g})"
-    if event_type in ("lineage.locked", "lineage.unlocked", "directive.added"):
-        return json.dumps({k: v for k, v in p.items() if k != "competitorScores"})
-    if event_type == "attempt.failed":
-        return p["error"][:120]
+def _summary(event: Event | None) -> str:
+    match event:
+        case AgentCreated():
+            return f"v{event.version} created"
+        case AgentEvolved():
+            return f"v{event.from_version} → v{event.to_version} ({event.kind}): {event.hypothesis}"
+        case ArtifactScored():
+            comment = f": {event.comment}" if event.comment else ""
+            return f"cycle {event.cycle} scored {event.score:g}{comment}"
+        case EvolutionJudged():
+            verdict = "validated" if event.validated else "refuted"
+            return f"{event.evolution_id} {verdict} ({event.score_delta:+g})"
+        case LineageLocked() | LineageUnlocked() | DirectiveAdded():
+            shown = event.payload()
+            shown.pop("competitorScores", None)
+            return json.dumps(shown)
+        case AttemptFailed():
+            return event.error[:120]
     return ""
 
 
@@ -119,10 +129,10 @@ def history(engine: Engine, lineage_id: str) -> list[HistoryEntry]:
                 position=e.position,
                 timestamp=e.timestamp,
                 event_type=e.event_type,
-                summary=_summary(e.event_type, e.payload),
+                summary=_summary(e.data),
             )
             for e in event_log.read(conn, lineage_id=lineage_id)
-            if e.event_type != "attempt.span_recorded"
+            if e.event_type != SpansRecorded.event_type
         ]
 
 

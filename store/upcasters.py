@@ -1,8 +1,8 @@
-"""Schema versions and upcasters: old events are read in today's shape, never rewritten.
+"""Upcasters: old events are read in today's shape, never rewritten.
 
-Each event type has a current schema version; an event stored under an older one passes through
-the chain of upcasters (v1 → v2 → …) when it is read. Add a version by bumping CURRENT and adding
-the step from the previous one.
+Each event class (``domain/events.py``) has a current ``schema_version``; an event stored under an
+older one passes through the chain of upcasters (v1 → v2 → …) when it is read. Add a version by
+bumping the class's ``schema_version`` and adding the step from the previous one here.
 """
 
 from __future__ import annotations
@@ -11,13 +11,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-CURRENT: dict[str, int] = {
-    # v2: the evaluation's identity and context travel with the score
-    "artifact.scored": 2,
-    # v2: one event holds a batch of spans, texts inline ({"spans": [...]}); v1 held one span
-    # with its input and output behind content hashes
-    "attempt.span_recorded": 2,
-}
+from domain.events import EVENT_CLASSES, ArtifactScored, SpansRecorded
+
+CURRENT: dict[str, int] = {name: cls.schema_version for name, cls in EVENT_CLASSES.items()}
 
 Upcaster = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
@@ -39,13 +35,15 @@ def _scored_v1_to_v2(payload: dict[str, Any], event: dict[str, Any]) -> dict[str
 
 
 def _span_v1_to_v2(payload: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
-    """A batch of one; its inputHash/outputHash stay references (projections resolve them)."""
-    return {"spans": [payload]}
+    """A batch of one; its texts stay behind their content hashes (the projection reads them)."""
+    span = {k: v for k, v in payload.items() if k not in ("inputHash", "outputHash")}
+    hashes = (payload.get("inputHash"), payload.get("outputHash"))
+    return {"spans": [span], "textHashes": {payload["spanId"]: list(hashes)}}
 
 
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
-    ("artifact.scored", 1): _scored_v1_to_v2,
-    ("attempt.span_recorded", 1): _span_v1_to_v2,
+    (ArtifactScored.event_type, 1): _scored_v1_to_v2,
+    (SpansRecorded.event_type, 1): _span_v1_to_v2,
 }
 
 

@@ -10,6 +10,7 @@ from sqlalchemy import inspect, text
 from sqlmodel import SQLModel, select
 
 from domain.agent import AgentDefinition, AgentParameters
+from domain.events import SpansRecorded
 from store import Store, event_log
 from store.database import create_store_engine
 from store.findings import DatabaseFindingsStore
@@ -153,7 +154,9 @@ def test_upgrade_from_the_previous_revision_moves_span_texts_inline(url):
         12,
     )
     [event] = store.queries.events(event_types=["attempt.span_recorded"])
-    assert event.schema_version == 2 and event.payload["spans"][0]["inputHash"] == prompt[0]
+    spans = event.data
+    assert event.schema_version == 2 and isinstance(spans, SpansRecorded)
+    assert spans.text_hashes == {"r:a1:s1": (prompt[0], answer[0])}
     store.rebuild_projections()  # the v1 event, upcast, resolves its texts again
     [rebuilt] = store.queries.span_records("r:a1")
     assert rebuilt == record

@@ -313,10 +313,10 @@ def test_log_reads_in_order_and_views_ignore_unknown_events(store: Store):
         event_log.append(
             conn,
             [
-                event_log.NewEvent.keyed(
-                    "custom.future_event",
-                    "k1",
-                    {"anything": [1, 2]},
+                event_log.NewEvent(
+                    id=event_log.event_id("custom.future_event", "k1"),
+                    event_type="custom.future_event",
+                    payload={"anything": [1, 2]},
                     timestamp=1,
                     lineage_id="s1-A",
                 )

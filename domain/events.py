@@ -1,0 +1,363 @@
+"""The training-signal log's events, one class per event type, defined once.
+
+The recorder builds these to write (``store/*_records.py``), the projections read them back
+(``store/projections.py``), and the upcasters (``store/upcasters.py``) bring a payload stored
+under an older ``schema_version`` to today's class. Payloads are stored as JSON with camelCase
+keys; the attribute names are the snake_case of those keys. Event type names are stored in the
+log, so a class may be renamed freely but its ``event_type`` never changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from domain.agent import AgentSnapshot
+from domain.execution import SpanRecord
+from domain.trainer import (
+    AspectVerdict,
+    CreditAssignment,
+    EvolutionChange,
+    EvolutionPlan,
+    EvolutionTrigger,
+    ScoreAnalysis,
+)
+
+
+class Event(BaseModel):
+    """An event's payload; the log adds its id, time and references (session, lineage…)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    event_type: ClassVar[str]
+    schema_version: ClassVar[int] = 1
+    # Leave unset fields out of the stored JSON (span batches: most span fields are empty)
+    omit_none: ClassVar[bool] = False
+
+    def payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=self.omit_none)
+
+    @classmethod
+    def read(cls, payload: dict[str, Any]) -> Self:
+        return cls.model_validate(payload)
+
+    @classmethod
+    def key(cls, field: str) -> str:
+        """The stored JSON key of one field (for SQL that reads payloads in the database)."""
+        return cls.model_fields[field].alias or field
+
+
+# Sessions, lineages, agent versions
+
+
+class SessionCreated(Event):
+    event_type = "session.created"
+    session_id: str
+    name: str
+
+
+class DocumentAdded(Event):
+    """A document the session's agents may read (the RLM examples' corpus)."""
+
+    event_type = "session.document_added"
+    session_id: str
+    name: str
+    content_hash: str
+
+
+class LineageCreated(Event):
+    event_type = "lineage.created"
+    session_id: str
+    lineage_id: str
+    label: str
+    workflow_id: str
+
+
+class AgentCreated(Event):
+    """Version 1 of a lineage's agent; its parts are stored by content hash."""
+
+    event_type = "agent.created"
+    agent_id: str
+    lineage_id: str
+    version: int
+    definition_hash: str
+    system_prompt_hash: str
+    tools_hash: str
+    flow_hash: str
+
+
+class AgentEvolved(Event):
+    """A new agent version and the evolution record that made it (the trainer's four steps)."""
+
+    event_type = "agent.evolved"
+    agent_id: str
+    evolution_id: str
+    from_version: int
+    to_version: int
+    definition_hash: str
+    system_prompt_hash: str
+    tools_hash: str
+    flow_hash: str
+    changes: list[EvolutionChange]
+    hypothesis: str
+    trigger: EvolutionTrigger
+    score_analysis: ScoreAnalysis
+    credit_assignment: CreditAssignment
+    plan: EvolutionPlan
+    kind: str = "evolution"  # or "rollback"
+
+
+class EvolutionKept(Event):
+    """A training step that changed nothing, with the plan's notes and history checks."""
+
+    event_type = "evolution.kept"
+    agent_id: str
+    version: int
+    trigger: EvolutionTrigger
+    score_analysis: ScoreAnalysis
+    plan: EvolutionPlan
+
+
+class EvolutionJudged(Event):
+    """The next score's verdict on an evolution's hypothesis."""
+
+    event_type = "evolution.outcome"
+    evolution_id: str
+    next_score: float
+    score_delta: float
+    validated: bool
+    reason: str | None = None
+    aspects: list[AspectVerdict] = Field(default_factory=list)
+
+
+class InsightDiscovered(Event):
+    event_type = "insight.discovered"
+    insight_id: str
+    pattern: str
+    pattern_type: str
+    contexts: list[str] = Field(default_factory=list)
+
+
+class InsightTested(Event):
+    """One change's outcome counted for or against its family's insight."""
+
+    event_type = "insight.outcome"
+    insight_id: str
+    evolution_id: str
+    success: bool
+    score_delta: float
+
+
+class InsightApplied(Event):
+    event_type = "insight.applied"
+    insight_id: str
+    agent_id: str
+    evolution_id: str
+    change: EvolutionChange
+
+
+# Rollouts, attempts, spans, artifacts
+
+
+class RolloutStarted(Event):
+    event_type = "rollout.started"
+    rollout_id: str
+    cycle: int
+    input_hash: str
+
+
+class RolloutFailed(Event):
+    """Every attempt of a cycle's rollout failed; the lineage waits for a retry or a stop."""
+
+    event_type = "rollout.failed"
+    rollout_id: str
+    error: str
+
+
+class AttemptStarted(Event):
+    event_type = "attempt.started"
+    rollout_id: str
+    attempt_number: int
+    agent_snapshot: AgentSnapshot
+    input_hash: str
+    model_id: str
+    parameters: dict[str, Any]
+
+
+class SpansRecorded(Event):
+    """A batch of an attempt's spans, texts inline (v1 held one span, texts by hash)."""
+
+    event_type = "attempt.span_recorded"
+    schema_version = 2
+    omit_none = True
+    spans: list[SpanRecord]
+    # Upcast from v1 only: span id → (input hash, output hash), the texts the projection reads
+    text_hashes: dict[str, tuple[str | None, str | None]] | None = None
+
+
+class AttemptCompleted(Event):
+    event_type = "attempt.completed"
+    output_hash: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    duration_ms: int
+    estimated_cost: float | None = None
+    success: bool = True
+
+
+class AttemptFailed(Event):
+    event_type = "attempt.failed"
+    error: str
+    error_type: str
+    retryable: bool
+    duration_ms: int | None = None  # None: the attempt was lost, nobody timed it
+
+
+class ArtifactCreated(Event):
+    """An attempt's output, stored by content hash, awaiting its evaluation."""
+
+    event_type = "artifact.created"
+    rollout_id: str
+    cycle: int
+    agent_version: int
+    content_hash: str
+
+
+# Human feedback
+
+
+class ArtifactScored(Event):
+    """An evaluation: a rater's score and comment on one output (v1 held only those)."""
+
+    event_type = "artifact.scored"
+    schema_version = 2
+    evaluation_id: str
+    rollout_id: str
+    cycle: int
+    agent_version: int | None
+    score: float
+    comment: str | None = None
+    rater: str | None = None
+
+
+class ComparedArtifact(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    id: str
+    lineage_id: str
+    score: float
+
+
+class ArtifactsCompared(Event):
+    """Every lineage of the session has scored this cycle: their outputs, ranked."""
+
+    event_type = "artifact.compared"
+    cycle: int
+    artifacts: list[ComparedArtifact]
+    ranking: list[str]
+
+
+class FeedbackRejected(Event):
+    """A score, directive or lock the lineage refused, with why (it changed nothing)."""
+
+    event_type = "feedback.rejected"
+    rejection_id: str
+    cycle: int
+    kind: str
+    payload_preview: str
+    reason: str
+
+
+class DirectiveAdded(Event):
+    event_type = "directive.added"
+    directive_id: str
+    kind: str = Field(alias="type")  # "sticky" or "oneshot"
+    content: str
+    cycle: int
+
+
+class LineageLocked(Event):
+    """The lineage stops evolving; the competitors' scores make it a preference signal."""
+
+    event_type = "lineage.locked"
+    reason: str | None = None
+    cycle: int
+    competing_lineage_ids: list[str] = Field(default_factory=list)
+    competitor_scores: dict[str, float | None] = Field(default_factory=dict)
+
+
+class LineageUnlocked(Event):
+    event_type = "lineage.unlocked"
+    reason: str | None = None
+    cycle: int
+
+
+# Dataset optimization (Agent Lightning)
+
+
+class ResourcesPublished(Event):
+    event_type = "resources.published"
+    server_id: str
+    version: int
+    content_hash: str
+
+
+class TaskQueued(Event):
+    event_type = "task.queued"
+    rollout_id: str
+    iteration: int
+    sample_hash: str
+    resources_version: int
+
+
+class RolloutReported(Event):
+    """A client's report of one dataset task's rollout (its spans come as SpansRecorded)."""
+
+    event_type = "rollout.reported"
+    rollout_id: str
+    final_reward: float | None = None
+    report_hash: str
+    client_id: str | None = None
+
+
+EVENT_CLASSES: dict[str, type[Event]] = {
+    cls.event_type: cls
+    for cls in (
+        SessionCreated,
+        DocumentAdded,
+        LineageCreated,
+        AgentCreated,
+        AgentEvolved,
+        EvolutionKept,
+        EvolutionJudged,
+        InsightDiscovered,
+        InsightTested,
+        InsightApplied,
+        RolloutStarted,
+        RolloutFailed,
+        AttemptStarted,
+        SpansRecorded,
+        AttemptCompleted,
+        AttemptFailed,
+        ArtifactCreated,
+        ArtifactScored,
+        ArtifactsCompared,
+        FeedbackRejected,
+        DirectiveAdded,
+        LineageLocked,
+        LineageUnlocked,
+        ResourcesPublished,
+        TaskQueued,
+        RolloutReported,
+    )
+}
+
+
+def parse(event_type: str, payload: dict[str, Any]) -> Event | None:
+    """The typed event of a stored payload in today's schema; None for a type this code does
+    not know (a newer writer's, or one retired): readers skip those."""
+    cls = EVENT_CLASSES.get(event_type)
+    return None if cls is None else cls.read(payload)
