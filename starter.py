@@ -34,11 +34,11 @@ from temporalio.common import (
 )
 from temporalio.service import RPCError
 
-from dev_server import DevServer
 from domain import search_attributes
 from domain.lineage import LineageInput, LineageState
+from domain.settings import Settings
 from domain.spec import SessionSpec, SpecError, load_spec
-from settings import Settings
+from services.dev_server import DevServer
 from store import Store
 from worker import build_worker, connect
 from workflows.lineage import LineageWorkflow

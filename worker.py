@@ -28,13 +28,13 @@ from activities.lightning import LightningActivities
 from activities.lineage_registry import LineageRegistryActivities
 from activities.rlm import RlmActivities
 from activities.trainer import TrainerActivities
-from encryption import codec_from_env, data_converter
-from health import HealthServer
+from codec.encryption import codec_from_env, data_converter
+from domain.settings import Settings
 from runner.backends import ModelBackends
 from runner.executor import Executor
 from runner.telemetry import collector, runner_tracer, tracing_interceptor
 from runner.tools import default_registry
-from settings import Settings
+from services.health import HealthServer
 from store import Store
 from trainer.backends import TrainerBackends
 from workflows.lightning import LightningServerWorkflow, OptimizationWorkflow, RolloutTaskWorkflow

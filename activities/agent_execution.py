@@ -15,6 +15,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exp
 
 from activities.error_classification import is_transient
 from domain.agent import AgentDefinition, AgentSnapshot
+from domain.cycle import artifact_of, attempt_of
 from domain.lineage import RolloutFailedInput, RunAgentInput, RunAgentResult
 from runner.executor import AgentRunError, ExecutionResult, Executor
 from runner.redaction import redact
@@ -57,7 +58,7 @@ class AgentExecutionActivities:
                 cycle=inp.cycle,
                 agent_version=inp.agent.version,
                 attempt_id=finished.attempt_id,
-                artifact_id=f"{inp.rollout_id}:artifact",
+                artifact_id=artifact_of(inp.rollout_id),
                 output=finished.result.output,
                 spans=finished.result.spans,
                 usage=finished.result.usage,
@@ -67,7 +68,7 @@ class AgentExecutionActivities:
         return RunAgentResult(
             rollout_id=inp.rollout_id,
             attempt_id=finished.attempt_id,
-            artifact_id=f"{inp.rollout_id}:artifact",
+            artifact_id=artifact_of(inp.rollout_id),
             output_preview=output[:PREVIEW_CHARS] + ("…" if len(output) > PREVIEW_CHARS else ""),
             output_chars=len(output),
             output_words=len(output.split()),
@@ -77,7 +78,7 @@ class AgentExecutionActivities:
     async def _run(self, inp: RunAgentInput, beat: _Heartbeat) -> FinishedRun:
         """One try of the agent: recorded as started, then as failed or (by the caller) done."""
         number = activity.info().attempt
-        attempt_id = f"{inp.rollout_id}:a{number}"
+        attempt_id = attempt_of(inp.rollout_id, number)
         agent, cycle_input, documents = await _stored(self._prepare, inp, attempt_id, number)
         tools = ToolContext(session_id=inp.session_id, documents=lambda: documents)
         started = time.perf_counter()

@@ -8,6 +8,7 @@ from temporalio import activity
 
 from domain.agent import AgentSnapshot
 from domain.content_hash import content_hash
+from domain.cycle import attempt_of
 from domain.execution import Usage
 from domain.lightning import (
     LLM,
@@ -26,7 +27,7 @@ from trainer.template_optimizer import propose_template
 
 
 def _attempt_id(task: RolloutTask, attempt: int) -> str:
-    return f"{task.rollout_id}:a{attempt}"
+    return attempt_of(task.rollout_id, attempt)
 
 
 class LightningActivities:

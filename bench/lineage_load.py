@@ -33,8 +33,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from bench.bare_workflow import BareCycleWorkflow, noop
-from dev_server import start_in_memory
-from settings import Settings
+from domain.settings import Settings
+from services.dev_server import start_in_memory
 from starter import await_output, start_session
 from store import Store
 from tests.conftest import make_spec

@@ -30,6 +30,7 @@ from domain.lightning import (
     ResourceSet,
 )
 from domain.rollout_report import RolloutReport
+from domain.settings import Settings
 from runner import tracer as attr
 from runner.adapter import to_trace_data, to_triplets
 from runner.backends import ModelBackends
@@ -37,7 +38,6 @@ from runner.model_backend import ChatMessage, ModelRequest
 from runner.pricing import estimate_cost
 from runner.telemetry import collector, runner_tracer
 from runner.tracer import AgentTracer, set_if
-from settings import Settings
 
 DEFAULT_ROLLOUT_QUEUE = "lightning-rollouts"
 Agent = Callable[[dict[str, Any], "Resources"], Awaitable["RolloutReport | float"]]

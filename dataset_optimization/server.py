@@ -23,7 +23,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from dataset_optimization.client import DEFAULT_ROLLOUT_QUEUE
 from domain.lightning import Resource, RolloutOutcome, RolloutTask, ServerInput
 from domain.rollout_report import RolloutReport
-from settings import DEFAULT_TASK_QUEUE
+from domain.settings import DEFAULT_TASK_QUEUE
 from store import Store
 from workflows.lightning import LightningServerWorkflow, RolloutTaskWorkflow
 

@@ -30,12 +30,12 @@ class Cycle:
         return cls(match["lineage"], int(match["number"])) if match else None
 
 
-def attempt_id(rollout_id: str, number: int) -> str:
+def attempt_of(rollout_id: str, number: int) -> str:
     """Attempt ``number`` (1-based) at a rollout."""
     return f"{rollout_id}:a{number}"
 
 
-def artifact_id(rollout_id: str) -> str:
+def artifact_of(rollout_id: str) -> str:
     """The output a rollout produced (one per rollout: its successful attempt's)."""
     return f"{rollout_id}:artifact"
 

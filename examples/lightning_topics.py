@@ -131,8 +131,8 @@ def print_result(result: OptimizationResult) -> None:
 
 
 async def main(iterations: int, clients: int) -> None:
-    from dev_server import DevServer
-    from settings import Settings
+    from domain.settings import Settings
+    from services.dev_server import DevServer
     from store import Store
     from worker import build_worker, connect
     from workflows.lightning import OptimizationWorkflow

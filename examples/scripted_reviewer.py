@@ -65,7 +65,7 @@ def review(text: str, words: int, cycle: int = 1) -> Review:
 
 
 async def drive(workflow_id: str, cycles: int) -> list[float]:
-    from settings import Settings
+    from domain.settings import Settings
     from worker import connect
     from workflows.lineage import LineageWorkflow
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from domain.agent import OFFLINE_MODEL_PREFIX
+from domain.settings import Settings
 from runner.claude import ClaudeBackend
 from runner.model_backend import ModelBackend, ModelError
 from runner.offline_model import OfflineModel
-from settings import Settings
 
 
 class ModelBackends:

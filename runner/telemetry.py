@@ -11,8 +11,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
+from domain.settings import otlp_configured
 from runner.tracer import ExecutionSpanCollector
-from settings import otlp_configured
 
 _lock = threading.Lock()
 _provider: TracerProvider | None = None

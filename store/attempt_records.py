@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import select
 
 from domain.agent import AgentSnapshot
+from domain.cycle import attempt_of
 from domain.events import (
     ArtifactCreated,
     AttemptFailed,
@@ -91,9 +92,9 @@ class AttemptRecords(EventWriter):
                     error_type="AttemptLost",
                     retryable=True,
                 ),
-                f"{rollout_id}:a{n}",
+                attempt_of(rollout_id, n),
                 agent_id=agent_id,
-                attempt_id=f"{rollout_id}:a{n}",
+                attempt_id=attempt_of(rollout_id, n),
                 tags=["error"],
                 **refs,
             )

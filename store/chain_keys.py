@@ -7,7 +7,7 @@ sees, stored as ``<key id>:<mac>``, and the chain head carries a seal (a MAC ove
 ends), so rewriting, removing or truncating events consistently needs the key.
 
 The current key signs new events. Keys rotated out stay listed as old keys and still verify the
-events they signed; ``training_data.py rekey`` re-signs the whole log with the current key, after
+events they signed; ``training-camp-data rekey`` re-signs the whole log with the current key, after
 which old keys can go.
 """
 
@@ -78,7 +78,7 @@ class ChainKeys:
             if hashlib.sha256(material).hexdigest() != stored:
                 return "chain broken — the row was edited, or an earlier event was removed"
             if self.keyed:
-                return "not signed, though a chain key is set (run `training_data.py rekey`)"
+                return "not signed, though a chain key is set (run `training-camp-data rekey`)"
             return None
         kid, mac = stored.split(":", 1)
         key = self._by_id.get(kid)

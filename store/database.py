@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlmodel import SQLModel
 
-from settings import DEFAULT_DATABASE_URL
+from domain.settings import DEFAULT_DATABASE_URL
 from store import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 # A new SQLite database gets 2 KiB pages (an existing one keeps its own). A committed write

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select
 
+from domain.cycle import comparison_id
 from domain.events import (
     ArtifactsCompared,
     ArtifactScored,
@@ -249,7 +250,7 @@ def _comparison(conn: Connection, session_id: str, cycle: int, ts: int) -> list[
                 ],
                 ranking=[artifact for _, (artifact, _) in ranked],
             ),
-            f"{session_id}:c{cycle}",
+            comparison_id(session_id, cycle),
             session_id=session_id,
             timestamp=ts,
             tags=["comparison"],

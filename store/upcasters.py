@@ -7,10 +7,10 @@ bumping the class's ``schema_version`` and adding the step from the previous one
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
+from domain.cycle import Cycle, rollout_of_artifact
 from domain.events import EVENT_CLASSES, ArtifactScored, SpansRecorded
 
 CURRENT: dict[str, int] = {name: cls.schema_version for name, cls in EVENT_CLASSES.items()}
@@ -21,12 +21,12 @@ Upcaster = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 def _scored_v1_to_v2(payload: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
     """v1 is the seed recorder's shape: {score, comment?, artifactContent?}."""
     artifact_id = event.get("artifact_id") or ""
-    rollout_id = artifact_id.removesuffix(":artifact")
-    cycle = re.search(r":c(\d+)", rollout_id)
+    rollout_id = rollout_of_artifact(artifact_id)
+    cycle = Cycle.of_rollout(rollout_id)
     return {
         "evaluationId": f"{artifact_id}:evaluation:{event['id']}",
         "rolloutId": rollout_id,
-        "cycle": int(cycle.group(1)) if cycle else 0,
+        "cycle": cycle.number if cycle else 0,
         "agentVersion": None,  # v1 did not record it
         "score": payload["score"],
         "comment": payload.get("comment"),

@@ -21,10 +21,10 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Interceptor
 
-from dev_server import start_in_memory, temporal_binary
 from domain.lineage import LineageState
+from domain.settings import Settings
 from domain.spec import SessionSpec, parse_spec
-from settings import Settings
+from services.dev_server import start_in_memory, temporal_binary
 from store import Store
 from tests.store_backends import database_url
 from worker import build_worker
@@ -222,9 +222,9 @@ async def spawn_worker(
 def training_data_cli(
     *args: str, url: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``training_data.py`` as a user runs it, on the store at ``url``."""
+    """The ``training-camp-data`` command as a user runs it, on the store at ``url``."""
     return subprocess.run(
-        [sys.executable, "training_data.py", *args, "--database-url", url],
+        [sys.executable, "-m", "services.training_data", *args, "--database-url", url],
         cwd=Path(__file__).parent.parent,
         capture_output=True,
         text=True,

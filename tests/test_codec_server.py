@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from codec_server import IDLE_SECONDS, CodecServer
-from encryption import EncryptionCodec
+from codec.encryption import EncryptionCodec
+from codec.server import IDLE_SECONDS, CodecServer
 from tests.test_demo_command import free_port
 
 TOKEN = "s3cret-token"

@@ -10,7 +10,7 @@ import socket
 import sys
 from pathlib import Path
 
-from dev_server import port_open
+from services.dev_server import port_open
 from tests.conftest import temporal_cli
 
 ROOT = Path(__file__).parent.parent

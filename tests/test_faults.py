@@ -10,8 +10,8 @@ from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from dev_server import DevServer
-from settings import Settings
+from domain.settings import Settings
+from services.dev_server import DevServer
 from starter import start_session
 from store import Store
 from tests.conftest import awaiting, eventually, make_spec, spawn_worker, wait_for_state

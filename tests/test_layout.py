@@ -11,22 +11,13 @@ from pathlib import Path
 ROOT = Path(__file__).parent.parent
 # bottom first; a package may import its own layer and any below
 LAYERS = [
-    ["domain", "settings"],
+    ["domain"],
     ["runner", "rlm"],
     ["trainer"],
     ["store"],
     ["activities"],
     ["workflows"],
-    [
-        "dataset_optimization",
-        "worker",
-        "starter",
-        "training_data",
-        "dev_server",
-        "health",
-        "encryption",
-        "codec_server",
-    ],
+    ["dataset_optimization", "codec", "services", "worker", "starter"],
 ]
 LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
 

@@ -6,9 +6,9 @@ from typing import Protocol
 
 from domain.agent import AgentDefinition
 from domain.execution import SpanRecord
+from domain.settings import Settings
 from domain.trainer import CreditAssignment, EvolutionPlan, ScoreAnalysis
 from runner.claude import make_client
-from settings import Settings
 from trainer import credit_assignment, evolution_planner, reward_analyzer
 from trainer.claude_trainer import ClaudeTrainer
 

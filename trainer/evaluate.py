@@ -29,9 +29,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from domain.agent import AgentDefinition
 from domain.feedback import MAX_COMMENT_CHARS
+from domain.settings import Settings
 from domain.spec import SpecError, load_spec
 from domain.trainer import ScoreAnalysis
-from settings import Settings
 from trainer import evolution, evolution_planner
 from trainer.backends import TrainerBackend, TrainerBackends, TrainerConfigError
 

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.trainer import TrainerActivities
     from domain import search_attributes
     from domain.agent import AgentRef
+    from domain.cycle import Cycle
     from domain.feedback import (
         ScoreAccepted,
         excerpt,
@@ -205,9 +206,7 @@ class LineageWorkflow:
         """Run the agent on this cycle's input; a failed rollout waits for `retry` or `stop`."""
         tries = 0
         while True:
-            rollout_id = f"{self._inp.lineage_id}:c{self._s.cycle}"
-            if tries:
-                rollout_id += f"-retry{tries}"
+            rollout_id = Cycle(self._inp.lineage_id, self._s.cycle).rollout_id(retry=tries)
             self._set_status("running")
             try:
                 return await self._unless_stopped(

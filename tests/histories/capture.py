@@ -20,8 +20,8 @@ from pathlib import Path
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
-from dev_server import start_in_memory
-from settings import Settings
+from domain.settings import Settings
+from services.dev_server import start_in_memory
 from starter import start_session
 from store import Store
 from tests.conftest import awaiting, make_spec, wait_for_state

@@ -1,6 +1,6 @@
 """The codec server: decrypts (and encrypts) payloads for the Temporal Web UI and CLI.
 
-    TRAINING_CAMP_ENCRYPTION_KEY=... python codec_server.py --port 8888 --origin http://localhost:8233
+    TRAINING_CAMP_ENCRYPTION_KEY=... training-camp-codec --port 8888 --origin http://localhost:8233
     temporal workflow show -w lineage-essay-demo-A --codec-endpoint http://localhost:8888
 
 Only those who can reach it see plain payloads; give it a token (--token) and the UI the same.
@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from temporalio.api.common.v1 import Payload
 
-from encryption import EncryptionCodec, EncryptionError, codec_from_env
+from codec.encryption import EncryptionCodec, EncryptionError, codec_from_env
 
 # The Web UI decodes a page of history at a time; Temporal caps one payload at 2 MB
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -203,5 +203,9 @@ def main(
     asyncio.run(run())
 
 
-if __name__ == "__main__":
+def cli() -> None:
     typer.run(main)
+
+
+if __name__ == "__main__":
+    cli()

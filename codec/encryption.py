@@ -3,8 +3,8 @@
 Keys come from ``TRAINING_CAMP_ENCRYPTION_KEY`` (base64 of 32 bytes) or a file named by
 ``TRAINING_CAMP_ENCRYPTION_KEY_FILE``; ``TRAINING_CAMP_ENCRYPTION_OLD_KEYS`` (comma-separated)
 keeps rotated-out keys for decryption. Every payload records the id of the key that sealed it.
-The codec server (``codec_server.py``) lets the Web UI and the CLI show decrypted payloads to
-those who hold the key.
+The codec server (``codec/server.py``, ``training-camp-codec``) lets the Web UI and the CLI
+show decrypted payloads to those who hold the key.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Training data from the event log: materialize, export, rebuild, time travel, report.
 
-python training_data.py export trl-sft --out exports/ --min-score 8
-python training_data.py verify             # the log's chain, and the projections against it
-python training_data.py rebuild            # drop projections, replay the log, verify
-python training_data.py as-of essay-demo-A --position 120
-python training_data.py history essay-demo-A
-python training_data.py report essay-demo --out report/
+training-camp-data export trl-sft --out exports/ --min-score 8
+training-camp-data verify             # the log's chain, and the projections against it
+training-camp-data rebuild            # drop projections, replay the log, verify
+training-camp-data as-of essay-demo-A --position 120
+training-camp-data history essay-demo-A
+training-camp-data report essay-demo --out report/
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from settings import Settings
+from domain.settings import Settings
 from store import Store, event_log
 from store.chain_keys import ChainKeyError, ChainKeys, key_id
 from store.database import write_transaction
