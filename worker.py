@@ -39,7 +39,7 @@ from store import Store
 from trainer.backends import TrainerBackends
 from workflows.lightning import LightningServerWorkflow, OptimizationWorkflow, RolloutTaskWorkflow
 from workflows.lineage import LineageWorkflow
-from workflows.rlm import RlmFanOutWorkflow, RlmWorkerWorkflow
+from workflows.rlm import RlmFanOutWorkflow, RlmReplWorkflow, RlmWorkerWorkflow
 
 
 async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
@@ -68,7 +68,7 @@ def build_worker(
     trainers = TrainerBackends(settings)
     trainer = TrainerActivities(store, trainers)
     lightning = LightningActivities(store, trainers)
-    rlm = RlmActivities(store)
+    rlm = RlmActivities(store, settings)
     # Clients made by connect() already trace (and workers inherit that); others get it here.
     add_tracing = settings.temporal_tracing and not any(
         isinstance(i, TracingInterceptor) for i in client.config()["interceptors"]
@@ -88,6 +88,7 @@ def build_worker(
             OptimizationWorkflow,
             RlmWorkerWorkflow,
             RlmFanOutWorkflow,
+            RlmReplWorkflow,
         ],
         activities=[
             registry.register_lineage,
@@ -111,6 +112,11 @@ def build_worker(
             lightning.propose_template,
             rlm.rlm_analyze,
             rlm.rlm_apply_commit,
+            rlm.store_context,
+            rlm.model_turn,
+            rlm.llm_query,
+            rlm.run_cell,
+            rlm.export_commit,
         ],
         # Store activities are synchronous (SQLAlchemy) and run on this pool, local ones (the
         # lineage's store steps) too: room for both limits, so a queued local activity never

@@ -48,7 +48,10 @@ class SharedStore(ABC):
         backrefs: list[SpanRef] | None = None,
         parents: list[str] | None = None,
         tags: list[str] | None = None,
-    ) -> str: ...
+        number: int | None = None,
+    ) -> str:
+        """A new object attributed to ``worker``, id ``{worker}_{n:06d}``. ``number`` pins n:
+        then the create is idempotent (a retried step finds the object it made before)."""
 
     @abstractmethod
     def invalidate(self, worker: str, target_id: str, reason: str) -> None: ...
@@ -104,12 +107,22 @@ class InMemorySharedStore(SharedStore):
         self._seq: dict[str, int] = {}
 
     def create(
-        self, worker, type, description, content=None, backrefs=None, parents=None, tags=None
+        self,
+        worker,
+        type,
+        description,
+        content=None,
+        backrefs=None,
+        parents=None,
+        tags=None,
+        number=None,
     ) -> str:  # type: ignore[no-untyped-def]
         with self._lock:
-            n = self._seq.get(worker, 0)
-            self._seq[worker] = n + 1
+            n = self._seq.get(worker, 0) if number is None else number
+            self._seq[worker] = max(self._seq.get(worker, 0), n + 1)
             object_id = f"{worker}_{n:06d}"
+            if object_id in self._view:
+                return object_id
             obj = self._object(
                 object_id, worker, type, description, content, backrefs, parents, tags
             )
@@ -129,6 +142,8 @@ class InMemorySharedStore(SharedStore):
         with self._lock:
             if target_id not in self._view:
                 raise KeyError(f"no object {target_id}")
+            if self._view[target_id].invalidated == reason:
+                return  # a retried step: invalidated already, for this reason
             self._events.append(
                 SharedEvent(
                     seq=len(self._events),
@@ -169,3 +184,6 @@ class WorkerStoreProxy:
 
     def card_view(self, query: str | None = None) -> list[Card]:
         return [o.card() for o in self.view(query)]
+
+    def events_since(self, seq: int = 0) -> list[SharedEvent]:
+        return self.shared.events_since(seq)

@@ -183,7 +183,24 @@ class FindingsStore(ABC):
             for o in objects
             if o.type == "link" and o.content.get("src") in known and o.content.get("dst") in known
         ]
-        return Commit.model_validate({"commit_id": commit_id, "creates": creates, "links": links})
+        # Updates this store proposed to objects its parent owns travel on, still proposals.
+        proposals = [
+            {
+                "target_id": p.target_id,
+                "patch": p.patch,
+                "description_update": p.description_update,
+            }
+            for p in self.proposals("pending")
+            if p.target_id in known
+        ]
+        return Commit.model_validate(
+            {
+                "commit_id": commit_id,
+                "creates": creates,
+                "links": links,
+                "proposes_updates": proposals,
+            }
+        )
 
 
 class InMemoryFindingsStore(FindingsStore):

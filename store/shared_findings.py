@@ -32,15 +32,31 @@ class DatabaseSharedStore(SharedStore):
         self._view_id = f"shared:{store_id}"  # its view lives beside isolated stores' rows
 
     def create(
-        self, worker, type, description, content=None, backrefs=None, parents=None, tags=None
+        self,
+        worker,
+        type,
+        description,
+        content=None,
+        backrefs=None,
+        parents=None,
+        tags=None,
+        number=None,
     ) -> str:  # type: ignore[no-untyped-def]
-        w = self._workers_t
+        w, v = self._workers_t, self._view_t
         with write_transaction(self.engine) as conn:
             conn.execute(
                 insert_ignore(conn, w, ["store_id", "worker_id"]),
                 {"store_id": self.store_id, "worker_id": worker, "next_seq": 0},
             )
-            n = conn.execute(_next_seq(w), {"s": self.store_id, "w": worker}).scalar_one() - 1
+            if number is None:
+                n = conn.execute(_next_seq(w), {"s": self.store_id, "w": worker}).scalar_one() - 1
+            else:
+                n = number
+                object_id = f"{worker}_{n:06d}"
+                made = select(v.c.id).where(v.c.store_id == self._view_id, v.c.id == object_id)
+                if conn.execute(made).first() is not None:
+                    return object_id  # made by an earlier try of the same step
+                conn.execute(_skip_to(w), {"s": self.store_id, "w": worker, "n": n + 1})
             object_id = f"{worker}_{n:06d}"
             obj = self._object(
                 object_id, worker, type, description, content, backrefs, parents, tags
@@ -72,13 +88,18 @@ class DatabaseSharedStore(SharedStore):
     def invalidate(self, worker: str, target_id: str, reason: str) -> None:
         v = self._view_t
         with write_transaction(self.engine) as conn:
-            found = conn.execute(
+            current = conn.execute(
+                select(v.c.invalidated).where(v.c.store_id == self._view_id, v.c.id == target_id)
+            ).first()
+            if current is None:
+                raise KeyError(f"no object {target_id}")
+            if current[0] == reason:
+                return  # a retried step: invalidated already, for this reason
+            conn.execute(
                 update(v)
                 .where(v.c.store_id == self._view_id, v.c.id == target_id)
                 .values(invalidated=reason)
-            ).rowcount
-            if found != 1:
-                raise KeyError(f"no object {target_id}")
+            )
             self._append(conn, worker, "invalidate", target_id, {"reason": reason})
 
     def events_since(self, seq: int = 0) -> list[SharedEvent]:
@@ -155,6 +176,21 @@ def _next_seq(workers: Any) -> Any:
         .where(workers.c.store_id == bindparam("s"), workers.c.worker_id == bindparam("w"))
         .values(next_seq=workers.c.next_seq + 1)
         .returning(workers.c.next_seq)
+    )
+
+
+@functools.cache
+def _skip_to(workers: Any) -> Any:
+    """Automatic numbers continue after a pinned one."""
+    after = bindparam("n")
+    return (
+        update(workers)
+        .where(
+            workers.c.store_id == bindparam("s"),
+            workers.c.worker_id == bindparam("w"),
+            workers.c.next_seq < after,
+        )
+        .values(next_seq=after)
     )
 
 

@@ -1,19 +1,42 @@
-"""RLM fan-out on Temporal: workers as child workflows, recursing up to ``max_depth``; each
-gets read-only cards and returns a commit; parents merge commits (children's into the worker's
-in-memory store, the roots' into the durable store)."""
+"""RLM on Temporal.
+
+``RlmReplWorkflow`` is a recursive language model's run: a model driving a Python REPL, each
+model turn and each cell an activity; a cell that calls ``rlm_worker`` waits while the workflow
+runs the workers as child workflows of the same type one level down (at most ``max_parallel``
+at once), and runs the cell again with their commits. The REPL's state lives in the store (the
+namespace after each cell) and in this history (the answers each cell received), so a worker
+process dying mid-run costs the cell it was running, not the run.
+
+``RlmFanOutWorkflow`` runs rules-based workers over a fixed task tree (the trainer's chunked
+credit assignment): each gets read-only cards and returns a commit; parents merge commits
+(children's into the worker's in-memory store, the roots' into the durable store)."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.rlm import RlmActivities
     from rlm.commit import Commit
     from rlm.objects import Card
+    from rlm.repl import (
+        MAX_TURN_OUTPUT_CHARS,
+        CellInput,
+        CellResult,
+        ExportInput,
+        LlmQueryInput,
+        ModelTurnInput,
+        ReplMessage,
+        ReplRunInput,
+        ReplRunResult,
+        code_of,
+    )
     from rlm.store import InMemoryFindingsStore
     from rlm.tasks import (
         ApplyCommitInput,
@@ -92,3 +115,175 @@ class RlmFanOutWorkflow:
                 )
             )
         return FanOutResult(results=results)
+
+
+REPL_STEP = {
+    "start_to_close_timeout": timedelta(minutes=10),
+    "retry_policy": RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1)),
+}
+
+
+@workflow.defn(name="RlmReplWorkflow")
+class RlmReplWorkflow:
+    def __init__(self) -> None:
+        self._status = "starting"
+        self._turn = 0
+        self._workers = 0  # workers this REPL has started: their names
+
+    @workflow.query
+    def state(self) -> dict[str, Any]:
+        return {"status": self._status, "turn": self._turn, "workers": self._workers}
+
+    @workflow.run
+    async def run(self, inp: ReplRunInput) -> ReplRunResult:
+        context_hash = inp.context_hash or await workflow.execute_activity_method(
+            RlmActivities.store_context, inp.context, **REPL_STEP
+        )
+        first = f"{inp.prompt}\n\nThe REPL is ready: `context` holds your task's data."
+        messages = [ReplMessage(role="user", content=first)]
+        snapshot: str | None = None
+        creates = 0
+        final: Any = None
+        finished = False
+        for turn in range(inp.config.max_turns):
+            self._turn, self._status = turn, "thinking"
+            reply = await workflow.execute_activity_method(
+                RlmActivities.model_turn,
+                ModelTurnInput(
+                    run_id=inp.run_id,
+                    worker=inp.worker,
+                    turn=turn,
+                    model=inp.config.model_at(inp.depth),
+                    depth=inp.depth,
+                    max_depth=inp.config.max_depth,
+                    shared=inp.config.shared_store,
+                    context_hash=context_hash,
+                    messages=messages,
+                ),
+                **REPL_STEP,
+            )
+            messages.append(ReplMessage(role="assistant", content=reply))
+            code = code_of(reply)
+            if code is None:
+                nudge = "No ```repl block: write the next cell, or call FINAL_VAR(value) in one."
+                messages.append(ReplMessage(role="user", content=nudge))
+                continue
+            self._status = "running a cell"
+            cell = await self._cell(inp, context_hash, turn, code, snapshot, creates)
+            snapshot, creates = cell.snapshot_hash, creates + cell.creates
+            shown = cell.output[:MAX_TURN_OUTPUT_CHARS] or "(nothing printed)"
+            messages.append(ReplMessage(role="user", content=f"Cell output:\n{shown}"))
+            if cell.final_set:
+                final, finished = cell.final, True
+                break
+        commit = None
+        if inp.depth > 0:
+            commit = await workflow.execute_activity_method(
+                RlmActivities.export_commit,
+                ExportInput(
+                    run_id=inp.run_id,
+                    worker=inp.worker,
+                    cards=inp.cards,
+                    shared=inp.config.shared_store,
+                ),
+                **REPL_STEP,
+            )
+        self._status = "finished" if finished else "out of turns"
+        return ReplRunResult(
+            run_id=inp.run_id,
+            worker=inp.worker,
+            final=final,
+            finished=finished,
+            turns=self._turn + 1,
+            commit=commit,
+        )
+
+    async def _cell(
+        self,
+        inp: ReplRunInput,
+        context_hash: str,
+        turn: int,
+        code: str,
+        snapshot: str | None,
+        creates: int,
+    ) -> CellResult:
+        """Run the cell; each time it waits on a call, make the call and run it again."""
+        memo: list[Any] = []
+        limits = inp.config.cell_limits
+        while True:
+            result = await workflow.execute_activity_method(
+                RlmActivities.run_cell,
+                CellInput(
+                    run_id=inp.run_id,
+                    worker=inp.worker,
+                    depth=inp.depth,
+                    turn=turn,
+                    code=code,
+                    context_hash=context_hash,
+                    snapshot_hash=snapshot,
+                    memo=memo,
+                    creates_before=creates,
+                    cards=inp.cards,
+                    config=inp.config,
+                ),
+                start_to_close_timeout=timedelta(seconds=2 * limits.timeout_seconds + 60),
+                retry_policy=REPL_STEP["retry_policy"],
+            )
+            if result.suspended is None:
+                return result
+            memo.append(await self._answer(inp, turn, len(memo), result.suspended))
+
+    async def _answer(self, inp: ReplRunInput, turn: int, n: int, call: dict[str, Any]) -> Any:
+        args = call["args"]
+        if call["kind"] == "llm_query":
+            try:
+                return await workflow.execute_activity_method(
+                    RlmActivities.llm_query,
+                    LlmQueryInput(
+                        run_id=inp.run_id,
+                        worker=inp.worker,
+                        turn=turn,
+                        call=n,
+                        model=inp.config.model_at(inp.depth + 1),
+                        prompts=args["prompts"],
+                    ),
+                    **REPL_STEP,
+                )
+            except FailureError as exc:
+                return {"error": f"llm_query failed: {exc}"}
+        return await self._workers_for(inp, args["tasks"], int(args.get("max_parallel", 8)))
+
+    async def _workers_for(
+        self, inp: ReplRunInput, tasks: list[dict[str, Any]], max_parallel: int
+    ) -> list[Any]:
+        """Workers one level down, as child workflows, at most ``max_parallel`` at once."""
+        gate = asyncio.Semaphore(max(1, min(max_parallel, inp.config.max_parallel)))
+        prefix = "w" if inp.worker == "root" else f"{inp.worker}."
+        names = [f"{prefix}{self._workers + i + 1}" for i in range(len(tasks))]
+        self._workers += len(tasks)
+
+        async def one(name: str, task: dict[str, Any]) -> Any:
+            async with gate:
+                try:
+                    done: ReplRunResult = await workflow.execute_child_workflow(
+                        RlmReplWorkflow.run,
+                        ReplRunInput(
+                            run_id=inp.run_id,
+                            prompt=task["prompt"] or "Analyse `context`.",
+                            context_hash=task["context_hash"],
+                            config=inp.config,
+                            depth=inp.depth + 1,
+                            worker=name,
+                            cards=[Card.model_validate(c) for c in task["store_cards"]],
+                        ),
+                        id=f"{workflow.info().workflow_id}/{name}",
+                    )
+                except FailureError as exc:
+                    return {"error": f"worker {name} failed: {exc}"}
+            if inp.config.shared_store:
+                return {"worker": name, "final": done.final, "finished": done.finished}
+            assert done.commit is not None
+            return done.commit.model_dump(mode="json")
+
+        self._status = f"waiting on {len(tasks)} workers"
+        return list(await asyncio.gather(*(one(n, t) for n, t in zip(names, tasks, strict=True))))
