@@ -5,6 +5,7 @@ worker's findings exported as its commit. Model calls and cells are recorded as 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import tempfile
 import time
@@ -139,6 +140,7 @@ class RlmActivities:
             memo=inp.memo,
             can_recurse=inp.depth < inp.config.max_depth,
             limits=inp.config.cell_limits,
+            alive=activity.heartbeat,
         )
         suspended = outcome.suspended
         if suspended is not None and suspended["kind"] == "rlm_worker":
@@ -153,7 +155,10 @@ class RlmActivities:
             creates=handler.creates,
             suspended=suspended,
         )
-        waiting = f"(waits on {suspended['kind']})" if suspended else result.output
+        shown = result.output
+        if result.final_set:  # the run's answer, in the store beside the cell that gave it
+            shown += f"\nFINAL_VAR: {json.dumps(result.final, default=str)}"
+        waiting = f"(waits on {suspended['kind']})" if suspended else shown
         self._span(
             inp.run_id,
             inp.worker,
@@ -197,6 +202,7 @@ class RlmActivities:
         return {**args, "tasks": tasks}
 
     async def _complete(self, model: str, system: str, messages: list[ChatMessage]) -> Any:
+        beating = asyncio.create_task(_heartbeat())
         try:
             return await self.models.for_model(model).complete(
                 ModelRequest(
@@ -209,6 +215,8 @@ class RlmActivities:
             )
         except ModelError as exc:
             raise ApplicationError(str(exc), non_retryable=not exc.retryable) from exc
+        finally:
+            beating.cancel()
 
     def _put(self, value: Any) -> str:
         with write_transaction(self.store.engine) as conn:
@@ -222,6 +230,13 @@ class RlmActivities:
             attempt_id=f"rlm:{run_id}/{worker}",
             spans=[span],
         )
+
+
+async def _heartbeat() -> None:
+    """While a model call runs: a worker that dies mid-call is noticed within the timeout."""
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(1.0)
 
 
 def _isolated(store: Store, run_id: str, worker: str, cards: list[Card]) -> DatabaseFindingsStore:

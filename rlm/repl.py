@@ -33,6 +33,8 @@ class ReplConfig(BaseModel):
     max_turns: int = Field(default=12, ge=1, le=100)
     shared_store: bool = False
     cell_limits: CellLimits = Field(default_factory=CellLimits)
+    # A step whose worker stops answering is tried again elsewhere after this long
+    heartbeat_seconds: float = Field(default=30.0, ge=1, le=600)
 
     def model_at(self, depth: int) -> str:
         return self.root_model if depth == 0 else (self.worker_model or self.root_model)

@@ -83,8 +83,10 @@ def run_cell(
     memo: list[Any],
     can_recurse: bool,
     limits: CellLimits,
+    alive: Callable[[], None] = lambda: None,
 ) -> CellOutcome:
-    """Run ``code`` after restoring ``snapshot``; store calls go to ``handle``."""
+    """Run ``code`` after restoring ``snapshot``; store calls go to ``handle``; ``alive`` is
+    called about once a second while the cell runs (the activity's heartbeat)."""
     workdir.mkdir(parents=True, exist_ok=True)
     to_child_r, to_child_w = os.pipe()
     from_child_r, from_child_w = os.pipe()
@@ -123,7 +125,7 @@ def run_cell(
     try:
         outbox.write(json.dumps(job) + "\n")
         outbox.flush()
-        return _converse(process, inbox, outbox, handle, limits)
+        return _converse(process, inbox, outbox, handle, limits, alive)
     except BrokenPipeError:
         return _ended(process, None, limits)
     finally:
@@ -140,14 +142,18 @@ def _converse(
     outbox: Any,
     handle: StoreHandler,
     limits: CellLimits,
+    alive: Callable[[], None],
 ) -> CellOutcome:
     # Wall clock: twice the CPU allowance, so a cell that sleeps or blocks is stopped too.
     deadline = time.monotonic() + 2 * limits.timeout_seconds
     selector = selectors.DefaultSelector()
     selector.register(inbox, selectors.EVENT_READ)
     while True:
+        alive()
         left = deadline - time.monotonic()
-        if left <= 0 or not selector.select(timeout=left):
+        if left > 0 and not selector.select(timeout=min(left, 1.0)):
+            continue
+        if left <= 0:
             _kill(process)
             return CellOutcome(
                 stdout=_printed(process),

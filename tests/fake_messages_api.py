@@ -1,6 +1,8 @@
 """A local HTTP server that speaks the Anthropic Messages API, so the real SDK runs in tests.
 
-Each POST /v1/messages takes the next scripted reply; requests are kept for assertions.
+Each POST /v1/messages takes the next scripted reply, or, with ``respond`` set, what it returns
+for the request (for callers whose requests arrive in no fixed order, such as parallel
+workers); requests are kept for assertions.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -46,6 +49,7 @@ OVERLOADED_RETRY_SOON = (*OVERLOADED, {"retry-after-ms": "10"})
 class FakeMessagesAPI:
     def __init__(self) -> None:
         self.script: list[tuple[Any, ...]] = []  # (status, body[, headers[, delay seconds]])
+        self.respond: Callable[[dict[str, Any]], tuple[Any, ...]] | None = None
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
@@ -61,7 +65,9 @@ class FakeMessagesAPI:
                     api.requests.append(body)
                     api.headers.append({k.lower(): v for k, v in self.headers.items()})
                     status, reply, *extra = (
-                        api.script.pop(0)
+                        api.respond(body)
+                        if api.respond is not None
+                        else api.script.pop(0)
                         if api.script
                         else (
                             500,

@@ -117,10 +117,13 @@ class RlmFanOutWorkflow:
         return FanOutResult(results=results)
 
 
-REPL_STEP = {
-    "start_to_close_timeout": timedelta(minutes=10),
-    "retry_policy": RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1)),
-}
+def _step(inp: ReplRunInput, start_to_close: timedelta = timedelta(minutes=10)) -> Any:
+    """Activity options for a REPL step: retried, and noticed fast when its worker dies."""
+    return {
+        "start_to_close_timeout": start_to_close,
+        "heartbeat_timeout": timedelta(seconds=inp.config.heartbeat_seconds),
+        "retry_policy": RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1)),
+    }
 
 
 @workflow.defn(name="RlmReplWorkflow")
@@ -137,7 +140,7 @@ class RlmReplWorkflow:
     @workflow.run
     async def run(self, inp: ReplRunInput) -> ReplRunResult:
         context_hash = inp.context_hash or await workflow.execute_activity_method(
-            RlmActivities.store_context, inp.context, **REPL_STEP
+            RlmActivities.store_context, inp.context, **ACTIVITY
         )
         first = f"{inp.prompt}\n\nThe REPL is ready: `context` holds your task's data."
         messages = [ReplMessage(role="user", content=first)]
@@ -160,7 +163,7 @@ class RlmReplWorkflow:
                     context_hash=context_hash,
                     messages=messages,
                 ),
-                **REPL_STEP,
+                **_step(inp),
             )
             messages.append(ReplMessage(role="assistant", content=reply))
             code = code_of(reply)
@@ -186,7 +189,7 @@ class RlmReplWorkflow:
                     cards=inp.cards,
                     shared=inp.config.shared_store,
                 ),
-                **REPL_STEP,
+                **ACTIVITY,
             )
         self._status = "finished" if finished else "out of turns"
         return ReplRunResult(
@@ -226,8 +229,7 @@ class RlmReplWorkflow:
                     cards=inp.cards,
                     config=inp.config,
                 ),
-                start_to_close_timeout=timedelta(seconds=2 * limits.timeout_seconds + 60),
-                retry_policy=REPL_STEP["retry_policy"],
+                **_step(inp, timedelta(seconds=2 * limits.timeout_seconds + 60)),
             )
             if result.suspended is None:
                 return result
@@ -247,7 +249,7 @@ class RlmReplWorkflow:
                         model=inp.config.model_at(inp.depth + 1),
                         prompts=args["prompts"],
                     ),
-                    **REPL_STEP,
+                    **_step(inp),
                 )
             except FailureError as exc:
                 return {"error": f"llm_query failed: {exc}"}
