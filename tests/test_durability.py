@@ -31,6 +31,7 @@ from domain.lineage import ApplyEvolutionInput, CreditInput, PlanInput, TrainerI
 from starter import start_session
 from tests.conftest import awaiting, local_activity_type, make_spec, wait_for_state
 from workflows.lineage import LineageWorkflow
+from workflows.rlm import RlmReplWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 
@@ -80,7 +81,9 @@ def _ref(agent_id: str, version: int):
 
 
 async def replay(history: WorkflowHistory) -> None:
-    replayer = Replayer(workflows=[LineageWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(
+        workflows=[LineageWorkflow, RlmReplWorkflow], data_converter=pydantic_data_converter
+    )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None
 

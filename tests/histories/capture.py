@@ -1,4 +1,5 @@
-"""Record a LineageWorkflow history for the replay test.
+"""Record a LineageWorkflow history (or, for a name starting ``rlm-``, an RlmReplWorkflow
+root's) for the replay test.
 
     .venv/bin/python -m tests.histories.capture [name]
 
@@ -21,17 +22,45 @@ from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
 from domain.settings import Settings
+from examples.rlm_documents import REPORTS, document_task
+from rlm.repl import ReplConfig, ReplRunInput
 from services.dev_server import start_in_memory
 from starter import start_session
 from store import Store
 from tests.conftest import awaiting, make_spec, wait_for_state
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
+from workflows.rlm import RlmReplWorkflow
 
 HERE = Path(__file__).parent
 
 
+async def rlm(name: str) -> None:
+    """The pilot-reports example, offline, isolated stores, workers one level down."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = await start_in_memory()
+        store = Store.open(f"sqlite:///{tmp}/store.db")
+        settings = Settings(task_queue="capture", database_url=str(store.engine.url))
+        prompt, context = document_task(REPORTS, max_parallel=2)
+        config = ReplConfig(max_depth=1, max_parallel=2)
+        async with build_worker(env.client, store, settings):
+            handle = await env.client.start_workflow(
+                RlmReplWorkflow.run,
+                ReplRunInput(run_id="capture", prompt=prompt, context=context, config=config),
+                id=name,  # the replay test replays under the file name
+                task_queue=settings.task_queue,
+            )
+            await handle.result()
+            history = await handle.fetch_history()
+        await env.shutdown()
+        out = HERE / f"{name}.json"
+        out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+        print(f"wrote {out} ({len(history.events)} events)")
+
+
 async def main(name: str) -> None:
+    if name.startswith("rlm-"):
+        return await rlm(name)
     with tempfile.TemporaryDirectory() as tmp:
         env = await start_in_memory()
         store = Store.open(f"sqlite:///{tmp}/store.db")
