@@ -17,6 +17,7 @@ from store.findings import DatabaseFindingsStore
 from store.migrate import current_revision, upgrade
 from store.payload_store import encode
 from store.tables import PayloadBlob, SessionRow, SpanRow, TrainingEvent, TrainingExampleRow
+from tests.store_story import register, scored_cycle
 
 HEAD = "0009"
 
@@ -236,12 +237,11 @@ def test_0006_indexes_scored_outputs_by_session_and_cycle(url):
 
     from store.materializer import Materializer
     from store.migrate import alembic_config
-    from tests.test_store import _register, _scored_cycle
 
     store = Store.open(url)
-    ih = _register(store, "s1-A")
-    _register(store, "s1-B")
-    _scored_cycle(store, "s1-A", ih[0], "- three crisp bullets", 9)
+    ih = register(store, "s1-A")
+    register(store, "s1-B")
+    scored_cycle(store, "s1-A", ih[0], "- three crisp bullets", 9)
     assert Materializer(store.engine).run().examples_added == 2  # reward and SFT
     config = alembic_config(url)
     with store.engine.begin() as conn:
@@ -255,7 +255,7 @@ def test_0006_indexes_scored_outputs_by_session_and_cycle(url):
     store = Store.open(url)  # migrates 0005 -> head
     assert current_revision(store.engine) == HEAD
     assert _scored_indexes(store.engine) == {"ix_mv_scored_artifacts_session_cycle"}
-    _scored_cycle(store, "s1-B", ih[0], "a rambling essay", 3)
+    scored_cycle(store, "s1-B", ih[0], "a rambling essay", 3)
     assert Materializer(store.engine).run().examples_added == 2  # B's reward, and the pair
     with store.engine.connect() as conn:
         pairs = conn.execute(
@@ -329,12 +329,11 @@ def test_0008_indexes_evaluations_by_session_and_cycle(url):
     from alembic import command
 
     from store.migrate import alembic_config
-    from tests.test_store import _register, _scored_cycle
 
     store = Store.open(url)
-    ih = _register(store, "s1-A")
-    _register(store, "s1-B")
-    _scored_cycle(store, "s1-A", ih[0], "- three crisp bullets", 9)
+    ih = register(store, "s1-A")
+    register(store, "s1-B")
+    scored_cycle(store, "s1-A", ih[0], "- three crisp bullets", 9)
     config = alembic_config(url)
     with store.engine.begin() as conn:
         config.attributes["connection"] = conn
@@ -348,7 +347,7 @@ def test_0008_indexes_evaluations_by_session_and_cycle(url):
     indexes = _evaluation_indexes(store.engine)
     assert "ix_evaluations_session_cycle" in indexes
     assert "ix_evaluations_session_id" not in indexes
-    _scored_cycle(store, "s1-B", ih[0], "a rambling essay", 3)
+    scored_cycle(store, "s1-B", ih[0], "a rambling essay", 3)
     (compared,) = store.queries.events(None, ["artifact.compared"])
     assert compared.payload["ranking"] == ["s1-A:c1:artifact", "s1-B:c1:artifact"]
     store.close()
