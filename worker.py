@@ -37,7 +37,12 @@ from runner.tools import default_registry
 from services.health import HealthServer
 from store import Store
 from trainer.backends import TrainerBackends
-from workflows.lightning import LightningServerWorkflow, OptimizationWorkflow, RolloutTaskWorkflow
+from workflows.lightning import (
+    LightningServerWorkflow,
+    OptimizationWorkflow,
+    RolloutBatchWorkflow,
+    RolloutTaskWorkflow,
+)
 from workflows.lineage import LineageWorkflow
 from workflows.rlm import RlmFanOutWorkflow, RlmReplWorkflow, RlmWorkerWorkflow
 
@@ -85,6 +90,7 @@ def build_worker(
             LineageWorkflow,
             LightningServerWorkflow,
             RolloutTaskWorkflow,
+            RolloutBatchWorkflow,
             OptimizationWorkflow,
             RlmWorkerWorkflow,
             RlmFanOutWorkflow,
@@ -109,6 +115,10 @@ def build_worker(
             lightning.record_task_attempt_started,
             lightning.record_task_attempt_failed,
             lightning.record_task_report,
+            lightning.record_tasks_queued,
+            lightning.record_task_attempts_started,
+            lightning.record_task_attempts_failed,
+            lightning.record_task_reports,
             lightning.propose_template,
             rlm.rlm_analyze,
             rlm.rlm_apply_commit,

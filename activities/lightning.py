@@ -16,9 +16,12 @@ from domain.lightning import (
     ProposeInput,
     ProposeResult,
     PublishInput,
+    RolloutBatch,
     RolloutTask,
     TaskAttemptInput,
+    TaskAttemptsInput,
     TaskReportInput,
+    TaskReportsInput,
 )
 from domain.rollout_report import RolloutReport
 from store import Store
@@ -45,74 +48,117 @@ class LightningActivities:
 
     @activity.defn(name="record_task_queued")
     def record_task_queued(self, task: RolloutTask) -> None:
-        self.store.recorder.record_task_queued(
-            server_id=task.server_id,
-            rollout_id=task.rollout_id,
-            iteration=task.iteration,
-            sample=task.sample,
-            resources_version=task.resources_version,
+        self.record_tasks_queued(RolloutBatch(batch_id=task.rollout_id, tasks=[task]))
+
+    @activity.defn(name="record_tasks_queued")
+    def record_tasks_queued(self, batch: RolloutBatch) -> None:
+        self.store.recorder.record_tasks_queued(
+            [
+                {
+                    "server_id": t.server_id,
+                    "rollout_id": t.rollout_id,
+                    "iteration": t.iteration,
+                    "sample": t.sample,
+                    "resources_version": t.resources_version,
+                }
+                for t in batch.tasks
+            ]
         )
 
     @activity.defn(name="record_task_attempt_started")
     def record_task_attempt_started(self, inp: TaskAttemptInput) -> None:
-        task = inp.task
+        self.record_task_attempts_started(TaskAttemptsInput(attempts=[inp]))
+
+    @activity.defn(name="record_task_attempts_started")
+    def record_task_attempts_started(self, inp: TaskAttemptsInput) -> None:
+        """The attempts' snapshots: the resource set each ran with (read once per version)."""
+        snapshots: dict[tuple[str, int], tuple[AgentSnapshot, LLM | None]] = {}
+        started = []
+        for one in inp.attempts:
+            task = one.task
+            key = (task.server_id, task.resources_version)
+            if key not in snapshots:
+                snapshots[key] = self._snapshot(task)
+            snapshot, llm = snapshots[key]
+            started.append(
+                {
+                    "session_id": task.server_id,
+                    "lineage_id": task.server_id,
+                    "rollout_id": task.rollout_id,
+                    "cycle": task.iteration,
+                    "attempt_id": _attempt_id(task, one.attempt),
+                    "attempt_number": one.attempt,
+                    "snapshot": snapshot,
+                    "input_hash": content_hash(task.sample),
+                    "model_id": llm.model if llm else "none",
+                    "parameters": dict(llm.sampling_params) if llm else {},
+                }
+            )
+        self.store.recorder.record_attempts_started(started)
+
+    def _snapshot(self, task: RolloutTask) -> tuple[AgentSnapshot, LLM | None]:
         resources = self.store.queries.resource_set(task.server_id, task.resources_version)
         llm = next((r for r in resources.resources.values() if isinstance(r, LLM)), None)
         template = next(
             (r for r in resources.resources.values() if isinstance(r, PromptTemplate)), None
         )
         set_hash = content_hash(resources.model_dump(mode="json"))
-        self.store.recorder.record_attempt_started(
-            session_id=task.server_id,
-            lineage_id=task.server_id,
-            rollout_id=task.rollout_id,
-            cycle=task.iteration,
-            attempt_id=_attempt_id(task, inp.attempt),
-            attempt_number=inp.attempt,
-            snapshot=AgentSnapshot(
-                agent_id=task.server_id,
-                version=task.resources_version,
-                system_prompt_hash=content_hash(template.template) if template else set_hash,
-                tools_hash=content_hash([]),
-                flow_hash=set_hash,
-            ),
-            input_hash=content_hash(task.sample),
-            model_id=llm.model if llm else "none",
-            parameters=dict(llm.sampling_params) if llm else {},
+        snapshot = AgentSnapshot(
+            agent_id=task.server_id,
+            version=task.resources_version,
+            system_prompt_hash=content_hash(template.template) if template else set_hash,
+            tools_hash=content_hash([]),
+            flow_hash=set_hash,
         )
+        return snapshot, llm
 
     @activity.defn(name="record_task_attempt_failed")
     def record_task_attempt_failed(self, inp: TaskAttemptInput) -> None:
-        self.store.recorder.record_attempt_failed(
-            session_id=inp.task.server_id,
-            lineage_id=inp.task.server_id,
-            attempt_id=_attempt_id(inp.task, inp.attempt),
-            error=inp.error or "unknown error",
-            error_type="ClientError",
-            retryable=True,
-            spans=[],
-            duration_ms=0,
-        )
+        self.record_task_attempts_failed(TaskAttemptsInput(attempts=[inp]))
+
+    @activity.defn(name="record_task_attempts_failed")
+    def record_task_attempts_failed(self, inp: TaskAttemptsInput) -> None:
+        for one in inp.attempts:
+            self.store.recorder.record_attempt_failed(
+                session_id=one.task.server_id,
+                lineage_id=one.task.server_id,
+                attempt_id=_attempt_id(one.task, one.attempt),
+                error=one.error or "unknown error",
+                error_type="ClientError",
+                retryable=True,
+                spans=[],
+                duration_ms=0,
+            )
 
     @activity.defn(name="record_task_report")
     def record_task_report(self, inp: TaskReportInput) -> None:
-        report = inp.client_report.report
-        metrics = report.metrics
-        self.store.recorder.record_task_report(
-            server_id=inp.task.server_id,
-            rollout_id=inp.task.rollout_id,
-            attempt_id=_attempt_id(inp.task, inp.attempt),
-            client_id=inp.client_report.client_id,
-            report=report.model_dump(mode="json"),
-            final_reward=report.final_reward,
-            spans=inp.client_report.spans,
-            usage=Usage(
-                prompt_tokens=int(metrics.get("prompt_tokens", 0)),
-                completion_tokens=int(metrics.get("completion_tokens", 0)),
-                estimated_cost=metrics.get("estimated_cost"),
-            ),
-            duration_ms=int(metrics.get("duration_ms", 0)),
-        )
+        self.record_task_reports(TaskReportsInput(reports=[inp]))
+
+    @activity.defn(name="record_task_reports")
+    def record_task_reports(self, inp: TaskReportsInput) -> None:
+        """Reports that arrived together (a client activity's tasks), in one transaction."""
+        reports = []
+        for one in inp.reports:
+            report = one.client_report.report
+            metrics = report.metrics
+            reports.append(
+                {
+                    "server_id": one.task.server_id,
+                    "rollout_id": one.task.rollout_id,
+                    "attempt_id": _attempt_id(one.task, one.attempt),
+                    "client_id": one.client_report.client_id,
+                    "report": report.model_dump(mode="json"),
+                    "final_reward": report.final_reward,
+                    "spans": one.client_report.spans,
+                    "usage": Usage(
+                        prompt_tokens=int(metrics.get("prompt_tokens", 0)),
+                        completion_tokens=int(metrics.get("completion_tokens", 0)),
+                        estimated_cost=metrics.get("estimated_cost"),
+                    ),
+                    "duration_ms": int(metrics.get("duration_ms", 0)),
+                }
+            )
+        self.store.recorder.record_task_reports(reports)
 
     @activity.defn(name="propose_template")
     async def propose_template(self, inp: ProposeInput) -> ProposeResult:

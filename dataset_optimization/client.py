@@ -25,6 +25,8 @@ from domain.lightning import (
     LLM,
     MAX_REPORT_BYTES,
     ClientAssignment,
+    ClientBatch,
+    ClientBatchReport,
     ClientReport,
     PromptTemplate,
     ResourceSet,
@@ -135,6 +137,18 @@ class Resources:
         return found
 
 
+def _bounded(batch: ClientBatchReport) -> ClientBatchReport:
+    """Under Temporal's payload limit: the heaviest traces are dropped first, reports kept."""
+    while len(batch.model_dump_json()) > MAX_REPORT_BYTES:
+        heavy = [r for r in batch.reports if r is not None and (r.spans or r.report.trace_data)]
+        if not heavy:
+            break
+        r = max(heavy, key=lambda r: len(r.model_dump_json()))
+        r.report.trace_data, r.spans = None, []
+        r.report.logs = [*(r.report.logs or []), "trace_data dropped: report too large"]
+    return batch
+
+
 class AgentLightningClient:
     def __init__(
         self,
@@ -153,14 +167,33 @@ class AgentLightningClient:
         self.completed = 0
 
     def worker(self, agent: Agent, max_concurrent: int = 4) -> Worker:
+        """A worker taking tasks: ``max_concurrent`` rollouts run at once, whether tasks come
+        one per activity or a few (``execute_rollouts``, from batches queued together)."""
+        slots = asyncio.Semaphore(max_concurrent)
+
+        async def one(assignment: ClientAssignment) -> ClientReport:
+            async with slots:
+                return await self._execute(agent, assignment)
+
         @activity.defn(name="execute_rollout")
         async def execute_rollout(assignment: ClientAssignment) -> ClientReport:
-            return await self._execute(agent, assignment)
+            return await one(assignment)
+
+        @activity.defn(name="execute_rollouts")
+        async def execute_rollouts(batch: ClientBatch) -> ClientBatchReport:
+            done = await asyncio.gather(
+                *(one(a) for a in batch.assignments), return_exceptions=True
+            )
+            reports = [d if isinstance(d, ClientReport) else None for d in done]
+            errors = [
+                None if isinstance(d, ClientReport) else f"{type(d).__name__}: {d}" for d in done
+            ]
+            return _bounded(ClientBatchReport(reports=reports, errors=errors))
 
         return Worker(
             self.client,
             task_queue=self.task_queue,
-            activities=[execute_rollout],
+            activities=[execute_rollout, execute_rollouts],
             max_concurrent_activities=max_concurrent,
             activity_executor=ThreadPoolExecutor(max_concurrent),
         )

@@ -21,11 +21,11 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
 from dataset_optimization.client import DEFAULT_ROLLOUT_QUEUE
-from domain.lightning import Resource, RolloutOutcome, RolloutTask, ServerInput
+from domain.lightning import Resource, RolloutBatch, RolloutTask, ServerInput
 from domain.rollout_report import RolloutReport
 from domain.settings import DEFAULT_TASK_QUEUE
 from store import Store
-from workflows.lightning import LightningServerWorkflow, RolloutTaskWorkflow
+from workflows.lightning import LightningServerWorkflow, RolloutBatchWorkflow
 
 
 class AgentLightningServer:
@@ -45,6 +45,7 @@ class AgentLightningServer:
         self._version: int | None = None
         self._handle: WorkflowHandle[Any, Any] | None = None
         self._iteration = 0
+        self._batches: dict[str, str] = {}  # rollout id -> the batch workflow that runs it
 
     async def start(self) -> None:
         self._handle = await self.client.start_workflow(
@@ -70,25 +71,42 @@ class AgentLightningServer:
         return self._version
 
     async def queue_task(self, sample: dict[str, Any]) -> str:
+        return (await self.queue_tasks([sample]))[0]
+
+    async def queue_tasks(
+        self, samples: list[dict[str, Any]], batch_size: int = 250, tasks_per_activity: int = 8
+    ) -> list[str]:
+        """Queue many samples: one workflow per ``batch_size`` of them, clients sent
+        ``tasks_per_activity`` at a time; each task's attempts are still its own."""
         if self._version is None:
             raise RuntimeError("publish resources with update_resources() before queueing tasks")
-        rollout_id = f"{self.server_id}:{uuid.uuid4().hex[:12]}"
-        await self.client.start_workflow(
-            RolloutTaskWorkflow.run,
-            RolloutTask(
-                rollout_id=rollout_id,
-                server_id=self.server_id,
-                iteration=self._iteration,
-                sample=sample,
-                resources_workflow_id=self.workflow_id,
-                resources_version=self._version,
-                client_task_queue=self.client_task_queue,
-                max_attempts=self.max_attempts,
-            ),
-            id=f"task-{rollout_id.replace(':', '-')}",
-            task_queue=self.task_queue,
+        ids = []
+        for start in range(0, len(samples), batch_size):
+            batch_id = f"{self.server_id}:batch-{uuid.uuid4().hex[:12]}"
+            tasks = [self._task(sample) for sample in samples[start : start + batch_size]]
+            handle = await self.client.start_workflow(
+                RolloutBatchWorkflow.run,
+                RolloutBatch(batch_id=batch_id, tasks=tasks, tasks_per_activity=tasks_per_activity),
+                id=f"tasks-{batch_id.replace(':', '-')}",
+                task_queue=self.task_queue,
+            )
+            for task in tasks:
+                self._batches[task.rollout_id] = handle.id
+            ids += [task.rollout_id for task in tasks]
+        return ids
+
+    def _task(self, sample: dict[str, Any]) -> RolloutTask:
+        assert self._version is not None
+        return RolloutTask(
+            rollout_id=f"{self.server_id}:{uuid.uuid4().hex[:12]}",
+            server_id=self.server_id,
+            iteration=self._iteration,
+            sample=sample,
+            resources_workflow_id=self.workflow_id,
+            resources_version=self._version,
+            client_task_queue=self.client_task_queue,
+            max_attempts=self.max_attempts,
         )
-        return rollout_id
 
     async def get_completed_rollouts(self, rollout_ids: list[str]) -> list[RolloutReport]:
         """The reports of those that are done, from the store (possibly fewer than asked)."""
@@ -99,11 +117,10 @@ class AgentLightningServer:
     ) -> list[RolloutReport]:
         """Wait until every task has completed or failed; the completed ones' reports."""
 
-        async def outcome(rollout_id: str) -> RolloutOutcome:
-            handle = self.client.get_workflow_handle(
-                f"task-{rollout_id.replace(':', '-')}", result_type=RolloutOutcome
-            )
-            return await handle.result()
+        async def finished(workflow_id: str) -> None:
+            await self.client.get_workflow_handle(workflow_id).result()
 
-        await asyncio.wait_for(asyncio.gather(*(outcome(r) for r in rollout_ids)), timeout)
+        # a task queued by this server is in a batch; otherwise it has a workflow of its own
+        workflows = {self._batches.get(r, f"task-{r.replace(':', '-')}") for r in rollout_ids}
+        await asyncio.wait_for(asyncio.gather(*(finished(w) for w in sorted(workflows))), timeout)
         return await self.get_completed_rollouts(rollout_ids)

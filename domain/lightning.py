@@ -82,6 +82,28 @@ class ClientReport(BaseModel):
     spans: list[SpanRecord] = Field(default_factory=list)
 
 
+class RolloutBatch(BaseModel):
+    """Tasks queued together: one workflow, clients sent a few per activity (each task's
+    attempts still its own, recorded one by one)."""
+
+    batch_id: str
+    tasks: list[RolloutTask] = Field(min_length=1, max_length=1000)
+    tasks_per_activity: int = Field(default=8, ge=1, le=64)
+
+
+class ClientBatch(BaseModel):
+    """What the batched client activity receives: a few tasks, each with its attempt."""
+
+    assignments: list[ClientAssignment]
+
+
+class ClientBatchReport(BaseModel):
+    """Per task, in order: its report, or why it failed (the workflow tries it again)."""
+
+    reports: list[ClientReport | None]
+    errors: list[str | None]
+
+
 class RolloutOutcome(BaseModel):
     rollout_id: str
     status: Literal["completed", "failed"]
@@ -106,6 +128,14 @@ class TaskReportInput(BaseModel):
     task: RolloutTask
     attempt: int
     client_report: ClientReport
+
+
+class TaskAttemptsInput(BaseModel):
+    attempts: list[TaskAttemptInput]
+
+
+class TaskReportsInput(BaseModel):
+    reports: list[TaskReportInput]
 
 
 class ProposeInput(BaseModel):

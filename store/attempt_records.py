@@ -26,48 +26,49 @@ from store.tables import AttemptRow
 class AttemptRecords(EventWriter):
     """Rollouts, attempts and their spans."""
 
-    def record_attempt_started(
-        self,
-        *,
-        session_id: str,
-        lineage_id: str,
-        rollout_id: str,
-        cycle: int,
-        attempt_id: str,
-        attempt_number: int,
-        snapshot: AgentSnapshot,
-        input_hash: str,
-        model_id: str,
-        parameters: dict[str, Any],
-    ) -> None:
+    def record_attempt_started(self, **attempt: Any) -> None:
+        """One attempt begins (its rollout too, on the first); see ``record_attempts_started``."""
+        self.record_attempts_started([attempt])
+
+    def record_attempts_started(self, attempts: list[dict[str, Any]]) -> None:
+        """Attempts that begin together, in one transaction. Each is a dict of session_id,
+        lineage_id, rollout_id, cycle, attempt_id, attempt_number, snapshot (AgentSnapshot),
+        input_hash, model_id and parameters."""
         ts = now_ms()
-        refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
-        # An earlier try that never reported (its worker died, or it timed out) is lost.
-        lost = self._lost_attempts(rollout_id, snapshot.agent_id, refs, before=attempt_number)
-        self._write(
-            [
-                *lost,
+        events: list[NewEvent] = []
+        for a in attempts:
+            snapshot: AgentSnapshot = a["snapshot"]
+            refs = {"session_id": a["session_id"], "lineage_id": a["lineage_id"], "timestamp": ts}
+            # An earlier try that never reported (its worker died, or it timed out) is lost.
+            events += self._lost_attempts(
+                a["rollout_id"], snapshot.agent_id, refs, before=a["attempt_number"]
+            )
+            events.append(
                 NewEvent.of(
-                    RolloutStarted(rollout_id=rollout_id, cycle=cycle, input_hash=input_hash),
-                    rollout_id,
+                    RolloutStarted(
+                        rollout_id=a["rollout_id"], cycle=a["cycle"], input_hash=a["input_hash"]
+                    ),
+                    a["rollout_id"],
                     **refs,
-                ),
+                )
+            )
+            events.append(
                 NewEvent.of(
                     AttemptStarted(
-                        rollout_id=rollout_id,
-                        attempt_number=attempt_number,
+                        rollout_id=a["rollout_id"],
+                        attempt_number=a["attempt_number"],
                         agent_snapshot=snapshot,
-                        input_hash=input_hash,
-                        model_id=model_id,
-                        parameters=parameters,
+                        input_hash=a["input_hash"],
+                        model_id=a["model_id"],
+                        parameters=a["parameters"],
                     ),
-                    attempt_id,
+                    a["attempt_id"],
                     agent_id=snapshot.agent_id,
-                    attempt_id=attempt_id,
+                    attempt_id=a["attempt_id"],
                     **refs,
-                ),
-            ]
-        )
+                )
+            )
+        self._write(events)
 
     def _lost_attempts(
         self, rollout_id: str, agent_id: str, refs: dict[str, Any], before: int | None = None

@@ -32,67 +32,67 @@ class DatasetRecords(EventWriter):
         )
         return digest
 
-    def record_task_queued(
-        self,
-        *,
-        server_id: str,
-        rollout_id: str,
-        iteration: int,
-        sample: dict[str, Any],
-        resources_version: int,
-    ) -> str:
-        digest = payload_store.encode(sample)[0]
-        self._write(
-            [
+    def record_task_queued(self, **task: Any) -> str:
+        return self.record_tasks_queued([task])[0]
+
+    def record_tasks_queued(self, tasks: list[dict[str, Any]]) -> list[str]:
+        """Tasks queued together (server_id, rollout_id, iteration, sample, resources_version
+        each), in one transaction; returns their samples' content hashes."""
+        ts = now_ms()
+        events, digests = [], []
+        for t in tasks:
+            digest = payload_store.encode(t["sample"])[0]
+            digests.append(digest)
+            events.append(
                 NewEvent.of(
                     TaskQueued(
-                        rollout_id=rollout_id,
-                        iteration=iteration,
+                        rollout_id=t["rollout_id"],
+                        iteration=t["iteration"],
                         sample_hash=digest,
-                        resources_version=resources_version,
+                        resources_version=t["resources_version"],
                     ),
-                    rollout_id,
-                    session_id=server_id,
-                    lineage_id=server_id,
-                    timestamp=now_ms(),
+                    t["rollout_id"],
+                    session_id=t["server_id"],
+                    lineage_id=t["server_id"],
+                    timestamp=ts,
                 )
-            ],
-            [sample],
-        )
-        return digest
+            )
+        self._write(events, [t["sample"] for t in tasks])
+        return digests
 
-    def record_task_report(
-        self,
-        *,
-        server_id: str,
-        rollout_id: str,
-        attempt_id: str,
-        client_id: str,
-        report: dict[str, Any],
-        final_reward: float | None,
-        spans: list[SpanRecord],
-        usage: Usage,
-        duration_ms: int,
-    ) -> None:
-        """A client's Rollout report: its spans, the attempt's completion, the rollout done."""
+    def record_task_report(self, **report: Any) -> None:
+        self.record_task_reports([report])
+
+    def record_task_reports(self, reports: list[dict[str, Any]]) -> None:
+        """Clients' Rollout reports (server_id, rollout_id, attempt_id, client_id, report,
+        final_reward, spans, usage, duration_ms each): spans, the attempt's completion, the
+        rollout done; many in one transaction."""
         ts = now_ms()
-        refs = {
-            "session_id": server_id,
-            "lineage_id": server_id,
-            "attempt_id": attempt_id,
-            "timestamp": ts,
-        }
-        span_batch = span_events(spans, refs)
-        report_hash = payload_store.encode(report)[0]
-        completed = completed_event(attempt_id, report_hash, usage, duration_ms, spans, refs)
-        reported = NewEvent.of(
-            RolloutReported(
-                rollout_id=rollout_id,
-                final_reward=final_reward,
-                report_hash=report_hash,
-                client_id=client_id,
-            ),
-            rollout_id,
-            **refs,
-        )
-        self._write([*span_batch, completed, reported], [report])
+        events: list[NewEvent] = []
+        for r in reports:
+            refs = {
+                "session_id": r["server_id"],
+                "lineage_id": r["server_id"],
+                "attempt_id": r["attempt_id"],
+                "timestamp": ts,
+            }
+            spans: list[SpanRecord] = r["spans"]
+            usage: Usage = r["usage"]
+            report_hash = payload_store.encode(r["report"])[0]
+            events += span_events(spans, refs)
+            events.append(
+                completed_event(r["attempt_id"], report_hash, usage, r["duration_ms"], spans, refs)
+            )
+            events.append(
+                NewEvent.of(
+                    RolloutReported(
+                        rollout_id=r["rollout_id"],
+                        final_reward=r["final_reward"],
+                        report_hash=report_hash,
+                        client_id=r["client_id"],
+                    ),
+                    r["rollout_id"],
+                    **refs,
+                )
+            )
+        self._write(events, [r["report"] for r in reports])

@@ -130,12 +130,15 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
         await server.start()
         prompt_to_optimize = "What is the capital of {country}?"
         dataset = [{"country": c} for c in ("France", "Peru", "Japan", "Atlantis")]
-        for _iteration in range(2):
+        for iteration in range(2):
             await server.update_resources(
                 prompt_template=PromptTemplate(template=prompt_to_optimize, engine="f-string"),
                 llm=LLM(model="offline-capitals", sampling_params={"max_tokens": 200}),
             )
-            rollout_ids = [await server.queue_task(data) for data in dataset]
+            if iteration == 0:  # one at a time, as the pseudo-code says
+                rollout_ids = [await server.queue_task(data) for data in dataset]
+            else:  # all at once: one workflow, two tasks per client activity
+                rollout_ids = await server.queue_tasks(dataset, tasks_per_activity=2)
             completed_rollouts = await server.wait_for_rollouts(rollout_ids, timeout=120)
             assert len(completed_rollouts) == 3  # Atlantis failed every attempt
             assert all(
@@ -157,8 +160,11 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
     )
     assert [a.status for a in store.queries.attempts(peru.id)] == ["failed", "succeeded"]
     assert "dropped the connection" in store.queries.attempts(peru.id)[0].error
-    failed = next(r for r in rollouts if r.status == "failed")
-    assert [a.status for a in store.queries.attempts(failed.id)] == ["failed"] * 3
-    assert "no such country" in failed.error
+    for failed in [r for r in rollouts if r.status == "failed"]:
+        assert [a.status for a in store.queries.attempts(failed.id)] == ["failed"] * 3
+        assert "no such country" in failed.error
+    # Japan shared a client activity with Atlantis in the batch: one attempt, not three
+    japan = [r for r in rollouts if store.queries.payload(r.input_hash) == {"country": "Japan"}]
+    assert [len(store.queries.attempts(r.id)) for r in japan] == [1, 1]
     assert lightning.cache.fetches == 2  # two versions, each fetched once
     assert [store.queries.resource_set(server.server_id, v).version for v in (1, 2)] == [1, 2]

@@ -1,5 +1,6 @@
-"""Agent Lightning workflows: resources published by version, one workflow per dataset task, and
-the optimization algorithm that iterates over a dataset."""
+"""Agent Lightning workflows: resources published by version, dataset tasks (a batch per
+workflow; one per workflow in the first version), and the optimization algorithm that iterates
+over a dataset."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.lightning import LightningActivities
     from domain.lightning import (
         ClientAssignment,
+        ClientBatch,
+        ClientBatchReport,
         ClientReport,
         IterationResult,
         OptimizationInput,
@@ -23,11 +26,14 @@ with workflow.unsafe.imports_passed_through():
         PublishInput,
         Resource,
         ResourceSet,
+        RolloutBatch,
         RolloutOutcome,
         RolloutTask,
         ServerInput,
         TaskAttemptInput,
+        TaskAttemptsInput,
         TaskReportInput,
+        TaskReportsInput,
     )
     from domain.lineage import RolloutFailedInput
 
@@ -36,6 +42,11 @@ STORE = {
     "retry_policy": RetryPolicy(maximum_interval=timedelta(seconds=30)),
 }
 CLIENT_TIMEOUT = timedelta(minutes=10)
+# The batch's store steps run as local activities: one transaction each, no task queue between.
+LOCAL_STORE = {
+    "start_to_close_timeout": timedelta(seconds=60),
+    "retry_policy": RetryPolicy(maximum_interval=timedelta(seconds=30)),
+}
 
 
 class ResourcePublisher:
@@ -148,6 +159,107 @@ class RolloutTaskWorkflow:
                 error=error,
             ),
             **STORE,
+        )
+        return RolloutOutcome(
+            rollout_id=task.rollout_id,
+            status="failed",
+            final_reward=None,
+            attempts=task.max_attempts,
+            error=error,
+        )
+
+
+@workflow.defn(name="RolloutBatchWorkflow")
+class RolloutBatchWorkflow:
+    """Dataset tasks queued together. They are recorded in one step, sent to clients a few per
+    activity (``tasks_per_activity``), and each group's reports recorded in one step as it
+    returns; a task that fails is tried again on its own (its attempts recorded one by one),
+    the rest of its group done."""
+
+    @workflow.run
+    async def run(self, batch: RolloutBatch) -> list[RolloutOutcome]:
+        await workflow.execute_local_activity_method(
+            LightningActivities.record_tasks_queued, batch, **LOCAL_STORE
+        )
+        k = batch.tasks_per_activity
+        groups = [batch.tasks[i : i + k] for i in range(0, len(batch.tasks), k)]
+        done = await asyncio.gather(*(self._group(g) for g in groups))
+        return [outcome for group in done for outcome in group]
+
+    async def _group(self, tasks: list[RolloutTask]) -> list[RolloutOutcome]:
+        outcomes: dict[str, RolloutOutcome] = {}
+        todo, attempt = tasks, 1
+        while todo:
+            await workflow.execute_local_activity_method(
+                LightningActivities.record_task_attempts_started,
+                TaskAttemptsInput(
+                    attempts=[TaskAttemptInput(task=t, attempt=attempt) for t in todo]
+                ),
+                **LOCAL_STORE,
+            )
+            try:
+                result = await workflow.execute_activity(
+                    "execute_rollouts",
+                    ClientBatch(
+                        assignments=[ClientAssignment(task=t, attempt=attempt) for t in todo]
+                    ),
+                    task_queue=todo[0].client_task_queue,
+                    result_type=ClientBatchReport,
+                    start_to_close_timeout=CLIENT_TIMEOUT,
+                    # the workflow owns retries, so that every attempt is recorded
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                )
+                reports, failures = result.reports, result.errors
+            except ActivityError as err:
+                reports, failures = [None] * len(todo), [str(err.cause or err)] * len(todo)
+            arrived = [
+                TaskReportInput(task=t, attempt=attempt, client_report=r)
+                for t, r in zip(todo, reports, strict=True)
+                if r is not None
+            ]
+            if arrived:
+                await workflow.execute_local_activity_method(
+                    LightningActivities.record_task_reports,
+                    TaskReportsInput(reports=arrived),
+                    **LOCAL_STORE,
+                )
+            for one in arrived:
+                outcomes[one.task.rollout_id] = RolloutOutcome(
+                    rollout_id=one.task.rollout_id,
+                    status="completed",
+                    final_reward=one.client_report.report.final_reward,
+                    attempts=attempt,
+                )
+            failed = [
+                TaskAttemptInput(task=t, attempt=attempt, error=e or "no report")
+                for t, r, e in zip(todo, reports, failures, strict=True)
+                if r is None
+            ]
+            if failed:
+                await workflow.execute_local_activity_method(
+                    LightningActivities.record_task_attempts_failed,
+                    TaskAttemptsInput(attempts=failed),
+                    **LOCAL_STORE,
+                )
+            todo = [f.task for f in failed if attempt < f.task.max_attempts]
+            for f in failed:
+                if attempt >= f.task.max_attempts:
+                    outcomes[f.task.rollout_id] = await self._give_up(f.task, f.error or "")
+            if todo:
+                await workflow.sleep(timedelta(seconds=min(30, 2 ** (attempt - 1))))
+                attempt += 1
+        return [outcomes[t.rollout_id] for t in tasks]
+
+    async def _give_up(self, task: RolloutTask, error: str) -> RolloutOutcome:
+        await workflow.execute_local_activity_method(
+            AgentExecutionActivities.mark_rollout_failed,
+            RolloutFailedInput(
+                session_id=task.server_id,
+                lineage_id=task.server_id,
+                rollout_id=task.rollout_id,
+                error=error,
+            ),
+            **LOCAL_STORE,
         )
         return RolloutOutcome(
             rollout_id=task.rollout_id,
