@@ -13,7 +13,10 @@
 2. Load: 500 lineages started and waiting for a score on one worker: this process's peak RSS
    (worker + client), and score -> next output latency (signal sent until `await_output`
    returns the next cycle; ``--poll``: until the `state` query, polled every 5 ms, shows it)
-   for 100 of them. Targets: <= 500 MB, p95 <= 0.5 s.
+   for 100 of them; the Temporal dev server's peak RSS beside it. Targets: <= 500 MB,
+   p95 <= 0.5 s.
+3. Burst: 200 more of them scored at once (``--burst``): p50 / p95 / max of score -> next
+   output, and lineage-cycles/s. Targets: p95 <= 4 s, >= 60 cycles/s.
 """
 
 from __future__ import annotations
@@ -123,6 +126,35 @@ async def drive_bare(
     return time.perf_counter() - started
 
 
+def peak_rss_mb(process: psutil.Process) -> float:
+    """A process's peak resident set (VmHWM), in MB."""
+    with open(f"/proc/{process.pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return process.memory_info().rss / 1024 / 1024
+
+
+async def score_burst(handles: list[WorkflowHandle[Any, Any]]) -> None:
+    """Score every lineage at once; each one's latency runs from the burst's start until its
+    next output is awaiting a score."""
+    started = time.perf_counter()
+
+    async def one(handle: WorkflowHandle[Any, Any]) -> float:
+        await handle.signal("score", {"score": 9})
+        await await_output(handle, 2)
+        return time.perf_counter() - started
+
+    latencies = sorted(await asyncio.gather(*(one(h) for h in handles)))
+    wall = time.perf_counter() - started
+    q = statistics.quantiles(latencies, n=20)
+    print(
+        f"3. burst: {len(handles)} scores sent at once -> next output p50 "
+        f"{statistics.median(latencies):.2f} s, p95 {q[18]:.2f} s, max {latencies[-1]:.2f} s; "
+        f"{len(handles) / wall:.0f} lineage-cycles/s (targets: p95 <= 4 s, >= 60/s)"
+    )
+
+
 class CpuMeter:
     """CPU seconds (user + system) of the Temporal server (our child processes) and of this
     process, around a run."""
@@ -146,7 +178,7 @@ class CpuMeter:
         return wall, server_after - server, me_after - me
 
 
-async def main(lineages: int, cycles: int, rounds: int, poll: bool) -> None:
+async def main(lineages: int, cycles: int, rounds: int, poll: bool, burst: int) -> None:
     env = await start_in_memory()
     client = env.client
     with tempfile.TemporaryDirectory() as tmp:
@@ -227,6 +259,13 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool) -> None:
                 f"p95 {q[18] * 1000:.0f} ms (target <= 500 ms); worker process peak RSS "
                 f"{rss:.0f} MB (target <= 500 MB)"
             )
+            server_rss = sum(peak_rss_mb(p) for p in CpuMeter().server)
+            print(
+                f"   memory, every process: worker {rss:.0f} MB + Temporal dev server "
+                f"{server_rss:.0f} MB = {rss + server_rss:.0f} MB peak RSS"
+            )
+            if burst:
+                await score_burst(handles[100 : 100 + burst])
         store.close()
     await env.shutdown()
 
@@ -241,5 +280,11 @@ if __name__ == "__main__":
         action="store_true",
         help="drive both sides by polling their queries every 0.1 s instead of awaiting updates",
     )
+    parser.add_argument(
+        "--burst",
+        type=int,
+        default=200,
+        help="after the load figures, score this many waiting lineages at once (0: skip)",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.lineages, args.cycles, args.rounds, args.poll))
+    asyncio.run(main(args.lineages, args.cycles, args.rounds, args.poll, args.burst))

@@ -95,7 +95,11 @@ def create_store_engine(url: str, readonly: bool = False) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
 
 
+SYNCHRONOUS_LEVELS = ("NORMAL", "FULL")
+
+
 def _sqlite_engine(url: str, readonly: bool = False) -> Engine:
+    url, synchronous = _synchronous(url)
     path = url.split("///", 1)[1] if "///" in url else ""
     if path and path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -111,7 +115,9 @@ def _sqlite_engine(url: str, readonly: bool = False) -> Engine:
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")  # before WAL creates the file
         cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
+        # NORMAL (the default): a commit survives the process crashing, not the machine losing
+        # power; FULL (``?synchronous=full`` on the URL) syncs the WAL at every commit.
+        cur.execute(f"PRAGMA synchronous={synchronous}")
         # Checkpoint every 10,000 pages of WAL (20 MB at 2 KiB pages) rather than 1,000: each
         # checkpoint syncs the WAL and the database file, and at the default the checkpoints
         # cost as much as the commits themselves.
@@ -124,6 +130,26 @@ def _sqlite_engine(url: str, readonly: bool = False) -> Engine:
         conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def _synchronous(url: str) -> tuple[str, str]:
+    """The URL without its ``synchronous`` parameter, and the level it asks for."""
+    base, _, query = url.partition("?")
+    params = [p for p in query.split("&") if p]
+    level = "NORMAL"
+    kept = []
+    for param in params:
+        key, _, value = param.partition("=")
+        if key == "synchronous":
+            level = value.upper()
+            if level not in SYNCHRONOUS_LEVELS:
+                raise ValueError(
+                    f"synchronous={value!r} in the database URL: use one of "
+                    f"{', '.join(v.lower() for v in SYNCHRONOUS_LEVELS)}"
+                )
+        else:
+            kept.append(param)
+    return base + ("?" + "&".join(kept) if kept else ""), level
 
 
 def create_schema(engine: Engine) -> None:

@@ -17,8 +17,7 @@ from store import event_log, payload_store, projections
 from store.chain_keys import UNKEYED, ChainKeys
 from store.database import SqliteWriter, write_transaction
 from store.event_log import NewEvent
-
-Encoded = tuple[str, str]  # (content hash, canonical JSON)
+from store.group_commit import Encoded, GroupCommit
 
 
 def now_ms() -> int:
@@ -33,6 +32,7 @@ class EventWriter:
         self.keys = keys  # sign the event log's chain (store/chain_keys.py)
         self._batch: Connection | None = None
         self._span_writer = SqliteWriter.for_engine(engine)
+        self._span_group = GroupCommit(self._commit_spans)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -70,18 +70,23 @@ class EventWriter:
         writes when spans arrive one by one). SQLite takes one writer at a time, so its span
         writes share one connection, in turn; PostgreSQL's check one out of the pool."""
         if self._span_writer is not None:
-            with self._span_writer.lock:
-                connection = self._span_writer.connection()
-                return self._append_spans(connection, "sqlite", events, payloads)
+            return self._span_group.write(events, payloads)
         raw = self.engine.raw_connection()
         try:
-            return self._append_spans(raw, self.engine.dialect.name, events, payloads)
+            return len(self._append_spans(raw, self.engine.dialect.name, events, payloads))
         finally:
             raw.close()  # back to the pool (checked with a ping before its next use)
 
+    def _commit_spans(self, events: list[NewEvent], payloads: dict[str, Encoded]) -> set[str]:
+        """One transaction for every span write queued meanwhile (``store.group_commit``)."""
+        assert self._span_writer is not None
+        with self._span_writer.lock:
+            connection = self._span_writer.connection()
+            return {e.id for e in self._append_spans(connection, "sqlite", events, payloads)}
+
     def _append_spans(
         self, raw: Any, dialect: str, events: list[NewEvent], payloads: dict[str, Encoded]
-    ) -> int:
+    ) -> list[NewEvent]:
         try:
             cur = raw.cursor()
             if dialect == "sqlite":
@@ -99,7 +104,7 @@ class EventWriter:
             with contextlib.suppress(Exception):  # a dead connection: keep the first error
                 raw.rollback()
             raise
-        return len(inserted)
+        return inserted
 
     def close(self) -> None:
         if self._span_writer is not None:

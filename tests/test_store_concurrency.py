@@ -136,3 +136,35 @@ def test_writers_in_one_process_take_turns_instead_of_busy_waiting(tmp_path: Pat
             assert event_log.verify(conn).ok
     finally:
         store.close()
+
+
+def test_concurrent_span_writers_commit_together_and_each_span_lands_once(store: Store):
+    """Threads each writing one span per call: their writes are committed in shared
+    transactions (group commit), every call reports its own span as new, a repeated call
+    reports nothing new, and the log holds each span once, chained."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def write(thread: int) -> list[int]:
+        attempt = f"t{thread}:a1"
+        return [
+            store.recorder.record_spans(
+                session_id="s", lineage_id="s", attempt_id=attempt, spans=[span]
+            )
+            for span in spans_of(attempt)
+        ]
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(write, range(8)))
+    per_attempt = len(spans_of("x"))
+    assert results == [[1] * per_attempt] * 8
+    again = spans_of("t0:a1")[:1]
+    assert (
+        store.recorder.record_spans(session_id="s", lineage_id="s", attempt_id="t0:a1", spans=again)
+        == 0
+    )
+    for thread in range(8):
+        assert len(store.queries.spans(f"t{thread}:a1")) == per_attempt
+    events = store.queries.events(None, ["attempt.span_recorded"])
+    assert len(events) == 8 * per_attempt
+    with store.engine.connect() as conn:
+        assert event_log.verify(conn).ok
