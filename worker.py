@@ -109,6 +109,7 @@ def build_worker(
             trainer.assign_credit,
             trainer.plan_evolution,
             trainer.apply_evolution,
+            trainer.train,
             trainer.rollback_evolution,
             lightning.publish_resources,
             lightning.record_task_queued,

@@ -163,6 +163,22 @@ class TrainerActivities:
             summary=f"v{t.agent.version}→v{ref.version}: {described}",
         )
 
+    @activity.defn(name="train")
+    async def train(self, trainer: TrainerInput) -> ApplyEvolutionResult:
+        """Reward analysis → credit assignment → evolution planning → evolution, as one step:
+        with the rules engine each is milliseconds of deterministic work over the store, and
+        four steps cost four workflow activations for what one does. The result names the
+        changes (the evolution record holds the analysis, credit and plan)."""
+        analysis = await self.analyze_reward(trainer)
+        credit = await self.assign_credit(CreditInput(trainer=trainer, analysis=analysis))
+        plan = await self.plan_evolution(
+            PlanInput(trainer=trainer, analysis=analysis, credit=credit)
+        )
+        return await asyncio.to_thread(
+            self.apply_evolution,
+            ApplyEvolutionInput(trainer=trainer, analysis=analysis, credit=credit, plan=plan),
+        )
+
     @activity.defn(name="rollback_evolution")
     def rollback_evolution(self, inp: RollbackInput) -> ApplyEvolutionResult:
         """Restore the version a refuted evolution started from, as a new version."""

@@ -1,13 +1,13 @@
 """The baseline for the orchestration-overhead bench: a workflow that runs as many trivial
-activities as a lineage does, at the same points of its cycle, and waits for a signal — and
-nothing else.
+activities as a lineage does, of the same kinds (local or on the task queue), at the same
+points of its cycle, and waits for a signal — and nothing else.
 
-A lineage registers once, then per cycle runs the agent, waits for the score, and records the
-score and trains (record_score, analyze_reward, assign_credit, plan_evolution,
-apply_evolution; judge_evolution comes first when the score judges an evolution, which the
-bench's scores, 9 without a comment, never leave pending). The baseline does the same counts in
-the same places, so that when cycle N awaits its score both sides have run 1 + N + 5 (N - 1)
-activities.
+A lineage registers once (a local activity), then per cycle runs the agent (an activity on the
+queue), waits for the score, records it and trains (two local activities: record_score, and
+train — reward analysis, credit, planning and evolution in one step with the rules engine;
+judge_evolution comes first when the score judges an evolution, which the bench's scores, 9
+without a comment, never leave pending). The baseline does the same, so that when cycle N
+awaits its score both sides have run 1 + N + 2 (N - 1) activities, the same ones local.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from datetime import timedelta
 
 from temporalio import activity, workflow
 
-ACTIVITIES_AT_START = 1  # register_lineage
-ACTIVITIES_BEFORE_SCORE = 1  # run_agent
-ACTIVITIES_AFTER_SCORE = 5  # record_score, analyze, credit, plan, apply
+LOCAL_AT_START = 1  # register_lineage
+QUEUED_BEFORE_SCORE = 1  # run_agent
+LOCAL_AFTER_SCORE = 2  # record_score, train
 
 
 @activity.defn(name="bench_noop")
@@ -35,21 +35,26 @@ class BareCycleWorkflow:
 
     @workflow.run
     async def run(self, cycles: int) -> int:
-        await self._steps(ACTIVITIES_AT_START)
+        await self._steps(LOCAL_AT_START, local=True)
         for cycle in range(1, cycles + 1):
             self._cycle, self._waiting = cycle, False
-            await self._steps(ACTIVITIES_BEFORE_SCORE)
+            await self._steps(QUEUED_BEFORE_SCORE, local=False)
             self._waiting = True
             await workflow.wait_condition(lambda c=cycle: self._scores >= c)
             self._waiting = False
-            await self._steps(ACTIVITIES_AFTER_SCORE)
+            await self._steps(LOCAL_AFTER_SCORE, local=True)
         return self._cycle
 
-    async def _steps(self, count: int) -> None:
+    async def _steps(self, count: int, local: bool) -> None:
         for step in range(count):
-            await workflow.execute_activity(
-                noop, step, start_to_close_timeout=timedelta(seconds=30)
-            )
+            if local:
+                await workflow.execute_local_activity(
+                    noop, step, start_to_close_timeout=timedelta(seconds=30)
+                )
+            else:
+                await workflow.execute_activity(
+                    noop, step, start_to_close_timeout=timedelta(seconds=30)
+                )
 
     @workflow.signal
     def score(self, payload: dict) -> None:

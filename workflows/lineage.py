@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from domain.lineage import (
         ApplyEvolutionInput,
+        ApplyEvolutionResult,
         CarriedState,
         CreditInput,
         JudgeEvolutionInput,
@@ -100,6 +101,9 @@ STOP_CANCELS_STEPS_PATCH = "stop-cancels-steps-in-flight"
 # Runs that record it judge the pending evolution in a step of its own before recording the
 # score (record steps only record); runs before it had record_score judge too.
 JUDGING_STEP_PATCH = "judging-a-step-of-its-own"
+# Runs that record it train with the rules engine in one step (`train`); runs before it ran
+# analyze_reward, assign_credit, plan_evolution and apply_evolution one after another.
+ONE_STEP_RULES_TRAINING_PATCH = "rules-training-in-one-step"
 
 
 class LineageStopped(Exception):
@@ -389,19 +393,12 @@ class LineageWorkflow:
             trainer_model=self._inp.options.trainer_model,
         )
         try:
-            analysis = await self._trainer_step(TrainerActivities.analyze_reward, trainer)
-            credit = await self._trainer_step(
-                TrainerActivities.assign_credit, CreditInput(trainer=trainer, analysis=analysis)
-            )
-            plan = await self._trainer_step(
-                TrainerActivities.plan_evolution,
-                PlanInput(trainer=trainer, analysis=analysis, credit=credit),
-            )
-            applied = await self._store_step(
-                TrainerActivities.apply_evolution,
-                ApplyEvolutionInput(trainer=trainer, analysis=analysis, credit=credit, plan=plan),
-                **TRAINER_ACTIVITY,
-            )
+            if self._inp.options.trainer == "rules" and self._trains_in_one_step:
+                applied = await self._store_step(
+                    TrainerActivities.train, trainer, **TRAINER_ACTIVITY
+                )
+            else:
+                applied = await self._train_step_by_step(trainer)
         except FailureError as err:
             # Surface, never hide: the lineage keeps its current version and goes on.
             self._s.last_error = f"training failed: {err.cause or err}"
@@ -412,6 +409,22 @@ class LineageWorkflow:
         if applied.evolution_id is not None:
             self._s.agent = applied.agent
             self._s.pending_evolution_id = applied.evolution_id
+
+    async def _train_step_by_step(self, trainer: TrainerInput) -> ApplyEvolutionResult:
+        """The four steps as steps of their own: with Claude each is a model call."""
+        analysis = await self._trainer_step(TrainerActivities.analyze_reward, trainer)
+        credit = await self._trainer_step(
+            TrainerActivities.assign_credit, CreditInput(trainer=trainer, analysis=analysis)
+        )
+        plan = await self._trainer_step(
+            TrainerActivities.plan_evolution,
+            PlanInput(trainer=trainer, analysis=analysis, credit=credit),
+        )
+        return await self._store_step(
+            TrainerActivities.apply_evolution,
+            ApplyEvolutionInput(trainer=trainer, analysis=analysis, credit=credit, plan=plan),
+            **TRAINER_ACTIVITY,
+        )
 
     # ---- human input -----------------------------------------------------------------------
 
@@ -692,6 +705,7 @@ class LineageWorkflow:
             self._answers_every_signal = workflow.patched(EVERY_SIGNAL_ANSWERED_PATCH)
             self._stop_cancels_steps = workflow.patched(STOP_CANCELS_STEPS_PATCH)
             self._judges_in_a_step = workflow.patched(JUDGING_STEP_PATCH)
+            self._trains_in_one_step = workflow.patched(ONE_STEP_RULES_TRAINING_PATCH)
         return self._decided_at_start
 
     def _set_status(self, status: LineageStatus) -> None:
