@@ -131,7 +131,11 @@ def _cli() -> str:
     return "temporal"
 
 
-def print_instructions(spec: SessionSpec, settings: Settings, ui_url: str | None) -> None:
+def print_instructions(
+    spec: SessionSpec, settings: Settings, ui_url: str | None, next_cycle: int = 2
+) -> None:
+    """How to score, wait and look, for this session; ``next_cycle``: the first lineage's next
+    cycle (after a restart, not always 2)."""
     console.print(f"\n[bold]Session[/bold] {spec.name!r} (id [cyan]{spec.session_id}[/cyan])")
     if ui_url:
         query = quote(f'TrainingCampSession="{spec.session_id}"')
@@ -164,10 +168,12 @@ def print_instructions(spec: SessionSpec, settings: Settings, ui_url: str | None
         soft_wrap=True,
         highlight=False,
     )
-    console.print("Wait for cycle 2's output (update; returns once it awaits its score):")
+    console.print(
+        f"Wait for cycle {next_cycle}'s output (update; returns once it awaits its score):"
+    )
     console.print(
         f"  {_cli()} workflow update execute{address} --workflow-id {first} "
-        f"--name await_output --input 2",
+        f"--name await_output --input {next_cycle}",
         soft_wrap=True,
         highlight=False,
     )
@@ -185,10 +191,19 @@ def print_instructions(spec: SessionSpec, settings: Settings, ui_url: str | None
     )
 
 
+async def next_cycle(handle: WorkflowHandle[LineageWorkflow, object]) -> int:
+    """The cycle after the one a lineage is in (2 for a new one)."""
+    try:
+        state: LineageState = await handle.query(LineageWorkflow.state)
+    except RPCError:
+        return 2
+    return max(state.cycle, 1) + 1
+
+
 async def watch(handles: list[WorkflowHandle[LineageWorkflow, object]]) -> None:
-    """Print each lineage's progress as it changes, until cancelled."""
-    seen: dict[str, tuple[object, ...]] = {}
-    versions: dict[str, int] = {}
+    """Print what changes in each lineage, once: status, a new output (once per cycle), an
+    evolution, accepted directives, locks and unlocks, and every rejection."""
+    seen: dict[str, LineageState] = {}
     while True:
         for handle in handles:
             try:
@@ -197,33 +212,51 @@ async def watch(handles: list[WorkflowHandle[LineageWorkflow, object]]) -> None:
                 continue
             if state.status == "starting":
                 continue
-            key = (
-                state.cycle,
-                state.status,
-                state.agent_version,
-                len(state.score_history),
-                state.rejected_feedback,
-            )
-            if seen.get(handle.id) == key:
-                continue
-            seen[handle.id] = key
-            last = state.score_history[-1] if state.score_history else None
-            scored = f" · last score {last.score:g} (cycle {last.cycle})" if last else ""
-            console.print(
-                f"[bold]{state.label}[/bold] cycle {state.cycle} · agent v"
-                f"{state.agent_version} · [magenta]{state.status}[/magenta]{scored}"
-            )
-            if state.last_evolution and state.agent_version > versions.get(handle.id, 1):
-                console.print(f"  [green]{state.last_evolution}[/green]", highlight=False)
-            versions[handle.id] = state.agent_version
-            if state.status == "awaiting_score" and state.latest_output_preview:
-                text = state.latest_output_preview
-                console.print(f"  [dim]output ({state.latest_output_words} words):[/dim]")
-                for line in text.splitlines()[:8]:
-                    console.print(f"  [dim]│[/dim] {line[:160]}", highlight=False)
-            if state.last_rejection and state.rejected_feedback:
-                console.print(f"  [yellow]rejected: {state.last_rejection}[/yellow]")
-        await asyncio.sleep(1.0)
+            for line in changes(seen.get(handle.id), state):
+                console.print(line, highlight=False)
+            seen[handle.id] = state
+        await asyncio.sleep(0.5)
+
+
+def changes(before: LineageState | None, now: LineageState) -> list[str]:
+    """The lines that tell what happened to a lineage between two looks at its state."""
+    lines = []
+    label = f"[bold]{now.label}[/bold]"
+    moved = before is None or (before.cycle, before.status, before.agent_version) != (
+        now.cycle,
+        now.status,
+        now.agent_version,
+    )
+    if moved or (before and len(before.score_history) != len(now.score_history)):
+        last = now.score_history[-1] if now.score_history else None
+        scored = f" · last score {last.score:g} (cycle {last.cycle})" if last else ""
+        lines.append(
+            f"{label} cycle {now.cycle} · agent v{now.agent_version} · "
+            f"[magenta]{now.status}[/magenta]{scored}"
+        )
+    if before and now.agent_version > before.agent_version and now.last_evolution:
+        lines.append(f"  [green]{now.last_evolution}[/green]")
+    shown_before = (
+        before is not None and before.cycle == now.cycle and (before.status == "awaiting_score")
+    )
+    if now.status == "awaiting_score" and now.latest_output_preview and not shown_before:
+        lines.append(f"  [dim]output ({now.latest_output_words} words):[/dim]")
+        lines += [f"  [dim]│[/dim] {line}" for line in now.latest_output_preview.splitlines()[:8]]
+    if before is not None:
+        for kind in ("sticky", "oneshot"):
+            old = getattr(before, f"{kind}_directives")
+            new = getattr(now, f"{kind}_directives")
+            lines += [f"  [cyan]{kind} directive accepted:[/cyan] {d}" for d in new if d not in old]
+        if now.locked != before.locked:
+            lines.append(f"  [cyan]{'locked' if now.locked else 'unlocked'}[/cyan]")
+    new_rejections = now.rejected_feedback - (before.rejected_feedback if before else 0)
+    if new_rejections > 0:
+        recent = now.recent_rejections[-new_rejections:]
+        missed = new_rejections - len(recent)
+        if missed > 0:
+            lines.append(f"  [yellow]{missed} more rejected (see the store)[/yellow]")
+        lines += [f"  [yellow]rejected: {reason}[/yellow]" for reason in recent]
+    return lines
 
 
 def _load(spec_path: Path) -> SessionSpec:
@@ -242,8 +275,8 @@ def start(spec_path: SpecPath) -> None:
 
     async def go() -> None:
         client = await connect(settings)
-        await start_session(client, spec, settings.task_queue)
-        print_instructions(spec, settings, None)
+        handles = await start_session(client, spec, settings.task_queue)
+        print_instructions(spec, settings, None, await next_cycle(handles[0]))
 
     asyncio.run(go())
 
@@ -266,7 +299,9 @@ def status(spec_path: SpecPath) -> None:
 
 @app.command()
 def blame(
-    lineage_id: Annotated[str, typer.Argument(help="e.g. essay-demo-A")],
+    lineage_id: Annotated[
+        str, typer.Argument(help="e.g. essay-demo-A, or its workflow id lineage-essay-demo-A")
+    ],
     version: Annotated[int | None, typer.Option(help="Default: the latest version.")] = None,
     database_url: Annotated[
         str | None, typer.Option(help="Default: $TRAINING_CAMP_DATABASE_URL or the demo's store.")
@@ -276,7 +311,7 @@ def blame(
 
     store = Store.open(database_url or Settings.from_env().database_url)
     try:
-        rows = store.queries.prompt_provenance(lineage_id, version)
+        rows = store.queries.prompt_provenance(store.queries.resolve_lineage(lineage_id), version)
     except KeyError as exc:
         console.print(f"[red]{exc.args[0]}[/red]")
         raise typer.Exit(1) from None
@@ -327,7 +362,7 @@ def demo(
         client = await connect(settings)
         async with build_worker(client, store, settings):
             handles = await start_session(client, spec, settings.task_queue)
-            print_instructions(spec, settings, server.ui_url)
+            print_instructions(spec, settings, server.ui_url, await next_cycle(handles[0]))
             console.print(f"Store: {settings.database_url}. Watching (Ctrl-C to stop)…\n")
             await watch(handles)
 

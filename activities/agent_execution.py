@@ -16,6 +16,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exp
 from activities.error_classification import is_transient
 from domain.agent import AgentDefinition, AgentSnapshot
 from domain.cycle import artifact_of, attempt_of
+from domain.execution import preview_of
 from domain.lineage import RolloutFailedInput, RunAgentInput, RunAgentResult
 from runner.executor import AgentRunError, ExecutionResult, Executor
 from runner.redaction import redact
@@ -24,7 +25,6 @@ from store import Store
 
 ResultT = TypeVar("ResultT")
 
-PREVIEW_CHARS = 600
 HEARTBEAT_EVERY_SECONDS = 5.0
 # A finished run rides on the attempt's heartbeats while the store is away, so the next try
 # records it instead of calling the model again; a larger one waits for the store only as long
@@ -69,7 +69,7 @@ class AgentExecutionActivities:
             rollout_id=inp.rollout_id,
             attempt_id=finished.attempt_id,
             artifact_id=artifact_of(inp.rollout_id),
-            output_preview=output[:PREVIEW_CHARS] + ("…" if len(output) > PREVIEW_CHARS else ""),
+            output_preview=preview_of(output),
             output_chars=len(output),
             output_words=len(output.split()),
             total_tokens=finished.result.usage.total_tokens,

@@ -43,3 +43,15 @@ class Usage(BaseModel):
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+def preview_of(text: str, limit: int = 600) -> str:
+    """The start of an output for a glance (Temporal carries it; the store has the whole): cut
+    at the last whitespace before ``limit``, never inside a word, and marked as cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    space = max(cut.rfind(" "), cut.rfind("\n"))
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip() + " …"

@@ -81,6 +81,7 @@ class CarriedState(BaseModel):
     rejected_count: int = 0
     # What the `state` query surfaces until it is superseded, whichever run reports it
     last_rejection: str | None = None
+    recent_rejections: list[str] = Field(default_factory=list)  # the last few, oldest first
     last_error: str | None = None
 
 
@@ -116,6 +117,8 @@ class LineageState(BaseModel):
     oneshot_directives: list[str]
     rejected_feedback: int
     last_rejection: str | None = None
+    # The last few rejections (up to 10), oldest first: a burst of bad input is seen whole
+    recent_rejections: list[str] = Field(default_factory=list)
     last_error: str | None = None
     run_cycles: int = 0
 

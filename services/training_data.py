@@ -203,15 +203,29 @@ def rebuild(database_url: DatabaseUrl = None) -> None:
         raise typer.Exit(1)
 
 
+LineageName = Annotated[
+    str, typer.Argument(help="e.g. essay-demo-A, or its workflow id lineage-essay-demo-A")
+]
+
+
+def _lineage(store: Store, name: str) -> str:
+    try:
+        return store.queries.resolve_lineage(name)
+    except KeyError as exc:
+        console.print(f"[red]{exc.args[0]}[/red]")
+        raise typer.Exit(1) from None
+
+
 @app.command("as-of")
 def as_of_command(
-    lineage_id: str,
+    lineage_id: LineageName,
     position: Annotated[int | None, typer.Option(help="Event position.")] = None,
     at: Annotated[str | None, typer.Option(help="ISO time.")] = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """The lineage's agent definition and scores as they stood at an event or a moment."""
     store = _store(database_url)
+    lineage_id = _lineage(store, lineage_id)
     state = as_of(store.engine, lineage_id, position=position, at_ms=_ms(at))
     if state.version is None:
         console.print(f"[red]lineage {lineage_id} had no agent by then[/red]")
@@ -225,11 +239,11 @@ def as_of_command(
 
 
 @app.command("history")
-def history_command(lineage_id: str, database_url: DatabaseUrl = None) -> None:
+def history_command(lineage_id: LineageName, database_url: DatabaseUrl = None) -> None:
     """The lineage's events in order (use a position with as-of)."""
     store = _store(database_url)
     table = Table("position", "time", "event", "summary")
-    for entry in history(store.engine, lineage_id):
+    for entry in history(store.engine, _lineage(store, lineage_id)):
         when = datetime.fromtimestamp(entry.timestamp / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
         table.add_row(str(entry.position), when, entry.event_type, entry.summary)
     console.print(table)

@@ -134,6 +134,17 @@ class StoreQueries:
         rows = self._all(select(LineageRow).where(LineageRow.id == lineage_id))
         return rows[0] if rows else None
 
+    def resolve_lineage(self, name: str) -> str:
+        """The lineage named by its id (``essay-demo-A``) or its workflow id
+        (``lineage-essay-demo-A``, what Temporal shows); KeyError when neither is known."""
+        rows = self._all(
+            select(LineageRow).where((LineageRow.id == name) | (LineageRow.workflow_id == name))
+        )
+        if not rows:
+            raise KeyError(f"no lineage {name!r} in this store (by lineage or workflow id)")
+        exact = [r for r in rows if r.id == name]
+        return (exact or rows)[0].id
+
     def session_lineages(self, session_id: str) -> list[LineageRow]:
         return self._all(
             select(LineageRow).where(LineageRow.session_id == session_id).order_by(LineageRow.label)

@@ -10,7 +10,9 @@ import socket
 import sys
 from pathlib import Path
 
+from domain.lineage import LineageState
 from services.dev_server import port_open
+from starter import changes
 from tests.conftest import temporal_cli
 
 ROOT = Path(__file__).parent.parent
@@ -104,3 +106,46 @@ async def test_demo_runs_stops_and_resumes(tmp_path):
     await again.expect("A cycle 2 · agent v2 · awaiting_score")  # resumed, not restarted
     assert "Traceback" not in again.output
     assert await again.interrupt() == 0
+
+
+def _state(**changes: object) -> LineageState:
+    base = LineageState(
+        session_id="s",
+        lineage_id="s-A",
+        label="A",
+        cycle=1,
+        status="awaiting_score",
+        agent_version=1,
+        locked=False,
+        latest_output_preview="first line\nsecond line",
+        latest_output_words=4,
+        last_evolution=None,
+        score_history=[],
+        queued_scores=0,
+        sticky_directives=[],
+        oneshot_directives=[],
+        rejected_feedback=0,
+    )
+    return base.model_copy(update=changes)
+
+
+def test_the_demo_screen_shows_each_change_once():
+    """What `make run` prints between two looks at a lineage: five rejections sent within a
+    second are five lines; an accepted directive, a lock and an unlock are shown; an output is
+    shown once for its cycle, not again when something else changes."""
+    first = _state()
+    shown = changes(None, first)
+    assert sum("│" in line for line in shown) == 2  # the output, once
+    burst = _state(
+        rejected_feedback=5,
+        recent_rejections=[f"score: Input should be ≤ 10 (got {n})" for n in range(11, 16)],
+        sticky_directives=["Be brief."],
+        locked=True,
+    )
+    lines = changes(first, burst)
+    assert sum("rejected:" in line for line in lines) == 5
+    assert any("sticky directive accepted:[/cyan] Be brief." in line for line in lines)
+    assert any("locked" in line for line in lines)
+    assert not any("│" in line for line in lines)  # the same output is not printed again
+    assert any("unlocked" in line for line in changes(burst, _state(locked=False)))
+    assert changes(burst, burst) == []

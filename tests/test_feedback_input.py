@@ -7,6 +7,7 @@ import json
 
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 
 from starter import start_session
 from tests.conftest import awaiting, eventually, make_spec, temporal_cli, wait_for_state
@@ -34,6 +35,12 @@ async def test_submit_score_rejects_bad_payloads_with_the_reason(
         with pytest.raises(WorkflowUpdateFailedError) as failure:
             await handle.execute_update(LineageWorkflow.submit_score, payload)
         assert message in str(failure.value.cause)
+        # sending the same payload again cannot succeed: the refusal says so
+        assert isinstance(failure.value.cause, ApplicationError)
+        assert (failure.value.cause.type, failure.value.cause.non_retryable) == (
+            "InvalidScore",
+            True,
+        )
         state = await handle.query(LineageWorkflow.state)
         assert (state.status, state.cycle, state.queued_scores) == ("awaiting_score", 1, 0)
 
@@ -91,6 +98,12 @@ async def test_malformed_score_signal_is_recorded_and_the_lineage_keeps_waiting(
         state = await wait_for_state(handle, lambda s: s.rejected_feedback == 3)
         assert (state.status, state.cycle, state.agent_version) == ("awaiting_score", 1, 1)
         assert "cycle 9" in state.last_rejection
+        # all three, in the order sent, each read once ("score: …", not "score: score: …")
+        assert state.recent_rejections == [
+            "score: Input should be less than or equal to 10 (got 42)",
+            "score: expected a JSON object, got str: 'not even an object'",
+            "score: cycle: score is for cycle 9, but cycle 1 is awaiting its score",
+        ]
         await handle.signal("score", {"score": 6, "comment": "too long", "cycle": 1})
         state = await wait_for_state(handle, awaiting(2))
         assert [p.score for p in state.score_history] == [6]

@@ -292,3 +292,13 @@ def test_the_spec_knows_exactly_the_tools_the_runner_implements():
     from runner.tools import default_registry
 
     assert sorted(default_registry().names()) == sorted(BUILT_IN_TOOLS)
+
+
+def test_output_previews_end_at_a_word_and_say_they_were_cut():
+    from domain.execution import preview_of
+
+    words = " ".join(f"word{i:03d}" for i in range(200))  # 1,599 characters
+    shown = preview_of(words)
+    assert shown.endswith(" …") and len(shown) <= 602
+    assert shown.removesuffix(" …").split(" ")[-1] in words.split(" ")  # a whole word
+    assert preview_of("short answer") == "short answer"

@@ -153,7 +153,15 @@ async def test_provenance_names_the_evolution_and_feedback_behind_each_segment(
     ]
     root = Path(__file__).parent.parent
     shown = subprocess.run(
-        [sys.executable, "starter.py", "blame", lineage, "--database-url", str(store.engine.url)],
+        # by its workflow id, as Temporal shows it (its lineage id works the same)
+        [
+            sys.executable,
+            "starter.py",
+            "blame",
+            f"lineage-{lineage}",
+            "--database-url",
+            str(store.engine.url),
+        ],
         cwd=root,
         capture_output=True,
         text=True,

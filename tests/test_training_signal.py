@@ -227,6 +227,10 @@ async def test_rebuild_time_travel_and_report(client, store, settings, run_worke
     assert "cycle 1: 3" in shown.stdout
     shown = cli("history", lineage)
     assert "agent.evolved" in shown.stdout and "artifact.scored" in shown.stdout
+    # the workflow id, as Temporal shows it, names the same lineage
+    assert cli("history", f"lineage-{lineage}").stdout == shown.stdout
+    unknown = cli("history", "no-such-lineage")
+    assert unknown.returncode == 1 and "no lineage 'no-such-lineage'" in unknown.stdout
     shown = cli("report", spec.session_id, "--out", str(tmp_path / "report"))
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert (tmp_path / "report" / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

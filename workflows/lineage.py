@@ -15,7 +15,7 @@ from temporalio.common import RawValue, RetryPolicy
 
 # A failed local activity surfaces as its own error (an ApplicationError), a failed queued one
 # as an ActivityError: both are FailureErrors, and every handler below catches that.
-from temporalio.exceptions import FailureError
+from temporalio.exceptions import ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.agent_execution import AgentExecutionActivities
@@ -68,6 +68,7 @@ ResultT = TypeVar("ResultT")
 # Agent errors that no retry can fix: fail the rollout at once.
 NON_RETRYABLE_AGENT_ERRORS = ["ConstraintViolation", "FlowTemplateError"]
 SCORE_HISTORY_CARRIED = 200
+RECENT_REJECTIONS = 10
 
 STORE_ACTIVITY = {
     "start_to_close_timeout": timedelta(seconds=60),
@@ -488,17 +489,28 @@ class LineageWorkflow:
 
     @submit_score.validator
     def _validate_submit_score(self, payload: Any = None) -> None:
-        parsed = parse_score(payload)  # ValueError names the field and the problem
+        """Refused scores fail the update as InvalidScore, not retryable: sending the same
+        payload again cannot succeed (the message names the field and the problem)."""
+        try:
+            parsed = parse_score(payload)
+        except ValueError as exc:
+            raise ApplicationError(str(exc), type="InvalidScore", non_retryable=True) from None
         if self._status in ("stopped", "completed"):
-            raise ValueError(f"lineage is {self._status}; it accepts no more scores")
+            raise ApplicationError(
+                f"lineage is {self._status}; it accepts no more scores",
+                type="InvalidScore",
+                non_retryable=True,
+            )
         if (
             parsed.cycle is not None
             and self._status == "awaiting_score"
             and parsed.cycle != self._s.cycle
         ):
-            raise ValueError(
+            raise ApplicationError(
                 f"cycle: score is for cycle {parsed.cycle}, but cycle {self._s.cycle} "
-                "is awaiting its score"
+                "is awaiting its score",
+                type="InvalidScore",
+                non_retryable=True,
             )
 
     async def _directive(self, payload: Any) -> None:
@@ -620,6 +632,7 @@ class LineageWorkflow:
             oneshot_directives=self._s.oneshot_directives,
             rejected_feedback=self._s.rejected_count,
             last_rejection=self._s.last_rejection,
+            recent_rejections=self._s.recent_rejections,
             last_error=self._s.last_error,
             run_cycles=self._run_cycles,
         )
@@ -628,7 +641,10 @@ class LineageWorkflow:
 
     async def _reject(self, kind: str, payload: Any, reason: str) -> None:
         self._s.rejected_count += 1
-        self._s.last_rejection = f"{kind}: {reason}"
+        # "score: Input should be …", not "score: score: Input should be …"
+        shown = reason if reason.startswith(f"{kind}:") else f"{kind}: {reason}"
+        self._s.last_rejection = shown
+        self._s.recent_rejections = [*self._s.recent_rejections, shown][-RECENT_REJECTIONS:]
         await self._recorded(
             "rejection",
             FeedbackActivities.record_rejection,
