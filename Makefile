@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 SPEC ?= examples/essay-session.yaml
 
-.PHONY: run test lint clean bytecode
+.PHONY: run test lint clean bytecode browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,15 @@ bytecode: $(STAMP)
 run: bytecode
 	$(PY) starter.py demo $(SPEC)
 
-test: bytecode
+# The review app's test drives Debian's Chromium through ChromeDriver.
+browser:
+	@command -v chromium > /dev/null && command -v chromedriver > /dev/null || \
+		{ echo "installing Debian's chromium and chromium-driver (the review app's browser test)"; \
+		apt="$$( [ "$$(id -u)" = 0 ] || echo sudo ) env DEBIAN_FRONTEND=noninteractive apt-get"; \
+		$$apt install -y -q chromium chromium-driver > /dev/null || \
+		{ $$apt update -q > /dev/null && $$apt install -y -q chromium chromium-driver > /dev/null; }; }
+
+test: bytecode browser
 	$(PY) -m pytest
 
 lint: $(STAMP)

@@ -38,6 +38,8 @@ from domain import search_attributes
 from domain.lineage import LineageInput, LineageState
 from domain.settings import Settings
 from domain.spec import SessionSpec, SpecError, load_spec
+from review.app import create_app
+from review.server import ReviewServer
 from services.dev_server import DevServer
 from store import Store
 from worker import build_worker, connect
@@ -338,8 +340,10 @@ def demo(
     data_dir: Annotated[Path, typer.Option(help="Server and store data.")] = Path(".training-camp"),
     port: Annotated[int, typer.Option(help="Temporal frontend port.")] = 7233,
     ui_port: Annotated[int, typer.Option(help="Web UI port.")] = 8233,
+    review_port: Annotated[int, typer.Option(help="Review inbox port.")] = 8280,
 ) -> None:
-    """Dev server with Web UI + a worker + the session; Ctrl-C stops what it started."""
+    """Dev server with Web UI + a worker + the review inbox + the session; Ctrl-C stops what
+    it started."""
     spec = _load(spec_path)
 
     server = DevServer(data_dir, port=port, ui_port=ui_port)
@@ -360,11 +364,18 @@ def demo(
 
         store = Store.open(settings.database_url)
         client = await connect(settings)
+        # The embedded default: on this machine only, no token (use `review` elsewhere)
+        inbox = ReviewServer(create_app(client, store), "127.0.0.1", review_port)
         async with build_worker(client, store, settings):
             handles = await start_session(client, spec, settings.task_queue)
+            await inbox.start()
             print_instructions(spec, settings, server.ui_url, await next_cycle(handles[0]))
+            console.print(f"Review inbox: {inbox.url}/sessions/{spec.session_id}")
             console.print(f"Store: {settings.database_url}. Watching (Ctrl-C to stop)…\n")
-            await watch(handles)
+            try:
+                await watch(handles)
+            finally:
+                await inbox.stop()
 
     try:
         asyncio.run(go())
@@ -372,6 +383,38 @@ def demo(
         console.print("\nStopping… lineages keep waiting in Temporal; run again to resume.")
     finally:
         server.stop()
+
+
+@app.command()
+def review(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8280,
+) -> None:
+    """The review inbox for raters, on $TEMPORAL_ADDRESS and $TRAINING_CAMP_DATABASE_URL. It
+    requires a token (TRAINING_CAMP_REVIEW_TOKEN): raters sign in with it and their name."""
+    token = os.environ.get("TRAINING_CAMP_REVIEW_TOKEN")
+    if not token or len(token) < 16:
+        console.print(
+            "[red]set TRAINING_CAMP_REVIEW_TOKEN (16 characters or more, e.g. `openssl rand "
+            "-base64 24`): raters sign in with it[/red]"
+        )
+        raise typer.Exit(2)
+    settings = Settings.from_env()
+
+    async def go() -> None:
+        store = Store.open(settings.database_url)
+        client = await connect(settings)
+        server = ReviewServer(create_app(client, store, token=token), host, port)
+        await server.start()
+        console.print(f"Review inbox on {server.url} (Ctrl-C to stop)")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await server.stop()
+            store.close()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(go())
 
 
 def main() -> None:

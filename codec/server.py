@@ -29,6 +29,7 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payload
 
 from codec.encryption import EncryptionCodec, EncryptionError, codec_from_env
+from services.dev_server import until_listening
 
 # The Web UI decodes a page of history at a time; Temporal caps one payload at 2 MB
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -155,26 +156,12 @@ class CodecServer:
         self._task = asyncio.create_task(
             serve(self.app, self.config(host, port), shutdown_trigger=self._shutdown.wait)  # type: ignore[arg-type]
         )
-        await _listening(host, port)
+        await until_listening(host, port)
 
     async def stop(self) -> None:
         self._shutdown.set()
         if self._task is not None:
             await self._task
-
-
-async def _listening(host: str, port: int, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        try:
-            _, writer = await asyncio.open_connection(host, port)
-        except OSError:
-            if asyncio.get_running_loop().time() > deadline:
-                raise
-            await asyncio.sleep(0.02)
-            continue
-        writer.close()
-        return
 
 
 def main(

@@ -70,10 +70,12 @@ class ScoreInput(FeedbackModel):
 class DirectiveInput(FeedbackModel):
     kind: Literal["sticky", "oneshot"]
     content: DirectiveText
+    rater: Rater | None = None  # who sent it (the review app names its raters)
 
 
 class LockInput(FeedbackModel):
     reason: Reason | None = None
+    rater: Rater | None = None
 
 
 class ScoreAccepted(BaseModel):

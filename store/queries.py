@@ -145,6 +145,26 @@ class StoreQueries:
         exact = [r for r in rows if r.id == name]
         return (exact or rows)[0].id
 
+    def latest_outputs(self, lineage_ids: list[str]) -> list[tuple[LineageRow, ArtifactRow]]:
+        """Each lineage's latest output with the lineage, oldest output first (one query)."""
+        if not lineage_ids:
+            return []
+        a, lin = ArtifactRow, LineageRow
+        latest = (
+            select(a.lineage_id, func.max(a.cycle).label("cycle"))
+            .where(col(a.lineage_id).in_(lineage_ids))
+            .group_by(a.lineage_id)
+            .subquery()
+        )
+        query = (
+            select(lin, a)
+            .join(a, a.lineage_id == lin.id)
+            .join(latest, (latest.c.lineage_id == a.lineage_id) & (latest.c.cycle == a.cycle))
+            .order_by(col(a.created_at))
+        )
+        with Session(self.engine) as session:
+            return [(row[0], row[1]) for row in session.exec(query).all()]
+
     def session_lineages(self, session_id: str) -> list[LineageRow]:
         return self._all(
             select(LineageRow).where(LineageRow.session_id == session_id).order_by(LineageRow.label)

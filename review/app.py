@@ -1,0 +1,204 @@
+"""The review inbox: a web app for the people who score (Starlette, Jinja2 templates).
+
+Every action goes to the lineage's workflow exactly as from the Temporal CLI — a score through
+the ``submit_score`` update (so the lineage's own validation answers inline), directives, locks,
+unlocks, stop and retry as signals — with the rater's name. Pages read Temporal (who awaits a
+score, each lineage's state) and the store (outputs, versions, evolutions, scores, blame). With
+a token set, every page and action requires it (a login form sets it as a cookie).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from review import views
+from store import Store
+from workflows.lineage import LineageWorkflow
+
+HERE = Path(__file__).parent
+TOKEN_COOKIE = "review_token"
+RATER_COOKIE = "review_rater"
+MAX_COMMENT_CHARS = 4000
+POLL_SECONDS = 0.5  # how often the live stream looks for changes
+
+templates = Jinja2Templates(directory=HERE / "templates")  # autoescape on for .html
+
+
+class TokenRequired(BaseHTTPMiddleware):
+    """Outside the embedded default: the token, from the login cookie or a bearer header."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        super().__init__(app)
+        self.token = token.encode()
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        if request.url.path in ("/login",) or request.url.path.startswith("/static/"):
+            return await call_next(request)
+        offered = request.cookies.get(TOKEN_COOKIE) or ""
+        header = request.headers.get("authorization", "")
+        if header.lower().startswith("bearer "):
+            offered = header[7:]
+        if hmac.compare_digest(offered.encode(), self.token):
+            return await call_next(request)
+        if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
+            return RedirectResponse("/login", status_code=303)
+        return JSONResponse({"error": "a review token is required"}, status_code=401)
+
+
+def create_app(client: Client, store: Store, token: str | None = None) -> Starlette:
+    def rater_of(request: Request, form: Any) -> str:
+        name = str(form.get("rater") or request.cookies.get(RATER_COOKIE) or "reviewer")
+        return name.strip()[:100] or "reviewer"
+
+    async def inbox_page(request: Request) -> Response:
+        session = _session_param(request)
+        box = await views.inbox(client, store, session)
+        return templates.TemplateResponse(request, "inbox.html", {"inbox": box})
+
+    async def inbox_rows(request: Request) -> Response:
+        box = await views.inbox(client, store, _session_param(request))
+        return templates.TemplateResponse(request, "_inbox_rows.html", {"inbox": box})
+
+    async def session_page(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        cards = await views.session_cards(client, store, session_id)
+        if not cards:
+            return Response(f"no session {session_id!r}", status_code=404, media_type="text/plain")
+        return templates.TemplateResponse(
+            request, "session.html", {"session_id": session_id, "cards": cards}
+        )
+
+    async def card_fragment(request: Request) -> Response:
+        card = await views.lineage_card(client, store, request.path_params["lineage_id"])
+        if card is None:
+            return Response("no such lineage", status_code=404, media_type="text/plain")
+        return templates.TemplateResponse(request, "_card_body.html", {"card": card})
+
+    async def score(request: Request) -> Response:
+        form = await request.form()
+        payload: dict[str, Any] = {"rater": rater_of(request, form)}
+        raw_score = str(form.get("score", "")).strip()
+        try:
+            payload["score"] = float(raw_score)
+        except ValueError:
+            payload["score"] = raw_score  # the lineage's validation names the problem
+        comment = str(form.get("comment") or "").strip()
+        if comment:
+            payload["comment"] = comment[:MAX_COMMENT_CHARS]
+        cycle = str(form.get("cycle") or "")
+        if cycle.isdigit():
+            payload["cycle"] = int(cycle)
+        handle = await _handle(request)
+        if handle is None:
+            return JSONResponse({"error": "no such lineage"}, status_code=404)
+        try:
+            accepted = await handle.execute_update(LineageWorkflow.submit_score, payload)
+        except WorkflowUpdateFailedError as exc:
+            cause = exc.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            return JSONResponse({"error": message}, status_code=422)
+        except RPCError as exc:
+            return JSONResponse({"error": f"Temporal refused: {exc.message}"}, status_code=502)
+        return JSONResponse({"ok": f"score {accepted.score:g} accepted for cycle {accepted.cycle}"})
+
+    async def signal(request: Request) -> Response:
+        """directive (sticky / oneshot), lock, unlock, stop, retry: signals, as from the CLI."""
+        action = request.path_params["action"]
+        form = await request.form()
+        rater = rater_of(request, form)
+        if action == "directive":
+            kind = str(form.get("kind") or "sticky")
+            name, payload = "directive", {"kind": kind, "content": str(form.get("content") or "")}
+        elif action in ("lock", "unlock", "stop"):
+            name, payload = action, {"reason": str(form.get("reason") or "") or None}
+        elif action == "retry":
+            name, payload = "retry", {}
+        else:
+            return JSONResponse({"error": f"unknown action {action!r}"}, status_code=404)
+        payload["rater"] = rater
+        handle = await _handle(request)
+        if handle is None:
+            return JSONResponse({"error": "no such lineage"}, status_code=404)
+        try:
+            await handle.signal(name, payload)
+        except RPCError as exc:
+            return JSONResponse({"error": f"Temporal refused: {exc.message}"}, status_code=502)
+        return JSONResponse({"ok": f"{name} sent"})
+
+    async def _handle(request: Request) -> Any:
+        row = await asyncio.to_thread(store.queries.lineage, request.path_params["lineage_id"])
+        return None if row is None else client.get_workflow_handle(row.workflow_id)
+
+    async def events(request: Request) -> Response:
+        """Server-sent events: ``change`` whenever what the page shows changes."""
+        session = _session_param(request)
+
+        async def look() -> str:
+            if session is None or request.query_params.get("page") == "inbox":
+                return (await views.inbox(client, store, session)).signature
+            return await views.signatures(client, store, session)
+
+        async def stream() -> AsyncIterator[str]:
+            last = None
+            while not await request.is_disconnected():
+                now = await look()
+                if now != last:
+                    yield f"event: change\ndata: {json.dumps(now)}\n\n"
+                    last = now
+                await asyncio.sleep(POLL_SECONDS)
+
+        return StreamingResponse(
+            stream(), media_type="text/event-stream", headers={"cache-control": "no-store"}
+        )
+
+    async def login(request: Request) -> Response:
+        if request.method == "GET":
+            return templates.TemplateResponse(request, "login.html", {"error": None})
+        form = await request.form()
+        offered = str(form.get("token") or "")
+        if token is None or not hmac.compare_digest(offered.encode(), token.encode()):
+            return templates.TemplateResponse(
+                request, "login.html", {"error": "That token is not right."}, status_code=401
+            )
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(TOKEN_COOKIE, offered, httponly=True, samesite="strict")
+        response.set_cookie(RATER_COOKIE, str(form.get("rater") or "")[:100], samesite="strict")
+        return response
+
+    routes = [
+        Route("/", inbox_page),
+        Route("/inbox/rows", inbox_rows),
+        Route("/sessions/{session_id}", session_page),
+        Route("/lineages/{lineage_id}/card", card_fragment),
+        Route("/lineages/{lineage_id}/score", score, methods=["POST"]),
+        Route("/lineages/{lineage_id}/{action}", signal, methods=["POST"]),
+        Route("/events", events),
+        Route("/login", login, methods=["GET", "POST"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    middleware = [Middleware(TokenRequired, token=token)] if token else []
+    return Starlette(routes=routes, middleware=middleware)
+
+
+def _session_param(request: Request) -> str | None:
+    session = request.query_params.get("session") or None
+    if session is not None and not views.SESSION_ID.match(session):
+        return None
+    return session

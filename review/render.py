@@ -1,0 +1,86 @@
+"""What the review pages draw: model and rater text as safe HTML, prompt diffs, score charts."""
+
+from __future__ import annotations
+
+import difflib
+import html
+from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+
+# CommonMark with raw HTML off: what a model wrote is shown, never run (tags come out as
+# text; markdown-it refuses javascript: and data: links).
+_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+
+
+def markdown(text: str) -> Markup:
+    return Markup(_markdown.render(text))
+
+
+def prompt_diff(before: str, after: str) -> Markup:
+    """A line diff of two prompts: removed lines struck, added lines marked, the rest plain."""
+    rows = []
+    for line in difflib.ndiff(before.splitlines(), after.splitlines()):
+        tag, text = line[:2], html.escape(line[2:])
+        if tag == "- ":
+            rows.append(f'<del class="removed">{text}</del>')
+        elif tag == "+ ":
+            rows.append(f'<ins class="added">{text}</ins>')
+        elif tag == "  ":
+            rows.append(f'<span class="same">{text}</span>')
+    return Markup('<pre class="diff">' + "\n".join(rows) + "</pre>")
+
+
+@dataclass
+class ChartPoint:
+    cycle: int
+    score: float
+    version: int
+    verdict: str | None = None  # "validated" / "refuted": the evolution this score judged
+
+
+def score_chart(points: list[ChartPoint], width: int = 360, height: int = 140) -> Markup:
+    """Scores over cycles as an inline SVG: a line, a dot per score (green: it validated the
+    evolution before it, red: refuted), and a dashed marker where the agent version changed."""
+    if not points:
+        return Markup('<p class="muted">No scores yet.</p>')
+    pad = 24
+    last = max(p.cycle for p in points)
+    first = min(p.cycle for p in points)
+    span = max(1, last - first)
+
+    def x(cycle: int) -> float:
+        return pad + (cycle - first) * (width - 2 * pad) / span
+
+    def y(score: float) -> float:
+        return height - pad - score * (height - 2 * pad) / 10
+
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="scores over cycles">',
+        f'<line x1="{pad}" y1="{y(0)}" x2="{width - pad}" y2="{y(0)}" class="axis"/>',
+        f'<text x="2" y="{y(10) + 4}" class="tick">10</text>',
+        f'<text x="8" y="{y(0) + 4}" class="tick">0</text>',
+    ]
+    line = " ".join(f"{x(p.cycle):.1f},{y(p.score):.1f}" for p in points)
+    parts.append(f'<polyline points="{line}" class="scores"/>')
+    previous = None
+    for p in points:
+        if previous is not None and p.version != previous:
+            parts.append(
+                f'<line x1="{x(p.cycle):.1f}" y1="{pad / 2}" x2="{x(p.cycle):.1f}" '
+                f'y2="{y(0)}" class="version"/><text x="{x(p.cycle) + 3:.1f}" y="{pad - 6}" '
+                f'class="tick">v{p.version}</text>'
+            )
+        previous = p.version
+        kind = p.verdict or "plain"
+        title = html.escape(
+            f"cycle {p.cycle}: {p.score:g} (v{p.version}){' ' + kind if p.verdict else ''}"
+        )
+        parts.append(
+            f'<circle cx="{x(p.cycle):.1f}" cy="{y(p.score):.1f}" r="4" class="dot {kind}">'
+            f"<title>{title}</title></circle>"
+        )
+    parts.append("</svg>")
+    return Markup("".join(parts))

@@ -1,0 +1,232 @@
+"""What the review pages show, gathered from Temporal (which lineages await a score, each
+lineage's state) and the store (outputs, versions, evolutions, scores, blame)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from markupsafe import Markup
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from domain import search_attributes
+from domain.agent import AgentRef
+from domain.execution import preview_of
+from domain.lineage import LineageState
+from domain.trainer import SegmentProvenance
+from review.render import ChartPoint, markdown, prompt_diff, score_chart
+from store import Store
+from workflows.lineage import LineageWorkflow
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+@dataclass
+class InboxItem:
+    lineage_id: str
+    label: str
+    session_id: str
+    cycle: int
+    waiting_since: datetime
+    preview: str
+
+
+@dataclass
+class Inbox:
+    items: list[InboxItem]
+    counts: dict[str, int]  # waiting outputs per session, every session
+    session: str | None
+
+    @property
+    def signature(self) -> str:
+        return json.dumps([(i.lineage_id, i.cycle) for i in self.items])
+
+
+async def inbox(client: Client, store: Store, session: str | None = None) -> Inbox:
+    """Every output awaiting a score, oldest first; ``session`` narrows it to one session."""
+    waiting = []
+    async for execution in client.list_workflows(
+        f'{search_attributes.STATUS.name}="awaiting_score"'
+    ):
+        lineage = execution.typed_search_attributes.get(search_attributes.LINEAGE)
+        if lineage:
+            waiting.append(lineage)
+    rows = await asyncio.to_thread(store.queries.latest_outputs, waiting)
+    counts = Counter(lineage.session_id for lineage, _ in rows)
+    items = []
+    for lineage, artifact in rows:
+        if session is not None and lineage.session_id != session:
+            continue
+        text = await asyncio.to_thread(store.queries.payload, artifact.content_hash)
+        items.append(
+            InboxItem(
+                lineage_id=lineage.id,
+                label=lineage.label,
+                session_id=lineage.session_id,
+                cycle=artifact.cycle,
+                waiting_since=datetime.fromtimestamp(artifact.created_at / 1000, UTC),
+                preview=preview_of(str(text), 280),
+            )
+        )
+    return Inbox(items=items, counts=dict(sorted(counts.items())), session=session)
+
+
+@dataclass
+class EvolutionView:
+    from_version: int
+    to_version: int
+    kind: str
+    hypothesis: str
+    changes: list[str]
+    trigger_score: float
+    trigger_comment: str | None
+    verdict: str | None  # validated / refuted, once the next score judged it
+    diff: Markup
+
+
+@dataclass
+class LineageCard:
+    lineage_id: str
+    label: str
+    workflow_id: str
+    state: LineageState | None
+    cycle: int | None = None  # of the output shown
+    output: Markup | None = None
+    evolution: EvolutionView | None = None
+    previous_score: tuple[float, str | None] | None = None
+    chart: Markup = field(default_factory=Markup)
+    blame: list[SegmentProvenance] = field(default_factory=list)
+
+
+async def session_cards(client: Client, store: Store, session_id: str) -> list[LineageCard]:
+    """Every lineage of a session, side by side: state, latest output, what changed and why."""
+    lineages = await asyncio.to_thread(store.queries.session_lineages, session_id)
+    states = await asyncio.gather(*(_state(client, row.workflow_id) for row in lineages))
+    cards = await asyncio.gather(
+        *(
+            asyncio.to_thread(_card, store, row.id, row.label, row.workflow_id, state)
+            for row, state in zip(lineages, states, strict=True)
+        )
+    )
+    return list(cards)
+
+
+async def lineage_card(client: Client, store: Store, lineage_id: str) -> LineageCard | None:
+    row = await asyncio.to_thread(store.queries.lineage, lineage_id)
+    if row is None:
+        return None
+    state = await _state(client, row.workflow_id)
+    return await asyncio.to_thread(_card, store, row.id, row.label, row.workflow_id, state)
+
+
+async def signatures(client: Client, store: Store, session_id: str) -> str:
+    """What changes when anything a rater sees on the session's page changes."""
+    lineages = await asyncio.to_thread(store.queries.session_lineages, session_id)
+    states = await asyncio.gather(*(_state(client, row.workflow_id) for row in lineages))
+    return json.dumps(
+        [
+            [
+                row.id,
+                s.cycle,
+                s.status,
+                s.agent_version,
+                len(s.score_history),
+                s.rejected_feedback,
+                s.locked,
+                len(s.sticky_directives) + len(s.oneshot_directives),
+            ]
+            if s
+            else [row.id]
+            for row, s in zip(lineages, states, strict=True)
+        ]
+    )
+
+
+async def _state(client: Client, workflow_id: str) -> LineageState | None:
+    try:
+        return await client.get_workflow_handle(workflow_id).query(LineageWorkflow.state)
+    except RPCError:
+        return None
+
+
+def _card(
+    store: Store, lineage_id: str, label: str, workflow_id: str, state: LineageState | None
+) -> LineageCard:
+    q = store.queries
+    card = LineageCard(lineage_id=lineage_id, label=label, workflow_id=workflow_id, state=state)
+    outputs = q.latest_outputs([lineage_id])
+    if outputs:
+        _, artifact = outputs[0]
+        card.cycle = artifact.cycle
+        card.output = markdown(str(q.payload(artifact.content_hash)))
+    records = q.evolution_records(lineage_id)
+    evaluations = q.evaluations(lineage_id)
+    if evaluations:
+        card.previous_score = (evaluations[-1].score, evaluations[-1].comment)
+    version = state.agent_version if state else None
+    produced = [r for r in records if r.to_version == version]
+    if produced:
+        r = produced[-1]
+        before = q.agent_definition(AgentRef(agent_id=lineage_id, version=r.from_version))
+        after = q.agent_definition(AgentRef(agent_id=lineage_id, version=r.to_version))
+        verdict = (
+            None
+            if r.hypothesis_validated is None
+            else ("validated" if r.hypothesis_validated else "refuted")
+        )
+        card.evolution = EvolutionView(
+            from_version=r.from_version,
+            to_version=r.to_version,
+            kind=r.kind,
+            hypothesis=r.hypothesis,
+            changes=[_describe(c) for c in json.loads(r.changes)],
+            trigger_score=r.trigger_score,
+            trigger_comment=r.trigger_comment,
+            verdict=verdict,
+            diff=prompt_diff(before.system_prompt, after.system_prompt)
+            + _parameter_diff(before.parameters.model_dump(), after.parameters.model_dump()),
+        )
+    verdicts = {
+        r.to_version: "validated" if r.hypothesis_validated else "refuted"
+        for r in records
+        if r.hypothesis_validated is not None
+    }
+    points, judged = [], set()
+    for e in evaluations:
+        verdict = verdicts.get(e.agent_version) if e.agent_version not in judged else None
+        judged.add(e.agent_version)
+        points.append(
+            ChartPoint(cycle=e.cycle, score=e.score, version=e.agent_version or 1, verdict=verdict)
+        )
+    card.chart = score_chart(points)
+    try:
+        card.blame = q.prompt_provenance(lineage_id)
+    except KeyError:
+        card.blame = []
+    return card
+
+
+def _describe(change: dict[str, Any]) -> str:
+    kind = change.get("change_type", "change")
+    before, after = change.get("before"), change.get("after")
+    if before and after:
+        return f"{kind}: {before!r} → {after!r}"
+    return f"{kind}: {after or before!r}"
+
+
+def _parameter_diff(before: dict[str, Any], after: dict[str, Any]) -> Markup:
+    changed = [
+        f"{key} {before.get(key)} → {after.get(key)}"
+        for key in sorted(set(before) | set(after))
+        if before.get(key) != after.get(key)
+    ]
+    if not changed:
+        return Markup("")
+    items = "".join(f"<li>{Markup.escape(c)}</li>" for c in changed)
+    return Markup(f'<ul class="parameters">{items}</ul>')

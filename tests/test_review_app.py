@@ -1,0 +1,212 @@
+"""The review inbox in a real browser (headless Chromium through Selenium): the inbox, scoring
+from the keyboard, the next output arriving without a reload, the prompt diff and the chart,
+the lineage's own validation answering inline, what raters wrote shown as text, and the token
+required when one is set."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from review.app import create_app
+from review.server import ReviewServer
+from starter import start_session
+from tests.conftest import awaiting, make_spec, wait_for_state
+from tests.test_demo_command import free_port
+
+TOKEN = "a-review-token-of-some-length"
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    assert chromium and driver, "install Debian's chromium and chromium-driver (make test does)"
+    options = Options()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1100"):
+        options.add_argument(flag)
+    chrome = webdriver.Chrome(options=options, service=Service(executable_path=driver))
+    yield chrome
+    chrome.quit()
+
+
+@pytest.fixture
+async def inbox_server(client, store) -> AsyncIterator[Callable[..., Any]]:
+    """Start the review app on a free port (``token`` turns authentication on)."""
+    servers: list[ReviewServer] = []
+
+    async def start(token: str | None = None) -> ReviewServer:
+        server = ReviewServer(create_app(client, store, token=token), "127.0.0.1", free_port())
+        await server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        await server.stop()
+
+
+async def on(browser: WebDriver, call: Callable[..., Any], *args: Any) -> Any:
+    """A Selenium call off the event loop (the app under test serves from it)."""
+    return await asyncio.to_thread(call, *args)
+
+
+async def until(browser: WebDriver, script: str, timeout: float = 30.0) -> Any:
+    """Poll a JavaScript expression in the page until it is truthy."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await on(browser, browser.execute_script, f"return {script};")
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"never true in the page: {script}")
+        await asyncio.sleep(0.1)
+
+
+def card(lineage_id: str) -> str:
+    return f"document.getElementById('lineage-{lineage_id}')"
+
+
+async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
+    client, store, settings, run_worker, browser, inbox_server
+):
+    spec = make_spec(labels=("A", "B"))
+    a, b = spec.lineage_id("A"), spec.lineage_id("B")
+    async with run_worker():
+        handles = await start_session(client, spec, settings.task_queue)
+        for handle in handles:
+            await wait_for_state(handle, awaiting(1))
+        server = await inbox_server()
+
+        # The inbox: both outputs, oldest first, counted under their session
+        await on(browser, browser.get, f"{server.url}/?session={spec.session_id}")
+        rows = await until(browser, "document.querySelectorAll('#inbox-rows tr').length == 2")
+        assert rows
+        text = await on(browser, lambda: browser.find_element(By.TAG_NAME, "main").text)
+        assert f"{spec.session_id} 2" in text and "Explain" not in text.split("output")[0]
+
+        # The review screen: A's score field has the focus; type a score, Tab, a comment, Enter
+        await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
+        await on(browser, browser.execute_script, "window.notReloaded = true;")
+        focused = await on(browser, lambda: browser.switch_to.active_element)
+        await on(browser, focused.send_keys, "3", Keys.TAB)
+        comment = await on(browser, lambda: browser.switch_to.active_element)
+        await on(
+            browser, comment.send_keys, "Way too long, <b>wanted</b> quick bullets", Keys.ENTER
+        )
+        message = await until(
+            browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
+        )
+        assert message == "score 3 accepted for cycle 1"
+
+        # Cycle 2's output arrives by itself (no reload), with what changed and why
+        await until(browser, f"{card(a)}.querySelector('header').dataset.cycle == '2'")
+        assert await on(browser, browser.execute_script, "return window.notReloaded === true;")
+        body = await on(browser, browser.execute_script, f"return {card(a)}.innerHTML;")
+        assert "v1 → v2" in body
+        diff = await on(
+            browser,
+            browser.execute_script,
+            f"return {card(a)}.querySelector('pre.diff').innerText;",
+        )
+        assert "Provide brief, scannable analysis." in diff
+        assert await on(
+            browser,
+            browser.execute_script,
+            f"return {card(a)}.querySelectorAll('pre.diff ins').length > 0"
+            f" && {card(a)}.querySelectorAll('svg.chart circle').length == 1;",
+        )
+        # what the rater wrote is shown as text, never as markup
+        previous = await on(
+            browser,
+            browser.execute_script,
+            f"return [{card(a)}.querySelector('.previous').innerText,"
+            f" {card(a)}.querySelectorAll('.previous b').length];",
+        )
+        assert previous == ["Last score: 3 — “Way too long, <b>wanted</b> quick bullets”", 0]
+
+        # B: a score out of range is refused by the lineage, inline, and nothing changes
+        field = await on(
+            browser,
+            lambda: browser.execute_script(f"return {card(b)}.querySelector('.score-input');"),
+        )
+        await on(browser, field.send_keys, "11", Keys.ENTER)
+        error = await until(
+            browser, f"{card(b)}.querySelector('form.score .message.error')?.textContent"
+        )
+        assert "less than or equal to 10" in error
+        state = await handles[1].query("state")
+        assert state["cycle"] == 1 and state["status"] == "awaiting_score"
+
+    # The score landed in Temporal as one from the CLI would, with the rater's name
+    history = await handles[0].fetch_history()
+    updates = [
+        e.workflow_execution_update_accepted_event_attributes.accepted_request
+        for e in history.events
+        if e.HasField("workflow_execution_update_accepted_event_attributes")
+    ]
+    sent = json.loads(updates[0].input.args.payloads[0].data)
+    assert updates[0].input.name == "submit_score"
+    assert sent == {
+        "rater": "reviewer",
+        "score": 3.0,
+        "comment": "Way too long, <b>wanted</b> quick bullets",
+        "cycle": 1,
+    }
+    [evaluation] = store.queries.evaluations(a)
+    assert (evaluation.score, evaluation.rater) == (3.0, "reviewer")
+
+
+async def test_with_a_token_the_inbox_refuses_strangers(client, store, browser, inbox_server):
+    server = await inbox_server(token=TOKEN)
+
+    def fetch(path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+        request = urllib.request.Request(f"{server.url}{path}", headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    assert (await asyncio.to_thread(fetch, "/inbox/rows"))[0] == 401
+    assert (await asyncio.to_thread(fetch, "/events"))[0] == 401
+    status, _ = await asyncio.to_thread(fetch, "/inbox/rows", {"Authorization": f"Bearer {TOKEN}"})
+    assert status == 200
+
+    await on(browser, browser.get, f"{server.url}/")
+    await until(browser, "document.querySelector('form.login') !== null")  # sent to sign in
+    await on(
+        browser,
+        lambda: browser.find_element(By.CSS_SELECTOR, "form.login [name=rater]").send_keys("ana"),
+    )
+    await on(
+        browser,
+        lambda: browser.find_element(By.CSS_SELECTOR, "form.login [name=token]").send_keys(
+            "wrong", Keys.ENTER
+        ),
+    )
+    await until(browser, "document.querySelector('p.error')?.textContent.includes('not right')")
+    await on(
+        browser,
+        lambda: browser.find_element(By.CSS_SELECTOR, "form.login [name=rater]").send_keys("ana"),
+    )
+    await on(
+        browser,
+        lambda: browser.find_element(By.CSS_SELECTOR, "form.login [name=token]").send_keys(
+            TOKEN, Keys.ENTER
+        ),
+    )
+    await until(browser, "document.querySelector('table.inbox') !== null")
