@@ -36,7 +36,7 @@ HERE = Path(__file__).parent
 TOKEN_COOKIE = "review_token"
 RATER_COOKIE = "review_rater"
 MAX_COMMENT_CHARS = 4000
-POLL_SECONDS = 0.5  # how often the live stream looks for changes
+POLL_SECONDS = 0.25  # how often the live stream looks for changes
 
 templates = Jinja2Templates(directory=HERE / "templates")  # autoescape on for .html
 

@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sys
+import urllib.request
 from pathlib import Path
 
 from domain.lineage import LineageState
@@ -25,7 +26,7 @@ def free_port() -> int:
 
 
 class Demo:
-    def __init__(self, data_dir: Path, port: int, ui_port: int) -> None:
+    def __init__(self, data_dir: Path, port: int, ui_port: int, review_port: int = 0) -> None:
         self.args = [
             sys.executable,
             "starter.py",
@@ -37,6 +38,8 @@ class Demo:
             str(port),
             "--ui-port",
             str(ui_port),
+            "--review-port",
+            str(review_port or free_port()),
         ]
         self.output = ""
         self.proc: asyncio.subprocess.Process | None = None
@@ -75,12 +78,17 @@ class Demo:
 
 
 async def test_demo_runs_stops_and_resumes(tmp_path):
-    port, ui_port = free_port(), free_port()
-    demo = Demo(tmp_path / "data", port, ui_port)
+    port, ui_port, review_port = free_port(), free_port(), free_port()
+    demo = Demo(tmp_path / "data", port, ui_port, review_port)
     await demo.start()
     await demo.expect("B cycle 1 · agent v1 · awaiting_score")
     await demo.expect("A cycle 1 · agent v1 · awaiting_score")
     assert f"http://localhost:{ui_port}/namespaces/default/workflows" in demo.output
+    inbox = f"http://127.0.0.1:{review_port}/sessions/essay-demo"
+    assert f"Review inbox: {inbox}" in demo.output
+    page = await asyncio.to_thread(lambda: urllib.request.urlopen(inbox, timeout=10).read())
+    assert b'id="lineage-essay-demo-A"' in page
+    assert "Wait for cycle 2's output" in demo.output
     assert "workflow signal" in demo.output and "--workflow-id lineage-essay-demo-A" in demo.output
 
     sent = await temporal_cli(
@@ -104,6 +112,7 @@ async def test_demo_runs_stops_and_resumes(tmp_path):
     again = Demo(tmp_path / "data", port, ui_port)
     await again.start()
     await again.expect("A cycle 2 · agent v2 · awaiting_score")  # resumed, not restarted
+    assert "Wait for cycle 3's output" in again.output  # the hint follows the lineage
     assert "Traceback" not in again.output
     assert await again.interrupt() == 0
 

@@ -57,16 +57,14 @@ const firstField = waiting
   : scoreInputs[0];
 if (firstField) firstField.focus();
 
-// Live: the server says when something changed; fetch the changed parts, keep what is typed.
-async function refreshCards() {
-  for (const body of document.querySelectorAll(".card-body[data-card]")) {
-    const response = await fetch(body.dataset.card);
-    if (!response.ok) continue;
-    body.innerHTML = await response.text();
-    const header = body.querySelector("header");
-    const cycle = body.closest(".card").querySelector("input[name=cycle]");
-    if (header && cycle) cycle.value = header.dataset.cycle;
-  }
+// Live: the server says what changed (a row per lineage); fetch those cards, keep what is typed.
+async function refreshCard(body) {
+  const response = await fetch(body.dataset.card);
+  if (!response.ok) return;
+  body.innerHTML = await response.text();
+  const header = body.querySelector("header");
+  const cycle = body.closest(".card").querySelector("input[name=cycle]");
+  if (header && cycle) cycle.value = header.dataset.cycle;
 }
 
 async function refreshInbox(table) {
@@ -76,11 +74,24 @@ async function refreshInbox(table) {
 
 const live = document.querySelector("[data-live]");
 if (live && window.EventSource) {
-  let first = true;
+  let seen = null;  // the first event describes the state the page was rendered from
   const source = new EventSource(live.dataset.live);
-  source.addEventListener("change", () => {
-    if (first) { first = false; return; }  // the page was rendered from the same state
-    if (live.classList.contains("inbox")) refreshInbox(live);
-    else refreshCards();
+  source.addEventListener("change", (event) => {
+    const now = JSON.parse(JSON.parse(event.data));
+    if (live.classList.contains("inbox")) {
+      if (seen !== null) refreshInbox(live);
+    } else {
+      const rows = new Map(now.map((row) => [row[0], JSON.stringify(row)]));
+      if (seen !== null) {
+        for (const [lineage, row] of rows) {
+          if (seen.get(lineage) === row) continue;
+          const body = document.querySelector(`[data-lineage="${CSS.escape(lineage)}"] .card-body`);
+          if (body) refreshCard(body);
+        }
+      }
+      seen = rows;
+      return;
+    }
+    seen = now;
   });
 }
