@@ -15,7 +15,7 @@ _markdown = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("
 
 
 def markdown(text: str) -> Markup:
-    return Markup(_markdown.render(text))
+    return Markup(_markdown.render(text))  # safe: markdown-it escapes (raw HTML off)
 
 
 def prompt_diff(before: str, after: str) -> Markup:
@@ -29,7 +29,7 @@ def prompt_diff(before: str, after: str) -> Markup:
             rows.append(f'<ins class="added">{text}</ins>')
         elif tag == "  ":
             rows.append(f'<span class="same">{text}</span>')
-    return Markup('<pre class="diff">' + "\n".join(rows) + "</pre>")
+    return Markup('<pre class="diff">' + "\n".join(rows) + "</pre>")  # lines escaped above
 
 
 @dataclass
@@ -83,4 +83,4 @@ def score_chart(points: list[ChartPoint], width: int = 360, height: int = 140) -
             f"<title>{title}</title></circle>"
         )
     parts.append("</svg>")
-    return Markup("".join(parts))
+    return Markup("".join(parts))  # numbers and escaped titles only

@@ -229,4 +229,4 @@ def _parameter_diff(before: dict[str, Any], after: dict[str, Any]) -> Markup:
     if not changed:
         return Markup("")
     items = "".join(f"<li>{Markup.escape(c)}</li>" for c in changed)
-    return Markup(f'<ul class="parameters">{items}</ul>')
+    return Markup(f'<ul class="parameters">{items}</ul>')  # items escaped above

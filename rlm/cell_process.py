@@ -182,7 +182,7 @@ def snapshot(namespace: dict[str, Any]) -> tuple[bytes, list[str]]:
             continue
         try:
             cloudpickle.dumps(value)
-        except Exception:
+        except Exception:  # whatever cannot be kept is dropped, by name
             dropped.append(name)
             continue
         kept[name] = value
@@ -272,10 +272,10 @@ def main() -> None:
     error = None
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            exec(compile(job["code"], "<cell>", "exec"), namespace)
+            exec(compile(job["code"], "<cell>", "exec"), namespace)  # the REPL, guarded above
     except Suspend:
         return
-    except BaseException as exc:
+    except BaseException as exc:  # the cell's error goes back to the model
         frames = traceback.extract_tb(exc.__traceback__)
         cell_frames = [f for f in frames if f.filename == "<cell>"]
         where = f" (line {cell_frames[-1].lineno})" if cell_frames else ""

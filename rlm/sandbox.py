@@ -167,7 +167,7 @@ def _converse(
         if message["type"] == "store":
             try:
                 reply = {"ok": handle(message["method"], message["args"], message["kwargs"])}
-            except Exception as exc:
+            except Exception as exc:  # the cell sees the store's refusal, as the REPL would
                 reply = {"error": f"{type(exc).__name__}: {exc}"}
             outbox.write(json.dumps(reply, default=str) + "\n")
             outbox.flush()

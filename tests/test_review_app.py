@@ -188,25 +188,13 @@ async def test_with_a_token_the_inbox_refuses_strangers(client, store, browser, 
 
     await on(browser, browser.get, f"{server.url}/")
     await until(browser, "document.querySelector('form.login') !== null")  # sent to sign in
-    await on(
-        browser,
-        lambda: browser.find_element(By.CSS_SELECTOR, "form.login [name=rater]").send_keys("ana"),
-    )
-    await on(
-        browser,
-        lambda: browser.find_element(By.CSS_SELECTOR, "form.login [name=token]").send_keys(
-            "wrong", Keys.ENTER
-        ),
-    )
+
+    def sign_in(token: str) -> None:
+        form = browser.find_element(By.CSS_SELECTOR, "form.login")
+        form.find_element(By.NAME, "rater").send_keys("ana")
+        form.find_element(By.NAME, "token").send_keys(token, Keys.ENTER)
+
+    await on(browser, sign_in, "wrong")
     await until(browser, "document.querySelector('p.error')?.textContent.includes('not right')")
-    await on(
-        browser,
-        lambda: browser.find_element(By.CSS_SELECTOR, "form.login [name=rater]").send_keys("ana"),
-    )
-    await on(
-        browser,
-        lambda: browser.find_element(By.CSS_SELECTOR, "form.login [name=token]").send_keys(
-            TOKEN, Keys.ENTER
-        ),
-    )
+    await on(browser, sign_in, TOKEN)
     await until(browser, "document.querySelector('table.inbox') !== null")

@@ -150,23 +150,11 @@ class RolloutTaskWorkflow:
                 final_reward=report.report.final_reward,
                 attempts=attempt,
             )
+        failed, outcome = _given_up(task, error)
         await workflow.execute_activity_method(
-            AgentExecutionActivities.mark_rollout_failed,
-            RolloutFailedInput(
-                session_id=task.server_id,
-                lineage_id=task.server_id,
-                rollout_id=task.rollout_id,
-                error=error,
-            ),
-            **STORE,
+            AgentExecutionActivities.mark_rollout_failed, failed, **STORE
         )
-        return RolloutOutcome(
-            rollout_id=task.rollout_id,
-            status="failed",
-            final_reward=None,
-            attempts=task.max_attempts,
-            error=error,
-        )
+        return outcome
 
 
 @workflow.defn(name="RolloutBatchWorkflow")
@@ -251,23 +239,29 @@ class RolloutBatchWorkflow:
         return [outcomes[t.rollout_id] for t in tasks]
 
     async def _give_up(self, task: RolloutTask, error: str) -> RolloutOutcome:
+        failed, outcome = _given_up(task, error)
         await workflow.execute_local_activity_method(
-            AgentExecutionActivities.mark_rollout_failed,
-            RolloutFailedInput(
-                session_id=task.server_id,
-                lineage_id=task.server_id,
-                rollout_id=task.rollout_id,
-                error=error,
-            ),
-            **LOCAL_STORE,
+            AgentExecutionActivities.mark_rollout_failed, failed, **LOCAL_STORE
         )
-        return RolloutOutcome(
-            rollout_id=task.rollout_id,
-            status="failed",
-            final_reward=None,
-            attempts=task.max_attempts,
-            error=error,
-        )
+        return outcome
+
+
+def _given_up(task: RolloutTask, error: str) -> tuple[RolloutFailedInput, RolloutOutcome]:
+    """A task out of attempts: what marks its rollout failed, and its outcome."""
+    failed = RolloutFailedInput(
+        session_id=task.server_id,
+        lineage_id=task.server_id,
+        rollout_id=task.rollout_id,
+        error=error,
+    )
+    outcome = RolloutOutcome(
+        rollout_id=task.rollout_id,
+        status="failed",
+        final_reward=None,
+        attempts=task.max_attempts,
+        error=error,
+    )
+    return failed, outcome
 
 
 @workflow.defn(name="OptimizationWorkflow")

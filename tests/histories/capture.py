@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from temporalio.api.common.v1 import Payload
+from temporalio.client import WorkflowHistory
 from temporalio.common import RawValue
 
 from domain.settings import Settings
@@ -33,6 +34,12 @@ from workflows.lineage import LineageWorkflow
 from workflows.rlm import RlmReplWorkflow
 
 HERE = Path(__file__).parent
+
+
+def save(name: str, history: WorkflowHistory) -> None:
+    out = HERE / f"{name}.json"
+    out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+    print(f"wrote {out} ({len(history.events)} events)")
 
 
 async def rlm(name: str) -> None:
@@ -53,9 +60,7 @@ async def rlm(name: str) -> None:
             await handle.result()
             history = await handle.fetch_history()
         await env.shutdown()
-        out = HERE / f"{name}.json"
-        out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
-        print(f"wrote {out} ({len(history.events)} events)")
+        save(name, history)
 
 
 async def main(name: str) -> None:
@@ -84,9 +89,7 @@ async def main(name: str) -> None:
             await handle.result()
             history = await handle.fetch_history()
         await env.shutdown()
-        out = HERE / f"{name}.json"
-        out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
-        print(f"wrote {out} ({len(history.events)} events)")
+        save(name, history)
 
 
 if __name__ == "__main__":
