@@ -40,6 +40,7 @@ from domain.settings import Settings
 from domain.spec import SessionSpec, SpecError, load_spec
 from review.app import create_app
 from review.server import ReviewServer
+from services import command_line
 from services.dev_server import DevServer
 from store import Store
 from worker import build_worker, connect
@@ -418,14 +419,7 @@ def review(
 
 
 def main() -> None:
-    code = 0
-    try:
-        app()
-    except SystemExit as exc:
-        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # avoid the interpreter-exit abort of Temporal clients (sdk-python#300)
+    command_line.run(app)
 
 
 if __name__ == "__main__":

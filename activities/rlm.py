@@ -300,8 +300,15 @@ class _StoreHandler:
         )
 
     def _get(self, object_id: str) -> dict[str, Any] | None:
-        found = [o for o in self._objects(None) if o["id"] == object_id]
-        return found[0] if found else None
+        if self.shared is not None:  # ids there are {worker}_{n:06d}: a query by id, in SQL
+            found = self.shared.view(f"id={object_id}")
+            return found[0].model_dump(mode="json") if found else None
+        assert self.findings is not None
+        made = self.findings.get(object_id)
+        if made is not None:
+            return made.model_dump(mode="json")
+        cards = [c for c in self._read_only_cards() if c["id"] == object_id]
+        return cards[0] if cards else None
 
     def _view(self, query: str | None = None) -> list[dict[str, Any]]:
         return self._objects(query)
@@ -317,14 +324,20 @@ class _StoreHandler:
             return [o.model_dump(mode="json") for o in self.shared.view(query)]
         assert self.findings is not None
         q = parse_query(query)
-        cards = [
-            StoreObject(id=c.id, type=c.type, description=c.description, tags=c.tags)
+        read_only = [c for c in self._read_only_cards() if q.matches(StoreObject(**c))]
+        return read_only + [o.model_dump(mode="json") for o in self.findings.view(query)]
+
+    def _read_only_cards(self) -> list[dict[str, Any]]:
+        """The parent's cards, as objects this REPL may read but not change."""
+        return [
+            {
+                **StoreObject(
+                    id=c.id, type=c.type, description=c.description, tags=c.tags
+                ).model_dump(mode="json"),
+                "read_only": True,
+            }
             for c in self.cards
         ]
-        read_only = [
-            {**c.model_dump(mode="json"), "read_only": True} for c in cards if q.matches(c)
-        ]
-        return read_only + [o.model_dump(mode="json") for o in self.findings.view(query)]
 
     def _view_others(self, query: str | None = None) -> list[dict[str, Any]]:
         assert self.shared is not None

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
-import socket
 import statistics
 import tempfile
 import time
@@ -25,8 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.keys import Keys
 
 from domain.settings import Settings
@@ -35,24 +31,10 @@ from review.server import ReviewServer
 from services.dev_server import start_in_memory
 from starter import await_output, start_session
 from store import Store
+from tests.browser import headless_chromium
 from tests.conftest import make_spec
+from tests.test_demo_command import free_port
 from worker import build_worker
-
-
-def chromium() -> webdriver.Chrome:
-    options = Options()
-    options.binary_location = shutil.which("chromium") or "chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    return webdriver.Chrome(
-        options=options, service=Service(executable_path=shutil.which("chromedriver"))
-    )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 async def review_screenshot(
@@ -74,7 +56,7 @@ async def review_screenshot(
 
 async def main(lineages: int, scores: int, screenshots: Path | None) -> None:
     env = await start_in_memory()
-    browser = await asyncio.to_thread(chromium)
+    browser = await asyncio.to_thread(headless_chromium, 1400, 1000)
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.open(f"sqlite:///{tmp}/bench.db")
         queue = f"bench-{uuid.uuid4().hex[:8]}"

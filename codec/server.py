@@ -29,7 +29,7 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payload
 
 from codec.encryption import EncryptionCodec, EncryptionError, codec_from_env
-from services.dev_server import until_listening
+from services.http_server import BackgroundServer
 
 # The Web UI decodes a page of history at a time; Temporal caps one payload at 2 MB
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -84,8 +84,7 @@ class CodecServer:
         self.max_body_bytes = max_body_bytes
         self._expected = f"Bearer {token}".encode() if token else None
         self._in_flight = asyncio.Semaphore(MAX_REQUESTS_IN_FLIGHT)
-        self._shutdown = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._server: BackgroundServer | None = None
         middleware = []
         if origin:
             middleware.append(
@@ -152,16 +151,12 @@ class CodecServer:
 
     async def start(self, host: str, port: int) -> None:
         """Serve in the background until ``stop``."""
-        self._shutdown.clear()
-        self._task = asyncio.create_task(
-            serve(self.app, self.config(host, port), shutdown_trigger=self._shutdown.wait)  # type: ignore[arg-type]
-        )
-        await until_listening(host, port)
+        self._server = BackgroundServer(self.app, host, port, self.config(host, port))
+        await self._server.start()
 
     async def stop(self) -> None:
-        self._shutdown.set()
-        if self._task is not None:
-            await self._task
+        if self._server is not None:
+            await self._server.stop()
 
 
 def main(

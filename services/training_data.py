@@ -11,8 +11,6 @@ training-camp-data report essay-demo --out report/
 from __future__ import annotations
 
 import html
-import os
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -23,6 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from domain.settings import Settings
+from services import command_line
 from store import Store, event_log
 from store.chain_keys import ChainKeyError, ChainKeys, key_id
 from store.database import write_transaction
@@ -311,14 +310,7 @@ def report(
 
 
 def main() -> None:
-    code = 0
-    try:
-        app()
-    except SystemExit as exc:
-        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    command_line.run(app)
 
 
 if __name__ == "__main__":

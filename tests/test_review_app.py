@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -24,6 +20,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from review.app import create_app
 from review.server import ReviewServer
 from starter import start_session
+from tests.browser import headless_chromium
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.test_demo_command import free_port
 
@@ -32,13 +29,7 @@ TOKEN = "a-review-token-of-some-length"
 
 @pytest.fixture
 def browser() -> Iterator[WebDriver]:
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    assert chromium and driver, "install Debian's chromium and chromium-driver (make test does)"
-    options = Options()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1100"):
-        options.add_argument(flag)
-    chrome = webdriver.Chrome(options=options, service=Service(executable_path=driver))
+    chrome = headless_chromium()
     yield chrome
     chrome.quit()
 
