@@ -2,6 +2,7 @@
 
 python starter.py start examples/essay-session.yaml   # against $TEMPORAL_ADDRESS
 python starter.py status examples/essay-session.yaml
+python starter.py inbox                                # outputs awaiting a score
 python starter.py demo examples/essay-session.yaml    # dev server + UI + worker + session
 """
 
@@ -35,9 +36,11 @@ from temporalio.common import (
 from temporalio.service import RPCError
 
 from domain import search_attributes
+from domain.execution import preview_of
 from domain.lineage import LineageInput, LineageState
 from domain.settings import Settings
 from domain.spec import SessionSpec, SpecError, load_spec
+from review import views
 from review.app import create_app
 from review.server import ReviewServer
 from services import command_line
@@ -125,13 +128,18 @@ async def await_output(handle: WorkflowHandle[LineageWorkflow, object], cycle: i
             return state
 
 
-def _cli() -> str:
-    beside = Path(sys.executable).parent / "temporal"
+def _command(name: str) -> str:
+    """How to call a console script installed next to this Python (relative when shorter)."""
+    beside = Path(sys.executable).parent / name
     if beside.exists():
         with contextlib.suppress(ValueError):
             return str(beside.relative_to(Path.cwd()))
         return str(beside)
-    return "temporal"
+    return name
+
+
+def _cli() -> str:
+    return _command("temporal")
 
 
 def print_instructions(
@@ -180,6 +188,8 @@ def print_instructions(
         soft_wrap=True,
         highlight=False,
     )
+    console.print("Every output awaiting a score, across sessions:")
+    console.print(f"  {_command('training-camp')} inbox", soft_wrap=True, highlight=False)
     console.print("Look at a lineage:")
     console.print(
         f"  {_cli()} workflow query{address} --workflow-id {first} --type state",
@@ -298,6 +308,46 @@ def status(spec_path: SpecPath) -> None:
             console.print_json(state.model_dump_json())
 
     asyncio.run(go())
+
+
+@app.command()
+def inbox(
+    session: Annotated[str | None, typer.Option(help="Only this session (its id).")] = None,
+    database_url: Annotated[
+        str | None, typer.Option(help="Default: $TRAINING_CAMP_DATABASE_URL or the demo's store.")
+    ] = None,
+) -> None:
+    """Outputs awaiting a score, oldest first, across sessions (the review inbox)."""
+    settings = Settings.from_env()
+
+    async def go() -> views.Inbox:
+        store = Store.open(database_url or settings.database_url)
+        try:
+            return await views.inbox(await connect(settings), store, session)
+        finally:
+            store.close()
+
+    found = asyncio.run(go())
+    if not found.items:
+        console.print("No output awaits a score.")
+        return
+    table = Table("workflow id", "cycle", "waiting since (UTC)", "output")
+    for item in found.items:
+        table.add_row(
+            workflow_id(item.lineage_id),
+            str(item.cycle),
+            f"{item.waiting_since:%Y-%m-%d %H:%M:%S}",
+            preview_of(" ".join(item.preview.split()), 80),
+        )
+    console.print(table)
+    first = found.items[0]
+    example = json.dumps({"score": 8, "cycle": first.cycle})
+    console.print(
+        f"Score one: {_cli()} workflow update execute --workflow-id "
+        f"{workflow_id(first.lineage_id)} --name submit_score --input {shlex.quote(example)}",
+        soft_wrap=True,
+        highlight=False,
+    )
 
 
 @app.command()

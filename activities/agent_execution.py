@@ -49,9 +49,12 @@ class AgentExecutionActivities:
     @activity.defn(name="run_agent")
     async def run_agent(self, inp: RunAgentInput) -> RunAgentResult:
         async with _Heartbeat() as beat:
-            finished = _finished_earlier() or await self._run(inp, beat)
+            finished = _finished_earlier() or await self._run(inp)
+            # Only when its write has to wait does the finished run ride the heartbeats: a
+            # write that goes through at once costs Temporal nothing.
             await _stored(
                 self.store.recorder.record_attempt_succeeded,
+                on_wait=lambda: beat.carry(finished),
                 session_id=inp.session_id,
                 lineage_id=inp.lineage_id,
                 rollout_id=inp.rollout_id,
@@ -75,7 +78,7 @@ class AgentExecutionActivities:
             total_tokens=finished.result.usage.total_tokens,
         )
 
-    async def _run(self, inp: RunAgentInput, beat: _Heartbeat) -> FinishedRun:
+    async def _run(self, inp: RunAgentInput) -> FinishedRun:
         """One try of the agent: recorded as started, then as failed or (by the caller) done."""
         number = activity.info().attempt
         attempt_id = attempt_of(inp.rollout_id, number)
@@ -101,14 +104,11 @@ class AgentExecutionActivities:
             )
             await asyncio.shield(self._record_failure(inp, attempt_id, ended, started))
             raise
-        finished = FinishedRun(
+        return FinishedRun(
             attempt_id=attempt_id,
             result=result,
             duration_ms=int((time.perf_counter() - started) * 1000),
         )
-        if len(finished.model_dump_json()) <= CARRIED_RESULT_MAX_BYTES:
-            beat.carry(finished)
-        return finished
 
     def _prepare(
         self, inp: RunAgentInput, attempt_id: str, attempt_number: int
@@ -177,14 +177,27 @@ def _finished_earlier() -> FinishedRun | None:
         return None
 
 
-async def _stored(call: Callable[..., ResultT], /, *args: Any, **kwargs: Any) -> ResultT:
+async def _stored(
+    call: Callable[..., ResultT],
+    /,
+    *args: Any,
+    on_wait: Callable[[], None] | None = None,
+    **kwargs: Any,
+) -> ResultT:
     """A store call, retried here for as long as this try may run while the store is
     unreachable: store trouble is not the agent's failure, so it must neither use up the
-    rollout's attempts nor repeat a finished model call. Errors no retry can fix go at once."""
+    rollout's attempts nor repeat a finished model call. Errors no retry can fix go at once.
+    ``on_wait`` runs before each wait."""
+
+    def before_sleep(state: RetryCallState) -> None:
+        _log_store_wait(state)
+        if on_wait is not None:
+            on_wait()
+
     retrying = AsyncRetrying(
         retry=retry_if_exception(is_transient),
         wait=wait_exponential(multiplier=0.5, max=STORE_WAIT_MAX_SECONDS),
-        before_sleep=_log_store_wait,
+        before_sleep=before_sleep,
         reraise=True,
     )
     async for try_ in retrying:
@@ -204,14 +217,18 @@ def _log_store_wait(state: RetryCallState) -> None:
 
 class _Heartbeat:
     """Beats while the try runs or waits on the store, so a dead worker is noticed within the
-    heartbeat timeout; each beat carries the finished run, once there is one. The first beat
-    waits one interval: a quick run needs none (each beat is a server call)."""
+    heartbeat timeout; once the finished run's write has had to wait, each beat carries the run.
+    The first beat waits one interval: a quick run needs none (each beat is a server call)."""
 
     def __init__(self) -> None:
         self._details: tuple[FinishedRun, ...] = ()
         self._task: asyncio.Task[None] | None = None
 
     def carry(self, finished: FinishedRun) -> None:
+        """Beat with the finished run from now on (once; a run too large for Temporal's
+        payload limit is not carried, and waits for the store only as long as this try runs)."""
+        if self._details or len(finished.model_dump_json()) > CARRIED_RESULT_MAX_BYTES:
+            return
         self._details = (finished,)
         activity.heartbeat(finished)
 

@@ -72,23 +72,33 @@ class TrainerActivities:
 
     @activity.defn(name="assign_credit")
     async def assign_credit(self, inp: CreditInput) -> CreditAssignment:
-        q = self.store.queries
-
-        def load() -> tuple[AgentDefinition, ArtifactRow, list[SpanRecord]]:
-            artifact = q.artifact(inp.trainer.artifact_id)
-            agent = q.agent_definition(inp.trainer.agent)
-            return agent, artifact, q.span_records(artifact.attempt_id)
-
-        agent, artifact, spans = await asyncio.to_thread(load)  # one hop for the three reads
+        agent, artifact, spans = await asyncio.to_thread(self._credited, inp.trainer)
         backend = self._backend(inp.trainer)
-        if sum(s.span_type == "llm_call" for s in spans) > rlm_credit.RLM_SPAN_THRESHOLD:
-            findings = DatabaseFindingsStore(
-                self.store.engine, f"credit:{artifact.attempt_id}", self.store.read_engine
-            )
+        if _fans_out(spans):
             return await _typed(
-                rlm_credit.trajectory_credit(backend, agent, inp.analysis, spans, findings)
+                self._trajectory_credit(backend, agent, inp.analysis, artifact, spans)
             )
         return await _typed(backend.assign_credit(agent, inp.analysis, spans))
+
+    def _credited(self, t: TrainerInput) -> tuple[AgentDefinition, ArtifactRow, list[SpanRecord]]:
+        """What credit is assigned over: the agent, the output and its attempt's spans."""
+        q = self.store.queries
+        artifact = q.artifact(t.artifact_id)
+        return q.agent_definition(t.agent), artifact, q.span_records(artifact.attempt_id)
+
+    def _trajectory_credit(
+        self,
+        backend: TrainerBackend,
+        agent: AgentDefinition,
+        analysis: ScoreAnalysis,
+        artifact: ArtifactRow,
+        spans: list[SpanRecord],
+    ) -> Awaitable[CreditAssignment]:
+        """A long trajectory's credit, fanned out over its model calls (RLM-style)."""
+        findings = DatabaseFindingsStore(
+            self.store.engine, f"credit:{artifact.attempt_id}", self.store.read_engine
+        )
+        return rlm_credit.trajectory_credit(backend, agent, analysis, spans, findings)
 
     @activity.defn(name="plan_evolution")
     async def plan_evolution(self, inp: PlanInput) -> EvolutionPlan:
@@ -108,8 +118,10 @@ class TrainerActivities:
 
     @activity.defn(name="apply_evolution")
     def apply_evolution(self, inp: ApplyEvolutionInput) -> ApplyEvolutionResult:
+        return self._apply(inp, self.store.queries.artifact(inp.trainer.artifact_id))
+
+    def _apply(self, inp: ApplyEvolutionInput, artifact: ArtifactRow) -> ApplyEvolutionResult:
         t, q = inp.trainer, self.store.queries
-        artifact = q.artifact(t.artifact_id)
         trigger = EvolutionTrigger(
             rollout_id=t.rollout_id,
             attempt_id=artifact.attempt_id,
@@ -164,19 +176,38 @@ class TrainerActivities:
         )
 
     @activity.defn(name="train")
-    async def train(self, trainer: TrainerInput) -> ApplyEvolutionResult:
-        """Reward analysis → credit assignment → evolution planning → evolution, as one step:
-        with the rules engine each is milliseconds of deterministic work over the store, and
-        four steps cost four workflow activations for what one does. The result names the
-        changes (the evolution record holds the analysis, credit and plan)."""
-        analysis = await self.analyze_reward(trainer)
-        credit = await self.assign_credit(CreditInput(trainer=trainer, analysis=analysis))
-        plan = await self.plan_evolution(
-            PlanInput(trainer=trainer, analysis=analysis, credit=credit)
+    def train(self, t: TrainerInput) -> ApplyEvolutionResult:
+        """Reward analysis → credit assignment → evolution planning → evolution, as one step
+        of the rules engine: milliseconds of deterministic work over the store, so one thread
+        and one workflow activation instead of four. The result names the changes (the
+        evolution record holds the analysis, credit and plan). A model-backed trainer runs the
+        four steps one by one."""
+        if t.trainer != "rules":
+            raise ApplicationError(
+                f"train runs the rules engine, not {t.trainer!r}",
+                type="TrainerConfigError",
+                non_retryable=True,
+            )
+        rules, q = self.backends.rules, self.store.queries
+        previous = [] if t.previous_score is None else [t.previous_score]
+        analysis = rules.analyze_now(t.score.score, t.score.comment, previous)
+        agent, artifact, spans = self._credited(t)
+        if _fans_out(spans):  # rare: the fan-out awaits its parts, on a loop of its own
+            credit = asyncio.run(
+                _typed(self._trajectory_credit(rules, agent, analysis, artifact, spans))
+            )
+        else:
+            credit = rules.assign_credit_now(agent, analysis, spans)
+        plan = evolution_planner.finalize(
+            agent,
+            rules.propose_now(agent, analysis, credit),
+            t.sticky_directives,
+            t.oneshot_directives,
+            q.past_changes(t.session_id),
+            q.insights(t.session_id),
         )
-        return await asyncio.to_thread(
-            self.apply_evolution,
-            ApplyEvolutionInput(trainer=trainer, analysis=analysis, credit=credit, plan=plan),
+        return self._apply(
+            ApplyEvolutionInput(trainer=t, analysis=analysis, credit=credit, plan=plan), artifact
         )
 
     @activity.defn(name="rollback_evolution")
@@ -252,6 +283,10 @@ class TrainerActivities:
             changes=len(inverse),
             summary=f"v{inp.agent.version}→v{ref.version}: {what}",
         )
+
+
+def _fans_out(spans: list[SpanRecord]) -> bool:
+    return sum(s.span_type == "llm_call" for s in spans) > rlm_credit.RLM_SPAN_THRESHOLD
 
 
 async def _typed(call: Awaitable[T]) -> T:

@@ -25,6 +25,12 @@ from store import Store
 from workflows.lineage import LineageWorkflow
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+# Lineages producing or awaiting a score (lineages started before the status showed only the
+# lifecycle still say awaiting_score while they wait).
+LIVE_LINEAGES = (
+    f'ExecutionStatus="Running" AND '
+    f'{search_attributes.STATUS.name} IN ("running", "awaiting_score")'
+)
 
 
 @dataclass
@@ -49,15 +55,15 @@ class Inbox:
 
 
 async def inbox(client: Client, store: Store, session: str | None = None) -> Inbox:
-    """Every output awaiting a score, oldest first; ``session`` narrows it to one session."""
-    waiting = []
-    async for execution in client.list_workflows(
-        f'{search_attributes.STATUS.name}="awaiting_score"'
-    ):
+    """Every output awaiting a score, oldest first; ``session`` narrows it to one session.
+    Temporal says which lineages are live, the store which of their latest outputs no score
+    has reached yet."""
+    live = []
+    async for execution in client.list_workflows(LIVE_LINEAGES):
         lineage = execution.typed_search_attributes.get(search_attributes.LINEAGE)
         if lineage:
-            waiting.append(lineage)
-    rows = await asyncio.to_thread(store.queries.latest_outputs, waiting)
+            live.append(lineage)
+    rows = await asyncio.to_thread(store.queries.latest_outputs, live, True)
     counts = Counter(lineage.session_id for lineage, _ in rows)
     items = []
     for lineage, artifact in rows:

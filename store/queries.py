@@ -145,8 +145,11 @@ class StoreQueries:
         exact = [r for r in rows if r.id == name]
         return (exact or rows)[0].id
 
-    def latest_outputs(self, lineage_ids: list[str]) -> list[tuple[LineageRow, ArtifactRow]]:
-        """Each lineage's latest output with the lineage, oldest output first (one query)."""
+    def latest_outputs(
+        self, lineage_ids: list[str], unscored: bool = False
+    ) -> list[tuple[LineageRow, ArtifactRow]]:
+        """Each lineage's latest output with the lineage, oldest output first (one query);
+        ``unscored``: only outputs no score has been recorded for yet."""
         if not lineage_ids:
             return []
         a, lin = ArtifactRow, LineageRow
@@ -162,6 +165,9 @@ class StoreQueries:
             .join(latest, (latest.c.lineage_id == a.lineage_id) & (latest.c.cycle == a.cycle))
             .order_by(col(a.created_at))
         )
+        if unscored:
+            scored = select(EvaluationRow.id).where(EvaluationRow.artifact_id == a.id).exists()
+            query = query.where(~scored)
         with Session(self.engine) as session:
             return [(row[0], row[1]) for row in session.exec(query).all()]
 

@@ -30,7 +30,7 @@ from tests.store_backends import database_url
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
 
-SUGGEST_CONTINUE_AS_NEW_AFTER = 30
+SUGGEST_CONTINUE_AS_NEW_AFTER = 20
 ESSAY_PROMPT = (
     "You are an expert analyst. Provide comprehensive, detailed analysis. "
     "Structure your response professionally."

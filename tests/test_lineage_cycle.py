@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from sqlmodel import select
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowUpdateFailedError
 
 from starter import await_output, start_session
@@ -298,3 +303,75 @@ async def test_waiting_for_outputs_never_locks_out_scoring(client, settings, run
         states = await asyncio.wait_for(asyncio.gather(*waiters), timeout=30)
         assert {s.cycle for s in states} <= {1, 2}
         assert (await asyncio.wait_for(await_output(handle, 2), timeout=30)).cycle == 2
+
+
+def inbox_cli(temporal_address: str, database_url: str) -> list[tuple[str, int]]:
+    """`training-camp inbox` as a user runs it: (workflow id, cycle) of each row, in order."""
+    result = subprocess.run(
+        [sys.executable, "starter.py", "inbox"],
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            "PATH": os.environ["PATH"],
+            "COLUMNS": "200",
+            "TEMPORAL_ADDRESS": temporal_address,
+            "TRAINING_CAMP_DATABASE_URL": database_url,
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    rows = []
+    for line in result.stdout.splitlines():
+        cells = [c.strip() for c in line.strip("│┃ ").split("│")]
+        if len(cells) == 4 and cells[0].startswith("lineage-"):
+            rows.append((cells[0], int(cells[1])))
+    return rows
+
+
+async def test_the_inbox_lists_what_awaits_a_score_and_visibility_the_lifecycle(
+    client, store, settings, run_worker, temporal_address
+):
+    # A cycle writes nothing to Temporal's visibility store: TrainingCampStatus says running
+    # while a lineage produces or awaits a score; the inbox (Temporal for which lineages are
+    # live, the store for which outputs no score has reached) lists what awaits one.
+    spec = make_spec(labels=("A", "B"))
+    url = str(store.engine.url)
+    async with run_worker():
+        a, b = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(a, awaiting(1))
+        await wait_for_state(b, awaiting(1))
+        await eventually(lambda: len(inbox_cli(temporal_address, url)) >= 2, timeout=30)
+        assert sorted(inbox_cli(temporal_address, url)) == [(a.id, 1), (b.id, 1)]
+        await a.signal("score", {"score": 7})
+        await wait_for_state(a, awaiting(2))
+        assert inbox_cli(temporal_address, url) == [(b.id, 1), (a.id, 2)]  # oldest first
+        await b.signal("stop")
+        await b.result()
+
+        async def status_of(handle) -> str | None:
+            listed = [
+                e.search_attributes.get("TrainingCampStatus")
+                async for e in client.list_workflows(f'WorkflowId="{handle.id}"')
+            ]
+            return listed[0][0] if listed and listed[0] else None
+
+        statuses: dict[str, str | None] = {}
+
+        async def settled() -> bool:
+            statuses.update({"A": await status_of(a), "B": await status_of(b)})
+            return statuses == {"A": "running", "B": "stopped"}
+
+        deadline = asyncio.get_running_loop().time() + 30
+        while not await settled():
+            assert asyncio.get_running_loop().time() < deadline, statuses
+            await asyncio.sleep(0.2)
+        assert inbox_cli(temporal_address, url) == [(a.id, 2)]
+        history = await a.fetch_history()  # this run's (the suite continues as new early)
+    upserts = [
+        e
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
+    ]
+    # its patch marker's and the status's first value, however many cycles it ran
+    assert len(upserts) <= 2, upserts

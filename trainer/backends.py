@@ -38,19 +38,37 @@ class TrainerBackend(Protocol):
 
 
 class RulesTrainer:
-    """The deterministic rules engine (trainer/feedback_reader.py reads the comments)."""
+    """The deterministic rules engine (trainer/feedback_reader.py reads the comments). It is
+    synchronous: ``*_now`` run it in the caller's thread; the async methods serve the
+    TrainerBackend protocol."""
 
     name = "rules"
 
-    async def analyze(
+    def analyze_now(
         self, score: float, comment: str | None, previous_scores: list[float]
     ) -> ScoreAnalysis:
         return reward_analyzer.analyze(score, comment, previous_scores)
 
-    async def assign_credit(
+    def assign_credit_now(
         self, agent: AgentDefinition, analysis: ScoreAnalysis, spans: list[SpanRecord]
     ) -> CreditAssignment:
         return credit_assignment.assign(agent, analysis, spans)
+
+    def propose_now(
+        self, agent: AgentDefinition, analysis: ScoreAnalysis, credit: CreditAssignment
+    ) -> EvolutionPlan:
+        # directives are applied mechanically by evolution_planner.finalize for every backend
+        return evolution_planner.propose(agent, analysis, credit)
+
+    async def analyze(
+        self, score: float, comment: str | None, previous_scores: list[float]
+    ) -> ScoreAnalysis:
+        return self.analyze_now(score, comment, previous_scores)
+
+    async def assign_credit(
+        self, agent: AgentDefinition, analysis: ScoreAnalysis, spans: list[SpanRecord]
+    ) -> CreditAssignment:
+        return self.assign_credit_now(agent, analysis, spans)
 
     async def propose(
         self,
@@ -59,8 +77,7 @@ class RulesTrainer:
         credit: CreditAssignment,
         directives: list[str],
     ) -> EvolutionPlan:
-        # directives are applied mechanically by evolution_planner.finalize for every backend
-        return evolution_planner.propose(agent, analysis, credit)
+        return self.propose_now(agent, analysis, credit)
 
 
 class TrainerBackends:
@@ -68,6 +85,10 @@ class TrainerBackends:
         self._settings = settings
         self._rules = RulesTrainer()
         self._claude: dict[str, ClaudeTrainer] = {}
+
+    @property
+    def rules(self) -> RulesTrainer:
+        return self._rules
 
     def get(self, name: str, model: str) -> TrainerBackend:
         if name == "rules":

@@ -4,8 +4,6 @@ Each cycle: run the agent (each retry a recorded attempt) → wait, durably, for
 unless locked, the Master Trainer turns the score into a targeted new version → next cycle.
 """
 
-from __future__ import annotations
-
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -105,6 +103,13 @@ JUDGING_STEP_PATCH = "judging-a-step-of-its-own"
 # Runs that record it train with the rules engine in one step (`train`); runs before it ran
 # analyze_reward, assign_credit, plan_evolution and apply_evolution one after another.
 ONE_STEP_RULES_TRAINING_PATCH = "rules-training-in-one-step"
+# Runs that record it take every path above from this one marker (each marker also costs a
+# search-attribute write), and show only the lineage's lifecycle in TrainingCampStatus:
+# running (producing or awaiting a score), failed, stopped, completed. Awaiting a score and
+# running again were two visibility writes a cycle; which outputs await a score is in the
+# store (see `StoreQueries.awaiting_outputs`), the `state` query and the review inbox.
+LIFECYCLE_STATUS_PATCH = "one-marker-lifecycle-status"
+LIFECYCLE_STATUS = {"training": "running", "awaiting_score": "running"}
 
 
 class LineageStopped(Exception):
@@ -130,6 +135,8 @@ class LineageWorkflow:
         self._answers_every_signal = False  # EVERY_SIGNAL_ANSWERED_PATCH, decided with it
         self._stop_cancels_steps = False  # STOP_CANCELS_STEPS_PATCH, decided with it
         self._judges_in_a_step = False  # JUDGING_STEP_PATCH, decided with it
+        self._trains_in_one_step = False  # ONE_STEP_RULES_TRAINING_PATCH, decided with it
+        self._lifecycle_status = False  # LIFECYCLE_STATUS_PATCH, decided with it
         self._signals: dict[str, Callable[[Any], Awaitable[None]]] = {
             "score": self._score,
             "directive": self._directive,
@@ -716,22 +723,33 @@ class LineageWorkflow:
     def _current_code(self) -> bool:
         """Whether this run takes today's paths (RUN_START_PATCH). Asked first at the top of
         ``run`` (or by a signal handler of the same first task); later calls reuse the answer."""
-        if self._decided_at_start is None:
-            self._decided_at_start = workflow.patched(RUN_START_PATCH)
-            self._answers_every_signal = workflow.patched(EVERY_SIGNAL_ANSWERED_PATCH)
-            self._stop_cancels_steps = workflow.patched(STOP_CANCELS_STEPS_PATCH)
-            self._judges_in_a_step = workflow.patched(JUDGING_STEP_PATCH)
-            self._trains_in_one_step = workflow.patched(ONE_STEP_RULES_TRAINING_PATCH)
+        if self._decided_at_start is not None:
+            return self._decided_at_start
+        if workflow.patched(LIFECYCLE_STATUS_PATCH):
+            self._decided_at_start = self._answers_every_signal = self._stop_cancels_steps = True
+            self._judges_in_a_step = self._trains_in_one_step = self._lifecycle_status = True
+            return True
+        # a run recorded before it: the markers it recorded, one by one
+        self._decided_at_start = workflow.patched(RUN_START_PATCH)
+        self._answers_every_signal = workflow.patched(EVERY_SIGNAL_ANSWERED_PATCH)
+        self._stop_cancels_steps = workflow.patched(STOP_CANCELS_STEPS_PATCH)
+        self._judges_in_a_step = workflow.patched(JUDGING_STEP_PATCH)
+        self._trains_in_one_step = workflow.patched(ONE_STEP_RULES_TRAINING_PATCH)
         return self._decided_at_start
 
     def _set_status(self, status: LineageStatus) -> None:
         if status == self._status:
             return
         self._status = status
-        # Training lasts moments between two "running" phases: the search attribute shows it as
-        # running (one visibility update a cycle fewer); the `state` query still says training.
+        # The search attribute is a visibility write per change: it shows the lifecycle, and
+        # the `state` query the phase of the cycle (runs before LIFECYCLE_STATUS_PATCH showed
+        # awaiting_score too, and before COARSE_STATUS_PATCH training).
         visible = status
-        if status == "training" and (self._current_code() or workflow.patched(COARSE_STATUS_PATCH)):
+        if self._current_code() and self._lifecycle_status:
+            visible = LIFECYCLE_STATUS.get(status, status)
+        elif status == "training" and (
+            self._current_code() or workflow.patched(COARSE_STATUS_PATCH)
+        ):
             visible = "running"
         if visible != self._visible_status:
             self._visible_status = visible
