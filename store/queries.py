@@ -48,6 +48,10 @@ _insights = LearningInsightRow.__table__  # type: ignore[attr-defined]
 _ARTIFACT = select(_artifacts).where(_artifacts.c.id == bindparam("id"))
 _EVOLUTION = select(_evolutions).where(_evolutions.c.id == bindparam("id"))
 _INSIGHTS = select(_insights).where(_insights.c.session_id == bindparam("session_id"))
+_spans = SpanRow.__table__  # type: ignore[attr-defined]
+_SPANS = (
+    select(_spans).where(_spans.c.attempt_id == bindparam("attempt_id")).order_by(_spans.c.sequence)
+)
 _JUDGED = (
     select(
         _evolutions.c.id,
@@ -191,9 +195,7 @@ class StoreQueries:
         )
 
     def spans(self, attempt_id: str) -> list[SpanRow]:
-        return self._all(
-            select(SpanRow).where(SpanRow.attempt_id == attempt_id).order_by(col(SpanRow.sequence))
-        )
+        return self._rows(SpanRow, _SPANS, {"attempt_id": attempt_id})
 
     def span_records(self, attempt_id: str) -> list[SpanRecord]:
         """The attempt's spans with their texts resolved (what the runner produced)."""
