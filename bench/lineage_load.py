@@ -215,57 +215,62 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool, burst: int) 
             Worker(
                 client, task_queue=f"{queue}-bare", workflows=[BareCycleWorkflow], activities=[noop]
             ),
-            Worker(
+        ):
+            # Part 1's third side: its worker (and the workflows it caches) is gone before the
+            # memory figures of part 2.
+            async with Worker(
                 client,
                 task_queue=f"{queue}-canned",
                 workflows=[LineageWorkflow],
                 activities=canned_activities.ALL,
                 activity_executor=ThreadPoolExecutor(max_workers=8),
-            ),
-        ):
-            # Warm all up (first imports into the workflow sandbox, first statements), then
-            # alternate them: on two shared cores a single run of each says little.
-            canned = f"{queue}-canned"
-            await drive_lineages(client, queue, 20, 1)
-            await drive_lineages(client, canned, 20, 1)
-            await drive_bare(client, f"{queue}-bare", 20, 1)
-            meter = CpuMeter()
-            ours_m, bare_m, canned_m = [], [], []
-            for _ in range(rounds):
-                bare_m.append(
-                    await meter.measure(drive_bare(client, f"{queue}-bare", 20, cycles, poll))
-                )
-                ours_m.append(await meter.measure(drive_lineages(client, queue, 20, cycles, poll)))
-                canned_m.append(
-                    await meter.measure(drive_lineages(client, canned, 20, cycles, poll))
-                )
-            ours_runs, bare_runs = [m[0] for m in ours_m], [m[0] for m in bare_m]
-            ours, bare = statistics.median(ours_runs), statistics.median(bare_runs)
-            canned_wall = statistics.median(m[0] for m in canned_m)
-            # Each round's pair ran back to back: their ratio cancels the machine's slower
-            # and faster minutes, which the medians of each side only average out.
-            paired = [o / b for o, b in zip(ours_runs, bare_runs, strict=True)]
+            ):
+                # Warm all up (first imports into the workflow sandbox, first statements), then
+                # alternate them: on two shared cores a single run of each says little.
+                canned = f"{queue}-canned"
+                await drive_lineages(client, queue, 20, 1)
+                await drive_lineages(client, canned, 20, 1)
+                await drive_bare(client, f"{queue}-bare", 20, 1)
+                meter = CpuMeter()
+                ours_m, bare_m, canned_m = [], [], []
+                for _ in range(rounds):
+                    bare_m.append(
+                        await meter.measure(drive_bare(client, f"{queue}-bare", 20, cycles, poll))
+                    )
+                    ours_m.append(
+                        await meter.measure(drive_lineages(client, queue, 20, cycles, poll))
+                    )
+                    canned_m.append(
+                        await meter.measure(drive_lineages(client, canned, 20, cycles, poll))
+                    )
+                ours_runs, bare_runs = [m[0] for m in ours_m], [m[0] for m in bare_m]
+                ours, bare = statistics.median(ours_runs), statistics.median(bare_runs)
+                canned_wall = statistics.median(m[0] for m in canned_m)
+                # Each round's pair ran back to back: their ratio cancels the machine's slower
+                # and faster minutes, which the medians of each side only average out.
+                paired = [o / b for o, b in zip(ours_runs, bare_runs, strict=True)]
 
-            def per_cycle(runs: list[tuple[float, float, float]], i: int) -> float:
-                return statistics.median(r[i] for r in runs) / (20 * cycles) * 1000
+                def per_cycle(runs: list[tuple[float, float, float]], i: int) -> float:
+                    return statistics.median(r[i] for r in runs) / (20 * cycles) * 1000
 
-            print(
-                f"1. orchestration, 20 lineages x {cycles} cycles, median of {rounds} "
-                f"alternating runs: Training Camp {ours:.2f} s, bare workflows with the same "
-                f"activities {bare:.2f} s -> ratio {ours / bare:.2f} (target <= 1.3)\n"
-                f"   runs: ours {', '.join(f'{r:.2f}' for r in ours_runs)}; "
-                f"bare {', '.join(f'{r:.2f}' for r in bare_runs)}\n"
-                f"   each round's ratio: {', '.join(f'{r:.2f}' for r in paired)} "
-                f"(median {statistics.median(paired):.2f})\n"
-                f"   CPU per lineage-cycle (medians): Training Camp: Temporal server "
-                f"{per_cycle(ours_m, 1):.1f} ms, worker process {per_cycle(ours_m, 2):.1f} ms; "
-                f"bare: server {per_cycle(bare_m, 1):.1f} ms, worker process "
-                f"{per_cycle(bare_m, 2):.1f} ms\n"
-                f"   the lineage workflow under canned activities (bench/canned_activities.py: "
-                f"Temporal and the workflow's logic, no store, runner or trainer work): "
-                f"{canned_wall:.2f} s -> ratio {canned_wall / bare:.2f}; server "
-                f"{per_cycle(canned_m, 1):.1f} ms, worker process {per_cycle(canned_m, 2):.1f} ms"
-            )
+                print(
+                    f"1. orchestration, 20 lineages x {cycles} cycles, median of {rounds} "
+                    f"alternating runs: Training Camp {ours:.2f} s, bare workflows with the same "
+                    f"activities {bare:.2f} s -> ratio {ours / bare:.2f} (target <= 1.3)\n"
+                    f"   runs: ours {', '.join(f'{r:.2f}' for r in ours_runs)}; "
+                    f"bare {', '.join(f'{r:.2f}' for r in bare_runs)}\n"
+                    f"   each round's ratio: {', '.join(f'{r:.2f}' for r in paired)} "
+                    f"(median {statistics.median(paired):.2f})\n"
+                    f"   CPU per lineage-cycle (medians): Training Camp: Temporal server "
+                    f"{per_cycle(ours_m, 1):.1f} ms, worker process {per_cycle(ours_m, 2):.1f} ms; "
+                    f"bare: server {per_cycle(bare_m, 1):.1f} ms, worker process "
+                    f"{per_cycle(bare_m, 2):.1f} ms\n"
+                    f"   the lineage workflow under canned activities (bench/canned_activities.py: "
+                    f"Temporal and the workflow's logic, no store, runner or trainer work): "
+                    f"{canned_wall:.2f} s -> ratio {canned_wall / bare:.2f}; server "
+                    f"{per_cycle(canned_m, 1):.1f} ms, worker process "
+                    f"{per_cycle(canned_m, 2):.1f} ms"
+                )
 
             if lineages == 0:
                 return
