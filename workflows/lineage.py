@@ -106,8 +106,8 @@ ONE_STEP_RULES_TRAINING_PATCH = "rules-training-in-one-step"
 # Runs that record it take every path above from this one marker (each marker also costs a
 # search-attribute write), and show only the lineage's lifecycle in TrainingCampStatus:
 # running (producing or awaiting a score), failed, stopped, completed. Awaiting a score and
-# running again were two visibility writes a cycle; which outputs await a score is in the
-# store (see `StoreQueries.awaiting_outputs`), the `state` query and the review inbox.
+# running again were two visibility writes a cycle; the `state` query tells them apart, and
+# the inbox (`review.views.inbox`, `training-camp inbox`) lists the outputs awaiting a score.
 LIFECYCLE_STATUS_PATCH = "one-marker-lifecycle-status"
 LIFECYCLE_STATUS = {"training": "running", "awaiting_score": "running"}
 
@@ -721,8 +721,9 @@ class LineageWorkflow:
         return await workflow.execute_activity_method(step, arg, **TRAINER_ACTIVITY)
 
     def _current_code(self) -> bool:
-        """Whether this run takes today's paths (RUN_START_PATCH). Asked first at the top of
-        ``run`` (or by a signal handler of the same first task); later calls reuse the answer."""
+        """Whether this run takes today's paths (RUN_START_PATCH, or LIFECYCLE_STATUS_PATCH
+        which stands for it and the later ones). Asked first at the top of ``run`` (or by a
+        signal handler of the same first task); later calls reuse the answer."""
         if self._decided_at_start is not None:
             return self._decided_at_start
         if workflow.patched(LIFECYCLE_STATUS_PATCH):
