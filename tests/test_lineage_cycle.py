@@ -343,6 +343,12 @@ async def test_the_inbox_lists_what_awaits_a_score_and_visibility_the_lifecycle(
         await wait_for_state(b, awaiting(1))
         await eventually(lambda: len(inbox_cli(temporal_address, url)) >= 2, timeout=30)
         assert sorted(inbox_cli(temporal_address, url)) == [(a.id, 1), (b.id, 1)]
+        # the Web UI's current details (and the CLI's) say what visibility no longer does
+        details = await temporal_cli(
+            temporal_address, "workflow", "metadata", "--workflow-id", b.id
+        )
+        assert details.returncode == 0, details.stderr
+        assert "awaiting score: cycle 1, agent v1" in details.stdout
         await a.signal("score", {"score": 7})
         await wait_for_state(a, awaiting(2))
         assert inbox_cli(temporal_address, url) == [(b.id, 1), (a.id, 2)]  # oldest first

@@ -742,6 +742,10 @@ class LineageWorkflow:
         if status == self._status:
             return
         self._status = status
+        # The Web UI's "current details" (served by a query: nothing in the history)
+        workflow.set_current_details(
+            f"{status.replace('_', ' ')}: cycle {self._s.cycle}, agent v{self._s.agent.version}"
+        )
         # The search attribute is a visibility write per change: it shows the lifecycle, and
         # the `state` query the phase of the cycle (runs before LIFECYCLE_STATUS_PATCH showed
         # awaiting_score too, and before COARSE_STATUS_PATCH training).
