@@ -63,7 +63,7 @@ async def inbox(client: Client, store: Store, session: str | None = None) -> Inb
         lineage = execution.typed_search_attributes.get(search_attributes.LINEAGE)
         if lineage:
             live.append(lineage)
-    rows = await asyncio.to_thread(store.queries.latest_outputs, live, True)
+    rows = await asyncio.to_thread(store.queries.latest_outputs, live, unscored=True)
     counts = Counter(lineage.session_id for lineage, _ in rows)
     items = []
     for lineage, artifact in rows:
