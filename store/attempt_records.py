@@ -106,7 +106,8 @@ class AttemptRecords(EventWriter):
         self, *, session_id: str, lineage_id: str, attempt_id: str, spans: list[SpanRecord]
     ) -> int:
         """Spans as they finish (streaming ingest); the attempt's other events come later."""
-        return self._write(span_events(spans, _attempt_refs(session_id, lineage_id, attempt_id)))
+        refs = _attempt_refs(session_id, lineage_id, attempt_id)
+        return self._stream_spans(lambda: span_events(spans, refs))
 
     def record_attempt_succeeded(
         self,

@@ -17,7 +17,8 @@ from store import event_log, payload_store, projections
 from store.chain_keys import UNKEYED, ChainKeys
 from store.database import SqliteWriter, write_transaction
 from store.event_log import NewEvent
-from store.group_commit import Encoded, GroupCommit
+from store.group_commit import GroupCommit
+from store.payload_store import Encoded
 
 
 def now_ms() -> int:
@@ -32,7 +33,7 @@ class EventWriter:
         self.keys = keys  # sign the event log's chain (store/chain_keys.py)
         self._batch: Connection | None = None
         self._span_writer = SqliteWriter.for_engine(engine)
-        self._span_group = GroupCommit(self._commit_spans)
+        self._span_group: GroupCommit[NewEvent] = GroupCommit(self._commit_spans)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -53,33 +54,40 @@ class EventWriter:
     ) -> int:
         """Append and project in one transaction; ``follow_up`` may derive more events from the
         projections as they now stand (still inside the transaction)."""
+        only_spans = all(isinstance(e.event, SpansRecorded) for e in events)
+        if self._batch is None and not blobs and follow_up is None and only_spans:
+            return self._stream_spans(lambda: list(events))
         # Hash and serialise before the transaction: SQLite holds its write lock from BEGIN.
         pairs = [payload_store.encode(b) for b in blobs]
         payloads = event_log.encode_payloads(list(events))
         if self._batch is not None:
             return self._write_on(self._batch, events, pairs, follow_up, payloads)
-        only_spans = all(isinstance(e.event, SpansRecorded) for e in events)
-        if not blobs and follow_up is None and only_spans:
-            return self._write_spans(list(events), payloads)
         with write_transaction(self.engine) as conn:
             return self._write_on(conn, events, pairs, follow_up, payloads)
 
-    def _write_spans(self, events: list[NewEvent], payloads: dict[str, Encoded]) -> int:
+    def _stream_spans(self, build: Callable[[], list[NewEvent]]) -> int:
         """Streaming span ingest: the same append and span rows as ``_write_on``, on a driver
         connection without a SQLAlchemy transaction around them (which costs as much as the
         writes when spans arrive one by one). SQLite takes one writer at a time, so its span
-        writes share one connection, in turn; PostgreSQL's check one out of the pool."""
+        writes share one connection, in turn, and concurrent ones commit together
+        (``store.group_commit``, which builds the events); PostgreSQL's check one out of the
+        pool."""
+        if self._batch is not None:
+            return self._write(build())
         if self._span_writer is not None:
-            return self._span_group.write(events, payloads)
+            return self._span_group.write(build)
+        events = build()
+        payloads = event_log.encode_payloads(events)
         raw = self.engine.raw_connection()
         try:
             return len(self._append_spans(raw, self.engine.dialect.name, events, payloads))
         finally:
             raw.close()  # back to the pool (checked with a ping before its next use)
 
-    def _commit_spans(self, events: list[NewEvent], payloads: dict[str, Encoded]) -> set[str]:
+    def _commit_spans(self, events: list[NewEvent]) -> set[str]:
         """One transaction for every span write queued meanwhile (``store.group_commit``)."""
         assert self._span_writer is not None
+        payloads = event_log.encode_payloads(events)  # before the lock
         with self._span_writer.lock:
             connection = self._span_writer.connection()
             return {e.id for e in self._append_spans(connection, "sqlite", events, payloads)}

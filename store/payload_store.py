@@ -14,6 +14,9 @@ from store.tables import PayloadBlob
 _blobs = PayloadBlob.__table__  # type: ignore[attr-defined]
 
 
+Encoded = tuple[str, str]  # (content hash, canonical JSON)
+
+
 def encode(content: Any) -> tuple[str, str]:
     import hashlib
 
