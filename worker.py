@@ -19,7 +19,8 @@ import typer
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import Interceptor, Worker
+from temporalio.worker import Interceptor, UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.agent_execution import AgentExecutionActivities
 from activities.error_classification import PermanentErrorInterceptor
@@ -132,6 +133,11 @@ def build_worker(
         # Store activities are synchronous (SQLAlchemy) and run on this pool, local ones (the
         # lineage's store steps) too: room for both limits, so a queued local activity never
         # spends its timeout waiting for a thread.
+        # LineageWorkflow is defined unsandboxed (see its definition); `workflow_sandbox` runs
+        # it in the sandbox like the others.
+        unsandboxed_workflow_runner=(
+            SandboxedWorkflowRunner() if settings.workflow_sandbox else UnsandboxedWorkflowRunner()
+        ),
         activity_executor=ThreadPoolExecutor(max_workers=2 * settings.max_concurrent_activities),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_local_activities=settings.max_concurrent_activities,

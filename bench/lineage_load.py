@@ -6,6 +6,8 @@
    bare workflows running as many trivial activities, of the same kinds (local or on the task
    queue), at the same points of each cycle (bench/bare_workflow.py), driven the same way, in
    the same run: both warmed up, then alternated, medians compared. Target: ratio <= 1.3.
+   The bare workflows run in Temporal's workflow sandbox (the SDK's default); the lineage runs
+   outside it (workflows/lineage.py says why), so bare workflows outside it are measured too.
    The driver waits on each side's `await_output` update (``--poll``: polls queries every
    0.1 s instead, which loads both sides with query traffic). Also printed: CPU per
    lineage-cycle, of the Temporal server and of this process (worker, client, driver), for each
@@ -16,8 +18,9 @@
    for 100 of them; the Temporal dev server's peak RSS beside it. Targets: <= 500 MB,
    p95 <= 0.5 s.
 3. Burst: 200 more of them scored at once (``--burst``): p50 / p95 / max of score -> next
-   output, and lineage-cycles/s; then the same burst of bare workflows, the ceiling that
-   Temporal, its Python SDK and this machine set. Targets: p95 <= 4 s, >= 60 cycles/s.
+   output, and lineage-cycles/s; then the same burst of bare workflows (in the sandbox and
+   outside it), the ceiling that Temporal, its Python SDK and this machine set. Targets:
+   p95 <= 4 s, >= 60 cycles/s.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any
 
 import psutil
 from temporalio.client import Client, WorkflowHandle
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from bench import canned_activities
 from bench.bare_workflow import BareCycleWorkflow, noop
@@ -210,10 +213,16 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool, burst: int) 
         settings = Settings(
             task_queue=queue, database_url=str(store.engine.url), max_concurrent_activities=100
         )
+        bare_q, free_q = f"{queue}-bare", f"{queue}-bare-unsandboxed"
         async with (
             build_worker(client, store, settings),
+            Worker(client, task_queue=bare_q, workflows=[BareCycleWorkflow], activities=[noop]),
             Worker(
-                client, task_queue=f"{queue}-bare", workflows=[BareCycleWorkflow], activities=[noop]
+                client,
+                task_queue=free_q,
+                workflows=[BareCycleWorkflow],
+                activities=[noop],
+                workflow_runner=UnsandboxedWorkflowRunner(),
             ),
         ):
             # Part 1's third side: its worker (and the workflows it caches) is gone before the
@@ -230,13 +239,13 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool, burst: int) 
                 canned = f"{queue}-canned"
                 await drive_lineages(client, queue, 20, 1)
                 await drive_lineages(client, canned, 20, 1)
-                await drive_bare(client, f"{queue}-bare", 20, 1)
+                await drive_bare(client, bare_q, 20, 1)
+                await drive_bare(client, free_q, 20, 1)
                 meter = CpuMeter()
-                ours_m, bare_m, canned_m = [], [], []
+                ours_m, bare_m, canned_m, free_m = [], [], [], []
                 for _ in range(rounds):
-                    bare_m.append(
-                        await meter.measure(drive_bare(client, f"{queue}-bare", 20, cycles, poll))
-                    )
+                    bare_m.append(await meter.measure(drive_bare(client, bare_q, 20, cycles, poll)))
+                    free_m.append(await meter.measure(drive_bare(client, free_q, 20, cycles, poll)))
                     ours_m.append(
                         await meter.measure(drive_lineages(client, queue, 20, cycles, poll))
                     )
@@ -246,6 +255,7 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool, burst: int) 
                 ours_runs, bare_runs = [m[0] for m in ours_m], [m[0] for m in bare_m]
                 ours, bare = statistics.median(ours_runs), statistics.median(bare_runs)
                 canned_wall = statistics.median(m[0] for m in canned_m)
+                free = statistics.median(m[0] for m in free_m)
                 # Each round's pair ran back to back: their ratio cancels the machine's slower
                 # and faster minutes, which the medians of each side only average out.
                 paired = [o / b for o, b in zip(ours_runs, bare_runs, strict=True)]
@@ -269,7 +279,10 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool, burst: int) 
                     f"Temporal and the workflow's logic, no store, runner or trainer work): "
                     f"{canned_wall:.2f} s -> ratio {canned_wall / bare:.2f}; server "
                     f"{per_cycle(canned_m, 1):.1f} ms, worker process "
-                    f"{per_cycle(canned_m, 2):.1f} ms"
+                    f"{per_cycle(canned_m, 2):.1f} ms\n"
+                    f"   bare workflows outside the sandbox, as the lineage runs: {free:.2f} s -> "
+                    f"Training Camp against them {ours / free:.2f}; server "
+                    f"{per_cycle(free_m, 1):.1f} ms, worker process {per_cycle(free_m, 2):.1f} ms"
                 )
 
             if lineages == 0:
@@ -311,11 +324,13 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool, burst: int) 
             )
             if burst:
                 ours = await score_burst(handles[100 : 100 + burst], lambda h: await_output(h, 2))
-                bare = await bare_burst(client, f"{queue}-bare", burst)
+                bare = await bare_burst(client, bare_q, burst)
+                free = await bare_burst(client, free_q, burst)
                 print(
                     f"3. burst (targets: p95 <= 4 s, >= 60/s)\n"
                     f"   {burst_line('Training Camp', burst, ours)}\n"
-                    f"   {burst_line('bare workflows', burst, bare)}"
+                    f"   {burst_line('bare workflows', burst, bare)}\n"
+                    f"   {burst_line('bare workflows outside the sandbox', burst, free)}"
                 )
         store.close()
     await env.shutdown()

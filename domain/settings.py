@@ -6,6 +6,7 @@ Workflow code never reads this: what a workflow needs is passed in as input.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from pydantic import BaseModel, SecretStr
 
@@ -26,6 +27,11 @@ class Settings(BaseModel):
     # the agent's). Off unless traces leave the process: spans nobody receives cost every
     # activity a span and every command a header.
     temporal_tracing: bool = False
+    # Run LineageWorkflow inside Temporal's workflow sandbox too (every other workflow always
+    # runs there). Off by default: see the comment on LineageWorkflow's definition. On, the
+    # sandbox refuses a non-deterministic call the moment lineage code makes it: use it while
+    # changing workflows/lineage.py (the test suite replays lineage histories in it anyway).
+    workflow_sandbox: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -40,7 +46,8 @@ class Settings(BaseModel):
             anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
             anthropic_max_retries=int(env.get("ANTHROPIC_MAX_RETRIES", "2")),
             max_concurrent_activities=int(env.get("TRAINING_CAMP_MAX_CONCURRENT_ACTIVITIES", "50")),
-            temporal_tracing=_flag(env.get("TRAINING_CAMP_TEMPORAL_TRACING"), otlp_configured()),
+            temporal_tracing=_flag(env, "TRAINING_CAMP_TEMPORAL_TRACING", otlp_configured()),
+            workflow_sandbox=_flag(env, "TRAINING_CAMP_WORKFLOW_SANDBOX", False),
         )
 
 
@@ -52,7 +59,8 @@ def otlp_configured() -> bool:
     )
 
 
-def _flag(value: str | None, default: bool) -> bool:
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = env.get(name)
     lowered = (value or "").strip().lower()
     if not lowered:
         return default
@@ -60,4 +68,4 @@ def _flag(value: str | None, default: bool) -> bool:
         return True
     if lowered in ("0", "false", "no", "off"):
         return False
-    raise ValueError(f"TRAINING_CAMP_TEMPORAL_TRACING: expected true/false (or 1/0), got {value!r}")
+    raise ValueError(f"{name}: expected true/false (or 1/0), got {value!r}")

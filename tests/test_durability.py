@@ -10,6 +10,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
@@ -25,9 +26,12 @@ from temporalio.worker import (
     ExecuteActivityInput,
     Interceptor,
     Replayer,
+    UnsandboxedWorkflowRunner,
 )
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from domain.lineage import ApplyEvolutionInput, CreditInput, PlanInput, TrainerInput
+from domain.settings import Settings
 from starter import start_session
 from tests.conftest import awaiting, local_activity_type, make_spec, wait_for_state
 from workflows.lineage import LineageWorkflow
@@ -80,12 +84,18 @@ def _ref(agent_id: str, version: int):
     return AgentRef(agent_id=agent_id, version=version)
 
 
-async def replay(history: WorkflowHistory) -> None:
-    replayer = Replayer(
-        workflows=[LineageWorkflow, RlmReplWorkflow], data_converter=pydantic_data_converter
-    )
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
-    assert result.replay_failure is None
+async def replay(history: WorkflowHistory, lineage: type = LineageWorkflow) -> None:
+    """Replays the history as the worker runs it, then with every workflow inside Temporal's
+    sandbox: the lineage runs outside it on workers, and this is where the sandbox still
+    refuses a non-deterministic call in lineage code."""
+    for runner in (UnsandboxedWorkflowRunner(), SandboxedWorkflowRunner()):
+        replayer = Replayer(
+            workflows=[lineage, RlmReplWorkflow],
+            data_converter=pydantic_data_converter,
+            unsandboxed_workflow_runner=runner,
+        )
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
+        assert result.replay_failure is None
 
 
 class ShortWorkflowTasks(ClientInterceptor):
@@ -157,6 +167,43 @@ async def test_saved_histories_replay():
     for path in files:
         history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
         await replay(history)
+
+
+async def test_the_sandboxed_replay_refuses_lineage_code_that_reads_the_clock():
+    """The guard that stands in for the sandbox on workers: a lineage that reads the clock
+    replays without complaint outside the sandbox, and fails inside it."""
+    from tests.nondeterministic_lineage import ClockReadingLineage
+
+    path = HISTORIES / "lineage-two-cycles-lifecycle-status.json"
+    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    with pytest.raises(Exception, match=r"datetime\.datetime\.now"):
+        await replay(history, lineage=ClockReadingLineage)
+    unguarded = Replayer(workflows=[ClockReadingLineage], data_converter=pydantic_data_converter)
+    result = await unguarded.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None
+
+
+async def test_a_worker_asked_for_the_sandbox_runs_lineages_in_it(
+    client, store, settings, run_worker, monkeypatch
+):
+    """TRAINING_CAMP_WORKFLOW_SANDBOX=1 (for whoever changes lineage code): the lineage runs
+    its cycles inside the sandbox, and what it writes is the same."""
+    monkeypatch.setenv("TRAINING_CAMP_WORKFLOW_SANDBOX", "1")
+    assert Settings.from_env().workflow_sandbox is True
+    monkeypatch.setenv("TRAINING_CAMP_WORKFLOW_SANDBOX", "maybe")
+    with pytest.raises(ValueError, match=r"TRAINING_CAMP_WORKFLOW_SANDBOX.*'maybe'"):
+        Settings.from_env()
+    spec = make_spec()
+    async with run_worker(settings.model_copy(update={"workflow_sandbox": True})) as worker:
+        runner = worker.config()["unsandboxed_workflow_runner"]  # the lineage's runner
+        assert isinstance(runner, SandboxedWorkflowRunner)
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 3, "comment": "too long, use bullets"})
+        state = await wait_for_state(handle, awaiting(2))
+    assert state.agent_version == 2
+    assert [e.score for e in store.queries.evaluations(spec.lineage_id("A"))] == [3]
+    await replay(await handle.fetch_history())
 
 
 async def test_a_score_resolved_across_workflow_tasks_replays():

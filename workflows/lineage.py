@@ -116,7 +116,14 @@ class LineageStopped(Exception):
     """`stop` arrived while a step was in flight; the step was cancelled."""
 
 
-@workflow.defn(name="LineageWorkflow")
+# Outside the workflow sandbox, which Temporal's Python SDK would otherwise wrap around every
+# activation (and every payload it visits) and re-import this module into for every run: for a
+# lineage that was a third of its worker's CPU per cycle. What the sandbox enforces holds here
+# by construction and is checked in the suite: this module keeps no mutable module state, reads
+# no clock, environment or file (domain/settings.py passes configuration in as input), and every
+# saved and freshly recorded history is replayed inside the sandbox too (tests/test_durability.py),
+# which refuses such calls. `TRAINING_CAMP_WORKFLOW_SANDBOX=1` runs it sandboxed on a worker.
+@workflow.defn(name="LineageWorkflow", sandboxed=False)
 class LineageWorkflow:
     @workflow.init
     def __init__(self, inp: LineageInput) -> None:
