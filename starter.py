@@ -46,7 +46,7 @@ from review.server import ReviewServer
 from services import command_line
 from services.dev_server import DevServer
 from store import Store
-from worker import build_worker, connect
+from worker import build_worker, connect, tune_garbage_collector
 from workflows.lineage import LineageWorkflow
 
 console = Console()
@@ -418,6 +418,7 @@ def demo(
         # The embedded default: on this machine only, no token (use `review` elsewhere)
         inbox = ReviewServer(create_app(client, store), "127.0.0.1", review_port)
         async with build_worker(client, store, settings):
+            tune_garbage_collector()  # this process is the demo's worker
             handles = await start_session(client, spec, settings.task_queue)
             await inbox.start()
             print_instructions(spec, settings, server.ui_url, await next_cycle(handles[0]))

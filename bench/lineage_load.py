@@ -47,7 +47,7 @@ from services.dev_server import start_in_memory
 from starter import await_output, start_session
 from store import Store
 from tests.conftest import make_spec
-from worker import build_worker
+from worker import build_worker, tune_garbage_collector
 from workflows.lineage import LineageWorkflow
 
 
@@ -241,6 +241,7 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool, burst: int) 
                 await drive_lineages(client, canned, 20, 1)
                 await drive_bare(client, bare_q, 20, 1)
                 await drive_bare(client, free_q, 20, 1)
+                tune_garbage_collector()  # as a worker process does once started (worker.py)
                 meter = CpuMeter()
                 ours_m, bare_m, canned_m, free_m = [], [], [], []
                 for _ in range(rounds):
