@@ -407,17 +407,21 @@ class StoreQueries:
         return list(known.values())
 
     def rejected_feedback(self, lineage_id: str) -> list[RejectedFeedbackRow]:
-        return self._all(
-            select(RejectedFeedbackRow)
-            .where(RejectedFeedbackRow.lineage_id == lineage_id)
-            .order_by(col(RejectedFeedbackRow.created_at))
+        return _in_arrival_order(
+            self._all(
+                select(RejectedFeedbackRow)
+                .where(RejectedFeedbackRow.lineage_id == lineage_id)
+                .order_by(col(RejectedFeedbackRow.created_at))
+            )
         )
 
     def directives(self, lineage_id: str) -> list[DirectiveRow]:
-        return self._all(
-            select(DirectiveRow)
-            .where(DirectiveRow.lineage_id == lineage_id)
-            .order_by(col(DirectiveRow.created_at))
+        return _in_arrival_order(
+            self._all(
+                select(DirectiveRow)
+                .where(DirectiveRow.lineage_id == lineage_id)
+                .order_by(col(DirectiveRow.created_at))
+            )
         )
 
     def events(
@@ -440,3 +444,22 @@ class StoreQueries:
 
     def event_count(self) -> int:
         return self.count(TrainingEvent)
+
+
+FeedbackRowT = TypeVar("FeedbackRowT", RejectedFeedbackRow, DirectiveRow)
+
+
+def _in_arrival_order(rows: list[FeedbackRowT]) -> list[FeedbackRowT]:
+    """Directives and rejections in the order the lineage took them: the place in its sequence
+    of feedback that each id carries (``domain.lineage.feedback_key``). Signals that one
+    workflow task handles are recorded by concurrent steps, whose timestamps need not follow
+    that order; rows whose id carries no place keep their timestamps' order."""
+    places = [_feedback_place(row.id) for row in rows]
+    if None in places:
+        return rows
+    return [row for _, row in sorted(zip(places, rows, strict=True), key=lambda p: p[0])]
+
+
+def _feedback_place(feedback_id: str) -> int | None:
+    parts = feedback_id.rsplit(":", 2)  # "lineage:kind", place, digest
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None

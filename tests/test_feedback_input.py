@@ -192,3 +192,42 @@ async def test_every_signal_is_answered_however_malformed(client, store, task_qu
     assert "no signal named 'bogus'" in rejected[3].reason
     assert all(len(r.reason) < 400 and len(r.payload_preview) <= 300 for r in rejected)
     assert [e.score for e in store.queries.evaluations(lineage)] == [7]
+
+
+@pytest.mark.every_backend
+def test_rejections_and_directives_list_in_the_order_the_lineage_took_them(store):
+    """Signals handled in one workflow task are recorded by concurrent steps, which may commit
+    in any order: the store lists them by their place in the lineage's feedback sequence."""
+    from domain.lineage import feedback_key
+    from tests.store_story import register
+
+    register(store, "lin-1")
+    places = [3, 1, 2]  # committed in this order, taken by the lineage as 1, 2, 3
+    for place in places:
+        store.recorder.record_rejection(
+            session_id="s1",
+            lineage_id="lin-1",
+            rejection_id=feedback_key("lin-1", "rejected", place, {"n": place}),
+            cycle=1,
+            kind=f"kind-{place}",
+            payload_preview="{}",
+            reason="test",
+        )
+        store.recorder.record_directive(
+            session_id="s1",
+            lineage_id="lin-1",
+            directive_id=feedback_key("lin-1", "directive", place + 10, {"n": place}),
+            cycle=1,
+            kind="sticky",
+            content=f"directive {place}",
+        )
+    assert [r.kind for r in store.queries.rejected_feedback("lin-1")] == [
+        "kind-1",
+        "kind-2",
+        "kind-3",
+    ]
+    assert [d.content for d in store.queries.directives("lin-1")] == [
+        "directive 1",
+        "directive 2",
+        "directive 3",
+    ]
