@@ -70,10 +70,10 @@ def build_worker(
     backends = ModelBackends(settings)
     executor = Executor(backends.for_model, default_registry(), runner_tracer(), collector())
     agent = AgentExecutionActivities(store, executor)
-    feedback = FeedbackActivities(store)
     registry = LineageRegistryActivities(store)
     trainers = TrainerBackends(settings)
     trainer = TrainerActivities(store, trainers)
+    feedback = FeedbackActivities(store, trainer)
     lightning = LightningActivities(store, trainers)
     rlm = RlmActivities(store, settings)
     # Clients made by connect() already trace (and workers inherit that); others get it here.
@@ -103,6 +103,7 @@ def build_worker(
             agent.run_agent,
             agent.mark_rollout_failed,
             feedback.record_score,
+            feedback.record_score_and_train,
             feedback.record_rejection,
             feedback.record_directive,
             feedback.record_lock,

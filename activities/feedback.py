@@ -5,22 +5,29 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from activities.trainer import judge_pending
+from activities.error_classification import is_transient
+from activities.trainer import TrainerActivities, judge_pending
 from domain.lineage import (
     RecordDirectiveInput,
     RecordLockInput,
     RecordRejectionInput,
     RecordScoreInput,
+    ScoreAndTrainInput,
+    ScoreAndTrainResult,
 )
 from domain.trainer import EvolutionOutcome, JudgedEvolution
 from rlm.shared_store import WorkerStoreProxy
+from runner.redaction import redact
 from store import Store
 from store.shared_findings import DatabaseSharedStore
 
+TRAINING_ERROR_CHARS = 500
+
 
 class FeedbackActivities:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, trainer: TrainerActivities) -> None:
         self.store = store
+        self.trainer = trainer
 
     @activity.defn(name="record_score")
     def record_score(self, inp: RecordScoreInput) -> EvolutionOutcome | None:
@@ -47,6 +54,25 @@ class FeedbackActivities:
             return None
         self._share(inp, judged)
         return judged.verdict
+
+    @activity.defn(name="record_score_and_train")
+    def record_score_and_train(self, inp: ScoreAndTrainInput) -> ScoreAndTrainResult:
+        """Record the score, then train on it with the rules engine: two steps that always run
+        one after the other, as one local activity (one workflow activation and one thread
+        instead of two). Each keeps its own transaction, so a training that fails leaves the
+        score recorded: the store being away is retried (the score's write is idempotent),
+        anything else ends the training, whose error the lineage shows in ``state``."""
+        verdict = self.record_score(inp.record)
+        try:
+            applied = self.trainer.train(inp.trainer)
+        except Exception as error:
+            if is_transient(error):
+                raise
+            reason = redact(" ".join(f"{type(error).__name__}: {error}".split()))
+            return ScoreAndTrainResult(
+                verdict=verdict, training_error=reason[:TRAINING_ERROR_CHARS]
+            )
+        return ScoreAndTrainResult(verdict=verdict, applied=applied)
 
     def _share(self, inp: RecordScoreInput, judged: JudgedEvolution) -> None:
         """Publish the outcome to the session's shared findings, where every lineage reads

@@ -3,11 +3,11 @@ activities as a lineage does, of the same kinds (local or on the task queue), at
 points of its cycle, and waits for a signal — and nothing else.
 
 A lineage registers once (a local activity), then per cycle runs the agent (an activity on the
-queue), waits for the score, records it and trains (two local activities: record_score, and
-train — reward analysis, credit, planning and evolution in one step with the rules engine;
-judge_evolution comes first when the score judges an evolution, which the bench's scores, 9
-without a comment, never leave pending). The baseline does the same, so that when cycle N
-awaits its score both sides have run 1 + N + 2 (N - 1) activities, the same ones local.
+queue), waits for the score, records it and trains on it (one local activity with the rules
+engine, record_score_and_train: the score, then reward analysis, credit, planning and
+evolution; judge_evolution comes first when the score judges an evolution, which the bench's
+scores, 9 without a comment, never leave pending). The baseline does the same, so that when
+cycle N awaits its score both sides have run 1 + N + (N - 1) activities, the same ones local.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from temporalio import activity, workflow
 
 LOCAL_AT_START = 1  # register_lineage
 QUEUED_BEFORE_SCORE = 1  # run_agent
-LOCAL_AFTER_SCORE = 2  # record_score, train
+LOCAL_AFTER_SCORE = 1  # record_score_and_train
 
 
 @activity.defn(name="bench_noop")

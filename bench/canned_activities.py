@@ -14,6 +14,8 @@ from domain.lineage import (
     RegisterLineageResult,
     RunAgentInput,
     RunAgentResult,
+    ScoreAndTrainInput,
+    ScoreAndTrainResult,
     TrainerInput,
 )
 from domain.trainer import EvolutionOutcome
@@ -49,4 +51,9 @@ def train(inp: TrainerInput) -> ApplyEvolutionResult:
     return ApplyEvolutionResult(evolution_id=None, agent=inp.agent, changes=0, summary="kept")
 
 
-ALL = [register_lineage, run_agent, record_score, train]
+@activity.defn(name="record_score_and_train")
+def record_score_and_train(inp: ScoreAndTrainInput) -> ScoreAndTrainResult:
+    return ScoreAndTrainResult(applied=train(inp.trainer))
+
+
+ALL = [register_lineage, run_agent, record_score, train, record_score_and_train]

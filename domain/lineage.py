@@ -11,7 +11,13 @@ from domain.agent import AgentDefinition, AgentRef
 from domain.content_hash import canonical_json
 from domain.feedback import ScoreInput
 from domain.spec import LineageOptions, SessionDocument
-from domain.trainer import CreditAssignment, EvolutionPlan, JudgedEvolution, ScoreAnalysis
+from domain.trainer import (
+    CreditAssignment,
+    EvolutionOutcome,
+    EvolutionPlan,
+    JudgedEvolution,
+    ScoreAnalysis,
+)
 
 LineageStatus = Literal[
     "starting", "running", "awaiting_score", "training", "failed", "stopped", "completed"
@@ -293,3 +299,20 @@ class ApplyEvolutionResult(BaseModel):
     changes: int
     # one line for people: what changed, or why nothing did (default keeps old histories valid)
     summary: str = ""
+
+
+class ScoreAndTrainInput(BaseModel):
+    """A score and the training it starts, as one step (the rules engine trains in
+    milliseconds over the store): recorded first, then trained on."""
+
+    record: RecordScoreInput
+    trainer: TrainerInput
+
+
+class ScoreAndTrainResult(BaseModel):
+    """The score is recorded; ``applied`` is the training's result, or ``training_error`` says
+    why it failed for good (the lineage keeps its version, as when a training step fails)."""
+
+    verdict: EvolutionOutcome | None = None
+    applied: ApplyEvolutionResult | None = None
+    training_error: str | None = None

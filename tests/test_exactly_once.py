@@ -82,6 +82,38 @@ async def test_an_error_no_retry_can_fix_is_surfaced_not_retried_forever(
         store.close()
 
 
+async def test_a_training_that_fails_for_good_leaves_its_score_recorded(
+    client, settings, task_queue
+):
+    # the score and its training run in one step: the store refuses the training's record for
+    # good (its table is gone), so the lineage keeps its version and says why, the score
+    # stays recorded once, and the next score trains
+    with postgres_database() as url:
+        store = Store.open(url)
+        spec = make_spec()
+        lineage = spec.lineage_id("A")
+        async with build_worker(client, store, settings.model_copy(update={"database_url": url})):
+            (handle,) = await start_session(client, spec, task_queue)
+            await wait_for_state(handle, awaiting(1), timeout=60)
+            admin = psycopg.connect(url, autocommit=True)
+            admin.execute("ALTER TABLE evolution_records RENAME TO evolution_records_gone")
+            await handle.signal("score", {"score": 3, "comment": "too long"})
+            state = await wait_for_state(handle, awaiting(2), timeout=60)
+            assert state.last_error.startswith("training failed: ")
+            assert "evolution_records" in state.last_error
+            assert state.agent_version == 1
+            assert [p.score for p in state.score_history] == [3]
+            admin.execute("ALTER TABLE evolution_records_gone RENAME TO evolution_records")
+            admin.close()
+            await handle.signal("score", {"score": 3, "comment": "still too long"})
+            state = await wait_for_state(handle, awaiting(3), timeout=60)
+        assert state.agent_version == 2
+        assert [e.score for e in store.queries.evaluations(lineage)] == [3, 3]
+        assert len(store.queries.events(lineage, ["artifact.scored"])) == 2
+        assert len(store.queries.evolution_records(lineage)) == 1
+        store.close()
+
+
 def test_errors_are_classified_transient_or_permanent():
     import sqlite3
 

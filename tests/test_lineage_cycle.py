@@ -73,14 +73,11 @@ async def test_cli_score_evolves_the_lineage_and_the_store_holds_everything(
         assert state.agent_version == 2
         assert "maxTokens 2048→300" in state.last_evolution
         assert [p.score for p in state.score_history] == [3]
-        # The rules engine calls no model: its four steps run on this worker as one step, like
-        # the store steps; only the agent's runs go through the task queue.
+        # The rules engine calls no model: its four steps run on this worker, in the step that
+        # records the score; only the agent's runs go through the task queue.
         queued, local = await steps_run(client, handle_a)
         assert set(queued) == {"run_agent"}
-        assert local[local.index("record_score") :][:2] == [
-            "record_score",
-            "train",
-        ]
+        assert local == ["register_lineage", "record_score_and_train"]
 
         # score cycle 2 through the update: the outcome of the evolution is judged
         accepted = await handle_a.execute_update(

@@ -275,7 +275,7 @@ async def test_validation_is_a_step_of_its_own_and_recording_only_records(
     client, store, settings, run_worker
 ):
     # cycle 1's score trains version 2; cycle 2's score first judges that evolution (a step
-    # of its own), then is recorded with the verdict
+    # of its own), then is recorded with the verdict and trained on, in one step
     spec = make_spec()
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)
@@ -285,6 +285,6 @@ async def test_validation_is_a_step_of_its_own_and_recording_only_records(
         events = [e async for e in lineage_history(client, handle)]
     steps = [t for t in map(local_activity_type, events) if t]
     assert steps.count("judge_evolution") == 1  # cycle 1's score had nothing to judge
-    assert steps[steps.index("judge_evolution") + 1] == "record_score"
+    assert steps[steps.index("judge_evolution") + 1] == "record_score_and_train"
     (record,) = store.queries.evolution_records(spec.lineage_id("A"))
     assert record.next_score == 8 and record.hypothesis_validated

@@ -52,13 +52,15 @@ with workflow.unsafe.imports_passed_through():
         RolloutFailedInput,
         RunAgentInput,
         RunAgentResult,
+        ScoreAndTrainInput,
+        ScoreAndTrainResult,
         ScorePoint,
         TrainerInput,
         feedback_key,
         score_before,
     )
     from domain.spec import LineageOptions
-    from domain.trainer import EvolutionOutcome
+    from domain.trainer import EvolutionOutcome, JudgedEvolution
 
 ArgT = TypeVar("ArgT")
 ResultT = TypeVar("ResultT")
@@ -110,6 +112,16 @@ ONE_STEP_RULES_TRAINING_PATCH = "rules-training-in-one-step"
 # the inbox (`review.views.inbox`, `training-camp inbox`) lists the outputs awaiting a score.
 LIFECYCLE_STATUS_PATCH = "one-marker-lifecycle-status"
 LIFECYCLE_STATUS = {"training": "running", "awaiting_score": "running"}
+# Runs that record it record a score and train on it with the rules engine in one step
+# (record_score_and_train: one workflow activation instead of two), and take every path above
+# from this one marker. Runs before it recorded the score and trained in two steps.
+SCORE_AND_TRAIN_PATCH = "score-and-train-one-step"
+SCORE_AND_TRAIN_ACTIVITY = {
+    # the rules engine's training is milliseconds; a long trajectory's credit fans out
+    "start_to_close_timeout": TRAINER_ACTIVITY["start_to_close_timeout"],
+    # the step raises only what a retry can fix (the store away): retried like a store step
+    "retry_policy": STORE_ACTIVITY["retry_policy"],
+}
 
 
 class LineageStopped(Exception):
@@ -144,6 +156,7 @@ class LineageWorkflow:
         self._judges_in_a_step = False  # JUDGING_STEP_PATCH, decided with it
         self._trains_in_one_step = False  # ONE_STEP_RULES_TRAINING_PATCH, decided with it
         self._lifecycle_status = False  # LIFECYCLE_STATUS_PATCH, decided with it
+        self._trains_with_score = False  # SCORE_AND_TRAIN_PATCH, decided with it
         self._signals: dict[str, Callable[[Any], Awaitable[None]]] = {
             "score": self._score,
             "directive": self._directive,
@@ -194,9 +207,9 @@ class LineageWorkflow:
                 recorded = await self._record_score(rollout, queued)
             if queued is None or recorded is None:
                 return  # stopped while waiting
-            evaluation_id, judged = recorded
-            if self._s.locked:
-                continue  # a locked lineage keeps producing and being scored, not evolving
+            evaluation_id, judged, trained = recorded
+            if trained or self._s.locked:
+                continue  # trained with the score, or locked: producing, not evolving
             if judged is not None and self._refuted(judged):
                 await self._rollback(rollout, queued, evaluation_id, judged)
             else:
@@ -297,10 +310,12 @@ class LineageWorkflow:
 
     async def _record_score(
         self, rollout: RunAgentResult, queued: QueuedScore
-    ) -> tuple[str, tuple[str, EvolutionOutcome] | None] | None:
+    ) -> tuple[str, tuple[str, EvolutionOutcome] | None, bool] | None:
         """Judge the evolution that produced this output (validation), then record the score
-        with the verdict. None when either step failed for good: nothing changed, the error is
-        in ``state``."""
+        with the verdict, and with the rules engine train on it in the same step unless the
+        lineage is locked or the verdict calls for a rollback (the last of the three: True).
+        None when judging or recording failed for good: nothing changed, the error is in
+        ``state``."""
         # one score per output: its id is the output's and what was sent, never a random draw
         # (a signal arriving between a failed workflow task and its retry reorders draws)
         evaluation_id = feedback_key(rollout.artifact_id, "evaluation", 1, queued.score)
@@ -317,25 +332,41 @@ class LineageWorkflow:
                     ),
                     **TRAINER_ACTIVITY,  # a bug here must not retry for ever, as store trouble may
                 )
-            verdict = await self._store_step(
-                FeedbackActivities.record_score,
-                RecordScoreInput(
-                    session_id=self._inp.session_id,
-                    lineage_id=self._inp.lineage_id,
-                    evaluation_id=evaluation_id,
-                    artifact_id=rollout.artifact_id,
-                    rollout_id=rollout.rollout_id,
-                    cycle=self._s.cycle,
-                    agent_version=self._s.agent.version,
-                    score=queued.score,
-                    pending_evolution_id=self._s.pending_evolution_id,
-                    judged=judged,
-                ),
+            record = RecordScoreInput(
+                session_id=self._inp.session_id,
+                lineage_id=self._inp.lineage_id,
+                evaluation_id=evaluation_id,
+                artifact_id=rollout.artifact_id,
+                rollout_id=rollout.rollout_id,
+                cycle=self._s.cycle,
+                agent_version=self._s.agent.version,
+                score=queued.score,
+                pending_evolution_id=self._s.pending_evolution_id,
+                judged=judged,
             )
+            trained: ScoreAndTrainResult | None = None
+            oneshot = list(self._s.oneshot_directives)
+            if self._trains_with_this_score(judged):
+                self._set_status("training")
+                trained = await self._store_step(
+                    FeedbackActivities.record_score_and_train,
+                    ScoreAndTrainInput(
+                        record=record, trainer=self._trainer_input(rollout, queued, evaluation_id)
+                    ),
+                    **SCORE_AND_TRAIN_ACTIVITY,
+                )
+                verdict = trained.verdict
+            else:
+                verdict = await self._store_step(FeedbackActivities.record_score, record)
         except FailureError as err:
             self._s.last_error = f"score not recorded: {err.cause or err}"
             return None
         self._s.pending_evolution_id = None
+        if trained is not None:
+            if trained.applied is not None:
+                self._trained(trained.applied, oneshot)
+            else:
+                self._s.last_error = f"training failed: {trained.training_error}"
         self._s.score_history.append(
             ScorePoint(
                 cycle=self._s.cycle,
@@ -346,8 +377,17 @@ class LineageWorkflow:
         )
         self._s.score_history = self._s.score_history[-SCORE_HISTORY_CARRIED:]
         if verdict is None or judged_evolution is None:
-            return evaluation_id, None
-        return evaluation_id, (judged_evolution, verdict)
+            return evaluation_id, None, trained is not None
+        return evaluation_id, (judged_evolution, verdict), trained is not None
+
+    def _trains_with_this_score(self, judged: JudgedEvolution | None) -> bool:
+        """Whether recording this score trains on it in the same step: with the rules engine,
+        unless the lineage is locked or the verdict calls for a rollback."""
+        if not self._trains_with_score or self._inp.options.trainer != "rules":
+            return False
+        if self._s.locked:
+            return False
+        return judged is None or not self._refuted((judged.evolution_id, judged.verdict))
 
     def _refuted(self, judged: tuple[str, EvolutionOutcome]) -> bool:
         _, verdict = judged
@@ -393,20 +433,7 @@ class LineageWorkflow:
         """Reward analysis → credit assignment → evolution planning → targeted evolution."""
         self._set_status("training")
         oneshot = list(self._s.oneshot_directives)
-        trainer = TrainerInput(
-            session_id=self._inp.session_id,
-            lineage_id=self._inp.lineage_id,
-            agent=self._s.agent,
-            rollout_id=rollout.rollout_id,
-            artifact_id=rollout.artifact_id,
-            evaluation_id=evaluation_id,
-            score=queued.score,
-            previous_score=score_before(self._s.score_history, evaluation_id),
-            sticky_directives=list(self._s.sticky_directives),
-            oneshot_directives=oneshot,
-            trainer=self._inp.options.trainer,
-            trainer_model=self._inp.options.trainer_model,
-        )
+        trainer = self._trainer_input(rollout, queued, evaluation_id)
         try:
             if self._inp.options.trainer == "rules" and self._trains_in_one_step:
                 applied = await self._store_step(
@@ -418,6 +445,28 @@ class LineageWorkflow:
             # Surface, never hide: the lineage keeps its current version and goes on.
             self._s.last_error = f"training failed: {err.cause or err}"
             return
+        self._trained(applied, oneshot)
+
+    def _trainer_input(
+        self, rollout: RunAgentResult, queued: QueuedScore, evaluation_id: str
+    ) -> TrainerInput:
+        return TrainerInput(
+            session_id=self._inp.session_id,
+            lineage_id=self._inp.lineage_id,
+            agent=self._s.agent,
+            rollout_id=rollout.rollout_id,
+            artifact_id=rollout.artifact_id,
+            evaluation_id=evaluation_id,
+            score=queued.score,
+            previous_score=score_before(self._s.score_history, evaluation_id),
+            sticky_directives=list(self._s.sticky_directives),
+            oneshot_directives=list(self._s.oneshot_directives),
+            trainer=self._inp.options.trainer,
+            trainer_model=self._inp.options.trainer_model,
+        )
+
+    def _trained(self, applied: ApplyEvolutionResult, oneshot: list[str]) -> None:
+        """The lineage after a training: its new version (if any) awaits its verdict."""
         # Oneshot directives apply to this evolution only (new ones may have arrived meanwhile).
         self._s.oneshot_directives = self._s.oneshot_directives[len(oneshot) :]
         self._s.last_evolution = applied.summary
@@ -728,11 +777,16 @@ class LineageWorkflow:
         return await workflow.execute_activity_method(step, arg, **TRAINER_ACTIVITY)
 
     def _current_code(self) -> bool:
-        """Whether this run takes today's paths (RUN_START_PATCH, or LIFECYCLE_STATUS_PATCH
-        which stands for it and the later ones). Asked first at the top of ``run`` (or by a
-        signal handler of the same first task); later calls reuse the answer."""
+        """Whether this run takes today's paths (RUN_START_PATCH, or SCORE_AND_TRAIN_PATCH or
+        LIFECYCLE_STATUS_PATCH, which stand for it and the later ones). Asked first at the top
+        of ``run`` (or by a signal handler of the same first task); later calls reuse it."""
         if self._decided_at_start is not None:
             return self._decided_at_start
+        if workflow.patched(SCORE_AND_TRAIN_PATCH):
+            self._decided_at_start = self._answers_every_signal = self._stop_cancels_steps = True
+            self._judges_in_a_step = self._trains_in_one_step = self._lifecycle_status = True
+            self._trains_with_score = True
+            return True
         if workflow.patched(LIFECYCLE_STATUS_PATCH):
             self._decided_at_start = self._answers_every_signal = self._stop_cancels_steps = True
             self._judges_in_a_step = self._trains_in_one_step = self._lifecycle_status = True
