@@ -4,9 +4,13 @@ task, its retry and the signals that arrive in between."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import psycopg
+from temporalio.client import WorkflowHandle
 
 from starter import start_session
 from store import Store
@@ -54,32 +58,47 @@ async def test_a_signal_between_a_failed_workflow_task_and_its_retry_writes_noth
         store.close()
 
 
+@contextlib.asynccontextmanager
+async def table_gone_while_awaiting(
+    client, settings, task_queue, table: str
+) -> AsyncIterator[tuple[Store, str, WorkflowHandle[Any, Any], Callable[[], None]]]:
+    """A lineage on a throwaway PostgreSQL database, its first output awaiting a score, and
+    ``table`` renamed away so that the store refuses its writes for good; yields the store,
+    the lineage id, the handle and what puts the table back."""
+    with postgres_database() as url:
+        store = Store.open(url)
+        spec = make_spec()
+        async with build_worker(client, store, settings.model_copy(update={"database_url": url})):
+            (handle,) = await start_session(client, spec, task_queue)
+            await wait_for_state(handle, awaiting(1), timeout=60)
+            with psycopg.connect(url, autocommit=True) as admin:
+                admin.execute(f"ALTER TABLE {table} RENAME TO {table}_gone")
+                yield (
+                    store,
+                    spec.lineage_id("A"),
+                    handle,
+                    lambda: admin.execute(f"ALTER TABLE {table}_gone RENAME TO {table}"),
+                )
+        store.close()
+
+
 async def test_an_error_no_retry_can_fix_is_surfaced_not_retried_forever(
     client, settings, task_queue
 ):
     # the store refuses directives for good (their table is gone): the directive changes
     # nothing, the error is in state at once, and scoring and training go on
-    with postgres_database() as url:
-        store = Store.open(url)
-        spec = make_spec()
-        lineage = spec.lineage_id("A")
-        async with build_worker(client, store, settings.model_copy(update={"database_url": url})):
-            (handle,) = await start_session(client, spec, task_queue)
-            await wait_for_state(handle, awaiting(1), timeout=60)
-            admin = psycopg.connect(url, autocommit=True)
-            admin.execute("ALTER TABLE directives RENAME TO directives_gone")
-            await handle.signal("directive", {"kind": "sticky", "content": "Cite a source."})
-            state = await wait_for_state(handle, lambda s: s.last_error is not None, timeout=20)
-            assert state.last_error.startswith("directive not recorded")
-            assert "PermanentStoreError" in state.last_error or "directives" in state.last_error
-            assert state.sticky_directives == []
-            admin.execute("ALTER TABLE directives_gone RENAME TO directives")
-            admin.close()
-            await handle.signal("score", {"score": 3, "comment": "too long"})
-            state = await wait_for_state(handle, awaiting(2), timeout=60)
+    gone = table_gone_while_awaiting(client, settings, task_queue, "directives")
+    async with gone as (store, lineage, handle, restore):
+        await handle.signal("directive", {"kind": "sticky", "content": "Cite a source."})
+        state = await wait_for_state(handle, lambda s: s.last_error is not None, timeout=20)
+        assert state.last_error.startswith("directive not recorded")
+        assert "PermanentStoreError" in state.last_error or "directives" in state.last_error
+        assert state.sticky_directives == []
+        restore()
+        await handle.signal("score", {"score": 3, "comment": "too long"})
+        state = await wait_for_state(handle, awaiting(2), timeout=60)
         assert state.agent_version == 2
         assert [e.score for e in store.queries.evaluations(lineage)] == [3]
-        store.close()
 
 
 async def test_a_training_that_fails_for_good_leaves_its_score_recorded(
@@ -88,30 +107,21 @@ async def test_a_training_that_fails_for_good_leaves_its_score_recorded(
     # the score and its training run in one step: the store refuses the training's record for
     # good (its table is gone), so the lineage keeps its version and says why, the score
     # stays recorded once, and the next score trains
-    with postgres_database() as url:
-        store = Store.open(url)
-        spec = make_spec()
-        lineage = spec.lineage_id("A")
-        async with build_worker(client, store, settings.model_copy(update={"database_url": url})):
-            (handle,) = await start_session(client, spec, task_queue)
-            await wait_for_state(handle, awaiting(1), timeout=60)
-            admin = psycopg.connect(url, autocommit=True)
-            admin.execute("ALTER TABLE evolution_records RENAME TO evolution_records_gone")
-            await handle.signal("score", {"score": 3, "comment": "too long"})
-            state = await wait_for_state(handle, awaiting(2), timeout=60)
-            assert state.last_error.startswith("training failed: ")
-            assert "evolution_records" in state.last_error
-            assert state.agent_version == 1
-            assert [p.score for p in state.score_history] == [3]
-            admin.execute("ALTER TABLE evolution_records_gone RENAME TO evolution_records")
-            admin.close()
-            await handle.signal("score", {"score": 3, "comment": "still too long"})
-            state = await wait_for_state(handle, awaiting(3), timeout=60)
+    gone = table_gone_while_awaiting(client, settings, task_queue, "evolution_records")
+    async with gone as (store, lineage, handle, restore):
+        await handle.signal("score", {"score": 3, "comment": "too long"})
+        state = await wait_for_state(handle, awaiting(2), timeout=60)
+        assert state.last_error.startswith("training failed: ")
+        assert "evolution_records" in state.last_error
+        assert state.agent_version == 1
+        assert [p.score for p in state.score_history] == [3]
+        restore()
+        await handle.signal("score", {"score": 3, "comment": "still too long"})
+        state = await wait_for_state(handle, awaiting(3), timeout=60)
         assert state.agent_version == 2
         assert [e.score for e in store.queries.evaluations(lineage)] == [3, 3]
         assert len(store.queries.events(lineage, ["artifact.scored"])) == 2
         assert len(store.queries.evolution_records(lineage)) == 1
-        store.close()
 
 
 def test_errors_are_classified_transient_or_permanent():
