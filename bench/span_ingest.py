@@ -107,50 +107,65 @@ _FIELDS = {
 }
 
 
-def raw_write(conn: sqlite3.Connection, chunk: list[SpanRecord]) -> None:
-    """What ours writes for a batch, by hand: the batch's payload blob, its event row, the
-    chain head, one row per span; one transaction."""
+_INSERT_EVENT = (  # {}: "" or " OR IGNORE"
+    "INSERT{} INTO training_events (id, timestamp, event_type, schema_version, session_id,"
+    " lineage_id, agent_id, artifact_id, attempt_id, payload_hash, payload_size, tags,"
+    " chain_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+_INSERT_BLOBS = "INSERT OR IGNORE INTO payload_blobs VALUES (?,?,?,?)"
+_MOVE_CHAIN_HEAD = (
+    "UPDATE event_chain_head SET chain_hash = ?,"
+    " position = (SELECT MAX(position) FROM training_events) WHERE id = 1"
+)
+_INSERT_SPAN_ROWS = (
+    "INSERT OR IGNORE INTO execution_spans (id, attempt_id, parent_span_id, sequence,"
+    " type, name, input, output, model_id, prompt_tokens, completion_tokens,"
+    " tool_name, tool_args, tool_result, tool_error, duration_ms, estimated_cost,"
+    " started_at, trace_id, otel_span_id, created_at)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+def _payload(chunk: list[SpanRecord]) -> str:
+    """A span event's payload as the log keeps it: canonical JSON, camelCase, no nulls."""
     items = []
     for s in chunk:
         item = {key: getattr(s, attr) for key, attr in _FIELDS.items()}
         items.append({k: v for k, v in item.items() if v is not None})
-    text = json.dumps({"spans": items}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    rows = [
-        (
-            *(s.span_id, "raw", None, s.sequence, s.span_type, s.name, s.input, s.output),
-            *(s.model_id, s.prompt_tokens, s.completion_tokens, None, None, None, None),
-            *(s.duration_ms, None, None, None, None, 0),
-        )
-        for s in chunk
-    ]
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute(
-        "INSERT OR IGNORE INTO payload_blobs VALUES (?,?,?,?)", (digest, text, len(text), 0)
+    return json.dumps({"spans": items}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _span_row(s: SpanRecord, attempt: str) -> tuple:
+    return (
+        *(s.span_id, attempt, None, s.sequence, s.span_type, s.name, s.input, s.output),
+        *(s.model_id, s.prompt_tokens, s.completion_tokens, None, None, None, None),
+        *(s.duration_ms, None, None, None, None, 0),
     )
-    conn.execute(
-        "INSERT INTO training_events (id, timestamp, event_type, schema_version,"
-        " session_id, lineage_id, agent_id, artifact_id, attempt_id, payload_hash,"
-        " payload_size, tags, chain_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (
-            *(digest, 0, "attempt.span_recorded", 2, "b", "b", "b", None, "raw", digest),
-            *(len(text), "[]", hashlib.sha256(digest.encode()).hexdigest()),
-        ),
+
+
+def _event_params(digest: str, attempt: str, text: str) -> tuple:
+    return (
+        *(digest, 0, "attempt.span_recorded", 2, "b", "b", "b", None, attempt, digest),
+        *(len(text), "[]", hashlib.sha256(digest.encode()).hexdigest()),
     )
-    conn.execute(
-        "UPDATE event_chain_head SET chain_hash = ?,"
-        " position = (SELECT MAX(position) FROM training_events) WHERE id = 1",
-        (digest,),
-    )
-    conn.executemany(
-        "INSERT OR IGNORE INTO execution_spans (id, attempt_id, parent_span_id, sequence,"
-        " type, name, input, output, model_id, prompt_tokens, completion_tokens,"
-        " tool_name, tool_args, tool_result, tool_error, duration_ms, estimated_cost,"
-        " started_at, trace_id, otel_span_id, created_at)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        rows,
-    )
+
+
+def _finish(conn: sqlite3.Connection, head: str, rows: list[tuple]) -> None:
+    """The chain head moved, the span rows, the commit."""
+    conn.execute(_MOVE_CHAIN_HEAD, (head,))
+    conn.executemany(_INSERT_SPAN_ROWS, rows)
     conn.execute("COMMIT")
+
+
+def raw_write(conn: sqlite3.Connection, chunk: list[SpanRecord]) -> None:
+    """What ours writes for a batch, by hand: the batch's payload blob, its event row, the
+    chain head, one row per span; one transaction."""
+    text = _payload(chunk)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute(_INSERT_BLOBS, (digest, text, len(text), 0))
+    conn.execute(_INSERT_EVENT.format(""), _event_params(digest, "raw", text))
+    _finish(conn, digest, [_span_row(s, "raw") for s in chunk])
 
 
 @dataclass
@@ -164,57 +179,23 @@ class RawSpanEvent:
 
 
 def raw_event(span: SpanRecord, attempt: str) -> RawSpanEvent:
-    item = {key: getattr(span, attr) for key, attr in _FIELDS.items()}
-    text = json.dumps(
-        {"spans": [{k: v for k, v in item.items() if v is not None}]},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    s = span
-    row = (
-        *(s.span_id, attempt, None, s.sequence, s.span_type, s.name, s.input, s.output),
-        *(s.model_id, s.prompt_tokens, s.completion_tokens, None, None, None, None),
-        *(s.duration_ms, None, None, None, None, 0),
-    )
-    return RawSpanEvent(hashlib.sha256(text.encode()).hexdigest(), text, attempt, row)
+    text = _payload([span])
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return RawSpanEvent(digest, text, attempt, _span_row(span, attempt))
 
 
 def raw_write_events(conn: sqlite3.Connection, events: list[RawSpanEvent]) -> set[str]:
     """Each span its own payload blob, event row and span row; the chain head; one
     transaction. Returns the ids inserted."""
     conn.execute("BEGIN IMMEDIATE")
-    conn.executemany(
-        "INSERT OR IGNORE INTO payload_blobs VALUES (?,?,?,?)",
-        [(e.id, e.text, len(e.text), 0) for e in events],
-    )
+    conn.executemany(_INSERT_BLOBS, [(e.id, e.text, len(e.text), 0) for e in events])
     fresh = set()
+    insert = _INSERT_EVENT.format(" OR IGNORE")
     for e in events:
-        cur = conn.execute(
-            "INSERT OR IGNORE INTO training_events (id, timestamp, event_type, schema_version,"
-            " session_id, lineage_id, agent_id, artifact_id, attempt_id, payload_hash,"
-            " payload_size, tags, chain_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                *(e.id, 0, "attempt.span_recorded", 2, "b", "b", "b", None, e.attempt, e.id),
-                *(len(e.text), "[]", hashlib.sha256(e.id.encode()).hexdigest()),
-            ),
-        )
+        cur = conn.execute(insert, _event_params(e.id, e.attempt, e.text))
         if cur.rowcount == 1:
             fresh.add(e.id)
-    conn.execute(
-        "UPDATE event_chain_head SET chain_hash = ?,"
-        " position = (SELECT MAX(position) FROM training_events) WHERE id = 1",
-        (events[-1].id,),
-    )
-    conn.executemany(
-        "INSERT OR IGNORE INTO execution_spans (id, attempt_id, parent_span_id, sequence,"
-        " type, name, input, output, model_id, prompt_tokens, completion_tokens,"
-        " tool_name, tool_args, tool_result, tool_error, duration_ms, estimated_cost,"
-        " started_at, trace_id, otel_span_id, created_at)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        [e.row for e in events],
-    )
-    conn.execute("COMMIT")
+    _finish(conn, events[-1].id, [e.row for e in events])
     return fresh
 
 

@@ -345,14 +345,12 @@ class LineageWorkflow:
                 judged=judged,
             )
             trained: ScoreAndTrainResult | None = None
-            oneshot = list(self._s.oneshot_directives)
             if self._trains_with_this_score(judged):
                 self._set_status("training")
+                trainer = self._trainer_input(rollout, queued, evaluation_id)
                 trained = await self._store_step(
                     FeedbackActivities.record_score_and_train,
-                    ScoreAndTrainInput(
-                        record=record, trainer=self._trainer_input(rollout, queued, evaluation_id)
-                    ),
+                    ScoreAndTrainInput(record=record, trainer=trainer),
                     **SCORE_AND_TRAIN_ACTIVITY,
                 )
                 verdict = trained.verdict
@@ -364,7 +362,7 @@ class LineageWorkflow:
         self._s.pending_evolution_id = None
         if trained is not None:
             if trained.applied is not None:
-                self._trained(trained.applied, oneshot)
+                self._trained(trained.applied, trainer)
             else:
                 self._s.last_error = f"training failed: {trained.training_error}"
         self._s.score_history.append(
@@ -432,7 +430,6 @@ class LineageWorkflow:
     ) -> None:
         """Reward analysis → credit assignment → evolution planning → targeted evolution."""
         self._set_status("training")
-        oneshot = list(self._s.oneshot_directives)
         trainer = self._trainer_input(rollout, queued, evaluation_id)
         try:
             if self._inp.options.trainer == "rules" and self._trains_in_one_step:
@@ -445,7 +442,7 @@ class LineageWorkflow:
             # Surface, never hide: the lineage keeps its current version and goes on.
             self._s.last_error = f"training failed: {err.cause or err}"
             return
-        self._trained(applied, oneshot)
+        self._trained(applied, trainer)
 
     def _trainer_input(
         self, rollout: RunAgentResult, queued: QueuedScore, evaluation_id: str
@@ -465,10 +462,11 @@ class LineageWorkflow:
             trainer_model=self._inp.options.trainer_model,
         )
 
-    def _trained(self, applied: ApplyEvolutionResult, oneshot: list[str]) -> None:
+    def _trained(self, applied: ApplyEvolutionResult, trainer: TrainerInput) -> None:
         """The lineage after a training: its new version (if any) awaits its verdict."""
         # Oneshot directives apply to this evolution only (new ones may have arrived meanwhile).
-        self._s.oneshot_directives = self._s.oneshot_directives[len(oneshot) :]
+        consumed = len(trainer.oneshot_directives)
+        self._s.oneshot_directives = self._s.oneshot_directives[consumed:]
         self._s.last_evolution = applied.summary
         if applied.evolution_id is not None:
             self._s.agent = applied.agent
@@ -782,14 +780,11 @@ class LineageWorkflow:
         of ``run`` (or by a signal handler of the same first task); later calls reuse it."""
         if self._decided_at_start is not None:
             return self._decided_at_start
-        if workflow.patched(SCORE_AND_TRAIN_PATCH):
+        newest = workflow.patched(SCORE_AND_TRAIN_PATCH)
+        if newest or workflow.patched(LIFECYCLE_STATUS_PATCH):
             self._decided_at_start = self._answers_every_signal = self._stop_cancels_steps = True
             self._judges_in_a_step = self._trains_in_one_step = self._lifecycle_status = True
-            self._trains_with_score = True
-            return True
-        if workflow.patched(LIFECYCLE_STATUS_PATCH):
-            self._decided_at_start = self._answers_every_signal = self._stop_cancels_steps = True
-            self._judges_in_a_step = self._trains_in_one_step = self._lifecycle_status = True
+            self._trains_with_score = newest
             return True
         # a run recorded before it: the markers it recorded, one by one
         self._decided_at_start = workflow.patched(RUN_START_PATCH)
