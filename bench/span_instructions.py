@@ -31,7 +31,7 @@ def child(side: str, n: int, db: Path) -> None:
     if side == "ours":
         ours_one_at_a_time(store, "a", n)
     else:
-        raw_sqlite3(db, "a", n, size=1)
+        raw_sqlite3(db, "a", n, size=1, synchronous="normal")
     store.close()
 
 
