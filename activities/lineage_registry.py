@@ -26,10 +26,10 @@ class LineageRegistryActivities:
             documents=[(d.name, d.content) for d in inp.documents],
         )
         # A lineage started again after it ended resumes from its latest version and cycle.
-        versions = self.store.queries.agent_versions(inp.lineage_id)
-        rollouts = self.store.queries.rollouts(inp.lineage_id)
+        version, last_cycle = self.store.queries.resume_point(inp.lineage_id)
+        assert version is not None, "register_lineage records version 1"
         return RegisterLineageResult(
-            agent=AgentRef(agent_id=inp.lineage_id, version=versions[-1].version),
+            agent=AgentRef(agent_id=inp.lineage_id, version=version),
             input_hashes=input_hashes,
-            last_cycle=max((r.cycle for r in rollouts), default=0),
+            last_cycle=last_cycle,
         )

@@ -9,6 +9,7 @@ from collections import OrderedDict
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, bindparam, func
+from sqlalchemy.orm import configure_mappers
 from sqlmodel import Session, SQLModel, col, select
 
 from domain.agent import AgentDefinition, AgentRef
@@ -48,6 +49,17 @@ _insights = LearningInsightRow.__table__  # type: ignore[attr-defined]
 _ARTIFACT = select(_artifacts).where(_artifacts.c.id == bindparam("id"))
 _EVOLUTION = select(_evolutions).where(_evolutions.c.id == bindparam("id"))
 _INSIGHTS = select(_insights).where(_insights.c.session_id == bindparam("session_id"))
+_versions = AgentVersionRow.__table__  # type: ignore[attr-defined]
+_rollouts = RolloutRow.__table__  # type: ignore[attr-defined]
+_DEFINITION_HASH = select(_versions.c.definition_hash).where(_versions.c.id == bindparam("id"))
+_RESUME_POINT = select(
+    select(func.max(_versions.c.version))
+    .where(_versions.c.lineage_id == bindparam("lineage_id"))
+    .scalar_subquery(),
+    select(func.max(_rollouts.c.cycle))
+    .where(_rollouts.c.lineage_id == bindparam("lineage_id"))
+    .scalar_subquery(),
+)
 _spans = SpanRow.__table__  # type: ignore[attr-defined]
 _SPANS = (
     select(_spans).where(_spans.c.attempt_id == bindparam("attempt_id")).order_by(_spans.c.sequence)
@@ -75,6 +87,9 @@ class StoreQueries:
         self._definitions: dict[tuple[str, int], AgentDefinition] = {}
         self._past: dict[str, list[PastChange]] = {}
         self._lock = threading.Lock()
+        # Table models built by ``_rows`` (model_construct) need their mappers configured,
+        # which otherwise happens at the process's first ORM query.
+        configure_mappers()
 
     def _all(self, statement: Any) -> list[Any]:
         with Session(self.engine) as session:
@@ -110,15 +125,24 @@ class StoreQueries:
             cached = self._definitions.get(key)
         if cached is not None:
             return cached.model_copy(deep=True)
-        rows = self._all(
-            select(AgentVersionRow).where(AgentVersionRow.id == f"{ref.agent_id}@{ref.version}")
-        )
-        if not rows:
+        with self.engine.connect() as conn:
+            digest = conn.execute(
+                _DEFINITION_HASH, {"id": f"{ref.agent_id}@{ref.version}"}
+            ).scalar_one_or_none()
+        if digest is None:
             raise KeyError(f"agent {ref.agent_id} version {ref.version} is not in the store")
-        definition = AgentDefinition.model_validate(self.payload(rows[0].definition_hash))
+        definition = AgentDefinition.model_validate(self.payload(digest))
         with self._lock:
             self._definitions[key] = definition
         return definition.model_copy(deep=True)
+
+    def resume_point(self, lineage_id: str) -> tuple[int | None, int]:
+        """A lineage's latest agent version (None before its first) and the last cycle it
+        rolled out (0 before its first): where a lineage started again picks up. One indexed
+        statement, read once per lineage start."""
+        with self.engine.connect() as conn:
+            version, cycle = conn.execute(_RESUME_POINT, {"lineage_id": lineage_id}).one()
+        return version, cycle or 0
 
     def agent_versions(self, lineage_id: str) -> list[AgentVersionRow]:
         return self._all(

@@ -163,6 +163,29 @@ async def test_cli_score_evolves_the_lineage_and_the_store_holds_everything(
     assert Counter(references)[b_attempt.input_hash] >= 4  # 2 lineages x (rollout + attempt)
 
 
+@pytest.mark.every_backend
+async def test_a_lineage_started_again_after_it_stopped_resumes_at_its_latest_version_and_cycle(
+    client, store, settings, run_worker
+):
+    spec = make_spec(labels=("A",))
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 3, "comment": "Way too long, wanted quick bullets"})
+        assert (await wait_for_state(handle, awaiting(2))).agent_version == 2
+        await handle.signal("stop")
+        assert (await handle.result()).status == "stopped"
+
+        (again,) = await start_session(client, spec, settings.task_queue)
+        assert again.result_run_id != handle.result_run_id  # a new run, not the stopped one
+        state = await wait_for_state(again, awaiting(3))
+        assert state.agent_version == 2  # the evolved agent, not the spec's v1
+
+    q = store.queries
+    ran = [(r.cycle, q.attempts(r.id)[0].agent_version) for r in q.rollouts(spec.lineage_id("A"))]
+    assert ran == [(1, 1), (2, 2), (3, 2)]
+
+
 def _ref(agent_id: str, version: int):
     from domain.agent import AgentRef
 
