@@ -125,9 +125,13 @@ def _sqlite_engine(url: str, readonly: bool = False) -> Engine:
         cur.execute(f"PRAGMA busy_timeout={WRITE_WAIT_SECONDS * 1000}")
         cur.close()
 
+    begin = "BEGIN" if readonly else "BEGIN IMMEDIATE"
+
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
-        conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+        # On the driver's connection: through SQLAlchemy's execution path this one statement
+        # cost a write transaction a third of its overhead.
+        conn.connection.driver_connection.execute(begin)
 
     return engine
 
