@@ -23,7 +23,6 @@ writers more than the building itself.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -62,6 +61,7 @@ class GroupCommit(Generic[T]):
         self._queue: list[_Write[T]] = []
         self._leading = False
         self._last_batch = 1  # writers in the transaction before: how many to wait for
+        self._full: threading.Lock | None = None  # released when the queue is that long
 
     def write(self, prepare: Callable[[], list[T]]) -> int:
         """Commit the events ``prepare`` builds (with others queued meanwhile); returns how
@@ -71,6 +71,9 @@ class GroupCommit(Generic[T]):
             self._queue.append(mine)
             lead = not self._leading
             self._leading = True
+            if self._full is not None and len(self._queue) >= self._last_batch:
+                self._full.release()  # the leader waiting for the queue to fill goes on
+                self._full = None
         if not lead:
             mine.wake.acquire()
             if not mine.lead:
@@ -90,13 +93,16 @@ class GroupCommit(Generic[T]):
         return _result(mine)
 
     def _await_last_writers(self) -> None:
-        if len(self._queue) >= self._last_batch:
-            return
-        deadline = time.perf_counter() + self._delay
-        # sleep(0) gives up the GIL to the writers on their way back; a condition variable
-        # woken by every queued write costs them more than this costs the leader.
-        while len(self._queue) < self._last_batch and time.perf_counter() < deadline:
-            time.sleep(0)
+        with self._mutex:
+            if len(self._queue) >= self._last_batch:
+                return
+            full = self._full = threading.Lock()
+            full.acquire()
+        # Blocked, not polling: a polling leader takes the GIL back from the writers it waits
+        # for. The writer that fills the queue releases it; only that one pays for the wake.
+        full.acquire(timeout=self._delay)
+        with self._mutex:
+            self._full = None
 
     def _run(self, batch: list[_Write[T]]) -> None:
         ready = []
