@@ -10,7 +10,12 @@ from sqlalchemy import Engine
 
 from store import projections
 from store.chain_keys import UNKEYED, ChainKeys
-from store.database import create_store_engine, database_url_from_env, write_transaction
+from store.database import (
+    close_writer_connection,
+    create_store_engine,
+    database_url_from_env,
+    write_transaction,
+)
 from store.migrate import upgrade
 from store.queries import StoreQueries
 from store.recorder import TrainingSignalRecorder
@@ -44,6 +49,7 @@ class Store:
 
     def close(self) -> None:
         self.recorder.close()
+        close_writer_connection(self.engine)
         self.engine.dispose()
         if self.read_engine is not self.engine:
             self.read_engine.dispose()

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, Pool, create_engine, event
 from sqlmodel import SQLModel
 
 from domain.settings import DEFAULT_DATABASE_URL
@@ -63,9 +65,50 @@ def exclusive_writer(engine: Engine) -> Iterator[None]:
 
 @contextmanager
 def write_transaction(engine: Engine) -> Iterator[Connection]:
-    """``engine.begin()`` for a transaction that writes, in this process's turn on SQLite."""
-    with exclusive_writer(engine), engine.begin() as conn:
-        yield conn
+    """``engine.begin()`` for a transaction that writes, in this process's turn on SQLite.
+
+    On a SQLite file the turn's holder writes on one connection kept for the engine's writes:
+    checking a connection out of the pool and back in cost a one-statement transaction as much
+    as the statement and its commit. A write that fails leaves it for a new one."""
+    if sqlite_writer_lock(engine) is None:
+        with engine.begin() as conn:
+            yield conn
+        return
+    with exclusive_writer(engine):
+        pool, conn = _writer_connections.get(engine, (None, None))
+        if conn is None or pool is not engine.pool or conn.closed or conn.invalidated:
+            # none yet, or the engine was disposed since (a new pool, maybe new settings)
+            _close_writer_connection(engine)
+            conn = engine.connect()
+            _writer_connections[engine] = (engine.pool, conn)
+        try:
+            with conn.begin():
+                yield conn
+        except BaseException:
+            _close_writer_connection(engine)
+            raise
+
+
+# Each engine's kept write connection, used only in the holder's turn (``write_transaction``).
+_writer_connections: weakref.WeakKeyDictionary[Engine, tuple[Pool, Connection]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _close_writer_connection(engine: Engine) -> None:
+    _, conn = _writer_connections.pop(engine, (None, None))
+    if conn is not None:
+        with contextlib.suppress(Exception):  # a dead connection: nothing to give back
+            conn.close()
+
+
+def close_writer_connection(engine: Engine) -> None:
+    """Give the engine's kept write connection back (before the engine is disposed)."""
+    lock = sqlite_writer_lock(engine)
+    if lock is None:
+        return
+    with lock:
+        _close_writer_connection(engine)
 
 
 def sqlite_writer_lock(engine: Engine) -> threading.Lock | None:

@@ -1,4 +1,5 @@
-"""SQLite specifics: page size of new and old databases, read-ahead for full materializations."""
+"""SQLite specifics: page size of new and old databases, read-ahead for full materializations,
+the connection writes are made on."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from domain.execution import SpanRecord
 from store import Store
-from store.database import create_store_engine
+from store.database import create_store_engine, write_transaction
 from tests.store_story import (
     register,
     scored_cycle,
@@ -85,3 +86,44 @@ def test_a_full_materialization_reads_the_sqlite_file_ahead(tmp_path: Path, monk
     assert ReadAhead.for_engine(create_store_engine("sqlite://")).path is None
     pg = create_store_engine("postgresql://nobody@127.0.0.1:1/none")  # never connected
     assert ReadAhead.for_engine(pg).path is None
+
+
+def _chain_position(store: Store) -> int:
+    with store.read_engine.connect() as conn:
+        return conn.exec_driver_sql("SELECT position FROM event_chain_head").scalar_one()
+
+
+def test_a_failed_write_is_rolled_back_and_the_next_write_lands(tmp_path: Path):
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        register(store, "s-A", "s")
+        before = _chain_position(store)
+        try:
+            with write_transaction(store.engine) as conn:
+                conn.exec_driver_sql("UPDATE event_chain_head SET position = -1")
+                raise RuntimeError("the write fails half way")
+        except RuntimeError:
+            pass
+        assert _chain_position(store) == before  # nothing of it stayed
+        register(store, "s-B", "s")  # the next write goes through, on a working connection
+        assert _chain_position(store) > before
+        assert {row.id for row in store.queries.session_lineages("s")} == {"s-A", "s-B"}
+    finally:
+        store.close()
+
+
+def test_writes_after_the_engine_is_disposed_use_its_new_connections(tmp_path: Path):
+    """Disposing an engine (as tests and tools do to change connection settings) reaches the
+    connection writes are made on too."""
+    from sqlalchemy import event
+
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        register(store, "s-A", "s")
+        opened: list[object] = []
+        event.listen(store.engine, "connect", lambda dbapi, _record: opened.append(dbapi))
+        store.engine.dispose()
+        register(store, "s-B", "s")
+        assert opened  # the write opened a connection with the engine's current settings
+    finally:
+        store.close()
