@@ -132,14 +132,14 @@ def build_worker(
             rlm.run_cell,
             rlm.export_commit,
         ],
-        # Store activities are synchronous (SQLAlchemy) and run on this pool, local ones (the
-        # lineage's store steps) too: room for both limits, so a queued local activity never
-        # spends its timeout waiting for a thread.
         # LineageWorkflow is defined unsandboxed (see its definition); `workflow_sandbox` runs
         # it in the sandbox like the others.
         unsandboxed_workflow_runner=(
             SandboxedWorkflowRunner() if settings.workflow_sandbox else UnsandboxedWorkflowRunner()
         ),
+        # Store activities are synchronous (SQLAlchemy) and run on this pool, local ones (the
+        # lineage's store steps) too: room for both limits, so a queued local activity never
+        # spends its timeout waiting for a thread.
         activity_executor=ThreadPoolExecutor(max_workers=2 * settings.max_concurrent_activities),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_local_activities=settings.max_concurrent_activities,

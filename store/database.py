@@ -41,8 +41,9 @@ def sqlite_file(engine: Engine) -> str | None:
 
 
 @contextmanager
-def exclusive_writer(engine: Engine) -> Iterator[None]:
-    """This process's turn to write to the engine's SQLite file; nothing for other databases.
+def exclusive_writer(engine: Engine, lock: threading.Lock) -> Iterator[None]:
+    """This process's turn to write to the engine's SQLite file (``lock``, from
+    ``sqlite_writer_lock``).
 
     SQLite admits one writer at a time, and a writer that finds the lock taken sleeps in the
     busy handler, 1, 2, 5, 10 ... 100 ms between tries, so it sleeps on after the lock is free:
@@ -51,10 +52,6 @@ def exclusive_writer(engine: Engine) -> Iterator[None]:
     those sleeps. Writers in one process take turns on a lock instead, and the next one starts
     the moment the last one commits. Other processes on the file still meet the busy handler.
     """
-    lock = sqlite_writer_lock(engine)
-    if lock is None:
-        yield
-        return
     if not lock.acquire(timeout=WRITE_WAIT_SECONDS):
         raise TimeoutError(f"no turn to write to {engine.url.database} in {WRITE_WAIT_SECONDS} s")
     try:
@@ -70,11 +67,12 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
     On a SQLite file the turn's holder writes on one connection kept for the engine's writes:
     checking a connection out of the pool and back in cost a one-statement transaction as much
     as the statement and its commit. A write that fails leaves it for a new one."""
-    if sqlite_writer_lock(engine) is None:
+    lock = sqlite_writer_lock(engine)
+    if lock is None:
         with engine.begin() as conn:
             yield conn
         return
-    with exclusive_writer(engine):
+    with exclusive_writer(engine, lock):
         pool, conn = _writer_connections.get(engine, (None, None))
         if conn is None or pool is not engine.pool or conn.closed or conn.invalidated:
             # none yet, or the engine was disposed since (a new pool, maybe new settings)

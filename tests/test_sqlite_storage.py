@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from domain.execution import SpanRecord
 from store import Store
 from store.database import create_store_engine, write_transaction
@@ -98,12 +100,9 @@ def test_a_failed_write_is_rolled_back_and_the_next_write_lands(tmp_path: Path):
     try:
         register(store, "s-A", "s")
         before = _chain_position(store)
-        try:
-            with write_transaction(store.engine) as conn:
-                conn.exec_driver_sql("UPDATE event_chain_head SET position = -1")
-                raise RuntimeError("the write fails half way")
-        except RuntimeError:
-            pass
+        with pytest.raises(RuntimeError), write_transaction(store.engine) as conn:
+            conn.exec_driver_sql("UPDATE event_chain_head SET position = -1")
+            raise RuntimeError("the write fails half way")
         assert _chain_position(store) == before  # nothing of it stayed
         register(store, "s-B", "s")  # the next write goes through, on a working connection
         assert _chain_position(store) > before
