@@ -73,7 +73,7 @@ def build_worker(
     registry = LineageRegistryActivities(store)
     trainers = TrainerBackends(settings)
     trainer = TrainerActivities(store, trainers)
-    feedback = FeedbackActivities(store, trainer)
+    feedback = FeedbackActivities(store)
     lightning = LightningActivities(store, trainers)
     rlm = RlmActivities(store, settings)
     # Clients made by connect() already trace (and workers inherit that); others get it here.
@@ -102,18 +102,10 @@ def build_worker(
             registry.register_lineage,
             agent.run_agent,
             agent.mark_rollout_failed,
-            feedback.record_score,
-            feedback.record_score_and_train,
             feedback.record_rejection,
             feedback.record_directive,
             feedback.record_lock,
-            trainer.judge_evolution,
-            trainer.analyze_reward,
-            trainer.assign_credit,
-            trainer.plan_evolution,
-            trainer.apply_evolution,
-            trainer.train,
-            trainer.rollback_evolution,
+            trainer.take_cycle_step,
             lightning.publish_resources,
             lightning.record_task_queued,
             lightning.record_task_attempt_started,

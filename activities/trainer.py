@@ -1,48 +1,65 @@
-"""Master Trainer steps as separate activities, so each is retried, timed and visible in the
-workflow history on its own. The backend (rules or Claude) is the lineage's explicit choice."""
+"""The cycle step as an activity: a thin adapter that reads what the step needs from the store,
+calls ``trainer.cycle_step.take`` (the same function the evaluation command calls), and records
+the score, the verdict on the last change and the new version.
+
+With the rules engine it runs as a local activity (milliseconds of deterministic work); with
+Claude as an activity on the task queue (model calls), which any worker may take.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from domain.agent import AgentDefinition, AgentRef
+from activities.error_classification import is_transient
+from domain.agent import AgentDefinition
 from domain.execution import SpanRecord
-from domain.feedback import ScoreInput
-from domain.lineage import (
-    ApplyEvolutionInput,
-    ApplyEvolutionResult,
-    CreditInput,
-    JudgeEvolutionInput,
-    PlanInput,
-    RollbackInput,
-    TrainerInput,
-)
+from domain.lineage import CycleStepInput, CycleStepResult
 from domain.trainer import (
     CreditAssignment,
     Directives,
     EvolutionChange,
-    EvolutionPlan,
     EvolutionTrigger,
-    ExpectedImpact,
     JudgedEvolution,
+    LearningInsight,
+    PastChange,
     ScoreAnalysis,
 )
+from rlm.shared_store import WorkerStoreProxy
 from runner.model_backend import ModelError
+from runner.redaction import redact
 from store import Store
 from store.findings import DatabaseFindingsStore
+from store.shared_findings import DatabaseSharedStore
 from store.tables import ArtifactRow
-from trainer import evolution, evolution_planner, outcome, rlm_credit
+from trainer import cycle_step, outcome, reward_analyzer, rlm_credit
 from trainer.backends import TrainerBackend, TrainerBackends, TrainerConfigError
 from trainer.change_family import pattern
 from trainer.claude_trainer import TrainerOutputError
+from trainer.cycle_step import CycleStep, LineageMemory
+from trainer.outcome import PendingEvolution
 
 T = TypeVar("T")
+TRAINING_ERROR_CHARS = 500
+MODEL_ATTEMPTS = 5  # a trainer model still failing after this many tries ends the training
+
+
+@dataclass
+class StepContext:
+    """What a cycle step reads from the store."""
+
+    agent: AgentDefinition
+    artifact: ArtifactRow
+    spans: list[SpanRecord]
+    pending: PendingEvolution | None
+    past: list[PastChange]
+    insights: dict[str, LearningInsight]
 
 
 class TrainerActivities:
@@ -50,243 +67,258 @@ class TrainerActivities:
         self.store = store
         self.backends = backends
 
-    @activity.defn(name="judge_evolution")
-    def judge_evolution(self, inp: JudgeEvolutionInput) -> JudgedEvolution | None:
-        """Validation: the verdict on the pending evolution from the score of its output."""
-        return judge_pending(self.store, inp.session_id, inp.evolution_id, inp.score)
-
-    def _backend(self, t: TrainerInput) -> TrainerBackend:
+    @activity.defn(name="take_cycle_step")
+    async def take_cycle_step(self, inp: CycleStepInput) -> CycleStepResult:
+        """Judge the last change, roll back what the comment refuted, train on the comment, and
+        record it all (the score first: a training that fails for good leaves it recorded)."""
+        context: StepContext | None = None
         try:
-            return self.backends.get(t.trainer, t.trainer_model)
+            context = await asyncio.to_thread(self._context, inp)
+            memory = self._memory(inp, context)
+            if not inp.train:  # locked: the score judges, nothing evolves
+                judged = self._judge(inp, memory)
+                await asyncio.to_thread(self._record_score, inp, judged)
+                return CycleStepResult(
+                    verdict=judged.verdict if judged else None,
+                    agent=inp.agent,
+                    asked_for=inp.asked_for,
+                    summary=f"kept v{inp.agent.version}: the lineage is locked",
+                )
+            step = await self._take(inp, context, memory)
+        except Exception as error:
+            if is_transient(error):
+                raise  # the store: retried until it is back
+            if _retryable(error) and activity.info().attempt < MODEL_ATTEMPTS:
+                raise  # a model call that may succeed next time
+            return await asyncio.to_thread(self._record_failed, inp, context, error)
+        return await asyncio.to_thread(self._record, inp, context, step)
+
+    def _memory(self, inp: CycleStepInput, context: StepContext) -> LineageMemory:
+        return LineageMemory(
+            session_id=inp.session_id,
+            lineage_id=inp.lineage_id,
+            pending=context.pending,
+            asked_for=inp.asked_for,
+            previous_score=inp.previous_score,
+            sticky_directives=inp.sticky_directives,
+            oneshot_directives=inp.oneshot_directives,
+            rollback_refuted=inp.rollback_refuted,
+        )
+
+    def _record_failed(
+        self, inp: CycleStepInput, context: StepContext | None, error: BaseException
+    ) -> CycleStepResult:
+        """A step that failed for good: the score is recorded all the same (with the verdict,
+        if the pending evolution could be read), and the lineage keeps its version."""
+        judged = self._judge(inp, self._memory(inp, context)) if context else None
+        self._record_score(inp, judged)
+        reason = redact(" ".join(f"{type(error).__name__}: {error}".split()))
+        return CycleStepResult(
+            verdict=judged.verdict if judged else None,
+            agent=inp.agent,
+            asked_for=inp.asked_for,
+            training_error=reason[:TRAINING_ERROR_CHARS],
+        )
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def _context(self, inp: CycleStepInput) -> StepContext:
+        q = self.store.queries
+        artifact = q.artifact(inp.artifact_id)
+        pending = None
+        if inp.pending_evolution_id:
+            record = q.evolution_record(inp.pending_evolution_id)
+            if record is not None:
+                analysis = json.loads(record.score_analysis)
+                pending = PendingEvolution(
+                    evolution_id=record.id,
+                    trigger_score=record.trigger_score,
+                    changes=[EvolutionChange.model_validate(c) for c in json.loads(record.changes)],
+                    contexts=sorted(
+                        f"{a['aspect']}:{a.get('want') or a['sentiment']}"
+                        for a in analysis["aspects"]
+                    ),
+                )
+        return StepContext(
+            agent=q.agent_definition(inp.agent),
+            artifact=artifact,
+            spans=q.span_records(artifact.attempt_id),
+            pending=pending,
+            past=q.past_changes(inp.session_id),
+            insights=q.insights(inp.session_id),
+        )
+
+    # ---- the step --------------------------------------------------------------------------
+
+    def _backend(self, inp: CycleStepInput) -> TrainerBackend:
+        try:
+            return self.backends.get(inp.trainer, inp.trainer_model)
         except TrainerConfigError as exc:
             raise ApplicationError(
                 str(exc), type="TrainerConfigError", non_retryable=True
             ) from None
 
-    @activity.defn(name="analyze_reward")
-    async def analyze_reward(self, inp: TrainerInput) -> ScoreAnalysis:
-        previous = [] if inp.previous_score is None else [inp.previous_score]
+    async def _take(
+        self, inp: CycleStepInput, context: StepContext, memory: LineageMemory
+    ) -> CycleStep:
+        backend = self._backend(inp)
+        credit_of = None
+        if _fans_out(context.spans):
+
+            def credit_of(
+                agent: AgentDefinition, analysis: ScoreAnalysis
+            ) -> Awaitable[CreditAssignment]:
+                return self._trajectory_credit(backend, agent, analysis, context)
+
         return await _typed(
-            self._backend(inp).analyze(inp.score.score, inp.score.comment, previous)
-        )
-
-    @activity.defn(name="assign_credit")
-    async def assign_credit(self, inp: CreditInput) -> CreditAssignment:
-        agent, artifact, spans = await asyncio.to_thread(self._credited, inp.trainer)
-        backend = self._backend(inp.trainer)
-        if _fans_out(spans):
-            return await _typed(
-                self._trajectory_credit(backend, agent, inp.analysis, artifact, spans)
+            cycle_step.take(
+                backend,
+                context.agent,
+                memory,
+                inp.score.score,
+                inp.score.comment,
+                spans=context.spans,
+                past=context.past,
+                insights=context.insights,
+                credit_of=credit_of,
             )
-        return await _typed(backend.assign_credit(agent, inp.analysis, spans))
-
-    def _credited(self, t: TrainerInput) -> tuple[AgentDefinition, ArtifactRow, list[SpanRecord]]:
-        """What credit is assigned over: the agent, the output and its attempt's spans."""
-        q = self.store.queries
-        artifact = q.artifact(t.artifact_id)
-        return q.agent_definition(t.agent), artifact, q.span_records(artifact.attempt_id)
+        )
 
     def _trajectory_credit(
         self,
         backend: TrainerBackend,
         agent: AgentDefinition,
         analysis: ScoreAnalysis,
-        artifact: ArtifactRow,
-        spans: list[SpanRecord],
+        context: StepContext,
     ) -> Awaitable[CreditAssignment]:
         """A long trajectory's credit, fanned out over its model calls (RLM-style)."""
         findings = DatabaseFindingsStore(
-            self.store.engine, f"credit:{artifact.attempt_id}", self.store.read_engine
+            self.store.engine, f"credit:{context.artifact.attempt_id}", self.store.read_engine
         )
-        return rlm_credit.trajectory_credit(backend, agent, analysis, spans, findings)
+        return rlm_credit.trajectory_credit(backend, agent, analysis, context.spans, findings)
 
-    @activity.defn(name="plan_evolution")
-    async def plan_evolution(self, inp: PlanInput) -> EvolutionPlan:
-        t, q = inp.trainer, self.store.queries
-        agent = await asyncio.to_thread(q.agent_definition, t.agent)
-        proposal = await _typed(
-            self._backend(t).propose(
-                agent, inp.analysis, inp.credit, t.sticky_directives + t.oneshot_directives
-            )
-        )
-        past, insights = await asyncio.to_thread(
-            lambda: (q.past_changes(t.session_id), q.insights(t.session_id))
-        )
-        return evolution_planner.finalize(
-            agent, proposal, t.sticky_directives, t.oneshot_directives, past, insights
-        )
+    def _judge(self, inp: CycleStepInput, memory: LineageMemory) -> JudgedEvolution | None:
+        if memory.pending is None:
+            return None
+        previous = [] if inp.previous_score is None else [inp.previous_score]
+        analysis = reward_analyzer.analyze(inp.score.score, inp.score.comment, previous)
+        return outcome.judge(memory.pending, analysis, inp.session_id)
 
-    @activity.defn(name="apply_evolution")
-    def apply_evolution(self, inp: ApplyEvolutionInput) -> ApplyEvolutionResult:
-        return self._apply(inp, self.store.queries.artifact(inp.trainer.artifact_id))
+    # ---- recording -------------------------------------------------------------------------
 
-    def _apply(self, inp: ApplyEvolutionInput, artifact: ArtifactRow) -> ApplyEvolutionResult:
-        t, q = inp.trainer, self.store.queries
+    def _record_score(self, inp: CycleStepInput, judged: JudgedEvolution | None) -> None:
+        self.store.recorder.record_score(
+            session_id=inp.session_id,
+            lineage_id=inp.lineage_id,
+            evaluation_id=inp.evaluation_id,
+            artifact_id=inp.artifact_id,
+            rollout_id=inp.rollout_id,
+            cycle=inp.cycle,
+            agent_version=inp.agent.version,
+            score=inp.score.score,
+            comment=inp.score.comment,
+            rater=inp.score.rater,
+            outcome=(judged.evolution_id, judged.verdict) if judged else None,
+            insights=judged.insights if judged else [],
+        )
+        if judged is not None:
+            self._share(inp, judged)
+
+    def _record(
+        self, inp: CycleStepInput, context: StepContext, step: CycleStep
+    ) -> CycleStepResult:
+        self._record_score(inp, step.judged)
+        plan = step.plan
+        plan.notes = [*plan.notes, *(r for r in step.report if r not in plan.notes)]
         trigger = EvolutionTrigger(
-            rollout_id=t.rollout_id,
-            attempt_id=artifact.attempt_id,
-            artifact_id=t.artifact_id,
-            evaluation_id=t.evaluation_id,
-            score=t.score.score,
-            comment=t.score.comment,
-            directives=Directives(sticky=t.sticky_directives, oneshot=t.oneshot_directives),
+            rollout_id=inp.rollout_id,
+            attempt_id=context.artifact.attempt_id,
+            artifact_id=inp.artifact_id,
+            evaluation_id=inp.evaluation_id,
+            score=inp.score.score,
+            comment=inp.score.comment,
+            directives=Directives(sticky=inp.sticky_directives, oneshot=inp.oneshot_directives),
         )
-        if not inp.plan.changes:
+        verdict = step.judged.verdict if step.judged else None
+        summary = cycle_step.summary(step, inp.agent.version)
+        if not step.changed:
             self.store.recorder.record_kept(
-                session_id=t.session_id,
-                lineage_id=t.lineage_id,
-                version=t.agent.version,
+                session_id=inp.session_id,
+                lineage_id=inp.lineage_id,
+                version=inp.agent.version,
                 trigger=trigger,
-                analysis=inp.analysis,
-                plan=inp.plan,
+                analysis=step.analysis,
+                plan=plan,
             )
-            reason = "; ".join(inp.plan.notes) or "the plan held no change"
-            return ApplyEvolutionResult(
-                evolution_id=None,
-                agent=t.agent,
-                changes=0,
-                summary=f"kept v{t.agent.version}: {reason}",
+            return CycleStepResult(
+                verdict=verdict,
+                agent=inp.agent,
+                asked_for=step.asked_for,
+                report=step.report,
+                summary=summary,
             )
-        agent = q.agent_definition(t.agent)
-        evolved = evolution.apply_changes(agent, inp.plan.changes)
-        evolution_id = f"{t.lineage_id}:evolution:v{t.agent.version}"
-        insights = q.insights(t.session_id)
+        evolution_id = f"{inp.lineage_id}:evolution:v{inp.agent.version}"
         applied = [
-            (insights[pattern(c)[0]].id, c) for c in inp.plan.changes if pattern(c)[0] in insights
+            (context.insights[pattern(c)[0]].id, c)
+            for c in plan.changes
+            if pattern(c)[0] in context.insights
         ]
-        ref: AgentRef = self.store.recorder.record_evolution(
-            session_id=t.session_id,
-            lineage_id=t.lineage_id,
-            evolution_id=evolution_id,
-            from_version=t.agent.version,
-            new_agent=evolved,
-            trigger=trigger,
-            analysis=inp.analysis,
-            credit=inp.credit,
-            plan=inp.plan,
-            changes=inp.plan.changes,
-            applied_insights=applied,
-        )
-        described = ", ".join(_describe(c) for c in inp.plan.changes)
-        return ApplyEvolutionResult(
-            evolution_id=evolution_id,
-            agent=ref,
-            changes=len(inp.plan.changes),
-            summary=f"v{t.agent.version}→v{ref.version}: {described}",
-        )
-
-    @activity.defn(name="train")
-    def train(self, t: TrainerInput) -> ApplyEvolutionResult:
-        """Reward analysis → credit assignment → evolution planning → evolution, as one step
-        of the rules engine: milliseconds of deterministic work over the store, so one thread
-        and one workflow activation instead of four. The result names the changes (the
-        evolution record holds the analysis, credit and plan). A model-backed trainer runs the
-        four steps one by one."""
-        if t.trainer != "rules":
-            raise ApplicationError(
-                f"train runs the rules engine, not {t.trainer!r}",
-                type="TrainerConfigError",
-                non_retryable=True,
-            )
-        rules, q = self.backends.rules, self.store.queries
-        previous = [] if t.previous_score is None else [t.previous_score]
-        analysis = rules.analyze_now(t.score.score, t.score.comment, previous)
-        agent, artifact, spans = self._credited(t)
-        if _fans_out(spans):  # rare: the fan-out awaits its parts, on a loop of its own
-            credit = asyncio.run(
-                _typed(self._trajectory_credit(rules, agent, analysis, artifact, spans))
-            )
-        else:
-            credit = rules.assign_credit_now(agent, analysis, spans)
-        plan = evolution_planner.finalize(
-            agent,
-            rules.propose_now(agent, analysis, credit),
-            t.sticky_directives,
-            t.oneshot_directives,
-            q.past_changes(t.session_id),
-            q.insights(t.session_id),
-        )
-        return self._apply(
-            ApplyEvolutionInput(trainer=t, analysis=analysis, credit=credit, plan=plan), artifact
-        )
-
-    @activity.defn(name="rollback_evolution")
-    def rollback_evolution(self, inp: RollbackInput) -> ApplyEvolutionResult:
-        """Restore the version a refuted evolution started from, as a new version."""
-        q = self.store.queries
-        record = q.evolution_record(inp.evolution_id)
-        if record is None:
-            raise ApplicationError(f"no evolution {inp.evolution_id}", non_retryable=True)
-        made = [EvolutionChange.model_validate(c) for c in json.loads(record.changes)]
-        undone = [c for c in made if c.aspect in inp.aspects] if inp.aspects else made
-        if inp.aspects and undone and len(undone) < len(made):
-            # only the refuted aspects' changes are undone; the rest of the evolution stays
-            inverse = [_inverse(c) for c in reversed(undone)]
-            try:
-                restored = evolution.apply_changes(q.agent_definition(inp.agent), inverse)
-            except (evolution.EvolutionError, ValueError) as exc:
-                raise ApplicationError(
-                    f"cannot undo the {', '.join(inp.aspects)} changes of {inp.evolution_id}: "
-                    f"{exc}",
-                    type="RollbackError",
-                    non_retryable=True,
-                ) from None
-            hypothesis = (
-                f"Undoing the {', '.join(inp.aspects)} changes of {inp.evolution_id}, which the "
-                f"score of {inp.score.score:g} refuted, recovers {', '.join(inp.aspects)}."
-            )
-        else:
-            restored = q.agent_definition(
-                AgentRef(agent_id=inp.lineage_id, version=record.from_version)
-            )
-            inverse = [_inverse(c) for c in made]
-            hypothesis = (
-                f"Restoring v{record.from_version} recovers from the drop to "
-                f"{inp.score.score:g} that refuted {inp.evolution_id}."
-            )
-        plan = EvolutionPlan(changes=inverse, hypothesis=hypothesis)
-        evolution_id = f"{inp.lineage_id}:rollback:v{inp.agent.version}"
-        artifact = q.artifact(inp.artifact_id)
         ref = self.store.recorder.record_evolution(
             session_id=inp.session_id,
             lineage_id=inp.lineage_id,
             evolution_id=evolution_id,
             from_version=inp.agent.version,
-            new_agent=restored,
-            trigger=EvolutionTrigger(
-                rollout_id=inp.rollout_id,
-                attempt_id=artifact.attempt_id,
-                artifact_id=inp.artifact_id,
-                evaluation_id=inp.evaluation_id,
-                score=inp.score.score,
-                comment=inp.score.comment,
-            ),
-            analysis=ScoreAnalysis(
-                score=inp.score.score,
-                comment=inp.score.comment,
-                sentiment="negative",
-                trend="declining",
-            ),
-            credit=CreditAssignment(mode="prompt"),
+            new_agent=step.agent,
+            trigger=trigger,
+            analysis=step.analysis,
+            credit=step.credit,
             plan=plan,
-            changes=inverse,
-            kind="rollback",
+            changes=plan.changes,
+            kind="rollback" if step.rolled_back and not step.new_changes else "evolution",
+            applied_insights=applied,
         )
-        what = (
-            f"undid the {', '.join(inp.aspects)} changes of {inp.evolution_id} (refuted)"
-            if len(inverse) < len(made)
-            else f"rolled back to v{record.from_version} ({inp.evolution_id} was refuted)"
-        )
-        return ApplyEvolutionResult(
-            evolution_id=evolution_id,
+        return CycleStepResult(
+            verdict=verdict,
+            evolution_id=evolution_id if step.new_changes else None,
             agent=ref,
-            changes=len(inverse),
-            summary=f"v{inp.agent.version}→v{ref.version}: {what}",
+            asked_for=step.asked_for,
+            report=step.report,
+            summary=summary,
         )
+
+    def _share(self, inp: CycleStepInput, judged: JudgedEvolution) -> None:
+        """Publish the outcome to the session's shared findings, where every lineage reads
+        what the others learned (``view_others``). Once per evolution, even if retried."""
+        shared = WorkerStoreProxy(
+            DatabaseSharedStore(
+                self.store.engine, f"session:{inp.session_id}", self.store.read_engine
+            ),
+            inp.lineage_id,
+        )
+        verdict, tag = judged.verdict, f"evolution:{judged.evolution_id}"
+        if not judged.insights or shared.shared.query(f"tag={tag}"):
+            return
+        for observation in judged.insights:
+            shared.create(
+                "claim",
+                f"{observation.pattern}: {'worked' if observation.success else 'failed'}"
+                f" ({verdict.score_delta:+g})",
+                content={
+                    "insight_id": observation.insight_id,
+                    "success": observation.success,
+                    "score_delta": observation.score_delta,
+                    "evolution_id": observation.evolution_id,
+                },
+                tags=[tag, "insight", f"pattern:{observation.pattern_type}"],
+            )
 
 
 def _fans_out(spans: list[SpanRecord]) -> bool:
     return sum(s.span_type == "llm_call" for s in spans) > rlm_credit.RLM_SPAN_THRESHOLD
+
+
+def _retryable(error: BaseException) -> bool:
+    return isinstance(error, ApplicationError) and not error.non_retryable
 
 
 async def _typed(call: Awaitable[T]) -> T:
@@ -299,44 +331,3 @@ async def _typed(call: Awaitable[T]) -> T:
         raise ApplicationError(
             str(exc), type="ModelError", non_retryable=not exc.retryable
         ) from None
-
-
-def _describe(change: EvolutionChange) -> str:
-    if change.component == "parameters":
-        return f"{change.target} {change.before}→{change.after}"
-    text = change.after if change.change_type != "remove" else change.before
-    if change.component in ("tools", "flow"):
-        return f"{change.change_type} {change.component} {change.target} {text!r}"
-    return f"{change.change_type} {change.component} {text!r}"
-
-
-def _inverse(change: EvolutionChange) -> EvolutionChange:
-    flipped = {"add": "remove", "remove": "add", "modify": "modify"}[change.change_type]
-    return change.model_copy(
-        update={
-            "change_type": flipped,
-            "before": change.after,
-            "after": change.before,
-            "reason": f"rollback: {change.reason}",
-        }
-    )
-
-
-def judge_pending(
-    store: Store, session_id: str, evolution_id: str, score: ScoreInput
-) -> JudgedEvolution | None:
-    """The verdict on an evolution awaiting its outcome (None when its record is gone)."""
-    record = store.queries.evolution_record(evolution_id)
-    if record is None:
-        return None
-    plan = json.loads(record.plan)
-    return outcome.judge_evolution(
-        session_id=session_id,
-        evolution_id=evolution_id,
-        trigger_score=record.trigger_score,
-        trigger_aspects=json.loads(record.score_analysis)["aspects"],
-        expected=[ExpectedImpact.model_validate(e) for e in plan["expected_impact"]],
-        changes=[EvolutionChange.model_validate(c) for c in json.loads(record.changes)],
-        score=score.score,
-        comment=score.comment,
-    )

@@ -4,9 +4,8 @@ points of its cycle, and waits for a signal — and nothing else.
 
 A lineage registers once (a local activity), then per cycle runs the agent (an activity on the
 queue), waits for the score, records it and trains on it (one local activity with the rules
-engine, record_score_and_train: the score, then reward analysis, credit, planning and
-evolution; judge_evolution comes first when the score judges an evolution, which the bench's
-scores, 9 without a comment, never leave pending). The baseline does the same, so that when
+engine, take_cycle_step: the score, the verdict on the last change, reward analysis, credit,
+planning and evolution). The baseline does the same, so that when
 cycle N awaits its score both sides have run 1 + N + (N - 1) activities, the same ones local.
 """
 
@@ -18,7 +17,7 @@ from temporalio import activity, workflow
 
 LOCAL_AT_START = 1  # register_lineage
 QUEUED_BEFORE_SCORE = 1  # run_agent
-LOCAL_AFTER_SCORE = 1  # record_score_and_train
+LOCAL_AFTER_SCORE = 1  # take_cycle_step
 
 
 @activity.defn(name="bench_noop")

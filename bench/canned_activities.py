@@ -8,17 +8,13 @@ from temporalio import activity
 
 from domain.agent import AgentRef
 from domain.lineage import (
-    ApplyEvolutionResult,
-    RecordScoreInput,
+    CycleStepInput,
+    CycleStepResult,
     RegisterLineageInput,
     RegisterLineageResult,
     RunAgentInput,
     RunAgentResult,
-    ScoreAndTrainInput,
-    ScoreAndTrainResult,
-    TrainerInput,
 )
-from domain.trainer import EvolutionOutcome
 
 
 @activity.defn(name="register_lineage")
@@ -41,19 +37,9 @@ async def run_agent(inp: RunAgentInput) -> RunAgentResult:
     )
 
 
-@activity.defn(name="record_score")
-def record_score(inp: RecordScoreInput) -> EvolutionOutcome | None:
-    return None
+@activity.defn(name="take_cycle_step")
+async def take_cycle_step(inp: CycleStepInput) -> CycleStepResult:
+    return CycleStepResult(agent=inp.agent, summary="kept")
 
 
-@activity.defn(name="train")
-def train(inp: TrainerInput) -> ApplyEvolutionResult:
-    return ApplyEvolutionResult(evolution_id=None, agent=inp.agent, changes=0, summary="kept")
-
-
-@activity.defn(name="record_score_and_train")
-def record_score_and_train(inp: ScoreAndTrainInput) -> ScoreAndTrainResult:
-    return ScoreAndTrainResult(applied=train(inp.trainer))
-
-
-ALL = [register_lineage, run_agent, record_score, train, record_score_and_train]
+ALL = [register_lineage, run_agent, take_cycle_step]

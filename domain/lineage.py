@@ -5,19 +5,13 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
 from domain.agent import AgentDefinition, AgentRef
 from domain.content_hash import canonical_json
 from domain.feedback import ScoreInput
 from domain.spec import LineageOptions, SessionDocument
-from domain.trainer import (
-    CreditAssignment,
-    EvolutionOutcome,
-    EvolutionPlan,
-    JudgedEvolution,
-    ScoreAnalysis,
-)
+from domain.trainer import EvolutionOutcome
 
 LineageStatus = Literal[
     "starting", "running", "awaiting_score", "training", "failed", "stopped", "completed"
@@ -27,7 +21,7 @@ LineageStatus = Literal[
 class ScorePoint(BaseModel):
     cycle: int
     score: float
-    agent_version: int
+    agent_version: int  # the version whose output was scored
     evaluation_id: str
 
 
@@ -84,6 +78,10 @@ class CarriedState(BaseModel):
     latest_output_preview: str | None = None
     latest_output_words: int = 0
     last_evolution: str | None = None
+    # The verdict of the last score on the change before it, with the words it rests on
+    last_verdict: str | None = None
+    # Families the reviewer asked for or approved and has not reversed: no change removes them
+    asked_for: list[str] = Field(default_factory=list)
     rejected_count: int = 0
     # What the `state` query surfaces until it is superseded, whichever run reports it
     last_rejection: str | None = None
@@ -117,6 +115,8 @@ class LineageState(BaseModel):
     latest_output_preview: str | None
     latest_output_words: int
     last_evolution: str | None
+    last_verdict: str | None = None
+    asked_for: list[str] = Field(default_factory=list)
     score_history: list[ScorePoint]
     queued_scores: int
     sticky_directives: list[str]
@@ -183,27 +183,6 @@ class RolloutFailedInput(BaseModel):
     error: str
 
 
-class RecordScoreInput(BaseModel):
-    session_id: str
-    lineage_id: str
-    evaluation_id: str
-    artifact_id: str
-    rollout_id: str
-    cycle: int
-    agent_version: int
-    score: ScoreInput
-    pending_evolution_id: str | None
-    # The verdict on the pending evolution, from the judging step; runs from before that step
-    # existed leave it out and record_score judges as it used to
-    judged: JudgedEvolution | None = None
-
-
-class JudgeEvolutionInput(BaseModel):
-    session_id: str
-    evolution_id: str
-    score: ScoreInput
-
-
 class RecordRejectionInput(BaseModel):
     session_id: str
     lineage_id: str
@@ -232,87 +211,40 @@ class RecordLockInput(BaseModel):
     reason: str | None
 
 
-class TrainerInput(BaseModel):
+class CycleStepInput(BaseModel):
+    """A score, and the cycle step it starts: judge the last change, roll back what the comment
+    refuted, train on the comment (unless ``train`` is False: a locked lineage), record it all.
+    Small: the agent, the output and the pending evolution are read from the store by id."""
+
     session_id: str
     lineage_id: str
-    agent: AgentRef
-    rollout_id: str
-    artifact_id: str
     evaluation_id: str
+    artifact_id: str
+    rollout_id: str
+    cycle: int
+    agent: AgentRef  # the version that produced the scored output
     score: ScoreInput
-    # The score before this one, for the reward analyzer's trend (None on the first). Only
-    # that: every trainer step's input carries this model, and with Claude each is recorded
-    # in the history, so the lineage's score history (up to 200 points) does not travel here.
+    pending_evolution_id: str | None = None
+    # Families the reviewer asked for or approved in earlier cycles: no change takes them away
+    asked_for: list[str] = Field(default_factory=list)
+    # The score before this one, for the reward analyzer's trend (None on the first)
     previous_score: float | None = None
-    sticky_directives: list[str]
-    oneshot_directives: list[str]
+    sticky_directives: list[str] = Field(default_factory=list)
+    oneshot_directives: list[str] = Field(default_factory=list)
     trainer: Literal["rules", "claude"] = "rules"
     trainer_model: str = "claude-sonnet-5"
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_score_history(cls, data: object) -> object:
-        """Inputs scheduled by earlier code carry the whole score history (which includes the
-        score being trained on); a worker running this code takes the point before it."""
-        if isinstance(data, dict) and "score_history" in data:
-            data = dict(data)
-            history = [ScorePoint.model_validate(p) for p in data.pop("score_history") or []]
-            data.setdefault("previous_score", score_before(history, data.get("evaluation_id")))
-        return data
+    train: bool = True
+    rollback_refuted: bool = True
 
 
-class RollbackInput(BaseModel):
-    session_id: str
-    lineage_id: str
-    evolution_id: str  # the refuted evolution
-    # The aspects the next score refuted: only their changes are undone. Empty: the whole
-    # evolution is (the score fell and no aspect says why).
-    aspects: list[str] = Field(default_factory=list)
-    agent: AgentRef  # the current version, to be replaced by the restored one
-    rollout_id: str
-    artifact_id: str
-    evaluation_id: str
-    score: ScoreInput
+class CycleStepResult(BaseModel):
+    """What the step did. The score is always recorded; ``training_error`` says why training
+    failed for good (the lineage keeps its version and goes on)."""
 
-
-class CreditInput(BaseModel):
-    trainer: TrainerInput
-    analysis: ScoreAnalysis
-
-
-class PlanInput(BaseModel):
-    trainer: TrainerInput
-    analysis: ScoreAnalysis
-    credit: CreditAssignment
-
-
-class ApplyEvolutionInput(BaseModel):
-    trainer: TrainerInput
-    analysis: ScoreAnalysis
-    credit: CreditAssignment
-    plan: EvolutionPlan
-
-
-class ApplyEvolutionResult(BaseModel):
-    evolution_id: str | None  # None when the plan held no change
-    agent: AgentRef
-    changes: int
-    # one line for people: what changed, or why nothing did (default keeps old histories valid)
-    summary: str = ""
-
-
-class ScoreAndTrainInput(BaseModel):
-    """A score and the training it starts, as one step (the rules engine trains in
-    milliseconds over the store): recorded first, then trained on."""
-
-    record: RecordScoreInput
-    trainer: TrainerInput
-
-
-class ScoreAndTrainResult(BaseModel):
-    """The score is recorded; ``applied`` is the training's result, or ``training_error`` says
-    why it failed for good (the lineage keeps its version, as when a training step fails)."""
-
-    verdict: EvolutionOutcome | None = None
-    applied: ApplyEvolutionResult | None = None
+    verdict: EvolutionOutcome | None = None  # on the pending evolution, if there was one
+    evolution_id: str | None = None  # the new evolution, awaiting its own verdict
+    agent: AgentRef  # the version the next cycle runs
+    asked_for: list[str] = Field(default_factory=list)
+    summary: str = ""  # one line for people: what changed and why, or why nothing did
+    report: list[str] = Field(default_factory=list)  # skipped, kept, rolled back, not understood
     training_error: str | None = None

@@ -136,11 +136,17 @@ class EvolutionTrigger(BaseModel):
 
 
 class AspectVerdict(BaseModel):
-    """What the next score and comment say about one aspect an evolution targeted or kept."""
+    """What the next score and comment say about one aspect (and the change family pursued in
+    it) of an evolution: validated (approved, or the score rose and nothing was said),
+    not_far_enough (asked for again: strengthened, never rolled back), refuted (the reviewer
+    asks for the contrary: rolled back) or untested (nothing said either way)."""
 
     aspect: str
-    verdict: Literal["validated", "refuted", "untested"]
+    verdict: Literal["validated", "not_far_enough", "refuted", "untested"]
     reason: str
+    family: str | None = None
+    # The reviewer's words the verdict rests on; None when it rests on the score alone
+    quote: str | None = None
 
 
 class EvolutionOutcome(BaseModel):

@@ -176,7 +176,10 @@ def _card(
     if evaluations:
         card.previous_score = (evaluations[-1].score, evaluations[-1].comment)
     version = state.agent_version if state else None
-    produced = [r for r in records if r.to_version == version]
+    # the last score kept the version: the change that made it is not news (the card says what
+    # the trainer did instead, from `state`)
+    kept = bool(state and state.last_evolution and state.last_evolution.startswith("kept"))
+    produced = [r for r in records if r.to_version == version and not kept]
     if produced:
         r = produced[-1]
         before = q.agent_definition(AgentRef(agent_id=lineage_id, version=r.from_version))

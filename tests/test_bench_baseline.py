@@ -65,7 +65,7 @@ async def test_the_bare_baseline_runs_the_same_activities_as_a_lineage(
         await drive_bare(client, bare_queue, 2, 3, started_out=bare)
         await drive_lineages(client, canned_queue, 2, 3, started_out=canned)
     # register (local); per cycle the agent (queued); after each of the two scores, the score
-    # recorded and trained on in one step (local)
+    # recorded and trained on in one cycle step (local)
     expected = "L" + "Q" + "LQ" * 2
     assert await activities_run(client, lineages) == [expected, expected]
     assert await activities_run(client, bare) == [expected, expected]
@@ -73,7 +73,7 @@ async def test_the_bare_baseline_runs_the_same_activities_as_a_lineage(
     assert real[0][:4] == [
         ("L", "register_lineage"),
         ("Q", "run_agent"),
-        ("L", "record_score_and_train"),
+        ("L", "take_cycle_step"),
         ("Q", "run_agent"),
     ]
     assert await steps_run(client, canned) == real

@@ -30,10 +30,9 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from domain.lineage import ApplyEvolutionInput, CreditInput, PlanInput, TrainerInput
 from domain.settings import Settings
 from starter import start_session
-from tests.conftest import awaiting, local_activity_type, make_spec, wait_for_state
+from tests.conftest import awaiting, make_spec, wait_for_state
 from workflows.lineage import LineageWorkflow
 from workflows.rlm import RlmReplWorkflow
 
@@ -174,7 +173,7 @@ async def test_the_sandboxed_replay_refuses_lineage_code_that_reads_the_clock():
     replays without complaint outside the sandbox, and fails inside it."""
     from tests.nondeterministic_lineage import ClockReadingLineage
 
-    path = HISTORIES / "lineage-two-cycles-lifecycle-status.json"
+    path = HISTORIES / "lineage-two-cycles.json"
     history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
     with pytest.raises(Exception, match=r"datetime\.datetime\.now"):
         await replay(history, lineage=ClockReadingLineage)
@@ -206,21 +205,6 @@ async def test_a_worker_asked_for_the_sandbox_runs_lineages_in_it(
     await replay(await handle.fetch_history())
 
 
-async def test_a_score_resolved_across_workflow_tasks_replays():
-    """Saved from the restart test above: the score's local activity resolved after the
-    workflow task that ran it had completed, so what the workflow did next is in the next task,
-    while a replay hands the result over one task earlier. A `patched` call made there failed
-    the replay (TMPRL1100, about 1 run in 15); runs now decide at their start."""
-    path = HISTORIES / "lineage-restart-score-resolved-across-workflow-tasks.json"
-    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
-    events = history.events
-
-    scored = next(i for i, e in enumerate(events) if local_activity_type(e) == "record_score")
-    assert events[scored + 1].event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
-    assert local_activity_type(events[scored + 2]) is None  # the next task carries the reaction
-    await replay(history)
-
-
 async def test_continue_as_new_when_the_server_suggests_it(client, store, settings, run_worker):
     """continueAsNewEvery is far away; the server's suggestion (lowered for the suite, see
     conftest) is what makes the lineage cross runs, carrying a score queued for the next cycle."""
@@ -239,39 +223,3 @@ async def test_continue_as_new_when_the_server_suggests_it(client, store, settin
     assert len(history.events) < 200
 
 
-async def test_trainer_inputs_scheduled_by_earlier_code_still_decode():
-    """Trainer steps queued before an upgrade reach workers running today's code. Earlier code
-    sent the lineage's whole score history (the score being trained on included); today's
-    takes the score before it from there."""
-    types = {
-        "analyze_reward": TrainerInput,
-        "assign_credit": CreditInput,
-        "plan_evolution": PlanInput,
-        "apply_evolution": ApplyEvolutionInput,
-    }
-    decoded: dict[str, int] = {}
-    for path in sorted(HISTORIES.glob("*.json")):
-        history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
-        for event in history.events:
-            attributes = event.activity_task_scheduled_event_attributes
-            step = attributes.activity_type.name
-            if step not in types:
-                continue
-            payloads = attributes.input.payloads
-            assert b"score_history" in payloads[0].data  # what earlier code sent
-            (inp,) = await pydantic_data_converter.decode(payloads, [types[step]])
-            trainer = inp if isinstance(inp, TrainerInput) else inp.trainer
-            assert trainer.previous_score is None  # their first cycle: nothing before
-            decoded[step] = decoded.get(step, 0) + 1
-
-            # The same input one cycle on: an earlier point precedes the current one.
-            legacy = json.loads(payloads[0].data)
-            history_of = legacy if step == "analyze_reward" else legacy["trainer"]
-            current = history_of["score_history"][-1]
-            history_of["score_history"].insert(
-                0, {**current, "cycle": 0, "score": 8.5, "evaluation_id": "earlier"}
-            )
-            again = types[step].model_validate(legacy)
-            trainer = again if isinstance(again, TrainerInput) else again.trainer
-            assert trainer.previous_score == 8.5
-    assert set(decoded) == set(types), decoded

@@ -77,7 +77,7 @@ async def test_cli_score_evolves_the_lineage_and_the_store_holds_everything(
         # records the score; only the agent's runs go through the task queue.
         queued, local = await steps_run(client, handle_a)
         assert set(queued) == {"run_agent"}
-        assert local == ["register_lineage", "record_score_and_train"]
+        assert local == ["register_lineage", "take_cycle_step"]
 
         # score cycle 2 through the update: the outcome of the evolution is judged
         accepted = await handle_a.execute_update(

@@ -138,11 +138,10 @@ async def test_trajectory_credit_for_a_ten_step_agent_goes_through_rlm_findings(
 ):
     import json
 
-    from activities.trainer import TrainerActivities
-    from domain.lineage import CreditInput, TrainerInput
     from domain.trainer import ScoreAnalysis
     from starter import start_session
     from tests.conftest import awaiting, make_spec, wait_for_state
+    from trainer import rlm_credit
     from trainer.backends import TrainerBackends
 
     flow = [{"name": f"step{i}", "prompt": "Improve: {previous}"} for i in range(10)]
@@ -162,23 +161,14 @@ async def test_trajectory_credit_for_a_ten_step_agent_goes_through_rlm_findings(
     assert len(claims) == 10
     assert {c.id.split("/")[0] for c in claims} == {"chunk0", "chunk1", "chunk2"}  # 4+4+2
     assert [c.backrefs[0].source_id for c in claims] == [t["span_id"] for t in credit["trajectory"]]
-    # a retried credit activity merges nothing twice
-    activities = TrainerActivities(store, TrainerBackends(settings))
-    again = await activities.assign_credit(
-        CreditInput(
-            trainer=TrainerInput(
-                session_id=spec.session_id,
-                lineage_id=lineage,
-                agent=_ref(lineage, 1),
-                rollout_id=store.queries.rollouts(lineage)[0].id,
-                artifact_id=f"{lineage}:c1:artifact",
-                evaluation_id="e",
-                score={"score": 2},
-                sticky_directives=[],
-                oneshot_directives=[],
-            ),
-            analysis=ScoreAnalysis.model_validate(json.loads(record.score_analysis)),
-        )
+    # a retried cycle step's credit merges nothing twice
+    attempt_id = store.queries.attempts(store.queries.rollouts(lineage)[0].id)[0].id
+    again = await rlm_credit.trajectory_credit(
+        TrainerBackends(settings).rules,
+        store.queries.agent_definition(_ref(lineage, 1)),
+        ScoreAnalysis.model_validate(json.loads(record.score_analysis)),
+        store.queries.span_records(attempt_id),
+        findings,
     )
     assert len(again.trajectory) == 10 and len(findings.objects()) == 10
     assert state.agent_version == 2

@@ -26,7 +26,7 @@ async def score(handle, cycle: int, value: float, comment: str) -> None:
     await handle.signal("score", {"score": value, "comment": comment})
 
 
-async def test_a_change_that_hurt_lineage_a_is_skipped_in_lineage_b(
+async def test_a_lesson_from_lineage_a_informs_but_never_vetoes_a_request_in_b(
     client, store, settings, run_worker
 ):
     spec = make_spec(
@@ -35,35 +35,24 @@ async def test_a_change_that_hurt_lineage_a_is_skipped_in_lineage_b(
     async with run_worker():
         a, b = await start_session(client, spec, settings.task_queue)
         await score(a, 1, 5, "too long")
-        await score(a, 2, 3, "now it is useless")  # the change made things worse
+        await score(a, 2, 3, "Now it is far too short to be any use.")  # the change overshot
         await wait_for_state(a, awaiting(3))
-        await score(b, 1, 5, "too long")  # the same feedback: the same change would follow
+        await score(b, 1, 5, "too long")  # the same request in another lineage
         state = await wait_for_state(b, awaiting(2))
     lineage_a, lineage_b = spec.lineage_id("A"), spec.lineage_id("B")
-    (evolved,) = store.queries.evolution_records(lineage_a)
+    evolved = store.queries.evolution_records(lineage_a)[0]
     assert (evolved.score_delta, evolved.hypothesis_validated) == (-2, False)
-    assert state.agent_version == 1 and "skipped" in state.last_evolution
-    assert lineage_a in state.last_evolution
-    (kept,) = store.queries.events(lineage_b, ["evolution.kept"])
-    checks = kept.payload["plan"]["history_checks"]
-    # both parts of A's change (the instruction and the lower token budget) are skipped in B
-    assert [c["recommendation"] for c in checks] == ["skip", "skip"]
-    assert {c["proposed_change"]["target"] for c in checks} == {"maxTokens", "instruction"}
-    assert all(lineage_a in c["reason"] and "-2" in c["reason"] for c in checks)
+    assert evolved.outcome_reason.startswith("refuted: shorter")
+    # B's reviewer asked for it: applied, with A's experience noted and confidence lowered
+    assert state.agent_version == 2 and "brief" in state.last_evolution
+    (b_record,) = store.queries.evolution_records(lineage_b)
+    checks = json.loads(b_record.plan)["history_checks"]
+    assert {c["recommendation"] for c in checks} == {"modify"}
+    assert all(lineage_a in c["reason"] and "asks for it now" in c["reason"] for c in checks)
     insights = store.queries.insights(spec.session_id)
     insight = insights["systemPrompt add: keep answers brief and to the point"]
     assert (insight.success_count, insight.failure_count, insight.avg_score_impact) == (0, 1, -2)
     assert insight.contexts == ["length:shorter"]
-    assert set(insights) == {
-        "systemPrompt add: keep answers brief and to the point",
-        "parameters.maxTokens decrease",
-    }
-    kinds = [
-        e.event_type
-        for e in store.queries.events(None, ["insight.discovered", "insight.outcome"])
-        if e.session_id == spec.session_id
-    ]
-    assert sorted(kinds) == ["insight.discovered"] * 2 + ["insight.outcome"] * 2
     # the outcome is a finding B sees among the others' in the session's shared store
     from rlm.shared_store import WorkerStoreProxy
     from store.shared_findings import DatabaseSharedStore
@@ -71,9 +60,35 @@ async def test_a_change_that_hurt_lineage_a_is_skipped_in_lineage_b(
     shared = DatabaseSharedStore(store.engine, f"session:{spec.session_id}")
     findings = WorkerStoreProxy(shared, lineage_b).view_others("type=claim tag=insight")
     assert [f.worker for f in findings] == [lineage_a, lineage_a]
-    assert findings[0].id == f"{lineage_a}_000000"
     assert all(f.description.endswith("failed (-2)") for f in findings)
     assert WorkerStoreProxy(shared, lineage_a).view_others("tag=insight") == []
+
+
+async def test_the_result_does_not_depend_on_which_lineage_trains_first(
+    client, store, settings, run_worker
+):
+    """The same reviewer sequence on two lineages, interleaved in opposite orders, ends in the
+    same agent: another lineage's lessons never decide whether a request is honoured."""
+    spec = make_spec(labels=("A", "B"), prompt=NEUTRAL, max_tokens=600)
+    first = (5, "Please use bullet points.")
+    second = (3, "The bullets chop it up; paragraphs again, please.")
+    async with run_worker():
+        a, b = await start_session(client, spec, settings.task_queue)
+        await score(a, 1, *first)
+        await score(a, 2, *second)
+        await wait_for_state(a, awaiting(3))
+        await score(b, 1, *first)  # B asks for bullets after A's reviewer refuted them
+        await score(b, 2, *second)
+        state_a = await wait_for_state(a, awaiting(3))
+        state_b = await wait_for_state(b, awaiting(3))
+    q = store.queries
+    final_a = q.agent_definition(_ref(spec.lineage_id("A"), state_a.agent_version))
+    final_b = q.agent_definition(_ref(spec.lineage_id("B"), state_b.agent_version))
+    assert final_a.system_prompt == final_b.system_prompt
+    assert final_a.parameters == final_b.parameters
+    v2_b = q.agent_definition(_ref(spec.lineage_id("B"), 2))
+    assert "bullet points, not paragraphs" in v2_b.system_prompt.lower()  # honoured in B too
+    assert "paragraphs" in final_b.system_prompt and "Use bullet points" not in final_b.system_prompt
 
 
 async def test_insight_counts_update_and_directives_hold_across_evolutions(
@@ -112,21 +127,42 @@ async def test_insight_counts_update_and_directives_hold_across_evolutions(
     assert {e.payload["evolutionId"] for e in applied} == {b_record.id}
 
 
-async def test_a_refuted_change_is_rolled_back(client, store, settings, run_worker):
+async def test_a_refuted_change_is_rolled_back_and_the_comment_trained_on(
+    client, store, settings, run_worker
+):
     spec = make_spec(prompt=NEUTRAL, max_tokens=300, options={"rollbackRefuted": True})
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)
         await score(handle, 1, 5, "too long")
-        await score(handle, 2, 2, "useless now")
+        await score(handle, 2, 2, "Now it is far too short, I need more depth.")
         state = await wait_for_state(handle, awaiting(3))
-    assert state.agent_version == 3 and "rolled back to v1" in state.last_evolution
+    assert state.agent_version == 3 and "rolled back shorter" in state.last_evolution
+    assert "asks for longer" in state.last_verdict and "far too short" in state.last_verdict
     lineage = spec.lineage_id("A")
-    v1, v3 = (store.queries.agent_definition(_ref(lineage, v)) for v in (1, 3))
-    assert v3 == v1
+    v1, v2, v3 = (store.queries.agent_definition(_ref(lineage, v)) for v in (1, 2, 3))
+    assert "brief" in v2.system_prompt and "brief" not in v3.system_prompt
+    assert "depth" in v3.system_prompt  # the comment's own wish, in the same step
+    assert v3.parameters.max_tokens > v2.parameters.max_tokens
     kinds = [
         (r.kind, r.from_version, r.to_version) for r in store.queries.evolution_records(lineage)
     ]
-    assert kinds == [("evolution", 1, 2), ("rollback", 2, 3)]
+    assert kinds == [("evolution", 1, 2), ("evolution", 2, 3)]
+
+
+async def test_a_low_score_about_something_else_rolls_nothing_back(
+    client, store, settings, run_worker
+):
+    spec = make_spec(prompt=NEUTRAL, max_tokens=600)
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await score(handle, 1, 5, "too long")
+        await score(handle, 2, 2, "The salary figures are invented; never make numbers up.")
+        state = await wait_for_state(handle, awaiting(3))
+    lineage = spec.lineage_id("A")
+    v3 = store.queries.agent_definition(_ref(lineage, 3))
+    assert "brief" in v3.system_prompt and v3.parameters.max_tokens < 600  # kept
+    assert "never invent" in v3.system_prompt.lower()
+    assert "untested" in state.last_verdict and "rolled back" not in state.last_evolution
 
 
 async def test_provenance_names_the_evolution_and_feedback_behind_each_segment(
@@ -214,17 +250,16 @@ async def test_only_the_refuted_aspect_is_rolled_back(client, store, settings, r
     v1, v2, v3 = (store.queries.agent_definition(_ref(lineage, v)) for v in (1, 2, 3))
     assert v2.parameters.max_tokens < v1.parameters.max_tokens
     assert "relaxed, conversational" in v2.system_prompt and "brief" in v2.system_prompt
-    assert v3.parameters.max_tokens == v1.parameters.max_tokens
+    assert v3.parameters.max_tokens >= v1.parameters.max_tokens
     assert "brief" not in v3.system_prompt
     assert "relaxed, conversational" in v3.system_prompt
-    assert "undid the length changes" in state.last_evolution
-    evolved, rollback = store.queries.evolution_records(lineage)
-    assert (rollback.kind, rollback.from_version, rollback.to_version) == ("rollback", 2, 3)
+    assert "rolled back shorter" in state.last_evolution
+    evolved, _ = store.queries.evolution_records(lineage)
     assert evolved.hypothesis_validated is False
-    assert evolved.outcome_reason.startswith("refuted by length")
+    assert evolved.outcome_reason.startswith("refuted: shorter")
     (outcome,) = store.queries.events(lineage, ["evolution.outcome"])
-    verdicts = {a["aspect"]: a["verdict"] for a in outcome.payload["aspects"]}
-    assert verdicts["length"] == "refuted" and verdicts["tone"] != "refuted"
+    verdicts = {a["family"]: a["verdict"] for a in outcome.payload["aspects"]}
+    assert verdicts["shorter"] == "refuted" and verdicts["casual"] != "refuted"
 
 
 async def test_a_needless_tool_call_is_blamed_on_its_span_and_changes_when_the_tool_is_used(
@@ -271,11 +306,9 @@ def _ref(agent_id: str, version: int):
     return AgentRef(agent_id=agent_id, version=version)
 
 
-async def test_validation_is_a_step_of_its_own_and_recording_only_records(
-    client, store, settings, run_worker
-):
-    # cycle 1's score trains version 2; cycle 2's score first judges that evolution (a step
-    # of its own), then is recorded with the verdict and trained on, in one step
+async def test_each_score_is_one_cycle_step(client, store, settings, run_worker):
+    # cycle 1's score trains version 2; cycle 2's score judges that evolution, is recorded
+    # with the verdict and trained on: one step each
     spec = make_spec()
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)
@@ -284,7 +317,6 @@ async def test_validation_is_a_step_of_its_own_and_recording_only_records(
         await wait_for_state(handle, awaiting(3))
         events = [e async for e in lineage_history(client, handle)]
     steps = [t for t in map(local_activity_type, events) if t]
-    assert steps.count("judge_evolution") == 1  # cycle 1's score had nothing to judge
-    assert steps[steps.index("judge_evolution") + 1] == "record_score_and_train"
+    assert steps == ["register_lineage", "take_cycle_step", "take_cycle_step"]
     (record,) = store.queries.evolution_records(spec.lineage_id("A"))
     assert record.next_score == 8 and record.hypothesis_validated

@@ -10,6 +10,12 @@ directive and constraint checks every backend's plan passes → apply. Each answ
 case's ``id``, the ``aspects`` read out of the comment and the agent before and after, as JSON
 with the project's camelCase keys — the format ``feedback-dev/score.py`` scores.
 
+``--sequences``: each line is a sequence (``id``, ``steps``: score + comment, one a cycle),
+played through the very cycle step a lineage takes (``trainer.cycle_step``), cycle after cycle
+from the lineage's initial agent. Each answer holds the initial and final agents and, per step,
+the verdict on the last change and what the step did — the format ``score_sequences.py``
+scores.
+
 ``--trainer claude`` runs the Claude trainer through the anthropic SDK: ``ANTHROPIC_API_KEY``
 (and ``ANTHROPIC_BASE_URL`` for another Messages-API endpoint) come from the environment, the
 model from ``--model`` or ``TRAINING_CAMP_TRAINER_MODEL``.
@@ -22,7 +28,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel, Field, ValidationError
@@ -32,8 +38,9 @@ from domain.feedback import MAX_COMMENT_CHARS
 from domain.settings import Settings
 from domain.spec import SpecError, load_spec
 from domain.trainer import ScoreAnalysis
-from trainer import evolution, evolution_planner
+from trainer import cycle_step
 from trainer.backends import TrainerBackend, TrainerBackends, TrainerConfigError
+from trainer.cycle_step import LineageMemory
 
 app = typer.Typer(add_completion=False, help=__doc__)
 
@@ -50,26 +57,49 @@ class FeedbackCase(BaseModel):
     model_config = {"extra": "ignore"}
 
 
+class SequenceStep(BaseModel):
+    score: float = Field(ge=0, le=10)
+    comment: str | None = Field(default=None, max_length=MAX_COMMENT_CHARS)
+
+    model_config = {"extra": "ignore"}
+
+
+class FeedbackSequence(BaseModel):
+    """One reviewer scoring one lineage cycle after cycle (expected families are the
+    scorer's business and are ignored here)."""
+
+    id: str = Field(min_length=1, max_length=200)
+    steps: list[SequenceStep] = Field(min_length=1, max_length=100)
+    agent: AgentDefinition | None = None
+
+    model_config = {"extra": "ignore"}
+
+
+ItemT = TypeVar("ItemT", FeedbackCase, FeedbackSequence)
+
+
 class CaseFileError(ValueError):
     """A case file line that is not a case (the message names the line)."""
 
 
-def read_cases(path: Path) -> list[FeedbackCase]:
-    """Every case in ``path``; a bad line stops the run before any case is evaluated."""
-    cases: list[FeedbackCase] = []
+def read_cases(path: Path, model: type[ItemT] = FeedbackCase) -> list[ItemT]:  # type: ignore[assignment]
+    """Every case (or sequence) in ``path``; a bad line stops the run before any is
+    evaluated."""
+    what = "feedback case" if model is FeedbackCase else "feedback sequence"
+    cases: list[ItemT] = []
     seen: set[str] = set()
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                case = FeedbackCase.model_validate_json(line)
+                case = model.model_validate_json(line)
             except ValidationError as exc:
                 problems = "; ".join(
                     f"{'.'.join(str(p) for p in e['loc']) or 'line'}: {e['msg']}"
                     for e in exc.errors()[:3]
                 )
-                raise CaseFileError(f"{path}:{number}: not a feedback case ({problems})") from None
+                raise CaseFileError(f"{path}:{number}: not a {what} ({problems})") from None
             if case.id in seen:
                 raise CaseFileError(f"{path}:{number}: case id {case.id!r} appears twice")
             seen.add(case.id)
@@ -91,20 +121,23 @@ def aspects_of(analysis: ScoreAnalysis) -> dict[str, str]:
     return out
 
 
+def _memory(previous_score: float | None = None) -> LineageMemory:
+    return LineageMemory(
+        session_id="evaluation", lineage_id="evaluation", previous_score=previous_score
+    )
+
+
 async def answer(backend: TrainerBackend, agent: AgentDefinition, case: FeedbackCase) -> dict:
     """The trainer's answer to one case: what it read, and the agent it would evolve to."""
-    analysis = await backend.analyze(case.score, case.comment, [])
-    credit = await backend.assign_credit(agent, analysis, [])
-    proposal = await backend.propose(agent, analysis, credit, [])
-    plan = evolution_planner.finalize(agent, proposal, [], [], [], {})
-    after = evolution.apply_changes(agent, plan.changes) if plan.changes else agent
+    step = await cycle_step.take(backend, agent, _memory(), case.score, case.comment)
     return {
         "id": case.id,
-        "aspects": aspects_of(analysis),
+        "aspects": aspects_of(step.analysis),
         "agent_before": agent_json(agent),
-        "agent_after": agent_json(after),
-        "hypothesis": plan.hypothesis,
-        "notes": plan.notes,
+        "agent_after": agent_json(step.agent),
+        "hypothesis": step.plan.hypothesis,
+        "notes": step.plan.notes,
+        "report": step.report,
     }
 
 
@@ -112,6 +145,51 @@ async def evaluate(
     cases: list[FeedbackCase], agent: AgentDefinition, backend: TrainerBackend
 ) -> list[dict]:
     return [await answer(backend, case.agent or agent, case) for case in cases]
+
+
+async def play(backend: TrainerBackend, agent: AgentDefinition, sequence: FeedbackSequence) -> dict:
+    """A reviewer's whole sequence through the cycle step, cycle after cycle, as a lineage
+    takes it: each score judges the last change, rolls back what it refuted, and trains."""
+    start = sequence.agent or agent
+    current, memory, version = start, _memory(), 1
+    steps = []
+    for number, given in enumerate(sequence.steps, start=1):
+        step = await cycle_step.take(backend, current, memory, given.score, given.comment)
+        judged = step.judged.verdict if step.judged else None
+        steps.append(
+            {
+                "cycle": number,
+                "score": given.score,
+                "verdict": judged.reason if judged else None,
+                "aspects": [v.model_dump() for v in judged.aspects] if judged else [],
+                "summary": cycle_step.summary(step, version),
+                "report": step.report,
+            }
+        )
+        evolution_id = f"evaluation:evolution:v{version}"
+        pending = cycle_step.pending_after(step, evolution_id, given.score)
+        if step.changed:
+            current, version = step.agent, version + 1
+        memory = memory.model_copy(
+            update={
+                "pending": pending if step.changed else memory.pending,
+                "asked_for": step.asked_for,
+                "previous_score": given.score,
+                "oneshot_directives": [],
+            }
+        )
+    return {
+        "id": sequence.id,
+        "agent_before": agent_json(start),
+        "agent_after": agent_json(current),
+        "steps": steps,
+    }
+
+
+async def play_all(
+    sequences: list[FeedbackSequence], agent: AgentDefinition, backend: TrainerBackend
+) -> list[dict]:
+    return [await play(backend, agent, sequence) for sequence in sequences]
 
 
 @app.command()
@@ -124,6 +202,14 @@ def main(
         "rules"
     ),
     model: Annotated[str | None, typer.Option(help="Claude model for --trainer claude.")] = None,
+    sequences: Annotated[
+        bool,
+        typer.Option(
+            "--sequences",
+            help="The file holds sequences (one reviewer over several cycles), each played "
+            "through the cycle step from the lineage's initial agent.",
+        ),
+    ] = False,
 ) -> None:
     """Run a trainer over feedback cases and write its answers."""
     try:
@@ -140,7 +226,7 @@ def main(
         typer.echo(f"error: --trainer must be rules or claude, not {trainer!r}", err=True)
         raise typer.Exit(2)
     try:
-        cases = read_cases(cases_path)
+        cases = read_cases(cases_path, FeedbackSequence if sequences else FeedbackCase)
     except (OSError, CaseFileError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -153,14 +239,18 @@ def main(
     except TrainerConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    answers = asyncio.run(evaluate(cases, chosen.agent, backend))
+    if sequences:
+        answers = asyncio.run(play_all(cases, chosen.agent, backend))  # type: ignore[arg-type]
+    else:
+        answers = asyncio.run(evaluate(cases, chosen.agent, backend))  # type: ignore[arg-type]
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as handle:
         for row in answers:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     changed = sum(row["agent_before"] != row["agent_after"] for row in answers)
+    what = "sequence(s)" if sequences else "case(s)"
     typer.echo(
-        f"{len(answers)} case(s) through the {trainer} trainer on lineage {lineage} of "
+        f"{len(answers)} {what} through the {trainer} trainer on lineage {lineage} of "
         f"{session.name}: {changed} changed the agent, {len(answers) - changed} kept it → {out}"
     )
     sys.stdout.flush()

@@ -85,3 +85,18 @@ def apply_changes(agent: AgentDefinition, changes: list[EvolutionChange]) -> Age
         else:
             _apply_listed(data["flow"], change, "flow step")
     return AgentDefinition.model_validate(data)
+
+
+def inverse(change: EvolutionChange) -> EvolutionChange:
+    """The change that undoes ``change`` (a rollback's step). It pursues no family of its own:
+    whatever the reviewer wants instead is carried by changes of its own."""
+    flipped = {"add": "remove", "remove": "add", "modify": "modify"}[change.change_type]
+    return change.model_copy(
+        update={
+            "change_type": flipped,
+            "before": change.after,
+            "after": change.before,
+            "reason": f"rollback: {change.reason}",
+            "want": None,
+        }
+    )

@@ -267,11 +267,14 @@ def finalize(
     oneshot_directives: list[str],
     past: list[PastChange],
     insights: dict[str, LearningInsight],
+    requested: set[str] | None = None,
+    lineage_id: str | None = None,
 ) -> EvolutionPlan:
-    """What every backend's proposal goes through: the history check, the user's directives
-    (sticky ones hold after every evolution, oneshot ones this time), then the immutable
-    constraints, checked mechanically — a change that would break one is repaired or refused."""
-    result = history_check.check(proposal, past, insights)
+    """What every backend's proposal goes through: the history check (which never vetoes a
+    ``requested`` family), the user's directives (sticky ones hold after every evolution,
+    oneshot ones this time), then the immutable constraints, checked mechanically — a change
+    that would break one is repaired or refused."""
+    result = history_check.check(proposal, past, insights, requested, lineage_id)
     lowered = agent.system_prompt.lower()
     for kind, directives in (("sticky", sticky_directives), ("oneshot", oneshot_directives)):
         for directive in directives:

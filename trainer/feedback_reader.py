@@ -39,6 +39,9 @@ Frame = Literal["ask", "refuse", "lacking", "describe", "plain", "quantity", "de
 class Reading:
     wishes: list[Wish] = field(default_factory=list)
     praised: list[tuple[str, str]] = field(default_factory=list)  # (aspect, quote)
+    # Families the text praises or asks to keep ("bullets are great, keep them"): what the
+    # answer already does well, never a wish to change it
+    kept: list[Wish] = field(default_factory=list)
     criticised: list[tuple[str, str]] = field(default_factory=list)  # (aspect, quote)
     injection: list[str] = field(default_factory=list)
 
@@ -129,7 +132,9 @@ CUES: list[Cue] = [
         r"|\bhalf (?:of )?(?:this|it|that|the \w+) (?:could|can|should|would) (?:be cut|go)\b"
         r"|\bhalf as long\b|\bcut (?:it |this )?in half\b|\boverkill\b|\bpadd(?:ed|ing)\b"
         r"|\b(?:too much|so much|a lot of) (?:text|words|detail|fluff|filler|waffle)\b"
-        r"|\bfluff\b|\bfiller\b|\btl;?dr\b|\bnobody (?:has time|will read)\b"
+        r"|\bfluff\b|\bfiller\b|\btl;?dr\b|\bwaffl\w*(?![^.;]{0,40}\b(?:qualif|hedg|maybe|perhaps|might|"
+        r"possibly))|\b(?:way |far |much |a lot )?more than (?:I|we|anyone|the reader|readers?) "
+        r"(?:need(?:ed|s)?|asked for|wanted|want)\b|\bnobody (?:has time|will read)\b"
         r"|\bdrag(?:s|ged|ging)? on\b|\bgoes on and on\b|\bon and on\b|\bendless\w*"
         r"|\b(?:lose|cut|drop|shed|lose)\w* (?:\w+ )?(?:half|a third|two thirds|a quarter|most) of "
         r"(?:its|the|this|it|that)\b|\bmore than (?:anyone|I|we|people|readers?|a reader) (?:has|"
@@ -437,7 +442,9 @@ CUES: list[Cue] = [
         confidence=0.9,
     ),
     _c(
-        r"\bhedg\w*|\bwishy-washy\b|\bnon-?committal\b|\bwaffl\w*|\bevasive\b|\bequivocat\w*"
+        r"\bhedg\w*|\bwishy-washy\b|\bnon-?committal\b"
+        r"|\bwaffl\w*(?=[^.;]{0,40}\b(?:qualif\w*|hedg\w*|maybe|perhaps|might|possibly))"
+        r"|\bevasive\b|\bequivocat\w*"
         r"|\bindecisive\b|\bsit\w* on the fence\b"
         r"|\b(?:all the|so many|too many|every|fewer|less|no more|cut the|stop with the) "
         r"'?(?:perhaps|maybe|might|could|possibly|probably)"
@@ -956,6 +963,11 @@ def _frame(before: str, after: str) -> Frame:
     word nearest the cue decides: "don't make it more formal" is refused, "I need it more
     formal" asked for, "it reads like a text message" described."""
     tail = before.lower()[-60:]
+    if re.search(r"\b(?:still|there are|there's|there is|again) (?:no|without)\s+$", tail) or (
+        re.search(r"\bno\s+$", tail)
+        and re.match(r"^\s*(?:\w+\s+)?(?:yet|anymore|any more)\b", after)
+    ):
+        return "lacking"  # "still no bullets": they are missing, and wanted
     if re.search(
         r"\b(?:our|my|the company's|house|brand) (?:\w+ )?(?:voice|tone|style|register) (?:is|"
         r"should be|needs to be)\s+(?:\w+\s+)?$",
@@ -1069,11 +1081,13 @@ def read(text: str, mode: Mode = "comment") -> Reading:
         polite = bool(_POLITE.search(sentence.lower()))
         # "Not too long, not too stiff, no made-up numbers.": a list of faults denied
         denying = mode == "comment" and bool(_DENIAL.search(sentence.lower()))
-        for clause in clauses(sentence):
+        parts = clauses(sentence)
+        for index, clause in enumerate(parts):
             if mode == "comment" and _INJECTION.search(clause):
                 reading.injection.append(clause)
                 continue
-            _read_clause(clause, mode, reading, praising, polite, denying)
+            admiring = mode == "comment" and _admires(parts, index)
+            _read_clause(clause, mode, reading, praising, polite, denying, admiring)
     if mode == "comment":
         _read_tools(text or "", reading)
     _read_languages(text or "", reading)
@@ -1141,6 +1155,7 @@ def _read_clause(
     praising: bool = False,
     polite: bool = False,
     denying: bool = False,
+    admiring: bool = False,
 ) -> None:
     lowered = clause.lower()
     found = False
@@ -1199,11 +1214,16 @@ def _read_clause(
         detail = _limit(match) or _topic(match)
         if detail and family == "longer" and _is_format_word(detail):
             continue
+        if admiring:
+            # "Shorter, good", "bullets are great": the change worked; keep it
+            kept = cue.ask if cue.ask and family == cue.fault and cue.kind != "fault" else family
+            reading.kept.append(Wish(kept, aspect, clause, cue.confidence))
+            continue
         reading.wishes.append(
             Wish(
                 family=family,
                 aspect=aspect,
-                quote=clause[max(0, start - 12) : end + 12].strip(),
+                quote=_around(clause, start, end),
                 confidence=cue.confidence,
                 detail=detail,
                 weak=weak or cue.weak,
@@ -1243,6 +1263,53 @@ def _is_praise(sentence: str) -> bool:
         and not _CONTRAST.search(lowered)
         and not (_CRITICISM.search(lowered))
     )
+
+
+# Words of approval a clause may rest on ("works", "keep them"), and words that make a clause a
+# request or a complaint whatever else it says ("still", "please", "maybe", a negation).
+_ADMIRE = re.compile(
+    r"\b(?:good|great|nice|love[ds]?|loving|perfect|excellent|works?|worked|working|helpful|"
+    r"useful|helps|spot[- ]on|much better|better|brilliant|thanks?|thank you|appreciated|"
+    r"keep (?:them|it|this|that|those|these|the \w+))\b"
+)
+_NOT_ADMIRING = re.compile(
+    r"\b(?:still|even|too|please|could|would|should|can you|next time|need|needs|want|wanted|"
+    r"try|give|make|maybe|perhaps|a touch|a bit|a little|slightly|not|no|never|without|"
+    r"missing|where|why|what|but|though|only|enough|more of|less of|yet|again)\b|n't\b|\?"
+)
+MAX_ADMIRED_WORDS = 3
+
+
+def _admires(parts: list[str], index: int) -> bool:
+    """Whether clause ``index`` of a sentence approves of what it names: "Bullets are great",
+    "Table's good", or a bare quality beside a word of approval ("Shorter, good", "Warmer now,
+    thank you"). A clause with a request, a complaint or a negation in it never does."""
+    clause = parts[index].lower()
+    if _NOT_ADMIRING.search(clause) or _CRITICISM.search(clause):
+        return False
+    if _ADMIRE.search(clause):
+        return True
+    if len(clause.split()) > MAX_ADMIRED_WORDS:
+        return False
+    neighbours = [parts[i].lower() for i in (index - 1, index + 1) if 0 <= i < len(parts)]
+    return any(
+        _ADMIRE.search(n) and len(n.split()) <= MAX_ADMIRED_WORDS and not _NOT_ADMIRING.search(n)
+        for n in neighbours
+    )
+
+
+QUOTE_MARGIN = 12
+
+
+def _around(clause: str, start: int, end: int) -> str:
+    """The cue's words with a little of the clause either side, cut at word boundaries."""
+    left = max(0, start - QUOTE_MARGIN)
+    while left > 0 and clause[left - 1].isalnum():
+        left -= 1
+    right = min(len(clause), end + QUOTE_MARGIN)
+    while right < len(clause) and clause[right].isalnum():
+        right += 1
+    return clause[left:right].strip()
 
 
 def _is_format_word(topic: str) -> bool:
@@ -1308,6 +1375,11 @@ _WISH_FOR = re.compile(
     re.I,
 )
 MAX_REQUEST_WORDS = 20
+_KEEP_AS_IS = re.compile(
+    r"^\s*(?:it|this|that|them|these|those|everything|all|it all|(?:it|this) up|going|at it)"
+    r"(?:\s+(?:as is|as it is|the same|up|coming|going|like this|like that|that way))?\s*$",
+    re.I,
+)
 
 
 def _request(clause: str) -> str | None:
@@ -1323,8 +1395,10 @@ def _request(clause: str) -> str | None:
         return "Never " + third_person(" ".join(words[1:])) + "."
     match = _REQUEST.match(text)
     if match:
-        rest = third_person(match.group("rest")).strip()
         verb = match.group("verb").lower()
+        if verb == "keep" and _KEEP_AS_IS.match(match.group("rest")):
+            return None  # "Keep this.": approval, not an instruction
+        rest = third_person(match.group("rest")).strip()
         body = f"{verb} {rest}".strip() if rest else None
         if not body or len(body.split()) < 2:
             return None

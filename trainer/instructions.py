@@ -141,6 +141,33 @@ FIXED: dict[str, str] = {
     "creative": "Offer fresh, unexpected ideas rather than the obvious ones.",
 }
 
+# The firmer instruction a wish gets when the reviewer asks for it again ("still too wordy",
+# "still no bullets"): the direction was right and did not go far enough.
+FIRMER: dict[str, str] = {
+    "shorter": "Be brief above all: a few sentences or a handful of points, nothing more.",
+    "longer": "Always go into depth: develop every point with explanation and detail.",
+    "bullets": "Format the whole answer as a bullet list of its key points; no paragraphs.",
+    "numbered": "Always give the steps as a numbered list, one action per step.",
+    "table": "Always present comparisons as a table, with one row per option and one column "
+    "per attribute.",
+    "prose": "Write only in flowing paragraphs, without bullet points or tables.",
+    "warmer": "Sound warm and encouraging throughout: speak to the reader kindly, as a "
+    "supportive colleague would.",
+    "casual": "Sound relaxed and conversational throughout, as if talking to a colleague.",
+    "formal": "Keep a strictly formal, professional register throughout.",
+}
+
+
+def firmer(wish: Wish) -> str | None:
+    """The firmer instruction for a wish asked for again (None: nothing firmer to say)."""
+    if wish.family in FIRMER:
+        return FIRMER[wish.family]
+    plain = instruction(wish)
+    if not plain or plain.startswith("Above all"):
+        return None
+    return f"Above all, {plain[0].lower()}{plain[1:]}"
+
+
 HYPOTHESES: dict[str, str] = {
     "shorter": "the output will be markedly shorter",
     "longer": "the output will be longer and more detailed",

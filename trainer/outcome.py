@@ -1,163 +1,204 @@
-"""Judge an evolution's hypothesis once the next cycle is scored, aspect by aspect.
+"""Validation: the verdict on an evolution, from what the next comment says about each change.
 
-Each aspect the plan set out to improve is *validated* when the next comment no longer
-criticises it and the score did not fall, *refuted* when the next comment asks for the contrary
-of what the change did (it overshot: "too short now" after a change for brevity) or the score
-fell while the comment still criticises it, and *untested* when the next feedback says nothing
-either way. An aspect the plan meant to keep ("maintain") is refuted when the reviewer now
-criticises it and the score fell: the change broke something that worked.
+Each change family an evolution pursued is judged from the reviewer's words, not the score's
+direction alone:
+
+- *validated* when the comment approves of it ("shorter, good", "bullets are great, keep
+  them"), praises the whole answer with nothing against it while the score rose ("much
+  better"), or says nothing about it while the score rose (the score alone: no lesson);
+- *not_far_enough* when the comment asks for it again ("still too wordy", "still no bullets"):
+  the direction was right, so the next evolution strengthens it and nothing is rolled back;
+- *refuted* when the comment asks for its contrary ("paragraphs again", "too short now"): the
+  change is rolled back, and the comment's wish is applied in the same step;
+- *untested* otherwise: a comment about another aspect, an adversarial, unreadable or empty
+  one, or a lower score with nothing said (weak evidence: it may be the input, or another
+  aspect) refutes nothing.
+
+Only verdicts that rest on the reviewer's words become lessons (insight observations).
 """
 
 from __future__ import annotations
+
+from pydantic import BaseModel, Field
 
 from domain.trainer import (
     AspectVerdict,
     EvolutionChange,
     EvolutionOutcome,
-    ExpectedImpact,
     InsightObservation,
     JudgedEvolution,
     ScoreAnalysis,
 )
-from trainer import reward_analyzer
 from trainer.change_family import insight_id, pattern
 from trainer.instructions import CONTRARY
 
-
-def _families(changes: list[EvolutionChange], aspect: str) -> set[str]:
-    """The change families the plan's changes for ``aspect`` pursued."""
-    return {c.want for c in changes if c.aspect == aspect and c.want}
+QUOTE_CHARS = 120
 
 
-def judge(
-    trigger_score: float,
-    expected: list[ExpectedImpact],
-    next_analysis: ScoreAnalysis,
-    changes: list[EvolutionChange] | None = None,
-) -> EvolutionOutcome:
-    delta = next_analysis.score - trigger_score
-    changes = changes or []
-    criticised = {a.aspect: a for a in next_analysis.aspects if a.sentiment == "negative"}
-    wanted_now = {a.want for a in next_analysis.aspects if a.sentiment == "negative" and a.want}
-    praised = {a.aspect for a in next_analysis.aspects if a.sentiment == "positive"}
+class PendingEvolution(BaseModel):
+    """An evolution awaiting its verdict: what it changed, and the score that triggered it."""
+
+    evolution_id: str
+    trigger_score: float
+    changes: list[EvolutionChange] = Field(default_factory=list)
+    # the trigger's aspects as "aspect:want" (the contexts its lessons are filed under)
+    contexts: list[str] = Field(default_factory=list)
+
+
+def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -> JudgedEvolution:
+    """The verdict on ``pending`` from the next score and comment (read mechanically, whatever
+    the trainer backend), and the lessons its changes add to their families' insights."""
+    delta = analysis.score - pending.trigger_score
+    wished = {a.want: a for a in analysis.aspects if a.sentiment == "negative" and a.want}
+    approved = {a.want: a for a in analysis.aspects if a.sentiment == "positive" and a.want}
+    silent = analysis.adversarial or not (analysis.comment or "").strip()
+    # praise of the whole answer ("much better") and nothing against: the change as a whole
+    criticised = any(a.sentiment == "negative" for a in analysis.aspects)
+    pleased = next((a for a in analysis.aspects if a.sentiment == "positive" and not a.want), None)
+    pleased = None if criticised else pleased
     verdicts: list[AspectVerdict] = []
-    for impact in expected:
-        aspect = impact.aspect
-        complaint = criticised.get(aspect)
-        if impact.direction == "improve":
-            pursued = _families(changes, aspect)
-            overshot = sorted(f for f in pursued if CONTRARY.get(f, set()) & wanted_now)
-            if overshot:
-                verdicts.append(
-                    AspectVerdict(
-                        aspect=aspect,
-                        verdict="refuted",
-                        reason=f"the change for {', '.join(overshot)} overshot: the reviewer now "
-                        f"asks for the contrary ({complaint.quote if complaint else ''!r})",
-                    )
-                )
-            elif complaint is not None and delta < 0:
-                verdicts.append(
-                    AspectVerdict(
-                        aspect=aspect,
-                        verdict="refuted",
-                        reason=f"still criticised ({complaint.quote!r}) and the score fell by "
-                        f"{-delta:g}",
-                    )
-                )
-            elif complaint is not None:
-                verdicts.append(
-                    AspectVerdict(
-                        aspect=aspect,
-                        verdict="untested" if delta >= 0 else "refuted",
-                        reason=f"the reviewer still objects ({complaint.quote!r}); not far enough",
-                    )
-                )
-            elif delta >= 0 or aspect in praised:
-                verdicts.append(
-                    AspectVerdict(aspect=aspect, verdict="validated", reason="no longer criticised")
-                )
-            else:
-                verdicts.append(
-                    AspectVerdict(
-                        aspect=aspect,
-                        verdict="untested",
-                        reason=f"not mentioned; the score fell by {-delta:g}",
-                    )
-                )
-        elif complaint is not None and delta < 0:
+    for family, aspect in _pursued(pending.changes):
+        contrary = sorted(CONTRARY.get(family, set()) & set(wished))
+        if silent:
+            verdicts.append(_verdict(aspect, family, "untested", _silent_reason(analysis)))
+        elif family in approved:
+            quote = _quote(approved[family].quote)
             verdicts.append(
-                AspectVerdict(
-                    aspect=aspect,
-                    verdict="refuted",
-                    reason=f"was fine before the change, now criticised ({complaint.quote!r})",
+                _verdict(aspect, family, "validated", f"the reviewer approves: {quote!r}", quote)
+            )
+        elif contrary:
+            quote = _quote(wished[contrary[0]].quote)
+            verdicts.append(
+                _verdict(
+                    aspect,
+                    family,
+                    "refuted",
+                    f"the reviewer now asks for {contrary[0]}: {quote!r}",
+                    quote,
                 )
             )
-    still_bad = sorted(
-        v.aspect
-        for v in verdicts
-        if v.verdict != "validated"
-        and any(e.aspect == v.aspect and e.direction == "improve" for e in expected)
-        and v.aspect in criticised
-    )
+        elif family in wished:
+            quote = _quote(wished[family].quote)
+            verdicts.append(
+                _verdict(
+                    aspect,
+                    family,
+                    "not_far_enough",
+                    f"right direction, not far enough: {quote!r}",
+                    quote,
+                )
+            )
+        elif delta > 0 and pleased is not None:
+            quote = _quote(pleased.quote)
+            verdicts.append(
+                _verdict(
+                    aspect,
+                    family,
+                    "validated",
+                    f"the score rose by {delta:g} and the reviewer is pleased: {quote!r}",
+                    quote,
+                )
+            )
+        elif delta > 0:
+            verdicts.append(
+                _verdict(aspect, family, "validated", f"not mentioned; the score rose by {delta:g}")
+            )
+        else:
+            verdicts.append(
+                _verdict(
+                    aspect,
+                    family,
+                    "untested",
+                    "not mentioned"
+                    + (
+                        f"; the score fell by {-delta:g}, which alone refutes nothing"
+                        if delta
+                        else ""
+                    ),
+                )
+            )
     refuted = [v for v in verdicts if v.verdict == "refuted"]
-    validated = delta > 0 and not still_bad and not refuted
+    further = [v for v in verdicts if v.verdict == "not_far_enough"]
+    validated = not refuted and any(v.verdict in ("validated", "not_far_enough") for v in verdicts)
     if refuted:
-        reason = "refuted by " + "; ".join(f"{v.aspect}: {v.reason}" for v in refuted)
-    elif still_bad:
-        reason = f"the reviewer still objects to {', '.join(still_bad)}"
-    elif delta > 0:
-        reason = f"score rose by {delta:g} and no targeted aspect was criticised again"
+        reason = "refuted: " + "; ".join(f"{v.family}: {v.reason}" for v in refuted)
+    elif further:
+        reason = "not far enough: " + "; ".join(f"{v.family}: {v.reason}" for v in further)
+    elif validated:
+        reason = "validated: " + "; ".join(
+            f"{v.family}: {v.reason}" for v in verdicts if v.verdict == "validated"
+        )
     else:
-        reason = f"score changed by {delta:g}; the change did not help"
-    return EvolutionOutcome(
-        next_score=next_analysis.score,
+        reason = "untested: nothing the reviewer said bears on the change"
+    outcome = EvolutionOutcome(
+        next_score=analysis.score,
         score_delta=delta,
         hypothesis_validated=validated,
         reason=reason,
         aspects=verdicts,
     )
-
-
-def judge_evolution(
-    *,
-    session_id: str,
-    evolution_id: str,
-    trigger_score: float,
-    trigger_aspects: list[dict[str, str]],
-    expected: list[ExpectedImpact],
-    changes: list[EvolutionChange],
-    score: float,
-    comment: str | None,
-) -> JudgedEvolution:
-    """The verdict on an evolution from the next score and comment, and, per change, the
-    evidence it adds to its family's insight. Mechanical whatever the trainer backend: the
-    aspects the plan named, read from the new comment, and the score delta."""
-    verdict = judge(
-        trigger_score, expected, reward_analyzer.analyze(score, comment, [trigger_score]), changes
+    return JudgedEvolution(
+        evolution_id=pending.evolution_id,
+        verdict=outcome,
+        insights=_lessons(pending, outcome, session_id),
     )
-    contexts = sorted(f"{a['aspect']}:{a.get('want') or a['sentiment']}" for a in trigger_aspects)
-    insights = []
+
+
+def _pursued(changes: list[EvolutionChange]) -> list[tuple[str, str]]:
+    """(family, aspect) of every family the changes pursued, in order, once each."""
+    seen: dict[str, str] = {}
     for change in changes:
+        if change.want and change.want not in seen:
+            seen[change.want] = change.aspect or change.want
+    return list(seen.items())
+
+
+def _verdict(
+    aspect: str, family: str, verdict: str, reason: str, quote: str | None = None
+) -> AspectVerdict:
+    return AspectVerdict(
+        aspect=aspect,
+        family=family,
+        verdict=verdict,  # type: ignore[arg-type]
+        reason=reason,
+        quote=quote,
+    )
+
+
+def _quote(text: str | None) -> str:
+    """The reviewer's words, whole words only."""
+    text = " ".join((text or "").split())
+    if len(text) <= QUOTE_CHARS:
+        return text
+    return text[:QUOTE_CHARS].rsplit(" ", 1)[0] + "…"
+
+
+def _silent_reason(analysis: ScoreAnalysis) -> str:
+    if analysis.adversarial:
+        return "the feedback addressed the trainer, not the answer; it judges nothing"
+    return "no comment; a score alone refutes nothing"
+
+
+def _lessons(
+    pending: PendingEvolution, outcome: EvolutionOutcome, session_id: str
+) -> list[InsightObservation]:
+    """One observation per change whose family's verdict rests on the reviewer's words."""
+    by_family = {v.family: v for v in outcome.aspects if v.quote is not None}
+    lessons = []
+    for change in pending.changes:
+        verdict = by_family.get(change.want)
+        if verdict is None:
+            continue
         family, family_type = pattern(change)
-        insights.append(
+        lessons.append(
             InsightObservation(
                 insight_id=insight_id(session_id, family),
                 pattern=family,
                 pattern_type=family_type,
-                contexts=contexts,
-                evolution_id=evolution_id,
-                # a change succeeds when its own aspect was validated (a change with no aspect
-                # shares the whole hypothesis's fate)
-                success=_aspect_validated(verdict, change.aspect),
-                score_delta=verdict.score_delta,
+                contexts=pending.contexts,
+                evolution_id=pending.evolution_id,
+                success=verdict.verdict != "refuted",
+                score_delta=outcome.score_delta,
             )
         )
-    return JudgedEvolution(evolution_id=evolution_id, verdict=verdict, insights=insights)
-
-
-def _aspect_validated(verdict: EvolutionOutcome, aspect: str | None) -> bool:
-    for judged in verdict.aspects:
-        if judged.aspect == aspect:
-            return judged.verdict == "validated"
-    return verdict.hypothesis_validated
+    return lessons

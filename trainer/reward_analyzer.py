@@ -39,6 +39,18 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
             )
         )
         named.add(wish.aspect)
+    for kept in reading.kept:
+        # what the reviewer approves of, by family: the verdict on a change reads it
+        found.append(
+            FeedbackAspect(
+                aspect=kept.aspect,
+                sentiment="positive",
+                quote=kept.quote[:QUOTE_CHARS],
+                confidence=kept.confidence,
+                want=kept.family,
+            )
+        )
+        named.add(kept.aspect)
     # criticism without a wish, then praise: one aspect each, criticism first
     for said, remarks in (("negative", reading.criticised), ("positive", reading.praised)):
         for aspect, quote in remarks:

@@ -32,35 +32,26 @@ with workflow.unsafe.imports_passed_through():
         preview,
     )
     from domain.lineage import (
-        ApplyEvolutionInput,
-        ApplyEvolutionResult,
         CarriedState,
-        CreditInput,
-        JudgeEvolutionInput,
+        CycleStepInput,
+        CycleStepResult,
         LineageInput,
         LineageResult,
         LineageState,
         LineageStatus,
-        PlanInput,
         QueuedScore,
         RecordDirectiveInput,
         RecordLockInput,
         RecordRejectionInput,
-        RecordScoreInput,
         RegisterLineageInput,
-        RollbackInput,
         RolloutFailedInput,
         RunAgentInput,
         RunAgentResult,
-        ScoreAndTrainInput,
-        ScoreAndTrainResult,
         ScorePoint,
-        TrainerInput,
         feedback_key,
         score_before,
     )
     from domain.spec import LineageOptions
-    from domain.trainer import EvolutionOutcome, JudgedEvolution
 
 ArgT = TypeVar("ArgT")
 ResultT = TypeVar("ResultT")
@@ -81,47 +72,16 @@ STORE_ACTIVITY = {
 # ten updates in flight per workflow; submit_score must always find a slot)
 MAX_CYCLES_AHEAD = 100
 MAX_OUTPUT_WAITERS = 5
-COARSE_STATUS_PATCH = "status-search-attribute-coarse"  # histories before it upsert "training"
-# Histories before it ran the store-only steps as (regular) activities on the task queue.
-LOCAL_STORE_STEPS_PATCH = "store-steps-local-activities"
-TRAINER_ACTIVITY = {
+# The cycle step: with the rules engine milliseconds of work over the store (a local activity,
+# retried like a store step); with Claude model calls (an activity on the queue). Store trouble
+# is retried without limit; a model that keeps failing ends the training, not the lineage.
+CYCLE_STEP_ACTIVITY = {
     "start_to_close_timeout": timedelta(minutes=5),
-    "retry_policy": RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30)),
-}
-# Runs that record it take every decision above at once, in their first workflow task, and run
-# the rules engine's trainer steps as local activities too. A `patched` call made in reaction
-# to a local activity's result can replay in an earlier workflow task than the one that
-# recorded it, which fails the replay (TMPRL1100): none is made there any more.
-RUN_START_PATCH = "decided-at-run-start-rules-trainer-local"
-# Runs that record it answer every signal with an action or a rejection record: one whose
-# payload cannot be read, with more than one argument, or with a name the lineage does not know.
-# Runs before it dropped such signals (or wedged on a second argument); they replay as they ran.
-EVERY_SIGNAL_ANSWERED_PATCH = "every-signal-answered"
-# Runs that record it cancel the step in flight when `stop` arrives (see `_unless_stopped`).
-STOP_CANCELS_STEPS_PATCH = "stop-cancels-steps-in-flight"
-# Runs that record it judge the pending evolution in a step of its own before recording the
-# score (record steps only record); runs before it had record_score judge too.
-JUDGING_STEP_PATCH = "judging-a-step-of-its-own"
-# Runs that record it train with the rules engine in one step (`train`); runs before it ran
-# analyze_reward, assign_credit, plan_evolution and apply_evolution one after another.
-ONE_STEP_RULES_TRAINING_PATCH = "rules-training-in-one-step"
-# Runs that record it take every path above from this one marker (each marker also costs a
-# search-attribute write), and show only the lineage's lifecycle in TrainingCampStatus:
-# running (producing or awaiting a score), failed, stopped, completed. Awaiting a score and
-# running again were two visibility writes a cycle; the `state` query tells them apart, and
-# the inbox (`review.views.inbox`, `training-camp inbox`) lists the outputs awaiting a score.
-LIFECYCLE_STATUS_PATCH = "one-marker-lifecycle-status"
-LIFECYCLE_STATUS = {"training": "running", "awaiting_score": "running"}
-# Runs that record it record a score and train on it with the rules engine in one step
-# (record_score_and_train: one workflow activation instead of two), and take every path above
-# from this one marker. Runs before it recorded the score and trained in two steps.
-SCORE_AND_TRAIN_PATCH = "score-and-train-one-step"
-SCORE_AND_TRAIN_ACTIVITY = {
-    # the rules engine's training is milliseconds; a long trajectory's credit fans out
-    "start_to_close_timeout": TRAINER_ACTIVITY["start_to_close_timeout"],
-    # the step raises only what a retry can fix (the store away): retried like a store step
     "retry_policy": STORE_ACTIVITY["retry_policy"],
 }
+# The search attribute shows the lineage's lifecycle; the `state` query the phase of its cycle
+# (the inbox, `training-camp inbox`, lists the outputs awaiting a score).
+LIFECYCLE_STATUS = {"training": "running", "awaiting_score": "running"}
 
 
 class LineageStopped(Exception):
@@ -150,13 +110,6 @@ class LineageWorkflow:
         self._retry_requested = False
         self._continuing = False  # about to continue as new: `await_output` callers return
         self._output_waiters = 0  # await_output handlers in flight
-        self._decided_at_start: bool | None = None  # RUN_START_PATCH, once per run
-        self._answers_every_signal = False  # EVERY_SIGNAL_ANSWERED_PATCH, decided with it
-        self._stop_cancels_steps = False  # STOP_CANCELS_STEPS_PATCH, decided with it
-        self._judges_in_a_step = False  # JUDGING_STEP_PATCH, decided with it
-        self._trains_in_one_step = False  # ONE_STEP_RULES_TRAINING_PATCH, decided with it
-        self._lifecycle_status = False  # LIFECYCLE_STATUS_PATCH, decided with it
-        self._trains_with_score = False  # SCORE_AND_TRAIN_PATCH, decided with it
         self._signals: dict[str, Callable[[Any], Awaitable[None]]] = {
             "score": self._score,
             "directive": self._directive,
@@ -170,7 +123,6 @@ class LineageWorkflow:
 
     @workflow.run
     async def run(self, inp: LineageInput) -> LineageResult:
-        self._current_code()  # first thing in the run's first workflow task
         try:
             if inp.carried is None:
                 await self._register()
@@ -199,21 +151,12 @@ class LineageWorkflow:
                 return  # stopped while the rollout had failed
             self._s.latest_output_preview = rollout.output_preview
             self._s.latest_output_words = rollout.output_words
-            recorded = None
-            while recorded is None:  # a score the store refused leaves the cycle waiting
+            taken = False
+            while not taken:  # a score the store refused leaves the cycle waiting
                 queued = await self._await_score()
                 if queued is None:
-                    break  # stopped while waiting
-                recorded = await self._record_score(rollout, queued)
-            if queued is None or recorded is None:
-                return  # stopped while waiting
-            evaluation_id, judged, trained = recorded
-            if trained or self._s.locked:
-                continue  # trained with the score, or locked: producing, not evolving
-            if judged is not None and self._refuted(judged):
-                await self._rollback(rollout, queued, evaluation_id, judged)
-            else:
-                await self._train(rollout, queued, evaluation_id)
+                    return  # stopped while waiting
+                taken = await self._take_score(rollout, queued)
 
     async def _register(self) -> None:
         inp = self._inp
@@ -308,63 +251,52 @@ class LineageWorkflow:
                 continue
             return queued
 
-    async def _record_score(
-        self, rollout: RunAgentResult, queued: QueuedScore
-    ) -> tuple[str, tuple[str, EvolutionOutcome] | None, bool] | None:
-        """Judge the evolution that produced this output (validation), then record the score
-        with the verdict, and with the rules engine train on it in the same step unless the
-        lineage is locked or the verdict calls for a rollback (the last of the three: True).
-        None when judging or recording failed for good: nothing changed, the error is in
-        ``state``."""
+    async def _take_score(self, rollout: RunAgentResult, queued: QueuedScore) -> bool:
+        """The cycle step: judge the change that produced this output from what the reviewer
+        says of it, roll back what the comment refuted, train on the comment (unless locked),
+        and record it all. False when the store refused the score for good: nothing changed,
+        the error is in ``state``, and the cycle waits for another score."""
         # one score per output: its id is the output's and what was sent, never a random draw
         # (a signal arriving between a failed workflow task and its retry reorders draws)
         evaluation_id = feedback_key(rollout.artifact_id, "evaluation", 1, queued.score)
-        judged_evolution = self._s.pending_evolution_id
-        judged = None
+        options = self._inp.options
+        step = CycleStepInput(
+            session_id=self._inp.session_id,
+            lineage_id=self._inp.lineage_id,
+            evaluation_id=evaluation_id,
+            artifact_id=rollout.artifact_id,
+            rollout_id=rollout.rollout_id,
+            cycle=self._s.cycle,
+            agent=self._s.agent,
+            score=queued.score,
+            pending_evolution_id=self._s.pending_evolution_id,
+            asked_for=list(self._s.asked_for),
+            previous_score=score_before(self._s.score_history, None),
+            sticky_directives=list(self._s.sticky_directives),
+            oneshot_directives=list(self._s.oneshot_directives),
+            trainer=options.trainer,
+            trainer_model=options.trainer_model,
+            train=not self._s.locked,
+            rollback_refuted=options.rollback_refuted,
+        )
+        if not self._s.locked:
+            self._set_status("training")
         try:
-            if judged_evolution is not None and self._judges_in_a_step:
-                judged = await self._store_step(
-                    TrainerActivities.judge_evolution,
-                    JudgeEvolutionInput(
-                        session_id=self._inp.session_id,
-                        evolution_id=judged_evolution,
-                        score=queued.score,
-                    ),
-                    **TRAINER_ACTIVITY,  # a bug here must not retry for ever, as store trouble may
+            if options.trainer == "rules":
+                taken = await self._unless_stopped(
+                    workflow.start_local_activity_method(
+                        TrainerActivities.take_cycle_step, step, **CYCLE_STEP_ACTIVITY
+                    )
                 )
-            record = RecordScoreInput(
-                session_id=self._inp.session_id,
-                lineage_id=self._inp.lineage_id,
-                evaluation_id=evaluation_id,
-                artifact_id=rollout.artifact_id,
-                rollout_id=rollout.rollout_id,
-                cycle=self._s.cycle,
-                agent_version=self._s.agent.version,
-                score=queued.score,
-                pending_evolution_id=self._s.pending_evolution_id,
-                judged=judged,
-            )
-            trained: ScoreAndTrainResult | None = None
-            if self._trains_with_this_score(judged):
-                self._set_status("training")
-                trainer = self._trainer_input(rollout, queued, evaluation_id)
-                trained = await self._store_step(
-                    FeedbackActivities.record_score_and_train,
-                    ScoreAndTrainInput(record=record, trainer=trainer),
-                    **SCORE_AND_TRAIN_ACTIVITY,
-                )
-                verdict = trained.verdict
             else:
-                verdict = await self._store_step(FeedbackActivities.record_score, record)
+                taken = await self._unless_stopped(
+                    workflow.start_activity_method(
+                        TrainerActivities.take_cycle_step, step, **CYCLE_STEP_ACTIVITY
+                    )
+                )
         except FailureError as err:
             self._s.last_error = f"score not recorded: {err.cause or err}"
-            return None
-        self._s.pending_evolution_id = None
-        if trained is not None:
-            if trained.applied is not None:
-                self._trained(trained.applied, trainer)
-            else:
-                self._s.last_error = f"training failed: {trained.training_error}"
+            return False
         self._s.score_history.append(
             ScorePoint(
                 cycle=self._s.cycle,
@@ -374,119 +306,25 @@ class LineageWorkflow:
             )
         )
         self._s.score_history = self._s.score_history[-SCORE_HISTORY_CARRIED:]
-        if verdict is None or judged_evolution is None:
-            return evaluation_id, None, trained is not None
-        return evaluation_id, (judged_evolution, verdict), trained is not None
+        self._took(step, taken)
+        return True
 
-    def _trains_with_this_score(self, judged: JudgedEvolution | None) -> bool:
-        """Whether recording this score trains on it in the same step: with the rules engine,
-        unless the lineage is locked or the verdict calls for a rollback."""
-        if not self._trains_with_score or self._inp.options.trainer != "rules":
-            return False
-        if self._s.locked:
-            return False
-        return judged is None or not self._refuted((judged.evolution_id, judged.verdict))
-
-    def _refuted(self, judged: tuple[str, EvolutionOutcome]) -> bool:
-        _, verdict = judged
-        return self._inp.options.rollback_refuted and (
-            bool(verdict.refuted_aspects)
-            or (not verdict.hypothesis_validated and verdict.score_delta < 0)
-        )
-
-    async def _rollback(
-        self,
-        rollout: RunAgentResult,
-        queued: QueuedScore,
-        evaluation_id: str,
-        judged: tuple[str, EvolutionOutcome],
-    ) -> None:
-        """The score refuted the last change: restore the version before it, as a new version."""
-        self._set_status("training")
-        try:
-            restored = await self._store_step(
-                TrainerActivities.rollback_evolution,
-                RollbackInput(
-                    session_id=self._inp.session_id,
-                    lineage_id=self._inp.lineage_id,
-                    evolution_id=judged[0],
-                    aspects=judged[1].refuted_aspects,
-                    agent=self._s.agent,
-                    rollout_id=rollout.rollout_id,
-                    artifact_id=rollout.artifact_id,
-                    evaluation_id=evaluation_id,
-                    score=queued.score,
-                ),
-                **TRAINER_ACTIVITY,
-            )
-        except FailureError as err:
-            self._s.last_error = f"rollback failed: {err.cause or err}"
+    def _took(self, step: CycleStepInput, taken: CycleStepResult) -> None:
+        """The lineage after a cycle step: its new version (if any) awaits its verdict."""
+        if taken.verdict is not None:
+            self._s.pending_evolution_id = None
+            self._s.last_verdict = taken.verdict.reason
+        if not step.train:
             return
-        self._s.agent = restored.agent
-        self._s.last_evolution = restored.summary
-
-    async def _train(
-        self, rollout: RunAgentResult, queued: QueuedScore, evaluation_id: str
-    ) -> None:
-        """Reward analysis → credit assignment → evolution planning → targeted evolution."""
-        self._set_status("training")
-        trainer = self._trainer_input(rollout, queued, evaluation_id)
-        try:
-            if self._inp.options.trainer == "rules" and self._trains_in_one_step:
-                applied = await self._store_step(
-                    TrainerActivities.train, trainer, **TRAINER_ACTIVITY
-                )
-            else:
-                applied = await self._train_step_by_step(trainer)
-        except FailureError as err:
-            # Surface, never hide: the lineage keeps its current version and goes on.
-            self._s.last_error = f"training failed: {err.cause or err}"
+        if taken.training_error is not None:
+            self._s.last_error = f"training failed: {taken.training_error}"
             return
-        self._trained(applied, trainer)
-
-    def _trainer_input(
-        self, rollout: RunAgentResult, queued: QueuedScore, evaluation_id: str
-    ) -> TrainerInput:
-        return TrainerInput(
-            session_id=self._inp.session_id,
-            lineage_id=self._inp.lineage_id,
-            agent=self._s.agent,
-            rollout_id=rollout.rollout_id,
-            artifact_id=rollout.artifact_id,
-            evaluation_id=evaluation_id,
-            score=queued.score,
-            previous_score=score_before(self._s.score_history, evaluation_id),
-            sticky_directives=list(self._s.sticky_directives),
-            oneshot_directives=list(self._s.oneshot_directives),
-            trainer=self._inp.options.trainer,
-            trainer_model=self._inp.options.trainer_model,
-        )
-
-    def _trained(self, applied: ApplyEvolutionResult, trainer: TrainerInput) -> None:
-        """The lineage after a training: its new version (if any) awaits its verdict."""
-        # Oneshot directives apply to this evolution only (new ones may have arrived meanwhile).
-        consumed = len(trainer.oneshot_directives)
-        self._s.oneshot_directives = self._s.oneshot_directives[consumed:]
-        self._s.last_evolution = applied.summary
-        if applied.evolution_id is not None:
-            self._s.agent = applied.agent
-            self._s.pending_evolution_id = applied.evolution_id
-
-    async def _train_step_by_step(self, trainer: TrainerInput) -> ApplyEvolutionResult:
-        """The four steps as steps of their own: with Claude each is a model call."""
-        analysis = await self._trainer_step(TrainerActivities.analyze_reward, trainer)
-        credit = await self._trainer_step(
-            TrainerActivities.assign_credit, CreditInput(trainer=trainer, analysis=analysis)
-        )
-        plan = await self._trainer_step(
-            TrainerActivities.plan_evolution,
-            PlanInput(trainer=trainer, analysis=analysis, credit=credit),
-        )
-        return await self._store_step(
-            TrainerActivities.apply_evolution,
-            ApplyEvolutionInput(trainer=trainer, analysis=analysis, credit=credit, plan=plan),
-            **TRAINER_ACTIVITY,
-        )
+        # Oneshot directives apply to this evolution only (new ones may have arrived meanwhile)
+        self._s.oneshot_directives = self._s.oneshot_directives[len(step.oneshot_directives) :]
+        self._s.asked_for = taken.asked_for
+        self._s.last_evolution = taken.summary
+        self._s.agent = taken.agent
+        self._s.pending_evolution_id = taken.evolution_id
 
     # ---- human input -----------------------------------------------------------------------
 
@@ -502,9 +340,8 @@ class LineageWorkflow:
         try:
             payload = self._read_signal(name, handler, args)
         except ValueError as exc:
-            if self._current_code() and self._answers_every_signal:
-                quoted = args[0].payload.data.decode("utf-8", "replace") if args else None
-                await self._reject(name if handler else "signal", quoted, str(exc))
+            quoted = args[0].payload.data.decode("utf-8", "replace") if args else None
+            await self._reject(name if handler else "signal", quoted, str(exc))
             return
         assert handler is not None
         await handler(payload)
@@ -687,6 +524,8 @@ class LineageWorkflow:
             latest_output_preview=self._s.latest_output_preview,
             latest_output_words=self._s.latest_output_words,
             last_evolution=self._s.last_evolution,
+            last_verdict=self._s.last_verdict,
+            asked_for=self._s.asked_for,
             score_history=self._s.score_history,
             queued_scores=len(self._s.queued_scores),
             sticky_directives=self._s.sticky_directives,
@@ -746,53 +585,20 @@ class LineageWorkflow:
         transaction, run as a local activity on this worker. It is retried and recorded in the
         history (as a marker) like any activity, without a task-queue round trip and a
         workflow task of its own. Steps that call a model stay activities on the queue."""
-        options = options or STORE_ACTIVITY
-        if self._current_code() or workflow.patched(LOCAL_STORE_STEPS_PATCH):
-            return await self._unless_stopped(
-                workflow.start_local_activity_method(step, arg, **options)
-            )
-        return await workflow.execute_activity_method(step, arg, **options)
+        return await self._unless_stopped(
+            workflow.start_local_activity_method(step, arg, **(options or STORE_ACTIVITY))
+        )
 
     async def _unless_stopped(self, step: workflow.ActivityHandle[ResultT]) -> ResultT:
         """The step's result; a `stop` sent meanwhile cancels it and ends the run
         (LineageStopped), so that nothing holds a stopped lineage open: not a store step
         retrying while the database is away, nor a long model call. What a step committed
         stays (each is one idempotent transaction); the rest never happens."""
-        if self._stop_cancels_steps:
-            await workflow.wait_condition(lambda: step.done() or self._s.stop_requested)
-            if not step.done():
-                step.cancel()
-                raise LineageStopped
+        await workflow.wait_condition(lambda: step.done() or self._s.stop_requested)
+        if not step.done():
+            step.cancel()
+            raise LineageStopped
         return await step
-
-    async def _trainer_step(self, step: Callable[[Any, ArgT], ResultT], arg: ArgT) -> ResultT:
-        """Reward analysis, credit assignment, evolution planning. With Claude a step is a model
-        call: an activity on the queue, which any worker may take and a slow call holds alone.
-        With the rules engine it is milliseconds of deterministic work over this worker's store,
-        so it runs like a store step, as a local activity."""
-        if self._inp.options.trainer == "rules" and self._current_code():
-            return await workflow.execute_local_activity_method(step, arg, **TRAINER_ACTIVITY)
-        return await workflow.execute_activity_method(step, arg, **TRAINER_ACTIVITY)
-
-    def _current_code(self) -> bool:
-        """Whether this run takes today's paths (RUN_START_PATCH, or SCORE_AND_TRAIN_PATCH or
-        LIFECYCLE_STATUS_PATCH, which stand for it and the later ones). Asked first at the top
-        of ``run`` (or by a signal handler of the same first task); later calls reuse it."""
-        if self._decided_at_start is not None:
-            return self._decided_at_start
-        newest = workflow.patched(SCORE_AND_TRAIN_PATCH)
-        if newest or workflow.patched(LIFECYCLE_STATUS_PATCH):
-            self._decided_at_start = self._answers_every_signal = self._stop_cancels_steps = True
-            self._judges_in_a_step = self._trains_in_one_step = self._lifecycle_status = True
-            self._trains_with_score = newest
-            return True
-        # a run recorded before it: the markers it recorded, one by one
-        self._decided_at_start = workflow.patched(RUN_START_PATCH)
-        self._answers_every_signal = workflow.patched(EVERY_SIGNAL_ANSWERED_PATCH)
-        self._stop_cancels_steps = workflow.patched(STOP_CANCELS_STEPS_PATCH)
-        self._judges_in_a_step = workflow.patched(JUDGING_STEP_PATCH)
-        self._trains_in_one_step = workflow.patched(ONE_STEP_RULES_TRAINING_PATCH)
-        return self._decided_at_start
 
     def _set_status(self, status: LineageStatus) -> None:
         if status == self._status:
@@ -803,15 +609,8 @@ class LineageWorkflow:
             f"{status.replace('_', ' ')}: cycle {self._s.cycle}, agent v{self._s.agent.version}"
         )
         # The search attribute is a visibility write per change: it shows the lifecycle, and
-        # the `state` query the phase of the cycle (runs before LIFECYCLE_STATUS_PATCH showed
-        # awaiting_score too, and before COARSE_STATUS_PATCH training).
-        visible = status
-        if self._current_code() and self._lifecycle_status:
-            visible = LIFECYCLE_STATUS.get(status, status)
-        elif status == "training" and (
-            self._current_code() or workflow.patched(COARSE_STATUS_PATCH)
-        ):
-            visible = "running"
+        # the `state` query the phase of the cycle.
+        visible = LIFECYCLE_STATUS.get(status, status)
         if visible != self._visible_status:
             self._visible_status = visible
             workflow.upsert_search_attributes([search_attributes.STATUS.value_set(visible)])

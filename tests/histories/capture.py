@@ -6,8 +6,9 @@ root's) for the replay test.
 Runs one lineage through two scored cycles (with rejected signals, among them one whose
 payload cannot be read and one of a name the lineage does not know, a directive, a lock and an
 unlock) on a throwaway dev server and writes tests/histories/<name>.json (default
-lineage-two-cycles). When the workflow changes on purpose, guard the change with
-workflow.patched, keep the old histories (they replay the unpatched path) and record a new one.
+lineage-two-cycles). Before the first release nothing runs in production: when the workflow
+changes on purpose, record the histories again (docs/architecture.md has the policy from the
+first release on).
 """
 
 from __future__ import annotations

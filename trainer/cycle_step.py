@@ -1,0 +1,334 @@
+"""The cycle step: what one score does to a lineage's agent.
+
+One function of (agent, lineage memory, score and comment) that the lineage's activity and the
+evaluation command both call:
+
+1. **Judge** the evolution that produced the scored output, family by family, from what the
+   comment says (``trainer.outcome``).
+2. **Roll back** the families the reviewer refuted (asked for their contrary), and only those.
+3. **Train** on the same comment: the backend reads it, assigns credit and proposes changes on
+   the agent as restored; a wish the agent already carries, asked for again, is strengthened.
+4. **Keep** what the reviewer asked for: no change removes a family the reviewer requested or
+   approved in an earlier cycle, unless the reviewer now asks for its contrary.
+5. **Check** against history (which never vetoes a request), directives and the immutable
+   constraints; then apply, and say plainly what was skipped and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from pydantic import BaseModel, Field
+
+from domain.agent import AgentDefinition
+from domain.execution import SpanRecord
+from domain.trainer import (
+    CreditAssignment,
+    EvolutionChange,
+    EvolutionPlan,
+    JudgedEvolution,
+    LearningInsight,
+    PastChange,
+    ScoreAnalysis,
+)
+from trainer import credit_assignment, evolution_planner, instructions, outcome, reward_analyzer
+from trainer.backends import TrainerBackend
+from trainer.evolution import apply_changes, inverse
+from trainer.instructions import CONTRARY
+from trainer.outcome import PendingEvolution
+from trainer.prompt_segments import segments
+from trainer.wish import Wish
+
+NOT_UNDERSTOOD_BELOW = 7  # a score under this with nothing actionable read is "not understood"
+
+
+class LineageMemory(BaseModel):
+    """What a cycle step needs to know of the lineage beyond its current agent."""
+
+    session_id: str
+    lineage_id: str
+    pending: PendingEvolution | None = None
+    # Families the reviewer asked for or approved and has not reversed since: kept
+    asked_for: list[str] = Field(default_factory=list)
+    previous_score: float | None = None
+    sticky_directives: list[str] = Field(default_factory=list)
+    oneshot_directives: list[str] = Field(default_factory=list)
+    rollback_refuted: bool = True  # the lineage's option: undo what the reviewer refuted
+
+
+class CycleStep(BaseModel):
+    """Everything one score did: the verdict on the last change, what was undone, what was
+    changed, the agent after, and plain notes for the rater."""
+
+    judged: JudgedEvolution | None = None
+    analysis: ScoreAnalysis
+    credit: CreditAssignment
+    plan: EvolutionPlan  # changes: the rollback's inverse changes first, then the new ones
+    agent: AgentDefinition  # after every change
+    asked_for: list[str] = Field(default_factory=list)
+    rolled_back: list[str] = Field(default_factory=list)  # families undone
+    strengthened: list[str] = Field(default_factory=list)
+    report: list[str] = Field(default_factory=list)  # skipped, kept, partial, not understood
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.plan.changes)
+
+    @property
+    def new_changes(self) -> list[EvolutionChange]:
+        """The step's own changes (not the inverse ones of its rollback)."""
+        return [c for c in self.plan.changes if not c.reason.startswith("rollback:")]
+
+
+CreditOf = Callable[[AgentDefinition, ScoreAnalysis], Awaitable[CreditAssignment]]
+
+
+async def take(
+    backend: TrainerBackend,
+    agent: AgentDefinition,
+    memory: LineageMemory,
+    score: float,
+    comment: str | None,
+    spans: Sequence[SpanRecord] = (),
+    past: Sequence[PastChange] = (),
+    insights: dict[str, LearningInsight] | None = None,
+    credit_of: CreditOf | None = None,
+) -> CycleStep:
+    """The whole cycle step (see the module's doc). ``credit_of`` replaces the backend's credit
+    assignment (a long trajectory's, fanned out)."""
+    previous = [] if memory.previous_score is None else [memory.previous_score]
+    # the mechanical reading: verdicts and the keep-list rest on it whatever the backend
+    read = reward_analyzer.analyze(score, comment, previous)
+    wished = credit_assignment.wishes(read)
+    approved = [a.want for a in read.aspects if a.sentiment == "positive" and a.want]
+    judged = outcome.judge(memory.pending, read, memory.session_id) if memory.pending else None
+
+    # 2. roll back what the reviewer refuted
+    refuted = [
+        v.family or v.aspect
+        for v in (judged.verdict.aspects if judged and memory.rollback_refuted else [])
+        if v.verdict == "refuted"
+    ]
+    undo = [
+        inverse(c)
+        for c in reversed(memory.pending.changes if memory.pending else [])
+        if c.want in refuted
+    ]
+    base = _applied(agent, undo)
+    if len(undo) and base is agent:
+        undo, refuted = [], []  # the agent moved on since: nothing left to undo
+
+    # 3. read, credit and propose on the agent as restored
+    analysis = read if backend.name == "rules" else await backend.analyze(score, comment, previous)
+    if credit_of is not None:
+        credit = await credit_of(base, analysis)
+    else:
+        credit = await backend.assign_credit(base, analysis, list(spans))
+    proposal = await backend.propose(
+        base, analysis, credit, memory.sticky_directives + memory.oneshot_directives
+    )
+    reversed_now = {c for w in wished for c in CONTRARY.get(w.family, set())}
+    keep = (set(memory.asked_for) - reversed_now) | set(approved)
+    report: list[str] = []
+    # a family asked for again may have its instruction rewritten (made firmer), not removed
+    requested = {w.family for w in wished}
+    guarded = keep - requested
+    proposal.changes = [c for c in proposal.changes if _keeps(base, c, guarded, report)]
+    # a model-backed trainer decides for itself how to go further; the rules engine is told
+    strengthened = _strengthen(base, wished, proposal, report) if backend.name == "rules" else []
+
+    # 5. history (never vetoing a request), directives, constraints
+    plan = evolution_planner.finalize(
+        base,
+        proposal,
+        memory.sticky_directives,
+        memory.oneshot_directives,
+        list(past),
+        insights or {},
+        requested=requested,
+        lineage_id=memory.lineage_id,
+    )
+    plan.changes = undo + plan.changes
+    after = apply_changes(agent, plan.changes) if plan.changes else agent
+    if refuted:
+        report.insert(0, f"rolled back {', '.join(refuted)}: {_reasons(judged, 'refuted')}")
+    if strengthened:
+        plan.hypothesis = plan.hypothesis or (
+            f"After strengthening {', '.join(strengthened)} the reviewer will stop asking for it."
+        )
+    report += [n for n in plan.notes if n.startswith(("skipped", "refused"))]
+    understood = wished or approved or read.adversarial
+    if not understood and score < NOT_UNDERSTOOD_BELOW and read.comment:
+        report.append(
+            f"not understood: {_excerpt(read.comment)!r}; rephrase, or let the Claude "
+            "trainer read it"
+        )
+    asked_for = [f for f in memory.asked_for if f not in reversed_now]
+    for family in [w.family for w in wished if not w.weak] + approved:
+        if family not in asked_for and family not in ("custom", "focus"):
+            asked_for.append(family)
+    return CycleStep(
+        judged=judged,
+        analysis=analysis,
+        credit=credit,
+        plan=plan,
+        agent=after,
+        asked_for=asked_for,
+        rolled_back=refuted,
+        strengthened=strengthened,
+        report=report,
+    )
+
+
+def pending_after(step: CycleStep, evolution_id: str, score: float) -> PendingEvolution | None:
+    """The evolution the next score will judge: this step's own changes (not the inverse ones
+    of its rollback, whose wish, if any, the new changes carry)."""
+    own = step.new_changes
+    if not own:
+        return None
+    contexts = sorted(f"{a.aspect}:{a.want or a.sentiment}" for a in step.analysis.aspects)
+    return PendingEvolution(
+        evolution_id=evolution_id, trigger_score=score, changes=own, contexts=contexts
+    )
+
+
+def summary(step: CycleStep, from_version: int) -> str:
+    """One line for people: what changed and why, or why nothing did."""
+    if not step.changed:
+        why = "; ".join(step.report) or "; ".join(step.plan.notes) or "nothing to change"
+        return f"kept v{from_version}: {why}"
+    parts = []
+    if step.rolled_back:
+        parts.append(f"rolled back {', '.join(step.rolled_back)}")
+    if step.strengthened:
+        parts.append(f"strengthened {', '.join(step.strengthened)}")
+    new = [c for c in step.plan.changes if not c.reason.startswith(("rollback:", "strengthen:"))]
+    parts += [describe(c) for c in new]
+    line = f"v{from_version}→v{from_version + 1}: " + "; ".join(parts)
+    skipped = [r for r in step.report if not r.startswith("rolled back")]
+    return line + (f" (also: {'; '.join(skipped)})" if skipped else "")
+
+
+def describe(change: EvolutionChange) -> str:
+    if change.component == "parameters":
+        return f"{change.target} {change.before}→{change.after}"
+    text = change.after if change.change_type != "remove" else change.before
+    if change.component in ("tools", "flow"):
+        return f"{change.change_type} {change.component} {change.target} {text!r}"
+    return f"{change.change_type} {change.component} {text!r}"
+
+
+def _applied(agent: AgentDefinition, changes: list[EvolutionChange]) -> AgentDefinition:
+    """``agent`` with ``changes`` applied, skipping any the agent has moved away from."""
+    for change in changes:
+        try:
+            agent = apply_changes(agent, [change])
+        except ValueError:
+            continue
+    return agent
+
+
+def _keeps(
+    agent: AgentDefinition, change: EvolutionChange, keep: set[str], report: list[str]
+) -> bool:
+    """False (with a note) when ``change`` would take away a family the reviewer asked for."""
+    if change.component == "parameters":
+        lost = _parameter_loss(change) & keep
+    elif change.component == "systemPrompt" and change.change_type != "add":
+        before = credit_assignment.families_of(change.before or "")
+        after = credit_assignment.families_of(change.after or "")
+        lost = (before - after) & keep
+    else:
+        lost = set()
+    if lost:
+        report.append(f"kept {change.before!r}: the reviewer asked for {', '.join(sorted(lost))}")
+    return not lost
+
+
+def _parameter_loss(change: EvolutionChange) -> set[str]:
+    """The families a parameter move works against."""
+    try:
+        up = float(change.after or 0) > float(change.before or 0)
+    except ValueError:
+        return set()
+    if change.target == "maxTokens":
+        return {"shorter"} if up else {"longer"}
+    if change.target == "temperature":
+        return {"steadier"} if up else {"creative"}
+    return set()
+
+
+def _strengthen(
+    agent: AgentDefinition, wished: list[Wish], plan: EvolutionPlan, report: list[str]
+) -> list[str]:
+    """A wish the agent already carries, asked for again, and for which the proposal changes
+    nothing: the instruction that carries it becomes firmer (and a length cap tighter)."""
+    done = {c.want for c in plan.changes}
+    stronger: list[str] = []
+    for wish in wished:
+        if wish.weak or wish.family in done:
+            continue
+        carrying = [s for s in segments(agent.system_prompt) if wish.family in _families(s)]
+        if not carrying:
+            continue
+        firmer = instructions.firmer(wish)
+        changes: list[EvolutionChange] = []
+        if firmer and firmer not in agent.system_prompt:
+            changes.append(
+                _change(
+                    wish,
+                    component="systemPrompt",
+                    change_type="modify",
+                    target="instruction",
+                    before=carrying[-1],
+                    after=firmer,
+                )
+            )
+        if wish.family == "shorter":
+            cap = agent.parameters.max_tokens
+            lower = max(evolution_planner.SHORTEST_MAX_TOKENS, cap // 2)
+            if lower < cap:
+                changes.append(
+                    _change(
+                        wish,
+                        component="parameters",
+                        change_type="modify",
+                        target="maxTokens",
+                        before=str(cap),
+                        after=str(lower),
+                    )
+                )
+        if changes:
+            plan.changes += changes
+            stronger.append(wish.family)
+        else:
+            report.append(
+                f"{wish.family}: asked for again, and the agent already asks for it as firmly "
+                "as the rules engine can; the model did not follow it"
+            )
+    return stronger
+
+
+def _families(segment: str) -> frozenset[str]:
+    return credit_assignment.families_of(segment)
+
+
+def _change(wish: Wish, **fields: str) -> EvolutionChange:
+    return EvolutionChange(
+        **fields,  # type: ignore[arg-type]
+        reason=f"strengthen: asked for again ({wish.quote!r})",
+        confidence=wish.confidence,
+        aspect=wish.aspect,
+        want=wish.family,
+    )
+
+
+def _reasons(judged: JudgedEvolution | None, verdict: str) -> str:
+    if judged is None:
+        return ""
+    return "; ".join(v.reason for v in judged.verdict.aspects if v.verdict == verdict)
+
+
+def _excerpt(text: str, words: int = 20) -> str:
+    parts = text.split()
+    return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
