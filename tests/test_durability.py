@@ -221,5 +221,3 @@ async def test_continue_as_new_when_the_server_suggests_it(client, store, settin
     history = await client.get_workflow_handle(handle.id, run_id=first_run).fetch_history()
     assert history.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
     assert len(history.events) < 200
-
-

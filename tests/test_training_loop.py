@@ -88,7 +88,8 @@ async def test_the_result_does_not_depend_on_which_lineage_trains_first(
     assert final_a.parameters == final_b.parameters
     v2_b = q.agent_definition(_ref(spec.lineage_id("B"), 2))
     assert "bullet points, not paragraphs" in v2_b.system_prompt.lower()  # honoured in B too
-    assert "paragraphs" in final_b.system_prompt and "Use bullet points" not in final_b.system_prompt
+    assert "paragraphs" in final_b.system_prompt
+    assert "Use bullet points" not in final_b.system_prompt
 
 
 async def test_insight_counts_update_and_directives_hold_across_evolutions(
@@ -139,7 +140,7 @@ async def test_a_refuted_change_is_rolled_back_and_the_comment_trained_on(
     assert state.agent_version == 3 and "rolled back shorter" in state.last_evolution
     assert "asks for longer" in state.last_verdict and "far too short" in state.last_verdict
     lineage = spec.lineage_id("A")
-    v1, v2, v3 = (store.queries.agent_definition(_ref(lineage, v)) for v in (1, 2, 3))
+    v2, v3 = (store.queries.agent_definition(_ref(lineage, v)) for v in (2, 3))
     assert "brief" in v2.system_prompt and "brief" not in v3.system_prompt
     assert "depth" in v3.system_prompt  # the comment's own wish, in the same step
     assert v3.parameters.max_tokens > v2.parameters.max_tokens
