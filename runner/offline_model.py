@@ -134,6 +134,8 @@ class Style:
         self.summary_at_end = _mentions(text, r"\b(?:end|close|finish)\w* with a summary")
         self.example = _mentions(text, r"\bexamples?\b")
         self.warm = _mentions(text, r"\b(?:warm\w*|empath\w*)\b")
+        points = re.search(r"\bonly the (one|two|three|four|five|six|seven|\d) key points\b", text)
+        self.max_points = _NUMBERS.get(points.group(1), None) if points else None
         language = re.search(
             r"\b(?:answer|reply|respond|write)\w*[^.]{0,20}\bin ([A-Z]\w+)", instructions
         )
@@ -298,12 +300,16 @@ class OfflineModel:
                     line += " " + elaborations[i % len(elaborations)]
                 if words + len(line.split()) > budget and items:
                     break
+                if style.max_points is not None and len(items) >= style.max_points:
+                    break
                 items.append(line)
                 words += len(line.split())
             marker = (lambda i: f"{i + 1}.") if style.format == "numbered" else (lambda i: "-")
             blocks = [f"{marker(i)} {item}" for i, item in enumerate(items)]
             if style.tone == "casual":
                 blocks.insert(0, rng.choice(_CASUAL_OPENERS).format(**fields))
+            if style.warm:
+                blocks.insert(0, _WARM_OPENER)
             return self._fit("\n".join(blocks), max_tokens)
         opener = {
             "formal": _FORMAL_OPENERS,
@@ -312,7 +318,7 @@ class OfflineModel:
         }[style.tone]
         sentences = [rng.choice(opener).format(**fields)]
         if style.warm:
-            sentences.insert(0, "I know this matters to you, so here is what I would do.")
+            sentences.insert(0, _WARM_OPENER)
         words = len(sentences[0].split())
         i = 0
         while words < budget and i < len(points) * 2:
@@ -374,6 +380,11 @@ class OfflineModel:
 
 
 REWRITE_MIN_CHARS = 160
+_WARM_OPENER = "I know this matters to you, so here is what I would do."
+_NUMBERS = {
+    word: n
+    for n, word in enumerate(["one", "two", "three", "four", "five", "six", "seven"], start=1)
+} | {str(n): n for n in range(1, 10)}
 
 
 def _split_instruction(user: str) -> tuple[str, str]:

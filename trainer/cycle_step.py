@@ -195,7 +195,8 @@ def pending_after(step: CycleStep, evolution_id: str, score: float) -> PendingEv
 def summary(step: CycleStep, from_version: int) -> str:
     """One line for people: what changed and why, or why nothing did."""
     if not step.changed:
-        why = "; ".join(step.report) or "; ".join(step.plan.notes) or "nothing to change"
+        said = [r for r in step.report if not r.startswith("kept '")]
+        why = "; ".join(said or step.plan.notes) or "nothing to change"
         return f"kept v{from_version}: {why}"
     parts = []
     if step.rolled_back:
@@ -205,7 +206,8 @@ def summary(step: CycleStep, from_version: int) -> str:
     new = [c for c in step.plan.changes if not c.reason.startswith(("rollback:", "strengthen:"))]
     parts += [describe(c) for c in new]
     line = f"v{from_version}→v{from_version + 1}: " + "; ".join(parts)
-    skipped = [r for r in step.report if not r.startswith("rolled back")]
+    # what was protected is in the record's notes; the line says what did not happen
+    skipped = [r for r in step.report if not r.startswith(("rolled back", "kept '"))]
     return line + (f" (also: {'; '.join(skipped)})" if skipped else "")
 
 
@@ -263,6 +265,21 @@ def _strengthen(
 ) -> list[str]:
     """A wish the agent already carries, asked for again, and for which the proposal changes
     nothing: the instruction that carries it becomes firmer (and a length cap tighter)."""
+    # an instruction the trainer wrote for the wish is already there: the planner's plain one
+    # again would only repeat it, so the wish is strengthened instead
+    written = {
+        w.family
+        for w in wished
+        if any(
+            t and t in agent.system_prompt
+            for t in (instructions.instruction(w), instructions.firmer(w))
+        )
+    }
+    plan.changes = [
+        c
+        for c in plan.changes
+        if not (c.want in written and c.change_type == "add" and c.component == "systemPrompt")
+    ]
     done = {c.want for c in plan.changes}
     stronger: list[str] = []
     for wish in wished:

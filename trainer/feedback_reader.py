@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from trainer import languages
-from trainer.instructions import third_person  # the phrasebook's rewriting, one place
+from trainer.instructions import CONTRARY, third_person  # the phrasebook, one place
 from trainer.wish import Wish
 
 Mode = Literal["comment", "instruction"]
@@ -117,6 +117,16 @@ CUES: list[Cue] = [
     # --- length, with numbers and idioms
     # a word limit is a requirement however it is put ("our slot is 150 words max")
     _c(_WORDS_LIMIT, "length", "shorter", None, confidence=0.95, fixed=True),
+    # a number of points asked for is a requirement however it is put ("the three key points")
+    _c(
+        r"\b(?P<limit>one|two|three|four|five|six|seven|\d) (?:key|main|most important|essential|"
+        r"important|core|big) (?:points?|takeaways?|ideas?|things?|messages?|facts?)\b",
+        "focus",
+        "key_points",
+        None,
+        confidence=0.9,
+        fixed=True,
+    ),
     _c(
         r"\b(?:one|a single|two|a couple of)\s+(?:short\s+)?(?:sentences?|lines?|paragraphs?)\s+"
         r"(?:instead of|rather than|not|would do|is enough|will do|max|tops|at most)\b"
@@ -1268,9 +1278,9 @@ def _is_praise(sentence: str) -> bool:
 # Words of approval a clause may rest on ("works", "keep them"), and words that make a clause a
 # request or a complaint whatever else it says ("still", "please", "maybe", a negation).
 _ADMIRE = re.compile(
-    r"\b(?:good|great|nice|love[ds]?|loving|perfect|excellent|works?|worked|working|helpful|"
-    r"useful|helps|spot[- ]on|much better|better|brilliant|thanks?|thank you|appreciated|"
-    r"keep (?:them|it|this|that|those|these|the \w+))\b"
+    r"\b(?:good|great|nice|love[ds]?|loving|perfect|excellent|works?|helpful|useful|helps|"
+    r"spot[- ]on|much better|better|brilliant|thanks?|thank you|appreciated)\b"
+    r"|\bkeep (?:them|it|this|that|those|these|the \w+)\s*$"
 )
 _NOT_ADMIRING = re.compile(
     r"\b(?:still|even|too|please|could|would|should|can you|next time|need|needs|want|wanted|"
@@ -1481,8 +1491,9 @@ def _settle(reading: Reading) -> None:
         if wish.weak and (wish.aspect in strong_aspects or wish.family in strong_families):
             continue
         reading.criticised.append((wish.aspect, wish.quote))
-        opposite = OPPOSITE.get(wish.family)
-        kept.pop(opposite, None)
+        # every family this one contradicts yields to it ("the table is cramped; prose again")
+        for contrary in CONTRARY.get(wish.family, set()) | {OPPOSITE.get(wish.family)}:
+            kept.pop(contrary, None)
         old = kept.get(wish.family)
         if old is not None and wish.family == "focus" and old.detail and wish.detail:
             wish = Wish(

@@ -108,6 +108,8 @@ def instruction(wish: Wish, tools: list[str] | None = None) -> str | None:
         return "Focus on what the question asks."
     if f == "language":
         return f"Write the whole answer in {d}."
+    if f == "key_points":
+        return f"Give only the {d or 'few'} key points, nothing beyond them."
     if f == "tool_use":
         return _tool_instruction(wish, tools or [])
     if f == "custom":
@@ -188,6 +190,7 @@ HYPOTHESES: dict[str, str] = {
     "conclusion_first": "the recommendation will come first",
     "summary_at_end": "the output will end with a summary",
     "focus": "the output will stay on the topic the reviewer wants",
+    "key_points": "the output will give only the key points asked for",
     "simpler": "a non-specialist will follow the output",
     "technical": "the output will skip the basics",
     "example": "the output will include a concrete example",
