@@ -4,9 +4,11 @@ agent, through ``trainer.evaluate``, scored by the feedback-dev scorer.
     .venv/bin/python -m bench.trainer_cases [--trainer rules] [--scorer PATH] [CASES.jsonl ...]
 
 Without case files it runs the development cases (``../shared/feedback-dev/cases.jsonl``, when
-present) and the paraphrase sets in this repository. The scorer is ``feedback-dev/score.py``
-(``--scorer``); it prints ``right: R/N, harmful: H, aspects: A/M`` per run, collected here into
-one table. Exits non-zero if any run was harmful.
+present) and the paraphrase sets in this repository, then the reviewer sequences (development
+sequences and ``bench/data/sequences_*.jsonl``), each played cycle after cycle through the cycle
+step (``--sequences``). The scorers are ``feedback-dev/score.py`` (``--scorer``) and
+``score_sequences.py`` beside it; their last lines are collected here into one table. Exits
+non-zero if any run was harmful.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ SETS = [
     ROOT / "bench" / "data" / "feedback_sixth.jsonl",
     ROOT / "bench" / "data" / "feedback_seventh.jsonl",
     ROOT / "bench" / "data" / "feedback_eighth.jsonl",
+]
+SEQUENCE_SETS = [
+    SHARED / "sequences.jsonl",
+    ROOT / "bench" / "data" / "sequences_first.jsonl",
 ]
 AGENTS = [
     ("examples/essay-session.yaml", "A"),
@@ -58,17 +64,21 @@ def main() -> int:
         print(f"no scorer at {args.scorer} (pass --scorer feedback-dev/score.py)")
         return 2
     sets = args.cases or [s for s in SETS if s.exists()]
+    if not args.cases:
+        sets += [s for s in SEQUENCE_SETS if s.exists()]
     harmful = 0
     print(f"{'cases':<28} {'agent':<34} {'result':<44} seconds")
     with tempfile.TemporaryDirectory() as tmp:
         for cases in sets:
             for spec, lineage in AGENTS:
                 answers = Path(tmp) / f"{cases.stem}-{Path(spec).stem}-{lineage}.jsonl"
+                sequences = cases in SEQUENCE_SETS
                 started = time.perf_counter()
                 done = subprocess.run(
                     [
                         sys.executable, "-m", "trainer.evaluate", str(cases), "--spec", spec,
                         "--lineage", lineage, "--trainer", args.trainer, "--out", str(answers),
+                        *(["--sequences"] if sequences else []),
                     ],
                     cwd=ROOT,
                     capture_output=True,
@@ -78,7 +88,8 @@ def main() -> int:
                     print(f"{cases.name}: trainer.evaluate failed:\n{done.stderr[-2000:]}")
                     return 2
                 elapsed = time.perf_counter() - started
-                line = score(args.scorer, cases, answers)
+                scorer = args.scorer.with_name("score_sequences.py") if sequences else args.scorer
+                line = score(scorer, cases, answers)
                 harmful += int(line.split("harmful:")[1].split(",")[0])
                 agent = f"{Path(spec).stem} {lineage}"
                 print(f"{cases.name:<28} {agent:<34} {line:<44} {elapsed:.1f}")

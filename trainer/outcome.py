@@ -118,18 +118,24 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
                 )
             )
     refuted = [v for v in verdicts if v.verdict == "refuted"]
-    further = [v for v in verdicts if v.verdict == "not_far_enough"]
     validated = not refuted and any(v.verdict in ("validated", "not_far_enough") for v in verdicts)
-    if refuted:
-        reason = "refuted: " + "; ".join(f"{v.family}: {v.reason}" for v in refuted)
-    elif further:
-        reason = "not far enough: " + "; ".join(f"{v.family}: {v.reason}" for v in further)
-    elif validated:
-        reason = "validated: " + "; ".join(
-            f"{v.family}: {v.reason}" for v in verdicts if v.verdict == "validated"
+    # every family's verdict, the weightiest first: "refuted: bullets: …; validated: shorter: …"
+    groups = [
+        (label, [v for v in verdicts if v.verdict == kind])
+        for kind, label in (
+            ("refuted", "refuted"),
+            ("not_far_enough", "not far enough"),
+            ("validated", "validated"),
+            ("untested", "untested"),
         )
-    else:
-        reason = "untested: nothing the reviewer said bears on the change"
+    ]
+    reason = "; ".join(
+        f"{label}: " + "; ".join(f"{v.family}: {v.reason}" for v in members)
+        for label, members in groups
+        if members
+    )
+    if not verdicts:
+        reason = "untested: the change pursued nothing the reviewer could judge"
     outcome = EvolutionOutcome(
         next_score=analysis.score,
         score_delta=delta,
