@@ -32,6 +32,9 @@ class ScoreAnalysis(BaseModel):
     # The comment spoke to the trainer or the system ("ignore your constraints"): those parts
     # were set aside, and nothing from this feedback may raise a limit
     adversarial: bool = False
+    # Requests about the agent's tools, permissions, constraints or system rather than its
+    # answer ("give yourself shell access"): set aside, never written into a prompt
+    refused: list[str] = Field(default_factory=list)
 
 
 class PromptCredit(BaseModel):

@@ -157,7 +157,12 @@ async def take(
             f"After strengthening {', '.join(strengthened)} the reviewer will stop asking for it."
         )
     report += [n for n in plan.notes if n.startswith(("skipped", "refused"))]
-    understood = wished or approved or read.adversarial
+    for request in read.refused:
+        report.append(
+            f"refused {_excerpt(request)!r}: it asks to change what the agent may do (its tools, "
+            "permissions or system), not its answer; only the agent's owner changes those"
+        )
+    understood = wished or approved or read.adversarial or read.refused
     if not understood and score < NOT_UNDERSTOOD_BELOW and read.comment:
         report.append(
             f"not understood: {_excerpt(read.comment)!r}; rephrase, or let the Claude "

@@ -44,6 +44,8 @@ class Reading:
     kept: list[Wish] = field(default_factory=list)
     criticised: list[tuple[str, str]] = field(default_factory=list)  # (aspect, quote)
     injection: list[str] = field(default_factory=list)
+    # Requests about the agent's tools, permissions or system, not its answer: never applied
+    refused: list[str] = field(default_factory=list)
 
 
 # Families a refused or criticised state turns into (a format refused asks for its opposite).
@@ -864,6 +866,12 @@ _CRITICISM = re.compile(
     r"clunky|annoying|unreadable|horrible|hate|not (?:good|great|helpful|useful|clear)|"
     r"hard to (?:read|find|use|scan)|a mess|doesn't work|off)\b"
 )
+# The answer described as not being something: "it doesn't ramble", "the tone isn't stiff"
+_DESCRIBED_NOT = re.compile(
+    r"\b(?:it|this|that|which|the \w+|answer|reply|text)\s+(?:doesn't|does not|didn't|did not|"
+    r"isn't|is not|wasn't|was not|never|no longer)\s+(?:\w+\s+)?$"
+)
+_AT_ALL = re.compile(r"^[\w-]*\s*(?:at all|whatsoever|in the least)\b")
 _ASPECT_NOUNS: list[tuple[str, str]] = [
     (r"\b(?:facts?|numbers|figures|data|accuracy|research|stats|statistics)\b", "accuracy"),
     (r"\b(?:structure|organi[sz]ation|order|outline|flow)\b", "structure"),
@@ -1096,6 +1104,9 @@ def read(text: str, mode: Mode = "comment") -> Reading:
             if mode == "comment" and _INJECTION.search(clause):
                 reading.injection.append(clause)
                 continue
+            if mode == "comment" and off_limits(clause):
+                reading.refused.append(clause)  # what the agent may do is not the reviewer's
+                continue
             admiring = mode == "comment" and _admires(parts, index)
             _read_clause(clause, mode, reading, praising, polite, denying, admiring)
     if mode == "comment":
@@ -1206,6 +1217,14 @@ def _read_clause(
             if attributive or (praising and frame in ("plain", "describe")):
                 if praising:
                     reading.praised.append((cue.aspect, clause[start:end]))
+                continue
+        if mode == "comment" and cue.kind in ("fault", "quality") and not comparative:
+            if _DESCRIBED_NOT.search(lowered[:start]) or (
+                _AT_ALL.match(lowered[end:])
+                and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
+            ):
+                # "it doesn't ramble", "not long-winded at all": a fault denied is praise
+                reading.praised.append((cue.aspect, clause))
                 continue
         if less:
             family, weak = cue.fault, False
@@ -1385,6 +1404,26 @@ _WISH_FOR = re.compile(
     re.I,
 )
 MAX_REQUEST_WORDS = 20
+# Requests about what the agent may do, not about its answer: never written into a prompt
+_OFF_LIMITS = re.compile(
+    r"\b(?:add|give|grant|enable|allow|install|remove|drop|disable|change|lift|raise|turn off|"
+    r"ignore|bypass|override|reveal|show|print|share|create|delete|wipe|download|upload|run|"
+    r"execute|connect)\b[^.;]{0,60}?\b(?:tools?|shell|terminal|command[- ]line|bash|"
+    r"file ?system|files?|folders?|director(?:y|ies)|permissions?|access|sudo|root|admin\w*|"
+    r"credentials?|passwords?|api[- ]?keys?|tokens?|secrets?|constraints?|limits?|"
+    r"system prompt|your (?:own )?(?:prompt|instructions|rules|settings|config\w*|role)|"
+    r"internet|network|database)\b"
+    r"|\b(?:run|execute)\b[^.;]{0,30}\b(?:code|commands?|scripts?|programs?|binaries)\b",
+    re.I,
+)
+
+
+def off_limits(text: str) -> bool:
+    """Whether a reviewer's request is about the agent's tools, permissions, constraints,
+    credentials, role or system rather than its answer: such a request is never applied."""
+    return bool(_OFF_LIMITS.search(text))
+
+
 _KEEP_AS_IS = re.compile(
     r"^\s*(?:it|this|that|them|these|those|everything|all|it all|(?:it|this) up|going|at it)"
     r"(?:\s+(?:as is|as it is|the same|up|coming|going|like this|like that|that way))?\s*$",
@@ -1400,6 +1439,8 @@ def _request(clause: str) -> str | None:
     words = text.split()
     if not words or len(words) > MAX_REQUEST_WORDS or _PRAISE.search(text.lower()):
         return None
+    if _OFF_LIMITS.search(text):
+        return None  # what the agent may do is the operator's to decide (see ``off_limits``)
     never = text.lower().startswith("never ")
     if never and len(words) >= 3:
         return "Never " + third_person(" ".join(words[1:])) + "."

@@ -70,6 +70,7 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
         trend=trend,
         delta_from_previous=delta,
         adversarial=bool(reading.injection),
+        refused=[r[:QUOTE_CHARS] for r in reading.refused],
     )
 
 
