@@ -1218,14 +1218,13 @@ def _read_clause(
                 if praising:
                     reading.praised.append((cue.aspect, clause[start:end]))
                 continue
-        if mode == "comment" and cue.kind in ("fault", "quality") and not comparative:
-            if _DESCRIBED_NOT.search(lowered[:start]) or (
-                _AT_ALL.match(lowered[end:])
-                and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
-            ):
-                # "it doesn't ramble", "not long-winded at all": a fault denied is praise
-                reading.praised.append((cue.aspect, clause))
-                continue
+        denied = _DESCRIBED_NOT.search(lowered[:start]) or (
+            _AT_ALL.match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
+        )
+        if mode == "comment" and cue.kind in ("fault", "quality") and not comparative and denied:
+            # "it doesn't ramble", "not long-winded at all": a fault denied is praise
+            reading.praised.append((cue.aspect, clause))
+            continue
         if less:
             family, weak = cue.fault, False
         else:
