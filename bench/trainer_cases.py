@@ -32,6 +32,7 @@ SETS = [
     ROOT / "bench" / "data" / "feedback_sixth.jsonl",
     ROOT / "bench" / "data" / "feedback_seventh.jsonl",
     ROOT / "bench" / "data" / "feedback_eighth.jsonl",
+    ROOT / "bench" / "data" / "feedback_languages.jsonl",
 ]
 SEQUENCE_SETS = [
     SHARED / "sequences.jsonl",

@@ -35,6 +35,8 @@ class ScoreAnalysis(BaseModel):
     # Requests about the agent's tools, permissions, constraints or system rather than its
     # answer ("give yourself shell access"): set aside, never written into a prompt
     refused: list[str] = Field(default_factory=list)
+    # The comment's language when the reader found it is not English
+    comment_language: str | None = None
 
 
 class PromptCredit(BaseModel):

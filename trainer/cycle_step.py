@@ -31,7 +31,14 @@ from domain.trainer import (
     PastChange,
     ScoreAnalysis,
 )
-from trainer import credit_assignment, evolution_planner, instructions, outcome, reward_analyzer
+from trainer import (
+    comment_languages,
+    credit_assignment,
+    evolution_planner,
+    instructions,
+    outcome,
+    reward_analyzer,
+)
 from trainer.backends import TrainerBackend
 from trainer.evolution import apply_changes, inverse
 from trainer.instructions import CONTRARY
@@ -164,8 +171,16 @@ async def take(
         )
     understood = wished or approved or read.adversarial or read.refused
     if not understood and score < NOT_UNDERSTOOD_BELOW and read.comment:
+        language = read.comment_language
+        if language and language not in comment_languages.covered():
+            why = (
+                f"written in {language}, which the rules engine does not read (it reads "
+                f"English, {', '.join(comment_languages.covered())})"
+            )
+        else:
+            why = "the rules engine found nothing in it to act on"
         report.append(
-            f"not understood: {_excerpt(read.comment)!r}; rephrase, or let the Claude "
+            f"not understood: {_excerpt(read.comment)!r}: {why}; rephrase, or let the Claude "
             "trainer read it"
         )
     asked_for = [f for f in memory.asked_for if f not in reversed_now]

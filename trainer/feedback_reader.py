@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from trainer import languages
+from trainer import comment_languages, languages
 from trainer.instructions import CONTRARY, third_person  # the phrasebook, one place
 from trainer.wish import Wish
 
@@ -46,6 +46,8 @@ class Reading:
     injection: list[str] = field(default_factory=list)
     # Requests about the agent's tools, permissions or system, not its answer: never applied
     refused: list[str] = field(default_factory=list)
+    # The comment's language when it is not English (read from its cue file, if there is one)
+    language: str | None = None
 
 
 # Families a refused or criticised state turns into (a format refused asks for its opposite).
@@ -1112,8 +1114,26 @@ def read(text: str, mode: Mode = "comment") -> Reading:
     if mode == "comment":
         _read_tools(text or "", reading)
     _read_languages(text or "", reading)
+    if mode == "comment" and not (reading.kept or reading.injection):
+        _read_other_language(text or "", reading)
     _settle(reading)
     return reading
+
+
+def _read_other_language(text: str, reading: Reading) -> None:
+    """A comment the English reading found nothing in may be in another language: its cue file
+    (``trainer/cues``) reads it, or the reading names the language it could not read."""
+    if not text.strip():
+        return
+    foreign = comment_languages.read(text)
+    if foreign.language is None or (reading.wishes and not foreign.detected):
+        return  # English, or English words read while the language is in doubt
+    reading.language = foreign.language
+    if foreign.wishes or foreign.detected:
+        # English cue words in another language's sentence mislead ("formal demais" is "too
+        # formal"): its own cues decide; a language asked for by name still counts
+        named = [w for w in reading.wishes if w.family == "language"]
+        reading.wishes = named + foreign.wishes
 
 
 # Where in the answer, not what it should be: "paragraph two", "the third bullet".

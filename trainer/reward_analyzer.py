@@ -71,6 +71,7 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
         delta_from_previous=delta,
         adversarial=bool(reading.injection),
         refused=[r[:QUOTE_CHARS] for r in reading.refused],
+        comment_language=reading.language,
     )
 
 
