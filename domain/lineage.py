@@ -231,7 +231,7 @@ class CycleStepInput(BaseModel):
     previous_score: float | None = None
     sticky_directives: list[str] = Field(default_factory=list)
     oneshot_directives: list[str] = Field(default_factory=list)
-    trainer: Literal["rules", "claude"] = "rules"
+    trainer: Literal["rules", "claude", "rules+claude"] = "rules"
     trainer_model: str = "claude-sonnet-5"
     train: bool = True
     rollback_refuted: bool = True

@@ -46,7 +46,7 @@ class LineageOptions(CamelModel):
     heartbeat_timeout_seconds: float = Field(default=60.0, ge=1, le=3600)
     # The Master Trainer's backend, chosen explicitly: the deterministic rules engine, or Claude
     # with structured outputs (needs ANTHROPIC_API_KEY on the worker; never falls back).
-    trainer: Literal["rules", "claude"] = "rules"
+    trainer: Literal["rules", "claude", "rules+claude"] = "rules"
     trainer_model: str = Field(default="claude-sonnet-5", min_length=1)
     # Roll a change back automatically when the next score refutes it: only the changes for a
     # refuted aspect, or the whole evolution when the score fell and no aspect says why.

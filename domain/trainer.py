@@ -37,6 +37,9 @@ class ScoreAnalysis(BaseModel):
     refused: list[str] = Field(default_factory=list)
     # The comment's language when the reader found it is not English
     comment_language: str | None = None
+    # Who read the comment: the rules engine, or Claude (the claude trainer, or a comment the
+    # rules engine handed over under `rules+claude`)
+    read_by: Literal["rules", "claude"] = "rules"
 
 
 class PromptCredit(BaseModel):

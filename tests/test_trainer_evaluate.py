@@ -119,3 +119,39 @@ def test_the_claude_trainer_without_a_key_is_refused(tmp_path):
         [str(cases), "--spec", str(SPEC), "--trainer", "claude", "--out", str(tmp_path / "a")]
     )
     assert done.returncode == 2 and "ANTHROPIC_API_KEY" in done.stderr
+
+
+def test_rules_plus_claude_hands_claude_only_what_the_rules_cannot_read(tmp_path):
+    model = "claude-test-model"
+    cases = write_cases(
+        tmp_path / "cases.jsonl",
+        [
+            CASES[0],  # the rules engine reads this one itself
+            # irony the rules engine finds nothing in: handed over
+            {"id": "t5", "score": 3, "comment": "A real page-turner. I made it to paragraph two."},
+        ],
+    )
+    out = tmp_path / "answers.jsonl"
+    with FakeMessagesAPI() as api:
+        api.script = brevity_round(
+            model,
+            quote="I made it to paragraph two",
+            segment="Provide comprehensive, detailed analysis.",
+            after="Provide a short, focused analysis.",
+            hypothesis="Shorter answers will be read to the end.",
+        )
+        done = run(
+            [str(cases), "--spec", str(SPEC), "--trainer", "rules+claude", "--model", model]
+            + ["--out", str(out)],
+            env={"ANTHROPIC_API_KEY": "sk-eval-secret", "ANTHROPIC_BASE_URL": api.base_url},
+        )
+    assert done.returncode == 0, done.stderr
+    answers = read_answers(out)
+    # three model calls in all, every one about the handed-over comment
+    assert len(api.requests) == 3
+    assert all("paragraph two" in json.dumps(r["messages"]) for r in api.requests)
+    assert not any("Drags on forever" in json.dumps(r["messages"]) for r in api.requests)
+    assert answers["t1"]["agent_after"]["parameters"]["maxTokens"] < 2048  # the rules' change
+    assert "Provide a short, focused analysis." in answers["t5"]["agent_after"]["systemPrompt"]
+    assert any("read by Claude" in line for line in answers["t5"]["report"])
+    assert "sk-eval-secret" not in out.read_text() + done.stdout + done.stderr

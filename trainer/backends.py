@@ -80,6 +80,62 @@ class RulesTrainer:
         return self.propose_now(agent, analysis, credit)
 
 
+HAND_OVER_BELOW = 7  # a score under this whose comment the rules cannot read goes to Claude
+CONFIDENT = 0.7  # a wish read with less confidence than this is not the rules engine's to act on
+
+
+def rules_cannot_read(analysis: ScoreAnalysis) -> bool:
+    """Whether a comment is beyond the rules engine: a critical comment in which it found
+    nothing to act on (or only wishes it is unsure of), in which it found no approval, and
+    which neither spoke to the trainer nor asked for powers."""
+    if not (analysis.comment or "").strip() or analysis.adversarial or analysis.refused:
+        return False
+    wishes = [a for a in analysis.aspects if a.sentiment == "negative" and a.want]
+    approved = [a for a in analysis.aspects if a.sentiment == "positive" and a.want]
+    if approved:
+        return False
+    if wishes:
+        return all(a.confidence < CONFIDENT for a in wishes)
+    return analysis.score < HAND_OVER_BELOW
+
+
+class HandOverTrainer:
+    """``rules+claude``: the rules engine reads every comment, and hands only those it cannot
+    read to Claude — a user with a key pays for the hard comments only. Which of the two read a
+    comment travels with its analysis (``read_by``), so credit and planning follow it."""
+
+    name = "rules+claude"
+
+    def __init__(self, rules: RulesTrainer, claude: ClaudeTrainer) -> None:
+        self.rules = rules
+        self.claude = claude
+
+    def _for(self, analysis: ScoreAnalysis) -> TrainerBackend:
+        return self.claude if analysis.read_by == "claude" else self.rules
+
+    async def analyze(
+        self, score: float, comment: str | None, previous_scores: list[float]
+    ) -> ScoreAnalysis:
+        read = self.rules.analyze_now(score, comment, previous_scores)
+        if not rules_cannot_read(read):
+            return read
+        return await self.claude.analyze(score, comment, previous_scores)
+
+    async def assign_credit(
+        self, agent: AgentDefinition, analysis: ScoreAnalysis, spans: list[SpanRecord]
+    ) -> CreditAssignment:
+        return await self._for(analysis).assign_credit(agent, analysis, spans)
+
+    async def propose(
+        self,
+        agent: AgentDefinition,
+        analysis: ScoreAnalysis,
+        credit: CreditAssignment,
+        directives: list[str],
+    ) -> EvolutionPlan:
+        return await self._for(analysis).propose(agent, analysis, credit, directives)
+
+
 class TrainerBackends:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -95,12 +151,19 @@ class TrainerBackends:
             return self._rules
         if self._settings.anthropic_api_key is None:
             raise TrainerConfigError(
-                "this lineage's trainer is 'claude', but ANTHROPIC_API_KEY is not set on this "
+                f"this lineage's trainer is {name!r}, but ANTHROPIC_API_KEY is not set on this "
                 "worker (set it, or use trainer: rules)"
             )
+        if name == "rules+claude":
+            return HandOverTrainer(self._rules, self._claude_for(model))
+        return self._claude_for(model)
+
+    def _claude_for(self, model: str) -> ClaudeTrainer:
+        key = self._settings.anthropic_api_key
+        assert key is not None  # checked by ``get``
         if model not in self._claude:
             client = make_client(
-                self._settings.anthropic_api_key.get_secret_value(),
+                key.get_secret_value(),
                 self._settings.anthropic_base_url,
                 self._settings.anthropic_max_retries,
             )

@@ -184,6 +184,7 @@ class ClaudeTrainer:
             aspects=result.aspects,
             trend=trend,
             delta_from_previous=delta,
+            read_by="claude",
         )
 
     async def assign_credit(

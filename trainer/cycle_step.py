@@ -127,6 +127,9 @@ async def take(
 
     # 3. read, credit and propose on the agent as restored
     analysis = read if backend.name == "rules" else await backend.analyze(score, comment, previous)
+    if analysis.read_by == "claude":  # its reading of the wishes is the one acted on
+        wished = credit_assignment.wishes(analysis)
+        approved = [a.want for a in analysis.aspects if a.sentiment == "positive" and a.want]
     if credit_of is not None:
         credit = await credit_of(base, analysis)
     else:
@@ -142,7 +145,9 @@ async def take(
     guarded = keep - requested
     proposal.changes = [c for c in proposal.changes if _keeps(base, c, guarded, report)]
     # a model-backed trainer decides for itself how to go further; the rules engine is told
-    strengthened = _strengthen(base, wished, proposal, report) if backend.name == "rules" else []
+    strengthened = (
+        _strengthen(base, wished, proposal, report) if analysis.read_by == "rules" else []
+    )
 
     # 5. history (never vetoing a request), directives, constraints
     plan = evolution_planner.finalize(
@@ -169,6 +174,8 @@ async def take(
             f"refused {_excerpt(request)!r}: it asks to change what the agent may do (its tools, "
             "permissions or system), not its answer; only the agent's owner changes those"
         )
+    if backend.name == "rules+claude" and analysis.read_by == "claude":
+        report.append("read by Claude: the rules engine could not act on this comment")
     understood = wished or approved or read.adversarial or read.refused
     if not understood and score < NOT_UNDERSTOOD_BELOW and read.comment:
         language = read.comment_language

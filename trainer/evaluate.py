@@ -198,9 +198,13 @@ def main(
     spec: Annotated[Path, typer.Option(help="Session spec whose lineage's agent is trained.")],
     out: Annotated[Path, typer.Option(help="Where to write the answers (JSON lines).")],
     lineage: Annotated[str, typer.Option(help="The lineage's label in the spec.")] = "A",
-    trainer: Annotated[str, typer.Option(help="rules, or claude (needs ANTHROPIC_API_KEY).")] = (
-        "rules"
-    ),
+    trainer: Annotated[
+        str,
+        typer.Option(
+            help="rules; claude; or rules+claude, which hands Claude only the comments the rules "
+            "engine cannot read (both with Claude need ANTHROPIC_API_KEY)."
+        ),
+    ] = "rules",
     model: Annotated[str | None, typer.Option(help="Claude model for --trainer claude.")] = None,
     sequences: Annotated[
         bool,
@@ -222,8 +226,10 @@ def main(
         labels = ", ".join(lin.label for lin in session.lineages)
         typer.echo(f"error: {spec} has no lineage {lineage!r} (it has {labels})", err=True)
         raise typer.Exit(2)
-    if trainer not in ("rules", "claude"):
-        typer.echo(f"error: --trainer must be rules or claude, not {trainer!r}", err=True)
+    if trainer not in ("rules", "claude", "rules+claude"):
+        typer.echo(
+            f"error: --trainer must be rules, claude or rules+claude, not {trainer!r}", err=True
+        )
         raise typer.Exit(2)
     try:
         cases = read_cases(cases_path, FeedbackSequence if sequences else FeedbackCase)
