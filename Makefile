@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 SPEC ?= examples/essay-session.yaml
 
-.PHONY: run test lint clean bytecode browser
+.PHONY: run test lint clean bytecode browser sandbox
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,16 @@ $(STAMP): pyproject.toml
 bytecode: $(STAMP)
 	@$(PY) -m compileall -q -x '/\.(venv|git)/' . > /dev/null
 
-run: bytecode
+run: bytecode sandbox
 	$(PY) starter.py demo $(SPEC)
+
+# RLM cells (model-written code) run in a bubblewrap sandbox: Debian's bubblewrap package.
+sandbox:
+	@command -v bwrap > /dev/null || \
+		{ echo "installing Debian's bubblewrap (the sandbox RLM cells run in)"; \
+		apt="$$( [ "$$(id -u)" = 0 ] || echo sudo ) env DEBIAN_FRONTEND=noninteractive apt-get"; \
+		$$apt install -y -q bubblewrap > /dev/null || \
+		{ $$apt update -q > /dev/null && $$apt install -y -q bubblewrap > /dev/null; }; }
 
 # The review app's test drives Debian's Chromium through ChromeDriver.
 browser:
@@ -29,7 +37,7 @@ browser:
 		$$apt install -y -q chromium chromium-driver > /dev/null || \
 		{ $$apt update -q > /dev/null && $$apt install -y -q chromium chromium-driver > /dev/null; }; }
 
-test: bytecode browser
+test: bytecode browser sandbox
 	$(PY) -m pytest
 
 lint: $(STAMP)

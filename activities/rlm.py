@@ -31,7 +31,7 @@ from rlm.repl import (
     ModelTurnInput,
     worker_store_id,
 )
-from rlm.sandbox import run_cell
+from rlm.sandbox import CellOutcome, SandboxUnavailable, run_cell
 from rlm.shared_store import WorkerStoreProxy
 from rlm.tasks import ApplyCommitInput, RlmWorkerInput
 from runner.backends import ModelBackends
@@ -49,7 +49,8 @@ MAX_REPLY_TOKENS = 4096
 class RlmActivities:
     def __init__(self, store: Store, settings: Settings | None = None) -> None:
         self.store = store
-        self.models = ModelBackends(settings or Settings())
+        self.settings = settings or Settings()
+        self.models = ModelBackends(self.settings)
         self.cells_root = Path(tempfile.gettempdir()) / "training-camp-cells"
 
     # ---- fan-out of rules-based workers ------------------------------------------------------
@@ -126,22 +127,35 @@ class RlmActivities:
         again — for the next answer it waited on, or after its worker died — makes nothing
         twice."""
         started = time.time()
-        shared = inp.config.shared_store
         handler = _StoreHandler(self.store, inp)
         context = self.store.queries.payload(inp.context_hash)
         snapshot = self.store.queries.payload(inp.snapshot_hash) if inp.snapshot_hash else None
-        outcome = run_cell(
+        try:
+            outcome = self._run(inp, handler, context, snapshot)
+        except SandboxUnavailable as exc:  # no retry installs bubblewrap: say so, once
+            raise ApplicationError(
+                str(exc), type="SandboxUnavailable", non_retryable=True
+            ) from None
+        return self._result(inp, handler, outcome, started)
+
+    def _run(self, inp: CellInput, handler: Any, context: Any, snapshot: Any) -> CellOutcome:
+        return run_cell(
             inp.code,
             workdir=self.cells_root / re.sub(r"[^A-Za-z0-9_.-]", "_", f"{inp.run_id}-{inp.worker}"),
             handle=handler,
-            store_methods=SHARED_METHODS if shared else ISOLATED_METHODS,
+            store_methods=SHARED_METHODS if inp.config.shared_store else ISOLATED_METHODS,
             context=context,
             snapshot=snapshot,
             memo=inp.memo,
             can_recurse=inp.depth < inp.config.max_depth,
             limits=inp.config.cell_limits,
             alive=activity.heartbeat,
+            isolation=self.settings.rlm_isolation,
         )
+
+    def _result(
+        self, inp: CellInput, handler: Any, outcome: CellOutcome, started: float
+    ) -> CellResult:
         suspended = outcome.suspended
         if suspended is not None and suspended["kind"] == "rlm_worker":
             suspended = {**suspended, "args": self._worker_tasks(suspended["args"])}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, SecretStr
 
@@ -32,6 +33,9 @@ class Settings(BaseModel):
     # sandbox refuses a non-deterministic call the moment lineage code makes it: use it while
     # changing workflows/lineage.py (the test suite replays lineage histories in it anyway).
     workflow_sandbox: bool = False
+    # How RLM cells (model-written code) are isolated: a bubblewrap sandbox, or — only when the
+    # operator opts in by name — the in-process audit hook alone (see rlm/sandbox.py)
+    rlm_isolation: Literal["bubblewrap", "audit-hook-only"] = "bubblewrap"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -48,7 +52,20 @@ class Settings(BaseModel):
             max_concurrent_activities=int(env.get("TRAINING_CAMP_MAX_CONCURRENT_ACTIVITIES", "50")),
             temporal_tracing=_flag(env, "TRAINING_CAMP_TEMPORAL_TRACING", otlp_configured()),
             workflow_sandbox=_flag(env, "TRAINING_CAMP_WORKFLOW_SANDBOX", False),
+            rlm_isolation=_isolation(env),
         )
+
+
+def _isolation(env: Mapping[str, str]) -> Literal["bubblewrap", "audit-hook-only"]:
+    value = (env.get("TRAINING_CAMP_RLM_ISOLATION") or "bubblewrap").strip().lower()
+    if value == "bubblewrap":
+        return "bubblewrap"
+    if value == "audit-hook-only":
+        return "audit-hook-only"
+    raise ValueError(
+        "TRAINING_CAMP_RLM_ISOLATION: expected bubblewrap (the default) or audit-hook-only, "
+        f"got {value!r}"
+    )
 
 
 def otlp_configured() -> bool:

@@ -20,6 +20,7 @@ import json
 import os
 import resource
 import sys
+import threading
 import traceback
 from typing import Any
 
@@ -112,7 +113,7 @@ class Guard:
         "os.remove": 0,
         "os.rmdir": 0,
         "os.mkdir": 0,
-        "os.rename": 0,
+        "os.rename": 1,  # and os.replace: the destination too
         "os.chmod": 0,
         "os.chown": 0,
         "os.link": 1,
@@ -128,24 +129,25 @@ class Guard:
     def __init__(self, workdir: str, readable: list[str]) -> None:
         self.workdir = os.path.realpath(workdir)
         self.readable = [os.path.realpath(p) for p in readable] + [self.workdir]
-        self.busy = False
+        self.local = threading.local()  # per thread: threads cannot race one flag past it
 
     def _inside(self, path: Any, roots: list[str]) -> bool:
         if isinstance(path, int):
             return True  # an open file descriptor: its path was checked when it was opened
         if isinstance(path, bytes):
             path = os.fsdecode(path)
-        full = os.path.realpath(os.path.join(self.workdir, str(path)))
+        # against the current directory, as the call itself resolves it (after a chdir too)
+        full = os.path.realpath(str(path))
         return any(full == root or full.startswith(root + os.sep) for root in roots)
 
     def __call__(self, event: str, args: tuple[Any, ...]) -> None:
-        if self.busy:
+        if getattr(self.local, "busy", False):
             return
-        self.busy = True
+        self.local.busy = True
         try:
             self._check(event, args)
         finally:
-            self.busy = False
+            self.local.busy = False
 
     def _check(self, event: str, args: tuple[Any, ...]) -> None:
         if event in self.BLOCKED:
@@ -159,6 +161,10 @@ class Guard:
                 raise Refused(f"the sandbox refuses writing outside the cell's directory ({path})")
             if not writes and not self._inside(path, self.readable):
                 raise Refused(f"the sandbox refuses reading outside its roots ({path})")
+        elif event == "sqlite3.connect":  # opens files with no "open" event of its own
+            database = args[0] if args else ""
+            if str(database) != ":memory:" and not self._inside(database, [self.workdir]):
+                raise Refused(f"the sandbox refuses databases outside its directory ({database})")
         elif event in self.PATH_EVENTS:
             paths = [a for a in args[: self.PATH_EVENTS[event] + 1] if isinstance(a, str | bytes)]
             for path in paths:
@@ -198,6 +204,12 @@ def restore(data: bytes | None) -> dict[str, Any]:
         with contextlib.suppress(Exception):
             namespace[name] = __import__(module, fromlist=["_"])
     return namespace
+
+
+def _bounded(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… [{len(text) - limit} more characters]"
 
 
 def main() -> None:
@@ -280,17 +292,28 @@ def main() -> None:
         cell_frames = [f for f in frames if f.filename == "<cell>"]
         where = f" (line {cell_frames[-1].lineno})" if cell_frames else ""
         error = f"{type(exc).__name__}{where}: {exc}"
+    bounds = job["bounds"]
     try:
         data, dropped = snapshot(namespace)
     except MemoryError:
         data, dropped = b"", ["(the namespace: too large to keep)"]
+    if len(data) > bounds["snapshot_bytes"]:
+        data, dropped = b"", [f"(the namespace: {len(data) // 2**20} MB, over the limit)"]
+    value, final_set = final.get("value"), "value" in final
+    if final_set and len(json.dumps(value, default=str)) > bounds["final_bytes"]:
+        value, final_set = None, False
+        error = (
+            f"ResultTooLarge: FINAL_VAR's value is over {bounds['final_bytes'] // 1024} KB. "
+            "Return a summary, or store.create the data and return its id"
+        )
+    printed = out.getvalue()
     host.send(
         {
             "type": "done",
-            "stdout": out.getvalue(),
-            "error": error,
-            "final": final.get("value"),
-            "final_set": "value" in final,
+            "stdout": _bounded(printed, bounds["stdout_chars"]),
+            "error": _bounded(error, bounds["error_chars"]) if error else None,
+            "final": value,
+            "final_set": final_set,
             "snapshot": base64.b64encode(data).decode("ascii"),
             "dropped": dropped,
         }

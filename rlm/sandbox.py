@@ -1,19 +1,23 @@
-"""Running one model-written REPL cell safely: in a process of its own (``rlm/cell_process.py``)
-with a time limit, a memory limit, no network, and a working directory of its own.
+"""Running one model-written REPL cell safely: in an OS-level sandbox of its own, with a time
+limit, a memory limit and bounded results.
 
-What it protects against: a cell that loops forever (CPU limit, then a wall-clock kill), one that
-allocates without bound (address-space limit: the allocation fails with MemoryError), one that
-opens a socket (a network namespace with no interfaces where the kernel allows one, and an audit
-hook refusing every socket either way), one that starts processes, loads native code through
-ctypes, writes outside its directory or reads outside its roots (the audit hook), and one that
-crashes the interpreter (it is a separate process: the worker carries on). The cell's
-environment holds no credentials (PATH, HOME and LANG only).
+The boundary is bubblewrap (``bwrap``): each cell runs in new user, mount, PID, network, IPC and
+UTS namespaces, as an unprivileged user, seeing only the Python runtime (read-only), its own
+program file and its own working directory (read-write) — no ``/tmp``, no ``/etc``, no
+``/var/run`` (so no database sockets), no store or key files, no network. Every process it starts
+lives in its PID namespace and dies with it, and the sandbox dies with the worker. Resource limits
+(address space, CPU, file size) are set inside before the cell runs, and an audit hook
+(``rlm/cell_process.py``) refuses processes, native code, sockets and writes outside the cell's
+directory as a second layer.
 
-What it does not protect against: a CPython bug or a C extension already loaded that lets code
-escape the audit hook, and a cell that uses its whole CPU and memory allowance (the worker's
-machine must have room for ``max_parallel`` cells at their limits). It is a guard for honest
-mistakes and casual misuse by a model, not a boundary against a determined attacker: run
-workers that execute untrusted models' code in a container or VM of their own as well.
+Where the kernel refuses namespaces (or ``bwrap`` is missing), cells do not run unless the operator
+opts into the weaker mode by name, ``TRAINING_CAMP_RLM_ISOLATION=audit-hook-only``: the audit hook
+and the limits alone, which guard against honest mistakes but are no boundary against a hostile
+cell (PEP 578: an audit hook cannot sandbox the interpreter it runs in).
+
+Every result is bounded at this boundary, whatever the cell did to its own process: what it
+printed, its error, its ``FINAL_VAR`` (which travels through the workflow's history) and the
+namespace snapshot it leaves. Larger results are refused with a message the model can act on.
 """
 
 from __future__ import annotations
@@ -30,12 +34,29 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 CELL_PROGRAM = str(Path(__file__).with_name("cell_process.py"))
 MAX_STDOUT_CHARS = 20_000
+MAX_ERROR_CHARS = 4_000
+BOUND_NOTE_CHARS = 40  # "… [N more characters]"
+MAX_FINAL_BYTES = 256 * 1024  # FINAL_VAR crosses Temporal: far below its 2 MB payload limit
+MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
+# the cell's report: its snapshot (base64) and the rest, bounded; a longer line is refused
+MAX_REPORT_BYTES = MAX_SNAPSHOT_BYTES * 4 // 3 + MAX_FINAL_BYTES + 4 * MAX_STDOUT_CHARS + 65_536
+MAX_PRINTED_BYTES = 4 * MAX_STDOUT_CHARS  # what the process wrote outside the cell's capture
+Isolation = Literal["bubblewrap", "audit-hook-only"]
+ISOLATIONS: tuple[Isolation, ...] = ("bubblewrap", "audit-hook-only")
+# What a sandboxed cell sees of the host, read-only (the Python runtime and its libraries)
+SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin")
+NOBODY = "65534"
+
+
+class SandboxUnavailable(RuntimeError):
+    """Cells cannot run with the isolation asked for on this machine (the message says why and
+    what to do)."""
 
 
 class CellLimits(BaseModel):
@@ -52,6 +73,75 @@ class CellOutcome(BaseModel):
     snapshot: str | None = None  # the namespace it leaves (base64 cloudpickle)
     dropped: list[str] = Field(default_factory=list)
     suspended: dict[str, Any] | None = None  # the call the workflow must make first
+
+
+@functools.cache
+def bubblewrap_available() -> str | None:
+    """None when bubblewrap can make a sandbox here; else why not."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap is not installed (Debian: apt-get install bubblewrap)"
+    try:
+        done = subprocess.run(
+            [bwrap, "--unshare-all", "--die-with-parent", *_system_binds(), "--", "/bin/true"],
+            capture_output=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap could not start: {exc}"
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip()[:300]
+        return f"the kernel refused bubblewrap's namespaces ({said})"
+    return None
+
+
+def _system_binds() -> list[str]:
+    binds: list[str] = []
+    for path in (*SYSTEM_DIRS, sys.base_prefix, sys.prefix, sys.exec_prefix):
+        if os.path.exists(path) and path not in binds[1::3]:
+            binds += ["--ro-bind", path, path]
+    return binds
+
+
+def _bubblewrap(workdir: Path, inner: list[str]) -> list[str]:
+    """``inner`` in a bubblewrap sandbox that sees the runtime and ``workdir`` only."""
+    return [
+        "bwrap",
+        "--unshare-all",  # user, mount, PID, network, IPC, UTS and cgroup namespaces
+        "--die-with-parent",
+        "--new-session",
+        "--uid",
+        NOBODY,
+        "--gid",
+        NOBODY,
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        *_system_binds(),
+        "--ro-bind",
+        CELL_PROGRAM,
+        CELL_PROGRAM,
+        "--bind",
+        str(workdir),
+        str(workdir),
+        "--remount-ro",  # the sandbox's own root too: only the cell's directory is writable
+        "/",
+        "--chdir",
+        str(workdir),
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/bin:/bin",
+        "--setenv",
+        "HOME",
+        str(workdir),
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--",
+        *inner,
+    ]
 
 
 @functools.cache
@@ -84,14 +174,25 @@ def run_cell(
     can_recurse: bool,
     limits: CellLimits,
     alive: Callable[[], None] = lambda: None,
+    isolation: Isolation = "bubblewrap",
 ) -> CellOutcome:
     """Run ``code`` after restoring ``snapshot``; store calls go to ``handle``; ``alive`` is
-    called about once a second while the cell runs (the activity's heartbeat)."""
+    called about once a second while the cell runs (the activity's heartbeat). Raises
+    SandboxUnavailable when ``isolation`` cannot be had here."""
+    if isolation == "bubblewrap" and (why := bubblewrap_available()) is not None:
+        raise SandboxUnavailable(
+            f"RLM cells run in a bubblewrap sandbox, and {why}. Install bubblewrap on the "
+            "worker, or set TRAINING_CAMP_RLM_ISOLATION=audit-hook-only to run cells under the "
+            "in-process guard alone (no boundary against a hostile cell)"
+        )
     workdir.mkdir(parents=True, exist_ok=True)
+    workdir = workdir.resolve()
     to_child_r, to_child_w = os.pipe()
     from_child_r, from_child_w = os.pipe()
     command = [sys.executable, "-I", CELL_PROGRAM, str(to_child_r), str(from_child_w)]
-    if network_namespace_available():
+    if isolation == "bubblewrap":
+        command = _bubblewrap(workdir, command)
+    elif network_namespace_available():
         command = ["unshare", "--user", "--map-root-user", "--net", "--", *command]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "LANG": "C.UTF-8"}
     process = subprocess.Popen(
@@ -120,6 +221,12 @@ def run_cell(
             "memory_bytes": limits.memory_mb * 1024 * 1024,
             "cpu_seconds": max(1, int(limits.timeout_seconds)),
             "file_bytes": limits.file_mb * 1024 * 1024,
+        },
+        "bounds": {
+            "stdout_chars": MAX_STDOUT_CHARS,
+            "error_chars": MAX_ERROR_CHARS,
+            "final_bytes": MAX_FINAL_BYTES,
+            "snapshot_bytes": MAX_SNAPSHOT_BYTES,
         },
     }
     try:
@@ -160,9 +267,15 @@ def _converse(
                 error=f"TimeoutError: the cell ran past its {2 * limits.timeout_seconds:g} s "
                 "limit and was stopped",
             )
-        line = inbox.readline()
+        line = inbox.readline(MAX_REPORT_BYTES + 1)
         if not line:
             return _ended(process, None, limits)
+        if not line.endswith("\n"):  # longer than any honest report: refused, not read on
+            _kill(process)
+            return CellOutcome(
+                error=f"ResultTooLarge: the cell sent more than {MAX_REPORT_BYTES // 2**20} MB "
+                "at once; the sandbox refuses it (keep large data in the store)"
+            )
         message = json.loads(line)
         if message["type"] == "store":
             try:
@@ -180,36 +293,63 @@ def _converse(
             extra = _printed(process)
             if extra:
                 outcome.stdout += extra
-            outcome.stdout = _bounded(outcome.stdout)
-            return outcome
+            return _within_bounds(outcome)
 
 
 def _ended(process: subprocess.Popen[bytes], _: Any, limits: CellLimits) -> CellOutcome:
     """The cell's process ended without reporting: a limit killed it, or the interpreter died."""
     code = process.wait(timeout=30)
     printed = _printed(process)
-    if code == -signal.SIGXCPU or code == -signal.SIGKILL:
+    # a signal: the process's own (negative), or as bubblewrap reports its child's (128 + n)
+    died_of = -code if code < 0 else code - 128 if 128 < code < 128 + 65 else None
+    if died_of in (signal.SIGXCPU, signal.SIGKILL):
         reason = (
             f"TimeoutError: the cell used its {limits.timeout_seconds:g} s of CPU and was stopped"
         )
-    elif code < 0:
-        reason = f"the cell's process died of signal {signal.Signals(-code).name}"
+    elif died_of is not None:
+        reason = f"the cell's process died of signal {signal.Signals(died_of).name}"
     else:
         reason = f"the cell's process exited with status {code} before finishing"
     return CellOutcome(stdout=printed, error=reason)
 
 
+def _within_bounds(outcome: CellOutcome) -> CellOutcome:
+    """The cell's report, bounded whatever the cell did to its own process's checks."""
+    outcome.stdout = _bounded(outcome.stdout, MAX_STDOUT_CHARS)
+    if outcome.error is not None:
+        outcome.error = _bounded(outcome.error, MAX_ERROR_CHARS)
+    if outcome.final_set:
+        size = len(json.dumps(outcome.final, default=str).encode("utf-8"))
+        if size > MAX_FINAL_BYTES:
+            outcome.final, outcome.final_set = None, False
+            outcome.error = (
+                f"ResultTooLarge: FINAL_VAR's value is {size // 1024} KB; the limit is "
+                f"{MAX_FINAL_BYTES // 1024} KB. Return a summary, or store.create the data and "
+                "return its id"
+            )
+    if outcome.snapshot is not None and len(outcome.snapshot) * 3 // 4 > MAX_SNAPSHOT_BYTES:
+        outcome.snapshot = None
+        outcome.dropped = [f"(the namespace: over the {MAX_SNAPSHOT_BYTES // 2**20} MB limit)"]
+    return outcome
+
+
 def _printed(process: subprocess.Popen[bytes]) -> str:
-    """What the process wrote to its own stdout/stderr (native code, the interpreter)."""
+    """What the process wrote to its own stdout/stderr (native code, the interpreter), bounded:
+    a process still holding the pipe open does not keep this waiting."""
     if process.stdout is None or process.poll() is None:
         return ""
-    return _bounded(process.stdout.read().decode("utf-8", "replace"))
+    os.set_blocking(process.stdout.fileno(), False)
+    try:
+        data = process.stdout.read(MAX_PRINTED_BYTES) or b""
+    except BlockingIOError:
+        data = b""
+    return _bounded(data.decode("utf-8", "replace"), MAX_STDOUT_CHARS)
 
 
-def _bounded(text: str) -> str:
-    if len(text) <= MAX_STDOUT_CHARS:
+def _bounded(text: str, limit: int) -> str:
+    if len(text) <= limit + BOUND_NOTE_CHARS:  # within the limit, or cut with its note already
         return text
-    return text[:MAX_STDOUT_CHARS] + f"\n… [{len(text) - MAX_STDOUT_CHARS} more characters]"
+    return text[:limit] + f"\n… [{len(text) - limit} more characters]"
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:

@@ -141,8 +141,13 @@ def test_rules_plus_claude_hands_claude_only_what_the_rules_cannot_read(tmp_path
             hypothesis="Shorter answers will be read to the end.",
         )
         done = run(
-            [str(cases), "--spec", str(SPEC), "--trainer", "rules+claude", "--model", model]
-            + ["--out", str(out)],
+            [
+                *(str(cases), "--spec", str(SPEC), "--trainer", "rules+claude"),
+                "--model",
+                model,
+                "--out",
+                str(out),
+            ],
             env={"ANTHROPIC_API_KEY": "sk-eval-secret", "ANTHROPIC_BASE_URL": api.base_url},
         )
     assert done.returncode == 0, done.stderr
