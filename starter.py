@@ -42,6 +42,7 @@ from domain.settings import Settings
 from domain.spec import SessionSpec, SpecError, load_spec
 from review import views
 from review.app import create_app
+from review.guard import LOOPBACK_HOSTS
 from review.server import ReviewServer
 from services import command_line
 from services.dev_server import DevServer
@@ -441,6 +442,14 @@ def demo(
 def review(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8280,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A host name raters reach the inbox under (repeat for more; default: the "
+            "loopback names when listening on 127.0.0.1, any name otherwise, the token "
+            "guarding it)."
+        ),
+    ] = None,
 ) -> None:
     """The review inbox for raters, on $TEMPORAL_ADDRESS and $TRAINING_CAMP_DATABASE_URL. It
     requires a token (TRAINING_CAMP_REVIEW_TOKEN): raters sign in with it and their name."""
@@ -456,7 +465,12 @@ def review(
     async def go() -> None:
         store = Store.open(settings.database_url)
         client = await connect(settings)
-        server = ReviewServer(create_app(client, store, token=token), host, port)
+        hosts = tuple(allowed_host) if allowed_host else None
+        if hosts is None and host in ("127.0.0.1", "localhost", "::1"):
+            hosts = LOOPBACK_HOSTS
+        server = ReviewServer(
+            create_app(client, store, token=token, allowed_hosts=hosts), host, port
+        )
         await server.start()
         console.print(f"Review inbox on {server.url} (Ctrl-C to stop)")
         try:

@@ -29,6 +29,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from review import views
+from review.guard import LOOPBACK_HOSTS, Guard
 from store import Store
 from workflows.lineage import LineageWorkflow
 
@@ -36,6 +37,7 @@ HERE = Path(__file__).parent
 TOKEN_COOKIE = "review_token"
 RATER_COOKIE = "review_rater"
 MAX_COMMENT_CHARS = 4000
+MAX_FORM_FIELDS = 10
 POLL_SECONDS = 0.25  # how often the live stream looks for changes
 
 templates = Jinja2Templates(directory=HERE / "templates")  # autoescape on for .html
@@ -62,7 +64,18 @@ class TokenRequired(BaseHTTPMiddleware):
         return JSONResponse({"error": "a review token is required"}, status_code=401)
 
 
-def create_app(client: Client, store: Store, token: str | None = None) -> Starlette:
+def create_app(
+    client: Client,
+    store: Store,
+    token: str | None = None,
+    allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS,
+) -> Any:
+    """The app, behind its guard (``review/guard.py``): ``allowed_hosts`` are the host names it
+    answers to (None: any, for a deployment behind a proxy that checks them)."""
+    return Guard(_app(client, store, token), allowed_hosts=allowed_hosts)
+
+
+def _app(client: Client, store: Store, token: str | None) -> Starlette:
     def rater_of(request: Request, form: Any) -> str:
         name = str(form.get("rater") or request.cookies.get(RATER_COOKIE) or "reviewer")
         return name.strip()[:100] or "reviewer"
@@ -92,7 +105,7 @@ def create_app(client: Client, store: Store, token: str | None = None) -> Starle
         return templates.TemplateResponse(request, "_card_body.html", {"card": card})
 
     async def score(request: Request) -> Response:
-        form = await request.form()
+        form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
         payload: dict[str, Any] = {"rater": rater_of(request, form)}
         raw_score = str(form.get("score", "")).strip()
         try:
@@ -121,7 +134,7 @@ def create_app(client: Client, store: Store, token: str | None = None) -> Starle
     async def signal(request: Request) -> Response:
         """directive (sticky / oneshot), lock, unlock, stop, retry: signals, as from the CLI."""
         action = request.path_params["action"]
-        form = await request.form()
+        form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
         rater = rater_of(request, form)
         if action == "directive":
             kind = str(form.get("kind") or "sticky")
@@ -171,7 +184,7 @@ def create_app(client: Client, store: Store, token: str | None = None) -> Starle
     async def login(request: Request) -> Response:
         if request.method == "GET":
             return templates.TemplateResponse(request, "login.html", {"error": None})
-        form = await request.form()
+        form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
         offered = str(form.get("token") or "")
         if token is None or not hmac.compare_digest(offered.encode(), token.encode()):
             return templates.TemplateResponse(
