@@ -3,12 +3,14 @@ into the database, the logs, the workflow history or the spans."""
 
 from __future__ import annotations
 
+import base64
 import logging
 import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -188,7 +190,8 @@ async def test_a_key_echoed_by_the_endpoint_is_redacted_everywhere(
         "type": "error",
         "error": {
             "type": "authentication_error",
-            "message": f"invalid x-api-key: {SECRET} (Authorization: Bearer {SECRET})",
+            "message": f"invalid x-api-key: {SECRET} (Authorization: Bearer {SECRET}); "
+            + "; ".join(f"as sent: {form}" for form in echoed_forms(SECRET)),
         },
     }
     with FakeMessagesAPI() as api:
@@ -207,11 +210,28 @@ async def test_a_key_echoed_by_the_endpoint_is_redacted_everywhere(
     history = await history_bytes(client, handle)
     assert SECRET.encode() not in history and b"api03" not in history
     assert SECRET not in caplog.text
+    for form in echoed_forms(SECRET):
+        assert form not in state.last_error and form not in attempt.error, form
+        assert form.encode() not in history and form not in caplog.text, form
     db = Path(str(store.engine.url.database))
     store.engine.dispose()
     for path in (db, Path(f"{db}-wal")):
         if path.exists():
-            assert SECRET.encode() not in path.read_bytes(), path
+            data = path.read_bytes()
+            assert SECRET.encode() not in data, path
+            assert not any(form.encode() in data for form in echoed_forms(SECRET)), path
+
+
+def echoed_forms(secret: str) -> list[str]:
+    """The key as an endpoint may echo it encoded: base64 (alone, and inside a Basic
+    credential), percent-encoded, and with its characters spaced apart."""
+    raw = secret.encode()
+    return [
+        base64.b64encode(raw).decode(),
+        base64.b64encode(b"user:" + raw).decode(),
+        quote(secret, safe=""),
+        " ".join(secret),
+    ]
 
 
 def test_credential_shapes_are_redacted_whatever_the_key():
