@@ -75,18 +75,38 @@ def migrate(database_url: DatabaseUrl = None) -> None:
 
 
 @app.command()
-def verify(database_url: DatabaseUrl = None) -> None:
-    """Check the event log's hash chain (signed with TRAINING_CAMP_CHAIN_KEY when set) and the
-    projections against a replay of the log: finds edited, removed or inserted events and
-    edited rows (writers wait while the log replays; the projections are left untouched)."""
+def verify(
+    database_url: DatabaseUrl = None,
+    expect_at_least: Annotated[
+        int,
+        typer.Option(
+            help="The head position recorded from an earlier verify: a log that ends before it "
+            "was cut back or wiped (with its head) outside the store."
+        ),
+    ] = 0,
+) -> None:
+    """Check the event log's hash chain (signed with TRAINING_CAMP_CHAIN_KEY when set), every
+    stored payload against its hash, and the projections against a replay of the log: finds
+    edited, removed or inserted events, edited outputs, and edited rows (writers wait while the
+    log replays; the projections are left untouched)."""
     store = _store(database_url)
     with store.engine.connect() as conn, console.status("verifying the event log…"):
         report = event_log.verify(conn, store.keys)
-    for problem in report.problems:
+    problems = list(report.problems)
+    if report.head_position < expect_at_least:
+        problems.append(
+            f"the log ends at event {report.head_position}, before the {expect_at_least} "
+            "recorded earlier: it was cut back or wiped outside the store"
+        )
+    for problem in problems:
         console.print(f"[red]{problem}[/red]")
     signed = "signed, " if store.keys.keyed else ""
-    if report.ok:
+    if not problems:
         console.print(f"[green]event log intact[/green] ({signed}{report.events:,} events)")
+        console.print(
+            f"head: event {report.head_position}, seal {report.head_seal or '(none)'} — record "
+            "it elsewhere; `verify --expect-at-least` with it catches a later rollback or wipe"
+        )
     with console.status("replaying the event log against the projections…"):
         replay = check_projections(store.engine)
     edited = [name for name, (_, same) in replay.tables.items() if not same]
@@ -94,7 +114,7 @@ def verify(database_url: DatabaseUrl = None) -> None:
         console.print(f"[red]{name}: its rows differ from a replay of the event log[/red]")
     if not edited:
         console.print(f"[green]projections match the log[/green] ({len(replay.tables)} tables)")
-    if not report.ok or edited:
+    if problems or edited:
         raise typer.Exit(1)
 
 
@@ -188,17 +208,39 @@ def export_command(
 
 
 @app.command()
-def rebuild(database_url: DatabaseUrl = None) -> None:
-    """Drop every projection, replay the event log into new ones, verify they are identical."""
+def rebuild(
+    database_url: DatabaseUrl = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Keep the rebuilt projections even where they differ from before."
+        ),
+    ] = False,
+) -> None:
+    """Drop every projection and replay the event log into new ones. Where they differ from the
+    stored ones, nothing is kept (exit 1) unless --force: the stored rows were edited, or the
+    replay is not what wrote them; `verify` says which. A log that fails its own checks is not
+    replayed."""
     store = _store(database_url)
+    with store.engine.connect() as conn, console.status("verifying the event log…"):
+        checked = event_log.verify(conn, store.keys)
+    if not checked.ok:
+        for problem in checked.problems:
+            console.print(f"[red]{problem}[/red]")
+        console.print("[red]the event log fails its checks: nothing was rebuilt[/red]")
+        raise typer.Exit(1)
     with console.status("replaying the event log…"):
-        report = rebuild_and_verify(store.engine)
+        report = rebuild_and_verify(store.engine, keep_if_different=force)
     table = Table("projection", "rows", "identical")
     for name, (rows, same) in report.tables.items():
         table.add_row(name, f"{rows:,}", "yes" if same else "[red]NO[/red]")
     console.print(table)
     console.print(f"{report.events_replayed:,} events replayed")
-    if not report.identical:
+    if not report.identical and not force:
+        console.print(
+            "[red]the replay differs from the stored projections: nothing was kept[/red] "
+            "(rebuild --force keeps the replay)"
+        )
         raise typer.Exit(1)
 
 

@@ -327,6 +327,10 @@ def last_position(conn: Connection) -> int:
 class VerifyReport(BaseModel):
     events: int
     problems: list[str]
+    # Where the head says the log ends, and its seal: what to record outside the store to catch
+    # a later rollback or wipe (``verify --expect-at-least``)
+    head_position: int = 0
+    head_seal: str = ""
 
     @property
     def ok(self) -> bool:
@@ -360,16 +364,43 @@ def verify(conn: Connection, keys: ChainKeys = UNKEYED, max_problems: int = 20) 
         if len(problems) >= max_problems:
             return VerifyReport(events=count, problems=problems)
     head = conn.execute(select(_head).where(_head.c.id == 1)).first()
-    if head is not None and count and (head.position != last or head.chain_hash != chain):
+    if head is None and count:
         problems.append(
-            f"the chain head says the log ends at event {head.position}, but it ends at {last}: "
-            "events at the end were removed or added outside the store"
+            f"the chain head is gone while the log holds {count} events: it was deleted outside "
+            "the store (with the events after it, the log would look whole)"
+        )
+    elif head is not None and (head.position != last or head.chain_hash != chain):
+        problems.append(
+            f"the chain head says the log ends at event {head.position}, but it ends at "
+            f"{last or 'nothing'}: events were removed or added outside the store"
         )
     elif head is not None and count:
         problem = keys.check_seal(head.seal, head.position, head.chain_hash)
         if problem:
             problems.append(problem)
-    return VerifyReport(events=count, problems=problems)
+    problems += _edited_blobs(conn, max_problems - len(problems))
+    return VerifyReport(
+        events=count,
+        problems=problems,
+        head_position=head.position if head is not None else 0,
+        head_seal=(head.seal or head.chain_hash) if head is not None else "",
+    )
+
+
+def _edited_blobs(conn: Connection, room: int) -> list[str]:
+    """Every stored payload (event payloads and what they reference: outputs, prompts,
+    definitions) must still hash to its address: an edited output is found too."""
+    blobs = PayloadBlob.__table__  # type: ignore[attr-defined]
+    query = select(blobs.c.hash, blobs.c.content).execution_options(
+        stream_results=True, yield_per=5000
+    )
+    problems = []
+    for digest, content in conn.execute(query):
+        if hashlib.sha256(content.encode("utf-8")).hexdigest() != digest:
+            problems.append(f"payload {digest} was edited: its content no longer has that hash")
+            if len(problems) >= room:
+                break
+    return problems
 
 
 def resign(conn: Connection, keys: ChainKeys) -> int:

@@ -159,15 +159,19 @@ class RebuildReport(BaseModel):
         return all(same for _, same in self.tables.values())
 
 
-def rebuild_and_verify(engine: Engine) -> RebuildReport:
-    """Drop every projection table, replay the whole log into new ones, compare row for row."""
+def rebuild_and_verify(engine: Engine, keep_if_different: bool = True) -> RebuildReport:
+    """Drop every projection table, replay the whole log into new ones, compare row for row.
+    Without ``keep_if_different``, a replay that differs from the stored rows is rolled back."""
     tables = [SQLModel.metadata.tables[name] for name in PROJECTION_TABLES]
     with write_transaction(engine) as conn:
         before = projection_digests(conn)
         SQLModel.metadata.drop_all(conn, tables=tables)
         SQLModel.metadata.create_all(conn, tables=tables)
         replayed = projections.rebuild(conn)
-        return _report(replayed, before, projection_digests(conn))
+        report = _report(replayed, before, projection_digests(conn))
+        if not report.identical and not keep_if_different:
+            conn.rollback()
+        return report
 
 
 def check_projections(engine: Engine) -> RebuildReport:

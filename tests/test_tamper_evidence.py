@@ -214,5 +214,49 @@ def test_verify_checks_the_projections_against_a_replay(store, backend_url):
         label = conn.execute(select(lineages.c.label).where(lineages.c.id == "s-1")).scalar()
     assert label == "edited"
     rebuilt = training_data_cli("rebuild", url=backend_url)
-    assert rebuilt.returncode == 1 and "NO" in rebuilt.stdout
+    assert (
+        rebuilt.returncode == 1 and "NO" in rebuilt.stdout and "nothing was kept" in rebuilt.stdout
+    )
+    with store.engine.connect() as conn:  # an exit 1 changed nothing
+        label = conn.execute(select(lineages.c.label).where(lineages.c.id == "s-1")).scalar()
+    assert label == "edited"
+    assert training_data_cli("rebuild", "--force", url=backend_url).returncode == 0
     assert training_data_cli("verify", url=backend_url).returncode == 0
+
+
+def test_a_tail_removed_with_the_chain_head_is_found(store):
+    tail = positions(store)[-2:]
+    with store.engine.begin() as conn:
+        conn.execute(delete(EVENTS).where(EVENTS.c.position.in_(tail)))
+        conn.execute(delete(EventChainHeadRow.__table__))
+    problems = check(store).problems
+    assert any("the chain head is gone" in p for p in problems), problems
+
+
+def test_a_wiped_log_is_found(store, backend_url):
+    recorded = check(store).head_position
+    with store.engine.begin() as conn:
+        conn.execute(delete(EVENTS))
+    problems = check(store).problems
+    assert any("ends at nothing" in p for p in problems), problems
+    # wiped with its head, the log looks new: the head recorded earlier tells
+    with store.engine.begin() as conn:
+        conn.execute(delete(EventChainHeadRow.__table__))
+    assert check(store).ok
+    bad = training_data_cli("verify", "--expect-at-least", str(recorded), url=backend_url)
+    assert bad.returncode == 1 and "cut back or wiped" in bad.stdout
+
+
+def test_an_edited_output_is_found(store, backend_url):
+    referenced = {e.payload_hash for e in store.queries.events()}
+    blobs = PayloadBlob.__table__
+    with store.engine.connect() as conn:
+        digest = next(
+            h for (h,) in conn.execute(select(blobs.c.hash)) if h not in referenced
+        )  # a blob an event points to by hash (an agent definition), not an event payload
+    with store.engine.begin() as conn:
+        conn.execute(update(blobs).where(blobs.c.hash == digest).values(content='"edited"'))
+    problems = check(store).problems
+    assert any(f"payload {digest} was edited" in p for p in problems), problems
+    refused = training_data_cli("rebuild", url=backend_url)
+    assert refused.returncode == 1 and "nothing was rebuilt" in refused.stdout
