@@ -5,7 +5,9 @@
 
 Only those who can reach it see plain payloads; give it a token (--token) and the UI the same.
 A Starlette app served by Hypercorn: the token is checked (in constant time) before a byte of
-the body is read, bodies are capped, and idle or slow connections are closed.
+the body is read, bodies are capped in size and in the time they take to arrive (a dribbling
+sender holds no slot), payloads are capped in number and parsed off the event loop, and idle or
+slow connections are closed.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 IDLE_SECONDS = 5.0  # a connection with no request in flight is closed after this long
 READ_SECONDS = 10.0  # each read of a request (a slow sender is cut off)
 MAX_REQUESTS_IN_FLIGHT = 32  # beyond this, 503 rather than queueing memory
+# A whole body must arrive within this: a sender dribbling a byte now and then, which each
+# read's timeout never catches, is cut off (and holds no slot while it dribbles)
+BODY_SECONDS = 15.0
+MAX_PAYLOADS = 10_000  # a page of history holds far fewer; a million empty ones is an attack
 
 
 class _Refused(Exception):
@@ -46,6 +52,8 @@ class _Refused(Exception):
 def _payloads(body: Any) -> list[Payload]:
     if not isinstance(body, dict) or not isinstance(body.get("payloads", []), list):
         raise ValueError('expected {"payloads": [...]}')
+    if len(body.get("payloads", [])) > MAX_PAYLOADS:
+        raise ValueError(f"more than {MAX_PAYLOADS:,} payloads in one request")
     try:
         return [
             Payload(
@@ -58,6 +66,10 @@ def _payloads(body: Any) -> list[Payload]:
         ]
     except (AttributeError, TypeError, binascii.Error) as exc:
         raise ValueError(f"a payload is not base64 metadata and data: {exc}") from None
+
+
+def _parse(body: bytes) -> list[Payload]:
+    return _payloads(json.loads(body or b"{}"))
 
 
 def _json(payloads: list[Payload]) -> dict[str, Any]:
@@ -79,9 +91,11 @@ class CodecServer:
         origin: str | None,
         token: str | None,
         max_body_bytes: int = MAX_BODY_BYTES,
+        body_seconds: float = BODY_SECONDS,
     ) -> None:
         self.codec = codec
         self.max_body_bytes = max_body_bytes
+        self.body_seconds = body_seconds
         self._expected = f"Bearer {token}".encode() if token else None
         self._in_flight = asyncio.Semaphore(MAX_REQUESTS_IN_FLIGHT)
         self._server: BackgroundServer | None = None
@@ -107,10 +121,18 @@ class CodecServer:
     async def _endpoint(self, request: Request) -> JSONResponse:
         try:
             self._authorise(request)  # before the body: a stranger's upload is never read
+            try:
+                async with asyncio.timeout(self.body_seconds):
+                    body = await self._body(request)
+            except TimeoutError:
+                raise _Refused(
+                    408, f"the body did not arrive within {self.body_seconds:g} s"
+                ) from None
             if self._in_flight.locked():
                 raise _Refused(503, "busy: too many requests in flight")
             async with self._in_flight:
-                items = _payloads(json.loads(await self._body(request) or b"{}"))
+                # parsed off the event loop: a large body does not stall other requests
+                items = await asyncio.to_thread(_parse, body)
                 codec = self.codec
                 done = await (
                     codec.encode(items) if request.url.path == "/encode" else codec.decode(items)

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from codec.encryption import EncryptionCodec
-from codec.server import IDLE_SECONDS, CodecServer
+from codec.server import IDLE_SECONDS, MAX_REQUESTS_IN_FLIGHT, CodecServer
 from tests.test_demo_command import free_port
 
 TOKEN = "s3cret-token"
@@ -113,3 +113,69 @@ async def test_the_web_ui_preflight_is_answered_without_a_token(server):
     )
     assert status(head) == 200
     assert f"access-control-allow-origin: {ORIGIN}".encode() in head.lower()
+
+
+async def test_dribbling_senders_neither_lock_out_others_nor_stay(server_slow):
+    """More senders than there are slots, each dribbling a byte now and then (the per-read
+    timeout never fires): a real request is still answered, and each dribbler is cut off."""
+    port, body_seconds = server_slow
+    auth = f"Authorization: Bearer {TOKEN}\r\n".encode()
+
+    async def dribble() -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(
+                b"POST /decode HTTP/1.1\r\nHost: x\r\n" + auth + b"Content-Length: 500\r\n\r\n{"
+            )
+            await writer.drain()
+            while True:
+                try:
+                    return await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 2.0)
+                except TimeoutError:
+                    writer.write(b" ")  # one more byte, well within the read timeout
+                    await writer.drain()
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return b""
+        finally:
+            writer.close()
+
+    dribblers = [asyncio.create_task(dribble()) for _ in range(MAX_REQUESTS_IN_FLIGHT + 8)]
+    await asyncio.sleep(1.0)
+    body = b'{"payloads": []}'
+    answer = await exchange(
+        port,
+        b"POST /decode HTTP/1.1\r\nHost: x\r\n"
+        + auth
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body,
+    )
+    assert status(answer) == 200  # not locked out by the dribblers
+    heads = await asyncio.wait_for(asyncio.gather(*dribblers), 4 * body_seconds)
+    assert all(h == b"" or status(h) == 408 for h in heads)
+    assert any(h and status(h) == 408 for h in heads)
+
+
+async def test_a_million_empty_payloads_are_refused_cheaply(server_slow):
+    port, _ = server_slow
+    body = b'{"payloads": [' + b",".join([b"{}"] * 1_000_000) + b"]}"
+    auth = f"Authorization: Bearer {TOKEN}\r\n".encode()
+    head = await exchange(
+        port,
+        b"POST /decode HTTP/1.1\r\nHost: x\r\n"
+        + auth
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body,
+        timeout=30,
+    )
+    assert status(head) == 400
+
+
+@pytest.fixture
+async def server_slow():
+    port, body_seconds = free_port(), 3.0
+    codec_server = CodecServer(
+        EncryptionCodec(os.urandom(32)), ORIGIN, TOKEN, body_seconds=body_seconds
+    )
+    await codec_server.start("127.0.0.1", port)
+    yield port, body_seconds
+    await codec_server.stop()
