@@ -22,22 +22,12 @@ from urllib.parse import quote
 import typer
 from rich.console import Console
 from rich.table import Table
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import (
-    AddSearchAttributesRequest,
-    ListSearchAttributesRequest,
-)
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-)
+from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
-from domain import search_attributes
+from client import connect, next_cycle, start_session, workflow_id
 from domain.execution import preview_of
-from domain.lineage import LineageInput, LineageState
+from domain.lineage import LineageState
 from domain.settings import Settings
 from domain.spec import SessionSpec, SpecError, load_spec
 from review import views
@@ -47,7 +37,7 @@ from review.server import ReviewServer
 from services import command_line
 from services.dev_server import DevServer
 from store import Store
-from worker import build_worker, connect, tune_garbage_collector
+from worker import build_worker, tune_garbage_collector
 from workflows.lineage import LineageWorkflow
 
 console = Console()
@@ -55,78 +45,6 @@ SpecPath = Annotated[Path, typer.Argument(help="Session spec (YAML or JSON).")]
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False
 )
-
-
-def workflow_id(lineage_id: str) -> str:
-    return f"lineage-{lineage_id}"
-
-
-async def ensure_search_attributes(client: Client) -> None:
-    """Register our search attributes if the namespace lacks them (dev server or cluster)."""
-    namespace = client.namespace
-    try:
-        existing = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=namespace)
-        )
-        missing = {
-            key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
-            for key in search_attributes.ALL
-            if key.name not in existing.custom_attributes
-        }
-        if missing:
-            await client.operator_service.add_search_attributes(
-                AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
-            )
-    except RPCError as exc:
-        console.print(
-            f"[yellow]could not check search attributes ({exc.message}); ask your Temporal "
-            "operator to add TrainingCampSession, TrainingCampLineage and TrainingCampStatus "
-            "(Keyword)[/yellow]"
-        )
-
-
-async def start_session(
-    client: Client, spec: SessionSpec, task_queue: str
-) -> list[WorkflowHandle[LineageWorkflow, object]]:
-    """Start every lineage of ``spec``; a lineage already running is resumed, not restarted."""
-    await ensure_search_attributes(client)
-    handles = []
-    for lineage in spec.lineages:
-        lineage_id = spec.lineage_id(lineage.label)
-        handle = await client.start_workflow(
-            LineageWorkflow.run,
-            LineageInput(
-                session_id=spec.session_id,
-                session_name=spec.name,
-                lineage_id=lineage_id,
-                label=lineage.label,
-                options=lineage.options,
-                initial_agent=lineage.agent,
-                inputs=spec.inputs,
-                documents=spec.loaded_documents,
-            ),
-            id=workflow_id(lineage_id),
-            task_queue=task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=TypedSearchAttributes(
-                [
-                    SearchAttributePair(search_attributes.SESSION, spec.session_id),
-                    SearchAttributePair(search_attributes.LINEAGE, lineage_id),
-                    SearchAttributePair(search_attributes.STATUS, "starting"),
-                ]
-            ),
-        )
-        handles.append(handle)
-    return handles
-
-
-async def await_output(handle: WorkflowHandle[LineageWorkflow, object], cycle: int) -> LineageState:
-    """Block until cycle ``cycle``'s output awaits its score (or the lineage stops or fails),
-    without polling; asks again when a run continues as new meanwhile."""
-    while True:
-        state = await handle.execute_update(LineageWorkflow.await_output, cycle)
-        if state.cycle >= cycle or state.status in ("failed", "stopped", "completed"):
-            return state
 
 
 def _command(name: str) -> str:
@@ -203,15 +121,6 @@ def print_instructions(
         soft_wrap=True,
         highlight=False,
     )
-
-
-async def next_cycle(handle: WorkflowHandle[LineageWorkflow, object]) -> int:
-    """The cycle after the one a lineage is in (2 for a new one)."""
-    try:
-        state: LineageState = await handle.query(LineageWorkflow.state)
-    except RPCError:
-        return 2
-    return max(state.cycle, 1) + 1
 
 
 async def watch(handles: list[WorkflowHandle[LineageWorkflow, object]]) -> None:

@@ -30,7 +30,7 @@ from activities.lightning import LightningActivities
 from activities.lineage_registry import LineageRegistryActivities
 from activities.rlm import RlmActivities
 from activities.trainer import TrainerActivities
-from codec.encryption import codec_from_env, data_converter
+from client import connect
 from domain.settings import Settings
 from runner.backends import ModelBackends
 from runner.executor import Executor
@@ -47,17 +47,6 @@ from workflows.lightning import (
 )
 from workflows.lineage import LineageWorkflow
 from workflows.rlm import RlmFanOutWorkflow, RlmReplWorkflow, RlmWorkerWorkflow
-
-
-async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
-    # Payloads are encrypted when a key is configured (every client and worker alike).
-    return await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=data_converter(codec_from_env()),
-        interceptors=[tracing_interceptor()] if settings.temporal_tracing else [],
-        runtime=runtime,
-    )
 
 
 def build_worker(

@@ -42,9 +42,9 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from bench import canned_activities
 from bench.bare_workflow import BareCycleWorkflow, noop
+from client import await_output, start_session
 from domain.settings import Settings
 from services.dev_server import start_in_memory
-from starter import await_output, start_session
 from store import Store
 from tests.conftest import make_spec
 from worker import build_worker, tune_garbage_collector

@@ -12,11 +12,11 @@ import tempfile
 import time
 from collections import Counter
 
+from client import start_session
 from domain.events import ArtifactCreated, ArtifactScored, AttemptCompleted, RolloutStarted
 from domain.settings import Settings
 from examples.scripted_reviewer import review
 from services.dev_server import start_in_memory
-from starter import start_session
 from store import Store, event_log
 from tests.conftest import make_spec
 from worker import build_worker

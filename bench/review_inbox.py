@@ -25,11 +25,11 @@ from typing import Any
 from selenium import webdriver
 from selenium.webdriver.common.keys import Keys
 
+from client import await_output, start_session
 from domain.settings import Settings
 from review.app import create_app
 from review.server import ReviewServer
 from services.dev_server import start_in_memory
-from starter import await_output, start_session
 from store import Store
 from tests.browser import headless_chromium
 from tests.conftest import make_spec

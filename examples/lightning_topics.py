@@ -131,10 +131,11 @@ def print_result(result: OptimizationResult) -> None:
 
 
 async def main(iterations: int, clients: int) -> None:
+    from client import connect
     from domain.settings import Settings
     from services.dev_server import DevServer
     from store import Store
-    from worker import build_worker, connect
+    from worker import build_worker
     from workflows.lightning import OptimizationWorkflow
 
     data = Path(".training-camp/lightning")

@@ -52,10 +52,11 @@ def document_task(folder: Path, max_parallel: int) -> tuple[str, dict[str, Any]]
 
 
 async def main(args: argparse.Namespace) -> None:
+    from client import connect
     from domain.settings import Settings
     from services.dev_server import DevServer
     from store import Store
-    from worker import build_worker, connect
+    from worker import build_worker
     from workflows.rlm import RlmReplWorkflow
 
     data = Path(".training-camp/rlm")

@@ -65,8 +65,8 @@ def review(text: str, words: int, cycle: int = 1) -> Review:
 
 
 async def drive(workflow_id: str, cycles: int) -> list[float]:
+    from client import connect
     from domain.settings import Settings
-    from worker import connect
     from workflows.lineage import LineageWorkflow
 
     client = await connect(Settings.from_env())

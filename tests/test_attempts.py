@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
-from starter import start_session
+from client import start_session
 from store.tables import AttemptRow, SpanRow, TrainingEvent
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.fake_messages_api import OVERLOADED, FakeMessagesAPI, text_message

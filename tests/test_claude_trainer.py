@@ -199,7 +199,7 @@ async def test_a_plan_from_claude_still_passes_the_mechanical_guards(trainer, ap
 async def test_a_lineage_trained_by_claude_end_to_end(client, store, settings, run_worker, api):
     from pydantic import SecretStr
 
-    from starter import start_session
+    from client import start_session
     from tests.conftest import awaiting, make_spec, steps_run, wait_for_state
 
     spec = make_spec(options={"trainer": "claude", "trainerModel": MODEL})
@@ -273,7 +273,7 @@ async def trainer_inputs(client, handle) -> list[CycleStepInput]:
 async def test_claude_trainer_without_a_key_is_an_error_not_a_fallback(
     client, store, settings, run_worker
 ):
-    from starter import start_session
+    from client import start_session
     from tests.conftest import awaiting, make_spec, wait_for_state
 
     # A new run after every cycle: the error is still shown after continue-as-new.

@@ -30,8 +30,8 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from client import start_session
 from domain.settings import Settings
-from starter import start_session
 from tests.conftest import awaiting, make_spec, wait_for_state
 from workflows.lineage import LineageWorkflow
 from workflows.rlm import RlmReplWorkflow

@@ -13,9 +13,9 @@ import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
+from client import start_session
 from codec.encryption import EncryptionCodec, EncryptionError, codec_from_env, data_converter
 from codec.server import CodecServer
-from starter import start_session
 from tests.conftest import awaiting, lineage_history, make_spec, wait_for_state
 from tests.test_demo_command import free_port
 from worker import build_worker

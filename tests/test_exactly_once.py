@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 from temporalio.client import WorkflowHandle
 
-from starter import start_session
+from client import start_session
 from store import Store
 from tests.conftest import awaiting, eventually, make_spec, spawn_worker, wait_for_state
 from tests.store_backends import postgres_database

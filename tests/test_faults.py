@@ -10,9 +10,9 @@ from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from client import start_session
 from domain.settings import Settings
 from services.dev_server import DevServer
-from starter import start_session
 from store import Store
 from tests.conftest import awaiting, eventually, make_spec, spawn_worker, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text_message

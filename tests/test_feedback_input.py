@@ -9,7 +9,7 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from starter import start_session
+from client import start_session
 from tests.conftest import awaiting, eventually, make_spec, temporal_cli, wait_for_state
 from workflows.lineage import LineageWorkflow
 

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 
+from client import start_session
 from domain.feedback import parse_score
 from domain.spec import SpecError, load_spec
-from starter import start_session
 from tests.conftest import awaiting, eventually, make_spec, wait_for_state
 from workflows.lineage import LineageWorkflow
 

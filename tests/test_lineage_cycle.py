@@ -16,7 +16,7 @@ from sqlmodel import select
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowUpdateFailedError
 
-from starter import await_output, start_session
+from client import await_output, start_session
 from store.tables import PayloadBlob
 from tests.conftest import (
     awaiting,

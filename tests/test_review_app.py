@@ -17,9 +17,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from client import start_session
 from review.app import create_app
 from review.server import ReviewServer
-from starter import start_session
 from tests.browser import headless_chromium
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.test_demo_command import free_port

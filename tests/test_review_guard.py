@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from client import start_session
 from review.app import create_app
 from review.guard import MAX_BODY_BYTES, MAX_STREAMS
 from review.server import READ_TIMEOUT_SECONDS, ReviewServer
-from starter import start_session
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.test_demo_command import free_port
 from workflows.lineage import LineageWorkflow

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
+from client import start_session
 from domain.agent import AgentRef
-from starter import start_session
 from tests.conftest import awaiting, make_spec, wait_for_state
 from trainer.credit_assignment import families_of
 from trainer.prompt_segments import segments

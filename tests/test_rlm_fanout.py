@@ -138,8 +138,8 @@ async def test_trajectory_credit_for_a_ten_step_agent_goes_through_rlm_findings(
 ):
     import json
 
+    from client import start_session
     from domain.trainer import ScoreAnalysis
-    from starter import start_session
     from tests.conftest import awaiting, make_spec, wait_for_state
     from trainer import rlm_credit
     from trainer.backends import TrainerBackends

@@ -7,9 +7,9 @@ import json
 import pytest
 from pydantic import SecretStr
 
+from client import start_session
 from domain.spec import load_spec
 from runner.tools import default_registry
-from starter import start_session
 from store.tables import SpanRow
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.fake_messages_api import (

@@ -18,9 +18,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import SecretStr
 from temporalio.client import Client
 
+from client import start_session
 from domain.settings import Settings
 from runner.telemetry import tracer_provider, tracing_interceptor
-from starter import start_session
 from tests.conftest import awaiting, lineage_history, make_spec, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text_message, tool_use_message
 

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from client import start_session
 from examples.scripted_reviewer import review
-from starter import start_session
 from tests.conftest import (
     awaiting,
     lineage_history,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from starter import start_session
+from client import start_session
 from store import event_log
 from store.exporter import FORMATS, ExportFilters, export, split_of
 from store.materializer import Materializer

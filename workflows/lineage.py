@@ -4,45 +4,26 @@ Each cycle: run the agent (each retry a recorded attempt) → wait, durably, for
 unless locked, the Master Trainer turns the score into a targeted new version → next cycle.
 """
 
-from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
-
-# A failed local activity surfaces as its own error (an ApplicationError), a failed queued one
-# as an ActivityError: both are FailureErrors, and every handler below catches that.
-from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.agent_execution import AgentExecutionActivities
-    from activities.feedback import FeedbackActivities
     from activities.lineage_registry import LineageRegistryActivities
     from activities.trainer import TrainerActivities
     from domain import search_attributes
-    from domain.agent import AgentRef
     from domain.cycle import Cycle
-    from domain.feedback import (
-        ScoreAccepted,
-        excerpt,
-        parse_directive,
-        parse_lock,
-        parse_score,
-        preview,
-    )
     from domain.lineage import (
-        CarriedState,
         CycleStepInput,
         CycleStepResult,
         LineageInput,
         LineageResult,
-        LineageState,
         LineageStatus,
         QueuedScore,
-        RecordDirectiveInput,
-        RecordLockInput,
-        RecordRejectionInput,
         RegisterLineageInput,
         RolloutFailedInput,
         RunAgentInput,
@@ -52,26 +33,13 @@ with workflow.unsafe.imports_passed_through():
         score_before,
     )
     from domain.spec import LineageOptions
+    from workflows.lineage_handlers import STORE_ACTIVITY, LineageHandlers, LineageStopped
 
-ArgT = TypeVar("ArgT")
-ResultT = TypeVar("ResultT")
 
 # Agent errors that no retry can fix: fail the rollout at once.
 NON_RETRYABLE_AGENT_ERRORS = ["ConstraintViolation", "FlowTemplateError"]
 SCORE_HISTORY_CARRIED = 200
-RECENT_REJECTIONS = 10
 
-STORE_ACTIVITY = {
-    "start_to_close_timeout": timedelta(seconds=60),
-    # The store may be briefly unreachable; keep trying rather than lose the record.
-    "retry_policy": RetryPolicy(
-        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
-    ),
-}
-# await_output: how far ahead a caller may wait, and how many may wait at once (Temporal admits
-# ten updates in flight per workflow; submit_score must always find a slot)
-MAX_CYCLES_AHEAD = 100
-MAX_OUTPUT_WAITERS = 5
 # The cycle step: with the rules engine milliseconds of work over the store (a local activity,
 # retried like a store step); with Claude model calls (an activity on the queue). Store trouble
 # is retried without limit; a model that keeps failing ends the training, not the lineage.
@@ -84,10 +52,6 @@ CYCLE_STEP_ACTIVITY = {
 LIFECYCLE_STATUS = {"training": "running", "awaiting_score": "running"}
 
 
-class LineageStopped(Exception):
-    """`stop` arrived while a step was in flight; the step was cancelled."""
-
-
 # Outside the workflow sandbox, which Temporal's Python SDK would otherwise wrap around every
 # activation (and every payload it visits) and re-import this module into for every run: for a
 # lineage that was a third of its worker's CPU per cycle. What the sandbox enforces holds here
@@ -96,28 +60,11 @@ class LineageStopped(Exception):
 # saved and freshly recorded history is replayed inside the sandbox too (tests/test_durability.py),
 # which refuses such calls. `TRAINING_CAMP_WORKFLOW_SANDBOX=1` runs it sandboxed on a worker.
 @workflow.defn(name="LineageWorkflow", sandboxed=False)
-class LineageWorkflow:
+class LineageWorkflow(LineageHandlers):
     @workflow.init
     def __init__(self, inp: LineageInput) -> None:
-        carried = inp.carried or CarriedState(
-            agent=AgentRef(agent_id=inp.lineage_id, version=0), input_hashes=[]
-        )
-        self._inp = inp
-        self._s = carried
-        self._status: LineageStatus = "starting"
+        super().__init__(inp)
         self._visible_status: str | None = None  # the TrainingCampStatus search attribute
-        self._run_cycles = 0
-        self._retry_requested = False
-        self._continuing = False  # about to continue as new: `await_output` callers return
-        self._output_waiters = 0  # await_output handlers in flight
-        self._signals: dict[str, Callable[[Any], Awaitable[None]]] = {
-            "score": self._score,
-            "directive": self._directive,
-            "lock": self._lock,
-            "unlock": self._unlock,
-            "stop": self._stop,
-            "retry": self._retry,
-        }
 
     # ---- the story of a lineage ----------------------------------------------------------
 
@@ -326,279 +273,7 @@ class LineageWorkflow:
         self._s.agent = taken.agent
         self._s.pending_evolution_id = taken.evolution_id
 
-    # ---- human input -----------------------------------------------------------------------
-
-    @workflow.signal(dynamic=True)
-    async def on_signal(self, name: str, args: Sequence[RawValue]) -> None:
-        """Every signal: score, directive, lock, unlock, stop, retry (see the README).
-
-        One handler takes them all, payloads unread: given a typed handler, the SDK drops a
-        signal whose payload its converter cannot read (JSON nested too deep, a lone
-        surrogate) and fails every workflow task on a second argument, wedging the lineage.
-        Read here, each is acted on or leaves a rejection record."""
-        handler = self._signals.get(name)
-        try:
-            payload = self._read_signal(name, handler, args)
-        except ValueError as exc:
-            quoted = args[0].payload.data.decode("utf-8", "replace") if args else None
-            await self._reject(name if handler else "signal", quoted, str(exc))
-            return
-        assert handler is not None
-        await handler(payload)
-
-    def _read_signal(
-        self, name: str, handler: Callable[[Any], Awaitable[None]] | None, args: Sequence[RawValue]
-    ) -> Any:
-        if handler is None:
-            raise ValueError(
-                f"no signal named {excerpt(name)}; a lineage takes {', '.join(self._signals)}"
-            )
-        if len(args) > 1:
-            raise ValueError(f"takes one argument (a JSON object), got {len(args)}")
-        if not args:
-            return None
-        try:
-            return workflow.payload_converter().from_payload(args[0].payload, Any)
-        except Exception as exc:  # the converters' errors share no type
-            raise ValueError(f"payload cannot be read: {_converter_reason(exc)}") from None
-
-    async def _score(self, payload: Any) -> None:
-        try:
-            parsed = parse_score(payload)
-        except ValueError as exc:
-            await self._reject("score", payload, str(exc))
-            return
-        if self._status in ("stopped", "completed"):
-            await self._reject("score", payload, f"lineage is {self._status}")
-            return
-        self._s.queued_scores.append(QueuedScore(score=parsed, received_via="signal"))
-
-    @workflow.update(name="submit_score")
-    def submit_score(self, payload: Any = None) -> ScoreAccepted:
-        parsed = parse_score(payload)
-        self._s.queued_scores.append(QueuedScore(score=parsed, received_via="update"))
-        return ScoreAccepted(
-            cycle=self._s.cycle if self._status == "awaiting_score" else None,
-            score=parsed.score,
-            comment=parsed.comment,
-            rater=parsed.rater,
-            queued_position=len(self._s.queued_scores),
-        )
-
-    @submit_score.validator
-    def _validate_submit_score(self, payload: Any = None) -> None:
-        """Refused scores fail the update as InvalidScore, not retryable: sending the same
-        payload again cannot succeed (the message names the field and the problem)."""
-        try:
-            parsed = parse_score(payload)
-        except ValueError as exc:
-            raise ApplicationError(str(exc), type="InvalidScore", non_retryable=True) from None
-        if self._status in ("stopped", "completed"):
-            raise ApplicationError(
-                f"lineage is {self._status}; it accepts no more scores",
-                type="InvalidScore",
-                non_retryable=True,
-            )
-        if (
-            parsed.cycle is not None
-            and self._status == "awaiting_score"
-            and parsed.cycle != self._s.cycle
-        ):
-            raise ApplicationError(
-                f"cycle: score is for cycle {parsed.cycle}, but cycle {self._s.cycle} "
-                "is awaiting its score",
-                type="InvalidScore",
-                non_retryable=True,
-            )
-
-    async def _directive(self, payload: Any) -> None:
-        try:
-            parsed = parse_directive(payload)
-        except ValueError as exc:
-            await self._reject("directive", payload, str(exc))
-            return
-        recorded = await self._recorded(
-            "directive",
-            FeedbackActivities.record_directive,
-            RecordDirectiveInput(
-                session_id=self._inp.session_id,
-                lineage_id=self._inp.lineage_id,
-                directive_id=self._feedback_id("directive", parsed),
-                cycle=self._s.cycle,
-                kind=parsed.kind,
-                content=parsed.content,
-            ),
-        )
-        if not recorded:
-            return  # a directive the store refused does not steer the trainer either
-        if parsed.kind == "sticky":
-            self._s.sticky_directives.append(parsed.content)
-        else:
-            self._s.oneshot_directives.append(parsed.content)
-
-    async def _lock(self, payload: Any) -> None:
-        await self._set_lock(True, payload)
-
-    async def _unlock(self, payload: Any) -> None:
-        await self._set_lock(False, payload)
-
-    async def _set_lock(self, locked: bool, payload: Any) -> None:
-        kind = "lock" if locked else "unlock"
-        try:
-            parsed = parse_lock(payload)
-        except ValueError as exc:
-            await self._reject(kind, payload, str(exc))
-            return
-        if self._s.locked == locked:
-            await self._reject(kind, payload, f"lineage is already {kind}ed")
-            return
-        self._s.locked = locked
-        recorded = await self._recorded(
-            kind,
-            FeedbackActivities.record_lock,
-            RecordLockInput(
-                session_id=self._inp.session_id,
-                lineage_id=self._inp.lineage_id,
-                event_key=self._feedback_id(kind, parsed),
-                cycle=self._s.cycle,
-                locked=locked,
-                reason=parsed.reason,
-            ),
-        )
-        if not recorded:
-            self._s.locked = not locked
-
-    async def _stop(self, payload: Any) -> None:
-        self._s.stop_requested = True
-
-    async def _retry(self, payload: Any) -> None:
-        """Run a failed rollout again (e.g. after fixing the model endpoint)."""
-        self._retry_requested = True
-
-    @workflow.update(name="await_output")
-    async def await_output(self, cycle: int) -> LineageState:
-        """Wait until cycle ``cycle``'s output awaits its score (or the lineage stops or a
-        rollout fails) and return the state: scripts and UIs need not poll ``state``.
-        A run about to continue as new releases its waiters (handlers must finish first): a
-        state whose cycle is below ``cycle`` means "call again" (``starter.await_output``)."""
-        self._output_waiters += 1
-        try:
-            await workflow.wait_condition(
-                lambda: (
-                    (self._status == "awaiting_score" and self._s.cycle >= cycle)
-                    or self._status in ("failed", "stopped", "completed")
-                    or self._continuing
-                )
-            )
-        finally:
-            self._output_waiters -= 1
-        return self.state()
-
-    @await_output.validator
-    def _validate_await_output(self, cycle: int) -> None:
-        if isinstance(cycle, bool) or not isinstance(cycle, int) or cycle < 1:
-            raise ValueError(f"cycle: expected a cycle number >= 1, got {excerpt(cycle)}")
-        # Temporal admits ten updates in flight per workflow: waiters must never take the slots
-        # a submit_score needs, so they are few and for outputs the lineage can reach
-        if cycle > self._s.cycle + MAX_CYCLES_AHEAD:
-            raise ValueError(
-                f"cycle: {cycle} is more than {MAX_CYCLES_AHEAD} cycles ahead of this lineage "
-                f"(at cycle {self._s.cycle}); wait for a nearer output"
-            )
-        if self._output_waiters >= MAX_OUTPUT_WAITERS:
-            raise ValueError(
-                f"{MAX_OUTPUT_WAITERS} callers already wait for an output of this lineage; "
-                "query `state` instead, or try again when one returns"
-            )
-
-    @workflow.query(name="state")
-    def state(self) -> LineageState:
-        return LineageState(
-            session_id=self._inp.session_id,
-            lineage_id=self._inp.lineage_id,
-            label=self._inp.label,
-            cycle=self._s.cycle,
-            status=self._status,
-            agent_version=self._s.agent.version,
-            locked=self._s.locked,
-            latest_output_preview=self._s.latest_output_preview,
-            latest_output_words=self._s.latest_output_words,
-            last_evolution=self._s.last_evolution,
-            last_verdict=self._s.last_verdict,
-            asked_for=self._s.asked_for,
-            score_history=self._s.score_history,
-            queued_scores=len(self._s.queued_scores),
-            sticky_directives=self._s.sticky_directives,
-            oneshot_directives=self._s.oneshot_directives,
-            rejected_feedback=self._s.rejected_count,
-            last_rejection=self._s.last_rejection,
-            recent_rejections=self._s.recent_rejections,
-            last_error=self._s.last_error,
-            run_cycles=self._run_cycles,
-        )
-
     # ---- details ---------------------------------------------------------------------------
-
-    async def _reject(self, kind: str, payload: Any, reason: str) -> None:
-        self._s.rejected_count += 1
-        # "score: Input should be …", not "score: score: Input should be …"
-        shown = reason if reason.startswith(f"{kind}:") else f"{kind}: {reason}"
-        self._s.last_rejection = shown
-        self._s.recent_rejections = [*self._s.recent_rejections, shown][-RECENT_REJECTIONS:]
-        await self._recorded(
-            "rejection",
-            FeedbackActivities.record_rejection,
-            RecordRejectionInput(
-                session_id=self._inp.session_id,
-                lineage_id=self._inp.lineage_id,
-                rejection_id=self._feedback_id("rejected", payload),
-                cycle=self._s.cycle,
-                kind=kind,
-                payload_preview=preview(payload),
-                reason=reason,
-            ),
-        )
-
-    async def _recorded(self, what: str, step: Callable[[Any, ArgT], Any], arg: ArgT) -> bool:
-        """A store step run from a signal handler: a failure the store will not get past (a
-        permanent error, or retries exhausted) is surfaced in ``state`` instead of failing the
-        lineage; the signal changes nothing."""
-        try:
-            await self._store_step(step, arg)
-        except FailureError as err:
-            self._s.last_error = f"{what} not recorded: {err.cause or err}"
-            return False
-        except LineageStopped:
-            return False  # the lineage is stopping; the signal changes nothing
-        return True
-
-    def _feedback_id(self, kind: str, sent: Any) -> str:
-        """The next directive, lock or rejection's id: its place in the lineage and what was
-        sent (handlers run in history order, so a replay numbers them the same)."""
-        self._s.feedback_seq += 1
-        return feedback_key(self._inp.lineage_id, kind, self._s.feedback_seq, sent)
-
-    async def _store_step(
-        self, step: Callable[[Any, ArgT], ResultT], arg: ArgT, **options: Any
-    ) -> ResultT:
-        """A step that only writes (and reads) the store: a short, idempotent database
-        transaction, run as a local activity on this worker. It is retried and recorded in the
-        history (as a marker) like any activity, without a task-queue round trip and a
-        workflow task of its own. Steps that call a model stay activities on the queue."""
-        return await self._unless_stopped(
-            workflow.start_local_activity_method(step, arg, **(options or STORE_ACTIVITY))
-        )
-
-    async def _unless_stopped(self, step: workflow.ActivityHandle[ResultT]) -> ResultT:
-        """The step's result; a `stop` sent meanwhile cancels it and ends the run
-        (LineageStopped), so that nothing holds a stopped lineage open: not a store step
-        retrying while the database is away, nor a long model call. What a step committed
-        stays (each is one idempotent transaction); the rest never happens."""
-        await workflow.wait_condition(lambda: step.done() or self._s.stop_requested)
-        if not step.done():
-            step.cancel()
-            raise LineageStopped
-        return await step
 
     def _set_status(self, status: LineageStatus) -> None:
         if status == self._status:
@@ -638,12 +313,3 @@ class LineageWorkflow:
             status=self._status,
             score_history=self._s.score_history,
         )
-
-
-def _converter_reason(error: BaseException) -> str:
-    """What the converter said, briefly (pydantic's first line only counts its errors)."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    if not lines:
-        return type(error).__name__
-    reason = lines[1] if len(lines) > 1 and "validation error" in lines[0] else lines[0]
-    return reason.split(" [type=")[0][:200]

@@ -23,11 +23,11 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowHistory
 from temporalio.common import RawValue
 
+from client import start_session
 from domain.settings import Settings
 from examples.rlm_documents import REPORTS, document_task
 from rlm.repl import ReplConfig, ReplRunInput
 from services.dev_server import start_in_memory
-from starter import start_session
 from store import Store
 from tests.conftest import awaiting, make_spec, wait_for_state
 from worker import build_worker

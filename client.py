@@ -1,0 +1,125 @@
+"""The client library: connect to Temporal, start a session's lineages, wait for an output,
+read a lineage's state. The CLI (``starter.py``), the review inbox, the examples, the benches and
+the tests all go through it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+)
+from temporalio.runtime import Runtime
+from temporalio.service import RPCError
+
+from codec.encryption import codec_from_env, data_converter
+from domain import search_attributes
+from domain.lineage import LineageInput, LineageState
+from domain.settings import Settings
+from domain.spec import SessionSpec
+from runner.telemetry import tracing_interceptor
+from workflows.lineage import LineageWorkflow
+
+log = logging.getLogger(__name__)
+LineageHandle = WorkflowHandle[LineageWorkflow, object]
+
+
+async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
+    """A client for ``settings``' Temporal; payloads are encrypted when a key is configured
+    (every client and worker alike)."""
+    return await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=data_converter(codec_from_env()),
+        interceptors=[tracing_interceptor()] if settings.temporal_tracing else [],
+        runtime=runtime,
+    )
+
+
+def workflow_id(lineage_id: str) -> str:
+    """A lineage's workflow id: ``lineage-<lineage id>``."""
+    return f"lineage-{lineage_id}"
+
+
+async def ensure_search_attributes(client: Client) -> None:
+    """Register our search attributes if the namespace lacks them (dev server or cluster)."""
+    namespace = client.namespace
+    try:
+        existing = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
+        )
+        missing = {
+            key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+            for key in search_attributes.ALL
+            if key.name not in existing.custom_attributes
+        }
+        if missing:
+            await client.operator_service.add_search_attributes(
+                AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+            )
+    except RPCError as exc:
+        log.warning(
+            "could not check search attributes (%s); ask your Temporal operator to add "
+            "TrainingCampSession, TrainingCampLineage and TrainingCampStatus (Keyword)",
+            exc.message,
+        )
+
+
+async def start_session(client: Client, spec: SessionSpec, task_queue: str) -> list[LineageHandle]:
+    """Start every lineage of ``spec``; a lineage already running is resumed, not restarted."""
+    await ensure_search_attributes(client)
+    handles = []
+    for lineage in spec.lineages:
+        lineage_id = spec.lineage_id(lineage.label)
+        handle = await client.start_workflow(
+            LineageWorkflow.run,
+            LineageInput(
+                session_id=spec.session_id,
+                session_name=spec.name,
+                lineage_id=lineage_id,
+                label=lineage.label,
+                options=lineage.options,
+                initial_agent=lineage.agent,
+                inputs=spec.inputs,
+                documents=spec.loaded_documents,
+            ),
+            id=workflow_id(lineage_id),
+            task_queue=task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(search_attributes.SESSION, spec.session_id),
+                    SearchAttributePair(search_attributes.LINEAGE, lineage_id),
+                    SearchAttributePair(search_attributes.STATUS, "starting"),
+                ]
+            ),
+        )
+        handles.append(handle)
+    return handles
+
+
+async def await_output(handle: LineageHandle, cycle: int) -> LineageState:
+    """Block until cycle ``cycle``'s output awaits its score (or the lineage stops or fails),
+    without polling; asks again when a run continues as new meanwhile."""
+    while True:
+        state = await handle.execute_update(LineageWorkflow.await_output, cycle)
+        if state.cycle >= cycle or state.status in ("failed", "stopped", "completed"):
+            return state
+
+
+async def next_cycle(handle: LineageHandle) -> int:
+    """The cycle after the one a lineage is in (2 for a new one)."""
+    try:
+        state: LineageState = await handle.query(LineageWorkflow.state)
+    except RPCError:
+        return 2
+    return max(state.cycle, 1) + 1
