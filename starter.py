@@ -69,9 +69,12 @@ def print_instructions(
     console.print(f"\n[bold]Session[/bold] {spec.name!r} (id [cyan]{spec.session_id}[/cyan])")
     if ui_url:
         query = quote(f'TrainingCampSession="{spec.session_id}"')
+        # the address on a line of its own, never wrapped: copied, it must work
+        console.print("Temporal Web UI (this session's lineages):")
         console.print(
-            f"Temporal Web UI: {ui_url}/namespaces/{settings.temporal_namespace}"
-            f"/workflows?query={query}"
+            f"{ui_url}/namespaces/{settings.temporal_namespace}/workflows?query={query}",
+            soft_wrap=True,
+            highlight=False,
         )
     for lineage in spec.lineages:
         console.print(
@@ -109,6 +112,14 @@ def print_instructions(
     )
     console.print("Every output awaiting a score, across sessions:")
     console.print(f"  {_command('training-camp')} inbox", soft_wrap=True, highlight=False)
+    console.print("Read the whole output you are scoring, and where each instruction came from:")
+    lineage = spec.lineage_id(spec.lineages[0].label)
+    console.print(
+        f"  {_command('training-camp')} output {lineage}\n"
+        f"  {_command('training-camp')} blame {lineage}",
+        soft_wrap=True,
+        highlight=False,
+    )
     console.print("Look at a lineage:")
     console.print(
         f"  {_cli()} workflow query{address} --workflow-id {first} --type state",
@@ -258,6 +269,41 @@ def inbox(
         soft_wrap=True,
         highlight=False,
     )
+
+
+@app.command()
+def output(
+    lineage_id: Annotated[
+        str, typer.Argument(help="e.g. essay-demo-A, or its workflow id lineage-essay-demo-A")
+    ],
+    cycle: Annotated[int | None, typer.Option(help="Default: the latest output.")] = None,
+    database_url: Annotated[
+        str | None, typer.Option(help="Default: $TRAINING_CAMP_DATABASE_URL or the demo's store.")
+    ] = None,
+) -> None:
+    """Print a lineage's whole output — the one awaiting your score, or cycle N's — from the
+    store (the `state` query carries a preview only)."""
+    store = Store.open(database_url or Settings.from_env().database_url)
+    try:
+        lineage = store.queries.resolve_lineage(lineage_id)
+        outputs = store.queries.artifacts(lineage)
+        chosen = [a for a in outputs if cycle is None or a.cycle == cycle]
+        if not chosen:
+            which = f"for cycle {cycle}" if cycle is not None else "yet"
+            console.print(f"[red]{lineage} has no output {which}[/red]")
+            raise typer.Exit(1)
+        artifact = chosen[-1]
+        text = store.queries.artifact_text(artifact.id)
+    except KeyError as exc:
+        console.print(f"[red]{exc.args[0]}[/red]")
+        raise typer.Exit(1) from None
+    finally:
+        store.close()
+    console.print(
+        f"[bold]{lineage}[/bold], cycle {artifact.cycle} ({len(text.split())} words):",
+        highlight=False,
+    )
+    print(text)
 
 
 @app.command()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import uuid
 from pathlib import Path
@@ -92,12 +93,22 @@ async def main(args: argparse.Namespace) -> None:
             )
         print(f"Answer after {result.turns} turns:")
         print(json.dumps(result.final, indent=2))
-        print(
-            f"See the run and its workers in the Web UI: {server.ui_url}/namespaces/default/"
-            f"workflows/{workflow_id}"
-        )
+        if isinstance(result.final, dict) and "pending_proposals" in result.final:
+            print(
+                "(pending_proposals: findings workers proposed that no commit has accepted or "
+                "rejected yet — the commit protocol's open items)"
+            )
         print(f"Findings and spans: {settings.database_url} (store {run_id})")
         store.close()
+        link = f"{server.ui_url}/namespaces/default/workflows/{workflow_id}"
+        if args.keep:
+            print(f"The run and its workers in the Web UI (Ctrl-C to stop):\n{link}")
+            with contextlib.suppress(KeyboardInterrupt):
+                await asyncio.Event().wait()
+        else:
+            print(
+                "The dev server stops now; run again with --keep to browse the run in the Web UI."
+            )
     finally:
         server.stop()
 
@@ -108,5 +119,8 @@ if __name__ == "__main__":
     parser.add_argument("--shared", action="store_true", help="one shared store for workers")
     parser.add_argument("--max-parallel", type=int, default=2)
     parser.add_argument("--max-depth", type=int, default=2)
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the dev server and its Web UI up afterwards"
+    )
     parser.add_argument("--model", default=OFFLINE_RLM_MODEL)
     asyncio.run(main(parser.parse_args()))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import html
+import re
 from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
@@ -19,17 +20,23 @@ def markdown(text: str) -> Markup:
 
 
 def prompt_diff(before: str, after: str) -> Markup:
-    """A line diff of two prompts: removed lines struck, added lines marked, the rest plain."""
-    rows = []
-    for line in difflib.ndiff(before.splitlines(), after.splitlines()):
-        tag, text = line[:2], html.escape(line[2:])
-        if tag == "- ":
-            rows.append(f'<del class="removed">{text}</del>')
-        elif tag == "+ ":
-            rows.append(f'<ins class="added">{text}</ins>')
-        elif tag == "  ":
-            rows.append(f'<span class="same">{text}</span>')
-    return Markup('<pre class="diff">' + "\n".join(rows) + "</pre>")  # lines escaped above
+    """A word-level diff of two prompts: removed words struck, added words marked, the rest
+    plain — a changed sentence shows the words that changed, not the whole prompt twice."""
+    old, new = re.findall(r"\S+|\s+", before), re.findall(r"\S+|\s+", after)
+    parts = []
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        removed, added = "".join(old[i1:i2]), "".join(new[j1:j2])
+        if tag == "equal":
+            parts.append(f'<span class="same">{html.escape(removed)}</span>')
+            continue
+        if removed.strip():
+            parts.append(f'<del class="removed">{html.escape(removed)}</del>')
+        if added.strip():
+            parts.append(f'<ins class="added">{html.escape(added)}</ins>')
+        elif added:
+            parts.append(html.escape(added))
+    return Markup('<pre class="diff">' + "".join(parts) + "</pre>")  # words escaped above
 
 
 @dataclass
@@ -83,4 +90,9 @@ def score_chart(points: list[ChartPoint], width: int = 360, height: int = 140) -
             f"<title>{title}</title></circle>"
         )
     parts.append("</svg>")
-    return Markup("".join(parts))  # numbers and escaped titles only
+    legend = (
+        '<p class="legend"><span class="dot-key validated"></span> the score validated the '
+        'change before it <span class="dot-key refuted"></span> it refuted it '
+        '<span class="dot-key plain"></span> nothing to judge · dashed line: a new version</p>'
+    )
+    return Markup("".join(parts) + legend)  # numbers, escaped titles and fixed text only

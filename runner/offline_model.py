@@ -28,19 +28,22 @@ between more most less least some any each every all whether
 """
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
+# What an answer says, once the opener has named the topic: it is referred to as "it" or by its
+# short name ({short}: "the four-day work week" of "... for small software teams"), as a person
+# writing a short answer would, not repeated whole in every sentence.
 _POINTS = [
-    "{Topic} works best when the goal is stated up front and measured.",
-    "Teams that try {topic} usually start small and expand what works.",
-    "The main benefit of {topic} is focus: fewer handoffs and clearer ownership.",
-    "A common risk with {topic} is hidden cost, so track it from day one.",
-    "{Kw1} and {kw2} matter more than tools when it comes to {topic}.",
-    "Clear communication keeps {topic} from drifting off course.",
-    "Measure {kw1} before and after, so the effect of {topic} is visible.",
-    "Good documentation makes {topic} repeatable instead of heroic.",
-    "Start with the simplest version of {topic} that could possibly work.",
-    "Revisit {topic} every quarter; what fit last year may not fit now.",
-    "People adopt {topic} faster when they see an early, concrete win.",
-    "Budget time for {kw2}, since it is where {topic} most often stalls.",
+    "It works best when the goal is stated up front and measured.",
+    "Teams that try {short} usually start small and expand what works.",
+    "The main benefit is focus: fewer handoffs and clearer ownership.",
+    "A common risk is hidden cost, so track it from day one.",
+    "People and habits matter more than tools here.",
+    "Clear communication keeps it from drifting off course.",
+    "Measure the results before and after, so the effect is visible.",
+    "Good documentation makes it repeatable instead of heroic.",
+    "Start with the simplest version that could possibly work.",
+    "Revisit the approach every quarter; what fit last year may not fit now.",
+    "People adopt {short} faster when they see an early, concrete win.",
+    "Budget time for follow-through, since that is where efforts like this most often stall.",
 ]
 
 _ELABORATIONS = [
@@ -64,8 +67,8 @@ _CASUAL_OPENERS = [
 ]
 _NEUTRAL_OPENERS = ["Here is an overview of {topic}.", "Some thoughts on {topic}."]
 _FORMAL_CLOSERS = [
-    "In conclusion, {topic} merits careful and deliberate consideration.",
-    "Overall, the considerations above should inform any decision regarding {topic}.",
+    "In conclusion, {short} merits careful and deliberate consideration.",
+    "Overall, the considerations above should inform any decision on {short}.",
 ]
 _CASUAL_CLOSERS = ["Hope that helps — give it a go!", "That's the gist. Try it and see!"]
 
@@ -152,6 +155,15 @@ class Style:
         return min(base, self.word_limit) if self.word_limit else base
 
 
+def _short(topic: str) -> str:
+    """The topic's head: "the four-day work week" of "the four-day work week for small
+    software teams" (a topic with no such tail is its own head)."""
+    head = re.split(r"\s+(?:for|of|in|on|at|with|that|which|when|among|across|between)\s+", topic)[
+        0
+    ]
+    return head if len(head.split()) >= 2 else topic
+
+
 def _topic(prompt: str) -> tuple[str, list[str]]:
     text = prompt.strip().splitlines()[0] if prompt.strip() else "the question"
     text = re.split(r"[:;]\s", text, maxsplit=1)[0]  # the subject, not the instructions after it
@@ -218,6 +230,7 @@ class OfflineModel:
         fields = {
             "topic": topic,
             "Topic": topic[0].upper() + topic[1:],
+            "short": _short(topic),
             "kw1": keywords[0],
             "Kw1": keywords[0].capitalize(),
             "kw2": keywords[-1] if len(keywords) > 1 else "follow-through",

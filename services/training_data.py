@@ -26,7 +26,7 @@ from store import Store, event_log
 from store.chain_keys import ChainKeyError, ChainKeys, key_id
 from store.database import write_transaction
 from store.exporter import FORMATS, ExportFilters, FormatError, export
-from store.materializer import Materializer
+from store.materializer import SFT_MIN_SCORE, Materializer
 from store.migrate import current_revision
 from store.time_travel import as_of, check_projections, history, rebuild_and_verify
 
@@ -158,6 +158,26 @@ def materialize(
     )
 
 
+def _why_empty(kind: str, counts: dict[str, int], eval_fraction: float) -> list[str]:
+    """Why an export wrote no rows, and what to do, in the user's terms."""
+    if not any(counts.values()):
+        return [
+            {
+                "sft": f"no SFT examples yet: they come from outputs scored {SFT_MIN_SCORE:g} or "
+                "more (score a few that high; --min-score can only raise the bar)",
+                "preference": "no preference pairs yet: a pair needs two scored outputs of the "
+                "same input (a later cycle, or another lineage) with different scores, or a lock",
+                "reward": "no reward rows yet: every scored output is one; score some outputs",
+            }.get(kind, "no rows: nothing in the store matches the filters given")
+        ]
+    if counts.get("eval", 0) == 0 and eval_fraction > 0:
+        return [
+            f"eval: no rows. The split holds out about {eval_fraction:.0%} of inputs by their "
+            "hash, so with few inputs none may fall in it: raise --eval-fraction, or add inputs"
+        ]
+    return []
+
+
 @app.command("export")
 def export_command(
     format_name: Annotated[str, typer.Argument(metavar="FORMAT", help=", ".join(FORMATS))],
@@ -202,6 +222,8 @@ def export_command(
             raise typer.Exit(1) from None
     for split, path in result.files.items():
         console.print(f"{split}: {result.counts[split]:,} rows → {path}")
+    for line in _why_empty(FORMATS[format_name].example_type, result.counts, eval_fraction):
+        console.print(f"[yellow]{line}[/yellow]")
     if result.skipped_invalid:
         console.print(f"[yellow]{result.skipped_invalid} invalid rows skipped[/yellow]")
     console.print(f"export {result.export_id} (events up to {result.event_range[1]:,})")
@@ -303,6 +325,7 @@ def report(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     store = _store(database_url)
     lineages = store.queries.session_lineages(session_id)
@@ -326,6 +349,7 @@ def report(
             (lineage.label, e.cycle, e.agent_version, e.score, e.comment or "") for e in evaluations
         ]
     ax.set(xlabel="cycle", ylabel="score", ylim=(0, 10.5), title=f"Session {session_id}")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # cycles are whole: no 1.5
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()

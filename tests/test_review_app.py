@@ -89,9 +89,16 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
         text = await on(browser, lambda: browser.find_element(By.TAG_NAME, "main").text)
         assert f"{spec.session_id} 2" in text and "Explain" not in text.split("output")[0]
 
-        # The review screen: A's score field has the focus; type a score, Tab, a comment, Enter
+        # The review screen: A's score field has the focus, and the page is not scrolled past
+        # the output it scores; type a score, Tab, a comment, Enter
         await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
         await on(browser, browser.execute_script, "window.notReloaded = true;")
+        output_top = await on(
+            browser,
+            browser.execute_script,
+            f"return {card(a)}.querySelector('.output').getBoundingClientRect().top;",
+        )
+        assert output_top >= 0  # the start of the output is on screen
         focused = await on(browser, lambda: browser.switch_to.active_element)
         await on(browser, focused.send_keys, "3", Keys.TAB)
         comment = await on(browser, lambda: browser.switch_to.active_element)
@@ -108,17 +115,22 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
         assert await on(browser, browser.execute_script, "return window.notReloaded === true;")
         body = await on(browser, browser.execute_script, f"return {card(a)}.innerHTML;")
         assert "v1 → v2" in body
-        diff = await on(
+        # a word-level diff: the words that changed, not the whole prompt struck and re-added
+        removed, added, same = await on(
             browser,
             browser.execute_script,
-            f"return {card(a)}.querySelector('pre.diff').innerText;",
+            f"const d = {card(a)}.querySelector('pre.diff');"
+            "return [Array.from(d.querySelectorAll('del'), e => e.textContent).join(' '),"
+            " Array.from(d.querySelectorAll('ins'), e => e.textContent).join(' '),"
+            " Array.from(d.querySelectorAll('.same'), e => e.textContent).join('')];",
         )
-        assert "Provide brief, scannable analysis." in diff
+        assert "comprehensive" in removed and "brief" in added
+        assert "You are an expert analyst." in same and "You are" not in removed
         assert await on(
             browser,
             browser.execute_script,
-            f"return {card(a)}.querySelectorAll('pre.diff ins').length > 0"
-            f" && {card(a)}.querySelectorAll('svg.chart circle').length == 1;",
+            f"return {card(a)}.querySelectorAll('svg.chart circle').length == 1"
+            f" && {card(a)}.querySelector('.legend').textContent.includes('refuted');",
         )
         # what the rater wrote is shown as text, never as markup
         previous = await on(

@@ -55,7 +55,8 @@ const waiting = document.querySelector(".card .status.awaiting_score");
 const firstField = waiting
   ? waiting.closest(".card").querySelector(".score-input")
   : scoreInputs[0];
-if (firstField) firstField.focus();
+// focus the score field without scrolling past the output it scores
+if (firstField) firstField.focus({ preventScroll: true });
 
 // Live: the server says what changed (a row per lineage); fetch those cards, keep what is typed.
 async function refreshCard(body) {
