@@ -404,6 +404,7 @@ class StoreQueries:
             raise KeyError(f"lineage {lineage_id} is not in the store")
         records = {r.to_version: r for r in self.evolution_records(lineage_id)}
         known: dict[str, SegmentProvenance] = {}
+        ever: dict[str, SegmentProvenance] = {}  # where each segment first appeared
         for row in versions:
             if version is not None and row.version > version:
                 break
@@ -415,18 +416,20 @@ class StoreQueries:
                 if segment in known:
                     current[segment] = known[segment]
                     continue
-                reason = next(
-                    (c["reason"] for c in changes if c.get("after") and segment in c["after"]),
-                    "changed by this evolution" if record else "initial definition",
-                )
+                made = next((c for c in changes if c.get("after") and segment in c["after"]), None)
+                if segment in ever and (made is None or made["reason"].startswith("rollback:")):
+                    # restored by a rollback: credit the evolution that first wrote it
+                    current[segment] = ever[segment]
+                    continue
                 current[segment] = SegmentProvenance(
                     segment=segment,
                     version=row.version,
                     evolution_id=record.id if record else None,
                     trigger_score=record.trigger_score if record else None,
                     trigger_comment=record.trigger_comment if record else None,
-                    reason=reason,
+                    reason=_provenance_reason(made, record is not None),
                 )
+                ever.setdefault(segment, current[segment])
             known = current
         return list(known.values())
 
@@ -487,3 +490,16 @@ def _in_arrival_order(rows: list[FeedbackRowT]) -> list[FeedbackRowT]:
 def _feedback_place(feedback_id: str) -> int | None:
     parts = feedback_id.rsplit(":", 2)  # "lineage:kind", place, digest
     return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+def _provenance_reason(change: dict[str, Any] | None, evolved: bool) -> str:
+    """Why a segment is in the prompt, read forwards: what it was written for."""
+    if change is None:
+        return "changed by this evolution" if evolved else "initial definition"
+    want = change.get("want")
+    if change.get("change_type") == "modify" and change.get("before"):
+        done = f"rewritten from {change['before']!r}"
+        return f"{done} for {want}" if want else done
+    if change.get("reason", "").startswith("strengthen:"):
+        return f"written firmer: {change['reason'].removeprefix('strengthen: ')}"
+    return str(change.get("reason", ""))
