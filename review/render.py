@@ -22,7 +22,9 @@ def markdown(text: str) -> Markup:
 def prompt_diff(before: str, after: str) -> Markup:
     """A word-level diff of two prompts: removed words struck, added words marked, the rest
     plain — a changed sentence shows the words that changed, not the whole prompt twice."""
-    old, new = re.findall(r"\S+|\s+", before), re.findall(r"\S+|\s+", after)
+    # words with the space after them: a space alone never matches, so a rewritten sentence
+    # shows as one deletion and one insertion, not word by word interleaved
+    old, new = re.findall(r"\S+\s*", before), re.findall(r"\S+\s*", after)
     parts = []
     matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -30,12 +32,10 @@ def prompt_diff(before: str, after: str) -> Markup:
         if tag == "equal":
             parts.append(f'<span class="same">{html.escape(removed)}</span>')
             continue
-        if removed.strip():
+        if removed:
             parts.append(f'<del class="removed">{html.escape(removed)}</del>')
-        if added.strip():
+        if added:
             parts.append(f'<ins class="added">{html.escape(added)}</ins>')
-        elif added:
-            parts.append(html.escape(added))
     return Markup('<pre class="diff">' + "".join(parts) + "</pre>")  # words escaped above
 
 
@@ -44,7 +44,9 @@ class ChartPoint:
     cycle: int
     score: float
     version: int
-    verdict: str | None = None  # "validated" / "refuted": the evolution this score judged
+    # what this score said of the evolution before it: validated, not far enough, refuted,
+    # untested (review.views.verdict_of)
+    verdict: str | None = None
 
 
 def score_chart(points: list[ChartPoint], width: int = 360, height: int = 140) -> Markup:
@@ -81,7 +83,7 @@ def score_chart(points: list[ChartPoint], width: int = 360, height: int = 140) -
                 f'class="tick">v{p.version}</text>'
             )
         previous = p.version
-        kind = p.verdict or "plain"
+        kind = (p.verdict or "plain").replace(" ", "-")
         title = html.escape(
             f"cycle {p.cycle}: {p.score:g} (v{p.version}){' ' + kind if p.verdict else ''}"
         )
@@ -91,8 +93,11 @@ def score_chart(points: list[ChartPoint], width: int = 360, height: int = 140) -
         )
     parts.append("</svg>")
     legend = (
-        '<p class="legend"><span class="dot-key validated"></span> the score validated the '
-        'change before it <span class="dot-key refuted"></span> it refuted it '
+        '<p class="legend">what each score said of the change before it: '
+        '<span class="dot-key validated"></span> validated '
+        '<span class="dot-key not-far-enough"></span> not far enough '
+        '<span class="dot-key refuted"></span> refuted '
+        '<span class="dot-key untested"></span> untested '
         '<span class="dot-key plain"></span> nothing to judge · dashed line: a new version</p>'
     )
     return Markup("".join(parts) + legend)  # numbers, escaped titles and fixed text only

@@ -184,11 +184,7 @@ def _card(
         r = produced[-1]
         before = q.agent_definition(AgentRef(agent_id=lineage_id, version=r.from_version))
         after = q.agent_definition(AgentRef(agent_id=lineage_id, version=r.to_version))
-        verdict = (
-            None
-            if r.hypothesis_validated is None
-            else ("validated" if r.hypothesis_validated else "refuted")
-        )
+        verdict = verdict_of(r)
         card.evolution = EvolutionView(
             from_version=r.from_version,
             to_version=r.to_version,
@@ -201,11 +197,7 @@ def _card(
             diff=prompt_diff(before.system_prompt, after.system_prompt)
             + _parameter_diff(before.parameters.model_dump(), after.parameters.model_dump()),
         )
-    verdicts = {
-        r.to_version: "validated" if r.hypothesis_validated else "refuted"
-        for r in records
-        if r.hypothesis_validated is not None
-    }
+    verdicts = {r.to_version: verdict_of(r) for r in records if r.hypothesis_validated is not None}
     points, judged = [], set()
     for e in evaluations:
         verdict = verdicts.get(e.agent_version) if e.agent_version not in judged else None
@@ -219,6 +211,18 @@ def _card(
     except KeyError:
         card.blame = []
     return card
+
+
+def verdict_of(record: Any) -> str | None:
+    """The verdict the next score gave an evolution, as its reason opens: the weightiest of
+    refuted, not far enough, validated, untested (None: not judged yet)."""
+    if record.hypothesis_validated is None:
+        return None
+    reason = record.outcome_reason or ""
+    for verdict in ("refuted", "not far enough", "validated", "untested"):
+        if reason.startswith(verdict):
+            return verdict
+    return "validated" if record.hypothesis_validated else "untested"
 
 
 def _describe(change: dict[str, Any]) -> str:
