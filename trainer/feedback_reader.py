@@ -121,6 +121,41 @@ CUES: list[Cue] = [
     # --- length, with numbers and idioms
     # a word limit is a requirement however it is put ("our slot is 150 words max")
     _c(_WORDS_LIMIT, "length", "shorter", None, confidence=0.95, fixed=True),
+    # a situation that implies a form: a small screen, a moment between other things
+    _c(
+        r"\b(?:on|from) (?:my|a|the|their|your) (?:phone|mobile|smartphone|watch)\b"
+        r"|\bbetween (?:meetings|calls|classes)\b|\bon the (?:go|move|train|bus|tube)\b"
+        r"|\bat a glance\b|\bin (?:the|an) elevator\b",
+        "length",
+        None,
+        "shorter",
+        kind="fault",
+        confidence=0.75,
+        weak=True,
+    ),
+    # a genre the answer should not be in: too formal for where it goes
+    _c(
+        r"\b(?:reads?|sounds?|looks?|feels?) like (?:a |an |some )?(?:legal brief|contract|court "
+        r"filing|terms (?:of service|and conditions)|press release|academic paper|journal article|"
+        r"textbook|(?:user |instruction )?manual|policy document|tax form|government form|"
+        r"corporate memo|board report)\b",
+        "tone",
+        None,
+        "casual",
+        kind="fault",
+        confidence=0.8,
+    ),
+    # an audience that implies plain words
+    _c(
+        r"\bfor (?:a |the |our |my )?(?:kindergarten|primary[- ]school|children|kids|beginners|"
+        r"newcomers|laypeople|lay readers|grandparents|first[- ]graders)\b",
+        "audience",
+        None,
+        "simpler",
+        kind="fault",
+        confidence=0.75,
+        weak=True,
+    ),
     # a number of points asked for is a requirement however it is put ("the three key points")
     _c(
         r"\b(?P<limit>one|two|three|four|five|six|seven|\d) (?:key|main|most important|essential|"
@@ -822,7 +857,8 @@ _TOOL_OVERUSE = re.compile(
     r"|\bdidn't need\b|\bunnecessar\w*|\bpointless\b|\bjust (?:compute|calculate|add|answer|do|"
     r"work) (?:it|that|this|them)?\b|\binstead of (?:computing|calculating|thinking|answering)\b"
     r"|\bfor (?:simple|basic|trivial|easy)\b|\bto (?:add|multiply|subtract|divide) (?:two )?"
-    r"(?:numbers|figures)\b|\boverus\w*|\btoo many (?:tool )?calls\b|\bkept (?:calling|searching"
+    r"(?:numbers|figures)\b|\bto (?:add|multiply|subtract|divide|sum|work out|compute) "
+    r"(?:\d+|two|three|a few|some) (?:and|by|plus|times|numbers|figures|\d)|\boverus\w*|\btoo many (?:tool )?calls\b|\bkept (?:calling|searching"
     r"|using)\b|\bwithout (?:a )?need\b",
     re.I,
 )
@@ -1317,7 +1353,8 @@ def _is_praise(sentence: str) -> bool:
 # request or a complaint whatever else it says ("still", "please", "maybe", a negation).
 _ADMIRE = re.compile(
     r"\b(?:good|great|nice|love[ds]?|loving|perfect|excellent|works?|helpful|useful|helps|"
-    r"spot[- ]on|much better|better|brilliant|thanks?|thank you|appreciated)\b"
+    r"spot[- ]on|much better|better|brilliant|thanks?|thank you|appreciated|perfectly|suits?|"
+    r"suited|just right|well judged|well pitched|nailed|reads well|works well)\b"
     r"|\bkeep (?:them|it|this|that|those|these|the \w+)\s*$"
 )
 _NOT_ADMIRING = re.compile(
