@@ -858,8 +858,8 @@ _TOOL_OVERUSE = re.compile(
     r"work) (?:it|that|this|them)?\b|\binstead of (?:computing|calculating|thinking|answering)\b"
     r"|\bfor (?:simple|basic|trivial|easy)\b|\bto (?:add|multiply|subtract|divide) (?:two )?"
     r"(?:numbers|figures)\b|\bto (?:add|multiply|subtract|divide|sum|work out|compute) "
-    r"(?:\d+|two|three|a few|some) (?:and|by|plus|times|numbers|figures|\d)|\boverus\w*|\btoo many (?:tool )?calls\b|\bkept (?:calling|searching"
-    r"|using)\b|\bwithout (?:a )?need\b",
+    r"(?:\d+|two|three|a few|some) (?:and|by|plus|times|numbers|figures|\d)|\boverus\w*"
+    r"|\btoo many (?:tool )?calls\b|\bkept (?:calling|searching|using)\b|\bwithout (?:a )?need\b",
     re.I,
 )
 _TOOL_UNDERUSE = re.compile(
