@@ -21,7 +21,7 @@ from client import start_session
 from review.app import create_app
 from review.server import ReviewServer
 from tests.browser import headless_chromium
-from tests.conftest import awaiting, make_spec, wait_for_state
+from tests.conftest import awaiting, lineage_history, make_spec, wait_for_state
 from tests.test_demo_command import free_port
 
 TOKEN = "a-review-token-of-some-length"
@@ -154,11 +154,29 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
         state = await handles[1].query("state")
         assert state["cycle"] == 1 and state["status"] == "awaiting_score"
 
+        # A again: praise keeps the version; the card says so, and no longer shows v1 → v2 as
+        # if it were news
+        field = await on(
+            browser,
+            lambda: browser.execute_script(f"return {card(a)}.querySelector('.score-input');"),
+        )
+        await on(browser, field.send_keys, "9", Keys.TAB)
+        comment = await on(browser, lambda: browser.switch_to.active_element)
+        await on(browser, comment.send_keys, "Spot on, thank you.", Keys.ENTER)
+        await until(browser, f"{card(a)}.querySelector('header').dataset.cycle == '3'")
+        kept = await until(browser, f"{card(a)}.querySelector('.last-step')?.textContent")
+        assert "kept v2" in kept
+        assert await on(
+            browser,
+            browser.execute_script,
+            f"return {card(a)}.querySelector('section.evolution') === null"
+            f" && {card(a)}.querySelector('.last-verdict').textContent.includes('validated');",
+        )
+
     # The score landed in Temporal as one from the CLI would, with the rater's name
-    history = await handles[0].fetch_history()
     updates = [
         e.workflow_execution_update_accepted_event_attributes.accepted_request
-        for e in history.events
+        async for e in lineage_history(client, handles[0])  # across continue-as-new
         if e.HasField("workflow_execution_update_accepted_event_attributes")
     ]
     sent = json.loads(updates[0].input.args.payloads[0].data)
@@ -169,8 +187,8 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
         "comment": "Way too long, <b>wanted</b> quick bullets",
         "cycle": 1,
     }
-    [evaluation] = store.queries.evaluations(a)
-    assert (evaluation.score, evaluation.rater) == (3.0, "reviewer")
+    first, _ = store.queries.evaluations(a)
+    assert (first.score, first.rater) == (3.0, "reviewer")
 
 
 async def test_with_a_token_the_inbox_refuses_strangers(client, store, browser, inbox_server):
