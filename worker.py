@@ -43,6 +43,7 @@ from workflows.lightning import (
     LightningServerWorkflow,
     OptimizationWorkflow,
     RolloutBatchWorkflow,
+    RolloutDispatcherWorkflow,
     RolloutTaskWorkflow,
 )
 from workflows.lineage import LineageWorkflow
@@ -82,6 +83,7 @@ def build_worker(
             LightningServerWorkflow,
             RolloutTaskWorkflow,
             RolloutBatchWorkflow,
+            RolloutDispatcherWorkflow,
             OptimizationWorkflow,
             RlmWorkerWorkflow,
             RlmFanOutWorkflow,

@@ -21,11 +21,17 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
 from dataset_optimization.client import DEFAULT_ROLLOUT_QUEUE
-from domain.lightning import Resource, RolloutBatch, RolloutTask, ServerInput
+from domain.lightning import DispatcherInput, Resource, RolloutBatch, RolloutTask, ServerInput
 from domain.rollout_report import RolloutReport
 from domain.settings import DEFAULT_TASK_QUEUE
 from store import Store
-from workflows.lightning import LightningServerWorkflow, RolloutBatchWorkflow
+from workflows.lightning import (
+    LightningServerWorkflow,
+    RolloutBatchWorkflow,
+    RolloutDispatcherWorkflow,
+)
+
+DISPATCHED_POLL_SECONDS = 0.05
 
 
 class AgentLightningServer:
@@ -37,6 +43,8 @@ class AgentLightningServer:
         task_queue: str = DEFAULT_TASK_QUEUE,
         client_task_queue: str = DEFAULT_ROLLOUT_QUEUE,
         max_attempts: int = 3,
+        linger_ms: int = 5,
+        tasks_per_activity: int = 8,
     ) -> None:
         self.client, self.store, self.server_id = client, store, server_id
         self.task_queue, self.client_task_queue = task_queue, client_task_queue
@@ -46,6 +54,10 @@ class AgentLightningServer:
         self._handle: WorkflowHandle[Any, Any] | None = None
         self._iteration = 0
         self._batches: dict[str, str] = {}  # rollout id -> the batch workflow that runs it
+        self._dispatched: set[str] = set()  # queued one at a time, through the dispatcher
+        self.dispatcher_id = f"dispatch-{server_id}"
+        self.linger_ms = linger_ms
+        self.tasks_per_activity = tasks_per_activity
 
     async def start(self) -> None:
         self._handle = await self.client.start_workflow(
@@ -59,6 +71,8 @@ class AgentLightningServer:
     async def stop(self) -> None:
         if self._handle is not None:
             await self._handle.signal(LightningServerWorkflow.stop)
+        if self._dispatched:  # tasks still waiting leave first; then the dispatcher ends
+            await self.client.get_workflow_handle(self.dispatcher_id).signal("stop")
 
     async def update_resources(self, **resources: Resource) -> int:
         """Publish a new version of the named resources; tasks queued from now on use it."""
@@ -71,7 +85,26 @@ class AgentLightningServer:
         return self._version
 
     async def queue_task(self, sample: dict[str, Any]) -> str:
-        return (await self.queue_tasks([sample]))[0]
+        """Queue one sample: a signal to the server's dispatcher, which sends what arrives
+        within a few milliseconds to clients as one batch (durable once this returns)."""
+        if self._version is None:
+            raise RuntimeError("publish resources with update_resources() before queueing tasks")
+        task = self._task(sample)
+        await self.client.start_workflow(
+            RolloutDispatcherWorkflow.run,
+            DispatcherInput(
+                server_id=self.server_id,
+                linger_ms=self.linger_ms,
+                tasks_per_activity=self.tasks_per_activity,
+            ),
+            id=self.dispatcher_id,
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            start_signal="queue",
+            start_signal_args=[[task]],
+        )
+        self._dispatched.add(task.rollout_id)
+        return task.rollout_id
 
     async def queue_tasks(
         self, samples: list[dict[str, Any]], batch_size: int = 250, tasks_per_activity: int = 8
@@ -120,7 +153,27 @@ class AgentLightningServer:
         async def finished(workflow_id: str) -> None:
             await self.client.get_workflow_handle(workflow_id).result()
 
+        async def dispatched(ids: list[str]) -> None:
+            # their batch is the dispatcher's to name: the store says when each is done
+            waiting = set(ids)
+            while waiting:
+                waiting -= await asyncio.to_thread(
+                    self.store.queries.finished_rollouts, list(waiting)
+                )
+                if waiting:
+                    await asyncio.sleep(DISPATCHED_POLL_SECONDS)
+
+        through_dispatcher = [r for r in rollout_ids if r in self._dispatched]
         # a task queued by this server is in a batch; otherwise it has a workflow of its own
-        workflows = {self._batches.get(r, f"task-{r.replace(':', '-')}") for r in rollout_ids}
-        await asyncio.wait_for(asyncio.gather(*(finished(w) for w in sorted(workflows))), timeout)
+        workflows = {
+            self._batches.get(r, f"task-{r.replace(':', '-')}")
+            for r in rollout_ids
+            if r not in self._dispatched
+        }
+        await asyncio.wait_for(
+            asyncio.gather(
+                *(finished(w) for w in sorted(workflows)), dispatched(through_dispatcher)
+            ),
+            timeout,
+        )
         return await self.get_completed_rollouts(rollout_ids)

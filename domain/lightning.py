@@ -82,6 +82,18 @@ class ClientReport(BaseModel):
     spans: list[SpanRecord] = Field(default_factory=list)
 
 
+class DispatcherInput(BaseModel):
+    """A server's dispatcher: tasks queued one at a time leave in batches."""
+
+    server_id: str
+    linger_ms: int = Field(default=5, ge=0, le=10_000)  # how long a lone task waits for others
+    batch_size: int = Field(default=250, ge=1, le=1000)
+    tasks_per_activity: int = Field(default=8, ge=1, le=64)
+    continue_after: int = Field(default=200, ge=1)  # batches a run sends before continuing
+    batches_before: int = 0  # batches earlier runs sent: the next batch's number
+    pending: list[RolloutTask] = Field(default_factory=list)  # carried across continue-as-new
+
+
 class RolloutBatch(BaseModel):
     """Tasks queued together: one workflow, clients sent a few per activity (each task's
     attempts still its own, recorded one by one)."""

@@ -292,6 +292,20 @@ class StoreQueries:
                 reports[row.id] = RolloutReport.model_validate(self.payload(row.report_hash))
         return [reports[r] for r in rollout_ids if r in reports]
 
+    def finished_rollouts(self, rollout_ids: list[str]) -> set[str]:
+        """Those of ``rollout_ids`` that are done: completed or failed for good."""
+        done: set[str] = set()
+        with self.engine.connect() as conn:
+            for i in range(0, len(rollout_ids), 500):
+                rows = conn.execute(
+                    select(RolloutRow.id).where(
+                        col(RolloutRow.id).in_(rollout_ids[i : i + 500]),
+                        col(RolloutRow.status).in_(("completed", "failed")),
+                    )
+                )
+                done.update(row[0] for row in rows)
+        return done
+
     def artifact(self, artifact_id: str) -> ArtifactRow:
         rows = self._rows(ArtifactRow, _ARTIFACT, {"id": artifact_id})
         if not rows:

@@ -126,6 +126,7 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
             f"capitals-{uuid.uuid4().hex[:6]}",
             task_queue=settings.task_queue,
             client_task_queue=queue,
+            linger_ms=1000,  # a busy machine still gathers the four awaited tasks together
         )
         await server.start()
         prompt_to_optimize = "What is the capital of {country}?"
@@ -167,4 +168,14 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
     japan = [r for r in rollouts if store.queries.payload(r.input_hash) == {"country": "Japan"}]
     assert [len(store.queries.attempts(r.id)) for r in japan] == [1, 1]
     assert lightning.cache.fetches == 2  # two versions, each fetched once
+    # tasks queued one at a time went to clients through the dispatcher, in batches: fewer
+    # workflows than tasks, each task still recorded on its own (above)
+    query = f'WorkflowId STARTS_WITH "tasks-{server.server_id}-d"'
+    started: list[str] = []
+    for _ in range(100):  # visibility catches up
+        started = [w.workflow_type async for w in client.list_workflows(query)]
+        if started:
+            break
+        await asyncio.sleep(0.1)
+    assert set(started) == {"RolloutBatchWorkflow"} and len(started) < len(dataset)
     assert [store.queries.resource_set(server.server_id, v).version for v in (1, 2)] == [1, 2]

@@ -1,10 +1,12 @@
-"""Agent Lightning workflows: resources published by version, dataset tasks (a batch per
-workflow; one per workflow in the first version), and the optimization algorithm that iterates
-over a dataset."""
+"""Agent Lightning workflows: resources published by version, dataset tasks (queued together as
+a batch workflow, or one at a time through a dispatcher that gathers them into batches; a
+workflow per task is kept for callers that want one), and the optimization algorithm that
+iterates over a dataset."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -19,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
         ClientBatch,
         ClientBatchReport,
         ClientReport,
+        DispatcherInput,
         IterationResult,
         OptimizationInput,
         OptimizationResult,
@@ -42,6 +45,7 @@ STORE = {
     "retry_policy": RetryPolicy(maximum_interval=timedelta(seconds=30)),
 }
 CLIENT_TIMEOUT = timedelta(minutes=10)
+TASKS_PER_ACTIVITY = 8  # tasks sent to a client in one activity
 # The batch's store steps run as local activities: one transaction each, no task queue between.
 LOCAL_STORE = {
     "start_to_close_timeout": timedelta(seconds=60),
@@ -348,17 +352,75 @@ class OptimizationWorkflow(ResourcePublisher):
     async def _run_all(
         self, inp: OptimizationInput, tasks: list[RolloutTask]
     ) -> list[RolloutOutcome]:
-        """Every task as a child workflow, at most ``max_parallel`` at a time, in order."""
-        gate = asyncio.Semaphore(inp.max_parallel)
+        """Every task, at most ``max_parallel`` at a time, in order: a few tasks to a child
+        batch workflow (one client activity for the few), each task's attempts still its own.
+        A workflow per task cost the Temporal server and the worker more than the rollout."""
+        per_batch = max(1, min(TASKS_PER_ACTIVITY, inp.max_parallel))
+        gate = asyncio.Semaphore(max(1, inp.max_parallel // per_batch))
+        chunks = [tasks[i : i + per_batch] for i in range(0, len(tasks), per_batch)]
+        run = workflow.info().workflow_id
 
-        async def one(task: RolloutTask) -> RolloutOutcome:
+        async def batch(number: int, chunk: list[RolloutTask]) -> list[RolloutOutcome]:
             async with gate:
+                batch_id = f"{inp.run_id}:{chunk[0].rollout_id.split(':')[1]}:b{number}"
                 return await workflow.execute_child_workflow(
-                    RolloutTaskWorkflow.run,
-                    task,
-                    id=f"{workflow.info().workflow_id}-{task.rollout_id.split(':', 1)[1]}".replace(
-                        ":", "-"
-                    ),
+                    RolloutBatchWorkflow.run,
+                    RolloutBatch(batch_id=batch_id, tasks=chunk, tasks_per_activity=per_batch),
+                    id=f"{run}-{batch_id.split(':', 1)[1]}".replace(":", "-"),
                 )
 
-        return list(await asyncio.gather(*(one(t) for t in tasks)))
+        done = await asyncio.gather(*(batch(n, c) for n, c in enumerate(chunks)))
+        return [outcome for outcomes in done for outcome in outcomes]
+
+
+@workflow.defn(name="RolloutDispatcherWorkflow")
+class RolloutDispatcherWorkflow:
+    """Where tasks queued one at a time gather: each ``queue`` signal adds tasks, and what
+    arrived within ``linger`` (or a full batch) leaves as one child RolloutBatchWorkflow — so a
+    task queued alone costs a signal, not a workflow of its own, and is durable as soon as the
+    signal is. Continues as new after a number of batches, carrying what is still waiting."""
+
+    @workflow.init
+    def __init__(self, inp: DispatcherInput) -> None:
+        self._pending: list[RolloutTask] = list(inp.pending)
+        self._stopped = False
+
+    @workflow.signal(name="queue")
+    def queue(self, tasks: list[RolloutTask]) -> None:
+        self._pending.extend(tasks)
+
+    @workflow.signal(name="stop")
+    def stop(self) -> None:
+        self._stopped = True
+
+    @workflow.run
+    async def run(self, inp: DispatcherInput) -> None:
+        sent = 0
+        while True:
+            await workflow.wait_condition(lambda: bool(self._pending) or self._stopped)
+            if not self._pending and self._stopped:
+                return
+            # gather what arrives within the linger, unless a batch fills first
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: len(self._pending) >= inp.batch_size or self._stopped,
+                    timeout=timedelta(milliseconds=inp.linger_ms),
+                )
+            batch, self._pending = self._pending[: inp.batch_size], self._pending[inp.batch_size :]
+            number = inp.batches_before + sent
+            await workflow.start_child_workflow(
+                RolloutBatchWorkflow.run,
+                RolloutBatch(
+                    batch_id=f"{inp.server_id}:d{number}",
+                    tasks=batch,
+                    tasks_per_activity=inp.tasks_per_activity,
+                ),
+                id=f"tasks-{inp.server_id}-d{number}",
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+            )
+            sent += 1
+            if sent >= inp.continue_after or workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(
+                    inp.model_copy(update={"pending": self._pending, "batches_before": number + 1})
+                )
