@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from domain.agent import AgentConstraints, AgentDefinition, AgentParameters
+from domain.agent import AgentConstraints, AgentDefinition, AgentParameters, FlowStep
 from domain.trainer import EvolutionChange, PastChange
 from trainer import cycle_step
 from trainer.backends import RulesTrainer
@@ -140,3 +140,23 @@ def test_a_denied_fault_is_praise_and_changes_nothing():
     for comment in ("It doesn't drone on, which I liked.", "Not wordy in the least. Good."):
         step = take(START, memory(), 8, comment)
         assert not step.changed, comment
+
+
+def test_a_checking_step_asked_for_is_added_after_the_flows_last_step():
+    flow_agent = START.model_copy(
+        update={
+            "flow": [
+                FlowStep(name="gather", prompt="Collect the facts for: {input}", tools=[]),
+                FlowStep(name="write", prompt="Answer '{input}' from: {gather}", tools=[]),
+            ]
+        }
+    )
+    step = take(
+        flow_agent, memory(), 4, "Figures slip through; put in one more pass that checks them."
+    )
+    assert [s.name for s in step.agent.flow] == ["gather", "write", "check"]
+    assert "{write}" in step.agent.flow[-1].prompt and step.agent.flow[-1].tools == []
+    assert step.agent.system_prompt == flow_agent.system_prompt  # the flow carries it
+    # an agent without a flow is told to check instead
+    plain = take(START, memory(), 4, "Figures slip through; put in one more pass that checks them.")
+    assert "check every number" in plain.agent.system_prompt.lower()

@@ -321,3 +321,26 @@ async def test_each_score_is_one_cycle_step(client, store, settings, run_worker)
     assert steps == ["register_lineage", "take_cycle_step", "take_cycle_step"]
     (record,) = store.queries.evolution_records(spec.lineage_id("A"))
     assert record.next_score == 8 and record.hypothesis_validated
+
+
+async def test_a_checking_step_asked_for_runs_in_the_next_cycle(
+    client, store, settings, run_worker
+):
+    spec = make_spec(
+        prompt="You are a precise analyst.",
+        agent_extra={
+            "flow": [
+                {"name": "gather", "prompt": "Collect what matters for: {input}", "tools": []},
+                {"name": "write", "prompt": "Answer '{input}' from: {gather}", "tools": []},
+            ]
+        },
+    )
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await score(handle, 1, 4, "Numbers get through unchecked; add a final pass to verify them.")
+        state = await wait_for_state(handle, awaiting(2))
+    assert state.agent_version == 2 and "add flow check" in state.last_evolution
+    lineage = spec.lineage_id("A")
+    second = store.queries.rollouts(lineage)[1]
+    spans = store.queries.spans(store.queries.attempts(second.id)[0].id)
+    assert "check" in {s.name for s in spans}  # the new step ran, after the others

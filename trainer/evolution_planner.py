@@ -123,6 +123,14 @@ def propose(
                     if step.tools and c.target in step.tools:
                         made_for(wish, _allowance_change(step, c.target, c.reason))
 
+    # 1b. A checking step asked for: a flow agent gets a step of its own after its last one.
+    for wish in wanted:
+        if wish.family == "check_step" and agent.flow:
+            step = _check_step(agent, wish)
+            if step is not None:
+                made_for(wish, step)
+                satisfied.add(wish.family)
+
     # 2. An instruction for every wish no remaining instruction already carries.
     prompt_now = " ".join(kept_segments)
     tool_names = [t.name for t in agent.tools]
@@ -224,6 +232,27 @@ def _flow_change(
         after=swapped,
         reason=reason,
         confidence=round(wish.confidence * 0.9, 2),
+    )
+
+
+def _check_step(agent: AgentDefinition, wish: Wish) -> EvolutionChange | None:
+    """A step that checks the flow's last output, appended (none if one is there already)."""
+    names = [s.name for s in agent.flow]
+    if instructions.CHECK_STEP_NAME in names:
+        return None
+    step = FlowStep(
+        name=instructions.CHECK_STEP_NAME,
+        prompt=instructions.CHECK_STEP_PROMPT.format(previous=names[-1]),
+        tools=[],
+    )
+    return EvolutionChange(
+        component="flow",
+        change_type="add",
+        target=step.name,
+        before=None,
+        after=json.dumps(step.model_dump(mode="json", by_alias=True, exclude_none=True)),
+        reason=f"feedback asked for a checking step ({wish.quote!r})",
+        confidence=wish.confidence,
     )
 
 

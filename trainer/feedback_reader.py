@@ -121,6 +121,19 @@ CUES: list[Cue] = [
     # --- length, with numbers and idioms
     # a word limit is a requirement however it is put ("our slot is 150 words max")
     _c(_WORDS_LIMIT, "length", "shorter", None, confidence=0.95, fixed=True),
+    # a step of its own asked for: a pass that checks the answer before it goes out
+    _c(
+        r"\b(?:add|include|insert|put in|build in|need|want|have)\b[^.;]{0,25}\b(?:a |an |one )?"
+        r"(?:extra |final |separate |second |last )?(?:step|pass|stage|round)\b[^.;]{0,40}"
+        r"\b(?:check\w*|verif\w*|review\w*|fact[- ]check\w*|double[- ]check\w*|proofread\w*)"
+        r"|\b(?:check\w*|verif\w*|review\w*|fact[- ]check\w*|double[- ]check\w*) "
+        r"(?:step|pass|stage)\b",
+        "structure",
+        "check_step",
+        None,
+        confidence=0.85,
+        fixed=True,
+    ),
     # a situation that implies a form: a small screen, a moment between other things
     _c(
         r"\b(?:on|from) (?:my|a|the|their|your) (?:phone|mobile|smartphone|watch)\b"

@@ -140,6 +140,8 @@ FIXED: dict[str, str] = {
     "technical": "Write for an expert reader: skip the basics and use precise technical terms.",
     "example": "Illustrate each main point with a concrete example.",
     "steadier": "Answer the question asked and stay on it, without tangents.",
+    "check_step": "Before answering, check every number and fact against the information "
+    "provided, and correct any that do not match.",
     "creative": "Offer fresh, unexpected ideas rather than the obvious ones.",
 }
 
@@ -170,6 +172,13 @@ def firmer(wish: Wish) -> str | None:
     return f"Above all, {plain[0].lower()}{plain[1:]}"
 
 
+# The flow step a multi-step agent gets for ``check_step``: it reads the last step's output
+CHECK_STEP_NAME = "check"
+CHECK_STEP_PROMPT = (
+    "Check every number and fact in this answer against the findings, correct any that do not "
+    "match, and return the corrected answer only: {{{previous}}}"
+)
+
 HYPOTHESES: dict[str, str] = {
     "shorter": "the output will be markedly shorter",
     "longer": "the output will be longer and more detailed",
@@ -191,6 +200,7 @@ HYPOTHESES: dict[str, str] = {
     "summary_at_end": "the output will end with a summary",
     "focus": "the output will stay on the topic the reviewer wants",
     "key_points": "the output will give only the key points asked for",
+    "check_step": "numbers and facts will be checked before the answer goes out",
     "simpler": "a non-specialist will follow the output",
     "technical": "the output will skip the basics",
     "example": "the output will include a concrete example",
