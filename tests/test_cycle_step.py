@@ -160,3 +160,30 @@ def test_a_checking_step_asked_for_is_added_after_the_flows_last_step():
     # an agent without a flow is told to check instead
     plain = take(START, memory(), 4, "Figures slip through; put in one more pass that checks them.")
     assert "check every number" in plain.agent.system_prompt.lower()
+
+
+def test_a_made_up_figure_grounds_the_step_that_first_wrote_it():
+    from domain.execution import SpanRecord
+
+    flow_agent = START.model_copy(
+        update={
+            "flow": [
+                FlowStep(name="gather", prompt="Collect the facts for: {input}", tools=[]),
+                FlowStep(name="write", prompt="Answer '{input}' from: {gather}", tools=[]),
+                FlowStep(name="polish", prompt="Tighten: {write}", tools=[]),
+            ]
+        }
+    )
+    spans = [
+        SpanRecord(span_id="a", sequence=1, span_type="llm_call", name="gather", output="rent"),
+        SpanRecord(span_id="b", sequence=2, span_type="llm_call", name="write", output="73% save"),
+        SpanRecord(span_id="c", sequence=3, span_type="llm_call", name="polish", output="73% save"),
+    ]
+    comment = "Where does 73% come from? It is not in the handbook; don't invent numbers."
+    step = take(flow_agent, memory(), 3, comment, spans=spans)
+    prompts = {s.name: s.prompt for s in step.agent.flow}
+    assert "never invent" in prompts["write"]  # it first wrote the figure
+    assert "never invent" not in prompts["gather"] and "never invent" not in prompts["polish"]
+    # with no span to go by, the first step that writes from the others' output
+    blind = take(flow_agent, memory(), 3, comment)
+    assert "never invent" in {s.name: s.prompt for s in blind.agent.flow}["write"]

@@ -16,11 +16,12 @@ evaluation command both call:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from domain.agent import AgentDefinition
+from domain.agent import AgentDefinition, FlowStep
 from domain.execution import SpanRecord
 from domain.trainer import (
     CreditAssignment,
@@ -148,6 +149,8 @@ async def take(
     strengthened = (
         _strengthen(base, wished, proposal, report) if analysis.read_by == "rules" else []
     )
+    if analysis.read_by == "rules":
+        _ground_the_step(base, wished, list(spans), read.comment or "", proposal)
 
     # 5. history (never vetoing a request), directives, constraints
     plan = evolution_planner.finalize(
@@ -351,6 +354,63 @@ def _strengthen(
                 "as the rules engine can; the model did not follow it"
             )
     return stronger
+
+
+NO_INVENTION = "Use only facts and figures from the material above; never invent any."
+_CITED = re.compile(r"\d[\d.,]*\s?%?|'[^']{3,60}'|\"[^\"]{3,60}\"")
+
+
+def _ground_the_step(
+    agent: AgentDefinition,
+    wished: list[Wish],
+    spans: list[SpanRecord],
+    comment: str,
+    plan: EvolutionPlan,
+) -> None:
+    """A flow agent that made something up: the step that first wrote what the reviewer
+    points at (a figure, a quoted phrase) is told to use only the material it is given."""
+    wish = next((w for w in wished if w.family == "no_fabrication"), None)
+    if wish is None or not agent.flow:
+        return
+    step = _step_that_wrote(agent, spans, comment)
+    if step is None or NO_INVENTION in step.prompt:
+        return
+    plan.changes.append(
+        EvolutionChange(
+            component="flow",
+            change_type="modify",
+            target=step.name,
+            before=step.prompt,
+            after=f"{step.prompt.rstrip()} {NO_INVENTION}",
+            reason=f"step {step.name!r} wrote what the reviewer says is not in the material "
+            f"({wish.quote!r})",
+            confidence=wish.confidence,
+            aspect=wish.aspect,
+            want=wish.family,
+        )
+    )
+
+
+def _step_that_wrote(
+    agent: AgentDefinition, spans: list[SpanRecord], comment: str
+) -> FlowStep | None:
+    """The first flow step whose output holds what the comment cites; else the first step
+    that writes from earlier steps' output (the draft), else the last."""
+    by_name = {s.name: s for s in agent.flow}
+    cited = [c.strip(" '\"") for c in _CITED.findall(comment)]
+    calls = sorted(
+        (s for s in spans if s.span_type == "llm_call" and s.name in by_name),
+        key=lambda s: s.sequence,
+    )
+    for span in calls:
+        if cited and any(c and c in (span.output or "") for c in cited):
+            return by_name[span.name or ""]
+    earlier = set()
+    for step in agent.flow:
+        if not step.tools and any(f"{{{name}}}" in step.prompt for name in earlier):
+            return step
+        earlier.add(step.name)
+    return agent.flow[-1]
 
 
 def _families(segment: str) -> frozenset[str]:
