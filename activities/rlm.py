@@ -36,10 +36,11 @@ from rlm.shared_store import WorkerStoreProxy
 from rlm.tasks import ApplyCommitInput, RlmWorkerInput
 from runner.backends import ModelBackends
 from runner.model_backend import ChatMessage, ModelError, ModelRequest
-from store import Store, payload_store
-from store.database import write_transaction
-from store.findings import DatabaseFindingsStore
-from store.shared_findings import DatabaseSharedStore
+from store import Store
+from store.backends.database import write_transaction
+from store.eventstore import payload_store
+from store.rlm_findings.findings import DatabaseFindingsStore
+from store.rlm_findings.shared_findings import DatabaseSharedStore
 
 ISOLATED_METHODS = ["create", "get", "view", "card_view", "summary", "apply_commit"]
 SHARED_METHODS = ["create", "get", "view", "view_others", "card_view", "invalidate", "events_since"]

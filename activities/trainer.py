@@ -35,8 +35,8 @@ from rlm.shared_store import WorkerStoreProxy
 from runner.model_backend import ModelError
 from runner.redaction import redact
 from store import Store
-from store.findings import DatabaseFindingsStore
-from store.shared_findings import DatabaseSharedStore
+from store.rlm_findings.findings import DatabaseFindingsStore
+from store.rlm_findings.shared_findings import DatabaseSharedStore
 from store.tables import ArtifactRow
 from trainer import cycle_step, outcome, reward_analyzer, rlm_credit
 from trainer.backends import TrainerBackend, TrainerBackends, TrainerConfigError

@@ -136,8 +136,8 @@ def generate(url: str, target: int) -> int:
 
 def measure(url: str, out: Path) -> None:
     """Runs in a fresh process so its peak RSS is the pipeline's alone."""
-    from store.exporter import export
-    from store.materializer import Materializer
+    from store.exports.exporter import export
+    from store.exports.materializer import Materializer
 
     store = Store.open(url)
     events = store.queries.event_count()

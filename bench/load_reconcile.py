@@ -17,7 +17,8 @@ from domain.events import ArtifactCreated, ArtifactScored, AttemptCompleted, Rol
 from domain.settings import Settings
 from examples.scripted_reviewer import review
 from services.dev_server import start_in_memory
-from store import Store, event_log
+from store import Store
+from store.eventstore import event_log
 from tests.conftest import make_spec
 from worker import build_worker
 from workflows.lineage import LineageWorkflow

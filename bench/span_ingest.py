@@ -29,7 +29,7 @@ from pathlib import Path
 
 from domain.execution import SpanRecord
 from store import Store
-from store.group_commit import GroupCommit
+from store.eventstore.group_commit import GroupCommit
 
 SPAN_TEXT = "A model call's answer, a few dozen words long, as spans usually carry. " * 3
 

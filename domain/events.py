@@ -1,10 +1,11 @@
 """The training-signal log's events, one class per event type, defined once.
 
-The recorder builds these to write (``store/*_records.py``), the projections read them back
-(``store/projections.py``), and the upcasters (``store/upcasters.py``) bring a payload stored
-under an older ``schema_version`` to today's class. Payloads are stored as JSON with camelCase
-keys; the attribute names are the snake_case of those keys. Event type names are stored in the
-log, so a class may be renamed freely but its ``event_type`` never changes.
+The recorder builds these to write (``store/records/``), the projections read them back
+(``store/views/projections.py``), and the upcasters (``store/eventstore/upcasters.py``) bring
+a payload stored under an older ``schema_version`` to today's class. Payloads are stored as
+JSON with camelCase keys; the attribute names are the snake_case of those keys. Event type
+names are stored in the log, so a class may be renamed freely but its ``event_type`` never
+changes.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every change is an event with a global sequence number; the view of live objects is
 materialized from the log and can be rebuilt from it. Object ids are ``{worker}_{seq:06d}``,
 numbered per worker, so workers never collide. In memory (threads; here) or in the database
-(processes on several machines; ``store.shared_findings``), with the same behaviour.
+(processes on several machines; ``store.rlm_findings.shared_findings``), with the same behaviour.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Isolated findings stores: one API, in memory (here; also inside workflow code: no I/O) or in
-the database (``store.findings``, durable). ``apply_commit`` is atomic, idempotent and strict."""
+the database (``store.rlm_findings.findings``, durable). ``apply_commit`` is atomic, idempotent
+and strict."""
 
 from __future__ import annotations
 

@@ -22,13 +22,14 @@ from rich.table import Table
 
 from domain.settings import Settings
 from services import command_line
-from store import Store, event_log
-from store.chain_keys import ChainKeyError, ChainKeys, key_id
-from store.database import write_transaction
-from store.exporter import FORMATS, ExportFilters, FormatError, export
-from store.materializer import SFT_MIN_SCORE, Materializer
-from store.migrate import current_revision
-from store.time_travel import as_of, check_projections, history, rebuild_and_verify
+from store import Store
+from store.backends.database import write_transaction
+from store.backends.migrate import current_revision
+from store.eventstore import event_log
+from store.eventstore.chain_keys import ChainKeyError, ChainKeys, key_id
+from store.exports.exporter import FORMATS, ExportFilters, FormatError, export
+from store.exports.materializer import SFT_MIN_SCORE, Materializer
+from store.views.time_travel import as_of, check_projections, history, rebuild_and_verify
 
 console = Console()
 app = typer.Typer(

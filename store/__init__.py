@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from store import projections
-from store.chain_keys import UNKEYED, ChainKeys
-from store.database import (
+from store.backends.database import (
     close_writer_connection,
     create_store_engine,
     database_url_from_env,
     write_transaction,
 )
-from store.migrate import upgrade
-from store.queries import StoreQueries
-from store.recorder import TrainingSignalRecorder
+from store.backends.migrate import upgrade
+from store.eventstore.chain_keys import UNKEYED, ChainKeys
+from store.records.recorder import TrainingSignalRecorder
+from store.views import projections
+from store.views.queries import StoreQueries
 
 
 class Store:

@@ -37,7 +37,7 @@ class TrainingEvent(SQLModel, table=True):
     payload_size: int
     tags: str = "[]"  # JSON array
     # Tamper evidence: SHA-256 (or, with a chain key, "<key id>:" HMAC-SHA256) over the previous
-    # event's chain hash and this row's fields (store/chain_keys.py)
+    # event's chain hash and this row's fields (store/eventstore/chain_keys.py)
     chain_hash: str | None = Field(default=None, max_length=96)
 
 
@@ -186,7 +186,7 @@ class SpanRow(SQLModel, table=True):
     type: str  # llm_call | tool_call | tool_result | reasoning | output
     name: str | None = None
     # The texts themselves: a span's input and output are rarely shared, and each span event
-    # batch already holds them once (see store/projections.py).
+    # batch already holds them once (see store/views/projections.py).
     input: str | None = None
     output: str | None = None
     model_id: str | None = None

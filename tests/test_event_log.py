@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from domain.content_hash import canonical_json, content_hash
-from store import Store, event_log
+from store import Store
+from store.eventstore import event_log
 from store.tables import (
     AttemptRow,
     PayloadBlob,

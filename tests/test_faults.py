@@ -158,7 +158,7 @@ async def test_an_oversized_output_is_stored_never_sent_through_temporal(
 async def test_the_database_unreachable_for_a_while_loses_and_duplicates_nothing(
     client, settings, task_queue
 ):
-    from store.time_travel import rebuild_and_verify
+    from store.views.time_travel import rebuild_and_verify
 
     with postgres_database() as url, DatabaseOutage(url) as outage:
         store = Store.open(url)
@@ -184,7 +184,7 @@ async def test_the_database_unreachable_for_a_while_loses_and_duplicates_nothing
 
 
 async def test_two_workers_racing_on_the_same_lineages(client, store, settings, temporal_address):
-    from store.time_travel import rebuild_and_verify
+    from store.views.time_travel import rebuild_and_verify
 
     # a second worker, with its own connection as it would have on another machine
     other = await Client.connect(temporal_address, data_converter=pydantic_data_converter)

@@ -1,5 +1,5 @@
-"""Group commit (store/group_commit.py): writers queued behind a running commit go into the
-next transaction together, and each gets its own outcome."""
+"""Group commit (store/eventstore/group_commit.py): writers queued behind a running commit go
+into the next transaction together, and each gets its own outcome."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from store.group_commit import GroupCommit
+from store.eventstore.group_commit import GroupCommit
 
 
 @dataclass

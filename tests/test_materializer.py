@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from store import Store, event_log
+from store import Store
+from store.eventstore import event_log
 from store.tables import (
     TrainingExampleRow,
 )
@@ -33,7 +34,7 @@ def test_examples_are_the_same_however_the_log_is_materialized(store: Store):
     second score of an output stored in the seed's schema, a score of an output not on record,
     and a lock. Materializing after every write, a rebuild one position at a time and a rebuild
     in one go give the same rows, and they are the ones the rules ask for."""
-    from store.materializer import Materializer
+    from store.exports.materializer import Materializer
 
     ih = register(store, "s1-A")
     for lineage in ("s1-B", "s1-C", "s1-D", "s1-E"):
@@ -139,8 +140,8 @@ def _example_rows(store: Store) -> list[dict[str, Any]]:
 def test_training_data_materializes_and_exports(store: Store, tmp_path: Path):
     """Two lineages scored on the same cycle: reward rows for both, an SFT example for the high
     score, a preference pair; running again adds nothing, a full rebuild the same rows."""
-    from store.exporter import export
-    from store.materializer import Materializer
+    from store.exports.exporter import export
+    from store.exports.materializer import Materializer
 
     ih = register(store, "s1-A")[0]
     register(store, "s1-B")
@@ -174,8 +175,8 @@ def test_every_format_writes_the_rows_it_checks(store: Store, tmp_path: Path):
 
     import pyarrow.parquet as pq
 
-    from store.exporter import FORMATS, ExportFilters, _examples, export
-    from store.materializer import Materializer
+    from store.exports.exporter import FORMATS, ExportFilters, _examples, export
+    from store.exports.materializer import Materializer
 
     ih = register(store, "s1-A")[0]
     register(store, "s1-B")

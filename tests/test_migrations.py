@@ -11,11 +11,12 @@ from sqlmodel import SQLModel, select
 
 from domain.agent import AgentDefinition, AgentParameters
 from domain.events import SpansRecorded
-from store import Store, event_log
-from store.database import create_store_engine
-from store.findings import DatabaseFindingsStore
-from store.migrate import current_revision, upgrade
-from store.payload_store import encode
+from store import Store
+from store.backends.database import create_store_engine
+from store.backends.migrate import current_revision, upgrade
+from store.eventstore import event_log
+from store.eventstore.payload_store import encode
+from store.rlm_findings.findings import DatabaseFindingsStore
 from store.tables import PayloadBlob, SessionRow, SpanRow, TrainingEvent, TrainingExampleRow
 from tests.store_story import register, scored_cycle
 
@@ -169,7 +170,7 @@ def test_0004_downgrades_and_upgrades_again(url):
     from alembic import command
 
     from domain.execution import SpanRecord
-    from store.migrate import alembic_config
+    from store.backends.migrate import alembic_config
 
     store = Store.open(url)
     span = SpanRecord(span_id="a:s1", sequence=1, span_type="llm_call", input="hi", output="yo")
@@ -200,7 +201,7 @@ def test_0005_drops_the_session_index_and_keeps_the_log(url):
     from alembic import command
 
     from domain.execution import SpanRecord
-    from store.migrate import alembic_config
+    from store.backends.migrate import alembic_config
 
     engine = create_store_engine(url)
     upgrade(engine, "0004")
@@ -235,8 +236,8 @@ def test_0006_indexes_scored_outputs_by_session_and_cycle(url):
     materializer's index under its new key, and a score after the upgrade pairs with it."""
     from alembic import command
 
-    from store.materializer import Materializer
-    from store.migrate import alembic_config
+    from store.backends.migrate import alembic_config
+    from store.exports.materializer import Materializer
 
     store = Store.open(url)
     ih = register(store, "s1-A")
@@ -272,7 +273,7 @@ def test_0007_keys_spans_by_attempt(url):
     from alembic import command
 
     from domain.execution import SpanRecord
-    from store.migrate import alembic_config
+    from store.backends.migrate import alembic_config
 
     def span(sid: str, text: str) -> SpanRecord:
         return SpanRecord(span_id=sid, sequence=1, span_type="llm_call", output=text)
@@ -328,7 +329,7 @@ def test_0008_indexes_evaluations_by_session_and_cycle(url):
     the session index, the scores stay, and the next score completes the cycle's comparison."""
     from alembic import command
 
-    from store.migrate import alembic_config
+    from store.backends.migrate import alembic_config
 
     store = Store.open(url)
     ih = register(store, "s1-A")

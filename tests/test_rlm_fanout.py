@@ -12,7 +12,7 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 from rlm.analyzer import analyze
 from rlm.objects import Card
 from rlm.tasks import ApplyCommitInput, FanOutInput, RlmTask
-from store.findings import DatabaseFindingsStore
+from store.rlm_findings.findings import DatabaseFindingsStore
 from worker import build_worker
 from workflows.rlm import RlmFanOutWorkflow
 

@@ -21,8 +21,8 @@ from rlm import scripted_model
 from rlm.repl import ReplConfig, ReplMessage, ReplRunInput, ReplRunResult
 from rlm.sandbox import CellLimits
 from store import Store
-from store.findings import DatabaseFindingsStore
-from store.shared_findings import DatabaseSharedStore
+from store.rlm_findings.findings import DatabaseFindingsStore
+from store.rlm_findings.shared_findings import DatabaseSharedStore
 from tests.conftest import eventually, spawn_worker
 from tests.fake_messages_api import FakeMessagesAPI, text_message
 from tests.test_faults import claude_env, claude_settings

@@ -14,8 +14,8 @@ from rlm.query import QueryError
 from rlm.shared_store import InMemorySharedStore, WorkerStoreProxy
 from rlm.store import InMemoryFindingsStore
 from store import Store
-from store.findings import DatabaseFindingsStore
-from store.shared_findings import DatabaseSharedStore
+from store.rlm_findings.findings import DatabaseFindingsStore
+from store.rlm_findings.shared_findings import DatabaseSharedStore
 from tests.store_backends import database_url
 
 ROOT = Path(__file__).parent.parent
@@ -221,7 +221,7 @@ def test_shared_store(shared):
 CREATOR = """
 import sys
 from store import Store
-from store.shared_findings import DatabaseSharedStore
+from store.rlm_findings.shared_findings import DatabaseSharedStore
 store = Store.open(sys.argv[1])
 shared = DatabaseSharedStore(store.engine, "team", store.read_engine)
 for i in range(100):

@@ -10,7 +10,7 @@ import pytest
 
 from domain.execution import SpanRecord
 from store import Store
-from store.database import create_store_engine, write_transaction
+from store.backends.database import create_store_engine, write_transaction
 from tests.store_story import (
     register,
     scored_cycle,
@@ -56,8 +56,8 @@ def test_a_full_materialization_reads_the_sqlite_file_ahead(tmp_path: Path, monk
     when the scan is done; other databases get no read-ahead."""
     import time
 
-    from store.materializer import Materializer
-    from store.read_ahead import ReadAhead
+    from store.eventstore.read_ahead import ReadAhead
+    from store.exports.materializer import Materializer
 
     store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
     try:

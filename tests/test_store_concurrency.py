@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from domain.agent import AgentDefinition, AgentParameters
-from store import Store, event_log
+from store import Store
+from store.eventstore import event_log
 from tests.store_story import (
     dump_projections,
     register,
@@ -90,7 +91,7 @@ def test_writers_in_one_process_take_turns_instead_of_busy_waiting(tmp_path: Pat
 
     from sqlalchemy import event
 
-    from store.shared_findings import DatabaseSharedStore
+    from store.rlm_findings.shared_findings import DatabaseSharedStore
 
     store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
     shared = DatabaseSharedStore(store.engine, "session:shared", store.read_engine)

@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import delete, select, update
 
 from domain.agent import AgentDefinition, AgentParameters
-from store import Store, event_log
-from store.chain_keys import ChainKeyError, ChainKeys, key_id
+from store import Store
+from store.eventstore import event_log
+from store.eventstore.chain_keys import ChainKeyError, ChainKeys, key_id
 from store.tables import EventChainHeadRow, LineageRow, PayloadBlob, TrainingEvent
 from tests.conftest import training_data_cli
 

@@ -55,7 +55,7 @@ async def test_a_lesson_from_lineage_a_informs_but_never_vetoes_a_request_in_b(
     assert insight.contexts == ["length:shorter"]
     # the outcome is a finding B sees among the others' in the session's shared store
     from rlm.shared_store import WorkerStoreProxy
-    from store.shared_findings import DatabaseSharedStore
+    from store.rlm_findings.shared_findings import DatabaseSharedStore
 
     shared = DatabaseSharedStore(store.engine, f"session:{spec.session_id}")
     findings = WorkerStoreProxy(shared, lineage_b).view_others("type=claim tag=insight")

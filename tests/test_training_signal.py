@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import select
 
 from client import start_session
-from store import event_log
-from store.exporter import FORMATS, ExportFilters, export, split_of
-from store.materializer import Materializer
+from store.eventstore import event_log
+from store.exports.exporter import FORMATS, ExportFilters, export, split_of
+from store.exports.materializer import Materializer
 from store.tables import ExportRow, PayloadBlob, TrainingExampleRow
-from store.time_travel import as_of, history, rebuild_and_verify
+from store.views.time_travel import as_of, history, rebuild_and_verify
 from tests.conftest import awaiting, eventually, make_spec, training_data_cli, wait_for_state
 
 SCORES = {"A": [3, 9, 6], "B": [8, 5, 6]}  # per cycle: B wins 1, A wins 2, a tie in 3
@@ -243,7 +243,7 @@ async def test_rebuild_time_travel_and_report(client, store, settings, run_worke
 
 @pytest.mark.parametrize("fmt", ["trl-sft", "trl-dpo", "openai-preference", "reward"])
 def test_format_rules_refuse_bad_rows(fmt):
-    from store.exporter import FormatError
+    from store.exports.exporter import FormatError
 
     bad = {
         "trl-sft": {"messages": [{"role": "user", "content": "q"}]},

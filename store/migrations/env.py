@@ -8,7 +8,7 @@ from alembic import context
 from sqlmodel import SQLModel
 
 from store import tables  # noqa: F401  (registers every table)
-from store.database import create_store_engine, database_url_from_env
+from store.backends.database import create_store_engine, database_url_from_env
 
 config = context.config
 target_metadata = SQLModel.metadata

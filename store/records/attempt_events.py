@@ -8,7 +8,7 @@ from typing import Any
 
 from domain.events import AttemptCompleted, SpansRecorded
 from domain.execution import SpanRecord, Usage
-from store.event_log import NewEvent
+from store.eventstore.event_log import NewEvent
 
 
 def span_events(spans: list[SpanRecord], refs: dict[str, Any]) -> list[NewEvent]:

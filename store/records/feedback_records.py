@@ -24,8 +24,8 @@ from domain.trainer import (
     EvolutionOutcome,
     InsightObservation,
 )
-from store.event_log import NewEvent
-from store.event_writer import EventWriter, now_ms
+from store.eventstore.event_log import NewEvent
+from store.eventstore.event_writer import EventWriter, now_ms
 from store.tables import EvaluationRow, LineageRow, SessionRow
 
 HIGH_SCORE = 8

@@ -7,10 +7,10 @@ from typing import Any
 
 from domain.events import ResourcesPublished, RolloutReported, TaskQueued
 from domain.execution import SpanRecord, Usage
-from store import payload_store
-from store.attempt_events import completed_event, span_events
-from store.event_log import NewEvent
-from store.event_writer import EventWriter, now_ms
+from store.eventstore import payload_store
+from store.eventstore.event_log import NewEvent
+from store.eventstore.event_writer import EventWriter, now_ms
+from store.records.attempt_events import completed_event, span_events
 
 
 class DatasetRecords(EventWriter):

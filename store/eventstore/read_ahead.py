@@ -15,7 +15,7 @@ from types import TracebackType
 
 from sqlalchemy import Engine
 
-from store.database import sqlite_file
+from store.backends.database import sqlite_file
 
 CHUNK = 1 << 20
 

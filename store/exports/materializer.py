@@ -33,10 +33,10 @@ from sqlalchemy import Connection, Engine, delete, select, update
 from sqlalchemy.schema import CreateIndex, DropIndex
 
 from domain.events import ArtifactScored, LineageLocked
-from store import event_log
-from store.database import write_transaction
-from store.dialect import DriverSQL, TableInsert, driver_cursor, insert_ignore
-from store.read_ahead import ReadAhead
+from store.backends.database import write_transaction
+from store.backends.dialect import DriverSQL, TableInsert, driver_cursor, insert_ignore
+from store.eventstore import event_log
+from store.eventstore.read_ahead import ReadAhead
 from store.tables import MaterializerStateRow, ScoredArtifactRow, TrainingExampleRow
 
 SFT_MIN_SCORE = 8.0

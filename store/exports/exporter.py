@@ -23,10 +23,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 
-from store.database import write_transaction
-from store.dialect import DriverSQL, driver_cursor, stream_rows
-from store.event_writer import now_ms
-from store.materializer import Materializer
+from store.backends.database import write_transaction
+from store.backends.dialect import DriverSQL, driver_cursor, stream_rows
+from store.eventstore.event_writer import now_ms
+from store.exports.materializer import Materializer
 from store.tables import ExportRow
 
 ROLES = {"system", "user", "assistant"}

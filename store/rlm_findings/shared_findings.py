@@ -13,9 +13,9 @@ from sqlalchemy import bindparam, or_, select, update
 from rlm.objects import StoreObject
 from rlm.query import parse_query
 from rlm.shared_store import SharedEvent, SharedStore
-from store.database import write_transaction
-from store.dialect import insert_ignore
-from store.findings import object_from_row, object_to_row
+from store.backends.database import write_transaction
+from store.backends.dialect import insert_ignore
+from store.rlm_findings.findings import object_from_row, object_to_row
 from store.tables import RlmObjectRow, RlmSharedEventRow, RlmSharedWorkerRow
 
 

@@ -23,9 +23,10 @@ from domain.events import (
     LineageUnlocked,
     SpansRecorded,
 )
-from store import event_log, payload_store, projections
-from store.database import write_transaction
+from store.backends.database import write_transaction
+from store.eventstore import event_log, payload_store
 from store.tables import PROJECTION_TABLES
+from store.views import projections
 
 
 class ScoreAt(BaseModel):

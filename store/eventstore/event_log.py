@@ -14,9 +14,9 @@ from sqlalchemy import Connection, func, select
 
 from domain import events
 from domain.events import Event
-from store import payload_store, upcasters
-from store.chain_keys import UNKEYED, ChainKeys
-from store.dialect import DriverSQL, driver_cursor
+from store.backends.dialect import DriverSQL, driver_cursor
+from store.eventstore import payload_store, upcasters
+from store.eventstore.chain_keys import UNKEYED, ChainKeys
 from store.tables import EventChainHeadRow, PayloadBlob, TrainingEvent
 
 _NAMESPACE = uuid.UUID("6f1d1f8e-8c1a-4d55-9a39-5b7f0c2e7a10")

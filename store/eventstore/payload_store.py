@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from domain.content_hash import canonical_json
-from store.dialect import DriverSQL, driver_cursor, execute_rows, insert_ignore
+from store.backends.dialect import DriverSQL, driver_cursor, execute_rows, insert_ignore
 from store.tables import PayloadBlob
 
 _blobs = PayloadBlob.__table__  # type: ignore[attr-defined]

@@ -1,12 +1,12 @@
 """TrainingSignalRecorder: the one object activities write through, one class per subdomain
-over the one write path (``store.event_writer``)."""
+over the one write path (``store.eventstore.event_writer``)."""
 
 from __future__ import annotations
 
-from store.attempt_records import AttemptRecords
-from store.dataset_records import DatasetRecords
-from store.feedback_records import FeedbackRecords
-from store.lineage_records import LineageRecords
+from store.records.attempt_records import AttemptRecords
+from store.records.dataset_records import DatasetRecords
+from store.records.feedback_records import FeedbackRecords
+from store.records.lineage_records import LineageRecords
 
 
 class TrainingSignalRecorder(LineageRecords, AttemptRecords, FeedbackRecords, DatasetRecords):

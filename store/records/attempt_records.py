@@ -16,10 +16,10 @@ from domain.events import (
     RolloutStarted,
 )
 from domain.execution import SpanRecord, Usage
-from store import payload_store
-from store.attempt_events import attempt_tags, completed_event, span_events
-from store.event_log import NewEvent
-from store.event_writer import EventWriter, now_ms
+from store.eventstore import payload_store
+from store.eventstore.event_log import NewEvent
+from store.eventstore.event_writer import EventWriter, now_ms
+from store.records.attempt_events import attempt_tags, completed_event, span_events
 from store.tables import AttemptRow
 
 

@@ -38,8 +38,8 @@ from domain.events import (
     SpansRecorded,
     TaskQueued,
 )
-from store import event_log, payload_store
-from store.dialect import DriverSQL, TableInsert, driver_cursor, execute_rows
+from store.backends.dialect import DriverSQL, TableInsert, driver_cursor, execute_rows
+from store.eventstore import event_log, payload_store
 from store.tables import (
     PROJECTION_TABLES,
     AgentVersionRow,

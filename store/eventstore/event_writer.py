@@ -1,6 +1,6 @@
 """The one write path: each write appends events to the log and folds them into the
 projections in a single transaction; event ids come from Temporal identity, so retries and
-replays insert nothing twice. The record classes (``store.recorder``) build on it."""
+replays insert nothing twice. The record classes (``store.records.recorder``) build on it."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from domain.events import SpansRecorded
-from store import event_log, payload_store, projections
-from store.chain_keys import UNKEYED, ChainKeys
-from store.database import SqliteWriter, write_transaction
-from store.event_log import NewEvent
-from store.group_commit import GroupCommit
-from store.payload_store import Encoded
+from store.backends.database import SqliteWriter, write_transaction
+from store.eventstore import event_log, payload_store
+from store.eventstore.chain_keys import UNKEYED, ChainKeys
+from store.eventstore.event_log import NewEvent
+from store.eventstore.group_commit import GroupCommit
+from store.eventstore.payload_store import Encoded
+from store.views import projections
 
 
 def now_ms() -> int:
@@ -30,7 +31,7 @@ class EventWriter:
 
     def __init__(self, engine: Engine, keys: ChainKeys = UNKEYED) -> None:
         self.engine = engine
-        self.keys = keys  # sign the event log's chain (store/chain_keys.py)
+        self.keys = keys  # sign the event log's chain (store/eventstore/chain_keys.py)
         self._batch: Connection | None = None
         self._span_writer = SqliteWriter.for_engine(engine)
         self._span_group: GroupCommit[NewEvent] = GroupCommit(self._commit_spans)
@@ -70,8 +71,8 @@ class EventWriter:
         connection without a SQLAlchemy transaction around them (which costs as much as the
         writes when spans arrive one by one). SQLite takes one writer at a time, so its span
         writes share one connection, in turn, and concurrent ones commit together
-        (``store.group_commit``, which builds the events); PostgreSQL's check one out of the
-        pool."""
+        (``store.eventstore.group_commit``, which builds the events); PostgreSQL's check one out
+        of the pool."""
         if self._batch is not None:
             return self._write(build())
         if self._span_writer is not None:
@@ -85,7 +86,8 @@ class EventWriter:
             raw.close()  # back to the pool (checked with a ping before its next use)
 
     def _commit_spans(self, events: list[NewEvent]) -> set[str]:
-        """One transaction for every span write queued meanwhile (``store.group_commit``)."""
+        """One transaction for every span write queued meanwhile
+        (``store.eventstore.group_commit``)."""
         assert self._span_writer is not None
         payloads = event_log.encode_payloads(events)  # before the lock
         with self._span_writer.lock:

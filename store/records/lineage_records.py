@@ -19,9 +19,9 @@ from domain.trainer import (
     EvolutionTrigger,
     ScoreAnalysis,
 )
-from store import payload_store
-from store.event_log import NewEvent
-from store.event_writer import EventWriter, now_ms
+from store.eventstore import payload_store
+from store.eventstore.event_log import NewEvent
+from store.eventstore.event_writer import EventWriter, now_ms
 
 
 class LineageRecords(EventWriter):

@@ -9,8 +9,8 @@ from typing import Any
 from rlm.commit import CommitPlan
 from rlm.objects import Proposal, StoreObject
 from rlm.store import FindingsStore
-from store.database import write_transaction
-from store.dialect import insert_ignore
+from store.backends.database import write_transaction
+from store.backends.dialect import insert_ignore
 from store.tables import RlmCommitRow, RlmObjectRow, RlmProposalRow
 
 

@@ -18,8 +18,8 @@ from domain.lightning import ResourceSet
 from domain.rollout_report import RolloutReport
 from domain.trainer import EvolutionChange, LearningInsight, PastChange, SegmentProvenance
 from runner.adapter import rollout_report
-from store import event_log, payload_store
-from store.event_log import StoredEvent
+from store.eventstore import event_log, payload_store
+from store.eventstore.event_log import StoredEvent
 from store.tables import (
     AgentVersionRow,
     ArtifactRow,

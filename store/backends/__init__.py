@@ -1,0 +1,2 @@
+"""Database backends: engines and transactions (SQLite in WAL mode, PostgreSQL), SQL dialect
+helpers, migrations."""

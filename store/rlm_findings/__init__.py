@@ -1,0 +1,1 @@
+"""RLM findings in the database: the per-run findings stores and the session's shared store."""
