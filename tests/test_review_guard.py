@@ -8,35 +8,17 @@ import asyncio
 import http.client
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import pytest
-
 from client import start_session
-from review.app import create_app
 from review.guard import MAX_BODY_BYTES, MAX_STREAMS
 from review.server import READ_TIMEOUT_SECONDS, ReviewServer
 from tests.conftest import awaiting, make_spec, wait_for_state
-from tests.test_demo_command import free_port
+from tests.test_review_app import TOKEN, inbox_server
 from workflows.lineage import LineageWorkflow
 
-TOKEN = "a-review-token-of-some-length"
-
-
-@pytest.fixture
-async def serve(client, store) -> AsyncIterator[Callable[..., Any]]:
-    servers: list[ReviewServer] = []
-
-    async def start(token: str | None = None) -> ReviewServer:
-        server = ReviewServer(create_app(client, store, token=token), "127.0.0.1", free_port())
-        await server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        await server.stop()
+# the review app's test starts the app on a free port; these tests use the same fixture
+serve = inbox_server
 
 
 def request(
