@@ -8,7 +8,7 @@ client process running a trivial agent (reward 1.0, no model call) with ``--conc
 rollouts at once. Prints the wall time, CPU per rollout of the server, this process and the
 client, and as its last line ``rollouts/s: N``. ``--one-by-one`` queues with ``queue_task``
 per sample (all at once) instead of ``queue_tasks``, ``--awaited`` with ``queue_task`` awaited
-one after another, as the seed's loop does. Target: >= 190 rollouts/s on every path.
+one after another, as a script written against the Agent Lightning API does. Target: >= 190 rollouts/s on every path.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ async def main(tasks: int, concurrency: int, one_by_one: str) -> None:
                 await server.wait_for_rollouts(await server.queue_tasks(samples[:20]))
                 before = (sum(cpu(p) for p in servers), cpu(me), cpu(client))
                 started = time.perf_counter()
-                if one_by_one == "awaited":  # the seed's loop: each queue_task awaited in turn
+                if one_by_one == "awaited":  # each queue_task awaited in turn, as scripts do
                     ids = [await server.queue_task(s) for s in samples]
                 elif one_by_one:
                     ids = list(await asyncio.gather(*(server.queue_task(s) for s in samples)))

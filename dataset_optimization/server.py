@@ -1,4 +1,4 @@
-"""Server SDK, for optimization algorithms written as scripts (the seed's pseudo-code):
+"""Server SDK, for optimization algorithms written as scripts (the Agent Lightning server API):
 
     server = AgentLightningServer(client, store, "capitals")
     await server.start()
