@@ -8,7 +8,8 @@ client process running a trivial agent (reward 1.0, no model call) with ``--conc
 rollouts at once. Prints the wall time, CPU per rollout of the server, this process and the
 client, and as its last line ``rollouts/s: N``. ``--one-by-one`` queues with ``queue_task``
 per sample (all at once) instead of ``queue_tasks``, ``--awaited`` with ``queue_task`` awaited
-one after another, as a script written against the Agent Lightning API does. Target: >= 190 rollouts/s on every path.
+one after another, as a script written against the Agent Lightning API does. Target:
+>= 190 rollouts/s on every path.
 """
 
 from __future__ import annotations
