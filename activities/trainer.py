@@ -129,15 +129,10 @@ class TrainerActivities:
         if inp.pending_evolution_id:
             record = q.evolution_record(inp.pending_evolution_id)
             if record is not None:
-                analysis = json.loads(record.score_analysis)
-                pending = PendingEvolution(
-                    evolution_id=record.id,
-                    trigger_score=record.trigger_score,
-                    changes=[EvolutionChange.model_validate(c) for c in json.loads(record.changes)],
-                    contexts=sorted(
-                        f"{a['aspect']}:{a.get('want') or a['sentiment']}"
-                        for a in analysis["aspects"]
-                    ),
+                pending = PendingEvolution.of(
+                    record.id,
+                    ScoreAnalysis.model_validate_json(record.score_analysis),
+                    [EvolutionChange.model_validate(c) for c in json.loads(record.changes)],
                 )
         return StepContext(
             agent=q.agent_definition(inp.agent),

@@ -33,7 +33,7 @@ def play(*reviews: tuple[float, str]) -> tuple[AgentDefinition, list[CycleStep]]
     for number, (score, comment) in enumerate(reviews, start=1):
         step = take(agent, mem, score, comment)
         steps.append(step)
-        pending = cycle_step.pending_after(step, f"L1:evolution:{number}", score)
+        pending = cycle_step.pending_after(step, f"L1:evolution:{number}")
         agent = step.agent
         mem = mem.model_copy(
             update={

@@ -128,6 +128,11 @@ def read(text: str) -> ForeignReading:
     return ForeignReading(top, [], True)
 
 
+def any_cue(text: str) -> bool:
+    """Whether any language's cue file matches ``text`` (cheap: no detector)."""
+    return any(p.search(text) for cues in cue_sets().values() for p in cues.families.values())
+
+
 def covered() -> list[str]:
     return sorted(cue_sets())
 

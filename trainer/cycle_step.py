@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pydantic import BaseModel, Field
 
 from domain.agent import AgentDefinition, FlowStep
-from domain.execution import SpanRecord
+from domain.execution import SpanRecord, preview_of
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
@@ -41,12 +41,13 @@ from trainer import (
     reward_analyzer,
 )
 from trainer.backends import TrainerBackend
-from trainer.evolution import apply_changes, inverse
+from trainer.evolution import ROLLBACK_REASON, STRENGTHEN_REASON, apply_changes, inverse
 from trainer.instructions import CONTRARY
 from trainer.outcome import PendingEvolution
 from trainer.prompt_segments import segments
 from trainer.wish import Wish
 
+EXCERPT_CHARS = 120  # a comment quoted in the report
 NOT_UNDERSTOOD_BELOW = 7  # a score under this with nothing actionable read is "not understood"
 
 
@@ -85,7 +86,7 @@ class CycleStep(BaseModel):
     @property
     def new_changes(self) -> list[EvolutionChange]:
         """The step's own changes (not the inverse ones of its rollback)."""
-        return [c for c in self.plan.changes if not c.reason.startswith("rollback:")]
+        return [c for c in self.plan.changes if not c.reason.startswith(ROLLBACK_REASON)]
 
 
 CreditOf = Callable[[AgentDefinition, ScoreAnalysis], Awaitable[CreditAssignment]]
@@ -174,8 +175,9 @@ async def take(
     report += [n for n in plan.notes if n.startswith(("skipped", "refused"))]
     for request in read.refused:
         report.append(
-            f"refused {_excerpt(request)!r}: it asks to change what the agent may do (its tools, "
-            "permissions or system), not its answer; only the agent's owner changes those"
+            f"refused {preview_of(request, EXCERPT_CHARS)!r}: it asks to change what the agent "
+            "may do (its tools, permissions or system), not its answer; only the agent's owner "
+            "changes those"
         )
     if backend.name == "rules+claude" and analysis.read_by == "claude":
         report.append("read by Claude: the rules engine could not act on this comment")
@@ -190,8 +192,8 @@ async def take(
         else:
             why = "the rules engine found nothing in it to act on"
         report.append(
-            f"not understood: {_excerpt(read.comment)!r}: {why}; rephrase, or let the Claude "
-            "trainer read it"
+            f"not understood: {preview_of(read.comment, EXCERPT_CHARS)!r}: {why}; rephrase, or "
+            "let the Claude trainer read it"
         )
     asked_for = [f for f in memory.asked_for if f not in reversed_now]
     for family in [w.family for w in wished if not w.weak] + approved:
@@ -210,16 +212,9 @@ async def take(
     )
 
 
-def pending_after(step: CycleStep, evolution_id: str, score: float) -> PendingEvolution | None:
-    """The evolution the next score will judge: this step's own changes (not the inverse ones
-    of its rollback, whose wish, if any, the new changes carry)."""
-    own = step.new_changes
-    if not own:
-        return None
-    contexts = sorted(f"{a.aspect}:{a.want or a.sentiment}" for a in step.analysis.aspects)
-    return PendingEvolution(
-        evolution_id=evolution_id, trigger_score=score, changes=own, contexts=contexts
-    )
+def pending_after(step: CycleStep, evolution_id: str) -> PendingEvolution | None:
+    """The evolution the next score will judge."""
+    return PendingEvolution.of(evolution_id, step.analysis, step.plan.changes)
 
 
 def summary(step: CycleStep, from_version: int) -> str:
@@ -233,7 +228,7 @@ def summary(step: CycleStep, from_version: int) -> str:
         parts.append(f"rolled back {', '.join(step.rolled_back)}")
     if step.strengthened:
         parts.append(f"strengthened {', '.join(step.strengthened)}")
-    new = [c for c in step.plan.changes if not c.reason.startswith(("rollback:", "strengthen:"))]
+    new = [c for c in step.new_changes if not c.reason.startswith(STRENGTHEN_REASON)]
     parts += [describe(c) for c in new]
     line = f"v{from_version}→v{from_version + 1}: " + "; ".join(parts)
     # what was protected is in the record's notes; the line says what did not happen
@@ -315,7 +310,11 @@ def _strengthen(
     for wish in wished:
         if wish.weak or wish.family in done:
             continue
-        carrying = [s for s in segments(agent.system_prompt) if wish.family in _families(s)]
+        carrying = [
+            s
+            for s in segments(agent.system_prompt)
+            if wish.family in credit_assignment.families_of(s)
+        ]
         if not carrying:
             continue
         firmer = instructions.firmer(wish)
@@ -413,14 +412,10 @@ def _step_that_wrote(
     return agent.flow[-1]
 
 
-def _families(segment: str) -> frozenset[str]:
-    return credit_assignment.families_of(segment)
-
-
 def _change(wish: Wish, **fields: str) -> EvolutionChange:
     return EvolutionChange(
         **fields,  # type: ignore[arg-type]
-        reason=f"strengthen: asked for again ({wish.quote!r})",
+        reason=f"{STRENGTHEN_REASON}asked for again ({wish.quote!r})",
         confidence=wish.confidence,
         aspect=wish.aspect,
         want=wish.family,
@@ -431,8 +426,3 @@ def _reasons(judged: JudgedEvolution | None, verdict: str) -> str:
     if judged is None:
         return ""
     return "; ".join(v.reason for v in judged.verdict.aspects if v.verdict == verdict)
-
-
-def _excerpt(text: str, words: int = 20) -> str:
-    parts = text.split()
-    return " ".join(parts[:words]) + ("…" if len(parts) > words else "")

@@ -167,7 +167,7 @@ async def play(backend: TrainerBackend, agent: AgentDefinition, sequence: Feedba
             }
         )
         evolution_id = f"evaluation:evolution:v{version}"
-        pending = cycle_step.pending_after(step, evolution_id, given.score)
+        pending = cycle_step.pending_after(step, evolution_id)
         if step.changed:
             current, version = step.agent, version + 1
         memory = memory.model_copy(

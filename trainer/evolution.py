@@ -12,6 +12,12 @@ from domain.trainer import EvolutionChange
 PARAMETER_TARGETS = {"maxTokens": "max_tokens", "temperature": "temperature", "topP": "top_p"}
 
 
+# How the reasons of the changes the cycle step makes on its own open: a rollback's inverse
+# changes, and a wish asked for again made firmer
+ROLLBACK_REASON = "rollback: "
+STRENGTHEN_REASON = "strengthen: "
+
+
 class EvolutionError(ValueError):
     """A change that cannot be applied to this agent (stale ``before``, unknown target…)."""
 
@@ -96,7 +102,7 @@ def inverse(change: EvolutionChange) -> EvolutionChange:
             "change_type": flipped,
             "before": change.after,
             "after": change.before,
-            "reason": f"rollback: {change.reason}",
+            "reason": f"{ROLLBACK_REASON}{change.reason}",
             "want": None,
         }
     )

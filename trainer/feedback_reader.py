@@ -1174,6 +1174,8 @@ def _read_other_language(text: str, reading: Reading) -> None:
     (``trainer/cues``) reads it, or the reading names the language it could not read."""
     if not text.strip():
         return
+    if reading.wishes and not comment_languages.any_cue(text):
+        return  # read in English, and no other language's cue in it: no detector needed
     foreign = comment_languages.read(text)
     if foreign.language is None or (reading.wishes and not foreign.detected):
         return  # English, or English words read while the language is in doubt
@@ -1602,7 +1604,7 @@ def _settle(reading: Reading) -> None:
             continue
         reading.criticised.append((wish.aspect, wish.quote))
         # every family this one contradicts yields to it ("the table is cramped; prose again")
-        for contrary in CONTRARY.get(wish.family, set()) | {OPPOSITE.get(wish.family)}:
+        for contrary in CONTRARY.get(wish.family, set()) | {OPPOSITE.get(wish.family, "")}:
             kept.pop(contrary, None)
         old = kept.get(wish.family)
         if old is not None and wish.family == "focus" and old.detail and wish.detail:

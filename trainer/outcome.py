@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from domain.execution import preview_of
 from domain.trainer import (
     AspectVerdict,
     EvolutionChange,
@@ -30,6 +31,7 @@ from domain.trainer import (
     ScoreAnalysis,
 )
 from trainer.change_family import insight_id, pattern
+from trainer.evolution import ROLLBACK_REASON
 from trainer.instructions import CONTRARY
 
 QUOTE_CHARS = 120
@@ -43,6 +45,25 @@ class PendingEvolution(BaseModel):
     changes: list[EvolutionChange] = Field(default_factory=list)
     # the trigger's aspects as "aspect:want" (the contexts its lessons are filed under)
     contexts: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls,
+        evolution_id: str,
+        trigger: ScoreAnalysis,
+        changes: list[EvolutionChange],
+    ) -> PendingEvolution | None:
+        """What an evolution made, to be judged by the next score: its own changes, not the
+        inverse ones of a rollback it carried (None when it made none)."""
+        own = [c for c in changes if not c.reason.startswith(ROLLBACK_REASON)]
+        if not own:
+            return None
+        return cls(
+            evolution_id=evolution_id,
+            trigger_score=trigger.score,
+            changes=own,
+            contexts=sorted(f"{a.aspect}:{a.want or a.sentiment}" for a in trigger.aspects),
+        )
 
 
 def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -> JudgedEvolution:
@@ -172,11 +193,8 @@ def _verdict(
 
 
 def _quote(text: str | None) -> str:
-    """The reviewer's words, whole words only."""
-    text = " ".join((text or "").split())
-    if len(text) <= QUOTE_CHARS:
-        return text
-    return text[:QUOTE_CHARS].rsplit(" ", 1)[0] + "…"
+    """The reviewer's words, cut at a word if long."""
+    return preview_of(" ".join((text or "").split()), QUOTE_CHARS)
 
 
 def _silent_reason(analysis: ScoreAnalysis) -> str:

@@ -37,6 +37,7 @@ from store.tables import (
     SpanRow,
     TrainingEvent,
 )
+from trainer.evolution import ROLLBACK_REASON, STRENGTHEN_REASON
 from trainer.prompt_segments import segments
 
 Row = TypeVar("Row", bound=SQLModel)
@@ -431,7 +432,7 @@ class StoreQueries:
                     current[segment] = known[segment]
                     continue
                 made = next((c for c in changes if c.get("after") and segment in c["after"]), None)
-                if segment in ever and (made is None or made["reason"].startswith("rollback:")):
+                if segment in ever and (made is None or made["reason"].startswith(ROLLBACK_REASON)):
                     # restored by a rollback: credit the evolution that first wrote it
                     current[segment] = ever[segment]
                     continue
@@ -514,6 +515,6 @@ def _provenance_reason(change: dict[str, Any] | None, evolved: bool) -> str:
     if change.get("change_type") == "modify" and change.get("before"):
         done = f"rewritten from {change['before']!r}"
         return f"{done} for {want}" if want else done
-    if change.get("reason", "").startswith("strengthen:"):
-        return f"written firmer: {change['reason'].removeprefix('strengthen: ')}"
+    if change.get("reason", "").startswith(STRENGTHEN_REASON):
+        return f"written firmer: {change['reason'].removeprefix(STRENGTHEN_REASON)}"
     return str(change.get("reason", ""))
