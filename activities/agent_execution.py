@@ -22,6 +22,7 @@ from runner.executor import AgentRunError, ExecutionResult, Executor
 from runner.redaction import redact
 from runner.tools import ToolContext
 from store import Store
+from store.records.attempt_records import AttemptStart
 
 ResultT = TypeVar("ResultT")
 
@@ -119,24 +120,26 @@ class AgentExecutionActivities:
         cycle_input = q.payload(inp.input_hash)
         params = agent.parameters
         self.store.recorder.record_attempt_started(
-            session_id=inp.session_id,
-            lineage_id=inp.lineage_id,
-            rollout_id=inp.rollout_id,
-            cycle=inp.cycle,
-            attempt_id=attempt_id,
-            attempt_number=attempt_number,
-            snapshot=AgentSnapshot(
-                agent_id=inp.agent.agent_id,
-                version=inp.agent.version,
-                **agent.hashes().model_dump(),
-            ),
-            input_hash=inp.input_hash,
-            model_id=params.model,
-            parameters={
-                "temperature": params.temperature,
-                "maxTokens": params.max_tokens,
-                "topP": params.top_p,
-            },
+            AttemptStart(
+                session_id=inp.session_id,
+                lineage_id=inp.lineage_id,
+                rollout_id=inp.rollout_id,
+                cycle=inp.cycle,
+                attempt_id=attempt_id,
+                attempt_number=attempt_number,
+                snapshot=AgentSnapshot(
+                    agent_id=inp.agent.agent_id,
+                    version=inp.agent.version,
+                    **agent.hashes().model_dump(),
+                ),
+                input_hash=inp.input_hash,
+                model_id=params.model,
+                parameters={
+                    "temperature": params.temperature,
+                    "maxTokens": params.max_tokens,
+                    "topP": params.top_p,
+                },
+            )
         )
         documents = q.session_documents(inp.session_id) if agent.tools else {}
         return agent, cycle_input, documents

@@ -25,6 +25,8 @@ from domain.lightning import (
 )
 from domain.rollout_report import RolloutReport
 from store import Store
+from store.records.attempt_records import AttemptStart
+from store.records.dataset_records import TaskReport
 from trainer.backends import TrainerBackends
 from trainer.template_optimizer import propose_template
 
@@ -41,9 +43,7 @@ class LightningActivities:
     @activity.defn(name="publish_resources")
     def publish_resources(self, inp: PublishInput) -> str:
         return self.store.recorder.publish_resources(
-            server_id=inp.server_id,
-            version=inp.version,
-            resources=inp.resource_set.model_dump(mode="json"),
+            server_id=inp.server_id, version=inp.version, resource_set=inp.resource_set
         )
 
     @activity.defn(name="record_task_queued")
@@ -52,18 +52,7 @@ class LightningActivities:
 
     @activity.defn(name="record_tasks_queued")
     def record_tasks_queued(self, batch: RolloutBatch) -> None:
-        self.store.recorder.record_tasks_queued(
-            [
-                {
-                    "server_id": t.server_id,
-                    "rollout_id": t.rollout_id,
-                    "iteration": t.iteration,
-                    "sample": t.sample,
-                    "resources_version": t.resources_version,
-                }
-                for t in batch.tasks
-            ]
-        )
+        self.store.recorder.record_tasks_queued(batch.tasks)
 
     @activity.defn(name="record_task_attempt_started")
     def record_task_attempt_started(self, inp: TaskAttemptInput) -> None:
@@ -73,7 +62,7 @@ class LightningActivities:
     def record_task_attempts_started(self, inp: TaskAttemptsInput) -> None:
         """The attempts' snapshots: the resource set each ran with (read once per version)."""
         snapshots: dict[tuple[str, int], tuple[AgentSnapshot, LLM | None]] = {}
-        started = []
+        started: list[AttemptStart] = []
         for one in inp.attempts:
             task = one.task
             key = (task.server_id, task.resources_version)
@@ -81,18 +70,18 @@ class LightningActivities:
                 snapshots[key] = self._snapshot(task)
             snapshot, llm = snapshots[key]
             started.append(
-                {
-                    "session_id": task.server_id,
-                    "lineage_id": task.server_id,
-                    "rollout_id": task.rollout_id,
-                    "cycle": task.iteration,
-                    "attempt_id": _attempt_id(task, one.attempt),
-                    "attempt_number": one.attempt,
-                    "snapshot": snapshot,
-                    "input_hash": content_hash(task.sample),
-                    "model_id": llm.model if llm else "none",
-                    "parameters": dict(llm.sampling_params) if llm else {},
-                }
+                AttemptStart(
+                    session_id=task.server_id,
+                    lineage_id=task.server_id,
+                    rollout_id=task.rollout_id,
+                    cycle=task.iteration,
+                    attempt_id=_attempt_id(task, one.attempt),
+                    attempt_number=one.attempt,
+                    snapshot=snapshot,
+                    input_hash=content_hash(task.sample),
+                    model_id=llm.model if llm else "none",
+                    parameters=dict(llm.sampling_params) if llm else {},
+                )
             )
         self.store.recorder.record_attempts_started(started)
 
@@ -137,26 +126,25 @@ class LightningActivities:
     @activity.defn(name="record_task_reports")
     def record_task_reports(self, inp: TaskReportsInput) -> None:
         """Reports that arrived together (a client activity's tasks), in one transaction."""
-        reports = []
+        reports: list[TaskReport] = []
         for one in inp.reports:
             report = one.client_report.report
             metrics = report.metrics
             reports.append(
-                {
-                    "server_id": one.task.server_id,
-                    "rollout_id": one.task.rollout_id,
-                    "attempt_id": _attempt_id(one.task, one.attempt),
-                    "client_id": one.client_report.client_id,
-                    "report": report.model_dump(mode="json"),
-                    "final_reward": report.final_reward,
-                    "spans": one.client_report.spans,
-                    "usage": Usage(
+                TaskReport(
+                    server_id=one.task.server_id,
+                    rollout_id=one.task.rollout_id,
+                    attempt_id=_attempt_id(one.task, one.attempt),
+                    client_id=one.client_report.client_id,
+                    report=report,
+                    spans=one.client_report.spans,
+                    usage=Usage(
                         prompt_tokens=int(metrics.get("prompt_tokens", 0)),
                         completion_tokens=int(metrics.get("completion_tokens", 0)),
                         estimated_cost=metrics.get("estimated_cost"),
                     ),
-                    "duration_ms": int(metrics.get("duration_ms", 0)),
-                }
+                    duration_ms=int(metrics.get("duration_ms", 0)),
+                )
             )
         self.store.recorder.record_task_reports(reports)
 

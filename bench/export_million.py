@@ -26,6 +26,7 @@ from pathlib import Path
 from domain.agent import AgentDefinition, AgentParameters, AgentSnapshot
 from domain.execution import SpanRecord, Usage
 from store import Store
+from store.records.attempt_records import AttemptStart
 
 EVENTS_PER_LINEAGE_CYCLE = 6.5
 
@@ -68,16 +69,18 @@ def generate(url: str, target: int) -> int:
                         f"- {label} answer {s}/{c}: " + "point " * rng.randint(20, 60)
                     ).strip()
                     rec.record_attempt_started(
-                        session_id=f"b{s}",
-                        lineage_id=lineage,
-                        rollout_id=rollout,
-                        cycle=c,
-                        attempt_id=attempt,
-                        attempt_number=1,
-                        snapshot=snapshot,
-                        input_hash=hashes[c - 1],
-                        model_id="offline-bench",
-                        parameters={"temperature": 0.7, "maxTokens": 400, "topP": None},
+                        AttemptStart(
+                            session_id=f"b{s}",
+                            lineage_id=lineage,
+                            rollout_id=rollout,
+                            cycle=c,
+                            attempt_id=attempt,
+                            attempt_number=1,
+                            snapshot=snapshot,
+                            input_hash=hashes[c - 1],
+                            model_id="offline-bench",
+                            parameters={"temperature": 0.7, "maxTokens": 400, "topP": None},
+                        )
                     )
                     spans = [
                         SpanRecord(

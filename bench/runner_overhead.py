@@ -23,6 +23,7 @@ from runner.model_backend import ModelReply, ModelRequest
 from runner.telemetry import collector, runner_tracer
 from runner.tools import ToolContext, default_registry
 from store import Store
+from store.records.attempt_records import AttemptStart
 from tests.fake_messages_api import FakeMessagesAPI, text_message
 
 MODEL = "claude-sonnet-5"
@@ -69,16 +70,18 @@ async def main(steps: int, runs: int) -> None:
             backend.seconds = 0.0
             started = time.perf_counter()
             rec.record_attempt_started(
-                session_id="bench",
-                lineage_id="bench",
-                rollout_id=f"bench:c{run}",
-                cycle=run,
-                attempt_id=attempt_id,
-                attempt_number=1,
-                snapshot=snapshot,
-                input_hash="x",
-                model_id=MODEL,
-                parameters={"temperature": 0.7, "maxTokens": 512},
+                AttemptStart(
+                    session_id="bench",
+                    lineage_id="bench",
+                    rollout_id=f"bench:c{run}",
+                    cycle=run,
+                    attempt_id=attempt_id,
+                    attempt_number=1,
+                    snapshot=snapshot,
+                    input_hash="x",
+                    model_id=MODEL,
+                    parameters={"temperature": 0.7, "maxTokens": 512},
+                )
             )
             result = await executor.run(agent, "Remote work.", attempt_id, ToolContext("bench"))
             rec.record_attempt_succeeded(

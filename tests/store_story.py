@@ -19,6 +19,7 @@ from domain.trainer import (
     ScoreAnalysis,
 )
 from store import Store
+from store.records.attempt_records import AttemptStart
 from store.tables import (
     PROJECTION_TABLES,
 )
@@ -47,16 +48,18 @@ def start_attempt(
     store: Store, lineage: str, rollout: str, attempt: str, number: int, ih: str
 ) -> None:
     store.recorder.record_attempt_started(
-        session_id="s1",
-        lineage_id=lineage,
-        rollout_id=rollout,
-        cycle=1,
-        attempt_id=attempt,
-        attempt_number=number,
-        snapshot=AgentSnapshot(agent_id=lineage, version=1, **AGENT.hashes().model_dump()),
-        input_hash=ih,
-        model_id="offline-1",
-        parameters={"temperature": 0.7, "maxTokens": 2048, "topP": None},
+        AttemptStart(
+            session_id="s1",
+            lineage_id=lineage,
+            rollout_id=rollout,
+            cycle=1,
+            attempt_id=attempt,
+            attempt_number=number,
+            snapshot=AgentSnapshot(agent_id=lineage, version=1, **AGENT.hashes().model_dump()),
+            input_hash=ih,
+            model_id="offline-1",
+            parameters={"temperature": 0.7, "maxTokens": 2048, "topP": None},
+        )
     )
 
 

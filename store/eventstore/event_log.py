@@ -7,7 +7,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from pydantic import BaseModel
 from sqlalchemy import Connection, func, select
@@ -64,6 +64,18 @@ def event_id(event_type: str, key: str) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+class EventRefs(TypedDict, total=False):
+    """Where an event sits: the references and time a writer gives ``NewEvent.of``."""
+
+    timestamp: Required[int]
+    session_id: str | None
+    lineage_id: str | None
+    agent_id: str | None
+    artifact_id: str | None
+    attempt_id: str | None
+    tags: list[str]
+
+
 @dataclass(slots=True)
 class NewEvent:
     """An event on its way into the log: its typed payload (``domain.events``) and where it
@@ -84,7 +96,7 @@ class NewEvent:
     event: Event | None = None
 
     @classmethod
-    def of(cls, event: Event, key: str, **fields: Any) -> NewEvent:
+    def of(cls, event: Event, key: str, **fields: Unpack[EventRefs]) -> NewEvent:
         """The event keyed by ``key``: the writer's identity in the lineage (its evaluation id,
         attempt id…), so a retried or replayed write gets the same id and inserts nothing."""
         return cls(

@@ -4,14 +4,13 @@ client's rollout report): span batches, completion, and the tags they carry."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 from domain.events import AttemptCompleted, SpansRecorded
 from domain.execution import SpanRecord, Usage
-from store.eventstore.event_log import NewEvent
+from store.eventstore.event_log import EventRefs, NewEvent
 
 
-def span_events(spans: list[SpanRecord], refs: dict[str, Any]) -> list[NewEvent]:
+def span_events(spans: list[SpanRecord], refs: EventRefs) -> list[NewEvent]:
     """One ``SpansRecorded`` event for a batch of spans, texts inline: spans come in bursts
     (an attempt's trace, a client's report), and one log entry per burst keeps ingest at the
     cost of the span rows themselves."""
@@ -41,7 +40,7 @@ def completed_event(
     usage: Usage,
     duration_ms: int,
     spans: list[SpanRecord],
-    refs: dict[str, Any],
+    refs: EventRefs,
 ) -> NewEvent:
     return NewEvent.of(
         AttemptCompleted(

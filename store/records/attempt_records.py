@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -17,61 +18,77 @@ from domain.events import (
 )
 from domain.execution import SpanRecord, Usage
 from store.eventstore import payload_store
-from store.eventstore.event_log import NewEvent
+from store.eventstore.event_log import EventRefs, NewEvent
 from store.eventstore.event_writer import EventWriter, now_ms
 from store.records.attempt_events import attempt_tags, completed_event, span_events
 from store.tables import AttemptRow
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptStart:
+    """An attempt that begins: which lineage's rollout it tries, the agent version it runs
+    (``snapshot``), its input and the model settings it runs with."""
+
+    session_id: str
+    lineage_id: str
+    rollout_id: str
+    cycle: int
+    attempt_id: str
+    attempt_number: int
+    snapshot: AgentSnapshot
+    input_hash: str
+    model_id: str
+    parameters: dict[str, Any]
+
+
 class AttemptRecords(EventWriter):
     """Rollouts, attempts and their spans."""
 
-    def record_attempt_started(self, **attempt: Any) -> None:
+    def record_attempt_started(self, attempt: AttemptStart) -> None:
         """One attempt begins (its rollout too, on the first); see ``record_attempts_started``."""
         self.record_attempts_started([attempt])
 
-    def record_attempts_started(self, attempts: list[dict[str, Any]]) -> None:
-        """Attempts that begin together, in one transaction. Each is a dict of session_id,
-        lineage_id, rollout_id, cycle, attempt_id, attempt_number, snapshot (AgentSnapshot),
-        input_hash, model_id and parameters."""
+    def record_attempts_started(self, attempts: list[AttemptStart]) -> None:
+        """Attempts that begin together, in one transaction."""
         ts = now_ms()
         events: list[NewEvent] = []
         for a in attempts:
-            snapshot: AgentSnapshot = a["snapshot"]
-            refs = {"session_id": a["session_id"], "lineage_id": a["lineage_id"], "timestamp": ts}
+            refs: EventRefs = {
+                "session_id": a.session_id,
+                "lineage_id": a.lineage_id,
+                "timestamp": ts,
+            }
             # An earlier try that never reported (its worker died, or it timed out) is lost.
             events += self._lost_attempts(
-                a["rollout_id"], snapshot.agent_id, refs, before=a["attempt_number"]
+                a.rollout_id, a.snapshot.agent_id, refs, before=a.attempt_number
             )
             events.append(
                 NewEvent.of(
-                    RolloutStarted(
-                        rollout_id=a["rollout_id"], cycle=a["cycle"], input_hash=a["input_hash"]
-                    ),
-                    a["rollout_id"],
+                    RolloutStarted(rollout_id=a.rollout_id, cycle=a.cycle, input_hash=a.input_hash),
+                    a.rollout_id,
                     **refs,
                 )
             )
             events.append(
                 NewEvent.of(
                     AttemptStarted(
-                        rollout_id=a["rollout_id"],
-                        attempt_number=a["attempt_number"],
-                        agent_snapshot=snapshot,
-                        input_hash=a["input_hash"],
-                        model_id=a["model_id"],
-                        parameters=a["parameters"],
+                        rollout_id=a.rollout_id,
+                        attempt_number=a.attempt_number,
+                        agent_snapshot=a.snapshot,
+                        input_hash=a.input_hash,
+                        model_id=a.model_id,
+                        parameters=a.parameters,
                     ),
-                    a["attempt_id"],
-                    agent_id=snapshot.agent_id,
-                    attempt_id=a["attempt_id"],
+                    a.attempt_id,
+                    agent_id=a.snapshot.agent_id,
+                    attempt_id=a.attempt_id,
                     **refs,
                 )
             )
         self._write(events)
 
     def _lost_attempts(
-        self, rollout_id: str, agent_id: str, refs: dict[str, Any], before: int | None = None
+        self, rollout_id: str, agent_id: str, refs: EventRefs, before: int | None = None
     ) -> list[NewEvent]:
         """``AttemptFailed`` for the rollout's tries still ``running`` (those numbered below
         ``before``): whatever ran them has ended without a word, so none may stay running."""
@@ -169,7 +186,11 @@ class AttemptRecords(EventWriter):
     def record_rollout_failed(
         self, *, session_id: str, lineage_id: str, rollout_id: str, error: str
     ) -> None:
-        refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": now_ms()}
+        refs: EventRefs = {
+            "session_id": session_id,
+            "lineage_id": lineage_id,
+            "timestamp": now_ms(),
+        }
         self._write(
             [
                 *self._lost_attempts(rollout_id, lineage_id, refs),
@@ -183,7 +204,7 @@ class AttemptRecords(EventWriter):
         )
 
 
-def _attempt_refs(session_id: str, lineage_id: str, attempt_id: str) -> dict[str, Any]:
+def _attempt_refs(session_id: str, lineage_id: str, attempt_id: str) -> EventRefs:
     """The references every event of a lineage's attempt carries (the agent is the lineage's)."""
     return {
         "session_id": session_id,

@@ -3,9 +3,9 @@ scored a cycle, the comparison), rejections, directives and locks."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Connection, Select, bindparam, func, select
 
 from domain.cycle import comparison_id
 from domain.events import (
@@ -24,7 +24,7 @@ from domain.trainer import (
     EvolutionOutcome,
     InsightObservation,
 )
-from store.eventstore.event_log import NewEvent
+from store.eventstore.event_log import EventRefs, NewEvent
 from store.eventstore.event_writer import EventWriter, now_ms
 from store.tables import EvaluationRow, LineageRow, SessionRow
 
@@ -49,10 +49,10 @@ class FeedbackRecords(EventWriter):
         comment: str | None,
         rater: str | None,
         outcome: tuple[str, EvolutionOutcome] | None,
-        insights: list[InsightObservation] = (),  # type: ignore[assignment]
+        insights: Sequence[InsightObservation] = (),
     ) -> None:
         ts = now_ms()
-        refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
+        refs: EventRefs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
         tags = (
             ["high_score"] if score >= HIGH_SCORE else ["low_score"] if score <= LOW_SCORE else []
         )
@@ -205,7 +205,7 @@ class FeedbackRecords(EventWriter):
         )
 
 
-def _comparison_statements() -> tuple[Any, Any, Any]:
+def _comparison_statements() -> tuple[Select, Select, Select]:
     sessions, lineages = SessionRow.__table__, LineageRow.__table__  # type: ignore[attr-defined]
     evaluations = EvaluationRow.__table__  # type: ignore[attr-defined]
     session, cycle = bindparam("session_id"), bindparam("cycle")

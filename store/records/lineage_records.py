@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from domain.agent import AgentDefinition, AgentRef
 from domain.events import (
     AgentCreated,
@@ -20,7 +22,7 @@ from domain.trainer import (
     ScoreAnalysis,
 )
 from store.eventstore import payload_store
-from store.eventstore.event_log import NewEvent
+from store.eventstore.event_log import EventRefs, NewEvent
 from store.eventstore.event_writer import EventWriter, now_ms
 
 
@@ -37,14 +39,14 @@ class LineageRecords(EventWriter):
         workflow_id: str,
         agent: AgentDefinition,
         inputs: list[str],
-        documents: list[tuple[str, str]] = (),  # type: ignore[assignment]
+        documents: Sequence[tuple[str, str]] = (),
     ) -> list[str]:
         """Record the session, the lineage and agent v1; returns the inputs' content hashes."""
         ts = now_ms()
         definition = agent.model_dump(mode="json")
         hashes = agent.hashes()
         input_hashes = [payload_store.encode(text)[0] for text in inputs]
-        refs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
+        refs: EventRefs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
         events = [
             NewEvent.of(
                 SessionCreated(session_id=session_id, name=session_name),
@@ -105,7 +107,7 @@ class LineageRecords(EventWriter):
         plan: EvolutionPlan,
         changes: list[EvolutionChange],
         kind: str = "evolution",
-        applied_insights: list[tuple[str, EvolutionChange]] = (),  # type: ignore[assignment]
+        applied_insights: Sequence[tuple[str, EvolutionChange]] = (),
     ) -> AgentRef:
         ts = now_ms()
         definition = new_agent.model_dump(mode="json")
