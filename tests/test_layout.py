@@ -86,3 +86,21 @@ def test_dependencies_point_one_way():
         {tuple(sorted((a, b))) for a in list(graph) for b in graph[a] if a in graph.get(b, ())}
     )
     assert mutual == [], mutual
+
+
+def test_each_view_reads_on_its_own():
+    """The store's read side: each read model's queries in a module of their own
+    (``store/views/*_view.py``), standing on the shared reader (and on the lineage view, whose
+    agent versions the others look up), never on another view or on the write side; only
+    ``store/views/queries.py`` joins them."""
+    shared = {"store.views.reader", "store.views.lineage_view"}
+    crossing = []
+    for path in sorted((ROOT / "store" / "views").glob("*_view.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            module = node.module
+            other_view = module.startswith("store.views.") and module not in shared
+            if other_view or module.startswith("store.records"):
+                crossing.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {module}")
+    assert crossing == [], "\n".join(crossing)

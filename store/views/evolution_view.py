@@ -1,0 +1,168 @@
+"""Reads of the evolution view: each lineage's evolution records, the judged changes of a
+session and what it learned from them (insights), and where each segment of a prompt came
+from."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Engine, bindparam
+from sqlmodel import col, select
+
+from domain.agent import AgentRef
+from domain.trainer import EvolutionChange, LearningInsight, PastChange, SegmentProvenance
+from store.tables import EvolutionRecordRow, LearningInsightRow, LineageRow
+from store.views.lineage_view import LineageView
+from trainer.evolution import ROLLBACK_REASON, STRENGTHEN_REASON
+from trainer.prompt_segments import segments
+
+_evolutions = EvolutionRecordRow.__table__  # type: ignore[attr-defined]
+_lineages = LineageRow.__table__  # type: ignore[attr-defined]
+_insights = LearningInsightRow.__table__  # type: ignore[attr-defined]
+_EVOLUTION = select(_evolutions).where(_evolutions.c.id == bindparam("id"))
+_INSIGHTS = select(_insights).where(_insights.c.session_id == bindparam("session_id"))
+_JUDGED = (
+    select(
+        _evolutions.c.id,
+        _evolutions.c.lineage_id,
+        _evolutions.c.changes,
+        _evolutions.c.score_delta,
+        _evolutions.c.hypothesis_validated,
+    )
+    .join(_lineages, _lineages.c.id == _evolutions.c.lineage_id)
+    .where(_lineages.c.session_id == bindparam("session_id"), _evolutions.c.score_delta.isnot(None))
+    .order_by(_evolutions.c.created_at)
+)
+
+
+class EvolutionView(LineageView):
+    """Evolution records, judged changes, insights, prompt provenance (over the lineage
+    view's agent versions)."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self._past: dict[str, list[PastChange]] = {}
+
+    def evolution_records(self, lineage_id: str) -> list[EvolutionRecordRow]:
+        return self._all(
+            select(EvolutionRecordRow)
+            .where(EvolutionRecordRow.lineage_id == lineage_id)
+            .order_by(col(EvolutionRecordRow.from_version))
+        )
+
+    def evolution_record(self, evolution_id: str) -> EvolutionRecordRow | None:
+        rows = self._rows(EvolutionRecordRow, _EVOLUTION, {"id": evolution_id})
+        return rows[0] if rows else None
+
+    def session_evolution_records(self, session_id: str) -> list[EvolutionRecordRow]:
+        return self._all(
+            select(EvolutionRecordRow)
+            .join(LineageRow, col(LineageRow.id) == col(EvolutionRecordRow.lineage_id))
+            .where(LineageRow.session_id == session_id)
+            .order_by(col(EvolutionRecordRow.created_at))
+        )
+
+    def past_changes(self, session_id: str) -> list[PastChange]:
+        """Every change of the session whose outcome is known, with that outcome (read on every
+        plan: the few columns it needs, and each judged record parsed once per worker, since a
+        judged record no longer changes)."""
+        with self.engine.connect() as conn:
+            judged = conn.execute(_JUDGED, {"session_id": session_id}).all()
+        out = []
+        for evolution_id, lineage_id, changes, delta, validated in judged:
+            with self._lock:
+                parsed = self._past.get(evolution_id)
+            if parsed is None:
+                if validated and delta > 0:
+                    verdict = "improved"
+                elif delta < 0:
+                    verdict = "worsened"
+                else:
+                    verdict = "neutral"
+                parsed = [
+                    PastChange(
+                        change=EvolutionChange.model_validate(change),
+                        outcome=verdict,  # type: ignore[arg-type]
+                        score_delta=delta,
+                        lineage_id=lineage_id,
+                        evolution_id=evolution_id,
+                    )
+                    for change in json.loads(changes)
+                ]
+                with self._lock:
+                    self._past[evolution_id] = parsed
+            out += [p.model_copy() for p in parsed]
+        return out
+
+    def insights(self, session_id: str) -> dict[str, LearningInsight]:
+        """pattern → what the session has learned about it."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(_INSIGHTS, {"session_id": session_id}).mappings().all()
+        return {
+            row["pattern"]: LearningInsight(
+                id=row["id"],
+                session_id=row["session_id"],
+                pattern=row["pattern"],
+                pattern_type=row["pattern_type"],
+                contexts=json.loads(row["contexts"]),
+                success_count=row["success_count"],
+                failure_count=row["failure_count"],
+                avg_score_impact=round(row["avg_score_impact"], 4),
+                confidence=round(row["confidence"], 4),
+            )
+            for row in rows
+        }
+
+    def prompt_provenance(
+        self, lineage_id: str, version: int | None = None
+    ) -> list[SegmentProvenance]:
+        """For each segment of the prompt (of ``version``, default the latest): the version and
+        evolution that introduced it, and the feedback behind that evolution."""
+
+        versions = self.agent_versions(lineage_id)
+        if not versions:
+            raise KeyError(f"lineage {lineage_id} is not in the store")
+        records = {r.to_version: r for r in self.evolution_records(lineage_id)}
+        known: dict[str, SegmentProvenance] = {}
+        ever: dict[str, SegmentProvenance] = {}  # where each segment first appeared
+        for row in versions:
+            if version is not None and row.version > version:
+                break
+            prompt = self.agent_definition(AgentRef(agent_id=row.agent_id, version=row.version))
+            record = records.get(row.version)
+            changes = json.loads(record.changes) if record else []
+            current: dict[str, SegmentProvenance] = {}
+            for segment in segments(prompt.system_prompt):
+                if segment in known:
+                    current[segment] = known[segment]
+                    continue
+                made = next((c for c in changes if c.get("after") and segment in c["after"]), None)
+                if segment in ever and (made is None or made["reason"].startswith(ROLLBACK_REASON)):
+                    # restored by a rollback: credit the evolution that first wrote it
+                    current[segment] = ever[segment]
+                    continue
+                current[segment] = SegmentProvenance(
+                    segment=segment,
+                    version=row.version,
+                    evolution_id=record.id if record else None,
+                    trigger_score=record.trigger_score if record else None,
+                    trigger_comment=record.trigger_comment if record else None,
+                    reason=_provenance_reason(made, record is not None),
+                )
+                ever.setdefault(segment, current[segment])
+            known = current
+        return list(known.values())
+
+
+def _provenance_reason(change: dict[str, Any] | None, evolved: bool) -> str:
+    """Why a segment is in the prompt, read forwards: what it was written for."""
+    if change is None:
+        return "changed by this evolution" if evolved else "initial definition"
+    want = change.get("want")
+    if change.get("change_type") == "modify" and change.get("before"):
+        done = f"rewritten from {change['before']!r}"
+        return f"{done} for {want}" if want else done
+    if change.get("reason", "").startswith(STRENGTHEN_REASON):
+        return f"written firmer: {change['reason'].removeprefix(STRENGTHEN_REASON)}"
+    return str(change.get("reason", ""))

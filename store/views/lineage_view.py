@@ -1,0 +1,94 @@
+"""Reads of the lineage view: sessions, their documents and lineages, and each lineage's agent
+versions (the definitions themselves cached, since a version never changes)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, bindparam, func
+from sqlmodel import col, select
+
+from domain.agent import AgentDefinition, AgentRef
+from store.tables import AgentVersionRow, LineageRow, RolloutRow, SessionDocumentRow
+from store.views.reader import ViewReader
+
+_versions = AgentVersionRow.__table__  # type: ignore[attr-defined]
+_rollouts = RolloutRow.__table__  # type: ignore[attr-defined]
+_DEFINITION_HASH = select(_versions.c.definition_hash).where(_versions.c.id == bindparam("id"))
+_RESUME_POINT = select(
+    select(func.max(_versions.c.version))
+    .where(_versions.c.lineage_id == bindparam("lineage_id"))
+    .scalar_subquery(),
+    select(func.max(_rollouts.c.cycle))
+    .where(_rollouts.c.lineage_id == bindparam("lineage_id"))
+    .scalar_subquery(),
+)
+
+
+class LineageView(ViewReader):
+    """Sessions, lineages, agent versions."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self._definitions: dict[tuple[str, int], AgentDefinition] = {}
+
+    def agent_definition(self, ref: AgentRef) -> AgentDefinition:
+        """An agent version (immutable once written, so cached for the worker's lifetime)."""
+        key = (ref.agent_id, ref.version)
+        with self._lock:
+            cached = self._definitions.get(key)
+        if cached is not None:
+            return cached.model_copy(deep=True)
+        with self.engine.connect() as conn:
+            digest = conn.execute(
+                _DEFINITION_HASH, {"id": f"{ref.agent_id}@{ref.version}"}
+            ).scalar_one_or_none()
+        if digest is None:
+            raise KeyError(f"agent {ref.agent_id} version {ref.version} is not in the store")
+        definition = AgentDefinition.model_validate(self.payload(digest))
+        with self._lock:
+            self._definitions[key] = definition
+        return definition.model_copy(deep=True)
+
+    def resume_point(self, lineage_id: str) -> tuple[int | None, int]:
+        """A lineage's latest agent version (None before its first) and the last cycle it
+        rolled out (0 before its first): where a lineage started again picks up. One indexed
+        statement, read once per lineage start."""
+        with self.engine.connect() as conn:
+            version, cycle = conn.execute(_RESUME_POINT, {"lineage_id": lineage_id}).one()
+        return version, cycle or 0
+
+    def agent_versions(self, lineage_id: str) -> list[AgentVersionRow]:
+        return self._all(
+            select(AgentVersionRow)
+            .where(AgentVersionRow.lineage_id == lineage_id)
+            .order_by(col(AgentVersionRow.version))
+        )
+
+    def session_documents(self, session_id: str) -> dict[str, str]:
+        """name → text of the session's documents (the latest content per name)."""
+        rows = self._all(
+            select(SessionDocumentRow)
+            .where(SessionDocumentRow.session_id == session_id)
+            .order_by(col(SessionDocumentRow.created_at))
+        )
+        latest = {row.name: row.content_hash for row in rows}
+        return {name: str(self.payload(digest)) for name, digest in latest.items()}
+
+    def lineage(self, lineage_id: str) -> LineageRow | None:
+        rows = self._all(select(LineageRow).where(LineageRow.id == lineage_id))
+        return rows[0] if rows else None
+
+    def resolve_lineage(self, name: str) -> str:
+        """The lineage named by its id (``essay-demo-A``) or its workflow id
+        (``lineage-essay-demo-A``, what Temporal shows); KeyError when neither is known."""
+        rows = self._all(
+            select(LineageRow).where((LineageRow.id == name) | (LineageRow.workflow_id == name))
+        )
+        if not rows:
+            raise KeyError(f"no lineage {name!r} in this store (by lineage or workflow id)")
+        exact = [r for r in rows if r.id == name]
+        return (exact or rows)[0].id
+
+    def session_lineages(self, session_id: str) -> list[LineageRow]:
+        return self._all(
+            select(LineageRow).where(LineageRow.session_id == session_id).order_by(LineageRow.label)
+        )
