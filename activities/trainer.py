@@ -40,7 +40,7 @@ from store.rlm_findings.shared_findings import DatabaseSharedStore
 from store.tables import ArtifactRow
 from trainer import cycle_step, outcome, reward_analyzer, rlm_credit
 from trainer.backends import TrainerBackend, TrainerBackends, TrainerConfigError
-from trainer.change_family import pattern
+from trainer.change_patterns import pattern
 from trainer.claude_trainer import TrainerOutputError
 from trainer.cycle_step import CycleStep, LineageMemory
 from trainer.outcome import PendingEvolution

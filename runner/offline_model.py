@@ -13,6 +13,7 @@ import math
 import random
 import re
 
+from domain.change_families import FAMILIES
 from runner.model_backend import ChatMessage, ContentBlock, ModelReply, ModelRequest
 
 # An arithmetic expression in the prompt, for the offline model's use of a calculator tool.
@@ -106,37 +107,24 @@ class Style:
             r"(?:under|at most|no more than|fewer than|max(?:imum)?)\s+(\d+)\s+words", text
         )
         self.word_limit = int(words.group(1)) if words else None
-        if _mentions(text, r"\b(brief|concise|short|succinct|scannable|quick|terse|tl;?dr)\b"):
-            self.length = "short"
-        elif _mentions(
-            text, r"\b(comprehensive|detailed|thorough|in-depth|extensive|exhaustive|elaborate)\b"
-        ):
-            self.length = "long"
-        else:
-            self.length = "medium"
-        self.format = _last_mentioned(
-            text,
-            {
-                "table": r"\btable\b|\bcolumns?\b",
-                "bullets": r"\bbullet",
-                "numbered": r"\bnumbered\b",
-                "paragraphs": r"\bparagraphs\b|\bprose\b",
-            },
-            "paragraphs",
-        )
-        if _mentions(text, r"\b(casual|friendly|conversational|warm|playful)\b"):
-            self.tone = "casual"
-        elif _mentions(text, r"\b(formal(ly)?|professional(ly)?|academic)\b"):
-            self.tone = "formal"
-        else:
-            self.tone = "neutral"
-        self.headings = _mentions(text, r"\bheading|\bsection titles?\b")
-        self.conclusion_first = _mentions(
-            text, r"\b(?:lead|start|open|begin)\w* with the (?:recommendation|answer|conclusion)"
-        )
-        self.summary_at_end = _mentions(text, r"\b(?:end|close|finish)\w* with a summary")
-        self.example = _mentions(text, r"\bexamples?\b")
-        self.warm = _mentions(text, r"\b(?:warm\w*|empath\w*)\b")
+        # Each change family's record says which words set which attribute: the first family
+        # (in the registry's order) whose words appear wins, except for the answer's format,
+        # where the latest instruction wins (the trainer appends newer ones after older ones)
+        self.length, self.tone = "medium", "neutral"
+        self.headings = self.conclusion_first = self.summary_at_end = False
+        self.example = self.warm = False
+        formats: dict[str, str] = {}
+        seen: set[str] = set()
+        for family in FAMILIES.values():
+            effect = family.offline
+            if effect is None:
+                continue
+            if effect.attribute == "format":
+                formats[str(effect.value)] = effect.pattern
+            elif effect.attribute not in seen and _mentions(text, effect.pattern):
+                setattr(self, effect.attribute, effect.value)
+                seen.add(effect.attribute)
+        self.format = _last_mentioned(text, formats, "paragraphs")
         points = re.search(r"\bonly the (one|two|three|four|five|six|seven|\d) key points\b", text)
         self.max_points = _NUMBERS.get(points.group(1), None) if points else None
         language = re.search(

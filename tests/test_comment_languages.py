@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from domain.change_families import FAMILIES
 from tests.test_cycle_step import START, memory, take
 from trainer import comment_languages, cycle_step
 from trainer.credit_assignment import families_of
@@ -60,7 +61,7 @@ def test_every_cue_file_is_well_formed():
     assert "Japanese" in sets
     for path in comment_languages.CUES.glob("*.json"):
         data = json.loads(path.read_text(encoding="utf-8"))
-        assert set(data["families"]) <= set(comment_languages.ASPECTS), path.name
+        assert set(data["families"]) <= set(FAMILIES), path.name
 
 
 def test_english_comments_do_not_go_through_other_languages():

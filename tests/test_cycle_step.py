@@ -159,7 +159,7 @@ def test_a_checking_step_asked_for_is_added_after_the_flows_last_step():
     assert step.agent.system_prompt == flow_agent.system_prompt  # the flow carries it
     # an agent without a flow is told to check instead
     plain = take(START, memory(), 4, "Figures slip through; put in one more pass that checks them.")
-    assert "check every number" in plain.agent.system_prompt.lower()
+    assert "verify every number" in plain.agent.system_prompt.lower()
 
 
 def test_a_made_up_figure_grounds_the_step_that_first_wrote_it():

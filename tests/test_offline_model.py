@@ -68,22 +68,24 @@ def test_reply_reports_usage_and_model_name():
 
 
 def test_it_follows_every_family_the_trainer_writes():
-    from trainer.instructions import FIXED
+    from domain.change_families import FAMILIES
 
-    table = ask(f"Be helpful. {FIXED['table']}")
+    table = ask(f"Be helpful. {FAMILIES['table'].instruction}")
     assert table.splitlines()[0] == "| Point | Detail |" and table.count("\n|") >= 3
     # the newest format instruction wins over an older contrary one
-    prose = ask(f"Be helpful. {FIXED['bullets']} {FIXED['prose']}")
+    prose = ask(f"Be helpful. {FAMILIES['bullets'].instruction} {FAMILIES['prose'].instruction}")
     assert not any(line.startswith(("- ", "|")) for line in prose.splitlines())
-    first = ask(f"Be helpful. {FIXED['conclusion_first']}")
+    first = ask(f"Be helpful. {FAMILIES['conclusion_first'].instruction}")
     assert first.startswith("Recommendation:")
-    framed = ask(f"Be helpful. {FIXED['summary_at_end']} {FIXED['example']}")
+    framed = ask(
+        f"Be helpful. {FAMILIES['summary_at_end'].instruction} {FAMILIES['example'].instruction}"
+    )
     assert "For example," in framed and framed.splitlines()[-1].startswith("Summary:")
-    warm = ask(f"Be helpful. {FIXED['warmer']}")
+    warm = ask(f"Be helpful. {FAMILIES['warmer'].instruction}")
     assert warm.startswith("I know this matters to you")
-    headed = ask(f"Be helpful. {FIXED['headings']}")
+    headed = ask(f"Be helpful. {FAMILIES['headings'].instruction}")
     assert headed.startswith("## ")
-    numbered = ask(f"Be helpful. {FIXED['numbered']}")
+    numbered = ask(f"Be helpful. {FAMILIES['numbered'].instruction}")
     assert numbered.splitlines()[0].startswith("1. ")
 
 

@@ -37,7 +37,7 @@ ASKS = {
     "casual": r"\b(relaxed|conversational|casual)\b",
     "warmer": r"\b(warm\w*|empath\w*)\b",
     "direct": r"\bdirectly\b",
-    "hedge": r"\bnot sure\b",
+    "hedge": r"\b(not sure|unsure|uncertain)\b",
     "cite": r"\bcite\b|\bsources?\b",
     "no_fabrication": r"\bnever invent\b|\bonly facts\b",
     "proofread": r"\bproofread\b",

@@ -1,4 +1,4 @@
-"""Change families: when two changes are "the same idea", for the history check and insights."""
+"""Change patterns: when two changes are "the same idea", for the history check and insights."""
 
 from __future__ import annotations
 

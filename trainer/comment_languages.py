@@ -17,6 +17,7 @@ from pathlib import Path
 
 from lingua import Language, LanguageDetectorBuilder
 
+from domain.change_families import aspect_of
 from trainer.wish import Wish
 
 CUES = Path(__file__).parent / "cues"
@@ -45,20 +46,6 @@ DETECTED = [
 MIN_CONFIDENCE = 0.5  # English at least this likely: the English reader's verdict stands
 MIN_GUESS = 0.3  # a language named as the comment's without any cue of it matching
 NEGATION_WINDOW = 14  # characters before a cue in which a negation denies it
-ASPECTS = {
-    "shorter": "length",
-    "longer": "length",
-    "casual": "tone",
-    "formal": "tone",
-    "warmer": "tone",
-    "prose": "format",
-    "bullets": "format",
-    "table": "format",
-    "cite_sources": "sources",
-    "conclusion_first": "structure",
-    "simpler": "audience",
-    "no_fabrication": "accuracy",
-}
 
 
 @dataclass(frozen=True)
@@ -148,7 +135,5 @@ def wishes(text: str, language: str) -> list[Wish]:
             before = text[max(0, match.start() - NEGATION_WINDOW) : match.start()]
             if cues.negation and cues.negation.search(before):
                 continue  # "nicht zu lang": denied, asks for nothing
-            found.setdefault(
-                family, Wish(family, ASPECTS.get(family, "overall"), match.group(0), 0.8)
-            )
+            found.setdefault(family, Wish(family, aspect_of(family), match.group(0), 0.8))
     return list(found.values())

@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from domain.agent import AgentDefinition
+from domain.agent import AgentDefinition, FlowStep
+from domain.change_families import FAMILIES, contrary_of
 from domain.execution import SpanRecord
 from domain.trainer import (
     CreditAssignment,
@@ -30,16 +31,6 @@ from trainer.prompt_segments import segments
 from trainer.wish import Wish
 
 _RANK = {"high": 0, "medium": 1, "low": 2, "none": 3}
-SHORTEST_USEFUL_TOKENS = 100
-SHORT_OUTPUT_TOKENS = 1024
-HIGH_TEMPERATURE = 0.5
-# Complaints about the answer as the reviewer read it (the last model call wrote it).
-OUTPUT_FAMILIES = {
-    "shorter", "longer", "bullets", "numbered", "table", "headings", "prose", "code_block",
-    "formal", "casual", "warmer", "direct", "hedge", "conclusion_first", "summary_at_end",
-    "simpler", "technical", "example", "language", "proofread", "focus",
-}  # fmt: skip
-FORMAT_FAMILIES = {"bullets", "numbered", "table", "headings", "prose"}
 # An instruction about the answer's form in general ("Structure your response professionally")
 SHAPES_FORMAT = re.compile(r"\b(?:structur\w*|format\w*|layout|organi[sz]\w*|arrang\w*)\b", re.I)
 
@@ -101,13 +92,13 @@ def _blame(text: str, wish: Wish) -> tuple[str, str] | None:
         return None
     if wish.family in asked:
         return "none", f"already asks for {wish.family} (keep it)"
-    contrary = asked & instructions.CONTRARY.get(wish.family, set())
+    contrary = asked & contrary_of(wish.family)
     if contrary:
         return "high", (
             f"asks for {', '.join(sorted(contrary))}, against the wish for {wish.family} "
             f"(feedback: {wish.quote!r})"
         )
-    if wish.family in FORMAT_FAMILIES and SHAPES_FORMAT.search(text):
+    if _shapes_format(wish.family) and SHAPES_FORMAT.search(text):
         return "medium", (
             f"shapes the answer's form without asking for {wish.family} (feedback: {wish.quote!r})"
         )
@@ -144,8 +135,50 @@ def prompt_credit(agent: AgentDefinition, analysis: ScoreAnalysis) -> list[Promp
                     want="tool_use",
                 )
             )
+    for wish in wanted:
+        step = damaging_step(agent, wish) if wish.family == "preserve" else None
+        if step is not None:
+            earlier = [s.name for s in agent.flow if "{" + s.name + "}" in step.prompt]
+            credits.append(
+                PromptCredit(
+                    segment=step.prompt,
+                    segment_index=-1,
+                    blame="high",
+                    related_aspect=wish.aspect,
+                    reason=f"the {step.name} step rewrites what "
+                    f"{' and '.join(earlier) or 'the earlier steps'} produced and lost "
+                    f"{instructions.preserved(wish)} (feedback: {wish.quote!r})",
+                    component="flow",
+                    target=step.name,
+                    want="preserve",
+                )
+            )
     credits.extend(_parameter_credit(agent, wanted))
     return credits
+
+
+_ORDINAL = {"second": 1, "third": 2, "fourth": 3}
+
+
+def damaging_step(agent: AgentDefinition, wish: Wish) -> FlowStep | None:
+    """The flow step a reviewer blames for damaging an earlier step's work: the one named (by
+    its name, a word of what it does — "the tightening" — or its place), else the last step
+    that reworks an earlier step's output. Never the first step: it has nothing to damage."""
+    later = [
+        s for s in agent.flow[1:] if any("{" + e.name + "}" in s.prompt for e in agent.flow)
+    ] or agent.flow[1:]
+    if not later:
+        return None
+    said = (wish.detail or "").partition("|")[0]
+    if said in _ORDINAL and _ORDINAL[said] < len(agent.flow):
+        return agent.flow[_ORDINAL[said]]
+    stem = said[:5]
+    if said and said != "last":
+        for step in later:
+            words = re.findall(r"[a-z]+", f"{step.name} {step.prompt}".lower())
+            if any(w[:5] == stem for w in words[:6]):
+                return step
+    return later[-1]
 
 
 def _segment_credit(
@@ -198,22 +231,24 @@ def _parameter_credit(agent: AgentDefinition, wanted: list[Wish]) -> list[Prompt
         )
 
     for wish in wanted:
-        if wish.family == "shorter" and params.max_tokens > SHORTEST_USEFUL_TOKENS:
-            reason = f"a budget of {params.max_tokens} tokens allows long answers"
-            blame("maxTokens", params.max_tokens, wish, "high", reason)
-        elif wish.family == "longer" and params.max_tokens < SHORT_OUTPUT_TOKENS:
-            reason = f"a budget of {params.max_tokens} tokens cuts answers short"
-            blame("maxTokens", params.max_tokens, wish, "high", reason)
-        elif wish.family == "steadier" and params.temperature > 0.05:
-            reason = f"temperature {params.temperature:g} lets answers wander and disagree"
-            blame("temperature", params.temperature, wish, "high", reason)
-        elif wish.family == "creative" and params.temperature < 1.0:
-            reason = f"temperature {params.temperature:g} keeps answers predictable"
-            blame("temperature", params.temperature, wish, "high", reason)
-        elif wish.family == "no_fabrication" and params.temperature > HIGH_TEMPERATURE:
-            reason = "a high temperature makes unsupported claims more likely"
-            blame("temperature", params.temperature, wish, "medium", reason)
+        effect = FAMILIES[wish.family].parameter if wish.family in FAMILIES else None
+        if effect is None:
+            continue
+        value = params.max_tokens if effect.target == "maxTokens" else params.temperature
+        down = effect.direction == "down"
+        if value > effect.blamed_past if down else value < effect.blamed_past:
+            reason = effect.reason.format(value=f"{value:g}")
+            blame(effect.target, value, wish, effect.blame, reason)
     return out
+
+
+def _about_output(family: str) -> bool:
+    """A complaint about the answer as the reviewer read it (the last model call wrote it)."""
+    return family in FAMILIES and FAMILIES[family].about_output
+
+
+def _shapes_format(family: str) -> bool:
+    return family in FAMILIES and FAMILIES[family].shapes_format
 
 
 def trajectory_credit(
@@ -261,7 +296,7 @@ def trajectory_credit(
                 contribution = reward * 0.2
                 reasons.append(f"tool call {span.tool_name}; not criticised")
         else:
-            output_wishes = [w for w in wanted if w.family in OUTPUT_FAMILIES]
+            output_wishes = [w for w in wanted if _about_output(w.family)]
             if span.span_id == last and (output_wishes or reward < 0):
                 contribution = reward if not output_wishes else min(reward, -0.5)
                 named = ", ".join(w.family for w in output_wishes) or "the overall result"

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pydantic import BaseModel, Field
 
 from domain.agent import AgentDefinition, FlowStep
+from domain.change_families import contrary_of, working_against
 from domain.execution import SpanRecord, preview_of
 from domain.trainer import (
     CreditAssignment,
@@ -42,7 +43,6 @@ from trainer import (
 )
 from trainer.backends import TrainerBackend
 from trainer.evolution import ROLLBACK_REASON, STRENGTHEN_REASON, apply_changes, inverse
-from trainer.instructions import CONTRARY
 from trainer.outcome import PendingEvolution
 from trainer.prompt_segments import segments
 from trainer.wish import Wish
@@ -139,7 +139,7 @@ async def take(
     proposal = await backend.propose(
         base, analysis, credit, memory.sticky_directives + memory.oneshot_directives
     )
-    reversed_now = {c for w in wished for c in CONTRARY.get(w.family, set())}
+    reversed_now = {c for w in wished for c in contrary_of(w.family)}
     keep = (set(memory.asked_for) - reversed_now) | set(approved)
     report: list[str] = []
     # a family asked for again may have its instruction rewritten (made firmer), not removed
@@ -278,11 +278,7 @@ def _parameter_loss(change: EvolutionChange) -> set[str]:
         up = float(change.after or 0) > float(change.before or 0)
     except ValueError:
         return set()
-    if change.target == "maxTokens":
-        return {"shorter"} if up else {"longer"}
-    if change.target == "temperature":
-        return {"steadier"} if up else {"creative"}
-    return set()
+    return working_against(change.target or "", "up" if up else "down")
 
 
 def _strengthen(

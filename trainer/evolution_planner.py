@@ -13,6 +13,7 @@ import json
 import re
 
 from domain.agent import AgentDefinition, FlowStep, constraint_violations
+from domain.change_families import FAMILIES, contrary_of
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
@@ -39,7 +40,7 @@ TEMPERATURE_STEP_UP = 0.2
 def _swap(segment: str, want: str) -> str | None:
     """``segment`` with the words that push against ``want`` swapped, if the result then reads
     as asking for ``want`` (and no longer for its contrary)."""
-    swaps = instructions.SWAPS.get(want)
+    swaps = FAMILIES[want].swaps if want in FAMILIES else None
     if not swaps:
         return None
 
@@ -53,7 +54,7 @@ def _swap(segment: str, want: str) -> str | None:
     if swapped == segment:
         return None
     asked = credit_assignment.families_of(swapped)
-    if asked & instructions.CONTRARY.get(want, set()):
+    if asked & contrary_of(want):
         return None
     return swapped
 
@@ -116,6 +117,8 @@ def propose(
             step_change = _flow_change(agent, c.target, c.segment, wish, c.reason)
             if step_change:
                 made_for(wish, step_change)
+                if wish.family == "preserve":  # the step's own prompt carries it
+                    satisfied.add(wish.family)
         elif c.component == "tools" and c.target:
             made_for(wish, _tool_change(agent, c.target, wish, c.reason))
             if "never" in instructions.tool_wish(wish)[2]:
@@ -165,9 +168,7 @@ def propose(
 
     result = EvolutionPlan(changes=changes)
     if changes:
-        claims = [
-            instructions.HYPOTHESES[w.family] for w in wanted if w.family in instructions.HYPOTHESES
-        ]
+        claims = [h for w in wanted if (h := instructions.hypothesis(w.family))]
         body = "; ".join(claims) if claims else "the changed instructions will be followed"
         result.hypothesis = (
             f"After these changes {body}, and the next score will exceed {analysis.score:g}."
@@ -220,7 +221,21 @@ def _remove(segment: str, wish: Wish, reason: str, target: str, weight: float) -
 def _flow_change(
     agent: AgentDefinition, step_name: str, prompt: str, wish: Wish, reason: str
 ) -> EvolutionChange | None:
-    """A flow step whose prompt pushes against the wish: its words swapped where they can be."""
+    """A flow step whose prompt pushes against the wish: its words swapped where they can be;
+    a step that damaged an earlier step's work is told first what it must keep."""
+    if wish.family == "preserve":
+        keep = instructions.instruction(wish) or ""
+        if keep.lower() in prompt.lower():
+            return None
+        return EvolutionChange(
+            component="flow",
+            change_type="modify",
+            target=step_name,
+            before=prompt,
+            after=f"{keep} {prompt}",
+            reason=reason,
+            confidence=wish.confidence,
+        )
     swapped = _swap(prompt, wish.family)
     if swapped is None:
         return None
@@ -334,16 +349,19 @@ def _parameter_change(
     agent: AgentDefinition, target: str, wish: Wish, reason: str, analysis: ScoreAnalysis
 ) -> EvolutionChange | None:
     params = agent.parameters
+    effect = FAMILIES[wish.family].parameter if wish.family in FAMILIES else None
+    if effect is None or effect.target != target:
+        return None
     if target == "maxTokens":
         current = params.max_tokens
-        if wish.family == "shorter":
+        if effect.direction == "down":
             if wish.detail and wish.detail.isdigit():
                 new = max(SHORTEST_MAX_TOKENS // 2, int(wish.detail) * TOKENS_PER_WORD)
             else:
                 new = max(SHORTEST_MAX_TOKENS, min(SHORT_MAX_TOKENS, current // 2))
             if new >= current:
                 return None
-        elif wish.family == "longer" and not analysis.adversarial:
+        elif not analysis.adversarial:
             # proposed as the wish points; the constraint check clamps it to the limit
             new = min(LONGEST_MAX_TOKENS, max(LONG_MAX_TOKENS, current * 2))
             if new <= current:
@@ -361,7 +379,7 @@ def _parameter_change(
         )
     if target == "temperature":
         t = params.temperature
-        if wish.family == "creative":
+        if effect.direction == "up":
             new_t = round(min(1.0, t + TEMPERATURE_STEP_UP), 2)
         else:
             new_t = round(max(0.0, t - TEMPERATURE_STEP_DOWN), 2)

@@ -24,11 +24,12 @@ constraints", "SYSTEM:", "remove the word limit") are set aside as injection and
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from domain.change_families import contrary_of, opposite_of
 from trainer import comment_languages, languages
-from trainer.instructions import CONTRARY, third_person  # the phrasebook, one place
+from trainer.instructions import third_person
 from trainer.wish import Wish
 
 Mode = Literal["comment", "instruction"]
@@ -48,26 +49,6 @@ class Reading:
     refused: list[str] = field(default_factory=list)
     # The comment's language when it is not English (read from its cue file, if there is one)
     language: str | None = None
-
-
-# Families a refused or criticised state turns into (a format refused asks for its opposite).
-OPPOSITE: dict[str, str] = {
-    "shorter": "longer",
-    "longer": "shorter",
-    "bullets": "prose",
-    "numbered": "prose",
-    "table": "prose",
-    "headings": "prose",
-    "prose": "bullets",
-    "formal": "casual",
-    "casual": "formal",
-    "direct": "hedge",
-    "hedge": "direct",
-    "simpler": "technical",
-    "technical": "simpler",
-    "creative": "steadier",
-    "steadier": "creative",
-}
 
 
 @dataclass(frozen=True)
@@ -101,7 +82,7 @@ def _c(
     weak: bool = False,
 ) -> Cue:
     if kind == "state" and fault is None and ask is not None:
-        fault = OPPOSITE.get(ask)
+        fault = opposite_of(ask)
     return Cue(re.compile(pattern, re.I), aspect, ask, fault, confidence, kind, fixed, weak)
 
 
@@ -886,6 +867,69 @@ _TOOL_UNDERUSE = re.compile(
     re.I,
 )
 
+# A later step that damages what an earlier one produced: "the polish step dropped the figures
+# the draft had", "good draft, ruined by the last pass". A step is named (by its place, or as a
+# step, pass or stage) or the earlier work is (the draft, what the research found).
+_STEP_REF = (
+    r"(?:(?P<place>last|final|closing|end|later|second|third|fourth|next)|(?P<name>[a-z][\w-]*))"
+    r"[- ](?:step|pass|stage|round)\b|\bat the end\b|\bon the way\b|\bsomewhere along the line\b"
+)
+_DAMAGE = (
+    r"\b(?:dropp(?:ed|ing|s)|drops|lost|los(?:es|ing)|stripp?(?:ed|ing|s)?|removed|removes|"
+    r"cut(?:s|ting)?|deleted|deletes|mangl\w+|garbl\w+|ruin\w*|broke|breaks|destroy\w*|"
+    r"wiped?|undid|undoes|overwr\w+|threw (?:away|out)|throws (?:away|out)|erased?|"
+    r"got rid of|gets rid of|mess(?:ed|es) up|alter(?:ed|s)|distort\w*|chang(?:ed|es)|"
+    r"round(?:ed|s) off|watered down|butcher\w*|scrambl\w*|squash\w*|lost track of)\b"
+)
+_EARLIER = re.compile(
+    r"\b(?:the|a|an|your|its|their|that) (?:first )?(?:draft|research|findings|original|"
+    r"earlier (?:\w+ )?(?:step|pass|stage|version|text|output)|first (?:step|pass|stage)|"
+    r"previous (?:step|pass|stage|version)|gather\w*|notes)\b|\bhad (?:it|them) (?:right|"
+    r"correct)\b|\bwas (?:right|correct|fine|good) (?:before|earlier|in the draft)\b"
+    r"|\b(?:good|great|solid|fine|decent|nice) draft\b"
+)
+_DAMAGED = re.compile(
+    r"\b(?P<what>figures?|numbers?|totals?|sums?|amounts?|caveats?|qualifications?|sources?|"
+    r"citations?|references?|quotes?|quotations?|examples?|details?|facts?|dates?|names?|"
+    r"links?|units?|decimals?|percentages?|statistics|stats|data|results?)\b"
+)
+_DAMAGED_AS = {
+    "figure": "number", "total": "number", "sum": "number", "amount": "number",
+    "decimal": "number", "percentage": "number", "statistics": "number", "stats": "number",
+    "data": "number", "result": "number", "qualification": "caveat", "citation": "source",
+    "reference": "source", "quotation": "quote",
+}  # fmt: skip
+
+
+def _what(word: str) -> str:
+    word = word[:-1] if word.endswith("s") and word not in ("stats", "statistics") else word
+    return _DAMAGED_AS.get(word, word)
+
+
+def _damage(clause: str) -> Wish | None:
+    """A wish that a step keep what an earlier step produced ("preserve"), with the step the
+    reviewer blames ("last", or the word naming it) and what it lost, as ``step|what``."""
+    lowered = clause.lower()
+    damage = re.search(_DAMAGE, lowered)
+    if not damage:
+        return None
+    step = re.search(_STEP_REF, lowered)
+    if not step and not _EARLIER.search(lowered):
+        return None
+    if step and step.group("name") in ("each", "every", "one", "a", "the", "this", "that"):
+        step = None if not _EARLIER.search(lowered) else step
+    culprit = ""
+    if step:
+        culprit = step.group("place") or step.group("name") or "last"
+        culprit = "last" if culprit in ("final", "closing", "end", "later") else culprit
+    elif re.search(r"\b(?:tighten|polish|edit|rewrit|shorten|trimm|summar|clean)\w*", lowered):
+        culprit = re.search(r"\b(?:tighten|polish|edit|rewrit|shorten|trimm|summar|clean)\w*",
+                            lowered).group(0)  # fmt: skip
+    lost = _DAMAGED.search(lowered, damage.start() - 40 if damage.start() > 40 else 0)
+    what = _what(lost.group("what")) if lost else ""
+    return Wish("preserve", "accuracy", clause.strip(), 0.8, detail=f"{culprit or 'last'}|{what}")
+
+
 _INJECTION = re.compile(
     r"^\s*(?:system|assistant|developer|admin)\s*:|</?\s*[a-z_]+\s*>|\byou are now\b"
     r"|\bdeveloper mode\b|\bjailbreak\w*|\bdo anything now\b"
@@ -1103,11 +1147,11 @@ def _wish_of(
     if frame in ("ask", "lacking") and cue.ask is None and cue.kind == "quality":
         # a quality nobody asks for, asked for: "it should be predictable" wants the contrary
         # of its usual fix (steadier, not more creative)
-        return (OPPOSITE.get(cue.fault or "") if frame == "ask" else None), False
+        return (opposite_of(cue.fault or "") if frame == "ask" else None), False
     if frame in ("ask", "lacking"):
         return cue.ask or cue.fault if frame == "ask" else cue.ask, False
     if frame == "refuse":
-        return cue.fault, cue.kind == "state" and cue.ask not in OPPOSITE
+        return cue.fault, cue.kind == "state" and opposite_of(cue.ask or "") is None
     if frame == "describe":
         if cue.kind == "state" and mode == "comment":
             # "reads like a text message" asks for the contrary; "paragraphs are painful" only
@@ -1151,6 +1195,7 @@ def read(text: str, mode: Mode = "comment") -> Reading:
         # "Not too long, not too stiff, no made-up numbers.": a list of faults denied
         denying = mode == "comment" and bool(_DENIAL.search(sentence.lower()))
         parts = clauses(sentence)
+        damaged: Wish | None = None
         for index, clause in enumerate(parts):
             if mode == "comment" and _INJECTION.search(clause):
                 reading.injection.append(clause)
@@ -1159,6 +1204,21 @@ def read(text: str, mode: Mode = "comment") -> Reading:
                 reading.refused.append(clause)  # what the agent may do is not the reviewer's
                 continue
             admiring = mode == "comment" and _admires(parts, index)
+            damage = _damage(clause) if mode == "comment" and not admiring else None
+            if damage:
+                reading.wishes.append(damage)
+                reading.criticised.append((damage.aspect, clause))
+                damaged = damage
+                continue
+            if damaged and re.search(_DAMAGE, clause.lower()):
+                # "ruined by the last step: it cut the caveats": what the step lost, said after
+                lost = _DAMAGED.search(clause.lower())
+                if lost and damaged.detail and damaged.detail.endswith("|"):
+                    what = _what(lost.group("what"))
+                    reading.wishes[reading.wishes.index(damaged)] = replace(
+                        damaged, detail=damaged.detail + what, quote=f"{damaged.quote} {clause}"
+                    )
+                continue
             _read_clause(clause, mode, reading, praising, polite, denying, admiring)
     if mode == "comment":
         _read_tools(text or "", reading)
@@ -1604,7 +1664,7 @@ def _settle(reading: Reading) -> None:
             continue
         reading.criticised.append((wish.aspect, wish.quote))
         # every family this one contradicts yields to it ("the table is cramped; prose again")
-        for contrary in CONTRARY.get(wish.family, set()) | {OPPOSITE.get(wish.family, "")}:
+        for contrary in contrary_of(wish.family) | {opposite_of(wish.family) or ""}:
             kept.pop(contrary, None)
         old = kept.get(wish.family)
         if old is not None and wish.family == "focus" and old.detail and wish.detail:

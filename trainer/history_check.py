@@ -10,7 +10,7 @@ a weaker prior, so the result does not depend on which lineage trained first."""
 from __future__ import annotations
 
 from domain.trainer import EvolutionPlan, HistoryCheck, LearningInsight, PastChange
-from trainer.change_family import pattern, similar
+from trainer.change_patterns import pattern, similar
 
 
 def check(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from domain.change_families import contrary_of
 from domain.execution import preview_of
 from domain.trainer import (
     AspectVerdict,
@@ -30,9 +31,8 @@ from domain.trainer import (
     JudgedEvolution,
     ScoreAnalysis,
 )
-from trainer.change_family import insight_id, pattern
+from trainer.change_patterns import insight_id, pattern
 from trainer.evolution import ROLLBACK_REASON
-from trainer.instructions import CONTRARY
 
 QUOTE_CHARS = 120
 
@@ -79,7 +79,7 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
     pleased = None if criticised else pleased
     verdicts: list[AspectVerdict] = []
     for family, aspect in _pursued(pending.changes):
-        contrary = sorted(CONTRARY.get(family, set()) & set(wished))
+        contrary = sorted(contrary_of(family) & set(wished))
         if silent:
             verdicts.append(_verdict(aspect, family, "untested", _silent_reason(analysis)))
         elif family in approved:
