@@ -33,6 +33,7 @@ SETS = [
     ROOT / "bench" / "data" / "feedback_seventh.jsonl",
     ROOT / "bench" / "data" / "feedback_eighth.jsonl",
     ROOT / "bench" / "data" / "feedback_languages.jsonl",
+    ROOT / "bench" / "data" / "feedback_ironies.jsonl",
 ]
 SEQUENCE_SETS = [
     SHARED / "sequences.jsonl",

@@ -187,3 +187,31 @@ def test_a_made_up_figure_grounds_the_step_that_first_wrote_it():
     # with no span to go by, the first step that writes from the others' output
     blind = take(flow_agent, memory(), 3, comment)
     assert "never invent" in {s.name: s.prompt for s in blind.agent.flow}["write"]
+
+
+def test_a_step_that_damaged_earlier_work_is_told_what_to_keep():
+    flow_agent = START.model_copy(
+        update={
+            "flow": [
+                FlowStep(name="gather", prompt="Collect the facts for: {input}", tools=[]),
+                FlowStep(name="write", prompt="Answer '{input}' from: {gather}", tools=[]),
+                FlowStep(name="trim", prompt="Trim this answer to the essentials: {write}"),
+            ]
+        }
+    )
+    step = take(flow_agent, memory(), 4, "The trimming at the end threw away every total we had.")
+    by_name = {s.name: s.prompt for s in step.agent.flow}
+    assert "number" in by_name["trim"].lower() and by_name["trim"].endswith("{write}")
+    assert by_name["write"] == flow_agent.flow[1].prompt  # only the step blamed changes
+    assert step.agent.system_prompt == flow_agent.system_prompt
+    # the step named by its place in the flow, and what it lost said in the next clause
+    step = take(
+        flow_agent, memory(), 5, "Solid draft, spoiled by the second stage; it lost the caveats."
+    )
+    assert "caveat" in {s.name: s.prompt for s in step.agent.flow}["write"].lower()
+    # an agent without a flow is told in its prompt
+    plain = take(START, memory(), 4, "Your final pass stripped out the figures the draft had.")
+    assert "number" in plain.agent.system_prompt.lower() and not plain.agent.flow
+    # praise of a later step asks for nothing of the kind
+    kept = take(flow_agent, memory(), 9, "The last step polished it nicely.")
+    assert all(s.prompt == f.prompt for s, f in zip(kept.agent.flow, flow_agent.flow, strict=True))

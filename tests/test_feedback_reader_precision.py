@@ -42,3 +42,38 @@ def test_a_situation_a_genre_or_a_misused_tool_implies_a_wish(comment: str, fami
 def test_an_implied_wish_yields_to_an_explicit_one():
     # the situation suggests brevity; the reviewer explicitly wants depth
     assert wishes("I read these on my phone, but I want more detail, please.") == {"longer"}
+
+
+@pytest.mark.parametrize(
+    ("comment", "family"),
+    [
+        ("Marvellous, an entire saga to say the meeting moved.", "shorter"),
+        ("Just ten pages to tell me the shop opens at nine.", "shorter"),
+        ("Could the tone be any more starchy?", "casual"),
+        ("Oh sure, as if all our customers were statisticians.", "simpler"),
+        ("Grand, if the plan was to send the team to sleep.", "creative"),
+        ("Enjoyed the eight disclaimers before the point, truly.", "direct"),
+        ("Far too many caveats.", "direct"),
+        ("A pile of bullet points, not an argument.", "prose"),
+    ],
+)
+def test_irony_and_excess_are_read_as_the_complaint_they_make(comment: str, family: str):
+    assert family in wishes(comment)
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "Could it be any better? Ship it.",
+        "Enjoyed the three examples; each one landed.",
+        "Not too many caveats this time, well done.",
+        "Thanks, what a novel approach.",
+    ],
+)
+def test_sincere_praise_that_looks_ironic_asks_for_nothing(comment: str):
+    assert wishes(comment) == set()
+
+
+def test_a_plain_request_phrased_as_a_question_is_still_a_request():
+    assert wishes("Could it be more formal?") == {"formal"}
+    assert wishes("Could it be shorter?") == {"shorter"}

@@ -129,10 +129,10 @@ CUES: list[Cue] = [
     ),
     # a genre the answer should not be in: too formal for where it goes
     _c(
-        r"\b(?:reads?|sounds?|looks?|feels?) like (?:a |an |some )?(?:legal brief|contract|court "
-        r"filing|terms (?:of service|and conditions)|press release|academic paper|journal article|"
-        r"textbook|(?:user |instruction )?manual|policy document|tax form|government form|"
-        r"corporate memo|board report)\b",
+        r"\b(?:reads?|sounds?|looks?|feels?) like (?:a |an |some )?(?:[\w-]+ )?(?:legal brief|"
+        r"contract|court filing|terms (?:of service|and conditions)|press release|academic paper|"
+        r"journal article|textbook|(?:user |instruction )?manual|policy document|tax form|"
+        r"government form|corporate memo|board report)\b",
         "tone",
         None,
         "casual",
@@ -879,7 +879,8 @@ _DAMAGE = (
     r"cut(?:s|ting)?|deleted|deletes|mangl\w+|garbl\w+|ruin\w*|broke|breaks|destroy\w*|"
     r"wiped?|undid|undoes|overwr\w+|threw (?:away|out)|throws (?:away|out)|erased?|"
     r"got rid of|gets rid of|mess(?:ed|es) up|alter(?:ed|s)|distort\w*|chang(?:ed|es)|"
-    r"round(?:ed|s) off|watered down|butcher\w*|scrambl\w*|squash\w*|lost track of)\b"
+    r"round(?:ed|s) off|watered down|butcher\w*|scrambl\w*|squash\w*|lost track of|spoil\w*|"
+    r"wreck\w*|botch\w*|gutt(?:ed|ing|s)|trash\w*|ditch\w*|mutilat\w*)\b"
 )
 _EARLIER = re.compile(
     r"\b(?:the|a|an|your|its|their|that) (?:first )?(?:draft|research|findings|original|"
@@ -1063,6 +1064,12 @@ _QUANTITY = re.compile(
 )
 
 
+_EXCESS = re.compile(
+    r"\b(?:too|so|far too|way too|so very) many\s+$|\b(?:endless|countless|umpteen|"
+    r"(?:a )?(?:pile|heap|ton|tons|barrage|avalanche|flood|sea|forest|mountain|parade) of)\s+$"
+)
+
+
 # "Some compassion would go a long way": asked for, though the wish comes first
 _ASK_AFTER = re.compile(
     r"^\s*(?:would|could|might) (?:go a long way|help|be (?:nice|good|great|better|welcome|"
@@ -1094,6 +1101,10 @@ def _frame(before: str, after: str) -> Frame:
     ):
         # what the thing is: "It's a Slack message to the crew", "That's a table, not…"
         return "ask"
+    if re.search(r"\b(?:not|n't|never)\s+(?:too|so|that|overly) many\s+$", tail):
+        return "denied"  # "not too many bullets": the count is fine
+    if _EXCESS.search(tail):
+        return "describe"  # "too many caveats", "endless bullet points": more than wanted
     if _QUANTITY.search(tail):
         return "quantity"  # "five paragraphs before…" counts, it does not ask
     if re.search(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely|at all)\s+$", tail):
@@ -1190,6 +1201,17 @@ def read(text: str, mode: Mode = "comment") -> Reading:
     """Every wish, praise and criticism in ``text``."""
     reading = Reading()
     for sentence in _sentences(text or ""):
+        literal = _literal(sentence) if mode == "comment" else None
+        if literal == "":
+            reading.praised.append(("overall", sentence.strip()))
+            continue
+        if literal:
+            # read as the plain complaint, quoted in the reviewer's own words
+            plain = read(literal)
+            reading.wishes += [replace(w, quote=sentence.strip()) for w in plain.wishes]
+            reading.criticised += [(aspect, sentence.strip()) for aspect, _ in plain.criticised]
+            if plain.wishes:
+                continue
         praising = mode == "comment" and _is_praise(sentence)
         polite = bool(_POLITE.search(sentence.lower()))
         # "Not too long, not too stiff, no made-up numbers.": a list of faults denied
@@ -1227,6 +1249,117 @@ def read(text: str, mode: Mode = "comment") -> Reading:
         _read_other_language(text or "", reading)
     _settle(reading)
     return reading
+
+
+# Irony says the opposite of what it means: each pattern turns an ironic sentence into the
+# plain complaint it stands for, which is then read like any other.
+_IRONY_MARK = (
+    r"\b(?:oh|wow|great|thanks|thank you|cheers|love|loved|lovely|perfect|brilliant|fantastic|"
+    r"wonderful|amazing|nice|superb|sure|just what|exactly what|because that's|yay|bravo|"
+    r"marvell?ous|splendid|grand|excellent|terrific|super|outstanding|delightful|ah yes|"
+    r"well done|congrat\w*|impressive)\b"
+)
+_LONG_GENRE = (
+    r"(?:novel(?:la)?|dissertation|thesis|tome|saga|epic|encyclop(?:a)?edia|textbook|treatise|"
+    r"manifesto|odyssey|magnum opus|sermon|lecture|filibuster|monologue|war and peace|"
+    r"phone book)\b(?! (?:idea|approach|way|angle|take|solution|point|insight|twist|concept))"
+)
+_IRONIES: list[tuple[re.Pattern[str], str]] = [
+    # "Could it be any more stiff?" — the quality, overdone
+    (
+        re.compile(
+            r"\b(?:could|can|would) (?:it|this|that|the \w+|you) (?:possibly )?(?:be|get|sound|"
+            r"read|have been|have sounded|have read) any more (?!(?:concise|clear|helpful|"
+            r"useful|readable|precise|accurate|polished|elegant|engaging|perfect|relevant|fun)\b)"
+            r"(?P<x>[a-z-]+)\b"
+        ),
+        "It is too {x}.",
+    ),
+    # "Could it be any clearer?": the rhetorical question of praise asks for nothing
+    (
+        re.compile(
+            r"\b(?:could|can) (?:it|this|that|the \w+|you) (?:possibly )?(?:be|get|sound|read|"
+            r"have been) any (?:more (?:concise|clear|helpful|useful|readable|precise|"
+            r"accurate|polished|elegant|engaging|perfect|relevant|fun)|better|clearer|cleaner|"
+            r"shorter|tighter|simpler|nicer|sharper)\s*\?"
+        ),
+        "",
+    ),
+    (
+        re.compile(
+            r"\b(?:could|can|would) (?:it|this|that|the \w+|you) (?:possibly )?(?:be|get|sound|"
+            r"read|have been) any less (?P<x>[a-z-]+)\b"
+        ),
+        "It is not {x} enough.",
+    ),
+    # "Thanks for the dissertation", "oh great, another novel": length, by a long genre
+    (
+        re.compile(
+            rf"^(?!.*\b(?:asked for|wanted|want|need|needed|requested|write|give me) (?:a |an |"
+            rf"the )?{_LONG_GENRE})(?:.*{_IRONY_MARK}[^.?!]*\b(?:another|a whole|an entire|the|"
+            rf"this|that|a|an|your|such an?)|.*\b(?:another|a whole|an entire))\s+(?:[\w-]+\s+)?"
+            rf"{_LONG_GENRE}\b"
+        ),
+        "Far too long.",
+    ),
+    # "Only nine paragraphs to tell me yes", "three screens to get to the point"
+    (
+        re.compile(
+            r"\b(?:only|just|a mere|merely|took|takes|needed|needs)\s+(?:\w+\s+){0,2}(?:paragraphs|"
+            r"pages|screens|screenfuls|scrolls|sections|minutes)\s+(?:of \w+\s+)?(?:to|before "
+            r"(?:it|you)) (?:tell|say|answer|get|reach|make|explain|admit|give|come)"
+        ),
+        "Far too long; get to the point first.",
+    ),
+    # "Sure, because every reader has a PhD": the audience it was written for is not the real one
+    (
+        re.compile(
+            r"\b(?:because|since|as if|as though|assuming)\b[^.?!]{0,25}\b(?:every(?:one|body)?|"
+            r"all (?:of )?(?:us|them|our \w+)|the average \w+|my (?:grandmother|grandma|gran|nan|"
+            r"mum|mom|dad|kids?))\b[^.?!]{0,30}\b(?:phd|doctorate|degree|expert|lawyer|engineer|"
+            r"economist|statistician|jargon|acronyms?|insider)"
+        ),
+        "Too technical for the readers.",
+    ),
+    # "Perfect, if the goal was to put me to sleep"
+    (
+        re.compile(
+            r"\bif the (?:goal|aim|point|idea|plan|purpose) (?:was|is|were) to (?:(?:put|send|lull)"
+            r" (?:\w+ ){1,2}to sleep|bore)"
+            r"|\bput me to sleep\b|\bbored (?:me )?to (?:tears|death)"
+        ),
+        "It is boring.",
+    ),
+    (
+        re.compile(
+            r"\bif the (?:goal|aim|point|idea|plan|purpose) (?:was|is|were) to (?:confuse|lose|"
+            r"baffle|bewilder)"
+        ),
+        "It is confusing.",
+    ),
+    # "Really enjoyed the five disclaimers before anything useful": a count praised, ironically
+    (
+        re.compile(
+            r"^(?:\w+,?\s+)?(?:really |truly |just |so )?(?:loved|enjoyed|appreciated|adored|"
+            r"liked|love|enjoy|appreciate)\s+(?:all )?(?:the|those|these)\s+(?:(?:\d+|five|six|"
+            r"seven|eight|nine|ten|eleven|twelve|dozen|many|several)\s+(?P<x>[a-z-]+(?: [a-z-]+)?)"
+            r"\s+(?:before|ahead of|preceding)\b|(?:endless|countless|umpteen)\s+"
+            r"(?P<y>[a-z-]+(?: [a-z-]+)?))"
+        ),
+        "Too many {x}.",
+    ),
+]
+
+
+def _literal(sentence: str) -> str | None:
+    """The plain complaint an ironic sentence stands for, or None."""
+    lowered = sentence.lower().strip()
+    for pattern, plain in _IRONIES:
+        match = pattern.search(lowered)
+        if match:
+            words = {k: v for k, v in match.groupdict().items() if v}
+            return plain.format(x=words.get("x") or words.get("y", ""))
+    return None
 
 
 def _read_other_language(text: str, reading: Reading) -> None:
