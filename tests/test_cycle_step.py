@@ -215,3 +215,22 @@ def test_a_step_that_damaged_earlier_work_is_told_what_to_keep():
     # praise of a later step asks for nothing of the kind
     kept = take(flow_agent, memory(), 9, "The last step polished it nicely.")
     assert all(s.prompt == f.prompt for s, f in zip(kept.agent.flow, flow_agent.flow, strict=True))
+
+
+def test_documents_not_read_and_facts_not_in_them_change_the_tool_and_the_step():
+    from domain.spec import load_spec
+
+    agent = load_spec("examples/research-session.yaml").lineages[0].agent
+    tools = {t.name: t.description for t in agent.tools}
+    # the documents are read through a tool: not reading them is a tool not used
+    step = take(agent, memory(), 4, "Didn't read the wiki at all; the opening times are a guess.")
+    changed = {t.name: t.description for t in step.agent.tools}
+    assert changed["search_documents"] != tools["search_documents"]
+    # a calculator not used is told it is for every sum, not for "checking facts"
+    step = take(agent, memory(), 4, "The calculator sat idle while it botched 17 times 23 by hand.")
+    calculator = next(t.description for t in step.agent.tools if t.name == "calculator")
+    assert "calculation" in calculator.lower()
+    # a claim found in none of the documents grounds the step that wrote it
+    step = take(agent, memory(), 3, "That 12% growth appears nowhere in the files we gave you.")
+    draft = next(s.prompt for s in step.agent.flow if s.name == "draft")
+    assert "never invent" in draft.lower()

@@ -405,9 +405,11 @@ CUES: list[Cue] = [
         r"|\byet you (?:stated|said|claimed|wrote)"
         r"|\b(?:says|said|mentions?) nothing about\b(?=[^.]*\byou (?:stated|said|claimed|wrote))"
         r"|\bstick to what(?:'s| is) (?:actually )?in\b"
-        r"|\b(?:wasn't|was not|isn't|is not|weren't|none of (?:that|this"
-        r"|it) was) (?:anywhere )?in the "
-        r"(?:\w+ )?(?:fact sheet|brief|spec|document|notes|data|source|file|listing)"
+        r"|\b(?:wasn't|was not|isn't|is not|aren't|are not|weren't|were not|none of (?:that|this"
+        r"|it) was|appears? nowhere|(?:does not|doesn't|do not|don't) appear|nowhere to be "
+        r"found) (?:anywhere )?in (?:any of )?(?:the|our|your|my|their) (?:\w+ )?(?:fact "
+        r"sheets?|briefs?|specs?|documents?|docs|notes|data|sources?|files?|listings?|handbook|"
+        r"wiki|materials?|records|knowledge base|manual|findings)"
         r"|\bonly (?:describe|list|report|name|mention) (?:\w+ ){0,3}(?:we|you|they"
         r"|I) (?:actually )?"
         r"(?:listed|gave|provided|sent|supplied)",
@@ -830,8 +832,10 @@ _TOOL = (
     r"\b(?P<tool>[a-z_]+ tool|[a-z_]+ api|tools?|search\w*|calculator|look(?:ed|ing)? (?:it |this "
     r"|that |"
     r"things |them )?up|lookup|brows\w*|google\w*|web search|api calls?|function calls?|"
-    r"retriev\w*)\b"
+    r"retriev\w*|handbook|documents|docs|wiki|knowledge base)\b"
 )
+# What the agent reads with its document tools: not reading them is not using the tool
+_DOCUMENTS = ("handbook", "documents", "docs", "wiki", "knowledge base")
 # A tool named by what it did: "hit the shipment tracker four times"
 _TOOL_REPEATED = re.compile(
     r"\b(?:hit|called|queried|pinged|polled|invoked|ran"
@@ -861,9 +865,10 @@ _TOOL_UNDERUSE = re.compile(
     r"|\bignor\w*|\bcheck (?:our|the|your) \w+|\bbefore (?:suggesting|answering|replying)\b"
     r"|\bguess(?:ed|ing)?\b|\byou have (?:the|a|an) \w+ (?:tool|api)\b"
     r"|\bwithout (?:looking|checking|searching|using|consulting)\b|\b(?:didn't|did not|never|"
-    r"don't) (?:look|check|search|use|consult|call)\w*|\bguess\w* instead\b|\binstead of "
+    r"don't) (?:look|check|search|use|consult|call|open|read)\w*|\bguess\w* instead\b|\binstead of "
     r"(?:looking|searching|checking)\b|\buse (?:the|your) \w+(?: tool)?\b|\blook (?:it|this|"
-    r"that|things) up\b",
+    r"that|things) up\b|\bby hand\b|\bin (?:its|your|their) head\b|\bmentally\b|\bmanually\b"
+    r"|\b(?:sat|left|lay|went|stayed) (?:idle|unused|untouched)\b|\bunused\b",
     re.I,
 )
 
@@ -1753,7 +1758,7 @@ def _read_tools(text: str, reading: Reading) -> None:
     name = {"looked": "search", "look": "search", "lookup": "search"}.get(name.split()[0], name)
     if name.startswith("look") or name.startswith("brows") or name.startswith("googl"):
         name = "search"
-    if name.startswith("search"):
+    if name.startswith("search") or name in _DOCUMENTS:
         name = "search"
     context = []
     if re.search(r"\b(?:add|sum|multiply|compute|calculat\w*|arithmetic|math)", lowered):

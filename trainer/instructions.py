@@ -102,6 +102,9 @@ CHECK_STEP_PROMPT = (
 )
 
 
+_CALCULATES = re.compile(r"calc|math|arith")
+
+
 def tool_wish(wish: Wish) -> tuple[str, str, str]:
     """(tool word, "less" | "more", context) of a tool-use wish."""
     name, direction, context = ((wish.detail or "") + "||").split("|")[:3]
@@ -116,6 +119,8 @@ def _tool_instruction(wish: Wish, tools: list[str]) -> str:
         if "arithmetic" in context:
             return f"Do simple arithmetic yourself; do not call {label} for it."
         return f"Call {label} only when the answer needs information you do not have."
+    if _CALCULATES.search(tool):
+        return f"Use {label} for every calculation, however simple; never do sums in your head."
     return f"Check facts with {label} instead of answering from memory."
 
 
@@ -138,9 +143,11 @@ def tool_guidance(wish: Wish, tool: str = "") -> str:
     """The sentence appended to a tool's description to change when it is used."""
     _, direction, context = tool_wish(wish)
     if direction == "less":
-        if "arithmetic" in context and re.search(r"calc|math|arith", tool):
+        if "arithmetic" in context and _CALCULATES.search(tool):
             return "Only for long or exact calculations; do simple arithmetic directly."
         if "arithmetic" in context:
             return "Not for arithmetic: compute sums and products directly."
         return "Use only when the answer needs information not already at hand."
+    if _CALCULATES.search(tool):
+        return "Use it for every calculation, however simple, instead of mental arithmetic."
     return "Use it to check facts before answering instead of relying on memory."
