@@ -75,7 +75,9 @@ async def ensure_search_attributes(client: Client) -> None:
 
 
 async def start_session(client: Client, spec: SessionSpec, task_queue: str) -> list[LineageHandle]:
-    """Start every lineage of ``spec``; a lineage already running is resumed, not restarted."""
+    """Start every lineage of ``spec``; a lineage already running is resumed, not restarted.
+    A worker on ``task_queue`` sharing ``client`` (the demo's) takes a lineage's first
+    workflow task with the start call's answer (eager start) instead of through the queue."""
     await ensure_search_attributes(client)
     handles = []
     for lineage in spec.lineages:
@@ -95,11 +97,14 @@ async def start_session(client: Client, spec: SessionSpec, task_queue: str) -> l
             id=workflow_id(lineage_id),
             task_queue=task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            request_eager_start=True,
+            # "running" from the start (the workflow reads it back; continue-as-new carries it
+            # over): a lineage's first cycle writes nothing to visibility
             search_attributes=TypedSearchAttributes(
                 [
                     SearchAttributePair(search_attributes.SESSION, spec.session_id),
                     SearchAttributePair(search_attributes.LINEAGE, lineage_id),
-                    SearchAttributePair(search_attributes.STATUS, "starting"),
+                    SearchAttributePair(search_attributes.STATUS, "running"),
                 ]
             ),
         )

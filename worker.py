@@ -126,6 +126,9 @@ def build_worker(
         activity_executor=ThreadPoolExecutor(max_workers=2 * settings.max_concurrent_activities),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_local_activities=settings.max_concurrent_activities,
+        max_cached_workflows=settings.max_cached_workflows,
+        max_concurrent_workflow_task_polls=settings.workflow_task_pollers,
+        max_concurrent_activity_task_polls=settings.activity_task_pollers,
     )
 
 

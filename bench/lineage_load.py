@@ -12,11 +12,17 @@
    0.1 s instead, which loads both sides with query traffic). Also printed: CPU per
    lineage-cycle, of the Temporal server and of this process (worker, client, driver), for each
    side: on two shared cores, CPU is what the wall time is made of.
-2. Load: 500 lineages started and waiting for a score on one worker: this process's peak RSS
-   (worker + client), and score -> next output latency (signal sent until `await_output`
-   returns the next cycle; ``--poll``: until the `state` query, polled every 5 ms, shows it)
-   for 100 of them; the Temporal dev server's peak RSS beside it. Targets: <= 500 MB,
-   p95 <= 0.5 s.
+2. Load: 500 lineages (``--lineages``) started, ``--parallel`` sessions of 25 at a time, until
+   every one awaits a score on one worker: the time that took, lineages/s, and the CPU of a
+   lineage's first cycle (Temporal server, this process); score -> next output latency (signal
+   sent until `await_output` returns the next cycle; ``--poll``: until the `state` query,
+   polled every 5 ms, shows it) for 100 lineages (``--sample``) one after another, among them
+   lineages evicted from the worker's workflow cache (``--cache``) when there are more lineages
+   than it holds; this process's peak RSS (worker + client) and the Temporal dev server's.
+   Targets: 500 lineages: <= 500 MB, p95 <= 0.5 s. 10,000 (``--lineages 10000 --rounds 0
+   --burst 0 --parallel 8 --server-file --cache 250``, the worker settings deploy/README.md
+   gives for many mostly idle lineages): all waiting in <= 4 minutes, worker <= 600 MB, dev
+   server <= 700 MB, p95 <= 250 ms across evicted lineages. ``--rounds 0`` skips part 1.
 3. Burst: 200 more of them scored at once (``--burst``): p50 / p95 / max of score -> next
    output, and lineage-cycles/s; then the same burst of bare workflows (in the sandbox and
    outside it), the ceiling that Temporal, its Python SDK and this machine set. Targets:
@@ -37,7 +43,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psutil
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowHandle,
+)
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from bench import canned_activities
@@ -204,15 +213,208 @@ class CpuMeter:
         return wall, server_after - server, me_after - me
 
 
-async def main(lineages: int, cycles: int, rounds: int, poll: bool, burst: int) -> None:
-    env = await start_in_memory()
-    client = env.client
+async def start_waiting(
+    client: Client, queue: str, lineages: int, parallel: int
+) -> list[WorkflowHandle[Any, Any]]:
+    """Start ``lineages`` lineages, in sessions of 25 (a session holds up to 26), ``parallel``
+    sessions at a time, each session done when all its lineages await their first score.
+    The handles in the order their sessions started."""
+    sessions: list[list[WorkflowHandle[Any, Any]]] = [[] for _ in range(0, lineages, 25)]
+    gate = asyncio.Semaphore(parallel)
+
+    async def session(index: int) -> None:
+        first = index * 25
+        spec = make_spec(labels=tuple(f"M{i}" for i in range(first, min(first + 25, lineages))))
+        async with gate:
+            handles = await start_session(client, spec, queue)
+            sessions[index] = handles
+            await asyncio.gather(*(first_output(h) for h in handles))
+
+    async def first_output(handle: WorkflowHandle[Any, Any]) -> None:
+        await await_output(handle, 1)  # the state it returns is dropped: the driver holds
+        # only handles, so that the process's memory is the worker's
+
+    await asyncio.gather(*(session(i) for i in range(len(sessions))))
+    return [h for handles in sessions for h in handles]
+
+
+async def score_to_next_output(handles: list[WorkflowHandle[Any, Any]], poll: bool) -> list[float]:
+    """One after another: a score sent, until the lineage's next output awaits a score."""
+    latencies = []
+    for handle in handles:
+        sent = time.perf_counter()
+        await handle.signal("score", {"score": 9})
+        if poll:
+            await poll_until(lineage_awaits(handle, 2), every=0.005)
+        else:
+            await await_output(handle, 2)
+        latencies.append(time.perf_counter() - sent)
+    return latencies
+
+
+def latency_line(latencies: list[float]) -> str:
+    q = statistics.quantiles(latencies, n=20)
+    return (
+        f"p50 {statistics.median(latencies) * 1000:.0f} ms, p95 {q[18] * 1000:.0f} ms, "
+        f"max {max(latencies) * 1000:.0f} ms"
+    )
+
+
+async def load(
+    client: Client,
+    queue: str,
+    settings: Settings,
+    lineages: int,
+    parallel: int,
+    sample: int,
+    poll: bool,
+) -> list[WorkflowHandle[Any, Any]]:
+    """Part 2; returns the lineages not scored yet, in the order they started."""
+    meter = CpuMeter()
+    server_cpu, me_cpu = meter.now()
+    t0 = time.perf_counter()
+    handles = await start_waiting(client, queue, lineages, parallel)
+    wall = time.perf_counter() - t0
+    server_after, me_after = meter.now()
+    print(
+        f"2. {lineages} lineages started and awaiting a score in {wall:.1f} s "
+        f"({lineages / wall:.1f} lineages/s; {parallel} sessions of 25 at a time); CPU per "
+        f"lineage's first cycle (start -> awaiting its score): Temporal server "
+        f"{(server_after - server_cpu) / lineages * 1000:.1f} ms, worker process "
+        f"{(me_after - me_cpu) / lineages * 1000:.1f} ms"
+    )
+    cache = settings.max_cached_workflows
+    evicted = handles[: max(0, lineages - cache - sample)]  # the least recently used
+    scored: set[int] = set()
+    if len(evicted) >= sample:
+        step = len(evicted) / sample
+        picked = [evicted[int(i * step)] for i in range(sample)]
+        latencies = await score_to_next_output(picked, poll)
+        scored |= {id(h) for h in picked}
+        print(
+            f"   score -> next output, {sample} lineages evicted from the worker's cache "
+            f"({cache} lineages) one after another: {latency_line(latencies)} "
+            "(target p95 <= 250 ms)"
+        )
+    cached = handles[-min(sample, cache // 2) :] if evicted else handles[:sample]
+    latencies = await score_to_next_output(cached, poll)
+    scored |= {id(h) for h in cached}
+    print(
+        f"   score -> next output, {len(cached)} lineages in the worker's cache: "
+        f"{latency_line(latencies)} (target p95 <= 500 ms)"
+    )
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    server_rss = sum(peak_rss_mb(p) for p in meter.server)
+    print(
+        f"   peak RSS: worker process {rss:.0f} MB (target <= 500 MB for 500 lineages, "
+        f"<= 600 MB for 10,000), Temporal dev server {server_rss:.0f} MB (<= 700 MB for "
+        f"10,000); {rss + server_rss:.0f} MB together"
+    )
+    return [h for h in handles if id(h) not in scored]
+
+
+async def overhead(
+    client: Client, queue: str, bare_q: str, free_q: str, cycles: int, rounds: int, poll: bool
+) -> None:
+    """Part 1."""
+    # Part 1's third side: its worker (and the workflows it caches) is gone before the
+    # memory figures of part 2.
+    async with Worker(
+        client,
+        task_queue=f"{queue}-canned",
+        workflows=[LineageWorkflow],
+        activities=canned_activities.ALL,
+        activity_executor=ThreadPoolExecutor(max_workers=8),
+    ):
+        # Warm all up (first imports into the workflow sandbox, first statements), then
+        # alternate them: on two shared cores a single run of each says little.
+        canned = f"{queue}-canned"
+        await drive_lineages(client, queue, 20, 1)
+        await drive_lineages(client, canned, 20, 1)
+        await drive_bare(client, bare_q, 20, 1)
+        await drive_bare(client, free_q, 20, 1)
+        tune_garbage_collector()  # as a worker process does once started (worker.py)
+        meter = CpuMeter()
+        ours_m, bare_m, canned_m, free_m = [], [], [], []
+        for _ in range(rounds):
+            bare_m.append(await meter.measure(drive_bare(client, bare_q, 20, cycles, poll)))
+            free_m.append(await meter.measure(drive_bare(client, free_q, 20, cycles, poll)))
+            ours_m.append(await meter.measure(drive_lineages(client, queue, 20, cycles, poll)))
+            canned_m.append(await meter.measure(drive_lineages(client, canned, 20, cycles, poll)))
+        ours_runs, bare_runs = [m[0] for m in ours_m], [m[0] for m in bare_m]
+        ours, bare = statistics.median(ours_runs), statistics.median(bare_runs)
+        canned_wall = statistics.median(m[0] for m in canned_m)
+        free = statistics.median(m[0] for m in free_m)
+        # Each round's pair ran back to back: their ratio cancels the machine's slower
+        # and faster minutes, which the medians of each side only average out.
+        paired = [o / b for o, b in zip(ours_runs, bare_runs, strict=True)]
+
+        def per_cycle(runs: list[tuple[float, float, float]], i: int) -> float:
+            return statistics.median(r[i] for r in runs) / (20 * cycles) * 1000
+
+        print(
+            f"1. orchestration, 20 lineages x {cycles} cycles, median of {rounds} "
+            f"alternating runs: Training Camp {ours:.2f} s, bare workflows with the same "
+            f"activities {bare:.2f} s -> ratio {ours / bare:.2f} (target <= 1.3)\n"
+            f"   runs: ours {', '.join(f'{r:.2f}' for r in ours_runs)}; "
+            f"bare {', '.join(f'{r:.2f}' for r in bare_runs)}\n"
+            f"   each round's ratio: {', '.join(f'{r:.2f}' for r in paired)} "
+            f"(median {statistics.median(paired):.2f})\n"
+            f"   CPU per lineage-cycle (medians): Training Camp: Temporal server "
+            f"{per_cycle(ours_m, 1):.1f} ms, worker process {per_cycle(ours_m, 2):.1f} ms; "
+            f"bare: server {per_cycle(bare_m, 1):.1f} ms, worker process "
+            f"{per_cycle(bare_m, 2):.1f} ms\n"
+            f"   the lineage workflow under canned activities (bench/canned_activities.py: "
+            f"Temporal and the workflow's logic, no store, runner or trainer work): "
+            f"{canned_wall:.2f} s -> ratio {canned_wall / bare:.2f}; server "
+            f"{per_cycle(canned_m, 1):.1f} ms, worker process "
+            f"{per_cycle(canned_m, 2):.1f} ms\n"
+            f"   bare workflows outside the sandbox, as the lineage runs: {free:.2f} s -> "
+            f"Training Camp against them {ours / free:.2f}; server "
+            f"{per_cycle(free_m, 1):.1f} ms, worker process {per_cycle(free_m, 2):.1f} ms"
+        )
+
+
+# The dev server (`temporal server start-dev`) reads the namespace's search attributes from its
+# store again at every use, so that ones added later apply at once; a cluster caches them (the
+# setting's default). Ours are registered as it starts: with the cluster's behaviour a
+# lineage's first cycle costs the server 14 reads fewer (deploy/README.md).
+# --server-file: the dev server's SQLite database in a file, as `training-camp demo` keeps it,
+# so that what the lineages' histories take is on disk rather than in the server's memory;
+# write-ahead log, synced at checkpoints (what survives the server's crash survives, but not
+# necessarily a power cut): in memory it grew by 50-100 MB per 1,000 lineages.
+SERVER_FILE_ARGS = ["--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL"]
+DEV_SERVER_ARGS = ["--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false"]
+
+
+async def main(
+    lineages: int,
+    cycles: int,
+    rounds: int,
+    poll: bool,
+    burst: int,
+    parallel: int,
+    sample: int,
+    cache: int | None,
+    dev_server_defaults: bool,
+    server_file: bool,
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
+        env = await start_in_memory(
+            dev_server_extra_args=[
+                *([] if dev_server_defaults else DEV_SERVER_ARGS),
+                *(SERVER_FILE_ARGS if server_file else []),
+            ],
+            dev_server_database_filename=f"{tmp}/temporal.db" if server_file else None,
+        )
+        client = env.client
         store = Store.open(f"sqlite:///{tmp}/bench.db")
         queue = f"bench-{uuid.uuid4().hex[:8]}"
         settings = Settings(
             task_queue=queue, database_url=str(store.engine.url), max_concurrent_activities=100
         )
+        if cache is not None:
+            settings = settings.model_copy(update={"max_cached_workflows": cache})
         bare_q, free_q = f"{queue}-bare", f"{queue}-bare-unsandboxed"
         async with (
             build_worker(client, store, settings),
@@ -225,106 +427,16 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool, burst: int) 
                 workflow_runner=UnsandboxedWorkflowRunner(),
             ),
         ):
-            # Part 1's third side: its worker (and the workflows it caches) is gone before the
-            # memory figures of part 2.
-            async with Worker(
-                client,
-                task_queue=f"{queue}-canned",
-                workflows=[LineageWorkflow],
-                activities=canned_activities.ALL,
-                activity_executor=ThreadPoolExecutor(max_workers=8),
-            ):
-                # Warm all up (first imports into the workflow sandbox, first statements), then
-                # alternate them: on two shared cores a single run of each says little.
-                canned = f"{queue}-canned"
+            if rounds:
+                await overhead(client, queue, bare_q, free_q, cycles, rounds, poll)
+            else:  # warm up as part 1 does
                 await drive_lineages(client, queue, 20, 1)
-                await drive_lineages(client, canned, 20, 1)
-                await drive_bare(client, bare_q, 20, 1)
-                await drive_bare(client, free_q, 20, 1)
-                tune_garbage_collector()  # as a worker process does once started (worker.py)
-                meter = CpuMeter()
-                ours_m, bare_m, canned_m, free_m = [], [], [], []
-                for _ in range(rounds):
-                    bare_m.append(await meter.measure(drive_bare(client, bare_q, 20, cycles, poll)))
-                    free_m.append(await meter.measure(drive_bare(client, free_q, 20, cycles, poll)))
-                    ours_m.append(
-                        await meter.measure(drive_lineages(client, queue, 20, cycles, poll))
-                    )
-                    canned_m.append(
-                        await meter.measure(drive_lineages(client, canned, 20, cycles, poll))
-                    )
-                ours_runs, bare_runs = [m[0] for m in ours_m], [m[0] for m in bare_m]
-                ours, bare = statistics.median(ours_runs), statistics.median(bare_runs)
-                canned_wall = statistics.median(m[0] for m in canned_m)
-                free = statistics.median(m[0] for m in free_m)
-                # Each round's pair ran back to back: their ratio cancels the machine's slower
-                # and faster minutes, which the medians of each side only average out.
-                paired = [o / b for o, b in zip(ours_runs, bare_runs, strict=True)]
-
-                def per_cycle(runs: list[tuple[float, float, float]], i: int) -> float:
-                    return statistics.median(r[i] for r in runs) / (20 * cycles) * 1000
-
-                print(
-                    f"1. orchestration, 20 lineages x {cycles} cycles, median of {rounds} "
-                    f"alternating runs: Training Camp {ours:.2f} s, bare workflows with the same "
-                    f"activities {bare:.2f} s -> ratio {ours / bare:.2f} (target <= 1.3)\n"
-                    f"   runs: ours {', '.join(f'{r:.2f}' for r in ours_runs)}; "
-                    f"bare {', '.join(f'{r:.2f}' for r in bare_runs)}\n"
-                    f"   each round's ratio: {', '.join(f'{r:.2f}' for r in paired)} "
-                    f"(median {statistics.median(paired):.2f})\n"
-                    f"   CPU per lineage-cycle (medians): Training Camp: Temporal server "
-                    f"{per_cycle(ours_m, 1):.1f} ms, worker process {per_cycle(ours_m, 2):.1f} ms; "
-                    f"bare: server {per_cycle(bare_m, 1):.1f} ms, worker process "
-                    f"{per_cycle(bare_m, 2):.1f} ms\n"
-                    f"   the lineage workflow under canned activities (bench/canned_activities.py: "
-                    f"Temporal and the workflow's logic, no store, runner or trainer work): "
-                    f"{canned_wall:.2f} s -> ratio {canned_wall / bare:.2f}; server "
-                    f"{per_cycle(canned_m, 1):.1f} ms, worker process "
-                    f"{per_cycle(canned_m, 2):.1f} ms\n"
-                    f"   bare workflows outside the sandbox, as the lineage runs: {free:.2f} s -> "
-                    f"Training Camp against them {ours / free:.2f}; server "
-                    f"{per_cycle(free_m, 1):.1f} ms, worker process {per_cycle(free_m, 2):.1f} ms"
-                )
-
+                tune_garbage_collector()
             if lineages == 0:
                 return
-            t0 = time.perf_counter()
-            handles = []
-            for first in range(0, lineages, 25):  # sessions hold up to 26 lineages
-                labels = tuple(f"M{i}" for i in range(first, min(first + 25, lineages)))
-                handles += await start_session(client, make_spec(labels=labels), queue)
-
-            if poll:
-                await asyncio.gather(*(poll_until(lineage_awaits(h, 1)) for h in handles))
-            else:
-                await asyncio.gather(*(await_output(h, 1) for h in handles))
-            print(
-                f"2. {lineages} lineages started and awaiting a score in "
-                f"{time.perf_counter() - t0:.1f} s"
-            )
-            latencies = []
-            for handle in handles[:100]:
-                sent = time.perf_counter()
-                await handle.signal("score", {"score": 9})
-                if poll:
-                    await poll_until(lineage_awaits(handle, 2), every=0.005)
-                else:
-                    await await_output(handle, 2)
-                latencies.append(time.perf_counter() - sent)
-            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            q = statistics.quantiles(latencies, n=20)
-            print(
-                f"   score -> next output: p50 {statistics.median(latencies) * 1000:.0f} ms, "
-                f"p95 {q[18] * 1000:.0f} ms (target <= 500 ms); worker process peak RSS "
-                f"{rss:.0f} MB (target <= 500 MB)"
-            )
-            server_rss = sum(peak_rss_mb(p) for p in CpuMeter().server)
-            print(
-                f"   memory, every process: worker {rss:.0f} MB + Temporal dev server "
-                f"{server_rss:.0f} MB = {rss + server_rss:.0f} MB peak RSS"
-            )
+            waiting = await load(client, queue, settings, lineages, parallel, sample, poll)
             if burst:
-                ours = await score_burst(handles[100 : 100 + burst], lambda h: await_output(h, 2))
+                ours = await score_burst(waiting[:burst], lambda h: await_output(h, 2))
                 bare = await bare_burst(client, bare_q, burst)
                 free = await bare_burst(client, free_q, burst)
                 print(
@@ -334,7 +446,7 @@ async def main(lineages: int, cycles: int, rounds: int, poll: bool, burst: int) 
                     f"   {burst_line('bare workflows outside the sandbox', burst, free)}"
                 )
         store.close()
-    await env.shutdown()
+        await env.shutdown()
 
 
 if __name__ == "__main__":
@@ -353,5 +465,48 @@ if __name__ == "__main__":
         default=200,
         help="after the load figures, score this many waiting lineages at once (0: skip)",
     )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=4,
+        help="part 2: start this many sessions (of 25 lineages) at a time",
+    )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=100,
+        help="part 2: score this many lineages one after another for the latency figures",
+    )
+    parser.add_argument(
+        "--cache",
+        type=int,
+        default=None,
+        help="the worker's workflow cache, in lineages (default: the worker's default)",
+    )
+    parser.add_argument(
+        "--dev-server-defaults",
+        action="store_true",
+        help="run the dev server as `temporal server start-dev` does (search attributes re-read "
+        "at every use)",
+    )
+    parser.add_argument(
+        "--server-file",
+        action="store_true",
+        help="the dev server keeps its SQLite database in a file (as `training-camp demo` runs "
+        "it), not in memory",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.lineages, args.cycles, args.rounds, args.poll, args.burst))
+    asyncio.run(
+        main(
+            args.lineages,
+            args.cycles,
+            args.rounds,
+            args.poll,
+            args.burst,
+            args.parallel,
+            args.sample,
+            args.cache,
+            args.dev_server_defaults,
+            args.server_file,
+        )
+    )

@@ -24,6 +24,12 @@ class Settings(BaseModel):
     anthropic_base_url: str | None = None
     anthropic_max_retries: int = 2
     max_concurrent_activities: int = 50
+    # The worker's workflow cache and pollers (worker.py, deploy/README.md "Many waiting
+    # lineages"): a cached lineage answers its next score without replaying its history and
+    # costs the worker memory while it waits; an evicted one replays the history of its run.
+    max_cached_workflows: int = 1000
+    workflow_task_pollers: int = 5
+    activity_task_pollers: int = 5
     # Temporal's OpenTelemetry interceptor (client, workflow and activity spans, one trace with
     # the agent's). Off unless traces leave the process: spans nobody receives cost every
     # activity a span and every command a header.
@@ -50,6 +56,9 @@ class Settings(BaseModel):
             anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
             anthropic_max_retries=int(env.get("ANTHROPIC_MAX_RETRIES", "2")),
             max_concurrent_activities=int(env.get("TRAINING_CAMP_MAX_CONCURRENT_ACTIVITIES", "50")),
+            max_cached_workflows=int(env.get("TRAINING_CAMP_MAX_CACHED_WORKFLOWS", "1000")),
+            workflow_task_pollers=int(env.get("TRAINING_CAMP_WORKFLOW_TASK_POLLERS", "5")),
+            activity_task_pollers=int(env.get("TRAINING_CAMP_ACTIVITY_TASK_POLLERS", "5")),
             temporal_tracing=_flag(env, "TRAINING_CAMP_TEMPORAL_TRACING", otlp_configured()),
             workflow_sandbox=_flag(env, "TRAINING_CAMP_WORKFLOW_SANDBOX", False),
             rlm_isolation=_isolation(env),

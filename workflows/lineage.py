@@ -64,7 +64,10 @@ class LineageWorkflow(LineageHandlers):
     @workflow.init
     def __init__(self, inp: LineageInput) -> None:
         super().__init__(inp)
-        self._visible_status: str | None = None  # the TrainingCampStatus search attribute
+        # The TrainingCampStatus search attribute as the run starts: set by the starter (a new
+        # lineage starts "running") or carried over by continue-as-new, so that a first cycle
+        # writes nothing to visibility.
+        self._visible_status = workflow.info().typed_search_attributes.get(search_attributes.STATUS)
 
     # ---- the story of a lineage ----------------------------------------------------------
 
