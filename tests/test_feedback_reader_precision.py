@@ -77,3 +77,17 @@ def test_sincere_praise_that_looks_ironic_asks_for_nothing(comment: str):
 def test_a_plain_request_phrased_as_a_question_is_still_a_request():
     assert wishes("Could it be more formal?") == {"formal"}
     assert wishes("Could it be shorter?") == {"shorter"}
+
+
+def test_a_trade_of_one_topic_for_another_is_a_change_of_focus_not_length():
+    read = feedback_reader.read("Drop the company backstory; I want more about the fees.")
+    focus = [w for w in read.wishes if w.family == "focus"]
+    assert focus and "on:the fees" in (focus[0].detail or "")
+    assert "off:" in (focus[0].detail or "")
+    assert "longer" not in {w.family for w in read.wishes}
+
+
+def test_a_list_accepted_with_a_cap_asks_for_the_cap():
+    read = feedback_reader.read("Bullets are okay, just keep it to four points.")
+    assert {w.family: w.detail for w in read.wishes} == {"key_points": "four"}
+    assert [w.family for w in read.kept] == ["bullets"]

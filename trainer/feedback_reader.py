@@ -160,6 +160,20 @@ CUES: list[Cue] = [
         confidence=0.9,
         fixed=True,
     ),
+    # a cap on a list's length: "five items at most", "no more than four bullets"
+    _c(
+        r"\b(?:no more than|not more than|at most|max(?:imum)?(?: of)?|up to|limit (?:it|them|the "
+        r"list|yourself) to|cap (?:it|them|the list) at|keep (?:it|the list) to) "
+        r"(?P<limit>two|three|four|five|six|seven|eight|\d) (?:items|bullets|bullet points|points|"
+        r"entries|lines|tips|options|steps)\b|\b(?P<limit2>two|three|four|five|six|seven|eight|\d) "
+        r"(?:items|bullets|bullet points|points|entries|tips|options) (?:at most|max(?:imum)?|"
+        r"tops|or (?:fewer|less)|is plenty|is enough|will do)\b",
+        "focus",
+        "key_points",
+        None,
+        confidence=0.9,
+        fixed=True,
+    ),
     _c(
         r"\b(?:one|a single|two|a couple of)\s+(?:short\s+)?(?:sentences?|lines?|paragraphs?)\s+"
         r"(?:instead of|rather than|not|would do|is enough|will do|max|tops|at most)\b"
@@ -1218,6 +1232,9 @@ def read(text: str, mode: Mode = "comment") -> Reading:
             if plain.wishes:
                 continue
         praising = mode == "comment" and _is_praise(sentence)
+        trade = _trade(sentence) if mode == "comment" else None
+        if trade:
+            reading.wishes.append(trade)
         polite = bool(_POLITE.search(sentence.lower()))
         # "Not too long, not too stiff, no made-up numbers.": a list of faults denied
         denying = mode == "comment" and bool(_DENIAL.search(sentence.lower()))
@@ -1567,7 +1584,8 @@ def _is_praise(sentence: str) -> bool:
 _ADMIRE = re.compile(
     r"\b(?:good|great|nice|love[ds]?|loving|perfect|excellent|works?|helpful|useful|helps|"
     r"spot[- ]on|much better|better|brilliant|thanks?|thank you|appreciated|perfectly|suits?|"
-    r"suited|just right|well judged|well pitched|nailed|reads well|works well)\b"
+    r"suited|just right|well judged|well pitched|nailed|reads well|works well|(?:is|are|'s) "
+    r"(?:fine|ok|okay|all right|alright))\b"
     r"|\bkeep (?:them|it|this|that|those|these|the \w+)\s*$"
 )
 _NOT_ADMIRING = re.compile(
@@ -1616,7 +1634,8 @@ def _is_format_word(topic: str) -> bool:
 
 _FOCUS = re.compile(
     r"\b(?:focus(?:ed)?|concentrate|stick|keep (?:it|the answer|this))\s+(?:more |only )?"
-    r"(?:on|to)\s+(?!\d|what's|what is|the (?:data|facts|numbers|documents?|sources?|brief|spec))"
+    r"(?:on|to)\s+(?!\d|(?:one|two|three|four|five|six|seven|eight|nine|ten) |what's|what is|"
+    r"the (?:data|facts|numbers|documents?|sources?|brief|spec))"
     r"(?P<topic>[\w' -]+)"
     r"|\b(?:only|just) (?:talk|write|care|tell me) about (?P<topic2>[\w' -]+)"
     r"|\b(?:what|all) I (?:need|want|care about) is (?P<topic3>[\w' -]+)"
@@ -1641,6 +1660,32 @@ _AVOID = re.compile(
 )
 
 
+# A trade: less of one thing for more of another ("less throat-clearing, more on the costs")
+_TRADE = re.compile(
+    r"\b(?:less|fewer|skip|drop|cut|lose|ditch|no more|not so much|instead of|rather than)\s+"
+    r"(?:the\s+|all the\s+|of the\s+)?(?P<off>[a-z][\w' -]{2,40}?)(?:\s+(?:at|in) the "
+    r"(?:start|beginning|top|intro\w*))?\s*(?:,|;|:|-|and|but|then|so)\s*(?:give me |add |"
+    r"put |and |i want |i'd like |i need |we need |we want |i'd rather have |let's have )?"
+    r"(?:a lot |much |far |way )?more (?:on|about) (?P<on>[a-z][\w' -]{2,40})"
+    r"|\bmore (?:on|about) (?P<on2>[a-z][\w' -]{2,40}?)\s*(?:,|;|and|but)\s*(?:a lot |much |far "
+    r")?(?:less|fewer|no more|not so much) (?:on |about )?(?:the )?(?P<off2>[a-z][\w' -]{2,40})"
+)
+
+
+def _trade(sentence: str) -> Wish | None:
+    """Less of one thing for more of another: a change of focus, not a longer answer."""
+    trade = _TRADE.search(sentence.lower())
+    if not trade:
+        return None
+    on, off = (
+        re.sub(r"\s+please$", "", (trade.group(a) or trade.group(b) or "").strip(" .,;!"))
+        for a, b in (("on", "on2"), ("off", "off2"))
+    )
+    if not on or not off or _is_format_word(on) or _is_format_word(off):
+        return None
+    return Wish("focus", "focus", sentence.strip(), 0.85, detail=f"on:{on}|off:{off}")
+
+
 def _focus(clause: str) -> Wish | None:
     lowered = clause.lower()
     want = _FOCUS.search(lowered)
@@ -1649,8 +1694,8 @@ def _focus(clause: str) -> Wish | None:
         return None
     topic = _topic(want) if want else None
     avoided = _topic(avoid) if avoid else None
-    detail = f"on:{topic}" if topic else f"off:{avoided}"
-    return Wish("focus", "focus", clause, 0.85, detail=detail)
+    detail = "|".join(f"{k}:{v}" for k, v in (("on", topic), ("off", avoided)) if v)
+    return Wish("focus", "focus", clause, 0.85, detail=detail or None)
 
 
 _ACTION = (
@@ -1787,13 +1832,26 @@ def _read_languages(text: str, reading: Reading) -> None:
 
 
 def _settle(reading: Reading) -> None:
-    """One wish a family; a weak wish yields to an explicit one in its aspect or family; of two
+    """A topic a change of focus asks more of is not a wish for a longer answer. One wish a
+    family; a weak wish yields to an explicit one in its aspect or family; of two
     opposite wishes the later one stands (the reviewer's last word). Every aspect a kept wish
     came from is recorded as criticised."""
     # a request no family covers is a fallback: only when nothing else was read, and never in
     # feedback that spoke to the trainer
     if reading.injection or any(w.family != "custom" for w in reading.wishes):
         reading.wishes = [w for w in reading.wishes if w.family != "custom"]
+    focused = [
+        part[3:]
+        for w in reading.wishes
+        if w.family == "focus"
+        for part in (w.detail or "").split("|")
+        if part.startswith("on:")
+    ]
+    reading.wishes = [
+        w
+        for w in reading.wishes
+        if not (w.family == "longer" and w.detail and any(w.detail.startswith(f) for f in focused))
+    ]
     strong_aspects = {w.aspect for w in reading.wishes if not w.weak}
     strong_families = {w.family for w in reading.wishes if not w.weak}
     kept: dict[str, Wish] = {}
