@@ -53,6 +53,7 @@ from bench import canned_activities
 from bench.bare_workflow import BareCycleWorkflow, noop
 from client import await_output, start_session
 from domain.settings import Settings
+from services import dev_server
 from services.dev_server import start_in_memory
 from store import Store
 from tests.conftest import make_spec
@@ -375,16 +376,9 @@ async def overhead(
         )
 
 
-# The dev server (`temporal server start-dev`) reads the namespace's search attributes from its
-# store again at every use, so that ones added later apply at once; a cluster caches them (the
-# setting's default). Ours are registered as it starts: with the cluster's behaviour a
-# lineage's first cycle costs the server 14 reads fewer (deploy/README.md).
-# --server-file: the dev server's SQLite database in a file, as `training-camp demo` keeps it,
-# so that what the lineages' histories take is on disk rather than in the server's memory;
-# write-ahead log, synced at checkpoints (what survives the server's crash survives, but not
-# necessarily a power cut): in memory it grew by 50-100 MB per 1,000 lineages.
-SERVER_FILE_ARGS = ["--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL"]
-DEV_SERVER_ARGS = ["--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false"]
+# The dev server's settings are services/dev_server.py's, as `training-camp demo` runs it
+# (--dev-server-defaults: without the cached search attributes; --server-file: its database in
+# a file in write-ahead-log mode, as the demo keeps it).
 
 
 async def main(
@@ -402,8 +396,8 @@ async def main(
     with tempfile.TemporaryDirectory() as tmp:
         env = await start_in_memory(
             dev_server_extra_args=[
-                *([] if dev_server_defaults else DEV_SERVER_ARGS),
-                *(SERVER_FILE_ARGS if server_file else []),
+                *([] if dev_server_defaults else dev_server.CACHED_SEARCH_ATTRIBUTES),
+                *(dev_server.ON_DISK if server_file else []),
             ],
             dev_server_database_filename=f"{tmp}/temporal.db" if server_file else None,
         )

@@ -3,6 +3,8 @@ versions (the definitions themselves cached, since a version never changes)."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from sqlalchemy import Engine, bindparam, func
 from sqlmodel import col, select
 
@@ -10,6 +12,7 @@ from domain.agent import AgentDefinition, AgentRef
 from store.tables import AgentVersionRow, LineageRow, RolloutRow, SessionDocumentRow
 from store.views.reader import ViewReader
 
+CACHED_DEFINITIONS = 1024  # agent versions kept decoded (about 2 KB each)
 _versions = AgentVersionRow.__table__  # type: ignore[attr-defined]
 _rollouts = RolloutRow.__table__  # type: ignore[attr-defined]
 _DEFINITION_HASH = select(_versions.c.definition_hash).where(_versions.c.id == bindparam("id"))
@@ -28,13 +31,17 @@ class LineageView(ViewReader):
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
-        self._definitions: dict[tuple[str, int], AgentDefinition] = {}
+        # bounded: a worker with thousands of waiting lineages reads each one's agent once a
+        # cycle, and would otherwise keep every version it ever read
+        self._definitions: OrderedDict[tuple[str, int], AgentDefinition] = OrderedDict()
 
     def agent_definition(self, ref: AgentRef) -> AgentDefinition:
-        """An agent version (immutable once written, so cached for the worker's lifetime)."""
+        """An agent version (immutable once written, so the latest read are cached)."""
         key = (ref.agent_id, ref.version)
         with self._lock:
             cached = self._definitions.get(key)
+            if cached is not None:
+                self._definitions.move_to_end(key)
         if cached is not None:
             return cached.model_copy(deep=True)
         with self.engine.connect() as conn:
@@ -46,6 +53,8 @@ class LineageView(ViewReader):
         definition = AgentDefinition.model_validate(self.payload(digest))
         with self._lock:
             self._definitions[key] = definition
+            while len(self._definitions) > CACHED_DEFINITIONS:
+                self._definitions.popitem(last=False)
         return definition.model_copy(deep=True)
 
     def resume_point(self, lineage_id: str) -> tuple[int | None, int]:
