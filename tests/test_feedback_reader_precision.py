@@ -91,3 +91,25 @@ def test_a_list_accepted_with_a_cap_asks_for_the_cap():
     read = feedback_reader.read("Bullets are okay, just keep it to four points.")
     assert {w.family: w.detail for w in read.wishes} == {"key_points": "four"}
     assert [w.family for w in read.kept] == ["bullets"]
+
+
+@pytest.mark.parametrize(
+    ("comment", "family"),
+    [
+        ("It's going into a sympathy note for a colleague's family.", "warmer"),
+        ("We're answering a worried parent here.", "warmer"),
+        ("A text to my little brother, remember.", "casual"),
+        ("Our volunteers will only skim it.", "shorter"),
+        ("This ends up on a single slide.", "shorter"),
+        ("The readers are incoming students.", "simpler"),
+    ],
+)
+def test_a_situation_implies_a_wish_that_yields_to_an_explicit_one(comment: str, family: str):
+    read = feedback_reader.read(comment)
+    assert family in {w.family for w in read.wishes}
+    assert all(w.weak for w in read.wishes if w.family == family)
+
+
+def test_where_a_situation_is_named_as_a_place_or_a_pitch_it_asks_for_nothing_of_it():
+    assert "shorter" not in wishes("A typo in the subject line, otherwise fine.")
+    assert "simpler" not in wishes("Pitched at an eleven-year-old; our readers are surgeons.")

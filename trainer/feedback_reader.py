@@ -127,6 +127,70 @@ CUES: list[Cue] = [
         confidence=0.75,
         weak=True,
     ),
+    # more situations that leave little room: a glance, a slide, a card, a call
+    _c(
+        r"\bskim(?:s|med|ming)?\b|\bin (?:a few |about |under |thirty |ten |twenty |\d+ )?"
+        r"(?:seconds|a minute|one minute)\b|\bbetween (?:shifts|sets|patients|lessons|flights|"
+        r"appointments|errands)\b|\b(?:on|onto|for|into|in) (?:a|one|a single) "
+        r"(?:slide|postcard|sticky note|banner|push notification|text message|sms|business card|"
+        r"tweet)\b|\b(?:read|say) (?:it |this )?(?:aloud|out loud) (?:on|in|during) "
+        r"an? (?:\w+[- ])?(?:minute )?(?:call|meeting|stand-?up)\b",
+        "length",
+        None,
+        "shorter",
+        kind="fault",
+        confidence=0.75,
+        weak=True,
+    ),
+    # an occasion of loss or distress: whoever reads it needs warmth
+    _c(
+        r"\b(?:condolence|sympathy|bereave\w*|grieving|funeral|eulogy|memorial service|"
+        r"get[- ]well|in mourning)\b|\b(?:angry|upset|furious|frustrated|anxious|worried|scared|"
+        r"distressed|grieving) (?:customers?|clients?|patients?|parents?|users?|readers?|famil"
+        r"(?:y|ies)|guests?)\b",
+        "tone",
+        None,
+        "warmer",
+        kind="fault",
+        confidence=0.75,
+        weak=True,
+    ),
+    # a note to family or friends, a toast: not a memo
+    _c(
+        r"\b(?:note|message|text|email|letter|card) to (?:my|our) (?:teenage |little |young |old |"
+        r"best )?(?:son|daughter|nephew|niece|kids?|friends?|buddy|mate|brother|sister|cousin|"
+        r"grandkids?|grandson|granddaughter|neighbou?r)\b|\b(?:a|the|my) toast\b"
+        r"|\b(?:birthday|wedding|retirement|farewell|leaving) (?:card|toast|speech|party|message|"
+        r"note)\b",
+        "tone",
+        None,
+        "casual",
+        kind="fault",
+        confidence=0.75,
+        weak=True,
+    ),
+    # the audience the answer was pitched at, named: which way it should move is not said
+    _c(
+        r"\b(?:written|pitched|aimed|targeted|geared|dumbed down|meant)\s+(?:for|at|to)\s+"
+        r"(?:a |an |the )?(?:first[- ]year|freshman|new|junior|incoming|interns?|(?:\d+|eight|nine|"
+        r"ten|eleven|twelve)[- ]year[- ]old)(?:[\w-]*)(?: students?| hires?| interns?)?",
+        "audience",
+        None,
+        None,
+        kind="fault",
+    ),
+    # readers new to the subject
+    _c(
+        r"\b(?:first[- ]year|freshman|new|junior|incoming) (?:students?|hires?|interns?|starters?|"
+        r"volunteers?|staff)\b|\b(?:our|the) interns\b|\b(?:a|an) (?:\d+|eight|nine|ten|eleven|"
+        r"twelve)[- ]year[- ]old\b|\bnon[- ](?:technical|specialists?|experts?|engineers?)\b",
+        "audience",
+        None,
+        "simpler",
+        kind="fault",
+        confidence=0.75,
+        weak=True,
+    ),
     # a genre the answer should not be in: too formal for where it goes
     _c(
         r"\b(?:reads?|sounds?|looks?|feels?) like (?:a |an |some )?(?:[\w-]+ )?(?:legal brief|"
