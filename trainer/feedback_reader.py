@@ -985,6 +985,9 @@ _DAMAGED_AS = {
 }  # fmt: skip
 
 
+_REWORKING = re.compile(r"\b(?:tighten|polish|edit|rewrit|shorten|trimm|summar|clean)\w*")
+
+
 def _what(word: str) -> str:
     word = word[:-1] if word.endswith("s") and word not in ("stats", "statistics") else word
     return _DAMAGED_AS.get(word, word)
@@ -1000,15 +1003,15 @@ def _damage(clause: str) -> Wish | None:
     step = re.search(_STEP_REF, lowered)
     if not step and not _EARLIER.search(lowered):
         return None
-    if step and step.group("name") in ("each", "every", "one", "a", "the", "this", "that"):
-        step = None if not _EARLIER.search(lowered) else step
+    generic = step and step.group("name") in ("each", "every", "one", "a", "the", "this", "that")
+    if generic and not _EARLIER.search(lowered):
+        step = None
     culprit = ""
     if step:
         culprit = step.group("place") or step.group("name") or "last"
         culprit = "last" if culprit in ("final", "closing", "end", "later") else culprit
-    elif re.search(r"\b(?:tighten|polish|edit|rewrit|shorten|trimm|summar|clean)\w*", lowered):
-        culprit = re.search(r"\b(?:tighten|polish|edit|rewrit|shorten|trimm|summar|clean)\w*",
-                            lowered).group(0)  # fmt: skip
+    elif reworking := _REWORKING.search(lowered):
+        culprit = reworking.group(0)  # "the tightening": the step whose prompt tightens
     lost = _DAMAGED.search(lowered, damage.start() - 40 if damage.start() > 40 else 0)
     what = _what(lost.group("what")) if lost else ""
     return Wish("preserve", "accuracy", clause.strip(), 0.8, detail=f"{culprit or 'last'}|{what}")
@@ -1314,8 +1317,7 @@ def read(text: str, mode: Mode = "comment") -> Reading:
             admiring = mode == "comment" and _admires(parts, index)
             damage = _damage(clause) if mode == "comment" and not admiring else None
             if damage:
-                reading.wishes.append(damage)
-                reading.criticised.append((damage.aspect, clause))
+                reading.wishes.append(damage)  # recorded as criticised when settled
                 damaged = damage
                 continue
             if damaged and re.search(_DAMAGE, clause.lower()):
