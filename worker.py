@@ -24,8 +24,10 @@ from temporalio.worker import Interceptor, UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.agent_execution import AgentExecutionActivities
+from activities.cycle_records import CycleRecordActivities
 from activities.error_classification import PermanentErrorInterceptor
 from activities.feedback import FeedbackActivities
+from activities.insight_sharing import InsightSharingActivities
 from activities.lightning import LightningActivities
 from activities.lineage_registry import LineageRegistryActivities
 from activities.rlm import RlmActivities
@@ -64,6 +66,8 @@ def build_worker(
     trainers = TrainerBackends(settings)
     trainer = TrainerActivities(store, trainers)
     feedback = FeedbackActivities(store)
+    records = CycleRecordActivities(store)
+    sharing = InsightSharingActivities(store)
     lightning = LightningActivities(store, trainers)
     rlm = RlmActivities(store, settings)
     # Clients made by connect() already trace (and workers inherit that); others get it here.
@@ -97,6 +101,8 @@ def build_worker(
             feedback.record_directive,
             feedback.record_lock,
             trainer.take_cycle_step,
+            records.record_cycle_step,
+            sharing.share_outcome,
             lightning.publish_resources,
             lightning.record_task_queued,
             lightning.record_task_attempt_started,

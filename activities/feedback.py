@@ -38,11 +38,6 @@ class FeedbackActivities:
 
     @activity.defn(name="record_lock")
     def record_lock(self, inp: RecordLockInput) -> None:
-        competitors = {
-            lineage_id: score
-            for lineage_id, score in self.store.queries.latest_scores(inp.session_id).items()
-            if lineage_id != inp.lineage_id
-        }
         self.store.recorder.record_lock(
             session_id=inp.session_id,
             lineage_id=inp.lineage_id,
@@ -50,5 +45,4 @@ class FeedbackActivities:
             cycle=inp.cycle,
             locked=inp.locked,
             reason=inp.reason,
-            competitor_scores=competitors,
         )

@@ -28,7 +28,7 @@ from store import Store
 from store.records.attempt_records import AttemptStart
 from store.records.dataset_records import TaskReport
 from trainer.backends import TrainerBackends
-from trainer.template_optimizer import propose_template
+from trainer.template_optimizer import propose_from_reports
 
 
 def _attempt_id(task: RolloutTask, attempt: int) -> str:
@@ -150,18 +150,9 @@ class LightningActivities:
 
     @activity.defn(name="propose_template")
     async def propose_template(self, inp: ProposeInput) -> ProposeResult:
+        """The round's reports (read by id: they stay in the store) to the template optimizer."""
         reports: list[RolloutReport] = await asyncio.to_thread(
             self.store.queries.lightning_reports, inp.rollout_ids
         )
-        low = [r for r in reports if (r.final_reward or 0.0) < inp.target_reward]
-        feedback = [line for r in low for line in (r.logs or [])]
-        rewards = [r.final_reward or 0.0 for r in low]
         backend = self.trainers.get(inp.trainer, inp.trainer_model)
-        template, plan = await propose_template(inp.template, rewards, feedback, backend)
-        changed = template.template != inp.template.template
-        summary = (
-            "; ".join(f"{c.change_type} {c.after or c.before!r}" for c in plan.changes)
-            if changed
-            else "; ".join(plan.notes) or "no change proposed"
-        )
-        return ProposeResult(template=template, changed=changed, summary=summary)
+        return await propose_from_reports(inp.template, reports, inp.target_reward, backend)

@@ -15,7 +15,7 @@ class LineageRegistryActivities:
 
     @activity.defn(name="register_lineage")
     def register_lineage(self, inp: RegisterLineageInput) -> RegisterLineageResult:
-        input_hashes = self.store.recorder.register_lineage(
+        registered = self.store.recorder.register_lineage(
             session_id=inp.session_id,
             session_name=inp.session_name,
             lineage_id=inp.lineage_id,
@@ -26,10 +26,8 @@ class LineageRegistryActivities:
             documents=[(d.name, d.content) for d in inp.documents],
         )
         # A lineage started again after it ended resumes from its latest version and cycle.
-        version, last_cycle = self.store.queries.resume_point(inp.lineage_id)
-        assert version is not None, "register_lineage records version 1"
         return RegisterLineageResult(
-            agent=AgentRef(agent_id=inp.lineage_id, version=version),
-            input_hashes=input_hashes,
-            last_cycle=last_cycle,
+            agent=AgentRef(agent_id=inp.lineage_id, version=registered.version),
+            input_hashes=registered.input_hashes,
+            last_cycle=registered.last_cycle,
         )

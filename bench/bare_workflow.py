@@ -3,10 +3,11 @@ activities as a lineage does, of the same kinds (local or on the task queue), at
 points of its cycle, and waits for a signal — and nothing else.
 
 A lineage registers once (a local activity), then per cycle runs the agent (an activity on the
-queue), waits for the score, records it and trains on it (one local activity with the rules
-engine, take_cycle_step: the score, the verdict on the last change, reward analysis, credit,
-planning and evolution). The baseline does the same, so that when
-cycle N awaits its score both sides have run 1 + N + (N - 1) activities, the same ones local.
+queue), waits for the score, trains on it and records it (two local activities with the rules
+engine: take_cycle_step, the verdict on the last change, reward analysis, credit, planning and
+evolution; record_cycle_step, the score and the new version; a third, share_outcome, when a
+judged change taught something). The baseline runs the first two, so that when cycle N awaits
+its score both sides have run 1 + N + 2(N - 1) activities, the same ones local.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from temporalio import activity, workflow
 
 LOCAL_AT_START = 1  # register_lineage
 QUEUED_BEFORE_SCORE = 1  # run_agent
-LOCAL_AFTER_SCORE = 1  # take_cycle_step
+LOCAL_AFTER_SCORE = 2  # take_cycle_step, record_cycle_step
 
 
 @activity.defn(name="bench_noop")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from activities.cycle_records import RecordCycleStepInput
+from activities.trainer import CycleDecision
 from domain.agent import AgentRef
 from domain.lineage import (
     CycleStepInput,
@@ -38,8 +40,13 @@ async def run_agent(inp: RunAgentInput) -> RunAgentResult:
 
 
 @activity.defn(name="take_cycle_step")
-async def take_cycle_step(inp: CycleStepInput) -> CycleStepResult:
-    return CycleStepResult(agent=inp.agent, summary="kept")
+async def take_cycle_step(inp: CycleStepInput) -> CycleDecision:
+    return CycleDecision(summary="kept")
 
 
-ALL = [register_lineage, run_agent, take_cycle_step]
+@activity.defn(name="record_cycle_step")
+def record_cycle_step(inp: RecordCycleStepInput) -> CycleStepResult:
+    return CycleStepResult(agent=inp.step.agent, summary=inp.decision.summary)
+
+
+ALL = [register_lineage, run_agent, take_cycle_step, record_cycle_step]

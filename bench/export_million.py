@@ -48,7 +48,7 @@ def generate(url: str, target: int) -> int:
                     system_prompt=f"You are assistant {label}. Answer question set {s % 50}.",
                     parameters=AgentParameters(model="offline-bench", max_tokens=400),
                 )
-                hashes = rec.register_lineage(
+                registered = rec.register_lineage(
                     session_id=f"b{s}",
                     session_name=f"bench {s}",
                     lineage_id=lineage,
@@ -59,7 +59,7 @@ def generate(url: str, target: int) -> int:
                 )
                 snapshots[label] = (
                     AgentSnapshot(agent_id=lineage, version=1, **agent.hashes().model_dump()),
-                    hashes,
+                    registered.input_hashes,
                 )
             for c in range(1, cycles + 1):
                 for label in "AB":

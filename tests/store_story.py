@@ -33,7 +33,7 @@ INPUTS = ["Explain the four-day week.", "Explain remote onboarding."]
 
 
 def register(store: Store, lineage: str, session: str = "s1") -> list[str]:
-    return store.recorder.register_lineage(
+    registered = store.recorder.register_lineage(
         session_id=session,
         session_name="Session",
         lineage_id=lineage,
@@ -42,6 +42,7 @@ def register(store: Store, lineage: str, session: str = "s1") -> list[str]:
         agent=AGENT,
         inputs=INPUTS,
     )
+    return registered.input_hashes
 
 
 def start_attempt(
@@ -199,7 +200,6 @@ def full_story(store: Store) -> None:
         cycle=2,
         locked=True,
         reason="winner",
-        competitor_scores={"s1-B": None},
     )
     rec.record_rollout_failed(
         session_id="s1", lineage_id="s1-B", rollout_id="s1-B:c1", error="boom"

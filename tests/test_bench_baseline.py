@@ -64,16 +64,17 @@ async def test_the_bare_baseline_runs_the_same_activities_as_a_lineage(
         await drive_lineages(client, settings.task_queue, 2, 3, started_out=lineages)
         await drive_bare(client, bare_queue, 2, 3, started_out=bare)
         await drive_lineages(client, canned_queue, 2, 3, started_out=canned)
-    # register (local); per cycle the agent (queued); after each of the two scores, the score
-    # recorded and trained on in one cycle step (local)
-    expected = "L" + "Q" + "LQ" * 2
+    # register (local); per cycle the agent (queued); after each of the two scores, the
+    # trainer's step and the recording of what it decided (local)
+    expected = "L" + "Q" + "LLQ" * 2
     assert await activities_run(client, lineages) == [expected, expected]
     assert await activities_run(client, bare) == [expected, expected]
     real = await steps_run(client, lineages)
-    assert real[0][:4] == [
+    assert real[0][:5] == [
         ("L", "register_lineage"),
         ("Q", "run_agent"),
         ("L", "take_cycle_step"),
+        ("L", "record_cycle_step"),
         ("Q", "run_agent"),
     ]
     assert await steps_run(client, canned) == real

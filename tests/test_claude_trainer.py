@@ -240,7 +240,7 @@ async def test_a_lineage_trained_by_claude_end_to_end(client, store, settings, r
     # Model calls are activities on the queue (any worker, their own slots and timeouts).
     queued, local = await steps_run(client, handle)
     assert queued == ["run_agent", "take_cycle_step", "run_agent", "take_cycle_step", "run_agent"]
-    assert local == ["register_lineage"]
+    assert local == ["register_lineage", "record_cycle_step", "record_cycle_step"]
     first, second = store.queries.evolution_records(spec.lineage_id("A"))
     assert first.hypothesis == "A brief prompt gives a shorter answer."
     v2 = store.queries.agent_definition(AgentRef(agent_id=spec.lineage_id("A"), version=2))

@@ -104,3 +104,31 @@ def test_each_view_reads_on_its_own():
             if other_view or module.startswith("store.records"):
                 crossing.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {module}")
     assert crossing == [], "\n".join(crossing)
+
+
+# Activities that only record: what they write was decided elsewhere (the trainer, the
+# reviewer, the workflow), so they reach neither the trainer nor a model.
+RECORDING_ACTIVITIES = ["cycle_records", "insight_sharing", "feedback", "lineage_registry"]
+
+
+def test_recording_activities_decide_nothing():
+    reaching = []
+    for name in RECORDING_ACTIVITIES:
+        path = ROOT / "activities" / f"{name}.py"
+        for target, line, _ in imports(path):
+            if target in ("trainer", "runner"):
+                reaching.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert reaching == [], "\n".join(reaching)
+
+
+def test_the_trainer_activity_records_nothing():
+    """``take_cycle_step`` decides; ``record_cycle_step`` records what it decided in the
+    training-signal log. (A long trajectory's credit, fanned out RLM-style, keeps its working
+    findings in the findings store its workers merge into.)"""
+    path = ROOT / "activities" / "trainer.py"
+    writes = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Attribute) and node.attr == "recorder"
+    ]
+    assert writes == [], "\n".join(writes)

@@ -73,11 +73,11 @@ async def test_cli_score_evolves_the_lineage_and_the_store_holds_everything(
         assert state.agent_version == 2
         assert "maxTokens 2048→300" in state.last_evolution
         assert [p.score for p in state.score_history] == [3]
-        # The rules engine calls no model: its four steps run on this worker, in the step that
-        # records the score; only the agent's runs go through the task queue.
+        # The rules engine calls no model: its four steps run on this worker, and so does the
+        # recording of what it decided; only the agent's runs go through the task queue.
         queued, local = await steps_run(client, handle_a)
         assert set(queued) == {"run_agent"}
-        assert local == ["register_lineage", "take_cycle_step"]
+        assert local == ["register_lineage", "take_cycle_step", "record_cycle_step"]
 
         # score cycle 2 through the update: the outcome of the evolution is judged
         accepted = await handle_a.execute_update(

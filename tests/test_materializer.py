@@ -86,7 +86,6 @@ def test_examples_are_the_same_however_the_log_is_materialized(store: Store):
             cycle=1,
             locked=True,
             reason="the crisp one",
-            competitor_scores={f"s1-{x}": None for x in "BCDE"},
         ),
     ]
     materializer = Materializer(store.engine)

@@ -312,8 +312,9 @@ def _ref(agent_id: str, version: int):
 
 
 async def test_each_score_is_one_cycle_step(client, store, settings, run_worker):
-    # cycle 1's score trains version 2; cycle 2's score judges that evolution, is recorded
-    # with the verdict and trained on: one step each
+    # cycle 1's score trains version 2; cycle 2's score judges that evolution, is trained on
+    # and recorded with the verdict, which is then shared with the session's other lineages:
+    # one trainer step and one record per score
     spec = make_spec()
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)
@@ -322,7 +323,14 @@ async def test_each_score_is_one_cycle_step(client, store, settings, run_worker)
         await wait_for_state(handle, awaiting(3))
         events = [e async for e in lineage_history(client, handle)]
     steps = [t for t in map(local_activity_type, events) if t]
-    assert steps == ["register_lineage", "take_cycle_step", "take_cycle_step"]
+    assert steps == [
+        "register_lineage",
+        "take_cycle_step",
+        "record_cycle_step",
+        "take_cycle_step",
+        "record_cycle_step",
+        "share_outcome",
+    ]
     (record,) = store.queries.evolution_records(spec.lineage_id("A"))
     assert record.next_score == 8 and record.hypothesis_validated
 

@@ -42,6 +42,7 @@ from trainer import (
     reward_analyzer,
 )
 from trainer.backends import TrainerBackend
+from trainer.change_patterns import pattern
 from trainer.evolution import ROLLBACK_REASON, STRENGTHEN_REASON, apply_changes, inverse
 from trainer.outcome import PendingEvolution
 from trainer.prompt_segments import segments
@@ -199,6 +200,8 @@ async def take(
     for family in [w.family for w in wished if not w.weak] + approved:
         if family not in asked_for and family not in ("custom", "focus"):
             asked_for.append(family)
+    # the record keeps what the rater is told beside the planner's own notes
+    plan.notes = [*plan.notes, *(r for r in report if r not in plan.notes)]
     return CycleStep(
         judged=judged,
         analysis=analysis,
@@ -210,6 +213,23 @@ async def take(
         strengthened=strengthened,
         report=report,
     )
+
+
+def judge(memory: LineageMemory, score: float, comment: str | None) -> JudgedEvolution | None:
+    """The verdict on the pending evolution alone, as a locked lineage's score gives it (a
+    locked lineage does not train): the same judgement ``take`` makes first."""
+    if memory.pending is None:
+        return None
+    previous = [] if memory.previous_score is None else [memory.previous_score]
+    read = reward_analyzer.analyze(score, comment, previous)
+    return outcome.judge(memory.pending, read, memory.session_id)
+
+
+def applied_insights(
+    step: CycleStep, insights: dict[str, LearningInsight]
+) -> list[tuple[str, EvolutionChange]]:
+    """The session's insights the step's changes put to use: (insight id, change)."""
+    return [(insights[pattern(c)[0]].id, c) for c in step.plan.changes if pattern(c)[0] in insights]
 
 
 def pending_after(step: CycleStep, evolution_id: str) -> PendingEvolution | None:

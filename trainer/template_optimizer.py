@@ -7,11 +7,33 @@ from __future__ import annotations
 from collections import Counter
 
 from domain.agent import AgentDefinition, AgentParameters
-from domain.lightning import PromptTemplate
+from domain.lightning import PromptTemplate, ProposeResult
+from domain.rollout_report import RolloutReport
 from domain.templates import placeholders
 from domain.trainer import EvolutionPlan
 from trainer import evolution, evolution_planner
 from trainer.backends import TrainerBackend
+
+
+async def propose_from_reports(
+    template: PromptTemplate,
+    reports: list[RolloutReport],
+    target_reward: float,
+    backend: TrainerBackend,
+) -> ProposeResult:
+    """The next template from a round's reports: the rollouts under the target reward, their
+    rewards and their logs (the clients' feedback), and one line saying what changed."""
+    low = [r for r in reports if (r.final_reward or 0.0) < target_reward]
+    feedback = [line for r in low for line in (r.logs or [])]
+    rewards = [r.final_reward or 0.0 for r in low]
+    proposed, plan = await propose_template(template, rewards, feedback, backend)
+    changed = proposed.template != template.template
+    summary = (
+        "; ".join(f"{c.change_type} {c.after or c.before!r}" for c in plan.changes)
+        if changed
+        else "; ".join(plan.notes) or "no change proposed"
+    )
+    return ProposeResult(template=proposed, changed=changed, summary=summary)
 
 
 async def propose_template(

@@ -13,8 +13,10 @@ from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.agent_execution import AgentExecutionActivities
+    from activities.cycle_records import CycleRecordActivities, RecordCycleStepInput
+    from activities.insight_sharing import InsightSharingActivities, ShareOutcomeInput
     from activities.lineage_registry import LineageRegistryActivities
-    from activities.trainer import TrainerActivities
+    from activities.trainer import CycleDecision, TrainerActivities
     from domain import search_attributes
     from domain.cycle import Cycle
     from domain.lineage import (
@@ -40,9 +42,10 @@ with workflow.unsafe.imports_passed_through():
 NON_RETRYABLE_AGENT_ERRORS = ["ConstraintViolation", "FlowTemplateError"]
 SCORE_HISTORY_CARRIED = 200
 
-# The cycle step: with the rules engine milliseconds of work over the store (a local activity,
-# retried like a store step); with Claude model calls (an activity on the queue). Store trouble
-# is retried without limit; a model that keeps failing ends the training, not the lineage.
+# The trainer's step: with the rules engine milliseconds of work over the store (a local
+# activity, retried like a store step); with Claude model calls (an activity on the queue).
+# Store trouble is retried without limit; a model that keeps failing ends the training, not the
+# lineage.
 CYCLE_STEP_ACTIVITY = {
     "start_to_close_timeout": timedelta(minutes=5),
     "retry_policy": STORE_ACTIVITY["retry_policy"],
@@ -202,10 +205,11 @@ class LineageWorkflow(LineageHandlers):
             return queued
 
     async def _take_score(self, rollout: RunAgentResult, queued: QueuedScore) -> bool:
-        """The cycle step: judge the change that produced this output from what the reviewer
-        says of it, roll back what the comment refuted, train on the comment (unless locked),
-        and record it all. False when the store refused the score for good: nothing changed,
-        the error is in ``state``, and the cycle waits for another score."""
+        """The cycle step: the trainer judges the change that produced this output from what
+        the reviewer says of it, rolls back what the comment refuted and trains on the comment
+        (unless locked); the score and what the trainer made of it are recorded, and the verdict
+        shared with the session's other lineages. False when the store refused the score for
+        good: nothing changed, the error is in ``state``, and the cycle waits for another."""
         # one score per output: its id is the output's and what was sent, never a random draw
         # (a signal arriving between a failed workflow task and its retry reorders draws)
         evaluation_id = feedback_key(rollout.artifact_id, "evaluation", 1, queued.score)
@@ -232,21 +236,22 @@ class LineageWorkflow(LineageHandlers):
         if not self._s.locked:
             self._set_status("training")
         try:
-            if options.trainer == "rules":
-                taken = await self._unless_stopped(
-                    workflow.start_local_activity_method(
-                        TrainerActivities.take_cycle_step, step, **CYCLE_STEP_ACTIVITY
-                    )
-                )
-            else:
-                taken = await self._unless_stopped(
-                    workflow.start_activity_method(
-                        TrainerActivities.take_cycle_step, step, **CYCLE_STEP_ACTIVITY
-                    )
-                )
+            decision = await self._cycle_step(step)
+            taken = await self._store_step(
+                CycleRecordActivities.record_cycle_step,
+                RecordCycleStepInput(step=step, decision=decision),
+            )
         except FailureError as err:
             self._s.last_error = f"score not recorded: {err.cause or err}"
             return False
+        if decision.judged is not None and decision.judged.insights:
+            await self._recorded(
+                "insights",
+                InsightSharingActivities.share_outcome,
+                ShareOutcomeInput(
+                    session_id=step.session_id, lineage_id=step.lineage_id, judged=decision.judged
+                ),
+            )
         self._s.score_history.append(
             ScorePoint(
                 cycle=self._s.cycle,
@@ -258,6 +263,19 @@ class LineageWorkflow(LineageHandlers):
         self._s.score_history = self._s.score_history[-SCORE_HISTORY_CARRIED:]
         self._took(step, taken)
         return True
+
+    async def _cycle_step(self, step: CycleStepInput) -> CycleDecision:
+        """The trainer on the score: with the rules engine a local activity, with Claude an
+        activity on the queue (model calls, which any worker may take)."""
+        if step.trainer == "rules":
+            handle = workflow.start_local_activity_method(
+                TrainerActivities.take_cycle_step, step, **CYCLE_STEP_ACTIVITY
+            )
+        else:
+            handle = workflow.start_activity_method(
+                TrainerActivities.take_cycle_step, step, **CYCLE_STEP_ACTIVITY
+            )
+        return await self._unless_stopped(handle)
 
     def _took(self, step: CycleStepInput, taken: CycleStepResult) -> None:
         """The lineage after a cycle step: its new version (if any) awaits its verdict."""

@@ -8,7 +8,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 
@@ -20,6 +20,8 @@ from store.eventstore.event_log import NewEvent
 from store.eventstore.group_commit import GroupCommit
 from store.eventstore.payload_store import Encoded
 from store.views import projections
+
+T = TypeVar("T")
 
 
 def now_ms() -> int:
@@ -65,6 +67,20 @@ class EventWriter:
             return self._write_on(self._batch, events, pairs, follow_up, payloads)
         with write_transaction(self.engine) as conn:
             return self._write_on(conn, events, pairs, follow_up, payloads)
+
+    def _write_then_read(
+        self, events: Sequence[NewEvent], blobs: Sequence[Any], read: Callable[[Connection], T]
+    ) -> T:
+        """``_write``, then ``read`` in the same transaction: what the write leaves, as it
+        stands (also when the events were there already and nothing was inserted)."""
+        pairs = [payload_store.encode(b) for b in blobs]
+        payloads = event_log.encode_payloads(list(events))
+        if self._batch is not None:
+            self._write_on(self._batch, events, pairs, None, payloads)
+            return read(self._batch)
+        with write_transaction(self.engine) as conn:
+            self._write_on(conn, events, pairs, None, payloads)
+            return read(conn)
 
     def _stream_spans(self, build: Callable[[], list[NewEvent]]) -> int:
         """Streaming span ingest: the same append and span rows as ``_write_on``, on a driver

@@ -179,8 +179,16 @@ class FeedbackRecords(EventWriter):
         cycle: int,
         locked: bool,
         reason: str | None,
-        competitor_scores: dict[str, float | None],
     ) -> None:
+        """A lock names the session's other lineages with their latest scores as it stands,
+        what a preference for the locked lineage's output is drawn against."""
+        competitor_scores: dict[str, float | None] = {}
+        if locked:
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    _COMPETITOR_SCORES, {"session_id": session_id, "lineage_id": lineage_id}
+                ).all()
+            competitor_scores = {lineage: score for lineage, score in rows}
         event = (
             LineageLocked(
                 reason=reason,
@@ -223,6 +231,23 @@ def _comparison_statements() -> tuple[Select, Select, Select]:
     return lock, counts, scores
 
 
+def _competitor_scores() -> Select:
+    lineages = LineageRow.__table__  # type: ignore[attr-defined]
+    evaluations = EvaluationRow.__table__  # type: ignore[attr-defined]
+    latest = (
+        select(evaluations.c.score)
+        .where(evaluations.c.lineage_id == lineages.c.id)
+        .order_by(evaluations.c.created_at.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    return select(lineages.c.id, latest).where(
+        (lineages.c.session_id == bindparam("session_id"))
+        & (lineages.c.id != bindparam("lineage_id"))
+    )
+
+
+_COMPETITOR_SCORES = _competitor_scores()
 # Built once: a score's transaction runs them while holding the write lock.
 _LOCK_SESSION, _MEMBERS_AND_SCORED, _CYCLE_SCORES = _comparison_statements()
 

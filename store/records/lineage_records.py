@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import bindparam, func, select
 
 from domain.agent import AgentDefinition, AgentRef
 from domain.events import (
@@ -24,6 +27,30 @@ from domain.trainer import (
 from store.eventstore import payload_store
 from store.eventstore.event_log import EventRefs, NewEvent
 from store.eventstore.event_writer import EventWriter, now_ms
+from store.tables import AgentVersionRow, RolloutRow
+
+_versions = AgentVersionRow.__table__  # type: ignore[attr-defined]
+_rollouts = RolloutRow.__table__  # type: ignore[attr-defined]
+# a lineage's latest agent version and the last cycle it rolled out, in one indexed statement
+_RESUME_POINT = select(
+    select(func.max(_versions.c.version))
+    .where(_versions.c.lineage_id == bindparam("lineage_id"))
+    .scalar_subquery(),
+    select(func.max(_rollouts.c.cycle))
+    .where(_rollouts.c.lineage_id == bindparam("lineage_id"))
+    .scalar_subquery(),
+)
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A registered lineage: its inputs' content hashes, and where it picks up: its latest
+    agent version (1 when new) and the last cycle it rolled out (0 when new). A lineage
+    started again after it ended resumes from there."""
+
+    input_hashes: list[str]
+    version: int
+    last_cycle: int
 
 
 class LineageRecords(EventWriter):
@@ -40,8 +67,9 @@ class LineageRecords(EventWriter):
         agent: AgentDefinition,
         inputs: list[str],
         documents: Sequence[tuple[str, str]] = (),
-    ) -> list[str]:
-        """Record the session, the lineage and agent v1; returns the inputs' content hashes."""
+    ) -> Registration:
+        """Record the session, the lineage and agent v1 (once: registering again records
+        nothing), and say where the lineage picks up."""
         ts = now_ms()
         definition = agent.model_dump(mode="json")
         hashes = agent.hashes()
@@ -90,8 +118,12 @@ class LineageRecords(EventWriter):
                 )
             )
         contents = [content for _, content in documents]
-        self._write(events, [definition, *agent.hashed_components(), *inputs, *contents])
-        return input_hashes
+        version, cycle = self._write_then_read(
+            events,
+            [definition, *agent.hashed_components(), *inputs, *contents],
+            lambda conn: conn.execute(_RESUME_POINT, {"lineage_id": lineage_id}).one(),
+        )
+        return Registration(input_hashes=input_hashes, version=version, last_cycle=cycle or 0)
 
     def record_evolution(
         self,

@@ -21,14 +21,6 @@ class FeedbackView(LineageView):
             .order_by(col(EvaluationRow.created_at))
         )
 
-    def latest_scores(self, session_id: str) -> dict[str, float | None]:
-        """Each lineage of the session → its most recent score (None if never scored)."""
-        out: dict[str, float | None] = {}
-        for lineage in self.session_lineages(session_id):
-            evals = self.evaluations(lineage.id)
-            out[lineage.id] = evals[-1].score if evals else None
-        return out
-
     def rejected_feedback(self, lineage_id: str) -> list[RejectedFeedbackRow]:
         return _in_arrival_order(
             self._all(

@@ -5,25 +5,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from sqlalchemy import Engine, bindparam, func
+from sqlalchemy import Engine, bindparam
 from sqlmodel import col, select
 
 from domain.agent import AgentDefinition, AgentRef
-from store.tables import AgentVersionRow, LineageRow, RolloutRow, SessionDocumentRow
+from store.tables import AgentVersionRow, LineageRow, SessionDocumentRow
 from store.views.reader import ViewReader
 
 CACHED_DEFINITIONS = 1024  # agent versions kept decoded (about 2 KB each)
 _versions = AgentVersionRow.__table__  # type: ignore[attr-defined]
-_rollouts = RolloutRow.__table__  # type: ignore[attr-defined]
 _DEFINITION_HASH = select(_versions.c.definition_hash).where(_versions.c.id == bindparam("id"))
-_RESUME_POINT = select(
-    select(func.max(_versions.c.version))
-    .where(_versions.c.lineage_id == bindparam("lineage_id"))
-    .scalar_subquery(),
-    select(func.max(_rollouts.c.cycle))
-    .where(_rollouts.c.lineage_id == bindparam("lineage_id"))
-    .scalar_subquery(),
-)
 
 
 class LineageView(ViewReader):
@@ -56,14 +47,6 @@ class LineageView(ViewReader):
             while len(self._definitions) > CACHED_DEFINITIONS:
                 self._definitions.popitem(last=False)
         return definition.model_copy(deep=True)
-
-    def resume_point(self, lineage_id: str) -> tuple[int | None, int]:
-        """A lineage's latest agent version (None before its first) and the last cycle it
-        rolled out (0 before its first): where a lineage started again picks up. One indexed
-        statement, read once per lineage start."""
-        with self.engine.connect() as conn:
-            version, cycle = conn.execute(_RESUME_POINT, {"lineage_id": lineage_id}).one()
-        return version, cycle or 0
 
     def agent_versions(self, lineage_id: str) -> list[AgentVersionRow]:
         return self._all(

@@ -1,0 +1,91 @@
+"""Recording a cycle step: the score, the verdict on the change it judged, and the version the
+trainer made (or why it kept the one it had). Recording only: ``take_cycle_step`` decided what."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+from temporalio import activity
+
+from activities.trainer import CycleDecision
+from domain.lineage import CycleStepInput, CycleStepResult
+from domain.trainer import Directives, EvolutionTrigger
+from store import Store
+
+
+class RecordCycleStepInput(BaseModel):
+    step: CycleStepInput
+    decision: CycleDecision
+
+
+class CycleRecordActivities:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @activity.defn(name="record_cycle_step")
+    def record_cycle_step(self, inp: RecordCycleStepInput) -> CycleStepResult:
+        """The score first (a step that failed or kept the version records it all the same),
+        then the new version or the record of why there is none. Each write is idempotent:
+        its id is the score's and the version's."""
+        step, decision = inp.step, inp.decision
+        judged = decision.judged
+        self.store.recorder.record_score(
+            session_id=step.session_id,
+            lineage_id=step.lineage_id,
+            evaluation_id=step.evaluation_id,
+            artifact_id=step.artifact_id,
+            rollout_id=step.rollout_id,
+            cycle=step.cycle,
+            agent_version=step.agent.version,
+            score=step.score.score,
+            comment=step.score.comment,
+            rater=step.score.rater,
+            outcome=(judged.evolution_id, judged.verdict) if judged else None,
+            insights=judged.insights if judged else [],
+        )
+        kept = CycleStepResult(
+            verdict=judged.verdict if judged else None,
+            agent=step.agent,
+            asked_for=step.asked_for,
+            summary=decision.summary,
+            training_error=decision.training_error,
+        )
+        taken = decision.step
+        if taken is None or decision.attempt_id is None:
+            return kept  # locked, or the training failed: the version stays
+        trigger = EvolutionTrigger(
+            rollout_id=step.rollout_id,
+            attempt_id=decision.attempt_id,
+            artifact_id=step.artifact_id,
+            evaluation_id=step.evaluation_id,
+            score=step.score.score,
+            comment=step.score.comment,
+            directives=Directives(sticky=step.sticky_directives, oneshot=step.oneshot_directives),
+        )
+        kept.asked_for, kept.report = taken.asked_for, taken.report
+        if not taken.changed:
+            self.store.recorder.record_kept(
+                session_id=step.session_id,
+                lineage_id=step.lineage_id,
+                version=step.agent.version,
+                trigger=trigger,
+                analysis=taken.analysis,
+                plan=taken.plan,
+            )
+            return kept
+        evolution_id = f"{step.lineage_id}:evolution:v{step.agent.version}"
+        kept.agent = self.store.recorder.record_evolution(
+            session_id=step.session_id,
+            lineage_id=step.lineage_id,
+            evolution_id=evolution_id,
+            from_version=step.agent.version,
+            new_agent=taken.agent,
+            trigger=trigger,
+            analysis=taken.analysis,
+            credit=taken.credit,
+            plan=taken.plan,
+            changes=taken.plan.changes,
+            kind="rollback" if taken.rolled_back and not taken.new_changes else "evolution",
+            applied_insights=decision.applied_insights,
+        )
+        kept.evolution_id = evolution_id if taken.new_changes else None
+        return kept
