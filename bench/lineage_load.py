@@ -14,15 +14,20 @@
    side: on two shared cores, CPU is what the wall time is made of.
 2. Load: 500 lineages (``--lineages``) started, ``--parallel`` sessions of 25 at a time, until
    every one awaits a score on one worker: the time that took, lineages/s, and the CPU of a
-   lineage's first cycle (Temporal server, this process); score -> next output latency (signal
-   sent until `await_output` returns the next cycle; ``--poll``: until the `state` query,
-   polled every 5 ms, shows it) for 100 lineages (``--sample``) one after another, among them
-   lineages evicted from the worker's workflow cache (``--cache``) when there are more lineages
-   than it holds; this process's peak RSS (worker + client) and the Temporal dev server's.
-   Targets: 500 lineages: <= 500 MB, p95 <= 0.5 s. 10,000 (``--lineages 10000 --rounds 0
-   --burst 0 --parallel 8 --server-file --cache 250``, the worker settings deploy/README.md
-   gives for many mostly idle lineages): all waiting in <= 4 minutes, worker <= 600 MB, dev
-   server <= 700 MB, p95 <= 250 ms across evicted lineages. ``--rounds 0`` skips part 1.
+   lineage's first cycle (Temporal server, this process). A session is done when the store holds
+   each of its lineages' first output and Temporal shows no task pending for any of them
+   (``FirstOutputs``: reads only; ``--await-output``: an `await_output` update to each lineage
+   instead, which costs it a workflow task of its own); at the end the `state` query of 100
+   lineages not scored, drawn at random, checks that they all await their first score. Then
+   score -> next output latency (signal sent until `await_output` returns the next cycle;
+   ``--poll``: until the `state` query, polled every 5 ms, shows it) for 100 lineages
+   (``--sample``) one after another, among them lineages evicted from the worker's workflow
+   cache (``--cache``) when there are more lineages than it holds; this process's peak RSS
+   (worker + client) and the Temporal dev server's. Targets: 500 lineages: <= 500 MB, p95
+   <= 0.5 s. 10,000 (``--lineages 10000 --rounds 0 --burst 0 --parallel 8 --server-file --cache
+   250``, the worker settings deploy/README.md gives for many mostly idle lineages): all waiting
+   in <= 4 minutes, worker <= 600 MB, dev server <= 700 MB, p95 <= 250 ms across evicted
+   lineages. ``--rounds 0`` skips part 1.
 3. Burst: 200 more of them scored at once (``--burst``): p50 / p95 / max of score -> next
    output, and lineage-cycles/s; then the same burst of bare workflows (in the sandbox and
    outside it), the ceiling that Temporal, its Python SDK and this machine set. Targets:
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import resource
 import statistics
 import tempfile
@@ -43,6 +49,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psutil
+from sqlmodel import col, select
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import WorkflowExecutionStatus
+from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest
 from temporalio.client import (
     Client,
     WorkflowHandle,
@@ -56,6 +66,7 @@ from domain.settings import Settings
 from services import dev_server
 from services.dev_server import start_in_memory
 from store import Store
+from store.tables import ArtifactRow
 from tests.conftest import make_spec
 from worker import build_worker, tune_garbage_collector
 from workflows.lineage import LineageWorkflow
@@ -214,11 +225,81 @@ class CpuMeter:
         return wall, server_after - server, me_after - me
 
 
+class FirstOutputs:
+    """Tells when a session's lineages await their first score without loading them: a
+    lineage does once the store holds its first output (its agent run's) and Temporal shows
+    neither an activity nor a workflow task pending for it: the workflow task that took the
+    run's result, in which the lineage turns to `awaiting_score`, has completed. The store is
+    read once every ``every`` seconds for all the lineages waited on (one query of the
+    bench's store, in this process); once a session's outputs are all in, each of its
+    lineages is described (DescribeWorkflowExecution, a read of the workflow's state) until
+    it shows no pending task. An `await_output` update instead costs every lineage a
+    workflow task and five history events of its own."""
+
+    def __init__(self, client: Client, store: Store, every: float = 0.2) -> None:
+        self.client, self.store, self.every = client, store, every
+        self.outputs: dict[str, asyncio.Future[None]] = {}  # lineage id -> output in
+        self.describes = 0
+        self._poller: asyncio.Task[None] | None = None
+
+    async def wait(self, handles: list[WorkflowHandle[Any, Any]]) -> None:
+        loop = asyncio.get_running_loop()
+        waited = []
+        for handle in handles:
+            waited.append(loop.create_future())
+            self.outputs[handle.id.removeprefix("lineage-")] = waited[-1]
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.create_task(self._poll())
+        await asyncio.gather(*waited)
+        pending = [WorkflowExecution(workflow_id=h.id, run_id=h.result_run_id) for h in handles]
+        while True:
+            settled = await asyncio.gather(*(self._settled(run) for run in pending))
+            pending = [run for run, done in zip(pending, settled, strict=True) if not done]
+            if not pending:
+                return
+            await asyncio.sleep(self.every / 2)
+
+    async def _poll(self) -> None:
+        try:
+            while self.outputs:
+                await asyncio.sleep(self.every)
+                for lineage_id in await asyncio.to_thread(self._with_output, list(self.outputs)):
+                    self.outputs.pop(lineage_id).set_result(None)
+        except BaseException as exc:  # every waiter hears of it, not only this task
+            for future in self.outputs.values():
+                future.set_exception(exc)
+            raise
+
+    def _with_output(self, lineage_ids: list[str]) -> list[str]:
+        """Which of these lineages have their first output in the store."""
+        a = ArtifactRow
+        query = select(a.lineage_id).where(col(a.lineage_id).in_(lineage_ids), a.cycle == 1)
+        with self.store.read_engine.connect() as db:
+            return list(db.execute(query).scalars())
+
+    async def _settled(self, run: WorkflowExecution) -> bool:
+        """Whether the run (named by its id: the server need not look the current one up)
+        has no task pending."""
+        self.describes += 1
+        described = await self.client.workflow_service.describe_workflow_execution(
+            DescribeWorkflowExecutionRequest(namespace=self.client.namespace, execution=run)
+        )
+        info = described.workflow_execution_info
+        if info.status != WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING:
+            raise RuntimeError(f"{run.workflow_id} ended: {info.status}")
+        return not described.pending_activities and not described.HasField("pending_workflow_task")
+
+
 async def start_waiting(
-    client: Client, queue: str, lineages: int, parallel: int
+    client: Client,
+    queue: str,
+    lineages: int,
+    parallel: int,
+    first_outputs: FirstOutputs | None,
 ) -> list[WorkflowHandle[Any, Any]]:
     """Start ``lineages`` lineages, in sessions of 25 (a session holds up to 26), ``parallel``
-    sessions at a time, each session done when all its lineages await their first score.
+    sessions at a time, each session done when all its lineages await their first score
+    (seen by ``first_outputs``; without it, by an `await_output` update sent to each).
     The handles in the order their sessions started."""
     sessions: list[list[WorkflowHandle[Any, Any]]] = [[] for _ in range(0, lineages, 25)]
     gate = asyncio.Semaphore(parallel)
@@ -229,7 +310,10 @@ async def start_waiting(
         async with gate:
             handles = await start_session(client, spec, queue)
             sessions[index] = handles
-            await asyncio.gather(*(first_output(h) for h in handles))
+            if first_outputs is not None:
+                await first_outputs.wait(handles)
+            else:
+                await asyncio.gather(*(first_output(h) for h in handles))
 
     async def first_output(handle: WorkflowHandle[Any, Any]) -> None:
         await await_output(handle, 1)  # the state it returns is dropped: the driver holds
@@ -237,6 +321,14 @@ async def start_waiting(
 
     await asyncio.gather(*(session(i) for i in range(len(sessions))))
     return [h for handles in sessions for h in handles]
+
+
+async def all_awaiting(handles: list[WorkflowHandle[Any, Any]], count: int) -> int:
+    """The `state` query of ``count`` lineages drawn at random: how many await their first
+    score (all of them, when the way part 2 told that they did is right)."""
+    picked = random.sample(handles, min(count, len(handles)))
+    states = await asyncio.gather(*(h.query(LineageWorkflow.state) for h in picked))
+    return sum(s.status == "awaiting_score" and s.cycle == 1 for s in states)
 
 
 async def score_to_next_output(handles: list[WorkflowHandle[Any, Any]], poll: bool) -> list[float]:
@@ -265,22 +357,32 @@ async def load(
     client: Client,
     queue: str,
     settings: Settings,
+    store: Store,
     lineages: int,
     parallel: int,
     sample: int,
     poll: bool,
+    by_update: bool,
 ) -> list[WorkflowHandle[Any, Any]]:
     """Part 2; returns the lineages not scored yet, in the order they started."""
     meter = CpuMeter()
     server_cpu, me_cpu = meter.now()
+    first_outputs = None if by_update else FirstOutputs(client, store)
     t0 = time.perf_counter()
-    handles = await start_waiting(client, queue, lineages, parallel)
+    handles = await start_waiting(client, queue, lineages, parallel, first_outputs)
     wall = time.perf_counter() - t0
     server_after, me_after = meter.now()
+    if first_outputs is None:
+        told = "each lineage's await_output update returned"
+    else:
+        told = (
+            "the store held each one's output and Temporal showed no task pending: "
+            f"{first_outputs.describes / lineages:.2f} describes a lineage"
+        )
     print(
         f"2. {lineages} lineages started and awaiting a score in {wall:.1f} s "
-        f"({lineages / wall:.1f} lineages/s; {parallel} sessions of 25 at a time); CPU per "
-        f"lineage's first cycle (start -> awaiting its score): Temporal server "
+        f"({lineages / wall:.1f} lineages/s; {parallel} sessions of 25 at a time; {told}); "
+        f"CPU per lineage's first cycle (start -> awaiting its score): Temporal server "
         f"{(server_after - server_cpu) / lineages * 1000:.1f} ms, worker process "
         f"{(me_after - me_cpu) / lineages * 1000:.1f} ms"
     )
@@ -311,7 +413,17 @@ async def load(
         f"<= 600 MB for 10,000), Temporal dev server {server_rss:.0f} MB (<= 700 MB for "
         f"10,000); {rss + server_rss:.0f} MB together"
     )
-    return [h for h in handles if id(h) not in scored]
+    waiting = [h for h in handles if id(h) not in scored]
+    # after the latency figures, so that the lineages read do not join the worker's cache first
+    checked = min(100, len(waiting))
+    awaiting = await all_awaiting(waiting, checked)
+    print(
+        f"   `state` of {checked} lineages not scored, drawn at random: {awaiting} awaiting "
+        "their first score"
+    )
+    if awaiting != checked:
+        raise RuntimeError("a lineage told as awaiting its score was not")
+    return waiting
 
 
 async def overhead(
@@ -392,6 +504,7 @@ async def main(
     cache: int | None,
     dev_server_defaults: bool,
     server_file: bool,
+    by_update: bool,
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = await start_in_memory(
@@ -428,7 +541,9 @@ async def main(
                 tune_garbage_collector()
             if lineages == 0:
                 return
-            waiting = await load(client, queue, settings, lineages, parallel, sample, poll)
+            waiting = await load(
+                client, queue, settings, store, lineages, parallel, sample, poll, by_update
+            )
             if burst:
                 ours = await score_burst(waiting[:burst], lambda h: await_output(h, 2))
                 bare = await bare_burst(client, bare_q, burst)
@@ -489,6 +604,13 @@ if __name__ == "__main__":
         help="the dev server keeps its SQLite database in a file (as `training-camp demo` runs "
         "it), not in memory",
     )
+    parser.add_argument(
+        "--await-output",
+        action="store_true",
+        help="part 2: tell that a lineage awaits its first score by its await_output update "
+        "(a workflow task and five history events more per lineage) instead of reading the "
+        "store and describing the workflow",
+    )
     args = parser.parse_args()
     asyncio.run(
         main(
@@ -502,5 +624,6 @@ if __name__ == "__main__":
             args.cache,
             args.dev_server_defaults,
             args.server_file,
+            args.await_output,
         )
     )
