@@ -225,6 +225,9 @@ class CpuMeter:
         return wall, server_after - server, me_after - me
 
 
+STALLED_AFTER_SECONDS = 60.0
+
+
 class FirstOutputs:
     """Tells when a session's lineages await their first score without loading them: a
     lineage does once the store holds its first output (its agent run's) and Temporal shows
@@ -250,7 +253,17 @@ class FirstOutputs:
             self.outputs[handle.id.removeprefix("lineage-")] = waited[-1]
         if self._poller is None or self._poller.done():
             self._poller = asyncio.create_task(self._poll())
-        await asyncio.gather(*waited)
+        outputs = asyncio.gather(*waited)
+        while True:  # a lineage whose rollout failed has no output: say so instead of waiting
+            done, _ = await asyncio.wait([outputs], timeout=STALLED_AFTER_SECONDS)
+            if done:
+                break
+            for handle, future in zip(handles, waited, strict=True):
+                if not future.done():
+                    state = await handle.query(LineageWorkflow.state)
+                    if state.status in ("failed", "stopped", "completed"):
+                        raise RuntimeError(f"{handle.id} is {state.status}: {state.last_error}")
+        await outputs
         pending = [WorkflowExecution(workflow_id=h.id, run_id=h.result_run_id) for h in handles]
         while True:
             settled = await asyncio.gather(*(self._settled(run) for run in pending))
