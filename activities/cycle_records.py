@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 from temporalio import activity
 
+from activities.error_classification import failure_reason, is_transient
 from activities.trainer import CycleDecision
 from domain.lineage import CycleStepInput, CycleStepResult
 from domain.trainer import Directives, EvolutionTrigger
@@ -61,7 +62,25 @@ class CycleRecordActivities:
             comment=step.score.comment,
             directives=Directives(sticky=step.sticky_directives, oneshot=step.oneshot_directives),
         )
-        kept.asked_for, kept.report = taken.asked_for, taken.report
+        try:
+            return self._record_version(step, decision, trigger, kept)
+        except Exception as error:
+            if is_transient(error):
+                raise  # retried until the store is back; the score is not written twice
+            # refused for good: the score stands, the lineage keeps its version and says why
+            return kept.model_copy(update={"training_error": failure_reason(error)})
+
+    def _record_version(
+        self,
+        step: CycleStepInput,
+        decision: CycleDecision,
+        trigger: EvolutionTrigger,
+        kept: CycleStepResult,
+    ) -> CycleStepResult:
+        """The new version, or the record of why the lineage keeps the one it has."""
+        taken = decision.step
+        assert taken is not None
+        kept = kept.model_copy(update={"asked_for": taken.asked_for, "report": taken.report})
         if not taken.changed:
             self.store.recorder.record_kept(
                 session_id=step.session_id,
@@ -73,7 +92,7 @@ class CycleRecordActivities:
             )
             return kept
         evolution_id = f"{step.lineage_id}:evolution:v{step.agent.version}"
-        kept.agent = self.store.recorder.record_evolution(
+        agent = self.store.recorder.record_evolution(
             session_id=step.session_id,
             lineage_id=step.lineage_id,
             evolution_id=evolution_id,
@@ -87,5 +106,6 @@ class CycleRecordActivities:
             kind="rollback" if taken.rolled_back and not taken.new_changes else "evolution",
             applied_insights=decision.applied_insights,
         )
-        kept.evolution_id = evolution_id if taken.new_changes else None
-        return kept
+        return kept.model_copy(
+            update={"agent": agent, "evolution_id": evolution_id if taken.new_changes else None}
+        )

@@ -23,6 +23,8 @@ from temporalio.worker import (
     Interceptor,
 )
 
+from runner.redaction import redact
+
 MESSAGE_CHARS = 500
 # Errors a retry can fix: the database or the network will come back
 _TRANSIENT = (
@@ -74,6 +76,12 @@ def is_permanent(error: BaseException) -> bool:
 def is_transient(error: BaseException) -> bool:
     """True when ``error`` is the store or the network being away for a while."""
     return _kind(error) == "transient"
+
+
+def failure_reason(error: BaseException) -> str:
+    """What a step that failed for good says of it in ``state`` and the store: one line,
+    bounded, with any credential it quotes masked."""
+    return redact(" ".join(f"{type(error).__name__}: {error}".split()))[:MESSAGE_CHARS]
 
 
 def _describe(error: BaseException) -> str:

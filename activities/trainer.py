@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.error_classification import is_transient
+from activities.error_classification import failure_reason, is_transient
 from domain.agent import AgentDefinition
 from domain.execution import SpanRecord
 from domain.lineage import CycleStepInput
@@ -31,7 +31,6 @@ from domain.trainer import (
     ScoreAnalysis,
 )
 from runner.model_backend import ModelError
-from runner.redaction import redact
 from store import Store
 from store.rlm_findings.findings import DatabaseFindingsStore
 from store.tables import ArtifactRow
@@ -42,7 +41,6 @@ from trainer.cycle_step import CycleStep, LineageMemory
 from trainer.outcome import PendingEvolution
 
 T = TypeVar("T")
-TRAINING_ERROR_CHARS = 500
 MODEL_ATTEMPTS = 5  # a trainer model still failing after this many tries ends the training
 
 
@@ -127,11 +125,10 @@ class TrainerActivities:
             judged = cycle_step.judge(
                 self._memory(inp, context), inp.score.score, inp.score.comment
             )
-        reason = redact(" ".join(f"{type(error).__name__}: {error}".split()))
         return CycleDecision(
             judged=judged,
             attempt_id=context.artifact.attempt_id if context else None,
-            training_error=reason[:TRAINING_ERROR_CHARS],
+            training_error=failure_reason(error),
         )
 
     # ---- reading -------------------------------------------------------------------------

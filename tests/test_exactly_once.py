@@ -124,6 +124,28 @@ async def test_a_training_that_fails_for_good_leaves_its_score_recorded(
         assert len(store.queries.evolution_records(lineage)) == 1
 
 
+async def test_a_version_the_store_refuses_leaves_the_score_recorded_and_the_cycle_moving(
+    client, settings, task_queue
+):
+    # the trainer decides on version 2, but the store refuses to write it for good (its table
+    # is gone): the score stays recorded once, the lineage keeps version 1, says why and runs
+    # its next cycle; once the table is back, the next score trains
+    gone = table_gone_while_awaiting(client, settings, task_queue, "agent_versions")
+    async with gone as (store, lineage, handle, restore):
+        await handle.signal("score", {"score": 3, "comment": "too long"})
+        state = await wait_for_state(handle, awaiting(2), timeout=60)
+        assert state.last_error.startswith("training failed: ")
+        assert "agent_versions" in state.last_error
+        assert state.agent_version == 1
+        assert [e.score for e in store.queries.evaluations(lineage)] == [3]
+        restore()
+        await handle.signal("score", {"score": 3, "comment": "still too long"})
+        state = await wait_for_state(handle, awaiting(3), timeout=60)
+        assert state.agent_version == 2
+        assert [e.score for e in store.queries.evaluations(lineage)] == [3, 3]
+        assert len(store.queries.events(lineage, ["artifact.scored"])) == 2
+
+
 def test_errors_are_classified_transient_or_permanent():
     import sqlite3
 
