@@ -118,8 +118,9 @@ class TrainerActivities:
     def _failed(
         self, inp: CycleStepInput, context: StepContext | None, error: BaseException
     ) -> CycleDecision:
-        """A step that failed for good: the score is recorded all the same (with the verdict,
-        if the pending evolution could be read), and the lineage keeps its version."""
+        """A step that failed for good: the decision carries the reason, and the verdict if
+        the pending evolution could be read; the score is recorded all the same and the
+        lineage keeps its version."""
         judged = None
         if context is not None:
             judged = cycle_step.judge(
