@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import psycopg
+import pytest
 from temporalio.client import WorkflowHandle
 
 from client import start_session
@@ -101,42 +102,27 @@ async def test_an_error_no_retry_can_fix_is_surfaced_not_retried_forever(
         assert [e.score for e in store.queries.evaluations(lineage)] == [3]
 
 
+@pytest.mark.parametrize(
+    "table",
+    [
+        pytest.param("evolution_records", id="the trainer's reads refused"),
+        pytest.param("agent_versions", id="the new version refused"),
+    ],
+)
 async def test_a_training_that_fails_for_good_leaves_its_score_recorded(
-    client, settings, task_queue
+    client, settings, task_queue, table
 ):
-    # the score and its training run in one step: the store refuses the training's record for
-    # good (its table is gone), so the lineage keeps its version and says why, the score
-    # stays recorded once, and the next score trains
-    gone = table_gone_while_awaiting(client, settings, task_queue, "evolution_records")
+    # the store refuses for good (a table is gone) what the trainer's step reads, or the new
+    # version it decided on: the score stays recorded once, the lineage keeps version 1, says
+    # why and runs its next cycle; once the table is back, the next score trains
+    gone = table_gone_while_awaiting(client, settings, task_queue, table)
     async with gone as (store, lineage, handle, restore):
         await handle.signal("score", {"score": 3, "comment": "too long"})
         state = await wait_for_state(handle, awaiting(2), timeout=60)
         assert state.last_error.startswith("training failed: ")
-        assert "evolution_records" in state.last_error
+        assert table in state.last_error
         assert state.agent_version == 1
         assert [p.score for p in state.score_history] == [3]
-        restore()
-        await handle.signal("score", {"score": 3, "comment": "still too long"})
-        state = await wait_for_state(handle, awaiting(3), timeout=60)
-        assert state.agent_version == 2
-        assert [e.score for e in store.queries.evaluations(lineage)] == [3, 3]
-        assert len(store.queries.events(lineage, ["artifact.scored"])) == 2
-        assert len(store.queries.evolution_records(lineage)) == 1
-
-
-async def test_a_version_the_store_refuses_leaves_the_score_recorded_and_the_cycle_moving(
-    client, settings, task_queue
-):
-    # the trainer decides on version 2, but the store refuses to write it for good (its table
-    # is gone): the score stays recorded once, the lineage keeps version 1, says why and runs
-    # its next cycle; once the table is back, the next score trains
-    gone = table_gone_while_awaiting(client, settings, task_queue, "agent_versions")
-    async with gone as (store, lineage, handle, restore):
-        await handle.signal("score", {"score": 3, "comment": "too long"})
-        state = await wait_for_state(handle, awaiting(2), timeout=60)
-        assert state.last_error.startswith("training failed: ")
-        assert "agent_versions" in state.last_error
-        assert state.agent_version == 1
         assert [e.score for e in store.queries.evaluations(lineage)] == [3]
         restore()
         await handle.signal("score", {"score": 3, "comment": "still too long"})
@@ -144,6 +130,7 @@ async def test_a_version_the_store_refuses_leaves_the_score_recorded_and_the_cyc
         assert state.agent_version == 2
         assert [e.score for e in store.queries.evaluations(lineage)] == [3, 3]
         assert len(store.queries.events(lineage, ["artifact.scored"])) == 2
+        assert len(store.queries.evolution_records(lineage)) == 1
 
 
 def test_errors_are_classified_transient_or_permanent():

@@ -229,7 +229,8 @@ def applied_insights(
     step: CycleStep, insights: dict[str, LearningInsight]
 ) -> list[tuple[str, EvolutionChange]]:
     """The session's insights the step's changes put to use: (insight id, change)."""
-    return [(insights[pattern(c)[0]].id, c) for c in step.plan.changes if pattern(c)[0] in insights]
+    named = ((pattern(c)[0], c) for c in step.plan.changes)
+    return [(insights[name].id, c) for name, c in named if name in insights]
 
 
 def pending_after(step: CycleStep, evolution_id: str) -> PendingEvolution | None:

@@ -225,28 +225,21 @@ def _flow_change(
     a step that damaged an earlier step's work is told first what it must keep."""
     if wish.family == "preserve":
         keep = instructions.instruction(wish) or ""
-        if keep.lower() in prompt.lower():
-            return None
-        return EvolutionChange(
-            component="flow",
-            change_type="modify",
-            target=step_name,
-            before=prompt,
-            after=f"{keep} {prompt}",
-            reason=reason,
-            confidence=wish.confidence,
-        )
-    swapped = _swap(prompt, wish.family)
-    if swapped is None:
+        after = None if keep.lower() in prompt.lower() else f"{keep} {prompt}"
+        confidence = wish.confidence
+    else:
+        after = _swap(prompt, wish.family)
+        confidence = round(wish.confidence * 0.9, 2)
+    if after is None:
         return None
     return EvolutionChange(
         component="flow",
         change_type="modify",
         target=step_name,
         before=prompt,
-        after=swapped,
+        after=after,
         reason=reason,
-        confidence=round(wish.confidence * 0.9, 2),
+        confidence=confidence,
     )
 
 

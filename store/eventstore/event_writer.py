@@ -60,27 +60,32 @@ class EventWriter:
         only_spans = all(isinstance(e.event, SpansRecorded) for e in events)
         if self._batch is None and not blobs and follow_up is None and only_spans:
             return self._stream_spans(lambda: list(events))
-        # Hash and serialise before the transaction: SQLite holds its write lock from BEGIN.
-        pairs = [payload_store.encode(b) for b in blobs]
-        payloads = event_log.encode_payloads(list(events))
-        if self._batch is not None:
-            return self._write_on(self._batch, events, pairs, follow_up, payloads)
-        with write_transaction(self.engine) as conn:
-            return self._write_on(conn, events, pairs, follow_up, payloads)
+        return self._transact(events, blobs, follow_up, lambda _, inserted: inserted)
 
     def _write_then_read(
         self, events: Sequence[NewEvent], blobs: Sequence[Any], read: Callable[[Connection], T]
     ) -> T:
         """``_write``, then ``read`` in the same transaction: what the write leaves, as it
         stands (also when the events were there already and nothing was inserted)."""
+        return self._transact(events, blobs, None, lambda conn, _: read(conn))
+
+    def _transact(
+        self,
+        events: Sequence[NewEvent],
+        blobs: Sequence[Any],
+        follow_up: Callable[[Connection], list[NewEvent]] | None,
+        then: Callable[[Connection, int], T],
+    ) -> T:
+        """Append and project in one transaction (the batch's, if one is open), then ``then``
+        with what was inserted, still inside it."""
+        # Hash and serialise before the transaction: SQLite holds its write lock from BEGIN.
         pairs = [payload_store.encode(b) for b in blobs]
         payloads = event_log.encode_payloads(list(events))
         if self._batch is not None:
-            self._write_on(self._batch, events, pairs, None, payloads)
-            return read(self._batch)
+            inserted = self._write_on(self._batch, events, pairs, follow_up, payloads)
+            return then(self._batch, inserted)
         with write_transaction(self.engine) as conn:
-            self._write_on(conn, events, pairs, None, payloads)
-            return read(conn)
+            return then(conn, self._write_on(conn, events, pairs, follow_up, payloads))
 
     def _stream_spans(self, build: Callable[[], list[NewEvent]]) -> int:
         """Streaming span ingest: the same append and span rows as ``_write_on``, on a driver
