@@ -8,6 +8,41 @@ from pydantic import BaseModel, Field
 
 Sentiment = Literal["positive", "neutral", "negative"]
 Component = Literal["systemPrompt", "tools", "flow", "parameters"]
+# What a wish does with its family: ask for it, push it further or soften it, take it back,
+# or approve what is there
+WishAction = Literal["add", "more", "less", "remove", "keep"]
+WISH_ACTIONS: tuple[str, ...] = ("add", "more", "less", "remove", "keep")
+
+
+class Amount(BaseModel):
+    """How much a wish asks for: a share of the last output ("half", "a third"), a count
+    ("one example", "a one-line summary", "three bullets"), or a limit ("under 150 words")."""
+
+    model_config = {"frozen": True}
+
+    kind: Literal["share", "count", "limit"]
+    value: float = Field(gt=0)
+    unit: str = "words"  # words, examples, lines, sentences, bullets, points…
+
+    def says(self) -> str:
+        """The amount in words: "about half", "exactly one example", "under 150 words"."""
+        if self.kind == "share":
+            return _SHARES.get(round(self.value, 2), f"about {self.value:.0%}")
+        number = int(self.value) if float(self.value).is_integer() else self.value
+        if self.kind == "limit":
+            return f"under {number} {self.unit}"
+        unit = self.unit[:-1] if number == 1 and self.unit.endswith("s") else self.unit
+        return f"{_NUMBERS.get(number, str(number))} {unit}"
+
+
+_SHARES = {
+    0.5: "about half",
+    0.33: "about a third",
+    0.67: "about two thirds",
+    0.25: "about a quarter",
+    0.75: "about three quarters",
+}
+_NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 
 
 class FeedbackAspect(BaseModel):
@@ -20,6 +55,10 @@ class FeedbackAspect(BaseModel):
     # What the wish is about, where it says: a word limit, a language, a topic, a tool
     # ("search|less|arithmetic": the search tool, used where it should not be, for arithmetic)
     detail: str | None = None
+    # what the wish does with the family (a positive aspect with a want is a "keep"), and how
+    # much it asks for
+    action: WishAction | None = None
+    amount: Amount | None = None
 
 
 class ScoreAnalysis(BaseModel):

@@ -92,7 +92,7 @@ def rules_cannot_read(analysis: ScoreAnalysis) -> bool:
         return False
     wishes = [a for a in analysis.aspects if a.sentiment == "negative" and a.want]
     approved = [a for a in analysis.aspects if a.sentiment == "positive" and a.want]
-    if approved:
+    if approved or any(a.action == "remove" for a in wishes):
         return False
     if wishes:
         return all(a.confidence < CONFIDENT for a in wishes)

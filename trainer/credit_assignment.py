@@ -36,11 +36,29 @@ SHAPES_FORMAT = re.compile(r"\b(?:structur\w*|format\w*|layout|organi[sz]\w*|arr
 
 
 def wishes(analysis: ScoreAnalysis) -> list[Wish]:
-    """The analysis's wishes, back in the reader's terms."""
+    """The analysis's wishes for a change (to add, push or soften a family), back in the
+    reader's terms; take-backs are read by ``takebacks``."""
     return [
-        Wish(a.want, a.aspect, a.quote or "", a.confidence, detail=a.detail)
+        Wish(
+            a.want,
+            a.aspect,
+            a.quote or "",
+            a.confidence,
+            detail=a.detail,
+            action=a.action or "add",
+            amount=a.amount,
+        )
         for a in analysis.aspects
-        if a.sentiment == "negative" and a.want
+        if a.sentiment == "negative" and a.want and a.action not in ("remove", "keep")
+    ]
+
+
+def takebacks(analysis: ScoreAnalysis) -> list[Wish]:
+    """The families the reviewer takes back ("drop the example"; ``undo``: the last change)."""
+    return [
+        Wish(a.want, a.aspect, a.quote or "", a.confidence, action="remove")
+        for a in analysis.aspects
+        if a.want and a.action == "remove"
     ]
 
 

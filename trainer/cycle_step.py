@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 
 from pydantic import BaseModel, Field
 
 from domain.agent import AgentDefinition, FlowStep
-from domain.change_families import contrary_of, working_against
+from domain.change_families import contrary_of, opposite_of, working_against
 from domain.execution import SpanRecord, preview_of
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
     EvolutionPlan,
+    FeedbackAspect,
     JudgedEvolution,
     LearningInsight,
     PastChange,
@@ -43,7 +45,13 @@ from trainer import (
 )
 from trainer.backends import TrainerBackend
 from trainer.change_patterns import pattern
-from trainer.evolution import ROLLBACK_REASON, STRENGTHEN_REASON, apply_changes, inverse
+from trainer.evolution import (
+    ROLLBACK_REASON,
+    STRENGTHEN_REASON,
+    TAKE_BACK_REASON,
+    apply_changes,
+    inverse,
+)
 from trainer.outcome import PendingEvolution
 from trainer.prompt_segments import segments
 from trainer.wish import Wish
@@ -77,6 +85,8 @@ class CycleStep(BaseModel):
     agent: AgentDefinition  # after every change
     asked_for: list[str] = Field(default_factory=list)
     rolled_back: list[str] = Field(default_factory=list)  # families undone
+    # families whose older instructions the reviewer took back ("drop the example")
+    taken_back: list[str] = Field(default_factory=list)
     strengthened: list[str] = Field(default_factory=list)
     report: list[str] = Field(default_factory=list)  # skipped, kept, partial, not understood
 
@@ -111,6 +121,7 @@ async def take(
     read = reward_analyzer.analyze(score, comment, previous)
     wished = credit_assignment.wishes(read)
     approved = [a.want for a in read.aspects if a.sentiment == "positive" and a.want]
+    taken_back = credit_assignment.takebacks(read)
     judged = outcome.judge(memory.pending, read, memory.session_id) if memory.pending else None
 
     # 2. roll back what the reviewer refuted
@@ -127,9 +138,23 @@ async def take(
     base = _applied(agent, undo)
     if len(undo) and base is agent:
         undo, refuted = [], []  # the agent moved on since: nothing left to undo
+    report: list[str] = []
+    # 2b. take back what the reviewer takes back, at any age: the instructions its family put
+    # there; a family nothing carries is refused instead ("lose the bullets" → prose)
+    removals, instead = _take_back(base, taken_back, refuted, report)
+    gone = {w.family for w in taken_back} | set(refuted)
+    undone: set[str] = set()
+    if any(w.family == "undo" for w in taken_back):
+        # the rollback answers the complaint about the change ("too flippant now, undo that")
+        undone = {c for f in refuted for c in contrary_of(f)}
+    wished = [w for w in wished if w.family not in gone | undone] + instead
 
     # 3. read, credit and propose on the agent as restored
     analysis = read if backend.name == "rules" else await backend.analyze(score, comment, previous)
+    if instead:
+        analysis = analysis.model_copy(
+            update={"aspects": [*analysis.aspects, *(_aspect(w) for w in instead)]}
+        )
     if analysis.read_by == "claude":  # its reading of the wishes is the one acted on
         wished = credit_assignment.wishes(analysis)
         approved = [a.want for a in analysis.aspects if a.sentiment == "positive" and a.want]
@@ -140,9 +165,8 @@ async def take(
     proposal = await backend.propose(
         base, analysis, credit, memory.sticky_directives + memory.oneshot_directives
     )
-    reversed_now = {c for w in wished for c in contrary_of(w.family)}
-    keep = (set(memory.asked_for) - reversed_now) | set(approved)
-    report: list[str] = []
+    reversed_now = {c for w in wished for c in contrary_of(w.family)} | gone
+    keep = (set(memory.asked_for) - reversed_now) | (set(approved) - gone)
     # a family asked for again may have its instruction rewritten (made firmer), not removed
     requested = {w.family for w in wished}
     guarded = keep - requested
@@ -153,6 +177,7 @@ async def take(
     )
     if analysis.read_by == "rules":
         _ground_the_step(base, wished, list(spans), read.comment or "", proposal)
+    proposal.changes = removals + [c for c in proposal.changes if c.want not in gone | undone]
 
     # 5. history (never vetoing a request), directives, constraints
     plan = evolution_planner.finalize(
@@ -169,6 +194,7 @@ async def take(
     after = apply_changes(agent, plan.changes) if plan.changes else agent
     if refuted:
         report.insert(0, f"rolled back {', '.join(refuted)}: {_reasons(judged, 'refuted')}")
+    taken = [c.want for c in removals if c.want]
     if strengthened:
         plan.hypothesis = plan.hypothesis or (
             f"After strengthening {', '.join(strengthened)} the reviewer will stop asking for it."
@@ -182,7 +208,7 @@ async def take(
         )
     if backend.name == "rules+claude" and analysis.read_by == "claude":
         report.append("read by Claude: the rules engine could not act on this comment")
-    understood = wished or approved or read.adversarial or read.refused
+    understood = wished or approved or taken_back or read.adversarial or read.refused
     if not understood and score < NOT_UNDERSTOOD_BELOW and read.comment:
         language = read.comment_language
         if language and language not in comment_languages.covered():
@@ -197,7 +223,7 @@ async def take(
             "let the Claude trainer read it"
         )
     asked_for = [f for f in memory.asked_for if f not in reversed_now]
-    for family in [w.family for w in wished if not w.weak] + approved:
+    for family in [w.family for w in wished if not w.weak] + [a for a in approved if a not in gone]:
         if family not in asked_for and family not in ("custom", "focus"):
             asked_for.append(family)
     # the record keeps what the rater is told beside the planner's own notes
@@ -210,6 +236,7 @@ async def take(
         agent=after,
         asked_for=asked_for,
         rolled_back=refuted,
+        taken_back=list(dict.fromkeys(taken)),
         strengthened=strengthened,
         report=report,
     )
@@ -247,9 +274,15 @@ def summary(step: CycleStep, from_version: int) -> str:
     parts = []
     if step.rolled_back:
         parts.append(f"rolled back {', '.join(step.rolled_back)}")
+    if step.taken_back:
+        parts.append(f"took back {', '.join(step.taken_back)}")
     if step.strengthened:
         parts.append(f"strengthened {', '.join(step.strengthened)}")
-    new = [c for c in step.new_changes if not c.reason.startswith(STRENGTHEN_REASON)]
+    new = [
+        c
+        for c in step.new_changes
+        if not c.reason.startswith((STRENGTHEN_REASON, TAKE_BACK_REASON))
+    ]
     parts += [describe(c) for c in new]
     line = f"v{from_version}→v{from_version + 1}: " + "; ".join(parts)
     # what was protected is in the record's notes; the line says what did not happen
@@ -264,6 +297,63 @@ def describe(change: EvolutionChange) -> str:
     if change.component in ("tools", "flow"):
         return f"{change.change_type} {change.component} {change.target} {text!r}"
     return f"{change.change_type} {change.component} {text!r}"
+
+
+def _aspect(wish: Wish) -> FeedbackAspect:
+    return FeedbackAspect(
+        aspect=wish.aspect,
+        sentiment="negative",
+        quote=wish.quote,
+        confidence=wish.confidence,
+        want=wish.family,
+        action=wish.action,
+    )
+
+
+def _take_back(
+    agent: AgentDefinition, taken_back: list[Wish], refuted: list[str], report: list[str]
+) -> tuple[list[EvolutionChange], list[Wish]]:
+    """(changes, wishes): the removal of every instruction that carries a family taken back
+    and not already rolled back with the last change; and for a family nothing carries, a
+    wish for its opposite, if it has one ("no more tables" on an agent never told to use
+    them asks for prose)."""
+    changes: list[EvolutionChange] = []
+    instead: list[Wish] = []
+    for wish in taken_back:
+        if wish.family == "undo":
+            if not refuted:
+                report.append(
+                    f"nothing to undo: the last score's evolution changed nothing ({wish.quote!r})"
+                )
+            continue
+        if wish.family in refuted:
+            continue
+        carrying = [
+            s
+            for s in segments(agent.system_prompt)
+            if wish.family in credit_assignment.families_of(s)
+        ]
+        for segment in carrying:
+            changes.append(
+                EvolutionChange(
+                    component="systemPrompt",
+                    change_type="remove",
+                    target="instruction",
+                    before=segment,
+                    after=None,
+                    reason=f"{TAKE_BACK_REASON}the reviewer takes back {wish.family} "
+                    f"({preview_of(wish.quote, EXCERPT_CHARS)!r})",
+                    confidence=wish.confidence,
+                    aspect=wish.aspect,
+                    want=wish.family,
+                )
+            )
+        opposite = opposite_of(wish.family)
+        if not carrying and opposite:
+            instead.append(replace(wish, family=opposite, action="add"))
+        elif not carrying:
+            report.append(f"{wish.family}: taken back, and no instruction of the agent asks for it")
+    return changes, instead
 
 
 def _applied(agent: AgentDefinition, changes: list[EvolutionChange]) -> AgentDefinition:
@@ -325,7 +415,7 @@ def _strengthen(
     done = {c.want for c in plan.changes}
     stronger: list[str] = []
     for wish in wished:
-        if wish.weak or wish.family in done:
+        if wish.weak or wish.family in done or wish.action == "remove":
             continue
         carrying = [
             s

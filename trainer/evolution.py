@@ -16,6 +16,7 @@ PARAMETER_TARGETS = {"maxTokens": "max_tokens", "temperature": "temperature", "t
 # changes, and a wish asked for again made firmer
 ROLLBACK_REASON = "rollback: "
 STRENGTHEN_REASON = "strengthen: "
+TAKE_BACK_REASON = "take back: "
 
 
 class EvolutionError(ValueError):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from domain.change_families import contrary_of, opposite_of
-from trainer import comment_languages, languages
+from trainer import comment_languages, languages, wish_actions
 from trainer.instructions import third_person
 from trainer.wish import Wish
 
@@ -1191,8 +1191,10 @@ def _frame(before: str, after: str) -> Frame:
         return "denied"  # "not too many bullets": the count is fine
     if _EXCESS.search(tail):
         return "describe"  # "too many caveats", "endless bullet points": more than wanted
-    if _QUANTITY.search(tail):
-        return "quantity"  # "five paragraphs before…" counts, it does not ask
+    counted = _QUANTITY.search(tail)
+    if counted:
+        # "give me exactly one example" asks for that many; "five paragraphs before…" counts
+        return "ask" if _ASK_VERB.search(tail[: counted.start()]) else "quantity"
     if re.search(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely|at all)\s+$", tail):
         return "denied"  # "not too long": that is fine
     if re.search(r"\bnot\b[^,]*$", tail) and re.match(r"^\s*enough\b", after):
@@ -1279,6 +1281,34 @@ def _limit(match: re.Match[str]) -> str | None:
     )
 
 
+# What makes a comment hold a request, whatever else it says: a polite or modal form, a wish,
+# a contrast or a reservation, a fault in excess ("too long", not "not a word too many"), or a
+# clause that opens with a verb telling the writer what to do. A high score and none of these:
+# the comment describes what the reviewer liked, and asks for nothing.
+_REQUEST_FORM = re.compile(
+    r"\b(?:please|could|can you|would|should|i'd|i would|i want|i need|we need|need|needs|wish|"
+    r"nit|tiny thing|small thing|one thing|only thing|if anything|next time|maybe|perhaps|"
+    r"how about|what about|but|though|although|except|however|still|not enough|missing|lacks?|"
+    r"instead|rather|a (?:bit|touch|tad|little) \w+|let's|ought)\b|\?"
+    r"|(?<!not )(?<!not a word )(?<!not one word )(?<!no )\btoo \w+"
+)
+_IMPERATIVE = re.compile(
+    r"^\W*(?:just |now |also |then |and )?(?:make|use|add|give|write|keep|cut|trim|tighten|"
+    r"shorten|drop|lose|scrap|put|include|try|switch|start|open|lead|close|end|finish|avoid|"
+    r"skip|remove|mention|explain|show|format|turn|split|break|bring|swap|replace|go|do|don't|"
+    r"stop|move|expand|say|tell|cite|check|fix|let|be|get|take|undo|revert|lighten|tone|"
+    r"soften|simplify|focus|stick|mix|change|rewrite|rephrase|translate|answer|respond)\b"
+)
+
+
+def asks(text: str) -> bool:
+    """Whether ``text`` holds a request (see ``_REQUEST_FORM``), not only a description."""
+    lowered = text.lower().translate(_QUOTES)
+    if _REQUEST_FORM.search(lowered):
+        return True
+    return any(_IMPERATIVE.search(c.lower()) for s in _sentences(text) for c in clauses(s))
+
+
 # A request by its form: "please", or a sentence that opens "Could you…"
 _POLITE = re.compile(r"\bplease\b|^\W*(?:could|can|would) (?:you|we|it|the)\b")
 
@@ -1287,56 +1317,87 @@ def read(text: str, mode: Mode = "comment") -> Reading:
     """Every wish, praise and criticism in ``text``."""
     reading = Reading()
     for sentence in _sentences(text or ""):
-        literal = _literal(sentence) if mode == "comment" else None
-        if literal == "":
-            reading.praised.append(("overall", sentence.strip()))
-            continue
-        if literal:
-            # read as the plain complaint, quoted in the reviewer's own words
-            plain = read(literal)
-            reading.wishes += [replace(w, quote=sentence.strip()) for w in plain.wishes]
-            reading.criticised += [(aspect, sentence.strip()) for aspect, _ in plain.criticised]
-            if plain.wishes:
-                continue
-        praising = mode == "comment" and _is_praise(sentence)
-        trade = _trade(sentence) if mode == "comment" else None
-        if trade:
-            reading.wishes.append(trade)
-        polite = bool(_POLITE.search(sentence.lower()))
-        # "Not too long, not too stiff, no made-up numbers.": a list of faults denied
-        denying = mode == "comment" and bool(_DENIAL.search(sentence.lower()))
-        parts = clauses(sentence)
-        damaged: Wish | None = None
-        for index, clause in enumerate(parts):
-            if mode == "comment" and _INJECTION.search(clause):
-                reading.injection.append(clause)
-                continue
-            if mode == "comment" and off_limits(clause):
-                reading.refused.append(clause)  # what the agent may do is not the reviewer's
-                continue
-            admiring = mode == "comment" and _admires(parts, index)
-            damage = _damage(clause) if mode == "comment" and not admiring else None
-            if damage:
-                reading.wishes.append(damage)  # recorded as criticised when settled
-                damaged = damage
-                continue
-            if damaged and re.search(_DAMAGE, clause.lower()):
-                # "ruined by the last step: it cut the caveats": what the step lost, said after
-                lost = _DAMAGED.search(clause.lower())
-                if lost and damaged.detail and damaged.detail.endswith("|"):
-                    what = _what(lost.group("what"))
-                    reading.wishes[reading.wishes.index(damaged)] = replace(
-                        damaged, detail=damaged.detail + what, quote=f"{damaged.quote} {clause}"
-                    )
-                continue
-            _read_clause(clause, mode, reading, praising, polite, denying, admiring)
+        first = len(reading.wishes)
+        _read_sentence(sentence, mode, reading)
+        if mode == "comment":
+            _read_actions(sentence, reading, first)
     if mode == "comment":
         _read_tools(text or "", reading)
     _read_languages(text or "", reading)
     if mode == "comment" and not (reading.kept or reading.injection):
         _read_other_language(text or "", reading)
+    if mode == "comment" and reading.language:
+        for sentence in _sentences(text or ""):
+            for clause in clauses(sentence):
+                reading.kept += wish_actions.approvals(clause)
     _settle(reading)
     return reading
+
+
+def _read_actions(sentence: str, reading: Reading, first: int) -> None:
+    """What the sentence does beyond asking: the amounts of the wishes just read from it, the
+    families it takes back (which replace what the words were read as: "scrap the example" is
+    not a wish for one), and a wish to undo the last change."""
+    for index in range(first, len(reading.wishes)):
+        wish = reading.wishes[index]
+        if wish.amount is None:
+            amount = wish_actions.amount_of(sentence, wish.family, wish.detail)
+            if amount is not None:
+                reading.wishes[index] = replace(wish, amount=amount)
+    for taken in wish_actions.takebacks(sentence):
+        reading.wishes[first:] = [w for w in reading.wishes[first:] if w.family != taken.family]
+        reading.kept = [k for k in reading.kept if k.family != taken.family]
+        (reading.kept if taken.action == "keep" else reading.wishes).append(taken)
+    undone = wish_actions.undo(sentence)
+    if undone is not None:
+        reading.wishes.append(undone)
+
+
+def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
+    """The wishes, praise and criticism of one sentence."""
+    literal = _literal(sentence) if mode == "comment" else None
+    if literal == "":
+        reading.praised.append(("overall", sentence.strip()))
+        return
+    if literal:
+        # read as the plain complaint, quoted in the reviewer's own words
+        plain = read(literal)
+        reading.wishes += [replace(w, quote=sentence.strip()) for w in plain.wishes]
+        reading.criticised += [(aspect, sentence.strip()) for aspect, _ in plain.criticised]
+        if plain.wishes:
+            return
+    praising = mode == "comment" and _is_praise(sentence)
+    trade = _trade(sentence) if mode == "comment" else None
+    if trade:
+        reading.wishes.append(trade)
+    polite = bool(_POLITE.search(sentence.lower()))
+    # "Not too long, not too stiff, no made-up numbers.": a list of faults denied
+    denying = mode == "comment" and bool(_DENIAL.search(sentence.lower()))
+    parts = clauses(sentence)
+    damaged: Wish | None = None
+    for index, clause in enumerate(parts):
+        if mode == "comment" and _INJECTION.search(clause):
+            reading.injection.append(clause)
+            continue
+        if mode == "comment" and off_limits(clause):
+            reading.refused.append(clause)  # what the agent may do is not the reviewer's
+            continue
+        admiring = mode == "comment" and _admires(parts, index)
+        damage = _damage(clause) if mode == "comment" and not admiring else None
+        if damage:
+            reading.wishes.append(damage)  # recorded as criticised when settled
+            damaged = damage
+            continue
+        if damaged and re.search(_DAMAGE, clause.lower()):
+            # "ruined by the last step: it cut the caveats": what the step lost, said after
+            lost = _DAMAGED.search(clause.lower())
+            if lost and damaged.detail and damaged.detail.endswith("|"):
+                what = _what(lost.group("what"))
+                reading.wishes[reading.wishes.index(damaged)] = replace(
+                    damaged, detail=damaged.detail + what, quote=f"{damaged.quote} {clause}"
+                )
+            continue
+        _read_clause(clause, mode, reading, praising, polite, denying, admiring)
 
 
 # Irony says the opposite of what it means: each pattern turns an ironic sentence into the
@@ -1918,6 +1979,10 @@ def _settle(reading: Reading) -> None:
         for w in reading.wishes
         if not (w.family == "longer" and w.detail and any(w.detail.startswith(f) for f in focused))
     ]
+    # a take-back is said outright: it stands apart from the wishes it might contradict
+    removed = {w.family: w for w in reading.wishes if w.action == "remove"}
+    reading.wishes = [w for w in reading.wishes if w.family not in removed]
+    reading.criticised += [(w.aspect, w.quote) for w in removed.values()]
     strong_aspects = {w.aspect for w in reading.wishes if not w.weak}
     strong_families = {w.family for w in reading.wishes if not w.weak}
     kept: dict[str, Wish] = {}
@@ -1936,4 +2001,5 @@ def _settle(reading: Reading) -> None:
         elif old is not None and (old.detail or not wish.detail):
             continue
         kept[wish.family] = wish
-    reading.wishes = list(kept.values())
+    reading.wishes = list(kept.values()) + list(removed.values())
+    reading.kept = [k for k in reading.kept if k.family not in removed]

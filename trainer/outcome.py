@@ -70,8 +70,20 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
     """The verdict on ``pending`` from the next score and comment (read mechanically, whatever
     the trainer backend), and the lessons its changes add to their families' insights."""
     delta = analysis.score - pending.trigger_score
-    wished = {a.want: a for a in analysis.aspects if a.sentiment == "negative" and a.want}
+    wished = {
+        a.want: a
+        for a in analysis.aspects
+        if a.sentiment == "negative" and a.want and a.action != "remove"
+    }
+    taken_back = {a.want: a for a in analysis.aspects if a.want and a.action == "remove"}
     approved = {a.want: a for a in analysis.aspects if a.sentiment == "positive" and a.want}
+    # praise of an aspect ("length is fine now", "the warmth works") approves the change to it
+    praised = {
+        a.aspect: a
+        for a in analysis.aspects
+        if a.sentiment == "positive" and not a.want and a.aspect != "overall"
+    }
+    criticised_aspects = {a.aspect for a in analysis.aspects if a.sentiment == "negative"}
     silent = analysis.adversarial or not (analysis.comment or "").strip()
     # praise of the whole answer ("much better") and nothing against: the change as a whole
     criticised = any(a.sentiment == "negative" for a in analysis.aspects)
@@ -80,8 +92,15 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
     verdicts: list[AspectVerdict] = []
     for family, aspect in _pursued(pending.changes):
         contrary = sorted(contrary_of(family) & set(wished))
+        taken = taken_back.get(family) or taken_back.get("undo")
         if silent:
             verdicts.append(_verdict(aspect, family, "untested", _silent_reason(analysis)))
+        elif taken is not None:
+            quote = _quote(taken.quote)
+            what = "undoes the last change" if taken.want == "undo" else "takes it back"
+            verdicts.append(
+                _verdict(aspect, family, "refuted", f"the reviewer {what}: {quote!r}", quote)
+            )
         elif family in approved:
             quote = _quote(approved[family].quote)
             verdicts.append(
@@ -95,6 +114,17 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
                     family,
                     "refuted",
                     f"the reviewer now asks for {contrary[0]}: {quote!r}",
+                    quote,
+                )
+            )
+        elif aspect in praised and aspect not in criticised_aspects and family not in wished:
+            quote = _quote(praised[aspect].quote)
+            verdicts.append(
+                _verdict(
+                    aspect,
+                    family,
+                    "validated",
+                    f"the reviewer approves the {aspect}: {quote!r}",
                     quote,
                 )
             )

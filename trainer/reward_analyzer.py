@@ -12,6 +12,7 @@ from domain.trainer import FeedbackAspect, ScoreAnalysis
 from trainer import feedback_reader
 
 TREND_EPSILON = 0.5
+KEEP_SCORE = 8  # from this score, a comment that asks for nothing changes nothing
 QUOTE_CHARS = 200
 Trend = Literal["improving", "stable", "declining"]
 
@@ -25,6 +26,11 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
     else:
         sentiment = "neutral"
     reading = feedback_reader.read(comment) if comment else feedback_reader.Reading()
+    if score >= KEEP_SCORE and comment and not feedback_reader.asks(comment):
+        # a high score and no request: the qualities named are what the reviewer liked ("not a
+        # word too many", "I expected jargon and there's none"), never wishes to change them
+        reading.praised += [(w.aspect, w.quote) for w in reading.wishes if w.action == "add"]
+        reading.wishes = [w for w in reading.wishes if w.action != "add"]
     found: list[FeedbackAspect] = []
     named: set[str] = set()
     for wish in reading.wishes:
@@ -36,6 +42,8 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
                 confidence=wish.confidence,
                 want=wish.family,
                 detail=wish.detail,
+                action=wish.action,
+                amount=wish.amount,
             )
         )
         named.add(wish.aspect)
@@ -48,6 +56,8 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
                 quote=kept.quote[:QUOTE_CHARS],
                 confidence=kept.confidence,
                 want=kept.family,
+                action="keep",
+                amount=kept.amount,
             )
         )
         named.add(kept.aspect)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from domain.trainer import Amount, WishAction
+
 
 @dataclass(frozen=True)
 class Wish:
@@ -16,3 +18,7 @@ class Wish:
     confidence: float
     detail: str | None = None  # a word limit, a language, a topic, a tool's name…
     weak: bool = False  # inferred from a complaint only; yields to an explicit wish
+    # add: ask for it; more/less: push what is there further or soften it; remove: take back
+    # what is there; keep: approve it (praise is a keep, never an add)
+    action: WishAction = "add"
+    amount: Amount | None = None
