@@ -26,7 +26,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
 from client import connect, next_cycle, start_session, workflow_id
-from domain.execution import preview_of
+from domain.execution import CUT_OFF, preview_of
 from domain.lineage import LineageState
 from domain.settings import Settings
 from domain.spec import SessionSpec, SpecError, load_spec
@@ -174,7 +174,8 @@ def changes(before: LineageState | None, now: LineageState) -> list[str]:
         before is not None and before.cycle == now.cycle and (before.status == "awaiting_score")
     )
     if now.status == "awaiting_score" and now.latest_output_preview and not shown_before:
-        lines.append(f"  [dim]output ({now.latest_output_words} words):[/dim]")
+        cut = ", cut off at the token limit" if now.latest_output_cut_off else ""
+        lines.append(f"  [dim]output ({now.latest_output_words} words{cut}):[/dim]")
         lines += [f"  [dim]│[/dim] {line}" for line in now.latest_output_preview.splitlines()[:8]]
     if before is not None:
         for kind in ("sticky", "oneshot"):
@@ -294,13 +295,19 @@ def output(
             raise typer.Exit(1)
         artifact = chosen[-1]
         text = store.queries.artifact_text(artifact.id)
+        cut_off = any(
+            a.id == artifact.attempt_id and a.stop_reason == CUT_OFF
+            for a in store.queries.attempts(artifact.rollout_id)
+        )
     except KeyError as exc:
         console.print(f"[red]{exc.args[0]}[/red]")
         raise typer.Exit(1) from None
     finally:
         store.close()
     console.print(
-        f"[bold]{lineage}[/bold], cycle {artifact.cycle} ({len(text.split())} words):",
+        f"[bold]{lineage}[/bold], cycle {artifact.cycle} ({len(text.split())} words"
+        + (", cut off at the token limit" if cut_off else "")
+        + "):",
         highlight=False,
     )
     print(text)

@@ -67,6 +67,7 @@ class AgentExecutionActivities:
                 spans=finished.result.spans,
                 usage=finished.result.usage,
                 duration_ms=finished.duration_ms,
+                stop_reason=finished.result.stop_reason,
             )
         output = finished.result.output
         return RunAgentResult(
@@ -77,6 +78,7 @@ class AgentExecutionActivities:
             output_chars=len(output),
             output_words=len(output.split()),
             total_tokens=finished.result.usage.total_tokens,
+            cut_off=finished.result.cut_off,
         )
 
     async def _run(self, inp: RunAgentInput) -> FinishedRun:

@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.error_classification import failure_reason, is_transient
 from domain.agent import AgentDefinition
-from domain.execution import SpanRecord
+from domain.execution import CUT_OFF, SpanRecord
 from domain.lineage import CycleStepInput
 from domain.trainer import (
     CreditAssignment,
@@ -54,6 +54,7 @@ class StepContext:
     pending: PendingEvolution | None
     past: list[PastChange]
     insights: dict[str, LearningInsight]
+    cut_off: bool = False  # the scored output stopped at the token limit
 
 
 class CycleDecision(BaseModel):
@@ -113,6 +114,7 @@ class TrainerActivities:
             sticky_directives=inp.sticky_directives,
             oneshot_directives=inp.oneshot_directives,
             rollback_refuted=inp.rollback_refuted,
+            output_cut_off=context.cut_off,
         )
 
     def _failed(
@@ -153,6 +155,10 @@ class TrainerActivities:
             pending=pending,
             past=q.past_changes(inp.session_id),
             insights=q.insights(inp.session_id),
+            cut_off=any(
+                a.id == artifact.attempt_id and a.stop_reason == CUT_OFF
+                for a in q.attempts(artifact.rollout_id)
+            ),
         )
 
     # ---- the step --------------------------------------------------------------------------

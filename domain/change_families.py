@@ -303,7 +303,9 @@ _RECORDS = [
         "the output will end with a summary",
         instruction="End with a summary of the key points and next steps.",
         about_output=True,
-        offline=OfflineEffect("summary_at_end", True, r"\b(?:end|close|finish)\w* with a summary"),
+        offline=OfflineEffect(
+            "summary_at_end", True, r"\b(?:end|close|finish)\w* with a (?:[\w-]+ )?summary"
+        ),
     ),
     _family(
         "simpler",

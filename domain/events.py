@@ -207,6 +207,9 @@ class AttemptCompleted(Event):
     duration_ms: int
     estimated_cost: float | None = None
     success: bool = True
+    # why the model stopped ("max_tokens": the output was cut off at the token limit); absent
+    # from events written before it was recorded
+    stop_reason: str | None = None
 
 
 class AttemptFailed(Event):

@@ -35,6 +35,9 @@ class SpanRecord(BaseModel):
     otel_span_id: str | None = None
 
 
+CUT_OFF = "max_tokens"  # the Messages API's stop_reason for an answer cut at the token limit
+
+
 class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0

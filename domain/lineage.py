@@ -77,6 +77,7 @@ class CarriedState(BaseModel):
     feedback_seq: int = 0
     latest_output_preview: str | None = None
     latest_output_words: int = 0
+    latest_output_cut_off: bool = False
     last_evolution: str | None = None
     # The verdict of the last score on the change before it, with the words it rests on
     last_verdict: str | None = None
@@ -114,6 +115,8 @@ class LineageState(BaseModel):
     locked: bool
     latest_output_preview: str | None
     latest_output_words: int
+    # the model stopped at the token limit: the output is cut off, not finished
+    latest_output_cut_off: bool = False
     last_evolution: str | None
     last_verdict: str | None = None
     asked_for: list[str] = Field(default_factory=list)
@@ -174,6 +177,7 @@ class RunAgentResult(BaseModel):
     output_chars: int
     output_words: int = 0
     total_tokens: int
+    cut_off: bool = False  # the model stopped at the token limit
 
 
 class RolloutFailedInput(BaseModel):

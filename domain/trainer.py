@@ -23,6 +23,16 @@ class Amount(BaseModel):
     kind: Literal["share", "count", "limit"]
     value: float = Field(gt=0)
     unit: str = "words"  # words, examples, lines, sentences, bullets, points…
+    # a share made absolute: the length in words of the output it is a share of
+    of_words: int | None = None
+
+    def target_words(self) -> int | None:
+        """The words a share or a word limit comes to (None when a share is not measured)."""
+        if self.kind == "share" and self.of_words:
+            return max(10, int(round(self.of_words * self.value, -1)))
+        if self.kind == "limit" and self.unit == "words":
+            return int(self.value)
+        return None
 
     def says(self) -> str:
         """The amount in words: "about half", "exactly one example", "under 150 words"."""

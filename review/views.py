@@ -17,7 +17,7 @@ from temporalio.service import RPCError
 
 from domain import search_attributes
 from domain.agent import AgentRef
-from domain.execution import preview_of
+from domain.execution import CUT_OFF, preview_of
 from domain.lineage import LineageState
 from domain.trainer import SegmentProvenance
 from review.render import ChartPoint, markdown, prompt_diff, score_chart
@@ -104,6 +104,7 @@ class LineageCard:
     state: LineageState | None
     cycle: int | None = None  # of the output shown
     output: Markup | None = None
+    cut_off: bool = False  # the model stopped at the token limit: the output is unfinished
     evolution: EvolutionView | None = None
     previous_score: tuple[float, str | None] | None = None
     chart: Markup = field(default_factory=Markup)
@@ -171,6 +172,10 @@ def _card(
         _, artifact = outputs[0]
         card.cycle = artifact.cycle
         card.output = markdown(str(q.payload(artifact.content_hash)))
+        card.cut_off = any(
+            a.id == artifact.attempt_id and a.stop_reason == CUT_OFF
+            for a in q.attempts(artifact.rollout_id)
+        )
     records = q.evolution_records(lineage_id)
     evaluations = q.evaluations(lineage_id)
     if evaluations:

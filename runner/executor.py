@@ -20,7 +20,7 @@ from opentelemetry import trace
 from pydantic import BaseModel
 
 from domain.agent import AgentDefinition, FlowStep
-from domain.execution import SpanRecord, Usage
+from domain.execution import CUT_OFF, SpanRecord, Usage
 from runner import tracer as attr
 from runner.model_backend import (
     ChatMessage,
@@ -60,6 +60,12 @@ class ExecutionResult(BaseModel):
     output: str
     spans: list[SpanRecord]
     usage: Usage
+    # why the model stopped: "max_tokens" when any step's answer was cut off at the token limit
+    stop_reason: str | None = None
+
+    @property
+    def cut_off(self) -> bool:
+        return self.stop_reason == CUT_OFF
 
 
 def render(template: str, values: dict[str, str], step: str) -> str:
@@ -91,14 +97,19 @@ class Executor:
         self, agent: AgentDefinition, cycle_input: str, attempt_id: str, tools: ToolContext
     ) -> ExecutionResult:
         try:
-            output, usage = await self._run(agent, cycle_input, attempt_id, tools)
+            output, usage, stop_reason = await self._run(agent, cycle_input, attempt_id, tools)
         except AgentRunError as exc:
             exc.spans = self._collector.drain(attempt_id)
             raise
         except BaseException:
             self._collector.drain(attempt_id)
             raise
-        return ExecutionResult(output=output, spans=self._collector.drain(attempt_id), usage=usage)
+        return ExecutionResult(
+            output=output,
+            spans=self._collector.drain(attempt_id),
+            usage=usage,
+            stop_reason=stop_reason,
+        )
 
     def offered_tools(self, agent: AgentDefinition, step: FlowStep) -> list[ToolSpec]:
         """The tools this step may use: declared ∩ the step's subset ∩ constraints.allowedTools."""
@@ -125,7 +136,9 @@ class Executor:
 
     async def _run(
         self, agent: AgentDefinition, cycle_input: str, attempt_id: str, ctx: ToolContext
-    ) -> tuple[str, Usage]:
+    ) -> tuple[str, Usage, str | None]:
+        """(output, usage, stop reason): the reason is the last answer's, or ``CUT_OFF`` when
+        any step's answer was cut at the token limit (a later step read a truncated text)."""
         try:
             backend = self._backend_for(agent.parameters.model)
         except ModelError as exc:
@@ -139,6 +152,7 @@ class Executor:
         values = {"input": cycle_input, "previous": cycle_input}
         last_llm: trace.Span | None = None
         output = ""
+        stop_reason: str | None = None
         for step in agent.flow or [SINGLE_STEP]:
             prompt = render(step.prompt, values, step.name)
             offered = self.offered_tools(agent, step)
@@ -196,6 +210,8 @@ class Executor:
                 )
                 last_llm = llm
                 if not reply.tool_uses:
+                    if stop_reason != CUT_OFF:
+                        stop_reason = reply.stop_reason
                     output = reply.text
                     self._check_output(agent, output, step.name)
                     values[step.name] = output
@@ -224,7 +240,7 @@ class Executor:
                 )
         with t.span("output", "output", parent=last_llm, **{attr.OUTPUT: output}):
             pass
-        return output, usage
+        return output, usage, stop_reason
 
     async def _tool(
         self,

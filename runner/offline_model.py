@@ -107,6 +107,8 @@ class Style:
             r"(?:under|at most|no more than|fewer than|max(?:imum)?)\s+(\d+)\s+words", text
         )
         self.word_limit = int(words.group(1)) if words else None
+        about = re.search(r"\babout (\d+) words", text)
+        self.word_target = int(about.group(1)) if about else None
         # Each change family's record says which words set which attribute: the first family
         # (in the registry's order) whose words appear wins, except for the answer's format,
         # where the latest instruction wins (the trainer appends newer ones after older ones)
@@ -139,7 +141,7 @@ class Style:
 
     @property
     def target_words(self) -> int:
-        base = {"short": 80, "medium": 180, "long": 480}[self.length]
+        base = self.word_target or {"short": 80, "medium": 180, "long": 480}[self.length]
         return min(base, self.word_limit) if self.word_limit else base
 
 

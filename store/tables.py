@@ -171,6 +171,8 @@ class AttemptRow(SQLModel, table=True):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     estimated_cost: float | None = None
+    # why the model stopped: "max_tokens" when the output was cut off at the token limit
+    stop_reason: str | None = None
     created_at: int = Field(sa_type=BigInteger)
 
 

@@ -90,8 +90,15 @@ def test_the_planner_moves_the_family_parameter_its_way(name: str) -> None:
         else AgentParameters(model="m", max_tokens=1024, temperature=start)
     )
     agent = AgentDefinition(name="a", system_prompt="Answer the question.", parameters=params)
+    # the token budget comes down only to a hard limit the reviewer named
+    limit = "150" if effect.target == "maxTokens" and effect.direction == "down" else None
     wish = FeedbackAspect(
-        aspect=record.aspect, sentiment="negative", quote="q", confidence=0.9, want=name
+        aspect=record.aspect,
+        sentiment="negative",
+        quote="q",
+        confidence=0.9,
+        want=name,
+        detail=limit,
     )
     analysis = ScoreAnalysis(score=3, sentiment="negative", aspects=[wish], trend="stable")
     credit = credit_assignment.assign(agent, analysis, [])

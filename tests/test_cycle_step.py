@@ -61,7 +61,9 @@ def test_asked_again_is_strengthened_never_rolled_back():
     agent, steps = play((4, "Far too wordy."), (4, "It is still too wordy."))
     assert verdicts(steps[1]) == {"shorter": "not_far_enough"}
     assert steps[1].rolled_back == [] and steps[1].changed
-    assert agent.parameters.max_tokens < steps[0].agent.parameters.max_tokens
+    # firmer words, never a tighter token budget: the budget is a ceiling that must not cut
+    assert agent.parameters.max_tokens == steps[0].agent.parameters.max_tokens
+    assert agent.system_prompt != steps[0].agent.system_prompt
 
 
 def test_a_contrary_request_rolls_back_and_is_applied_in_the_same_step():

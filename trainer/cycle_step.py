@@ -72,6 +72,8 @@ class LineageMemory(BaseModel):
     sticky_directives: list[str] = Field(default_factory=list)
     oneshot_directives: list[str] = Field(default_factory=list)
     rollback_refuted: bool = True  # the lineage's option: undo what the reviewer refuted
+    # the scored output was cut off at the token limit: a wish asked again raises the ceiling
+    output_cut_off: bool = False
 
 
 class CycleStep(BaseModel):
@@ -118,11 +120,13 @@ async def take(
     assignment (a long trajectory's, fanned out)."""
     previous = [] if memory.previous_score is None else [memory.previous_score]
     # the mechanical reading: verdicts and the keep-list rest on it whatever the backend
-    read = reward_analyzer.analyze(score, comment, previous)
+    read = _measured(reward_analyzer.analyze(score, comment, previous), _output_words(spans))
     wished = credit_assignment.wishes(read)
     approved = [a.want for a in read.aspects if a.sentiment == "positive" and a.want]
     taken_back = credit_assignment.takebacks(read)
     judged = outcome.judge(memory.pending, read, memory.session_id) if memory.pending else None
+    if judged and memory.pending and memory.output_cut_off:
+        judged = outcome.cut_off(memory.pending, judged, memory.session_id)
 
     # 2. roll back what the reviewer refuted
     refuted = [
@@ -172,9 +176,13 @@ async def take(
     guarded = keep - requested
     proposal.changes = [c for c in proposal.changes if _keeps(base, c, guarded, report)]
     # a model-backed trainer decides for itself how to go further; the rules engine is told
-    strengthened = (
-        _strengthen(base, wished, proposal, report) if analysis.read_by == "rules" else []
-    )
+    if memory.output_cut_off:
+        # what the reviewer misses may be what the cut took: more room, not firmer words
+        strengthened = _raise_ceiling(base, wished, proposal, report)
+    elif analysis.read_by == "rules":
+        strengthened = _strengthen(base, wished, proposal, report)
+    else:
+        strengthened = []
     if analysis.read_by == "rules":
         _ground_the_step(base, wished, list(spans), read.comment or "", proposal)
     proposal.changes = removals + [c for c in proposal.changes if c.want not in gone | undone]
@@ -297,6 +305,67 @@ def describe(change: EvolutionChange) -> str:
     if change.component in ("tools", "flow"):
         return f"{change.change_type} {change.component} {change.target} {text!r}"
     return f"{change.change_type} {change.component} {text!r}"
+
+
+def _output_words(spans: Sequence[SpanRecord]) -> int | None:
+    """The length in words of the scored output (its output span, else the last model call)."""
+    for kind in ("output", "llm_call"):
+        texts = [s.output for s in sorted(spans, key=lambda s: s.sequence) if s.span_type == kind]
+        if texts and texts[-1]:
+            return len(texts[-1].split())
+    return None
+
+
+def _measured(analysis: ScoreAnalysis, words: int | None) -> ScoreAnalysis:
+    """The analysis with every share ("about half as long") made absolute against the scored
+    output's length, so the instruction states the words ("about 250 words")."""
+    if not words:
+        return analysis
+    aspects = [
+        a.model_copy(update={"amount": a.amount.model_copy(update={"of_words": words})})
+        if a.amount is not None and a.amount.kind == "share"
+        else a
+        for a in analysis.aspects
+    ]
+    return analysis.model_copy(update={"aspects": aspects})
+
+
+CEILING_STEP = 2  # a budget that cut an answer off is doubled (within the constraints)
+
+
+def _raise_ceiling(
+    agent: AgentDefinition, wished: list[Wish], plan: EvolutionPlan, report: list[str]
+) -> list[str]:
+    """The scored output stopped at the token limit: the token budget goes up (once, for
+    every wish the agent already carries) instead of any instruction being made firmer."""
+    carried = [
+        w
+        for w in wished
+        if w.family != "shorter"
+        and any(w.family in credit_assignment.families_of(s) for s in segments(agent.system_prompt))
+    ]
+    cap = agent.parameters.max_tokens
+    limit = agent.constraints.max_tokens or evolution_planner.LONGEST_MAX_TOKENS
+    higher = min(limit, max(cap * CEILING_STEP, evolution_planner.SHORT_MAX_TOKENS))
+    report.append(f"the scored output was cut off at the token limit ({cap} tokens)")
+    if any(c.target == "maxTokens" for c in plan.changes) or not carried or higher <= cap:
+        return []
+    wish = carried[0]
+    plan.changes.append(
+        EvolutionChange(
+            component="parameters",
+            change_type="modify",
+            target="maxTokens",
+            before=str(cap),
+            after=str(higher),
+            reason=f"{STRENGTHEN_REASON}the output was cut off at the token limit before it "
+            f"could show {', '.join(w.family for w in carried)} ({wish.quote!r})",
+            confidence=wish.confidence,
+            aspect=wish.aspect,
+            want=wish.family,
+        )
+    )
+    return [w.family for w in carried]
 
 
 def _aspect(wish: Wish) -> FeedbackAspect:
@@ -437,20 +506,6 @@ def _strengthen(
                     after=firmer,
                 )
             )
-        if wish.family == "shorter":
-            cap = agent.parameters.max_tokens
-            lower = max(evolution_planner.SHORTEST_MAX_TOKENS, cap // 2)
-            if lower < cap:
-                changes.append(
-                    _change(
-                        wish,
-                        component="parameters",
-                        change_type="modify",
-                        target="maxTokens",
-                        before=str(cap),
-                        after=str(lower),
-                    )
-                )
         if changes:
             plan.changes += changes
             stronger.append(wish.family)

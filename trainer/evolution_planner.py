@@ -10,6 +10,7 @@ or trimmed before anything is applied. An agent the reviewer only praised is lef
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from domain.agent import AgentDefinition, FlowStep, constraint_violations
@@ -33,6 +34,7 @@ SHORT_MAX_TOKENS = 300
 LONG_MAX_TOKENS = 1024
 LONGEST_MAX_TOKENS = 4096
 TOKENS_PER_WORD = 2  # a word limit's budget, with room for markup
+CEILING_ROOM = 1.5  # a lowered budget is half again what the words asked for need
 TEMPERATURE_STEP_DOWN = 0.3
 TEMPERATURE_STEP_UP = 0.2
 
@@ -149,6 +151,25 @@ def propose(
         support = [
             seg for seg in kept_segments if wish.family in credit_assignment.families_of(seg)
         ]
+        if support and _counted(wish):
+            # the amount replaces what the instruction said before ("brief" → "about 250
+            # words", "each point" → "exactly one"): one instruction, the reviewer's latest
+            made_for(
+                wish,
+                EvolutionChange(
+                    component="systemPrompt",
+                    change_type="modify",
+                    target="instruction",
+                    before=support[-1],
+                    after=text,
+                    reason=f"feedback asked for {wish.family}, {wish.amount.says()} "
+                    f"({wish.quote!r})",
+                    confidence=wish.confidence,
+                ),
+            )
+            kept_segments[kept_segments.index(support[-1])] = text
+            prompt_now += " " + text
+            continue
         reason = f"feedback asked for {wish.family} ({wish.quote!r})"
         if support:
             reason += f"; reinforces {support[0]!r}, which the output did not follow"
@@ -192,7 +213,8 @@ def propose(
 
 
 def _rewrite(segment: str, wish: Wish, reason: str, target: str) -> EvolutionChange:
-    swapped = _swap(segment, wish.family)
+    # a wish that says how much ("about half", "exactly one") is stated with its amount
+    swapped = _counted(wish) or _swap(segment, wish.family)
     if swapped:
         return EvolutionChange(
             component="systemPrompt",
@@ -204,6 +226,11 @@ def _rewrite(segment: str, wish: Wish, reason: str, target: str) -> EvolutionCha
             confidence=wish.confidence,
         )
     return _remove(segment, wish, reason, target, 0.9)
+
+
+def _counted(wish: Wish) -> str | None:
+    """The instruction of a wish that states an amount (None without one)."""
+    return instructions.instruction(wish) if wish.amount is not None else None
 
 
 def _remove(segment: str, wish: Wish, reason: str, target: str, weight: float) -> EvolutionChange:
@@ -338,6 +365,11 @@ def finalize(
     return result
 
 
+def ceiling_for(words: int) -> int:
+    """The token budget for answers of ``words`` words: half again as much as they need."""
+    return math.ceil(words * TOKENS_PER_WORD * CEILING_ROOM)
+
+
 def _parameter_change(
     agent: AgentDefinition, target: str, wish: Wish, reason: str, analysis: ScoreAnalysis
 ) -> EvolutionChange | None:
@@ -348,10 +380,11 @@ def _parameter_change(
     if target == "maxTokens":
         current = params.max_tokens
         if effect.direction == "down":
-            if wish.detail and wish.detail.isdigit():
-                new = max(SHORTEST_MAX_TOKENS // 2, int(wish.detail) * TOKENS_PER_WORD)
-            else:
-                new = max(SHORTEST_MAX_TOKENS, min(SHORT_MAX_TOKENS, current // 2))
+            # the budget is a ceiling, never the length control: it comes down only to a hard
+            # limit the reviewer named, with room to spare, so that it never cuts an answer
+            if not (wish.detail and wish.detail.isdigit()):
+                return None
+            new = max(SHORTEST_MAX_TOKENS, ceiling_for(int(wish.detail)))
             if new >= current:
                 return None
         elif not analysis.adversarial:

@@ -680,6 +680,15 @@ CUES: list[Cue] = [
         kind="quality",
         confidence=0.85,
     ),
+    # a verb that asks for warmth: "warm it up", "soften it"
+    _c(
+        r"\bwarm (?:it|this|that|things|the \w+) up\b|\bwarm up the\b",
+        "tone",
+        "warmer",
+        None,
+        confidence=0.85,
+        fixed=True,
+    ),
     _c(
         r"\b(?:warm\w*|empath\w*|caring|kind(?:er|ly)?|gentle\w*|compassion\w*|personable"
         r"|friendl\w*|human\w*|softer|sympath\w*|reassur\w*)\b|\b(?:are|is|were|feel\w*) upset\b",
@@ -1316,12 +1325,15 @@ _POLITE = re.compile(r"\bplease\b|^\W*(?:could|can|would) (?:you|we|it|the)\b")
 def read(text: str, mode: Mode = "comment") -> Reading:
     """Every wish, praise and criticism in ``text``."""
     reading = Reading()
+    before = ""
     for sentence in _sentences(text or ""):
         first = len(reading.wishes)
         _read_sentence(sentence, mode, reading)
         if mode == "comment":
-            _read_actions(sentence, reading, first)
+            _read_actions(sentence, before, reading, first)
+        before = sentence
     if mode == "comment":
+        _read_whole(text or "", reading)
         _read_tools(text or "", reading)
     _read_languages(text or "", reading)
     if mode == "comment" and not (reading.kept or reading.injection):
@@ -1334,23 +1346,41 @@ def read(text: str, mode: Mode = "comment") -> Reading:
     return reading
 
 
-def _read_actions(sentence: str, reading: Reading, first: int) -> None:
+def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> None:
     """What the sentence does beyond asking: the amounts of the wishes just read from it, the
     families it takes back (which replace what the words were read as: "scrap the example" is
-    not a wish for one), and a wish to undo the last change."""
+    not a wish for one; "take it out" may point at the sentence ``before``), and a wish to undo
+    the last change. A situation read from a sentence that also asks for something outright
+    ("add a summary so I can skim") is the request's reason, not a wish of its own."""
+    if any(not w.weak for w in reading.wishes[first:]):
+        reading.wishes[first:] = [w for w in reading.wishes[first:] if not w.weak]
     for index in range(first, len(reading.wishes)):
         wish = reading.wishes[index]
         if wish.amount is None:
             amount = wish_actions.amount_of(sentence, wish.family, wish.detail)
             if amount is not None:
                 reading.wishes[index] = replace(wish, amount=amount)
-    for taken in wish_actions.takebacks(sentence):
+    for taken in wish_actions.takebacks(sentence, before):
         reading.wishes[first:] = [w for w in reading.wishes[first:] if w.family != taken.family]
         reading.kept = [k for k in reading.kept if k.family != taken.family]
         (reading.kept if taken.action == "keep" else reading.wishes).append(taken)
     undone = wish_actions.undo(sentence)
     if undone is not None:
         reading.wishes.append(undone)
+
+
+def _read_whole(text: str, reading: Reading) -> None:
+    """What only the whole comment settles: a family taken back anywhere is asked for nowhere
+    ("the case study distracts. Take it out."), and an amount said in a sentence of its own
+    ("It rambles. Cut it roughly in half.") belongs to the wish it measures."""
+    gone = {w.family for w in reading.wishes if w.action == "remove"}
+    reading.wishes = [w for w in reading.wishes if w.action == "remove" or w.family not in gone]
+    reading.kept = [k for k in reading.kept if k.family not in gone]
+    for index, wish in enumerate(reading.wishes):
+        if wish.amount is None and wish.action != "remove":
+            amount = wish_actions.amount_of(text, wish.family, wish.detail)
+            if amount is not None:
+                reading.wishes[index] = replace(wish, amount=amount)
 
 
 def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from domain.change_families import FAMILIES
+from domain.trainer import Amount
 from trainer.wish import Wish
 
 _PERSON = [
@@ -37,8 +38,13 @@ def third_person(phrase: str) -> str:
 def instruction(wish: Wish, tools: list[str] | None = None) -> str | None:
     """The sentence the rules engine adds to the system prompt for ``wish``."""
     f, d = wish.family, wish.detail
+    amount = wish.amount
     if f == "shorter" and d:
         return f"Keep every answer under {d} words."
+    if amount is not None:
+        counted = _counted(f, amount)
+        if counted:
+            return counted
     if f == "longer" and d:
         return f"Cover {third_person(d)} in more depth, with specific detail."
     if f == "focus":
@@ -65,6 +71,31 @@ def instruction(wish: Wish, tools: list[str] | None = None) -> str | None:
     return record.instruction if record else None
 
 
+def _counted(family: str, amount: Amount) -> str | None:
+    """The instruction of a wish that says how much: "about 250 words", "exactly one example"."""
+    if family == "shorter" and amount.kind == "share":
+        words = amount.target_words()
+        if words:
+            return f"Keep answers short: about {words} words."
+        return f"Keep answers short: {amount.says()} the length they have been."
+    if amount.kind != "count":
+        return None
+    number = int(amount.value)
+    spelled = amount.says().split()[0]
+    if family == "example":
+        if number == 1:
+            return "Include exactly one concrete example, not one for every point."
+        return f"Include {spelled} concrete examples in all, not one for every point."
+    if family == "summary_at_end" and amount.unit in ("lines", "sentences"):
+        size = "one-line" if amount.unit == "lines" else "one-sentence"
+        if number == 1:
+            return f"End with a {size} summary of the key point."
+        return f"End with a summary of the key points in {amount.says()}."
+    if family == "bullets" and amount.unit in ("bullets", "points"):
+        return f"Use bullet points: at most {spelled} of them."
+    return None
+
+
 def preserved(wish: Wish) -> str:
     """What a ``preserve`` wish asks a later step to keep: "every number", "the caveats"."""
     what = (wish.detail or "").partition("|")[2]
@@ -80,7 +111,7 @@ def preserved(wish: Wish) -> str:
 def firmer(wish: Wish) -> str | None:
     """The firmer instruction for a wish asked for again (None: nothing firmer to say)."""
     record = FAMILIES.get(wish.family)
-    if record and record.firmer:
+    if record and record.firmer and wish.amount is None:
         return record.firmer
     plain = instruction(wish)
     if not plain or plain.startswith("Above all"):

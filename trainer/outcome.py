@@ -79,9 +79,7 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
     approved = {a.want: a for a in analysis.aspects if a.sentiment == "positive" and a.want}
     # praise of an aspect ("length is fine now", "the warmth works") approves the change to it
     praised = {
-        a.aspect: a
-        for a in analysis.aspects
-        if a.sentiment == "positive" and not a.want and a.aspect != "overall"
+        a.aspect: a for a in analysis.aspects if a.sentiment == "positive" and a.aspect != "overall"
     }
     criticised_aspects = {a.aspect for a in analysis.aspects if a.sentiment == "negative"}
     silent = analysis.adversarial or not (analysis.comment or "").strip()
@@ -117,7 +115,12 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
                     quote,
                 )
             )
-        elif aspect in praised and aspect not in criticised_aspects and family not in wished:
+        elif (
+            aspect in praised
+            and aspect not in criticised_aspects
+            and family not in wished
+            and not contrary_of(family) & set(approved)
+        ):
             quote = _quote(praised[aspect].quote)
             verdicts.append(
                 _verdict(
@@ -168,6 +171,36 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
                     ),
                 )
             )
+    outcome = _outcome(analysis.score, delta, verdicts)
+    return JudgedEvolution(
+        evolution_id=pending.evolution_id,
+        verdict=outcome,
+        insights=_lessons(pending, outcome, session_id),
+    )
+
+
+CUT_OFF_REASON = "the output was cut off at the token limit, so it could not show the change"
+
+
+def cut_off(pending: PendingEvolution, judged: JudgedEvolution, session_id: str) -> JudgedEvolution:
+    """The verdict when the scored output was cut off at the token limit: a family the
+    reviewer asks for again may be what the cut took away, so it is *untested*, not *not far
+    enough* (and teaches nothing)."""
+    verdicts = [
+        v.model_copy(update={"verdict": "untested", "reason": CUT_OFF_REASON, "quote": None})
+        if v.verdict == "not_far_enough"
+        else v
+        for v in judged.verdict.aspects
+    ]
+    outcome = _outcome(judged.verdict.next_score, judged.verdict.score_delta, verdicts)
+    return JudgedEvolution(
+        evolution_id=judged.evolution_id,
+        verdict=outcome,
+        insights=_lessons(pending, outcome, session_id),
+    )
+
+
+def _outcome(score: float, delta: float, verdicts: list[AspectVerdict]) -> EvolutionOutcome:
     refuted = [v for v in verdicts if v.verdict == "refuted"]
     validated = not refuted and any(v.verdict in ("validated", "not_far_enough") for v in verdicts)
     # every family's verdict, the weightiest first: "refuted: bullets: …; validated: shorter: …"
@@ -187,17 +220,12 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
     )
     if not verdicts:
         reason = "untested: the change pursued nothing the reviewer could judge"
-    outcome = EvolutionOutcome(
-        next_score=analysis.score,
+    return EvolutionOutcome(
+        next_score=score,
         score_delta=delta,
         hypothesis_validated=validated,
         reason=reason,
         aspects=verdicts,
-    )
-    return JudgedEvolution(
-        evolution_id=pending.evolution_id,
-        verdict=outcome,
-        insights=_lessons(pending, outcome, session_id),
     )
 
 

@@ -91,19 +91,24 @@ def _family_nouns(text: str, cues: ActionCues) -> list[tuple[int, int, str]]:
     return sorted(hits)
 
 
-def takebacks(sentence: str) -> list[Wish]:
+def takebacks(sentence: str, before: str = "") -> list[Wish]:
     """The families ``sentence`` takes back (or, with the removal denied, keeps), in any
-    language with an actions file."""
+    language with an actions file. A removal of a pronoun ("take it out") with no family named
+    in the sentence points at the last one named in the sentence ``before``."""
     lowered = sentence.lower()
     wishes: dict[str, Wish] = {}
     for cues in action_cues():
         if cues.remove is None:
             continue
         nouns = _family_nouns(lowered, cues)
-        if not nouns:
+        earlier = _family_nouns(before.lower(), cues) if before and not nouns else []
+        if not nouns and not earlier:
             continue
         for verb in cues.remove.finditer(lowered):
-            family = _object_of(lowered, verb, nouns, cues)
+            if nouns:
+                family = _object_of(lowered, verb, nouns, cues)
+            else:
+                family = earlier[-1][2] if _points_back(lowered, verb, cues) else None
             if family and family not in wishes:
                 # "don't drop the table": it stays
                 negated = bool(NEGATION.search(lowered[: verb.start()]))
@@ -127,14 +132,21 @@ def _object_of(
     example"), else, when it acts on a pronoun ("drop it") or stands after its object ("the
     headings can go", "die Überschriften entfernen"), the nearest family noun before it."""
     after = [n for n in nouns if verb.end() <= n[0] <= verb.end() + OBJECT_SPAN]
-    following = text[verb.end() : verb.end() + 12]
-    pronoun = cues.pronoun.match(following.strip()) if cues.pronoun else None
-    if after and not pronoun:
+    if after and not _points_back(text, verb, cues):
         return after[0][2]
     before = [n for n in nouns if n[1] <= verb.start()]
     if before:
         return before[-1][2]
     return after[0][2] if after else None
+
+
+def _points_back(text: str, verb: re.Match[str], cues: ActionCues) -> bool:
+    """Whether the removal acts on a pronoun: inside its words ("take it out") or just after
+    them ("drop it")."""
+    if cues.pronoun is None:
+        return False
+    following = text[verb.end() : verb.end() + 12].strip()
+    return bool(cues.pronoun.match(following) or cues.pronoun.search(verb.group(0)))
 
 
 def undo(sentence: str) -> Wish | None:

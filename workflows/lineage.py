@@ -104,6 +104,7 @@ class LineageWorkflow(LineageHandlers):
                 return  # stopped while the rollout had failed
             self._s.latest_output_preview = rollout.output_preview
             self._s.latest_output_words = rollout.output_words
+            self._s.latest_output_cut_off = rollout.cut_off
             taken = False
             while not taken:  # a score the store refused leaves the cycle waiting
                 queued = await self._await_score()

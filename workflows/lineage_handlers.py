@@ -279,6 +279,7 @@ class LineageHandlers:
             locked=self._s.locked,
             latest_output_preview=self._s.latest_output_preview,
             latest_output_words=self._s.latest_output_words,
+            latest_output_cut_off=self._s.latest_output_cut_off,
             last_evolution=self._s.last_evolution,
             last_verdict=self._s.last_verdict,
             asked_for=self._s.asked_for,

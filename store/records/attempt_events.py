@@ -41,10 +41,12 @@ def completed_event(
     duration_ms: int,
     spans: list[SpanRecord],
     refs: EventRefs,
+    stop_reason: str | None = None,
 ) -> NewEvent:
     return NewEvent.of(
         AttemptCompleted(
             output_hash=output_hash,
+            stop_reason=stop_reason,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             total_tokens=usage.total_tokens,

@@ -140,11 +140,14 @@ class AttemptRecords(EventWriter):
         spans: list[SpanRecord],
         usage: Usage,
         duration_ms: int,
+        stop_reason: str | None = None,
     ) -> str:
         refs = _attempt_refs(session_id, lineage_id, attempt_id)
         span_batch = span_events(spans, refs)
         output_hash = payload_store.encode(output)[0]
-        completed = completed_event(attempt_id, output_hash, usage, duration_ms, spans, refs)
+        completed = completed_event(
+            attempt_id, output_hash, usage, duration_ms, spans, refs, stop_reason
+        )
         artifact = NewEvent.of(
             ArtifactCreated(
                 rollout_id=rollout_id,

@@ -353,6 +353,7 @@ def _attempt_completed(conn: Connection, e: EventLike, d: AttemptCompleted) -> N
         completion_tokens=d.completion_tokens,
         total_tokens=d.total_tokens,
         estimated_cost=d.estimated_cost,
+        stop_reason=d.stop_reason,
     )
 
 

@@ -1,0 +1,69 @@
+"""Wishes as typed data, through the dev server: a reviewer who asks for a thing, approves it,
+takes it back and asks for an amount; and the token budget as a ceiling that must never cut an
+answer (every attempt records whether the model stopped at the limit)."""
+
+from __future__ import annotations
+
+from client import start_session
+from domain.agent import AgentRef
+from tests.conftest import awaiting, make_spec, wait_for_state
+
+NEUTRAL = "You are a helpful assistant. Answer the question."
+
+
+async def score(handle, cycle: int, value: float, comment: str):
+    await wait_for_state(handle, awaiting(cycle))
+    return await handle.execute_update("submit_score", {"score": value, "comment": comment})
+
+
+def verdicts(store, lineage_id: str) -> list[dict[str, str]]:
+    """Each judged evolution's verdict per family, oldest first, from the store's log."""
+    return [
+        {a["family"]: a["verdict"] for a in e.payload["aspects"]}
+        for e in store.queries.events(lineage_id, ["evolution.outcome"])
+    ]
+
+
+def current_agent(store, lineage_id: str):
+    """(version, definition) of the lineage's latest agent."""
+    latest = store.queries.agent_versions(lineage_id)[-1]
+    ref = AgentRef(agent_id=latest.agent_id, version=latest.version)
+    return latest.version, store.queries.agent_definition(ref)
+
+
+async def test_ask_approve_take_back_and_an_amount(client, store, settings, run_worker):
+    spec = make_spec(prompt=NEUTRAL, max_tokens=2048)
+    lineage = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        # 1. asks for two things, one of them counted
+        await score(handle, 1, 4, "Could you sound kinder? And I'd like a single worked example.")
+        # 2. approves both by name, then asks for an amount of the length
+        await score(handle, 2, 6, "The kinder voice works. Now trim it to about half, please.")
+        # 3. approves the length, takes the example back
+        await score(handle, 3, 7, "That length is fine now. Actually, lose the example.")
+        # 4. praise only, at a high score: nothing changes
+        await score(handle, 4, 9, "Warm, short, and nothing made up this time.")
+        state = await wait_for_state(handle, awaiting(5))
+    version, agent = current_agent(store, lineage)
+    assert version == state.agent_version
+    prompt = agent.system_prompt
+    # the kind voice stays, the example is gone, the amount is stated in words
+    assert "warmly" in prompt.lower()
+    assert "example" not in prompt.lower()
+    assert "about" in prompt and "words" in prompt  # "Keep answers short: about N words."
+    # the budget is a ceiling: a length wish without a hard limit never lowered it
+    assert agent.parameters.max_tokens == 2048
+    judged = verdicts(store, lineage)
+    # cycle 2 validates both by the reviewer's words; cycle 3 validates the length and the
+    # example change is refuted by the take-back; the praise at cycle 4 validates the rest
+    assert judged[0] == {"warmer": "validated", "example": "validated"}
+    assert judged[1] == {"shorter": "validated"}
+    # nothing the reviewer asked for is in asked_for once taken back
+    assert "example" not in state.asked_for and "warmer" in state.asked_for
+    # every attempt finished on its own: none stopped at the token limit
+    attempts = [
+        a for rollout in store.queries.rollouts(lineage) for a in store.queries.attempts(rollout.id)
+    ]
+    assert attempts and all(a.stop_reason != "max_tokens" for a in attempts)
+    assert not state.latest_output_cut_off
