@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -31,7 +31,13 @@ from rlm.repl import (
     ModelTurnInput,
     worker_store_id,
 )
-from rlm.sandbox import CellOutcome, SandboxUnavailable, run_cell
+from rlm.sandbox import (
+    CellDirectoryRefused,
+    CellOutcome,
+    SandboxUnavailable,
+    cell_directory,
+    run_cell,
+)
 from rlm.shared_store import WorkerStoreProxy
 from rlm.tasks import ApplyCommitInput, RlmWorkerInput
 from runner.backends import ModelBackends
@@ -52,7 +58,9 @@ class RlmActivities:
         self.store = store
         self.settings = settings or Settings()
         self.models = ModelBackends(self.settings)
-        self.cells_root = Path(tempfile.gettempdir()) / "training-camp-cells"
+        # per user: another user's root under the shared /tmp is refused, never used
+        default = Path(tempfile.gettempdir()) / f"training-camp-cells-{os.geteuid()}"
+        self.cells_root = Path(self.settings.rlm_cells_dir or default)
 
     # ---- fan-out of rules-based workers ------------------------------------------------------
 
@@ -137,12 +145,25 @@ class RlmActivities:
             raise ApplicationError(
                 str(exc), type="SandboxUnavailable", non_retryable=True
             ) from None
+        except CellDirectoryRefused as exc:  # no retry fixes the root either
+            raise ApplicationError(
+                str(exc), type="CellDirectoryRefused", non_retryable=True
+            ) from None
         return self._result(inp, handler, outcome, started)
 
     def _run(self, inp: CellInput, handler: Any, context: Any, snapshot: Any) -> CellOutcome:
+        keep = self.settings.rlm_keep_failed_cells
+        with cell_directory(self.cells_root, inp.run_id, inp.worker, keep_failed=keep) as cell:
+            outcome = self._run_in(cell.path, inp, handler, context, snapshot)
+            cell.failed = outcome.error is not None
+            return outcome
+
+    def _run_in(
+        self, workdir: Path, inp: CellInput, handler: Any, context: Any, snapshot: Any
+    ) -> CellOutcome:
         return run_cell(
             inp.code,
-            workdir=self.cells_root / re.sub(r"[^A-Za-z0-9_.-]", "_", f"{inp.run_id}-{inp.worker}"),
+            workdir=workdir,
             handle=handler,
             store_methods=SHARED_METHODS if inp.config.shared_store else ISOLATED_METHODS,
             context=context,
