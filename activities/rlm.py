@@ -154,12 +154,18 @@ class RlmActivities:
     def _run(self, inp: CellInput, handler: Any, context: Any, snapshot: Any) -> CellOutcome:
         keep = self.settings.rlm_keep_failed_cells
         with cell_directory(self.cells_root, inp.run_id, inp.worker, keep_failed=keep) as cell:
-            outcome = self._run_in(cell.path, inp, handler, context, snapshot)
+            outcome = self._run_in(cell.path, inp, handler, context, snapshot, keep)
             cell.failed = outcome.error is not None
             return outcome
 
     def _run_in(
-        self, workdir: Path, inp: CellInput, handler: Any, context: Any, snapshot: Any
+        self,
+        workdir: Path,
+        inp: CellInput,
+        handler: Any,
+        context: Any,
+        snapshot: Any,
+        keep_failed: bool,
     ) -> CellOutcome:
         return run_cell(
             inp.code,
@@ -173,6 +179,7 @@ class RlmActivities:
             limits=inp.config.cell_limits,
             alive=activity.heartbeat,
             isolation=self.settings.rlm_isolation,
+            keep_failed=keep_failed,
         )
 
     def _result(

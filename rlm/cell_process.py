@@ -344,6 +344,7 @@ def main() -> None:
             "dropped": dropped,
         }
     )
+    host.inbox.read()  # until the host is done with this cell (it may copy its files first)
 
 
 if __name__ == "__main__":

@@ -274,10 +274,13 @@ def run_cell(
     limits: CellLimits,
     alive: Callable[[], None] = lambda: None,
     isolation: Isolation = "bubblewrap",
+    keep_failed: bool = False,
 ) -> CellOutcome:
     """Run ``code`` after restoring ``snapshot``; store calls go to ``handle``; ``alive`` is
-    called about once a second while the cell runs (the activity's heartbeat). Raises
-    SandboxUnavailable when ``isolation`` cannot be had here."""
+    called about once a second while the cell runs (the activity's heartbeat). With
+    ``keep_failed``, a cell that reports an error leaves a copy of its files in ``workdir`` (in
+    the sandbox they live in a tmpfs of its own, gone with it). Raises SandboxUnavailable when
+    ``isolation`` cannot be had here."""
     if isolation == "bubblewrap" and (why := bubblewrap_available()) is not None:
         raise SandboxUnavailable(
             f"RLM cells run in a bubblewrap sandbox, and {why}. Install bubblewrap on the "
@@ -348,7 +351,16 @@ def run_cell(
     try:
         outbox.write(json.dumps(job) + "\n")
         outbox.flush()
-        return _converse(process, inbox, outbox, handle, limits, alive, counted, cgroup)
+        keep_to = workdir if keep_failed and isolation == "bubblewrap" else None
+        outcome = _converse(process, inbox, outbox, handle, limits, alive, counted, cgroup, keep_to)
+        if (
+            cgroup is not None
+            and cgroup.oom_killed()
+            and "MemoryError" not in (outcome.error or "")
+        ):
+            # a process of the cell was killed (a child, say) while the cell itself went on
+            outcome.error = (outcome.error or "") + _out_of_memory(limits)
+        return outcome
     except BrokenPipeError:
         return _ended(process, limits, cgroup)
     finally:
@@ -371,6 +383,7 @@ def _converse(
     alive: Callable[[], None],
     counted: int | None,
     cgroup: CellCgroup | None,
+    keep_to: Path | None,
 ) -> CellOutcome:
     # Wall clock: twice the CPU allowance, so a cell that sleeps or blocks is stopped too.
     deadline = time.monotonic() + 2 * limits.timeout_seconds
@@ -418,8 +431,11 @@ def _converse(
             process.wait(timeout=30)
             return CellOutcome(suspended=message["call"])
         else:
-            process.wait(timeout=30)
             outcome = CellOutcome.model_validate({k: v for k, v in message.items() if k != "type"})
+            if outcome.error is not None and keep_to is not None:
+                _copy_out(process.pid, keep_to, limits.directory_mb * 2**20)
+            outbox.close()  # the cell waits for this before it exits: its files are there till then
+            process.wait(timeout=30)
             extra = _printed(process)
             if extra:
                 outcome.stdout += extra
@@ -435,10 +451,7 @@ def _ended(
     # a signal: the process's own (negative), or as bubblewrap reports its child's (128 + n)
     died_of = -code if code < 0 else code - 128 if 128 < code < 128 + 65 else None
     if cgroup is not None and cgroup.oom_killed():
-        reason = (
-            f"MemoryError: the cell's processes and files went past its {limits.memory_mb} MB "
-            "of memory and it was stopped"
-        )
+        reason = _out_of_memory(limits)
     elif died_of in (signal.SIGXCPU, signal.SIGKILL):
         reason = (
             f"TimeoutError: the cell used its {limits.timeout_seconds:g} s of CPU and was stopped"
@@ -448,6 +461,13 @@ def _ended(
     else:
         reason = f"the cell's process exited with status {code} before finishing"
     return CellOutcome(stdout=printed, error=reason)
+
+
+def _out_of_memory(limits: CellLimits) -> str:
+    return (
+        f"MemoryError: the cell's processes and files went past its {limits.memory_mb} MB of "
+        "memory, and the kernel killed a process of it"
+    )
 
 
 def _within_bounds(outcome: CellOutcome) -> CellOutcome:
@@ -487,6 +507,37 @@ def _bounded(text: str, limit: int) -> str:
     if len(text) <= limit + BOUND_NOTE_CHARS:  # within the limit, or cut with its note already
         return text
     return text[:limit] + f"\n… [{len(text) - limit} more characters]"
+
+
+def _copy_out(pid: int, workdir: Path, budget: int) -> None:
+    """A failed cell's files, copied to ``workdir`` on the host from its sandbox's tmpfs (seen
+    through the sandbox init's root while the cell waits): directories and regular files only,
+    opened relative to their directory and never through a link (the cell may still be changing
+    them), at most ``budget`` bytes."""
+    try:
+        init = _children(pid)[0]  # bubblewrap's child, the sandbox's init: its mounts
+        top = f"/proc/{init}/root{workdir}"
+        for dirpath, _, files, dirfd in os.fwalk(top, follow_symlinks=False):
+            here = workdir / os.path.relpath(dirpath, top)
+            here.mkdir(mode=0o700, exist_ok=True)
+            for name in files:
+                with contextlib.suppress(OSError):  # a link, a device, or gone meanwhile
+                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dirfd)
+                    with os.fdopen(fd, "rb") as source:
+                        if not stat.S_ISREG(os.fstat(fd).st_mode):
+                            continue
+                        data = source.read(budget)
+                    budget -= len(data)
+                    (here / name).write_bytes(data)
+                if budget <= 0:
+                    return
+    except (OSError, IndexError) as exc:  # kept without its files: say why, there
+        (workdir / "NOT-KEPT.txt").write_text(f"the cell's files could not be copied: {exc}\n")
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as children:
+        return [int(c) for c in children.read().split()]
 
 
 def _tasks(pid: int) -> int:

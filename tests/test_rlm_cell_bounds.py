@@ -111,6 +111,29 @@ def test_a_cell_runs_at_most_its_processes(
     assert alive == []
 
 
+def test_a_cells_processes_and_files_share_its_memory(tmp_path: Path):
+    probe = sandbox.CellCgroup.make(4, 2**27)
+    if probe is None:
+        pytest.skip("no cgroup for this worker: each process has its own address space limit")
+    probe.remove()
+    code = GUARD_OFF + (  # 15 MB of files, and four children of 60 MB: each within its limits
+        "import os, time\n"
+        "open('files', 'wb').write(b'x' * 15 * 2**20)\n"
+        "children = []\n"
+        "for _ in range(4):\n"
+        "    child = os.fork()\n"
+        "    if child == 0:\n"
+        "        held = b'x' * 60 * 2**20\n"
+        "        time.sleep(1)\n"
+        "        os._exit(0)\n"
+        "    children.append(child)\n"
+        "for child in children:\n"
+        "    os.waitpid(child, 0)\n"
+    )
+    outcome = cell(code, tmp_path, memory_mb=128, disk_mb=16)
+    assert "MemoryError: the cell's processes and files went past its 128 MB" in bounded(outcome)
+
+
 def test_the_directory_has_one_quota_for_all_its_files(tmp_path: Path):
     code = (
         "for i in range(100):\n"
@@ -189,8 +212,20 @@ def test_a_cells_directory_is_gone_after_it_unless_a_failure_is_kept(
     activities = RlmActivities(None, settings)  # type: ignore[arg-type]
     fine = run_step(activities, "run", "print('ok')")
     assert fine.error is None and list(cells.iterdir()) == []
-    failed = run_step(activities, "run", "1 / 0")
-    assert failed.error is not None
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the worker's file")
+    failed = run_step(
+        activities,
+        "run",
+        GUARD_OFF + "import os\nos.mkdir('sub')\nopen('sub/notes.txt', 'w').write('so far')\n"
+        # a link the copy must not follow: on the host it would name the worker's file
+        f"os.symlink({str(secret)!r}, 'link')\n"
+        "1 / 0",
+    )
+    assert failed.error is not None and failed.error.startswith("ZeroDivisionError")
     kept = list(cells.iterdir())
     assert len(kept) == (1 if keep_failed else 0)
-    assert all(k.name.startswith(cell_dir_prefix("run", "root")) for k in kept)
+    if keep_failed:  # its files, copied out of the sandbox's tmpfs; the link is not followed
+        assert kept[0].name.startswith(cell_dir_prefix("run", "root"))
+        assert (kept[0] / "sub" / "notes.txt").read_text() == "so far"
+        assert sorted(p.name for p in kept[0].iterdir()) == ["sub"]
