@@ -61,6 +61,8 @@ MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
 # the cell's report: its snapshot (base64) and the rest, bounded; a longer line is refused
 MAX_REPORT_BYTES = MAX_SNAPSHOT_BYTES * 4 // 3 + MAX_FINAL_BYTES + 4 * MAX_STDOUT_CHARS + 65_536
 MAX_PRINTED_BYTES = 4 * MAX_STDOUT_CHARS  # what the process wrote outside the cell's capture
+MAX_KEPT_ENTRIES = 10_000  # files and directories copied out of a failed cell (a tmpfs's size
+# bounds its bytes, not how many empty files it holds)
 Isolation = Literal["bubblewrap", "audit-hook-only"]
 ISOLATIONS: tuple[Isolation, ...] = ("bubblewrap", "audit-hook-only")
 # What a sandboxed cell sees of the host, read-only (the Python runtime and its libraries)
@@ -513,13 +515,17 @@ def _copy_out(pid: int, workdir: Path, budget: int) -> None:
     """A failed cell's files, copied to ``workdir`` on the host from its sandbox's tmpfs (seen
     through the sandbox init's root while the cell waits): directories and regular files only,
     opened relative to their directory and never through a link (the cell may still be changing
-    them), at most ``budget`` bytes."""
+    them), at most ``budget`` bytes and ``MAX_KEPT_ENTRIES`` entries."""
+    entries = 0
     try:
         init = _children(pid)[0]  # bubblewrap's child, the sandbox's init: its mounts
         top = f"/proc/{init}/root{workdir}"
         for dirpath, _, files, dirfd in os.fwalk(top, follow_symlinks=False):
             here = workdir / os.path.relpath(dirpath, top)
             here.mkdir(mode=0o700, exist_ok=True)
+            entries += 1 + len(files)
+            if entries > MAX_KEPT_ENTRIES:
+                return
             for name in files:
                 with contextlib.suppress(OSError):  # a link, a device, or gone meanwhile
                     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dirfd)
