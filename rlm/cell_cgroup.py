@@ -111,6 +111,7 @@ def _v2(fs: Path, name: str, max_tasks: int, memory_bytes: int) -> CellCgroup | 
         return None  # not delegated to this worker's cgroup
     if not wanted <= set((parent / "cgroup.subtree_control").read_text().split()):
         (parent / "cgroup.subtree_control").write_text("+pids +memory")
+    _sweep(parent)
     cell = parent / name
     cell.mkdir()
     (cell / "pids.max").write_text(str(max_tasks))
@@ -127,8 +128,11 @@ def _v1(fs: Path, name: str, max_tasks: int, memory_bytes: int) -> CellCgroup | 
     dirs: list[Path] = []
     try:
         for hierarchy, own in owns.items():
-            cell = fs / hierarchy / str(own).lstrip("/") / PARENT / name
-            cell.mkdir(parents=True)
+            parent = fs / hierarchy / str(own).lstrip("/") / PARENT
+            parent.mkdir(parents=True, exist_ok=True)
+            _sweep(parent)
+            cell = parent / name
+            cell.mkdir()
             dirs.append(cell)
         (dirs[0] / "pids.max").write_text(str(max_tasks))
         (dirs[1] / "memory.limit_in_bytes").write_text(str(memory_bytes))
@@ -136,3 +140,13 @@ def _v1(fs: Path, name: str, max_tasks: int, memory_bytes: int) -> CellCgroup | 
         CellCgroup(dirs, 1).remove()
         raise
     return CellCgroup(dirs, 1)
+
+
+def _sweep(parent: Path) -> None:
+    """Cgroups a worker left when it was killed mid-cell (``cell-<its pid>-…``, its pid gone):
+    removed, if empty (a busy one refuses)."""
+    for stale in parent.glob("cell-*-*"):
+        with contextlib.suppress(ValueError, OSError):
+            pid = int(stale.name.split("-")[1])
+            if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
+                stale.rmdir()
