@@ -139,8 +139,18 @@ class RlmActivities:
         handler = _StoreHandler(self.store, inp)
         context = self.store.queries.payload(inp.context_hash)
         snapshot = self.store.queries.payload(inp.snapshot_hash) if inp.snapshot_hash else None
+        outcome = self._run(inp, handler, context, snapshot)
+        return self._result(inp, handler, outcome, started)
+
+    def _run(self, inp: CellInput, handler: Any, context: Any, snapshot: Any) -> CellOutcome:
+        """The cell in a directory made fresh for it, gone when it ends (a failure's kept only
+        when the worker is told to)."""
+        keep = self.settings.rlm_keep_failed_cells
         try:
-            outcome = self._run(inp, handler, context, snapshot)
+            with cell_directory(self.cells_root, inp.run_id, inp.worker, keep_failed=keep) as cell:
+                outcome = self._run_in(cell.path, inp, handler, context, snapshot, keep)
+                cell.failed = outcome.error is not None
+                return outcome
         except SandboxUnavailable as exc:  # no retry installs bubblewrap: say so, once
             raise ApplicationError(
                 str(exc), type="SandboxUnavailable", non_retryable=True
@@ -149,14 +159,6 @@ class RlmActivities:
             raise ApplicationError(
                 str(exc), type="CellDirectoryRefused", non_retryable=True
             ) from None
-        return self._result(inp, handler, outcome, started)
-
-    def _run(self, inp: CellInput, handler: Any, context: Any, snapshot: Any) -> CellOutcome:
-        keep = self.settings.rlm_keep_failed_cells
-        with cell_directory(self.cells_root, inp.run_id, inp.worker, keep_failed=keep) as cell:
-            outcome = self._run_in(cell.path, inp, handler, context, snapshot, keep)
-            cell.failed = outcome.error is not None
-            return outcome
 
     def _run_in(
         self,

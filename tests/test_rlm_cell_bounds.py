@@ -12,6 +12,7 @@ from typing import Any
 
 import psutil
 import pytest
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.rlm import RlmActivities
@@ -171,8 +172,9 @@ def test_a_root_that_is_not_the_workers_own_is_refused(planted: str, tmp_path: P
     assert list(elsewhere.iterdir()) == []
     # through the activity, the step fails at once and names the setting to change
     activities = RlmActivities(None, Settings(rlm_cells_dir=str(root)))  # type: ignore[arg-type]
-    with pytest.raises(Exception, match="TRAINING_CAMP_RLM_CELLS_DIR"):
+    with pytest.raises(ApplicationError, match="TRAINING_CAMP_RLM_CELLS_DIR") as refused:
         run_step(activities, "r", "print(1)")
+    assert refused.value.type == "CellDirectoryRefused" and refused.value.non_retryable
 
 
 def run_step(activities: RlmActivities, run_id: str, code: str) -> CellOutcome:
