@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -31,7 +31,13 @@ from rlm.repl import (
     ModelTurnInput,
     worker_store_id,
 )
-from rlm.sandbox import CellOutcome, SandboxUnavailable, run_cell
+from rlm.sandbox import (
+    CellDirectoryRefused,
+    CellOutcome,
+    SandboxUnavailable,
+    cell_directory,
+    run_cell,
+)
 from rlm.shared_store import WorkerStoreProxy
 from rlm.tasks import ApplyCommitInput, RlmWorkerInput
 from runner.backends import ModelBackends
@@ -52,7 +58,9 @@ class RlmActivities:
         self.store = store
         self.settings = settings or Settings()
         self.models = ModelBackends(self.settings)
-        self.cells_root = Path(tempfile.gettempdir()) / "training-camp-cells"
+        # per user: another user's root under the shared /tmp is refused, never used
+        default = Path(tempfile.gettempdir()) / f"training-camp-cells-{os.geteuid()}"
+        self.cells_root = Path(self.settings.rlm_cells_dir or default)
 
     # ---- fan-out of rules-based workers ------------------------------------------------------
 
@@ -131,18 +139,39 @@ class RlmActivities:
         handler = _StoreHandler(self.store, inp)
         context = self.store.queries.payload(inp.context_hash)
         snapshot = self.store.queries.payload(inp.snapshot_hash) if inp.snapshot_hash else None
+        outcome = self._run(inp, handler, context, snapshot)
+        return self._result(inp, handler, outcome, started)
+
+    def _run(self, inp: CellInput, handler: Any, context: Any, snapshot: Any) -> CellOutcome:
+        """The cell in a directory made fresh for it, gone when it ends (a failure's kept only
+        when the worker is told to)."""
+        keep = self.settings.rlm_keep_failed_cells
         try:
-            outcome = self._run(inp, handler, context, snapshot)
+            with cell_directory(self.cells_root, inp.run_id, inp.worker, keep_failed=keep) as cell:
+                outcome = self._run_in(cell.path, inp, handler, context, snapshot, keep)
+                cell.failed = outcome.error is not None
+                return outcome
         except SandboxUnavailable as exc:  # no retry installs bubblewrap: say so, once
             raise ApplicationError(
                 str(exc), type="SandboxUnavailable", non_retryable=True
             ) from None
-        return self._result(inp, handler, outcome, started)
+        except CellDirectoryRefused as exc:  # no retry fixes the root either
+            raise ApplicationError(
+                str(exc), type="CellDirectoryRefused", non_retryable=True
+            ) from None
 
-    def _run(self, inp: CellInput, handler: Any, context: Any, snapshot: Any) -> CellOutcome:
+    def _run_in(
+        self,
+        workdir: Path,
+        inp: CellInput,
+        handler: Any,
+        context: Any,
+        snapshot: Any,
+        keep_failed: bool,
+    ) -> CellOutcome:
         return run_cell(
             inp.code,
-            workdir=self.cells_root / re.sub(r"[^A-Za-z0-9_.-]", "_", f"{inp.run_id}-{inp.worker}"),
+            workdir=workdir,
             handle=handler,
             store_methods=SHARED_METHODS if inp.config.shared_store else ISOLATED_METHODS,
             context=context,
@@ -152,6 +181,7 @@ class RlmActivities:
             limits=inp.config.cell_limits,
             alive=activity.heartbeat,
             isolation=self.settings.rlm_isolation,
+            keep_failed=keep_failed,
         )
 
     def _result(

@@ -42,6 +42,12 @@ class Settings(BaseModel):
     # How RLM cells (model-written code) are isolated: a bubblewrap sandbox, or — only when the
     # operator opts in by name — the in-process audit hook alone (see rlm/sandbox.py)
     rlm_isolation: Literal["bubblewrap", "audit-hook-only"] = "bubblewrap"
+    # Where each cell's fresh directory is made: a root only the worker can write (made 0700 if
+    # missing, refused when it is a symlink, someone else's or open to others). None: a root of
+    # this user's under the system's temporary directory
+    rlm_cells_dir: str | None = None
+    # Keep a failed cell's directory (for debugging) instead of removing it as every other is
+    rlm_keep_failed_cells: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -62,6 +68,8 @@ class Settings(BaseModel):
             temporal_tracing=_flag(env, "TRAINING_CAMP_TEMPORAL_TRACING", otlp_configured()),
             workflow_sandbox=_flag(env, "TRAINING_CAMP_WORKFLOW_SANDBOX", False),
             rlm_isolation=_isolation(env),
+            rlm_cells_dir=env.get("TRAINING_CAMP_RLM_CELLS_DIR") or None,
+            rlm_keep_failed_cells=_flag(env, "TRAINING_CAMP_RLM_KEEP_FAILED_CELLS", False),
         )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import io
 import json
 import os
@@ -212,6 +213,29 @@ def _bounded(text: str, limit: int) -> str:
     return text[:limit] + f"\n… [{len(text) - limit} more characters]"
 
 
+def _sandbox_hint(exc: BaseException, limits: dict[str, Any]) -> str:
+    """Which of the sandbox's bounds an error came from, so the model knows what it ran into."""
+    code = exc.errno if isinstance(exc, OSError) else None
+    if code == errno.EROFS:
+        return " (the sandbox: only the cell's directory is writable)"
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            f" (the sandbox: the cell's directory holds {limits['directory_mb']} MB, "
+            "all its files together)"
+        )
+    if code == errno.EFBIG:
+        return f" (the sandbox: a file may hold {limits['file_bytes'] // 2**20} MB)"
+    most = limits["max_processes"]
+    if code == errno.EAGAIN and limits["processes"] is not None:
+        return f" (the sandbox: a cell runs at most {most} processes and threads)"
+    if "can't start new thread" in str(exc):  # the thread cap, or its stack past the memory
+        return (
+            f" (the sandbox: a cell runs at most {most} processes and threads, within "
+            f"{limits['memory_bytes'] // 2**20} MB)"
+        )
+    return ""
+
+
 def main() -> None:
     rfd, wfd = int(sys.argv[1]), int(sys.argv[2])
     host = Host(rfd, wfd)
@@ -223,6 +247,8 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     size = limits["file_bytes"]
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    if limits["processes"] is not None:  # counted in the sandbox's own user namespace
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
     os.chdir(job["workdir"])
     readable = [sys.prefix, sys.base_prefix, sys.exec_prefix, "/dev/null", "/dev/urandom"]
     readable += [p for p in sys.path if p]
@@ -291,7 +317,7 @@ def main() -> None:
         frames = traceback.extract_tb(exc.__traceback__)
         cell_frames = [f for f in frames if f.filename == "<cell>"]
         where = f" (line {cell_frames[-1].lineno})" if cell_frames else ""
-        error = f"{type(exc).__name__}{where}: {exc}"
+        error = f"{type(exc).__name__}{where}: {exc}{_sandbox_hint(exc, limits)}"
     bounds = job["bounds"]
     try:
         data, dropped = snapshot(namespace)
@@ -318,6 +344,7 @@ def main() -> None:
             "dropped": dropped,
         }
     )
+    host.inbox.read()  # until the host is done with this cell (it may copy its files first)
 
 
 if __name__ == "__main__":

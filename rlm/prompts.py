@@ -20,8 +20,9 @@ REPL globals:
 - `apply_commit(commit, batch_prefix="")`: merge a worker's commit into your store.
 - `FINAL_VAR(value)`: end your task with `value` (JSON-able) as your answer.
 {worker_globals}
-Cells run in a sandbox: no network, no processes, a time and memory limit, and a directory of
-their own. Print what you need to see; end with FINAL_VAR."""
+Cells run in a sandbox: no network, no processes, a time and memory limit, and a small directory
+of their own, emptied after each cell (variables carry over to the next cell; files do not). Print
+what you need to see; end with FINAL_VAR."""
 
 WORKER_GLOBALS = """- `rlm_worker(prompt, store_cards=None, context=None) -> commit`: a worker at
   depth {next_depth} with its own REPL and its own store (seeded with `store_cards`, read-only).

@@ -97,14 +97,15 @@ def test_a_cell_writes_in_its_own_directory_and_sees_no_credentials(
 ):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret-of-the-worker")
     outcome, _ = cell(
-        "import os\nopen('notes.txt', 'w').write('kept')\n"
+        "import os\nopen('notes.txt', 'w').write('kept')\nprint(open('notes.txt').read())\n"
         "print(os.getcwd() == os.environ['HOME'], sorted(os.environ))",
         tmp_path,
     )
     assert outcome.error is None
-    assert (tmp_path / "cell" / "notes.txt").read_text() == "kept"
+    # its directory is a tmpfs of the sandbox's own: nothing the cell writes lands on the host
+    assert list((tmp_path / "cell").iterdir()) == []
     assert "sk-secret" not in outcome.stdout and "ANTHROPIC" not in outcome.stdout
-    assert outcome.stdout.startswith("True")
+    assert outcome.stdout.startswith("kept\nTrue")
 
 
 def test_a_sleeping_cell_is_stopped_by_the_wall_clock(tmp_path: Path):
