@@ -67,3 +67,41 @@ async def test_ask_approve_take_back_and_an_amount(client, store, settings, run_
     ]
     assert attempts and all(a.stop_reason != "max_tokens" for a in attempts)
     assert not state.latest_output_cut_off
+
+
+async def test_an_output_cut_off_at_the_token_limit_raises_the_ceiling(
+    client, store, settings, run_worker
+):
+    """An answer the model stopped at the token limit is recorded as cut off, says so in
+    `state`, and a reviewer missing what the cut took gets more room, not firmer words."""
+    spec = make_spec(prompt=NEUTRAL, max_tokens=200)
+    lineage = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        first = await wait_for_state(handle, awaiting(1))
+        await score(handle, 1, 5, "Please end with a recap of the main points.")
+        second = await wait_for_state(handle, awaiting(2))
+        await score(handle, 2, 5, "Still no recap at the end.")
+        third = await wait_for_state(handle, awaiting(3))
+    # the attempts say why the model stopped, and state tells the rater
+    stops = [
+        a.stop_reason
+        for rollout in store.queries.rollouts(lineage)
+        for a in store.queries.attempts(rollout.id)
+    ]
+    assert stops == ["max_tokens", "max_tokens", "end_turn"]
+    assert first.latest_output_cut_off and second.latest_output_cut_off
+    assert not third.latest_output_cut_off
+    # the recap asked again on a cut-off output: untested, and the ceiling doubled (at least)
+    (judged,) = [
+        e.payload["aspects"] for e in store.queries.events(lineage, ["evolution.outcome"])
+    ][-1:]
+    assert {a["family"]: a["verdict"] for a in judged} == {"summary_at_end": "untested"}
+    assert "cut off at the token limit" in judged[0]["reason"]
+    _, agent = current_agent(store, lineage)
+    assert agent.parameters.max_tokens >= 400
+    assert "Above all" not in agent.system_prompt  # not made firmer
+    assert "cut off at the token limit" in third.last_evolution
+    # the third output, with room, has its recap
+    text = store.queries.artifact_text(store.queries.artifacts(lineage)[-1].id)
+    assert "Summary:" in text

@@ -1609,6 +1609,7 @@ def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
     return sorted(kept, key=lambda k: k[1].start())
 
 
+_LACK_WORDS = re.compile(r"(?:no|missing|lacks|lacking|needs?)\b")
 _DENIAL = re.compile(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely)\s+\w+")
 
 
@@ -1636,6 +1637,8 @@ def _read_clause(
         )
         less = bool(re.search(r"\bless\s+$", lowered[:start]))
         frame = _frame(lowered[:start], lowered[end:])
+        if cue.kind == "state" and _LACK_WORDS.match(word) and frame != "denied":
+            frame = "lacking"  # the cue's own words say it is missing: "(still) no recap"
         if denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):
             frame = "denied"
         if any(q_start < start and end < q_end for q_start, q_end in quoted):
