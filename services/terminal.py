@@ -21,8 +21,9 @@ from rich.text import Text
 
 # C0 controls but tab and newline, DEL, C1 controls (U+009B is an 8-bit CSI, U+009D an OSC to
 # terminals that take them), and the bidirectional overrides and isolates, which reorder what
-# is shown so that text reads other than it is
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# is shown so that text reads other than it is (the plain direction marks stay: right-to-left
+# text uses them)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def _escaped(match: re.Match[str]) -> str:
@@ -33,7 +34,8 @@ def _escaped(match: re.Match[str]) -> str:
 def printable(text: object) -> str:
     """``text`` with every control character shown as an escape (newline and tab kept): for
     plain output (``print``) and for Rich with markup off."""
-    return _CONTROL.sub(_escaped, str(text))
+    # a Windows line end is a line end; a carriage return alone would rewrite the line
+    return _CONTROL.sub(_escaped, str(text).replace("\r\n", "\n"))
 
 
 def shown(text: object) -> str:

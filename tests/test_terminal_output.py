@@ -224,3 +224,10 @@ def test_the_demo_watch_prints_a_lineage_state_as_data():
         for line in changes(before, now):
             console.print(line, highlight=False)
     assert_shown_as_data(captured.get())
+
+
+def test_line_ends_and_tabs_stay_as_they_are():
+    from services.terminal import printable
+
+    assert printable("a\tb\r\nc\n") == "a\tb\nc\n"  # a Windows line end is a line end
+    assert printable("progress 10%\rdone") == "progress 10%\\x0ddone"  # a lone one rewrites
