@@ -8,8 +8,8 @@ most MAX_CONNECTIONS: past that the oldest connection still sending its request 
 so idle connections can neither exhaust the process's file descriptors nor lock the probe out.
 When descriptors run out anyway (elsewhere in the process), accepting backs off, a connection
 still sending is dropped to free one, and the error is logged once per LOG_EVERY_SECONDS with a
-count of the ones not logged. Store checks run one at a time off the event loop, each request
-waiting on the one in flight.
+count of the ones not logged. Store checks run one at a time on a thread of their own, each
+request waiting on the one in flight, and a store silent for CHECK_SECONDS is unhealthy.
 
 Hypercorn (which the codec server and the review inbox run on) has read timeouts but no
 connection cap, and it accepts through asyncio's server, which, out of descriptors, logs the
@@ -29,6 +29,7 @@ import math
 import socket
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import text
 
@@ -83,6 +84,8 @@ class HealthServer:
         # connections still sending their request, oldest first: the ones dropped for room
         self._receiving: dict[asyncio.Task[None], None] = {}
         self._checking: asyncio.Future[tuple[bool, dict[str, str]]] | None = None
+        # its own thread: a busy default executor never delays the probe's answer
+        self._check_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="healthz")
         self._accept_failed = RateLimitedLog()
 
     def _check(self) -> tuple[bool, dict[str, str]]:
@@ -98,7 +101,8 @@ class HealthServer:
     async def _status(self) -> tuple[bool, dict[str, str]]:
         # one check in flight at a time: a burst of probes does not pile up threads
         if self._checking is None or self._checking.done():
-            self._checking = asyncio.ensure_future(asyncio.to_thread(self._check))
+            loop = asyncio.get_running_loop()
+            self._checking = loop.run_in_executor(self._check_thread, self._check)
         try:
             return await asyncio.wait_for(asyncio.shield(self._checking), CHECK_SECONDS)
         except TimeoutError:
@@ -222,3 +226,4 @@ class HealthServer:
         await asyncio.gather(*self._connections, return_exceptions=True)
         if self._listener is not None:
             self._listener.close()
+        self._check_thread.shutdown(wait=False, cancel_futures=True)

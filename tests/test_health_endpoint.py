@@ -13,13 +13,17 @@ import resource
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from services import health
+from store import Store
+from store.backends.database import create_store_engine
 from tests.test_demo_command import free_port
 
 ROOT = Path(__file__).parent.parent
@@ -146,6 +150,20 @@ async def test_health_endpoint_is_loopback_bounded_and_answers_under_a_flood(
         held = await asyncio.to_thread(silent_for)
         assert health.HEADER_SECONDS - 0.5 < held < health.HEADER_SECONDS + 2
 
+        # headers past MAX_REQUEST_BYTES are refused, not buffered
+        def oversized() -> bytes:
+            with socket.create_connection(("127.0.0.1", worker.port), timeout=10) as sock:
+                padding = "a" * health.MAX_REQUEST_BYTES
+                sock.sendall(f"GET /healthz HTTP/1.1\r\nX-Pad: {padding}\r\n\r\n".encode())
+                answer = b""
+                with contextlib.suppress(ConnectionResetError):
+                    while chunk := sock.recv(4096):
+                        answer += chunk
+                return answer
+
+        answer = await asyncio.to_thread(oversized)
+        assert b" 200 " not in answer.split(b"\r\n")[0], answer
+
         # 1,100 idle connections: the worker holds at most MAX_CONNECTIONS of them, never runs
         # out of descriptors, and the probe still gets its answer
         at_rest = worker.descriptors()
@@ -190,3 +208,29 @@ async def test_out_of_descriptors_is_logged_once_and_the_endpoint_recovers(
             await asyncio.sleep(0.2)
     logged = [line for line in worker.output if OUT_OF_DESCRIPTORS in line]
     assert 1 <= len(logged) <= 2, logged  # once per LOG_EVERY_SECONDS (10 s), not per attempt
+
+
+async def test_a_silent_store_is_unhealthy_in_bounded_time_with_one_check_at_a_time():
+    """A store that takes connections and never answers (a listener nobody serves): every
+    probe of a burst gets 503 within CHECK_SECONDS, and the burst waits on one check."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    store = Store(create_store_engine(f"postgresql://u@127.0.0.1:{silent.getsockname()[1]}/db"))
+    port = free_port()
+    loop = asyncio.get_running_loop()
+    try:
+        async with health.HealthServer(port, store, lambda: True):
+            worker = Worker(None, port)  # type: ignore[arg-type]
+            started = time.monotonic()
+            with ThreadPoolExecutor(max_workers=10) as probes:
+                answers = await asyncio.gather(
+                    *(loop.run_in_executor(probes, worker.get, "/healthz", 15) for _ in range(10))
+                )
+            took = time.monotonic() - started
+            checks = [t for t in threading.enumerate() if t.name.startswith("healthz")]
+            assert len(checks) == 1  # the one check the burst waited on
+        assert {status for status, _ in answers} == {503}
+        assert all(b"no answer within" in body for _, body in answers), answers
+        assert took < health.CHECK_SECONDS + 2
+    finally:
+        silent.close()  # the check still waiting gets a reset and ends
+        store.engine.dispose()
