@@ -20,7 +20,6 @@ from typing import Annotated
 from urllib.parse import quote
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
@@ -36,11 +35,13 @@ from review.guard import LOOPBACK_HOSTS
 from review.server import ReviewServer
 from services import command_line
 from services.dev_server import DevServer
+from services.terminal import console as make_console
+from services.terminal import json_text, printable, shown
 from store import Store
 from worker import build_worker, tune_garbage_collector
 from workflows.lineage import LineageWorkflow
 
-console = Console()
+console = make_console()
 SpecPath = Annotated[Path, typer.Argument(help="Session spec (YAML or JSON).")]
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False
@@ -66,7 +67,8 @@ def print_instructions(
 ) -> None:
     """How to score, wait and look, for this session; ``next_cycle``: the first lineage's next
     cycle (after a restart, not always 2)."""
-    console.print(f"\n[bold]Session[/bold] {spec.name!r} (id [cyan]{spec.session_id}[/cyan])")
+    name, session = shown(repr(spec.name)), shown(spec.session_id)
+    console.print(f"\n[bold]Session[/bold] {name} (id [cyan]{session}[/cyan])")
     if ui_url:
         query = quote(f'TrainingCampSession="{spec.session_id}"')
         # the address on a line of its own, never wrapped: copied, it must work
@@ -78,8 +80,8 @@ def print_instructions(
         )
     for lineage in spec.lineages:
         console.print(
-            f"  lineage {lineage.label}: workflow id [cyan]"
-            f"{workflow_id(spec.lineage_id(lineage.label))}[/cyan]"
+            f"  lineage {shown(lineage.label)}: workflow id [cyan]"
+            f"{shown(workflow_id(spec.lineage_id(lineage.label)))}[/cyan]"
         )
     first = workflow_id(spec.lineage_id(spec.lineages[0].label))
     default = settings.temporal_address in ("localhost:7233", "127.0.0.1:7233")
@@ -155,7 +157,7 @@ async def watch(handles: list[WorkflowHandle[LineageWorkflow, object]]) -> None:
 def changes(before: LineageState | None, now: LineageState) -> list[str]:
     """The lines that tell what happened to a lineage between two looks at its state."""
     lines = []
-    label = f"[bold]{now.label}[/bold]"
+    label = f"[bold]{shown(now.label)}[/bold]"
     moved = before is None or (before.cycle, before.status, before.agent_version) != (
         now.cycle,
         now.status,
@@ -169,19 +171,23 @@ def changes(before: LineageState | None, now: LineageState) -> list[str]:
             f"[magenta]{now.status}[/magenta]{scored}"
         )
     if before and now.agent_version > before.agent_version and now.last_evolution:
-        lines.append(f"  [green]{now.last_evolution}[/green]")
+        lines.append(f"  [green]{shown(now.last_evolution)}[/green]")
     shown_before = (
         before is not None and before.cycle == now.cycle and (before.status == "awaiting_score")
     )
     if now.status == "awaiting_score" and now.latest_output_preview and not shown_before:
         cut = ", cut off at the token limit" if now.latest_output_cut_off else ""
         lines.append(f"  [dim]output ({now.latest_output_words} words{cut}):[/dim]")
-        lines += [f"  [dim]│[/dim] {line}" for line in now.latest_output_preview.splitlines()[:8]]
+        lines += [
+            f"  [dim]│[/dim] {shown(line)}" for line in now.latest_output_preview.splitlines()[:8]
+        ]
     if before is not None:
         for kind in ("sticky", "oneshot"):
             old = getattr(before, f"{kind}_directives")
             new = getattr(now, f"{kind}_directives")
-            lines += [f"  [cyan]{kind} directive accepted:[/cyan] {d}" for d in new if d not in old]
+            lines += [
+                f"  [cyan]{kind} directive accepted:[/cyan] {shown(d)}" for d in new if d not in old
+            ]
         if now.locked != before.locked:
             lines.append(f"  [cyan]{'locked' if now.locked else 'unlocked'}[/cyan]")
     new_rejections = now.rejected_feedback - (before.rejected_feedback if before else 0)
@@ -190,7 +196,7 @@ def changes(before: LineageState | None, now: LineageState) -> list[str]:
         missed = new_rejections - len(recent)
         if missed > 0:
             lines.append(f"  [yellow]{missed} more rejected (see the store)[/yellow]")
-        lines += [f"  [yellow]rejected: {reason}[/yellow]" for reason in recent]
+        lines += [f"  [yellow]rejected: {shown(reason)}[/yellow]" for reason in recent]
     return lines
 
 
@@ -198,7 +204,7 @@ def _load(spec_path: Path) -> SessionSpec:
     try:
         return load_spec(spec_path)
     except SpecError as exc:
-        console.print(f"[red]{exc}[/red]", highlight=False)
+        console.print(f"[red]{shown(exc)}[/red]", highlight=False)
         raise typer.Exit(2) from None
 
 
@@ -227,7 +233,7 @@ def status(spec_path: SpecPath) -> None:
         for lineage in spec.lineages:
             handle = client.get_workflow_handle(workflow_id(spec.lineage_id(lineage.label)))
             state = await handle.query(LineageWorkflow.state)
-            console.print_json(state.model_dump_json())
+            console.print(json_text(state.model_dump_json()))
 
     asyncio.run(go())
 
@@ -256,10 +262,10 @@ def inbox(
     table = Table("workflow id", "cycle", "waiting since (UTC)", "output")
     for item in found.items:
         table.add_row(
-            workflow_id(item.lineage_id),
+            shown(workflow_id(item.lineage_id)),
             str(item.cycle),
             f"{item.waiting_since:%Y-%m-%d %H:%M:%S}",
-            preview_of(" ".join(item.preview.split()), 80),
+            shown(preview_of(" ".join(item.preview.split()), 80)),
         )
     console.print(table)
     first = found.items[0]
@@ -291,7 +297,7 @@ def output(
         chosen = [a for a in outputs if cycle is None or a.cycle == cycle]
         if not chosen:
             which = f"for cycle {cycle}" if cycle is not None else "yet"
-            console.print(f"[red]{lineage} has no output {which}[/red]")
+            console.print(f"[red]{shown(lineage)} has no output {which}[/red]")
             raise typer.Exit(1)
         artifact = chosen[-1]
         text = store.queries.artifact_text(artifact.id)
@@ -300,17 +306,17 @@ def output(
             for a in store.queries.attempts(artifact.rollout_id)
         )
     except KeyError as exc:
-        console.print(f"[red]{exc.args[0]}[/red]")
+        console.print(f"[red]{shown(exc.args[0])}[/red]")
         raise typer.Exit(1) from None
     finally:
         store.close()
     console.print(
-        f"[bold]{lineage}[/bold], cycle {artifact.cycle} ({len(text.split())} words"
+        f"[bold]{shown(lineage)}[/bold], cycle {artifact.cycle} ({len(text.split())} words"
         + (", cut off at the token limit" if cut_off else "")
         + "):",
         highlight=False,
     )
-    print(text)
+    print(printable(text))
 
 
 @app.command()
@@ -329,7 +335,7 @@ def blame(
     try:
         rows = store.queries.prompt_provenance(store.queries.resolve_lineage(lineage_id), version)
     except KeyError as exc:
-        console.print(f"[red]{exc.args[0]}[/red]")
+        console.print(f"[red]{shown(exc.args[0])}[/red]")
         raise typer.Exit(1) from None
     finally:
         store.close()
@@ -341,7 +347,11 @@ def blame(
             else ""
         )
         table.add_row(
-            row.segment, f"v{row.version}", row.evolution_id or "initial", feedback, row.reason
+            shown(row.segment),
+            f"v{row.version}",
+            shown(row.evolution_id or "initial"),
+            shown(feedback),
+            shown(row.reason),
         )
     console.print(table)
 
@@ -385,7 +395,7 @@ def demo(
             handles = await start_session(client, spec, settings.task_queue)
             await inbox.start()
             print_instructions(spec, settings, server.ui_url, await next_cycle(handles[0]))
-            console.print(f"Review inbox: {inbox.url}/sessions/{spec.session_id}")
+            console.print(f"Review inbox: {inbox.url}/sessions/{shown(spec.session_id)}")
             console.print(f"Store: {settings.database_url}. Watching (Ctrl-C to stop)…\n")
             try:
                 await watch(handles)

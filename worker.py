@@ -38,7 +38,7 @@ from runner.backends import ModelBackends
 from runner.executor import Executor
 from runner.telemetry import collector, runner_tracer, tracing_interceptor
 from runner.tools import default_registry
-from services.health import HealthServer
+from services import health
 from store import Store
 from trainer.backends import TrainerBackends
 from workflows.lightning import (
@@ -155,7 +155,10 @@ def tune_garbage_collector() -> None:
 
 
 async def run_worker(
-    settings: Settings, metrics_port: int | None = None, health_port: int | None = None
+    settings: Settings,
+    metrics_port: int | None = None,
+    health_port: int | None = None,
+    health_host: str = health.DEFAULT_HOST,
 ) -> None:
     store = Store.open(settings.database_url)
     runtime = None
@@ -181,7 +184,7 @@ async def run_worker(
         await stack.enter_async_context(worker)
         if health_port is not None:
             await stack.enter_async_context(
-                HealthServer(health_port, store, lambda: not stop.is_set())
+                health.HealthServer(health_port, store, lambda: not stop.is_set(), health_host)
             )
         print("worker ready", flush=True)
         await stop.wait()
@@ -203,13 +206,21 @@ def main_command(
     health_port: Annotated[
         int | None, typer.Option(help="Serve GET /healthz on this port.")
     ] = None,
+    health_host: Annotated[
+        str,
+        typer.Option(
+            help="Address /healthz listens on: loopback unless a probe comes from outside "
+            "(Kubernetes: the pod's IP).",
+            envvar="TRAINING_CAMP_HEALTH_HOST",
+        ),
+    ] = health.DEFAULT_HOST,
 ) -> None:
     """Run a worker until SIGINT/SIGTERM (graceful: running activities finish)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = Settings.from_env()
     if task_queue:
         settings = settings.model_copy(update={"task_queue": task_queue})
-    asyncio.run(run_worker(settings, metrics_port, health_port))
+    asyncio.run(run_worker(settings, metrics_port, health_port, health_host))
 
 
 def main() -> None:

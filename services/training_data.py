@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from domain.settings import Settings
 from services import command_line
+from services.terminal import console as make_console
+from services.terminal import json_text, shown
 from store import Store
 from store.backends.database import write_transaction
 from store.backends.migrate import current_revision
@@ -31,7 +32,7 @@ from store.exports.exporter import FORMATS, ExportFilters, FormatError, export
 from store.exports.materializer import SFT_MIN_SCORE, Materializer
 from store.views.time_travel import as_of, check_projections, history, rebuild_and_verify
 
-console = Console()
+console = make_console()
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False
 )
@@ -44,7 +45,7 @@ def _store(url: str | None) -> Store:
     try:
         return Store.open(url or Settings.from_env().database_url)
     except ChainKeyError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"[red]{shown(exc)}[/red]")
         raise typer.Exit(2) from None
 
 
@@ -59,10 +60,23 @@ def _progress() -> Progress:
     )
 
 
-def _ms(value: str | None) -> int | None:
+def _ms(value: str | None, option: str) -> int | None:
+    """Milliseconds since the epoch of an ISO 8601 date or time given as ``option`` (UTC unless
+    it says otherwise); anything else is one line and exit code 1."""
     if value is None:
         return None
-    moment = datetime.fromisoformat(value)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as exc:
+        why = "" if "Invalid isoformat" in str(exc) else f" ({exc})"
+        make_console(stderr=True).print(
+            f"[red]error:[/red] {option} {shown(repr(value))} is not a date{shown(why)}; give an "
+            "ISO 8601 date or time, e.g. 2026-11-01, 2026-11-01T14:30 or "
+            "2026-11-01T14:30+01:00 (UTC unless an offset is given)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
@@ -100,7 +114,7 @@ def verify(
             "recorded earlier: it was cut back or wiped outside the store"
         )
     for problem in problems:
-        console.print(f"[red]{problem}[/red]")
+        console.print(f"[red]{shown(problem)}[/red]")
     signed = "signed, " if store.keys.keyed else ""
     if not problems:
         console.print(f"[green]event log intact[/green] ({signed}{report.events:,} events)")
@@ -134,7 +148,7 @@ def rekey(database_url: DatabaseUrl = None) -> None:
         report = event_log.verify(conn, lenient)
         if not report.ok:
             for problem in report.problems:
-                console.print(f"[red]{problem}[/red]")
+                console.print(f"[red]{shown(problem)}[/red]")
             console.print("[red]not re-signed: the log does not verify as it stands[/red]")
             raise typer.Exit(1)
         count = event_log.resign(conn, store.keys)
@@ -195,15 +209,17 @@ def export_command(
 ) -> None:
     """Write a train/eval split in FORMAT; every export is recorded in the store."""
     if format_name not in FORMATS:
-        console.print(f"[red]unknown format {format_name!r}; choose from {', '.join(FORMATS)}")
+        console.print(
+            f"[red]unknown format {shown(repr(format_name))}; choose from {', '.join(FORMATS)}"
+        )
         raise typer.Exit(2)
     filters = ExportFilters(
         min_score=min_score,
         min_score_delta=min_score_delta,
         session_id=session,
         lineage_id=lineage,
-        since_ms=_ms(since),
-        until_ms=_ms(until),
+        since_ms=_ms(since, "--since"),
+        until_ms=_ms(until, "--until"),
         eval_fraction=eval_fraction,
     )
     store = _store(database_url)
@@ -219,10 +235,10 @@ def export_command(
                 progress=lambda n: bar.update(task, completed=n),
             )
         except FormatError as exc:
-            console.print(f"[red]{exc}[/red] (use --skip-invalid to leave such rows out)")
+            console.print(f"[red]{shown(exc)}[/red] (use --skip-invalid to leave such rows out)")
             raise typer.Exit(1) from None
     for split, path in result.files.items():
-        console.print(f"{split}: {result.counts[split]:,} rows → {path}")
+        console.print(f"{split}: {result.counts[split]:,} rows → {shown(path)}")
     for line in _why_empty(FORMATS[format_name].example_type, result.counts, eval_fraction):
         console.print(f"[yellow]{line}[/yellow]")
     if result.skipped_invalid:
@@ -249,7 +265,7 @@ def rebuild(
         checked = event_log.verify(conn, store.keys)
     if not checked.ok:
         for problem in checked.problems:
-            console.print(f"[red]{problem}[/red]")
+            console.print(f"[red]{shown(problem)}[/red]")
         console.print("[red]the event log fails its checks: nothing was rebuilt[/red]")
         raise typer.Exit(1)
     with console.status("replaying the event log…"):
@@ -276,7 +292,7 @@ def _lineage(store: Store, name: str) -> str:
     try:
         return store.queries.resolve_lineage(name)
     except KeyError as exc:
-        console.print(f"[red]{exc.args[0]}[/red]")
+        console.print(f"[red]{shown(exc.args[0])}[/red]")
         raise typer.Exit(1) from None
 
 
@@ -288,18 +304,21 @@ def as_of_command(
     database_url: DatabaseUrl = None,
 ) -> None:
     """The lineage's agent definition and scores as they stood at an event or a moment."""
+    at_ms = _ms(at, "--at")
     store = _store(database_url)
     lineage_id = _lineage(store, lineage_id)
-    state = as_of(store.engine, lineage_id, position=position, at_ms=_ms(at))
+    state = as_of(store.engine, lineage_id, position=position, at_ms=at_ms)
     if state.version is None:
-        console.print(f"[red]lineage {lineage_id} had no agent by then[/red]")
+        console.print(f"[red]lineage {shown(lineage_id)} had no agent by then[/red]")
         raise typer.Exit(1)
-    console.print(f"[bold]{lineage_id}[/bold] as of event {state.position:,}: v{state.version}")
-    console.print_json(
-        state.definition.model_dump_json(by_alias=True) if state.definition else "{}"
+    console.print(
+        f"[bold]{shown(lineage_id)}[/bold] as of event {state.position:,}: v{state.version}"
+    )
+    console.print(
+        json_text(state.definition.model_dump_json(by_alias=True) if state.definition else "{}")
     )
     for s in state.scores:
-        console.print(f"  cycle {s.cycle}: {s.score:g} {s.comment or ''}", highlight=False)
+        console.print(f"  cycle {s.cycle}: {s.score:g} {shown(s.comment or '')}", highlight=False)
 
 
 @app.command("history")
@@ -309,7 +328,7 @@ def history_command(lineage_id: LineageName, database_url: DatabaseUrl = None) -
     table = Table("position", "time", "event", "summary")
     for entry in history(store.engine, _lineage(store, lineage_id)):
         when = datetime.fromtimestamp(entry.timestamp / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(str(entry.position), when, entry.event_type, entry.summary)
+        table.add_row(str(entry.position), when, shown(entry.event_type), shown(entry.summary))
     console.print(table)
 
 
@@ -331,7 +350,7 @@ def report(
     store = _store(database_url)
     lineages = store.queries.session_lineages(session_id)
     if not lineages:
-        console.print(f"[red]no session {session_id!r} in the store[/red]")
+        console.print(f"[red]no session {shown(repr(session_id))} in the store[/red]")
         raise typer.Exit(1)
     out.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
@@ -373,7 +392,7 @@ def report(
 """,
         encoding="utf-8",
     )
-    console.print(f"wrote {out / 'scores.png'} and {out / 'index.html'}")
+    console.print(f"wrote {shown(out / 'scores.png')} and {shown(out / 'index.html')}")
 
 
 def main() -> None:

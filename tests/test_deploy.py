@@ -72,6 +72,10 @@ def test_kubernetes_manifests_are_valid():
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    # /healthz listens on loopback by default: the kubelet probes the pod's address, so the
+    # worker is told to listen there
+    (health_host,) = [e for e in container["env"] if e["name"] == "TRAINING_CAMP_HEALTH_HOST"]
+    assert health_host["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
 
 
 async def test_a_worker_process_reports_health_and_metrics_and_stops_gracefully(

@@ -224,12 +224,22 @@ async def test_a_key_echoed_by_the_endpoint_is_redacted_everywhere(
 
 def echoed_forms(secret: str) -> list[str]:
     """The key as an endpoint may echo it encoded: base64 (alone, and inside a Basic
-    credential), percent-encoded, and with its characters spaced apart."""
+    credential), percent-encoded (where needed, and every character of it, in either case, and
+    twice over), as HTML character references and JSON escapes, and with its characters spaced
+    apart."""
     raw = secret.encode()
+    every = "".join(f"%{byte:02X}" for byte in raw)
     return [
         base64.b64encode(raw).decode(),
         base64.b64encode(b"user:" + raw).decode(),
         quote(secret, safe=""),
+        every,
+        every.lower(),
+        every.replace("%", "%25"),
+        quote(base64.b64encode(raw).decode(), safe=""),
+        "".join(f"&#{ord(c)};" for c in secret),
+        "".join(f"&#x{ord(c):x};" for c in secret),
+        "".join(f"\\u{ord(c):04x}" for c in secret),
         " ".join(secret),
     ]
 
@@ -243,3 +253,18 @@ def test_credential_shapes_are_redacted_whatever_the_key():
     )
     assert "abcdefgh12345678" not in text and "zzzzzzzz" not in text and "hunter2" not in text
     assert text.startswith("401: Bearer [redacted]")
+
+
+def test_credential_shapes_are_found_decoded():
+    from runner.redaction import redact
+
+    said = "Authorization: Bearer abcdefgh12345678 x-api-key: sk-ant-api03-zzzzzzzz"
+    percent = "".join(f"%{b:02x}" for b in said.encode())
+    for text in (quote(said, safe=""), percent, percent.replace("%", "%25")):
+        masked = redact(f"echoed: {text} (end)")
+        assert "abcdefgh12345678" not in masked and "zzzzzzzz" not in masked, masked
+        assert "6162636465666768" not in masked.replace("%", ""), masked  # nor encoded
+        assert masked.startswith("echoed: ") and masked.endswith(" (end)")
+    # text that only looks encoded is left as it is
+    innocent = "100% sure, 50%off, %zz, &amp; caf%C3%A9 \\u00e9"
+    assert redact(innocent, ["hunter2xyz"]) == innocent
