@@ -100,6 +100,7 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
     for cues in action_cues():
         if cues.remove is None:
             continue
+        quote = sentence.strip()
         nouns = _family_nouns(lowered, cues)
         earlier = _family_nouns(before.lower(), cues) if before and not nouns else []
         if not nouns and not earlier:
@@ -109,13 +110,15 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
                 family = _object_of(lowered, verb, nouns, cues)
             else:
                 family = earlier[-1][2] if _points_back(lowered, verb, cues) else None
+                if family:
+                    quote = f"{before.strip()} {sentence.strip()}"
             if family and family not in wishes:
                 # "don't drop the table": it stays
                 negated = bool(NEGATION.search(lowered[: verb.start()]))
                 wishes[family] = Wish(
                     family=family,
                     aspect=aspect_of(family),
-                    quote=sentence.strip(),
+                    quote=quote,
                     confidence=TAKEBACK_CONFIDENCE,
                     action="keep" if negated else "remove",
                 )
@@ -187,13 +190,16 @@ def approvals(clause: str) -> list[Wish]:
 _SHARE = [
     (re.compile(r"\bby (?:about |roughly |around )?(?:a |one )?third\b"), 2 / 3),
     (re.compile(r"\bby (?:about |roughly |around )?(?:a |one )?quarter\b"), 3 / 4),
-    (re.compile(r"\b(?:a |one )?third (?:as long|of (?:the|its|that) (?:length|size))\b"), 1 / 3),
+    (re.compile(r"\b(?:a |one )?third (?:as long|of (?:the|its|that|this) (?:length|size)|of "
+                r"(?:it|this|that)\b)"), 1 / 3),
     (re.compile(r"\bto (?:about |roughly |around )?(?:a |one )?third\b"), 1 / 3),
     (re.compile(r"\btwo[- ]thirds\b"), 2 / 3),
-    (re.compile(r"\b(?:a |one )?quarter (?:as long|of (?:the|its|that) (?:length|size))\b"), 0.25),
+    (re.compile(r"\b(?:a |one )?quarter (?:as long|of (?:the|its|that|this) (?:length|size)|of "
+                r"(?:it|this|that)\b)"), 0.25),
     (re.compile(r"\bto (?:about |roughly |around )?(?:a |one )?quarter\b"), 0.25),
     (re.compile(r"\bhalve\b|\bhalf (?:as long|the length|the size|as many words|of (?:the|its|"
-                r"that) length)|\b(?:in|by) (?:about |roughly |around )?half\b"
+                r"that|this) length|of (?:it|this|that)\b)"
+                r"|\b(?:in|by) (?:about |roughly |around )?half\b"
                 r"|\b(?:cut|trim|shorten|reduce|chop)\w*\b[^.;]{0,20}\bhalf\b"), 0.5),
 ]  # fmt: skip
 _NUMBER = {
@@ -224,6 +230,25 @@ _COUNTED = {
     "sentences": ("summary_at_end", "conclusion_first", "shorter"),
     "paragraphs": ("shorter",),
 }
+
+
+# a share of the length that is enough by itself: "a third of this would do", "half the length"
+_SHARE_ALONE = re.compile(
+    r"\b(?:half|(?:a |one )?third|(?:a |one )?quarter|two[- ]thirds)\b[^.;!?]{0,30}?\b(?:length|"
+    r"as long|would do|will do|is enough|is plenty|would be (?:plenty|enough|ideal|fine|better))\b"
+)
+
+
+def share_alone(text: str) -> tuple[str, Amount] | None:
+    """(quote, amount) of a share of the length asked for on its own, with no other word about
+    the length ("Roughly a third of this length would do.")."""
+    match = _SHARE_ALONE.search(text.lower())
+    if match is None:
+        return None
+    amount = amount_of(match.group(0), "shorter")
+    if amount is None or amount.kind != "share":
+        return None
+    return text[match.start() : match.end()], amount
 
 
 def amount_of(clause: str, family: str, detail: str | None = None) -> Amount | None:
