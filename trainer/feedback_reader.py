@@ -432,7 +432,11 @@ CUES: list[Cue] = [
         r"|story"
         r"|anecdote|"
         r"joke|quote|question))|\bput the (?:reasoning|background|context|details?|explanation|"
-        r"analysis) (?:after|last|at the end|later|below)",
+        r"analysis) (?:after|last|at the end|later|below)"
+        # the opening named as the place for the answer: "could the first line be the verdict"
+        r"|\b(?:first|opening|top) (?:line|sentence|paragraph|thing)s?\b[^.;?]{0,20}?\b(?:be|is|"
+        r"are|should be|needs to be|gives?|states?)\b[^.;?]{0,12}?\b(?:the |your |a )?"
+        r"(?:recommendation|answer|conclusion|verdict|bottom line|takeaway|decision)",
         "structure",
         "conclusion_first",
         confidence=0.9,
@@ -1390,6 +1394,12 @@ def _read_whole(text: str, reading: Reading) -> None:
     ("It rambles. Cut it roughly in half.") belongs to the wish it measures."""
     removals = [w for w in reading.wishes if w.action == "remove"]
     gone = {w.family for w in removals}
+    # approval of the contrary of what is taken back is a wish for it: "scrap the table;
+    # paragraphs read better" asks for paragraphs, it does not keep what is not there
+    instead = {c for f in gone for c in contrary_of(f) | {opposite_of(f) or ""}}
+    for kept in [k for k in reading.kept if k.family in instead]:
+        reading.kept.remove(kept)
+        reading.wishes.append(replace(kept, action="add", asked=True))
     reading.wishes = [w for w in reading.wishes if w.action == "remove" or w.family not in gone]
     # what the words a take-back covers complain of is its reason, answered by the removal
     # ("the headings make it feel like a manual. Get rid of them."); an outright ask stays
@@ -1674,8 +1684,8 @@ def _read_clause(
             frame = "denied"
         if any(q_start < start and end < q_end for q_start, q_end in quoted):
             frame = "describe"  # inside a quotation of the answer: what it did
-        elif polite and frame == "plain":
-            frame = "ask"  # "A professional register, please."
+        elif polite and frame in ("plain", "quantity"):
+            frame = "ask"  # "A professional register, please.", "just one example, please"
         # coordinated words share the first one's frame: "keep it short and simple",
         # "our voice is casual and chatty", "too long and too formal"
         if previous and re.fullmatch(r"\s*(?:,|,?\s*(?:and|or))\s*", lowered[previous[0] : start]):

@@ -280,9 +280,10 @@ class LineageWorkflow(LineageHandlers):
 
     def _took(self, step: CycleStepInput, taken: CycleStepResult) -> None:
         """The lineage after a cycle step: its new version (if any) awaits its verdict."""
+        # the verdict of this score only: a score that judged nothing shows none, not an older one
+        self._s.last_verdict = taken.verdict.reason if taken.verdict is not None else None
         if taken.verdict is not None:
             self._s.pending_evolution_id = None
-            self._s.last_verdict = taken.verdict.reason
         if not step.train:
             return
         if taken.training_error is not None:
