@@ -48,6 +48,7 @@ class CycleRecordActivities:
             agent=step.agent,
             asked_for=step.asked_for,
             summary=decision.summary,
+            reading=decision.reading,
             training_error=decision.training_error,
         )
         taken = decision.step

@@ -66,6 +66,7 @@ class CycleDecision(BaseModel):
     attempt_id: str | None = None  # the attempt that wrote the scored output
     applied_insights: list[tuple[str, EvolutionChange]] = Field(default_factory=list)
     summary: str = ""
+    reading: str | None = None  # how the comment was read, said back to the rater
     training_error: str | None = None
 
 
@@ -102,6 +103,7 @@ class TrainerActivities:
             attempt_id=context.artifact.attempt_id,
             applied_insights=cycle_step.applied_insights(step, context.insights),
             summary=cycle_step.summary(step, inp.agent.version),
+            reading=cycle_step.said_back(step),
         )
 
     def _memory(self, inp: CycleStepInput, context: StepContext) -> LineageMemory:

@@ -81,6 +81,8 @@ class CarriedState(BaseModel):
     last_evolution: str | None = None
     # The verdict of the last score on the change before it, with the words it rests on
     last_verdict: str | None = None
+    # How the last score's comment was read, said back to the rater
+    last_reading: str | None = None
     # Families the reviewer asked for or approved and has not reversed: no change removes them
     asked_for: list[str] = Field(default_factory=list)
     rejected_count: int = 0
@@ -119,6 +121,7 @@ class LineageState(BaseModel):
     latest_output_cut_off: bool = False
     last_evolution: str | None
     last_verdict: str | None = None
+    last_reading: str | None = None  # how the last comment was read: "Read as: …"
     asked_for: list[str] = Field(default_factory=list)
     score_history: list[ScorePoint]
     queued_scores: int
@@ -250,5 +253,7 @@ class CycleStepResult(BaseModel):
     agent: AgentRef  # the version the next cycle runs
     asked_for: list[str] = Field(default_factory=list)
     summary: str = ""  # one line for people: what changed and why, or why nothing did
+    # how the comment was read, said back in one line ("Read as: warmer ('make it warmer')")
+    reading: str | None = None
     report: list[str] = Field(default_factory=list)  # skipped, kept, rolled back, not understood
     training_error: str | None = None

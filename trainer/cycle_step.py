@@ -298,6 +298,41 @@ def summary(step: CycleStep, from_version: int) -> str:
     return line + (f" (also: {'; '.join(skipped)})" if skipped else "")
 
 
+SAID_BACK_CHARS = 400  # the reading said back: one line a rater reads in two seconds
+SAID_QUOTE_CHARS = 40
+
+
+def said_back(step: CycleStep) -> str:
+    """How the comment was read, in one line: "Read as: warmer ('make it warmer'), example,
+    one example ('one real example'); kept: casual ('better tone'); taken back: table ('scrap
+    the table'); not understood: '…'"."""
+    asked, kept, taken = [], [], []
+    for a in step.analysis.aspects:
+        if not a.want:
+            continue
+        quote = preview_of(" ".join((a.quote or "").split()), SAID_QUOTE_CHARS)
+        what = a.want + (f", {a.amount.says()}" if a.amount else "")
+        said = f"{what} ({quote!r})" if quote else what
+        if a.action == "remove":
+            taken.append(said if a.want != "undo" else f"the last change ({quote!r})")
+        elif a.sentiment == "positive":
+            kept.append(said)
+        else:
+            asked.append(said)
+    parts = [f"Read as: {', '.join(asked)}" if asked else "Read as: no change asked for"]
+    if kept:
+        parts.append(f"kept: {', '.join(kept)}")
+    if taken:
+        parts.append(f"taken back: {', '.join(taken)}")
+    if step.analysis.adversarial:
+        parts.append("set aside: words addressed to the trainer")
+    missed = [r.removeprefix("not understood: ").split(": ")[0] for r in step.report
+              if r.startswith("not understood")]  # fmt: skip
+    if missed:
+        parts.append(f"not understood: {missed[0]}")
+    return preview_of("; ".join(parts), SAID_BACK_CHARS)
+
+
 def describe(change: EvolutionChange) -> str:
     if change.component == "parameters":
         return f"{change.target} {change.before}→{change.after}"

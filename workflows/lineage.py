@@ -282,6 +282,7 @@ class LineageWorkflow(LineageHandlers):
         """The lineage after a cycle step: its new version (if any) awaits its verdict."""
         # the verdict of this score only: a score that judged nothing shows none, not an older one
         self._s.last_verdict = taken.verdict.reason if taken.verdict is not None else None
+        self._s.last_reading = taken.reading
         if taken.verdict is not None:
             self._s.pending_evolution_id = None
         if not step.train:

@@ -282,6 +282,7 @@ class LineageHandlers:
             latest_output_cut_off=self._s.latest_output_cut_off,
             last_evolution=self._s.last_evolution,
             last_verdict=self._s.last_verdict,
+            last_reading=self._s.last_reading,
             asked_for=self._s.asked_for,
             score_history=self._s.score_history,
             queued_scores=len(self._s.queued_scores),
