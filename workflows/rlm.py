@@ -19,10 +19,12 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import FailureError
+from temporalio.exceptions import ApplicationError, FailureError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.error_classification import failure_reason, one_line
     from activities.rlm import RlmActivities
+    from domain.payload_size import json_size
     from rlm.commit import Commit
     from rlm.objects import Card
     from rlm.repl import (
@@ -37,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         ReplRunResult,
         code_of,
     )
+    from rlm.sandbox import MAX_ANSWERS_BYTES
     from rlm.store import InMemoryFindingsStore
     from rlm.tasks import (
         ApplyCommitInput,
@@ -233,7 +236,16 @@ class RlmReplWorkflow:
             )
             if result.suspended is None:
                 return result
-            memo.append(await self._answer(inp, turn, len(memo), result.suspended))
+            answer = await self._answer(inp, turn, len(memo), result.suspended)
+            # every run of the cell receives all its answers so far: they stay within bounds
+            if (size := json_size([*memo, answer])) > MAX_ANSWERS_BYTES:
+                answer = {
+                    "error": f"the answers to this cell's calls would be {size:,} bytes; a "
+                    f"cell receives at most {MAX_ANSWERS_BYTES:,}. Ask for less per cell "
+                    "(shorter answers, fewer calls), or keep what you have in the store",
+                    "error_type": "ResultTooLarge",
+                }
+            memo.append(answer)
 
     async def _answer(self, inp: ReplRunInput, turn: int, n: int, call: dict[str, Any]) -> Any:
         args = call["args"]
@@ -252,7 +264,7 @@ class RlmReplWorkflow:
                     **_step(inp),
                 )
             except FailureError as exc:
-                return {"error": f"llm_query failed: {exc}"}
+                return _failed("llm_query failed", exc)
         return await self._workers_for(inp, args["tasks"], int(args.get("max_parallel", 8)))
 
     async def _workers_for(
@@ -281,7 +293,7 @@ class RlmReplWorkflow:
                         id=f"{workflow.info().workflow_id}/{name}",
                     )
                 except FailureError as exc:
-                    return {"error": f"worker {name} failed: {exc}"}
+                    return _failed(f"worker {name} failed", exc)
             if inp.config.shared_store:
                 return {"worker": name, "final": done.final, "finished": done.finished}
             assert done.commit is not None
@@ -289,3 +301,24 @@ class RlmReplWorkflow:
 
         self._status = f"waiting on {len(tasks)} workers"
         return list(await asyncio.gather(*(one(n, t) for n, t in zip(names, tasks, strict=True))))
+
+
+def _failed(what: str, error: FailureError) -> dict[str, str]:
+    """A failed call as the cell sees it: what failed and why, in one line (the innermost
+    cause — "ModelError: 400 prompt is too long", not "Activity task failed")."""
+    cause: BaseException = error
+    while isinstance(cause, FailureError) and cause.cause is not None:
+        cause = cause.cause
+    answer = {"error": f"{what}: {_reason(cause)}"}
+    if isinstance(cause, ApplicationError) and cause.type in ("CallTooLarge", "ResultTooLarge"):
+        answer["error_type"] = cause.type
+    return answer
+
+
+def _reason(cause: BaseException) -> str:
+    if isinstance(cause, TimeoutError):
+        return f"timed out ({cause.type.name.lower() if cause.type else 'timeout'})"
+    if isinstance(cause, ApplicationError):
+        named = cause.type and cause.type != "ApplicationError"
+        return one_line(f"{cause.type}: {cause.message}" if named else cause.message)
+    return failure_reason(cause)
