@@ -169,7 +169,7 @@ async def test_scores_past_the_queue_bound_are_refused_with_the_reason(
     spec = make_spec(model=ROOT_MODEL, options={"continueAsNewEvery": 5, "maxAttempts": 1})
     lineage = spec.lineage_id("A")
     sent = 550
-    comment = "c" * MAX_COMMENT_CHARS
+    comment = ("Way too long, wanted quick bullets. " * 200)[:MAX_COMMENT_CHARS]
     assert sent * len(comment) > PAYLOAD_LIMIT
     with FakeMessagesAPI() as api:
         api.respond = model
