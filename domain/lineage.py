@@ -26,8 +26,10 @@ DIRECTIVES_SHOWN = 10
 # with a rejection record). A score is at most ~17 KB (a 4,000-character comment and a
 # 200-character rater, at up to 4 bytes a character), so the queue stays under ~0.5 MB.
 MAX_QUEUED_SCORES = 25
-# Each rejection reason and error shown in `state` is at most this long
+# Each rejection reason and error shown in `state` is at most this long, and the last
+# evolution's summary and verdict (which quote the changes they name) at most this
 MAX_NOTE_CHARS = 1_000
+MAX_SUMMARY_CHARS = 4_000
 
 LineageStatus = Literal[
     "starting", "running", "awaiting_score", "training", "failed", "stopped", "completed"
@@ -69,8 +71,12 @@ def _jsonable(value: Any) -> Any:
 
 def note(text: str) -> str:
     """An error or rejection as `state` shows it: one line, at most MAX_NOTE_CHARS."""
-    line = " ".join(text.split())
-    return line if len(line) <= MAX_NOTE_CHARS else line[: MAX_NOTE_CHARS - 1] + "…"
+    return cut(" ".join(text.split()), MAX_NOTE_CHARS)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` if it is within ``limit`` characters, else its start and an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class QueuedScore(BaseModel):

@@ -24,6 +24,7 @@ from domain.lineage import (
     DIRECTIVES_SHOWN,
     MAX_NOTE_CHARS,
     MAX_QUEUED_SCORES,
+    MAX_SUMMARY_CHARS,
     CarriedState,
     QueuedScore,
     ScorePoint,
@@ -71,7 +72,7 @@ def test_the_largest_carried_state_is_far_below_the_payload_limit():
     score = ScoreInput(score=10, comment=wide * MAX_COMMENT_CHARS, rater=wide * 200)
     carried = CarriedState(
         agent=AgentRef(agent_id="x" * 128, version=10**6),
-        input_hashes=["0" * 64] * 100,
+        input_hashes=["0" * 64] * 1000,  # a spec holds at most 1,000 inputs
         score_history=[
             ScorePoint(cycle=10**6, score=10, agent_version=10**6, evaluation_id="e" * 200)
         ]
@@ -80,8 +81,8 @@ def test_the_largest_carried_state_is_far_below_the_payload_limit():
         sticky_directives=[wide * MAX_DIRECTIVE_CHARS] * DIRECTIVES_SHOWN,
         oneshot_directives=[wide * MAX_DIRECTIVE_CHARS] * DIRECTIVES_SHOWN,
         latest_output_preview=wide * 600,
-        last_evolution=wide * MAX_NOTE_CHARS,
-        last_verdict=wide * MAX_NOTE_CHARS,
+        last_evolution=wide * MAX_SUMMARY_CHARS,
+        last_verdict=wide * MAX_SUMMARY_CHARS,
         last_rejection=wide * MAX_NOTE_CHARS,
         recent_rejections=[wide * MAX_NOTE_CHARS] * RECENT_REJECTIONS,
         last_error=wide * MAX_NOTE_CHARS,

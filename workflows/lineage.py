@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from domain import search_attributes
     from domain.cycle import Cycle
     from domain.lineage import (
+        MAX_SUMMARY_CHARS,
         CycleStepInput,
         CycleStepResult,
         LineageInput,
@@ -31,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         RunAgentInput,
         RunAgentResult,
         ScorePoint,
+        cut,
         feedback_key,
         note,
         score_before,
@@ -287,7 +289,7 @@ class LineageWorkflow(LineageHandlers):
         """The lineage after a cycle step: its new version (if any) awaits its verdict."""
         if taken.verdict is not None:
             self._s.pending_evolution_id = None
-            self._s.last_verdict = taken.verdict.reason
+            self._s.last_verdict = cut(taken.verdict.reason, MAX_SUMMARY_CHARS)
         if not step.train:
             return
         if taken.training_error is not None:
@@ -300,7 +302,7 @@ class LineageWorkflow(LineageHandlers):
         self._s.oneshot_directives = shown[len(shown) - min(len(shown), self._s.oneshot_count) :]
         self._s.oneshot_after = step.directives_through
         self._s.asked_for = taken.asked_for
-        self._s.last_evolution = taken.summary
+        self._s.last_evolution = cut(taken.summary, MAX_SUMMARY_CHARS)
         self._s.agent = taken.agent
         self._s.pending_evolution_id = taken.evolution_id
 
