@@ -31,6 +31,7 @@ from domain.lineage import (
 )
 from domain.payload_size import json_size
 from rlm.repl import ReplConfig, ReplRunInput, ReplRunResult
+from rlm.sandbox import CellLimits, run_cell
 from store.tables import RolloutRow
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text_message
@@ -326,3 +327,33 @@ async def test_a_cell_s_calls_are_bounded_and_a_failed_call_says_why(
     largest = max(len(e.SerializeToString()) for e in history.events)
     print(f"largest history event: {largest:,} bytes")
     assert largest < PAYLOAD_LIMIT // 2
+
+
+def test_the_sandbox_refuses_a_call_too_large_even_when_the_cell_bypasses_its_own_check(
+    tmp_path,
+):
+    """The cell's process checks a call's size, but the cell is the model's code and may reach
+    past that check to the pipe: the sandbox's side checks again and ends the cell with
+    CallTooLarge instead of handing the call to the workflow."""
+    code = (
+        "import os\n"
+        "external = llm_query.__closure__[0].cell_contents\n"
+        "host = next(c.cell_contents for c in external.__closure__\n"
+        "            if type(c.cell_contents).__name__ == 'Host')\n"
+        "host.send({'type': 'suspend', 'call': {'kind': 'llm_query',\n"
+        "           'args': {'prompts': ['x' * 3_000_000]}}})\n"
+        "os._exit(0)\n"
+    )
+    outcome = run_cell(
+        code,
+        workdir=tmp_path / "cell",
+        handle=lambda *a: None,
+        store_methods=[],
+        context={},
+        snapshot=None,
+        memo=[],
+        can_recurse=False,
+        limits=CellLimits(timeout_seconds=5, memory_mb=256),
+    )
+    assert outcome.suspended is None
+    assert outcome.error is not None and outcome.error.startswith("CallTooLarge: llm_query's")
