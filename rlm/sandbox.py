@@ -56,6 +56,8 @@ MAX_PRINTED_BYTES = 4 * MAX_STDOUT_CHARS  # what the process wrote outside the c
 MAX_CALL_BYTES = 256 * 1024
 MAX_CALL_PROMPTS = 64
 MAX_ANSWERS_BYTES = 1024 * 1024
+# The conversation each model turn is sent (the workflow holds it and sends it every turn)
+MAX_TRANSCRIPT_BYTES = 256 * 1024
 CALL_BOUNDS = {"call_bytes": MAX_CALL_BYTES, "call_prompts": MAX_CALL_PROMPTS}
 Isolation = Literal["bubblewrap", "audit-hook-only"]
 ISOLATIONS: tuple[Isolation, ...] = ("bubblewrap", "audit-hook-only")

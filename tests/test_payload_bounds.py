@@ -30,13 +30,14 @@ from domain.lineage import (
     ScorePoint,
 )
 from domain.payload_size import json_size
-from rlm.repl import ReplConfig, ReplRunInput, ReplRunResult
-from rlm.sandbox import CellLimits, run_cell
+from rlm.repl import ReplConfig, ReplMessage, ReplRunInput, ReplRunResult
+from rlm.sandbox import MAX_TRANSCRIPT_BYTES, CellLimits, run_cell
 from store.tables import RolloutRow
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text_message
 from tests.test_faults import claude_settings
 from tests.test_rlm_repl import ROOT_MODEL, _cells
+from workflows import rlm as rlm_workflow
 from workflows.lineage import SCORE_HISTORY_CARRIED, LineageWorkflow
 from workflows.lineage_handlers import RECENT_REJECTIONS
 from workflows.rlm import RlmReplWorkflow
@@ -357,3 +358,23 @@ def test_the_sandbox_refuses_a_call_too_large_even_when_the_cell_bypasses_its_ow
     )
     assert outcome.suspended is None
     assert outcome.error is not None and outcome.error.startswith("CallTooLarge: llm_query's")
+
+
+def test_a_long_rlm_conversation_is_sent_within_its_bound():
+    """A hundred turns of long replies and full cell outputs (2.2 MB): each model turn is sent
+    the task and the latest turns within 256 KB, roles still alternating, told how many
+    earlier messages were left out."""
+    messages = [ReplMessage(role="user", content="The task. " * 2_000)]
+    for turn in range(100):
+        messages.append(ReplMessage(role="assistant", content=f"reply {turn} " + "r" * 16_000))
+        messages.append(ReplMessage(role="user", content=f"output {turn} " + "o" * 6_000))
+    assert json_size(messages) > PAYLOAD_LIMIT
+    sent = rlm_workflow._within_bounds(messages)
+    assert json_size(sent) <= MAX_TRANSCRIPT_BYTES
+    assert sent[0].content.startswith("The task.") and "earlier messages are left out" in (
+        sent[0].content
+    )
+    assert all(m.role == ("user" if i % 2 == 0 else "assistant") for i, m in enumerate(sent))
+    assert sent[-1] == messages[-1] and len(sent) > 3
+    short = messages[:5]
+    assert rlm_workflow._within_bounds(short) == short  # within the bound: sent as it is

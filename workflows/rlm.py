@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         ReplRunResult,
         code_of,
     )
-    from rlm.sandbox import MAX_ANSWERS_BYTES
+    from rlm.sandbox import MAX_ANSWERS_BYTES, MAX_TRANSCRIPT_BYTES
     from rlm.store import InMemoryFindingsStore
     from rlm.tasks import (
         ApplyCommitInput,
@@ -164,7 +164,7 @@ class RlmReplWorkflow:
                     max_depth=inp.config.max_depth,
                     shared=inp.config.shared_store,
                     context_hash=context_hash,
-                    messages=messages,
+                    messages=_within_bounds(messages),
                 ),
                 **_step(inp),
             )
@@ -322,3 +322,23 @@ def _reason(cause: BaseException) -> str:
         named = cause.type and cause.type != "ApplicationError"
         return one_line(f"{cause.type}: {cause.message}" if named else cause.message)
     return failure_reason(cause)
+
+
+def _within_bounds(messages: list[ReplMessage]) -> list[ReplMessage]:
+    """The conversation a model turn is sent, within MAX_TRANSCRIPT_BYTES: the first message
+    (the task) and the latest turns that fit; the first says how many were left out. Turns
+    go in pairs (the model's reply, then what its cell printed), so roles still alternate;
+    a pair is at most a reply and a bounded cell output, so the latest always fits."""
+    if json_size(messages) <= MAX_TRANSCRIPT_BYTES:
+        return messages
+    first, rest = messages[0], messages[1:]
+    budget = MAX_TRANSCRIPT_BYTES - json_size(first) - 200
+    kept = len(rest)
+    while kept > 1 and json_size(rest[len(rest) - kept :]) > budget:
+        kept -= 2
+    left_out = len(rest) - kept
+    note = (
+        f"\n\n({left_out} earlier messages are left out: the conversation is kept under "
+        f"{MAX_TRANSCRIPT_BYTES // 1024} KB. What your cells stored is still in the store.)"
+    )
+    return [first.model_copy(update={"content": first.content + note}), *rest[left_out:]]
