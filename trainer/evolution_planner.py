@@ -13,7 +13,12 @@ import json
 import math
 import re
 
-from domain.agent import AgentDefinition, FlowStep, constraint_violations
+from domain.agent import (
+    MAX_SYSTEM_PROMPT_CHARS,
+    AgentDefinition,
+    FlowStep,
+    constraint_violations,
+)
 from domain.change_families import FAMILIES, contrary_of
 from domain.trainer import (
     CreditAssignment,
@@ -340,10 +345,23 @@ def finalize(
     that would break one is repaired or refused."""
     result = history_check.check(proposal, past, insights, requested, lineage_id)
     lowered = agent.system_prompt.lower()
+    # Directives are not bounded in number, the prompt is: those that would not fit are left
+    # out (counted in a note) rather than each refused by the constraint check, one by one
+    room = MAX_SYSTEM_PROMPT_CHARS - len(agent.system_prompt)
+    room -= sum(
+        len(ch.after or "") + 1
+        for ch in result.changes
+        if ch.component == "systemPrompt" and ch.change_type == "add"
+    )
+    left_out = 0
     for kind, directives in (("sticky", sticky_directives), ("oneshot", oneshot_directives)):
         for directive in directives:
             if directive.lower() in lowered or any(ch.after == directive for ch in result.changes):
                 continue
+            if len(directive) + 1 > room:
+                left_out += 1
+                continue
+            room -= len(directive) + 1
             result.changes.append(
                 EvolutionChange(
                     component="systemPrompt",
@@ -357,6 +375,11 @@ def finalize(
             )
             if kind == "oneshot" and result.hypothesis:
                 result.hypothesis += f" It will also follow the directive {directive!r}."
+    if left_out:
+        result.notes.append(
+            f"{left_out} directive(s) not applied: the system prompt would pass its "
+            f"{MAX_SYSTEM_PROMPT_CHARS:,}-character limit"
+        )
     _enforce_constraints(agent, result)
     if result.changes and not result.hypothesis:
         result.hypothesis = "The agent will follow the added directives."
