@@ -51,7 +51,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from rlm.cell_cgroup import CellCgroup
-
 from rlm.cell_process import call_refusal
 
 CELL_PROGRAM = str(Path(__file__).with_name("cell_process.py"))
