@@ -19,6 +19,7 @@ from domain.events import (
     InsightTested,
     LineageLocked,
     LineageUnlocked,
+    LoggedAspectVerdict,
 )
 from domain.trainer import (
     EvolutionOutcome,
@@ -83,7 +84,7 @@ class FeedbackRecords(EventWriter):
                         score_delta=result.score_delta,
                         validated=result.hypothesis_validated,
                         reason=result.reason,
-                        aspects=result.aspects,
+                        aspects=[LoggedAspectVerdict.of(a) for a in result.aspects],
                     ),
                     evolution_id,
                     **refs,
