@@ -1,7 +1,7 @@
 """The training-signal log's events, one class per event type, defined once.
 
 The recorder builds these to write (``store/records/``), the projections read them back
-(``store/views/projections.py``), and the upcasters (``store/eventstore/upcasters.py``) bring
+(``store/records/projections.py``), and the upcasters (``store/eventstore/upcasters.py``) bring
 a payload stored under an older ``schema_version`` to today's class. Payloads are stored as
 JSON with camelCase keys; the attribute names are the snake_case of those keys. Event type
 names are stored in the log, so a class may be renamed freely but its ``event_type`` never

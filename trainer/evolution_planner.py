@@ -15,6 +15,7 @@ import re
 
 from domain.agent import AgentDefinition, FlowStep, constraint_violations
 from domain.change_families import FAMILIES, contrary_of
+from domain.prompt_segments import segments
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
@@ -26,7 +27,6 @@ from domain.trainer import (
 )
 from trainer import credit_assignment, history_check, instructions
 from trainer.evolution import EvolutionError, apply_changes
-from trainer.prompt_segments import segments
 from trainer.wish import Wish
 
 SHORTEST_MAX_TOKENS = 100

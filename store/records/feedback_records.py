@@ -25,6 +25,7 @@ from domain.trainer import (
     EvolutionOutcome,
     InsightObservation,
 )
+from store.backends.dialect import backend_of
 from store.eventstore.event_log import EventRefs, NewEvent
 from store.eventstore.event_writer import EventWriter, now_ms
 from store.tables import EvaluationRow, LineageRow, SessionRow
@@ -258,7 +259,7 @@ def _comparison(conn: Connection, session_id: str, cycle: int, ts: int) -> list[
     Every score asks, in one row, whether all have; only the last one reads the scores: each
     row read is a step out of the GIL and back, inside the write transaction."""
     params = {"session_id": session_id, "cycle": cycle}
-    if conn.dialect.name != "sqlite":  # SQLite already writes one transaction at a time
+    if not backend_of(conn).serialises_writes:
         conn.execute(_LOCK_SESSION, params)  # serialise concurrent scorers of one session
     members, scored = conn.execute(_MEMBERS_AND_SCORED, params).one()
     if members < 2 or scored != members:
