@@ -21,6 +21,7 @@ from domain.events import (
     LineageUnlocked,
     LoggedAspectVerdict,
 )
+from domain.lineage import RecordDirectiveInput, RecordLockInput, RecordRejectionInput
 from domain.trainer import (
     EvolutionOutcome,
     InsightObservation,
@@ -117,6 +118,18 @@ class FeedbackRecords(EventWriter):
                 )
             )
         self._write(events, follow_up=lambda conn: _comparison(conn, session_id, cycle, ts))
+
+    def record_feedback(
+        self, inp: RecordRejectionInput | RecordDirectiveInput | RecordLockInput
+    ) -> None:
+        """A rejected signal, a directive or a lock, as the workflow's recording step sends it."""
+        match inp:
+            case RecordRejectionInput():
+                self.record_rejection(**inp.model_dump())
+            case RecordDirectiveInput():
+                self.record_directive(**inp.model_dump())
+            case RecordLockInput():
+                self.record_lock(**inp.model_dump())
 
     def record_rejection(
         self,
