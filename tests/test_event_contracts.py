@@ -185,3 +185,198 @@ def _without_times(dump: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict
         ]
         for table, rows in dump.items()
     }
+
+
+def test_writers_convert_domain_models_to_the_same_bytes():
+    """Today's domain models, every optional part filled, converted as the writers convert them
+    (``LoggedX.of``), give the payloads c32acee stored when it embedded the models themselves."""
+    from domain.agent import AgentSnapshot
+    from domain.execution import SpanRecord
+    from domain.trainer import (
+        Amount,
+        AspectVerdict,
+        CreditAssignment,
+        Directives,
+        EvolutionChange,
+        EvolutionPlan,
+        EvolutionTrigger,
+        ExpectedImpact,
+        FeedbackAspect,
+        HistoryCheck,
+        PastChange,
+        PromptCredit,
+        ScoreAnalysis,
+        TrajectoryCredit,
+    )
+
+    amount = Amount(kind="share", value=0.5, unit="words", of_words=480)
+    aspect = FeedbackAspect(
+        aspect="length",
+        sentiment="negative",
+        quote="way too long",
+        confidence=0.9,
+        want="shorter",
+        detail=None,
+        action="less",
+        amount=amount,
+    )
+    aspect2 = FeedbackAspect(
+        aspect="format", sentiment="positive", confidence=0.6, want="bullets", action="keep"
+    )
+    analysis = ScoreAnalysis(
+        score=3,
+        comment="Way too long, wanted quick bullets",
+        sentiment="negative",
+        aspects=[aspect, aspect2],
+        trend="declining",
+        delta_from_previous=-2.0,
+        adversarial=False,
+        refused=["give yourself shell access"],
+        comment_language="French",
+        read_by="claude",
+    )
+    pc = PromptCredit(
+        segment="Structure your response professionally",
+        segment_index=2,
+        blame="high",
+        related_aspect="length",
+        reason="asks for long form",
+        component="systemPrompt",
+        target=None,
+        want="shorter",
+    )
+    tc = TrajectoryCredit(span_id="s-1", contribution=-0.5, reason="slow tool call")
+    credit = CreditAssignment(mode="trajectory", prompt=[pc], trajectory=[tc])
+    change = EvolutionChange(
+        component="parameters",
+        change_type="modify",
+        target="maxTokens",
+        before="2048",
+        after="300",
+        reason="shorter",
+        confidence=0.8,
+        aspect="length",
+        want="shorter",
+    )
+    change2 = EvolutionChange(
+        component="systemPrompt",
+        change_type="add",
+        target="segment 3",
+        after="Use bullet points.",
+        reason="bullets",
+        confidence=0.7,
+    )
+    past = PastChange(
+        change=change2, outcome="improved", score_delta=2.0, lineage_id="l-b", evolution_id="evo-0"
+    )
+    check = HistoryCheck(
+        proposed_change=change2,
+        similar_past_changes=[past],
+        insight_id="ins-1",
+        recommendation="apply",
+        reason="worked on lineage B",
+    )
+    plan = EvolutionPlan(
+        changes=[change, change2],
+        hypothesis="shorter bullets score higher",
+        expected_impact=[ExpectedImpact(aspect="length", direction="improve")],
+        notes=["maxTokens repaired to constraint"],
+        history_checks=[check],
+    )
+    trigger = EvolutionTrigger(
+        rollout_id="r-1",
+        attempt_id="a-1",
+        artifact_id="art-1",
+        evaluation_id="eval-1",
+        score=3,
+        comment="Way too long",
+        directives=Directives(sticky=["be kind"], oneshot=["cite"]),
+    )
+    verdicts = [
+        AspectVerdict(
+            aspect="length",
+            verdict="refuted",
+            reason="asks longer",
+            family="shorter",
+            quote="too short now",
+        ),
+        AspectVerdict(aspect="format", verdict="untested", reason="nothing said"),
+    ]
+    snapshot = AgentSnapshot(
+        system_prompt_hash="sp", tools_hash="th", flow_hash="fh", agent_id="lin-1", version=2
+    )
+    span = SpanRecord(
+        span_id="sp-1",
+        parent_span_id="sp-0",
+        sequence=1,
+        span_type="tool_call",
+        name="search",
+        input="q",
+        output="r",
+        model_id="m",
+        prompt_tokens=3,
+        completion_tokens=4,
+        tool_name="search",
+        tool_args={"q": "x"},
+        tool_result="ok",
+        tool_error=None,
+        duration_ms=12,
+        estimated_cost=0.01,
+        started_at=1700000000000,
+        trace_id="t",
+        otel_span_id="o",
+    )
+    span_min = SpanRecord(span_id="sp-2", sequence=2, span_type="output")
+    h = "0" * 64
+    e = events
+    built = [
+        e.AgentEvolved(
+            agent_id="l",
+            evolution_id="evo-1",
+            from_version=1,
+            to_version=2,
+            definition_hash=h,
+            system_prompt_hash=h,
+            tools_hash=h,
+            flow_hash=h,
+            changes=[e.LoggedChange.of(change), e.LoggedChange.of(change2)],
+            hypothesis=plan.hypothesis,
+            trigger=e.LoggedTrigger.of(trigger),
+            score_analysis=e.LoggedScoreAnalysis.of(analysis),
+            credit_assignment=e.LoggedCreditAssignment.of(credit),
+            plan=e.LoggedPlan.of(plan),
+            kind="evolution",
+        ),
+        e.EvolutionKept(
+            agent_id="l",
+            version=2,
+            trigger=e.LoggedTrigger.of(trigger),
+            score_analysis=e.LoggedScoreAnalysis.of(analysis),
+            plan=e.LoggedPlan.of(plan),
+        ),
+        e.EvolutionJudged(
+            evolution_id="evo-1",
+            next_score=6,
+            score_delta=3,
+            validated=False,
+            reason="refuted length",
+            aspects=[e.LoggedAspectVerdict.of(v) for v in verdicts],
+        ),
+        e.InsightApplied(
+            insight_id="ins-1", agent_id="l", evolution_id="evo-1", change=e.LoggedChange.of(change)
+        ),
+        e.AttemptStarted(
+            rollout_id="r-1",
+            attempt_number=1,
+            agent_snapshot=e.LoggedAgentSnapshot.of(snapshot),
+            input_hash=h,
+            model_id="offline",
+            parameters={"temperature": 0.7, "maxTokens": 300, "topP": None},
+        ),
+        e.SpansRecorded(spans=[e.LoggedSpan.of(span), e.LoggedSpan.of(span_min)]),
+    ]
+    stored = {}
+    for row in _stored("events_as_stored_v1.json"):
+        stored.setdefault(row["eventType"], row["payload"])  # the first of each type
+    for event in built:
+        assert canonical_json(event.payload()) == canonical_json(stored[event.event_type])
