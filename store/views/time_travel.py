@@ -25,8 +25,8 @@ from domain.events import (
 )
 from store.backends.database import write_transaction
 from store.eventstore import event_log, payload_store
+from store.records import projections
 from store.tables import PROJECTION_TABLES
-from store.views import projections
 
 
 class ScoreAt(BaseModel):
