@@ -212,7 +212,7 @@ def test_dialect_differences_live_in_the_backends():
 
 # Waiting for its owner to switch to the backend's capabilities (``reads_with_rules``,
 # ``hands_over`` in trainer/backends.py); remove from this list when it has.
-NAME_BRANCHES_PENDING = {"trainer/cycle_step.py"}
+NAME_BRANCHES_PENDING: set[str] = set()
 
 
 def test_the_trainer_knows_backends_by_what_they_do():

@@ -154,7 +154,7 @@ async def take(
     wished = [w for w in wished if w.family not in gone | undone] + instead
 
     # 3. read, credit and propose on the agent as restored
-    analysis = read if backend.name == "rules" else await backend.analyze(score, comment, previous)
+    analysis = read if backend.reads_with_rules else await backend.analyze(score, comment, previous)
     if instead:
         analysis = analysis.model_copy(
             update={"aspects": [*analysis.aspects, *(_aspect(w) for w in instead)]}
@@ -214,7 +214,7 @@ async def take(
             "may do (its tools, permissions or system), not its answer; only the agent's owner "
             "changes those"
         )
-    if backend.name == "rules+claude" and analysis.read_by == "claude":
+    if backend.hands_over and analysis.read_by == "claude":
         report.append("read by Claude: the rules engine could not act on this comment")
     understood = wished or approved or taken_back or read.adversarial or read.refused
     if not understood and score < NOT_UNDERSTOOD_BELOW and read.comment:
