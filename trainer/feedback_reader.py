@@ -1624,7 +1624,7 @@ _NOT_A_NOUN = re.compile(
 # a part of the answer an adjective may size: "a short closing line", "a brief intro"
 _PART = re.compile(
     r"\s+(?:closing |opening |final |summary |concluding )?(?:line|sentence|note|intro|"
-    r"introduction|outro|sign-?off|title|heading|caption|tagline|paragraph|section)s?\b"
+    r"introduction|outro|sign-?off|paragraph|section)s?\b"
 )
 
 
@@ -1700,7 +1700,12 @@ def _read_clause(
         if previous and re.fullmatch(r"\s*(?:,|,?\s*(?:and|or))\s*", lowered[previous[0] : start]):
             frame = previous[1]
         previous = (end, frame)
-        if mode == "comment" and cue.kind == "quality" and _PART.match(lowered[end:]):
+        if (
+            mode == "comment"
+            and cue.aspect == "length"
+            and cue.kind == "quality"
+            and _PART.match(lowered[end:])
+        ):
             continue  # "a short closing line": the size of a part asked for, not of the answer
         if mode == "comment" and cue.kind == "quality" and not comparative and not less:
             # "generic taglines" is still a complaint (nobody asks for generic), "a short
