@@ -262,12 +262,13 @@ def inbox(
     if not found.items:
         console.print("No output awaits a score.")
         return
-    table = Table("workflow id", "cycle", "waiting since (UTC)", "output")
+    table = Table("workflow id", "cycle", "waiting since (UTC)", "question", "output")
     for item in found.items:
         table.add_row(
             shown(workflow_id(item.lineage_id)),
             str(item.cycle),
             f"{item.waiting_since:%Y-%m-%d %H:%M:%S}",
+            shown(preview_of(" ".join(item.question.split()), 60)),
             shown(preview_of(" ".join(item.preview.split()), 80)),
         )
     console.print(table)
@@ -304,6 +305,7 @@ def output(
             raise typer.Exit(1)
         artifact = chosen[-1]
         text = store.queries.artifact_text(artifact.id)
+        question = store.queries.rollout_input(artifact.rollout_id)
         cut_off = any(
             a.id == artifact.attempt_id and a.stop_reason == CUT_OFF
             for a in store.queries.attempts(artifact.rollout_id)
@@ -313,6 +315,11 @@ def output(
         raise typer.Exit(1) from None
     finally:
         store.close()
+    # the question changes every cycle: the output is read against the one it answers
+    if question is not None:
+        console.print(f"[bold]Question[/bold] (cycle {artifact.cycle}):", highlight=False)
+        print(printable(question))
+        print()
     console.print(
         f"[bold]{shown(lineage)}[/bold], cycle {artifact.cycle} ({len(text.split())} words"
         + (", cut off at the token limit" if cut_off else "")

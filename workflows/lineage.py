@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         score_before,
     )
     from domain.spec import LineageOptions
+    from domain.trainer import verdict_line
     from workflows.lineage_handlers import STORE_ACTIVITY, LineageHandlers, LineageStopped
 
 
@@ -280,9 +281,14 @@ class LineageWorkflow(LineageHandlers):
 
     def _took(self, step: CycleStepInput, taken: CycleStepResult) -> None:
         """The lineage after a cycle step: its new version (if any) awaits its verdict."""
+        # The verdict of this score only: one that had no change to judge says none (an older
+        # cycle's verdict shown after it would read as this one's)
+        self._s.last_verdict = None
         if taken.verdict is not None:
             self._s.pending_evolution_id = None
-            self._s.last_verdict = taken.verdict.reason
+            self._s.last_verdict = verdict_line(
+                taken.verdict.hypothesis_validated, taken.verdict.reason
+            )
         if not step.train:
             return
         if taken.training_error is not None:
