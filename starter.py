@@ -173,6 +173,8 @@ def changes(before: LineageState | None, now: LineageState) -> list[str]:
             f"{label} cycle {now.cycle} · agent v{now.agent_version} · "
             f"[magenta]{now.status}[/magenta]{scored}"
         )
+    if before and now.last_reading and now.score_history != before.score_history:
+        lines.append(f"  [cyan]{shown(now.last_reading)}[/cyan]")
     if before and now.agent_version > before.agent_version and now.last_evolution:
         lines.append(f"  [green]{shown(now.last_evolution)}[/green]")
     shown_before = (

@@ -48,6 +48,7 @@ class CycleRecordActivities:
             agent=step.agent,
             asked_for=step.asked_for,
             summary=decision.summary,
+            reading=decision.reading,
             training_error=decision.training_error,
         )
         taken = decision.step
@@ -60,7 +61,7 @@ class CycleRecordActivities:
             evaluation_id=step.evaluation_id,
             score=step.score.score,
             comment=step.score.comment,
-            directives=Directives(sticky=step.sticky_directives, oneshot=step.oneshot_directives),
+            directives=self._directives(step),
         )
         try:
             return self._record_version(step, decision, trigger, kept)
@@ -69,6 +70,13 @@ class CycleRecordActivities:
                 raise  # retried until the store is back; the score is not written twice
             # refused for good: the score stands, the lineage keeps its version and says why
             return kept.model_copy(update={"training_error": failure_reason(error)})
+
+    def _directives(self, step: CycleStepInput) -> Directives:
+        """The directives the step applied, read where the trainer read them."""
+        sticky, oneshot = self.store.queries.step_directives(
+            step.lineage_id, step.directives_through, step.oneshot_after
+        )
+        return Directives(sticky=sticky, oneshot=oneshot)
 
     def _record_version(
         self,

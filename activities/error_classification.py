@@ -81,7 +81,13 @@ def is_transient(error: BaseException) -> bool:
 def failure_reason(error: BaseException) -> str:
     """What a step that failed for good says of it in ``state`` and the store: one line,
     bounded, with any credential it quotes masked."""
-    return redact(" ".join(f"{type(error).__name__}: {error}".split()))[:MESSAGE_CHARS]
+    return one_line(f"{type(error).__name__}: {error}")
+
+
+def one_line(text: str) -> str:
+    """An error's text as people (and models) are told it: one line, bounded, credentials
+    masked."""
+    return redact(" ".join(text.split()))[:MESSAGE_CHARS]
 
 
 def _describe(error: BaseException) -> str:

@@ -3,46 +3,35 @@ locks (a score is recorded by the cycle step, ``activities/trainer.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from temporalio import activity
 
 from domain.lineage import RecordDirectiveInput, RecordLockInput, RecordRejectionInput
 from store import Store
+
+FeedbackInput = RecordRejectionInput | RecordDirectiveInput | RecordLockInput
+
+
+def _recording(name: str, input_type: type[FeedbackInput]) -> Callable[..., None]:
+    """One recording activity: its input, as the workflow sends it, to the store's feedback
+    recorder. The activities differ only in name and input type (the workflow and its saved
+    histories name them), so they are made here, once."""
+
+    def record(self: FeedbackActivities, inp: Any) -> None:
+        self.store.recorder.record_feedback(inp)
+
+    record.__name__ = record.__qualname__ = name
+    # Temporal decodes the input by this annotation
+    record.__annotations__ = {"inp": input_type, "return": None}
+    return activity.defn(name=name)(record)
 
 
 class FeedbackActivities:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    @activity.defn(name="record_rejection")
-    def record_rejection(self, inp: RecordRejectionInput) -> None:
-        self.store.recorder.record_rejection(
-            session_id=inp.session_id,
-            lineage_id=inp.lineage_id,
-            rejection_id=inp.rejection_id,
-            cycle=inp.cycle,
-            kind=inp.kind,
-            payload_preview=inp.payload_preview,
-            reason=inp.reason,
-        )
-
-    @activity.defn(name="record_directive")
-    def record_directive(self, inp: RecordDirectiveInput) -> None:
-        self.store.recorder.record_directive(
-            session_id=inp.session_id,
-            lineage_id=inp.lineage_id,
-            directive_id=inp.directive_id,
-            cycle=inp.cycle,
-            kind=inp.kind,
-            content=inp.content,
-        )
-
-    @activity.defn(name="record_lock")
-    def record_lock(self, inp: RecordLockInput) -> None:
-        self.store.recorder.record_lock(
-            session_id=inp.session_id,
-            lineage_id=inp.lineage_id,
-            event_key=inp.event_key,
-            cycle=inp.cycle,
-            locked=inp.locked,
-            reason=inp.reason,
-        )
+    record_rejection = _recording("record_rejection", RecordRejectionInput)
+    record_directive = _recording("record_directive", RecordDirectiveInput)
+    record_lock = _recording("record_lock", RecordLockInput)

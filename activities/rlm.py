@@ -16,6 +16,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from domain.execution import SpanRecord
+from domain.payload_size import json_size
 from domain.settings import Settings
 from rlm import analyzer, scripted_model
 from rlm.commit import Commit, CommitResult, parse_commit
@@ -32,6 +33,7 @@ from rlm.repl import (
     worker_store_id,
 )
 from rlm.sandbox import (
+    MAX_ANSWERS_BYTES,
     CellDirectoryRefused,
     CellOutcome,
     SandboxUnavailable,
@@ -127,7 +129,15 @@ class RlmActivities:
                 for p in inp.prompts
             )
         )
-        return [r.text for r in replies]
+        texts = [r.text for r in replies]
+        if (size := json_size(texts)) > MAX_ANSWERS_BYTES:  # would not fit back through Temporal
+            raise ApplicationError(
+                f"the replies are {size:,} bytes; a cell receives at most "
+                f"{MAX_ANSWERS_BYTES:,}. Ask for shorter answers, or fewer per call",
+                type="ResultTooLarge",
+                non_retryable=True,
+            )
+        return texts
 
     @activity.defn(name="rlm_run_cell")
     def run_cell(self, inp: CellInput) -> CellResult:

@@ -54,6 +54,8 @@ class StepContext:
     pending: PendingEvolution | None
     past: list[PastChange]
     insights: dict[str, LearningInsight]
+    sticky_directives: list[str]
+    oneshot_directives: list[str]
     cut_off: bool = False  # the scored output stopped at the token limit
 
 
@@ -66,6 +68,7 @@ class CycleDecision(BaseModel):
     attempt_id: str | None = None  # the attempt that wrote the scored output
     applied_insights: list[tuple[str, EvolutionChange]] = Field(default_factory=list)
     summary: str = ""
+    reading: str | None = None  # how the comment was read, said back to the rater
     training_error: str | None = None
 
 
@@ -102,6 +105,7 @@ class TrainerActivities:
             attempt_id=context.artifact.attempt_id,
             applied_insights=cycle_step.applied_insights(step, context.insights),
             summary=cycle_step.summary(step, inp.agent.version),
+            reading=cycle_step.said_back(step),
         )
 
     def _memory(self, inp: CycleStepInput, context: StepContext) -> LineageMemory:
@@ -111,8 +115,8 @@ class TrainerActivities:
             pending=context.pending,
             asked_for=inp.asked_for,
             previous_score=inp.previous_score,
-            sticky_directives=inp.sticky_directives,
-            oneshot_directives=inp.oneshot_directives,
+            sticky_directives=context.sticky_directives,
+            oneshot_directives=context.oneshot_directives,
             rollback_refuted=inp.rollback_refuted,
             output_cut_off=context.cut_off,
         )
@@ -148,6 +152,9 @@ class TrainerActivities:
                     ScoreAnalysis.model_validate_json(record.score_analysis),
                     [EvolutionChange.model_validate(c) for c in json.loads(record.changes)],
                 )
+        sticky, oneshot = q.step_directives(
+            inp.lineage_id, inp.directives_through, inp.oneshot_after
+        )
         return StepContext(
             agent=q.agent_definition(inp.agent),
             artifact=artifact,
@@ -159,6 +166,8 @@ class TrainerActivities:
                 a.id == artifact.attempt_id and a.stop_reason == CUT_OFF
                 for a in q.attempts(artifact.rollout_id)
             ),
+            sticky_directives=sticky,
+            oneshot_directives=oneshot,
         )
 
     # ---- the step --------------------------------------------------------------------------

@@ -34,10 +34,12 @@ SETS = [
     ROOT / "bench" / "data" / "feedback_eighth.jsonl",
     ROOT / "bench" / "data" / "feedback_languages.jsonl",
     ROOT / "bench" / "data" / "feedback_ironies.jsonl",
+    ROOT / "bench" / "data" / "feedback_wishes.jsonl",
 ]
 SEQUENCE_SETS = [
     SHARED / "sequences.jsonl",
     ROOT / "bench" / "data" / "sequences_first.jsonl",
+    ROOT / "bench" / "data" / "sequences_wishes.jsonl",
 ]
 AGENTS = [
     ("examples/essay-session.yaml", "A"),

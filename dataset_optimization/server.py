@@ -21,7 +21,16 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
 from dataset_optimization.client import DEFAULT_ROLLOUT_QUEUE
-from domain.lightning import DispatcherInput, Resource, RolloutBatch, RolloutTask, ServerInput
+from domain.lightning import (
+    MAX_TASK_BYTES,
+    DispatcherInput,
+    Resource,
+    RolloutBatch,
+    RolloutTask,
+    ServerInput,
+    batches_of,
+)
+from domain.payload_size import json_size
 from domain.rollout_report import RolloutReport
 from domain.settings import DEFAULT_TASK_QUEUE
 from store import Store
@@ -86,10 +95,16 @@ class AgentLightningServer:
 
     async def queue_task(self, sample: dict[str, Any]) -> str:
         """Queue one sample: a signal to the server's dispatcher, which sends what arrives
-        within a few milliseconds to clients as one batch (durable once this returns)."""
+        within a few milliseconds to clients as one batch (durable once this returns).
+        A task that could never fit a batch is refused here (ValueError with the reason)."""
         if self._version is None:
             raise RuntimeError("publish resources with update_resources() before queueing tasks")
         task = self._task(sample)
+        if (size := json_size(task)) > MAX_TASK_BYTES:
+            raise ValueError(
+                f"task is {size:,} bytes; a task may be at most {MAX_TASK_BYTES:,} "
+                "(its sample, its ids): it could never leave in a batch"
+            )
         await self.client.start_workflow(
             RolloutDispatcherWorkflow.run,
             DispatcherInput(
@@ -109,14 +124,14 @@ class AgentLightningServer:
     async def queue_tasks(
         self, samples: list[dict[str, Any]], batch_size: int = 250, tasks_per_activity: int = 8
     ) -> list[str]:
-        """Queue many samples: one workflow per ``batch_size`` of them, clients sent
-        ``tasks_per_activity`` at a time; each task's attempts are still its own."""
+        """Queue many samples: one workflow per ``batch_size`` of them (or fewer, so that a
+        batch stays within MAX_BATCH_BYTES), clients sent ``tasks_per_activity`` at a time;
+        each task's attempts are still its own."""
         if self._version is None:
             raise RuntimeError("publish resources with update_resources() before queueing tasks")
         ids = []
-        for start in range(0, len(samples), batch_size):
+        for tasks in batches_of([self._task(sample) for sample in samples], batch_size):
             batch_id = f"{self.server_id}:batch-{uuid.uuid4().hex[:12]}"
-            tasks = [self._task(sample) for sample in samples[start : start + batch_size]]
             handle = await self.client.start_workflow(
                 RolloutBatchWorkflow.run,
                 RolloutBatch(batch_id=batch_id, tasks=tasks, tasks_per_activity=tasks_per_activity),

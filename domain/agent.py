@@ -67,12 +67,15 @@ class FlowStep(CamelModel):
     tools: list[str] | None = None
 
 
+MAX_SYSTEM_PROMPT_CHARS = 100_000
+
+
 class AgentDefinition(CamelModel):
     """An agent as the user wrote it; mutable parts evolve, constraints never do."""
 
     name: str = Field(min_length=1, max_length=200)
     description: str = ""
-    system_prompt: str = Field(min_length=1, max_length=100_000)
+    system_prompt: str = Field(min_length=1, max_length=MAX_SYSTEM_PROMPT_CHARS)
     tools: list[AgentTool] = Field(default_factory=list)
     flow: list[FlowStep] = Field(default_factory=list)
     parameters: AgentParameters

@@ -1,30 +1,23 @@
 """The training-signal log's events, one class per event type, defined once.
 
 The recorder builds these to write (``store/records/``), the projections read them back
-(``store/views/projections.py``), and the upcasters (``store/eventstore/upcasters.py``) bring
+(``store/records/projections.py``), and the upcasters (``store/eventstore/upcasters.py``) bring
 a payload stored under an older ``schema_version`` to today's class. Payloads are stored as
 JSON with camelCase keys; the attribute names are the snake_case of those keys. Event type
 names are stored in the log, so a class may be renamed freely but its ``event_type`` never
 changes.
+
+Each payload is a frozen contract: this module imports nothing of the project, and a change to
+a payload's schema (``tests/data/event_schemas.json``) needs a new ``schema_version`` and an
+upcaster from the one before (``tests/test_event_contracts.py``).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-
-from domain.agent import AgentSnapshot
-from domain.execution import SpanRecord
-from domain.trainer import (
-    AspectVerdict,
-    CreditAssignment,
-    EvolutionChange,
-    EvolutionPlan,
-    EvolutionTrigger,
-    ScoreAnalysis,
-)
 
 
 class Event(BaseModel):
@@ -48,6 +41,186 @@ class Event(BaseModel):
     def key(cls, field: str) -> str:
         """The stored JSON key of one field (for SQL that reads payloads in the database)."""
         return cls.model_fields[field].alias or field
+
+
+# Values embedded in events. Each is the event's own frozen copy of a domain model's fields as
+# the log stores them (snake_case keys, as the domain models dumped when they were embedded),
+# never the domain model itself: a change to ``domain.trainer`` or ``domain.agent`` must not
+# change how a stored event decodes. Writers convert with ``LoggedX.of(domain_model)``: a field
+# the event does not know is dropped, a value it does not accept is refused at write time,
+# never silently stored.
+
+
+class Logged(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    @classmethod
+    def of(cls, value: BaseModel) -> Self:
+        """The event's copy of a domain model, field by field name (validating by attribute,
+        ``from_attributes``, cost thirty times as much)."""
+        return cls.model_validate(value.model_dump())
+
+
+class LoggedAmount(Logged):
+    kind: Literal["share", "count", "limit"]
+    value: float
+    unit: str = "words"
+    of_words: int | None = None
+
+
+class LoggedAspect(Logged):
+    aspect: str
+    sentiment: Literal["positive", "negative"]
+    quote: str | None = None
+    confidence: float
+    want: str | None = None
+    detail: str | None = None
+    action: Literal["add", "more", "less", "remove", "keep"] | None = None
+    amount: LoggedAmount | None = None
+
+
+class LoggedScoreAnalysis(Logged):
+    score: float
+    comment: str | None = None
+    sentiment: Literal["positive", "neutral", "negative"]
+    aspects: list[LoggedAspect] = Field(default_factory=list)
+    trend: Literal["improving", "stable", "declining"]
+    delta_from_previous: float = 0.0
+    adversarial: bool = False
+    refused: list[str] = Field(default_factory=list)
+    comment_language: str | None = None
+    read_by: Literal["rules", "claude"] = "rules"
+
+
+LoggedComponent = Literal["systemPrompt", "tools", "flow", "parameters"]
+
+
+class LoggedPromptCredit(Logged):
+    segment: str
+    segment_index: int
+    blame: Literal["high", "medium", "low", "none"]
+    related_aspect: str | None = None
+    reason: str
+    component: LoggedComponent = "systemPrompt"
+    target: str | None = None
+    want: str | None = None
+
+
+class LoggedTrajectoryCredit(Logged):
+    span_id: str
+    contribution: float
+    reason: str
+
+
+class LoggedCreditAssignment(Logged):
+    mode: Literal["prompt", "trajectory"]
+    prompt: list[LoggedPromptCredit] = Field(default_factory=list)
+    trajectory: list[LoggedTrajectoryCredit] = Field(default_factory=list)
+
+
+class LoggedChange(Logged):
+    component: LoggedComponent
+    change_type: Literal["add", "remove", "modify"]
+    target: str
+    before: str | None = None
+    after: str | None = None
+    reason: str
+    confidence: float
+    aspect: str | None = None
+    want: str | None = None
+
+
+class LoggedExpectedImpact(Logged):
+    aspect: str
+    direction: Literal["improve", "maintain"]
+
+
+class LoggedPastChange(Logged):
+    change: LoggedChange
+    outcome: Literal["improved", "worsened", "neutral"]
+    score_delta: float
+    lineage_id: str
+    evolution_id: str
+
+
+class LoggedHistoryCheck(Logged):
+    proposed_change: LoggedChange
+    similar_past_changes: list[LoggedPastChange] = Field(default_factory=list)
+    insight_id: str | None = None
+    recommendation: Literal["apply", "skip", "modify"]
+    reason: str
+
+
+class LoggedPlan(Logged):
+    changes: list[LoggedChange] = Field(default_factory=list)
+    hypothesis: str = ""
+    expected_impact: list[LoggedExpectedImpact] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    history_checks: list[LoggedHistoryCheck] = Field(default_factory=list)
+
+
+class LoggedDirectives(Logged):
+    sticky: list[str] = Field(default_factory=list)
+    oneshot: list[str] = Field(default_factory=list)
+
+
+class LoggedTrigger(Logged):
+    rollout_id: str
+    attempt_id: str | None
+    artifact_id: str
+    evaluation_id: str
+    score: float
+    comment: str | None = None
+    directives: LoggedDirectives = Field(default_factory=LoggedDirectives)
+
+
+class LoggedAspectVerdict(Logged):
+    aspect: str
+    verdict: Literal["validated", "not_far_enough", "refuted", "untested"]
+    reason: str
+    family: str | None = None
+    quote: str | None = None
+
+
+class LoggedAgentSnapshot(Logged):
+    """The exact agent an attempt ran: its content hashes (``domain.agent.AgentSnapshot``)."""
+
+    system_prompt_hash: str
+    tools_hash: str
+    flow_hash: str
+    agent_id: str
+    version: int
+
+
+class LoggedSpan(Logged):
+    """One execution span, stored under camelCase keys (``domain.execution.SpanRecord``)."""
+
+    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+    @classmethod
+    def of(cls, value: BaseModel) -> Self:
+        # a span is flat: its field values as they are (spans are the log's bulk)
+        return cls.model_validate(value.__dict__)
+
+    span_id: str
+    parent_span_id: str | None = None
+    sequence: int
+    span_type: str
+    name: str | None = None
+    input: str | None = None
+    output: str | None = None
+    model_id: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    tool_name: str | None = None
+    tool_args: dict[str, Any] | None = None
+    tool_result: str | None = None
+    tool_error: str | None = None
+    duration_ms: int = 0
+    estimated_cost: float | None = None
+    started_at: int | None = None
+    trace_id: str | None = None
+    otel_span_id: str | None = None
 
 
 # Sessions, lineages, agent versions
@@ -101,12 +274,12 @@ class AgentEvolved(Event):
     system_prompt_hash: str
     tools_hash: str
     flow_hash: str
-    changes: list[EvolutionChange]
+    changes: list[LoggedChange]
     hypothesis: str
-    trigger: EvolutionTrigger
-    score_analysis: ScoreAnalysis
-    credit_assignment: CreditAssignment
-    plan: EvolutionPlan
+    trigger: LoggedTrigger
+    score_analysis: LoggedScoreAnalysis
+    credit_assignment: LoggedCreditAssignment
+    plan: LoggedPlan
     kind: str = "evolution"  # or "rollback"
 
 
@@ -116,9 +289,9 @@ class EvolutionKept(Event):
     event_type = "evolution.kept"
     agent_id: str
     version: int
-    trigger: EvolutionTrigger
-    score_analysis: ScoreAnalysis
-    plan: EvolutionPlan
+    trigger: LoggedTrigger
+    score_analysis: LoggedScoreAnalysis
+    plan: LoggedPlan
 
 
 class EvolutionJudged(Event):
@@ -130,7 +303,7 @@ class EvolutionJudged(Event):
     score_delta: float
     validated: bool
     reason: str | None = None
-    aspects: list[AspectVerdict] = Field(default_factory=list)
+    aspects: list[LoggedAspectVerdict] = Field(default_factory=list)
 
 
 class InsightDiscovered(Event):
@@ -156,7 +329,7 @@ class InsightApplied(Event):
     insight_id: str
     agent_id: str
     evolution_id: str
-    change: EvolutionChange
+    change: LoggedChange
 
 
 # Rollouts, attempts, spans, artifacts
@@ -181,7 +354,7 @@ class AttemptStarted(Event):
     event_type = "attempt.started"
     rollout_id: str
     attempt_number: int
-    agent_snapshot: AgentSnapshot
+    agent_snapshot: LoggedAgentSnapshot
     input_hash: str
     model_id: str
     parameters: dict[str, Any]
@@ -193,7 +366,7 @@ class SpansRecorded(Event):
     event_type = "attempt.span_recorded"
     schema_version = 2
     omit_none = True
-    spans: list[SpanRecord]
+    spans: list[LoggedSpan]
     # Upcast from v1 only: span id → (input hash, output hash), the texts the projection reads
     text_hashes: dict[str, tuple[str | None, str | None]] | None = None
 

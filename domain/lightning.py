@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator
 
 from domain.execution import SpanRecord
+from domain.payload_size import PAYLOAD_LIMIT_BYTES, json_size
 from domain.rollout_report import RolloutReport
 
 MAX_SAMPLE_BYTES = 64 * 1024
 MAX_REPORT_BYTES = 1_500_000  # under Temporal's 2 MB payload limit, with room to spare
+# A task's sample plus its ids (each at most 200 characters): what one task weighs at most
+MAX_TASK_BYTES = MAX_SAMPLE_BYTES + 4 * 1024
+# Batches are sized by bytes as well as by count: a batch's tasks cross Temporal together (the
+# batch workflow's input, its record steps, a client activity's assignments), and the
+# dispatcher carries at most this much across continue-as-new. Any one task fits.
+MAX_BATCH_BYTES = 512 * 1024
+assert MAX_TASK_BYTES <= MAX_BATCH_BYTES < PAYLOAD_LIMIT_BYTES // 2
 
 
 class LLM(BaseModel):
@@ -47,24 +55,48 @@ class ResourceSet(BaseModel):
 class RolloutTask(BaseModel):
     """One dataset sample to run, queued by the server for any client to take."""
 
-    rollout_id: str
-    server_id: str
+    rollout_id: str = Field(max_length=200)
+    server_id: str = Field(max_length=200)
     iteration: int = 0
     sample: dict[str, Any]
-    resources_workflow_id: str
+    resources_workflow_id: str = Field(max_length=200)
     resources_version: int
-    client_task_queue: str
+    client_task_queue: str = Field(max_length=200)
     max_attempts: int = Field(default=3, ge=1, le=20)
 
     @field_validator("sample")
     @classmethod
     def _small(cls, sample: dict[str, Any]) -> dict[str, Any]:
-        import json
+        return small_sample(sample)
 
-        size = len(json.dumps(sample))
-        if size > MAX_SAMPLE_BYTES:
-            raise ValueError(f"sample is {size} bytes (max {MAX_SAMPLE_BYTES})")
-        return sample
+
+def small_sample(sample: dict[str, Any]) -> dict[str, Any]:
+    """A sample within MAX_SAMPLE_BYTES as it crosses Temporal; else ValueError with its size."""
+    size = json_size(sample)
+    if size > MAX_SAMPLE_BYTES:
+        raise ValueError(
+            f"sample is {size:,} bytes; a task's sample crosses Temporal and may be at most "
+            f"{MAX_SAMPLE_BYTES:,} bytes (keep large data elsewhere and pass its id)"
+        )
+    return sample
+
+
+def batches_of(
+    tasks: list[RolloutTask], max_count: int, max_bytes: int = MAX_BATCH_BYTES
+) -> list[list[RolloutTask]]:
+    """``tasks`` in order, cut into batches of at most ``max_count`` tasks and ``max_bytes``
+    (a task heavier than ``max_bytes`` alone would be a batch of its own: none is, by
+    MAX_TASK_BYTES)."""
+    batches: list[list[RolloutTask]] = []
+    size = 0
+    for task in tasks:
+        weight = json_size(task)
+        if not batches or len(batches[-1]) >= max_count or size + weight > max_bytes:
+            batches.append([])
+            size = 0
+        batches[-1].append(task)
+        size += weight
+    return batches
 
 
 class ClientAssignment(BaseModel):
@@ -91,7 +123,8 @@ class DispatcherInput(BaseModel):
     tasks_per_activity: int = Field(default=8, ge=1, le=64)
     continue_after: int = Field(default=200, ge=1)  # batches a run sends before continuing
     batches_before: int = 0  # batches earlier runs sent: the next batch's number
-    pending: list[RolloutTask] = Field(default_factory=list)  # carried across continue-as-new
+    # carried across continue-as-new: at most MAX_BATCH_BYTES (the rest leaves first)
+    pending: list[RolloutTask] = Field(default_factory=list)
 
 
 class RolloutBatch(BaseModel):
@@ -101,6 +134,17 @@ class RolloutBatch(BaseModel):
     batch_id: str
     tasks: list[RolloutTask] = Field(min_length=1, max_length=1000)
     tasks_per_activity: int = Field(default=8, ge=1, le=64)
+
+    @field_validator("tasks")
+    @classmethod
+    def _within_bytes(cls, tasks: list[RolloutTask]) -> list[RolloutTask]:
+        size = json_size(tasks)
+        if size > MAX_BATCH_BYTES:
+            raise ValueError(
+                f"the batch's tasks are {size:,} bytes; a batch may be at most "
+                f"{MAX_BATCH_BYTES:,} (cut it with domain.lightning.batches_of)"
+            )
+        return tasks
 
 
 class ClientBatch(BaseModel):
@@ -168,7 +212,10 @@ class ProposeResult(BaseModel):
 
 class OptimizationInput(BaseModel):
     run_id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
-    dataset: list[dict[str, Any]] = Field(min_length=1, max_length=5000)
+    # each sample becomes a task: refused here, at the start, rather than in the workflow
+    dataset: list[Annotated[dict[str, Any], AfterValidator(small_sample)]] = Field(
+        min_length=1, max_length=5000
+    )
     template: PromptTemplate
     llm: LLM
     max_iterations: int = Field(default=5, ge=1, le=100)

@@ -13,6 +13,24 @@ from domain.feedback import ScoreInput
 from domain.spec import LineageOptions, SessionDocument
 from domain.trainer import EvolutionOutcome
 
+# What a lineage carries across continue-as-new, and what its `state` query returns, must stay
+# far below Temporal's 2 MB payload limit however much feedback arrives: every list below is
+# bounded by count and by the size of its entries (tests/test_payload_bounds.py builds the
+# largest carried state these bounds allow and measures it).
+#
+# Directives live in the store (record_directive writes each before it steers anything): the
+# trainer's step reads them there by lineage. The carried state keeps only the latest few of
+# each kind (for `state`) and how many there are.
+DIRECTIVES_SHOWN = 10
+# Scores waiting for their output: more are refused (the update with the reason, the signal
+# with a rejection record). A score is at most ~17 KB (a 4,000-character comment and a
+# 200-character rater, at up to 4 bytes a character), so the queue stays under ~0.5 MB.
+MAX_QUEUED_SCORES = 25
+# Each rejection reason and error shown in `state` is at most this long, and the last
+# evolution's summary and verdict (which quote the changes they name) at most this
+MAX_NOTE_CHARS = 1_000
+MAX_SUMMARY_CHARS = 4_000
+
 LineageStatus = Literal[
     "starting", "running", "awaiting_score", "training", "failed", "stopped", "completed"
 ]
@@ -51,6 +69,16 @@ def _jsonable(value: Any) -> Any:
         return repr(value)[:10_000]
 
 
+def note(text: str) -> str:
+    """An error or rejection as `state` shows it: one line, at most MAX_NOTE_CHARS."""
+    return cut(" ".join(text.split()), MAX_NOTE_CHARS)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` if it is within ``limit`` characters, else its start and an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class QueuedScore(BaseModel):
     """A validated score waiting for the artifact it applies to (survives continue-as-new)."""
 
@@ -64,10 +92,15 @@ class CarriedState(BaseModel):
     cycle: int = 0  # last cycle started
     agent: AgentRef
     input_hashes: list[str]
-    score_history: list[ScorePoint] = Field(default_factory=list)
-    queued_scores: list[QueuedScore] = Field(default_factory=list)
+    score_history: list[ScorePoint] = Field(default_factory=list)  # the last 200
+    queued_scores: list[QueuedScore] = Field(default_factory=list)  # MAX_QUEUED_SCORES at most
+    # The latest DIRECTIVES_SHOWN of each kind (all of them are in the store) and the counts
     sticky_directives: list[str] = Field(default_factory=list)
-    oneshot_directives: list[str] = Field(default_factory=list)
+    oneshot_directives: list[str] = Field(default_factory=list)  # awaiting the next evolution
+    sticky_count: int = 0
+    oneshot_count: int = 0
+    # Oneshot directives up to this place in the feedback sequence have been applied
+    oneshot_after: int = 0
     locked: bool = False
     stop_requested: bool = False
     # The latest evolution awaiting its outcome (filled by the next score)
@@ -81,6 +114,8 @@ class CarriedState(BaseModel):
     last_evolution: str | None = None
     # The verdict of the last score on the change before it, with the words it rests on
     last_verdict: str | None = None
+    # How the last score's comment was read, said back to the rater
+    last_reading: str | None = None
     # Families the reviewer asked for or approved and has not reversed: no change removes them
     asked_for: list[str] = Field(default_factory=list)
     rejected_count: int = 0
@@ -119,9 +154,11 @@ class LineageState(BaseModel):
     latest_output_cut_off: bool = False
     last_evolution: str | None
     last_verdict: str | None = None
+    last_reading: str | None = None  # how the last comment was read: "Read as: …"
     asked_for: list[str] = Field(default_factory=list)
     score_history: list[ScorePoint]
     queued_scores: int
+    # The latest few (DIRECTIVES_SHOWN) of each kind; the counts say how many there are
     sticky_directives: list[str]
     oneshot_directives: list[str]
     rejected_feedback: int
@@ -130,6 +167,8 @@ class LineageState(BaseModel):
     recent_rejections: list[str] = Field(default_factory=list)
     last_error: str | None = None
     run_cycles: int = 0
+    sticky_count: int = 0
+    oneshot_count: int = 0
 
 
 class LineageResult(BaseModel):
@@ -233,8 +272,11 @@ class CycleStepInput(BaseModel):
     asked_for: list[str] = Field(default_factory=list)
     # The score before this one, for the reward analyzer's trend (None on the first)
     previous_score: float | None = None
-    sticky_directives: list[str] = Field(default_factory=list)
-    oneshot_directives: list[str] = Field(default_factory=list)
+    # The directives are read from the store, not carried here (there may be thousands):
+    # sticky ones up to this place in the lineage's feedback sequence, oneshot ones after
+    # ``oneshot_after`` up to it
+    directives_through: int = 0
+    oneshot_after: int = 0
     trainer: Literal["rules", "claude", "rules+claude"] = "rules"
     trainer_model: str = "claude-sonnet-5"
     train: bool = True
@@ -250,5 +292,7 @@ class CycleStepResult(BaseModel):
     agent: AgentRef  # the version the next cycle runs
     asked_for: list[str] = Field(default_factory=list)
     summary: str = ""  # one line for people: what changed and why, or why nothing did
+    # how the comment was read, said back in one line ("Read as: warmer ('make it warmer')")
+    reading: str | None = None
     report: list[str] = Field(default_factory=list)  # skipped, kept, rolled back, not understood
     training_error: str | None = None

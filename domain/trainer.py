@@ -16,6 +16,12 @@ WishAction = Literal["add", "more", "less", "remove", "keep"]
 WISH_ACTIONS: tuple[str, ...] = ("add", "more", "less", "remove", "keep")
 
 
+# How the reasons of the changes the cycle step makes on its own open: a rollback's inverse
+# changes, and a wish asked for again made firmer (the store's blame view tells them apart)
+ROLLBACK_REASON = "rollback: "
+STRENGTHEN_REASON = "strengthen: "
+
+
 class Amount(BaseModel):
     """How much a wish asks for: a share of the last output ("half", "a third"), a count
     ("one example", "a one-line summary", "three bullets"), or a limit ("under 150 words")."""

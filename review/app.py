@@ -79,40 +79,45 @@ def create_app(
     return Guard(_app(client, store, token), allowed_hosts=allowed_hosts)
 
 
-def _app(client: Client, store: Store, token: str | None) -> Starlette:
-    def rater_of(request: Request, form: Any) -> str | None:
+class _Handlers:
+    """The app's request handlers, over one Temporal client and one store."""
+
+    def __init__(self, client: Client, store: Store, token: str | None) -> None:
+        self.client, self.store, self.token = client, store, token
+
+    def rater_of(self, request: Request, form: Any) -> str | None:
         """The rater's name: the page's field, else the name given at sign-in. None when
         neither says it: a score must name who gave it, never a made-up "reviewer"."""
         name = str(form.get("rater") or request.cookies.get(RATER_COOKIE) or "")
         return name.strip()[:100] or None
 
-    async def inbox_page(request: Request) -> Response:
+    async def inbox_page(self, request: Request) -> Response:
         session = _session_param(request)
-        box = await views.inbox(client, store, session)
+        box = await views.inbox(self.client, self.store, session)
         return templates.TemplateResponse(request, "inbox.html", {"inbox": box})
 
-    async def inbox_rows(request: Request) -> Response:
-        box = await views.inbox(client, store, _session_param(request))
+    async def inbox_rows(self, request: Request) -> Response:
+        box = await views.inbox(self.client, self.store, _session_param(request))
         return templates.TemplateResponse(request, "_inbox_rows.html", {"inbox": box})
 
-    async def session_page(request: Request) -> Response:
+    async def session_page(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
-        cards = await views.session_cards(client, store, session_id)
+        cards = await views.session_cards(self.client, self.store, session_id)
         if not cards:
             return Response(f"no session {session_id!r}", status_code=404, media_type="text/plain")
         return templates.TemplateResponse(
             request, "session.html", {"session_id": session_id, "cards": cards}
         )
 
-    async def card_fragment(request: Request) -> Response:
-        card = await views.lineage_card(client, store, request.path_params["lineage_id"])
+    async def card_fragment(self, request: Request) -> Response:
+        card = await views.lineage_card(self.client, self.store, request.path_params["lineage_id"])
         if card is None:
             return Response("no such lineage", status_code=404, media_type="text/plain")
         return templates.TemplateResponse(request, "_card_body.html", {"card": card})
 
-    async def score(request: Request) -> Response:
+    async def score(self, request: Request) -> Response:
         form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
-        rater = rater_of(request, form)
+        rater = self.rater_of(request, form)
         if rater is None:
             return JSONResponse({"error": NO_NAME}, status_code=422)
         payload: dict[str, Any] = {"rater": rater}
@@ -127,7 +132,7 @@ def _app(client: Client, store: Store, token: str | None) -> Starlette:
         cycle = str(form.get("cycle") or "")
         if cycle.isdigit():
             payload["cycle"] = int(cycle)
-        handle = await _handle(request)
+        handle = await self._handle(request)
         if handle is None:
             return JSONResponse({"error": "no such lineage"}, status_code=404)
         try:
@@ -140,11 +145,11 @@ def _app(client: Client, store: Store, token: str | None) -> Starlette:
             return JSONResponse({"error": f"Temporal refused: {exc.message}"}, status_code=502)
         return JSONResponse({"ok": f"score {accepted.score:g} accepted for cycle {accepted.cycle}"})
 
-    async def signal(request: Request) -> Response:
+    async def signal(self, request: Request) -> Response:
         """directive (sticky / oneshot), lock, unlock, stop, retry: signals, as from the CLI."""
         action = request.path_params["action"]
         form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
-        rater = rater_of(request, form)
+        rater = self.rater_of(request, form)
         if rater is None:
             return JSONResponse({"error": NO_NAME}, status_code=422)
         if action == "directive":
@@ -157,7 +162,7 @@ def _app(client: Client, store: Store, token: str | None) -> Starlette:
         else:
             return JSONResponse({"error": f"unknown action {action!r}"}, status_code=404)
         payload["rater"] = rater
-        handle = await _handle(request)
+        handle = await self._handle(request)
         if handle is None:
             return JSONResponse({"error": "no such lineage"}, status_code=404)
         try:
@@ -166,18 +171,18 @@ def _app(client: Client, store: Store, token: str | None) -> Starlette:
             return JSONResponse({"error": f"Temporal refused: {exc.message}"}, status_code=502)
         return JSONResponse({"ok": f"{name} sent"})
 
-    async def _handle(request: Request) -> Any:
-        row = await asyncio.to_thread(store.queries.lineage, request.path_params["lineage_id"])
-        return None if row is None else client.get_workflow_handle(row.workflow_id)
+    async def _handle(self, request: Request) -> Any:
+        row = await asyncio.to_thread(self.store.queries.lineage, request.path_params["lineage_id"])
+        return None if row is None else self.client.get_workflow_handle(row.workflow_id)
 
-    async def events(request: Request) -> Response:
+    async def events(self, request: Request) -> Response:
         """Server-sent events: ``change`` whenever what the page shows changes."""
         session = _session_param(request)
 
         async def look() -> str:
             if session is None or request.query_params.get("page") == "inbox":
-                return (await views.inbox(client, store, session)).signature
-            return await views.signatures(client, store, session)
+                return (await views.inbox(self.client, self.store, session)).signature
+            return await views.signatures(self.client, self.store, session)
 
         async def stream() -> AsyncIterator[str]:
             last = None
@@ -192,12 +197,12 @@ def _app(client: Client, store: Store, token: str | None) -> Starlette:
             stream(), media_type="text/event-stream", headers={"cache-control": "no-store"}
         )
 
-    async def login(request: Request) -> Response:
+    async def login(self, request: Request) -> Response:
         if request.method == "GET":
             return templates.TemplateResponse(request, "login.html", {"error": None})
         form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
         offered = str(form.get("token") or "")
-        if token is None or not hmac.compare_digest(offered.encode(), token.encode()):
+        if self.token is None or not hmac.compare_digest(offered.encode(), self.token.encode()):
             return templates.TemplateResponse(
                 request, "login.html", {"error": "That token is not right."}, status_code=401
             )
@@ -206,15 +211,18 @@ def _app(client: Client, store: Store, token: str | None) -> Starlette:
         response.set_cookie(RATER_COOKIE, str(form.get("rater") or "")[:100], samesite="strict")
         return response
 
+
+def _app(client: Client, store: Store, token: str | None) -> Starlette:
+    h = _Handlers(client, store, token)
     routes = [
-        Route("/", inbox_page),
-        Route("/inbox/rows", inbox_rows),
-        Route("/sessions/{session_id}", session_page),
-        Route("/lineages/{lineage_id}/card", card_fragment),
-        Route("/lineages/{lineage_id}/score", score, methods=["POST"]),
-        Route("/lineages/{lineage_id}/{action}", signal, methods=["POST"]),
-        Route("/events", events),
-        Route("/login", login, methods=["GET", "POST"]),
+        Route("/", h.inbox_page),
+        Route("/inbox/rows", h.inbox_rows),
+        Route("/sessions/{session_id}", h.session_page),
+        Route("/lineages/{lineage_id}/card", h.card_fragment),
+        Route("/lineages/{lineage_id}/score", h.score, methods=["POST"]),
+        Route("/lineages/{lineage_id}/{action}", h.signal, methods=["POST"]),
+        Route("/events", h.events),
+        Route("/login", h.login, methods=["GET", "POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [Middleware(TokenRequired, token=token)] if token else []

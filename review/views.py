@@ -151,7 +151,7 @@ async def signatures(client: Client, store: Store, session_id: str) -> str:
                 len(s.score_history),
                 s.rejected_feedback,
                 s.locked,
-                len(s.sticky_directives) + len(s.oneshot_directives),
+                s.sticky_count + s.oneshot_count,
             ]
             if s
             else [row.id]

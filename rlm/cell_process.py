@@ -28,6 +28,8 @@ from typing import Any
 import cloudpickle
 
 REPL_NAMES = (
+    "CallTooLarge",
+    "ResultTooLarge",
     "context",
     "store",
     "llm_query",
@@ -37,6 +39,46 @@ REPL_NAMES = (
     "apply_commit",
     "FINAL_VAR",
 )
+
+
+class CallTooLarge(Exception):
+    """A call whose arguments would not fit through Temporal (the cell may catch it)."""
+
+
+class ResultTooLarge(Exception):
+    """Answers too large to hand back to the cell (the cell may catch it)."""
+
+
+ERRORS = {"CallTooLarge": CallTooLarge, "ResultTooLarge": ResultTooLarge}
+# An answer that is a failure: {"error": "one line"[, "error_type": one of ERRORS]}
+ERROR_KEYS = {"error", "error_type"}
+
+
+def call_refusal(kind: str, args: dict[str, Any], bounds: dict[str, Any]) -> str | None:
+    """Why a call cannot be made, or None. Its arguments cross Temporal (the workflow makes
+    the call): a worker's ``context`` goes to the store and is not counted. The sandbox's host
+    checks the same, whatever the cell did to this copy."""
+    prompts = args.get("prompts") or []
+    if kind == "llm_query" and len(prompts) > bounds["call_prompts"]:
+        return (
+            f"CallTooLarge: llm_query_batched got {len(prompts):,} prompts; at most "
+            f"{bounds['call_prompts']} per call. Send them in several calls"
+        )
+    if kind == "rlm_worker":
+        tasks = args.get("tasks") or []
+        args = {
+            **args,
+            "tasks": [{**t, "context": None} if isinstance(t, dict) else t for t in tasks],
+        }
+    size = len(json.dumps(args, default=str).encode("utf-8", "replace"))
+    if size <= bounds["call_bytes"]:
+        return None
+    what = "llm_query's prompts" if kind == "llm_query" else "rlm_worker's prompts and cards"
+    return (
+        f"CallTooLarge: {what} are {size:,} bytes; the limit is {bounds['call_bytes']:,}. "
+        "Send a slice or a summary, or split the work over several calls (a worker's "
+        "`context` may be large: it goes to the store)"
+    )
 
 
 class Suspend(BaseException):
@@ -255,17 +297,22 @@ def main() -> None:
     sys.addaudithook(Guard(job["workdir"], readable))
 
     out = io.StringIO()
+    bounds = job["bounds"]
     memo: list[Any] = job["memo"]
     calls = 0
     final: dict[str, Any] = {}
 
     def external(kind: str, **args: Any) -> Any:
         nonlocal calls
+        # refused before it is counted: the answers in ``memo`` are the calls that were made
+        refused = call_refusal(kind, args, bounds)
+        if refused is not None:
+            raise CallTooLarge(refused.removeprefix("CallTooLarge: "))
         calls += 1
         if calls <= len(memo):
             answer = memo[calls - 1]
-            if isinstance(answer, dict) and "error" in answer and len(answer) == 1:
-                raise RuntimeError(answer["error"])
+            if isinstance(answer, dict) and "error" in answer and set(answer) <= ERROR_KEYS:
+                raise ERRORS.get(answer.get("error_type", ""), RuntimeError)(answer["error"])
             return answer
         host.send({"type": "suspend", "call": {"kind": kind, "args": args}})
         raise Suspend
@@ -304,6 +351,8 @@ def main() -> None:
         llm_query_batched=llm_query_batched,
         apply_commit=apply_commit,
         FINAL_VAR=FINAL_VAR,
+        CallTooLarge=CallTooLarge,
+        ResultTooLarge=ResultTooLarge,
     )
     if job["can_recurse"]:
         namespace.update(rlm_worker=rlm_worker, rlm_worker_batched=rlm_worker_batched)

@@ -51,6 +51,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from rlm.cell_cgroup import CellCgroup
+from rlm.cell_process import call_refusal
 
 CELL_PROGRAM = str(Path(__file__).with_name("cell_process.py"))
 MAX_STDOUT_CHARS = 20_000
@@ -63,6 +64,16 @@ MAX_REPORT_BYTES = MAX_SNAPSHOT_BYTES * 4 // 3 + MAX_FINAL_BYTES + 4 * MAX_STDOU
 MAX_PRINTED_BYTES = 4 * MAX_STDOUT_CHARS  # what the process wrote outside the cell's capture
 MAX_KEPT_ENTRIES = 10_000  # files and directories copied out of a failed cell (a tmpfs's size
 # bounds its bytes, not how many empty files it holds)
+# A cell's calls cross Temporal too (the workflow makes them): the arguments of one call
+# (llm_query prompts; rlm_worker prompts and cards — contexts go to the store), the prompts
+# one batched call may send, and the answers one cell receives in all (they are handed back
+# to every run of the cell). Past them the cell gets CallTooLarge or ResultTooLarge.
+MAX_CALL_BYTES = 256 * 1024
+MAX_CALL_PROMPTS = 64
+MAX_ANSWERS_BYTES = 1024 * 1024
+# The conversation each model turn is sent (the workflow holds it and sends it every turn)
+MAX_TRANSCRIPT_BYTES = 256 * 1024
+CALL_BOUNDS = {"call_bytes": MAX_CALL_BYTES, "call_prompts": MAX_CALL_PROMPTS}
 Isolation = Literal["bubblewrap", "audit-hook-only"]
 ISOLATIONS: tuple[Isolation, ...] = ("bubblewrap", "audit-hook-only")
 # What a sandboxed cell sees of the host, read-only (the Python runtime and its libraries)
@@ -345,6 +356,8 @@ def run_cell(
             "error_chars": MAX_ERROR_CHARS,
             "final_bytes": MAX_FINAL_BYTES,
             "snapshot_bytes": MAX_SNAPSHOT_BYTES,
+            "call_bytes": MAX_CALL_BYTES,
+            "call_prompts": MAX_CALL_PROMPTS,
         },
     }
     # without a cgroup, a root worker's cell is held to its cap by counting (RLIMIT_NPROC does
@@ -431,7 +444,11 @@ def _converse(
             outbox.flush()
         elif message["type"] == "suspend":
             process.wait(timeout=30)
-            return CellOutcome(suspended=message["call"])
+            call = message["call"]
+            refused = call_refusal(str(call.get("kind")), call.get("args") or {}, CALL_BOUNDS)
+            if refused is not None:  # the cell's own check was bypassed: refused here too
+                return CellOutcome(error=refused)
+            return CellOutcome(suspended=call)
         else:
             outcome = CellOutcome.model_validate({k: v for k, v in message.items() if k != "type"})
             if outcome.error is not None and keep_to is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -17,10 +18,12 @@ from pydantic import BaseModel
 from rlm.objects import Card, SpanRef, StoreObject
 from rlm.query import parse_query
 
+EventKind = Literal["create", "invalidate"]
+
 
 class SharedEvent(BaseModel):
     seq: int
-    kind: Literal["create", "invalidate"]
+    kind: EventKind
     worker: str
     object_id: str
     payload: dict[str, Any]
@@ -38,7 +41,10 @@ def fold(events: list[SharedEvent]) -> dict[str, StoreObject]:
 
 
 class SharedStore(ABC):
-    @abstractmethod
+    """One algorithm for every shared store: numbering, idempotent creates and invalidations,
+    the log and its view. Subclasses say where the log, the view and the per-worker counters
+    live, and what makes a write atomic (``_transaction``)."""
+
     def create(
         self,
         worker: str,
@@ -52,9 +58,37 @@ class SharedStore(ABC):
     ) -> str:
         """A new object attributed to ``worker``, id ``{worker}_{n:06d}``. ``number`` pins n:
         then the create is idempotent (a retried step finds the object it made before)."""
+        with self._transaction() as tx:
+            if number is None:
+                n = self._next_number(tx, worker)
+            else:
+                n = number
+                if self._state(tx, _object_id(worker, n)) is not MISSING:
+                    return _object_id(worker, n)  # made by an earlier try of the same step
+                self._pin_number(tx, worker, n)  # automatic numbers continue after it
+            obj = StoreObject(
+                id=_object_id(worker, n),
+                type=type,
+                description=description,
+                content=content or {},
+                backrefs=backrefs or [],
+                parents=parents or [],
+                tags=tags or [],
+                worker=worker,
+            )
+            seq = self._append(tx, worker, "create", obj.id, obj.model_dump())
+            self._put(tx, obj, seq)
+            return obj.id
 
-    @abstractmethod
-    def invalidate(self, worker: str, target_id: str, reason: str) -> None: ...
+    def invalidate(self, worker: str, target_id: str, reason: str) -> None:
+        with self._transaction() as tx:
+            current = self._state(tx, target_id)
+            if current is MISSING:
+                raise KeyError(f"no object {target_id}")
+            if current == reason:
+                return  # a retried step: invalidated already, for this reason
+            self._mark_invalidated(tx, target_id, reason)
+            self._append(tx, worker, "invalidate", target_id, {"reason": reason})
 
     @abstractmethod
     def events_since(self, seq: int = 0) -> list[SharedEvent]: ...
@@ -76,27 +110,43 @@ class SharedStore(ABC):
             if o.invalidated is None and q.matches(o) and o.worker != exclude_worker
         ]
 
-    @staticmethod
-    def _object(
-        object_id: str,
-        worker: str,
-        type: str,
-        description: str,
-        content: dict[str, Any] | None,
-        backrefs: list[SpanRef] | None,
-        parents: list[str] | None,
-        tags: list[str] | None,
-    ) -> StoreObject:
-        return StoreObject(
-            id=object_id,
-            type=type,
-            description=description,
-            content=content or {},
-            backrefs=backrefs or [],
-            parents=parents or [],
-            tags=tags or [],
-            worker=worker,
-        )
+    # Where the log, the view and the counters live: all called inside ``_transaction``.
+
+    @abstractmethod
+    def _transaction(self) -> AbstractContextManager[Any]:
+        """One write, atomic against every other writer of the store."""
+
+    @abstractmethod
+    def _next_number(self, tx: Any, worker: str) -> int:
+        """Take the worker's next automatic number."""
+
+    @abstractmethod
+    def _pin_number(self, tx: Any, worker: str, n: int) -> None:
+        """``n`` is taken: automatic numbers continue after it."""
+
+    @abstractmethod
+    def _state(self, tx: Any, object_id: str) -> str | object | None:
+        """``MISSING``, or the object's invalidation reason (None while it is valid)."""
+
+    @abstractmethod
+    def _append(
+        self, tx: Any, worker: str, kind: EventKind, object_id: str, payload: dict[str, Any]
+    ) -> int:
+        """Append an event to the log; its sequence number."""
+
+    @abstractmethod
+    def _put(self, tx: Any, obj: StoreObject, seq: int) -> None:
+        """Add a new object to the view."""
+
+    @abstractmethod
+    def _mark_invalidated(self, tx: Any, object_id: str, reason: str) -> None: ...
+
+
+MISSING = object()
+
+
+def _object_id(worker: str, n: int) -> str:
+    return f"{worker}_{n:06d}"
 
 
 class InMemorySharedStore(SharedStore):
@@ -106,54 +156,35 @@ class InMemorySharedStore(SharedStore):
         self._view: dict[str, StoreObject] = {}
         self._seq: dict[str, int] = {}
 
-    def create(
-        self,
-        worker,
-        type,
-        description,
-        content=None,
-        backrefs=None,
-        parents=None,
-        tags=None,
-        number=None,
-    ) -> str:  # type: ignore[no-untyped-def]
-        with self._lock:
-            n = self._seq.get(worker, 0) if number is None else number
-            self._seq[worker] = max(self._seq.get(worker, 0), n + 1)
-            object_id = f"{worker}_{n:06d}"
-            if object_id in self._view:
-                return object_id
-            obj = self._object(
-                object_id, worker, type, description, content, backrefs, parents, tags
-            )
-            self._events.append(
-                SharedEvent(
-                    seq=len(self._events),
-                    kind="create",
-                    worker=worker,
-                    object_id=object_id,
-                    payload=obj.model_dump(),
-                )
-            )
-            self._view[object_id] = obj
-            return object_id
+    def _transaction(self) -> AbstractContextManager[Any]:
+        return self._lock
 
-    def invalidate(self, worker: str, target_id: str, reason: str) -> None:
-        with self._lock:
-            if target_id not in self._view:
-                raise KeyError(f"no object {target_id}")
-            if self._view[target_id].invalidated == reason:
-                return  # a retried step: invalidated already, for this reason
-            self._events.append(
-                SharedEvent(
-                    seq=len(self._events),
-                    kind="invalidate",
-                    worker=worker,
-                    object_id=target_id,
-                    payload={"reason": reason},
-                )
-            )
-            self._view[target_id].invalidated = reason
+    def _next_number(self, tx: Any, worker: str) -> int:
+        n = self._seq.get(worker, 0)
+        self._seq[worker] = n + 1
+        return n
+
+    def _pin_number(self, tx: Any, worker: str, n: int) -> None:
+        self._seq[worker] = max(self._seq.get(worker, 0), n + 1)
+
+    def _state(self, tx: Any, object_id: str) -> str | object | None:
+        obj = self._view.get(object_id)
+        return MISSING if obj is None else obj.invalidated
+
+    def _append(
+        self, tx: Any, worker: str, kind: EventKind, object_id: str, payload: dict[str, Any]
+    ) -> int:
+        seq = len(self._events)
+        self._events.append(
+            SharedEvent(seq=seq, kind=kind, worker=worker, object_id=object_id, payload=payload)
+        )
+        return seq
+
+    def _put(self, tx: Any, obj: StoreObject, seq: int) -> None:
+        self._view[obj.id] = obj
+
+    def _mark_invalidated(self, tx: Any, object_id: str, reason: str) -> None:
+        self._view[object_id].invalidated = reason
 
     def events_since(self, seq: int = 0) -> list[SharedEvent]:
         with self._lock:

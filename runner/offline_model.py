@@ -285,35 +285,10 @@ class OfflineModel:
         budget: int,
     ) -> tuple[str, str]:
         if style.format == "table":
-            rows, words = [], 0
-            for point in points:
-                line = point.format(**fields).rstrip(".")
-                head, _, rest = line.partition(" ")
-                if words + len(line.split()) > budget and rows:
-                    break
-                rows.append(f"| {head} | {rest} |")
-                words += len(line.split())
-            return self._fit("\n".join(["| Point | Detail |", "|---|---|", *rows]), max_tokens)
+            return self._fit(_table(fields, points, budget), max_tokens)
         if style.format in ("bullets", "numbered"):
-            items: list[str] = []
-            words = 0
-            for i, point in enumerate(points):
-                line = point.format(**fields)
-                if style.length == "long":
-                    line += " " + elaborations[i % len(elaborations)]
-                if words + len(line.split()) > budget and items:
-                    break
-                if style.max_points is not None and len(items) >= style.max_points:
-                    break
-                items.append(line)
-                words += len(line.split())
-            marker = (lambda i: f"{i + 1}.") if style.format == "numbered" else (lambda i: "-")
-            blocks = [f"{marker(i)} {item}" for i, item in enumerate(items)]
-            if style.tone == "casual":
-                blocks.insert(0, rng.choice(_CASUAL_OPENERS).format(**fields))
-            if style.warm:
-                blocks.insert(0, _WARM_OPENER)
-            return self._fit("\n".join(blocks), max_tokens)
+            listed = _listed(style, rng, fields, points, elaborations, budget)
+            return self._fit(listed, max_tokens)
         opener = {
             "formal": _FORMAL_OPENERS,
             "casual": _CASUAL_OPENERS,
@@ -427,3 +402,45 @@ def _prompt_tokens(request: ModelRequest) -> int:
                 approx_tokens(b.text or b.content or str(b.input or "")) for b in m.content
             )
     return total
+
+
+def _table(fields: dict[str, str], points: list[str], budget: int) -> str:
+    rows, words = [], 0
+    for point in points:
+        line = point.format(**fields).rstrip(".")
+        head, _, rest = line.partition(" ")
+        if words + len(line.split()) > budget and rows:
+            break
+        rows.append(f"| {head} | {rest} |")
+        words += len(line.split())
+    return "\n".join(["| Point | Detail |", "|---|---|", *rows])
+
+
+def _listed(
+    style: Style,
+    rng: random.Random,
+    fields: dict[str, str],
+    points: list[str],
+    elaborations: list[str],
+    budget: int,
+) -> str:
+    """Bullets or a numbered list, within the word budget and the wished number of points."""
+    items: list[str] = []
+    words = 0
+    for i, point in enumerate(points):
+        line = point.format(**fields)
+        if style.length == "long":
+            line += " " + elaborations[i % len(elaborations)]
+        if words + len(line.split()) > budget and items:
+            break
+        if style.max_points is not None and len(items) >= style.max_points:
+            break
+        items.append(line)
+        words += len(line.split())
+    marker = (lambda i: f"{i + 1}.") if style.format == "numbered" else (lambda i: "-")
+    blocks = [f"{marker(i)} {item}" for i, item in enumerate(items)]
+    if style.tone == "casual":
+        blocks.insert(0, rng.choice(_CASUAL_OPENERS).format(**fields))
+    if style.warm:
+        blocks.insert(0, _WARM_OPENER)
+    return "\n".join(blocks)

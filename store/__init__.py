@@ -14,10 +14,11 @@ from store.backends.database import (
     database_url_from_env,
     write_transaction,
 )
+from store.backends.dialect import backend_of
 from store.backends.migrate import upgrade
 from store.eventstore.chain_keys import UNKEYED, ChainKeys
+from store.records import projections
 from store.records.recorder import TrainingSignalRecorder
-from store.views import projections
 from store.views.queries import StoreQueries
 
 
@@ -38,9 +39,8 @@ class Store:
         url = url or database_url_from_env()
         engine = create_store_engine(url)
         upgrade(engine)
-        reader = (
-            create_store_engine(url, readonly=True) if engine.dialect.name == "sqlite" else None
-        )
+        separate = backend_of(engine).separate_read_engine
+        reader = create_store_engine(url, readonly=True) if separate else None
         return cls(engine, reader, keys if keys is not None else ChainKeys.from_env())
 
     def rebuild_projections(self) -> int:

@@ -188,7 +188,7 @@ class SpanRow(SQLModel, table=True):
     type: str  # llm_call | tool_call | tool_result | reasoning | output
     name: str | None = None
     # The texts themselves: a span's input and output are rarely shared, and each span event
-    # batch already holds them once (see store/views/projections.py).
+    # batch already holds them once (see store/records/projections.py).
     input: str | None = None
     output: str | None = None
     model_id: str | None = None

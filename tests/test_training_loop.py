@@ -59,7 +59,7 @@ async def test_a_lesson_from_lineage_a_informs_but_never_vetoes_a_request_in_b(
 
     shared = DatabaseSharedStore(store.engine, f"session:{spec.session_id}")
     findings = WorkerStoreProxy(shared, lineage_b).view_others("type=claim tag=insight")
-    assert [f.worker for f in findings] == [lineage_a, lineage_a]
+    assert [f.worker for f in findings] == [lineage_a]  # one change: the instruction
     assert all(f.description.endswith("failed (-2)") for f in findings)
     assert WorkerStoreProxy(shared, lineage_a).view_others("tag=insight") == []
 
@@ -119,7 +119,7 @@ async def test_insight_counts_update_and_directives_hold_across_evolutions(
         True,
     )
     insights = store.queries.insights(spec.session_id)
-    shorter = insights["parameters.maxTokens decrease"]
+    (shorter,) = [i for name, i in insights.items() if "brief" in name]
     assert (shorter.success_count, shorter.failure_count) == (2, 0)  # A and B both improved
     assert shorter.avg_score_impact == 5.5 and shorter.confidence == round(2 / 3, 4)
     b_record = store.queries.evolution_records(spec.lineage_id("B"))[0]
@@ -161,7 +161,7 @@ async def test_a_low_score_about_something_else_rolls_nothing_back(
         state = await wait_for_state(handle, awaiting(3))
     lineage = spec.lineage_id("A")
     v3 = store.queries.agent_definition(_ref(lineage, 3))
-    assert "brief" in v3.system_prompt and v3.parameters.max_tokens < 600  # kept
+    assert "brief" in v3.system_prompt and v3.parameters.max_tokens == 600  # kept
     assert "never invent" in v3.system_prompt.lower()
     assert "untested" in state.last_verdict and "rolled back" not in state.last_evolution
 
@@ -253,7 +253,7 @@ async def test_only_the_refuted_aspect_is_rolled_back(client, store, settings, r
         state = await wait_for_state(handle, awaiting(3))
     lineage = spec.lineage_id("A")
     v1, v2, v3 = (store.queries.agent_definition(_ref(lineage, v)) for v in (1, 2, 3))
-    assert v2.parameters.max_tokens < v1.parameters.max_tokens
+    assert v2.parameters.max_tokens == v1.parameters.max_tokens  # the budget is a ceiling
     assert "relaxed, conversational" in v2.system_prompt and "brief" in v2.system_prompt
     assert v3.parameters.max_tokens >= v1.parameters.max_tokens
     assert "brief" not in v3.system_prompt

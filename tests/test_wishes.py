@@ -105,3 +105,16 @@ async def test_an_output_cut_off_at_the_token_limit_raises_the_ceiling(
     # the third output, with room, has its recap
     text = store.queries.artifact_text(store.queries.artifacts(lineage)[-1].id)
     assert "Summary:" in text
+
+
+async def test_the_reading_is_said_back_in_state(client, store, settings, run_worker):
+    spec = make_spec(prompt=NEUTRAL)
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await score(handle, 1, 4, "Warm it up a little, and add exactly one short example.")
+        state = await wait_for_state(handle, awaiting(2))
+        await score(handle, 2, 6, "Kinder now, good. On second thoughts, scrap the example.")
+        later = await wait_for_state(handle, awaiting(3))
+    assert state.last_reading.startswith("Read as: warmer")
+    assert "example, one example" in state.last_reading
+    assert "taken back: example" in later.last_reading and "kept: warmer" in later.last_reading

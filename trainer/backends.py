@@ -18,7 +18,16 @@ class TrainerConfigError(Exception):
 
 
 class TrainerBackend(Protocol):
+    """A Master Trainer backend. Callers tell backends apart by what they do (the attributes
+    below), never by ``name``, which is for people (logs, reports, the evaluation's files)."""
+
     name: str
+    # Its reading of a comment is the rules engine's, which the cycle step has already made:
+    # that reading is reused rather than read a second time.
+    reads_with_rules: bool
+    # The rules engine reads every comment and hands the ones it cannot act on to Claude: a
+    # comment Claude read that way is reported as handed over.
+    hands_over: bool
 
     async def analyze(
         self, score: float, comment: str | None, previous_scores: list[float]
@@ -43,6 +52,8 @@ class RulesTrainer:
     TrainerBackend protocol."""
 
     name = "rules"
+    reads_with_rules = True
+    hands_over = False
 
     def analyze_now(
         self, score: float, comment: str | None, previous_scores: list[float]
@@ -105,6 +116,8 @@ class HandOverTrainer:
     comment travels with its analysis (``read_by``), so credit and planning follow it."""
 
     name = "rules+claude"
+    reads_with_rules = False
+    hands_over = True
 
     def __init__(self, rules: RulesTrainer, claude: ClaudeTrainer) -> None:
         self.rules = rules

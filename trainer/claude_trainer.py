@@ -89,6 +89,8 @@ def _agent_json(agent: AgentDefinition) -> str:
 
 class ClaudeTrainer:
     name = "claude"
+    reads_with_rules = False  # the trainer protocol's capabilities (trainer/backends.py)
+    hands_over = False
 
     def __init__(self, client: anthropic.AsyncAnthropic, model: str) -> None:
         self._client = client

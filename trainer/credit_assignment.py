@@ -19,6 +19,7 @@ from functools import lru_cache
 from domain.agent import AgentDefinition, FlowStep
 from domain.change_families import FAMILIES, contrary_of
 from domain.execution import SpanRecord
+from domain.prompt_segments import segments
 from domain.trainer import (
     CreditAssignment,
     FeedbackAspect,
@@ -27,7 +28,6 @@ from domain.trainer import (
     TrajectoryCredit,
 )
 from trainer import feedback_reader, instructions
-from trainer.prompt_segments import segments
 from trainer.wish import Wish
 
 _RANK = {"high": 0, "medium": 1, "low": 2, "none": 3}

@@ -155,7 +155,7 @@ async def take(
     wished = [w for w in wished if w.family not in gone | undone] + instead
 
     # 3. read, credit and propose on the agent as restored
-    analysis = read if backend.name == "rules" else await backend.analyze(score, comment, previous)
+    analysis = read if backend.reads_with_rules else await backend.analyze(score, comment, previous)
     if instead:
         analysis = analysis.model_copy(
             update={"aspects": [*analysis.aspects, *(_aspect(w) for w in instead)]}
@@ -215,7 +215,7 @@ async def take(
             "may do (its tools, permissions or system), not its answer; only the agent's owner "
             "changes those"
         )
-    if backend.name == "rules+claude" and analysis.read_by == "claude":
+    if backend.hands_over and analysis.read_by == "claude":
         report.append("read by Claude: the rules engine could not act on this comment")
     understood = wished or approved or taken_back or read.adversarial or read.refused
     if not understood and score < NOT_UNDERSTOOD_BELOW and read.comment:
@@ -297,6 +297,41 @@ def summary(step: CycleStep, from_version: int) -> str:
     # what was protected is in the record's notes; the line says what did not happen
     skipped = [r for r in step.report if not r.startswith(("rolled back", "kept '"))]
     return line + (f" (also: {'; '.join(skipped)})" if skipped else "")
+
+
+SAID_BACK_CHARS = 400  # the reading said back: one line a rater reads in two seconds
+SAID_QUOTE_CHARS = 40
+
+
+def said_back(step: CycleStep) -> str:
+    """How the comment was read, in one line: "Read as: warmer ('make it warmer'), example,
+    one example ('one real example'); kept: casual ('better tone'); taken back: table ('scrap
+    the table'); not understood: '…'"."""
+    asked, kept, taken = [], [], []
+    for a in step.analysis.aspects:
+        if not a.want:
+            continue
+        quote = preview_of(" ".join((a.quote or "").split()), SAID_QUOTE_CHARS)
+        what = a.want + (f", {a.amount.says()}" if a.amount else "")
+        said = f"{what} ({quote!r})" if quote else what
+        if a.action == "remove":
+            taken.append(said if a.want != "undo" else f"the last change ({quote!r})")
+        elif a.sentiment == "positive":
+            kept.append(said)
+        else:
+            asked.append(said)
+    parts = [f"Read as: {', '.join(asked)}" if asked else "Read as: no change asked for"]
+    if kept:
+        parts.append(f"kept: {', '.join(kept)}")
+    if taken:
+        parts.append(f"taken back: {', '.join(taken)}")
+    if step.analysis.adversarial:
+        parts.append("set aside: words addressed to the trainer")
+    missed = [r.removeprefix("not understood: ").split(": ")[0] for r in step.report
+              if r.startswith("not understood")]  # fmt: skip
+    if missed:
+        parts.append(f"not understood: {missed[0]}")
+    return preview_of("; ".join(parts), SAID_BACK_CHARS)
 
 
 def _output_words(spans: Sequence[SpanRecord]) -> int | None:

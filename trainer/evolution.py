@@ -7,16 +7,15 @@ import re
 from typing import Any
 
 from domain.agent import AgentDefinition
-from domain.trainer import EvolutionChange
+from domain.trainer import ROLLBACK_REASON, STRENGTHEN_REASON, EvolutionChange
 
 PARAMETER_TARGETS = {"maxTokens": "max_tokens", "temperature": "temperature", "topP": "top_p"}
 
 
-# How the reasons of the changes the cycle step makes on its own open: a rollback's inverse
-# changes, and a wish asked for again made firmer
-ROLLBACK_REASON = "rollback: "
-STRENGTHEN_REASON = "strengthen: "
+# How the reason of a change the cycle step makes on its own opens (the rollback and
+# strengthen prefixes live in domain.trainer: the store's blame view reads them too)
 TAKE_BACK_REASON = "take back: "
+__all__ = ["ROLLBACK_REASON", "STRENGTHEN_REASON", "TAKE_BACK_REASON"]
 
 
 class EvolutionError(ValueError):

@@ -13,8 +13,14 @@ import json
 import math
 import re
 
-from domain.agent import AgentDefinition, FlowStep, constraint_violations
+from domain.agent import (
+    MAX_SYSTEM_PROMPT_CHARS,
+    AgentDefinition,
+    FlowStep,
+    constraint_violations,
+)
 from domain.change_families import FAMILIES, contrary_of
+from domain.prompt_segments import segments
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
@@ -22,11 +28,11 @@ from domain.trainer import (
     ExpectedImpact,
     LearningInsight,
     PastChange,
+    PromptCredit,
     ScoreAnalysis,
 )
 from trainer import credit_assignment, history_check, instructions
 from trainer.evolution import EvolutionError, apply_changes
-from trainer.prompt_segments import segments
 from trainer.wish import Wish
 
 SHORTEST_MAX_TOKENS = 100
@@ -79,82 +85,108 @@ def propose(
 ) -> EvolutionPlan:
     """Targeted changes from blame and wishes, plus a hypothesis per aspect; directives and the
     mechanical checks come later (``finalize``)."""
-    wanted = credit_assignment.wishes(analysis)
-    by_family = {w.family: w for w in wanted}
-    changes: list[EvolutionChange] = []
-    kept_segments = list(segments(agent.system_prompt))
-    satisfied: set[str] = set()  # wishes a rewrite in this plan already carries
-
-    def made_for(wish: Wish, change: EvolutionChange) -> EvolutionChange:
-        change.aspect, change.want = wish.aspect, wish.family
-        changes.append(change)
-        return change
-
+    planner = _Proposal(agent, analysis)
     # 1. Instructions, flow steps, tools and parameters blamed for pushing the other way.
     for c in credit.prompt:
-        if c.blame not in ("high", "medium") or c.want not in by_family:
-            continue
-        wish = by_family[c.want]
+        if c.blame in ("high", "medium") and c.want in planner.by_family:
+            planner.answer_blame(c, planner.by_family[c.want])
+    # 1b. A checking step asked for: a flow agent gets a step of its own after its last one.
+    planner.add_check_steps()
+    # 2. An instruction for every wish no remaining instruction already carries.
+    planner.add_instructions()
+    return planner.plan()
+
+
+class _Proposal:
+    """One proposal under way: the changes made so far and the prompt's segments as they
+    stand after them."""
+
+    def __init__(self, agent: AgentDefinition, analysis: ScoreAnalysis) -> None:
+        self.agent, self.analysis = agent, analysis
+        self.wanted = credit_assignment.wishes(analysis)
+        self.by_family = {w.family: w for w in self.wanted}
+        self.changes: list[EvolutionChange] = []
+        self.kept_segments = list(segments(agent.system_prompt))
+        self.satisfied: set[str] = set()  # wishes a rewrite in this plan already carries
+
+    def made_for(self, wish: Wish, change: EvolutionChange) -> EvolutionChange:
+        change.aspect, change.want = wish.aspect, wish.family
+        self.changes.append(change)
+        return change
+
+    def answer_blame(self, c: PromptCredit, wish: Wish) -> None:
+        agent = self.agent
         if c.component == "parameters":
-            change = _parameter_change(agent, c.target or "", wish, c.reason, analysis)
+            change = _parameter_change(agent, c.target or "", wish, c.reason, self.analysis)
             if change:
-                made_for(wish, change)
+                self.made_for(wish, change)
         elif c.component == "systemPrompt":
-            # high: words pushing the other way are swapped (or the segment goes); medium: an
-            # instruction that shapes the form some other way goes
-            change = made_for(
-                wish,
-                _rewrite(c.segment, wish, c.reason, f"segment {c.segment_index}")
-                if c.blame == "high"
-                else _remove(c.segment, wish, c.reason, f"segment {c.segment_index}", 0.7),
-            )
-            index = kept_segments.index(c.segment) if c.segment in kept_segments else -1
-            if index >= 0:
-                if change.after:
-                    kept_segments[index] = change.after
-                    satisfied.add(wish.family)
-                else:
-                    del kept_segments[index]
+            self._answer_blamed_segment(c, wish)
         elif c.component == "flow" and c.blame == "high" and c.target:
             step_change = _flow_change(agent, c.target, c.segment, wish, c.reason)
             if step_change:
-                made_for(wish, step_change)
+                self.made_for(wish, step_change)
                 if wish.family == "preserve":  # the step's own prompt carries it
-                    satisfied.add(wish.family)
+                    self.satisfied.add(wish.family)
         elif c.component == "tools" and c.target:
-            made_for(wish, _tool_change(agent, c.target, wish, c.reason))
+            self.made_for(wish, _tool_change(agent, c.target, wish, c.reason))
             if "never" in instructions.tool_wish(wish)[2]:
                 for step in agent.flow:  # the allowance: steps that may call it no longer can
                     if step.tools and c.target in step.tools:
-                        made_for(wish, _allowance_change(step, c.target, c.reason))
+                        self.made_for(wish, _allowance_change(step, c.target, c.reason))
 
-    # 1b. A checking step asked for: a flow agent gets a step of its own after its last one.
-    for wish in wanted:
-        if wish.family == "check_step" and agent.flow:
-            step = _check_step(agent, wish)
-            if step is not None:
-                made_for(wish, step)
-                satisfied.add(wish.family)
+    def _answer_blamed_segment(self, c: PromptCredit, wish: Wish) -> None:
+        # high: words pushing the other way are swapped (or the segment goes); medium: an
+        # instruction that shapes the form some other way goes
+        change = self.made_for(
+            wish,
+            _rewrite(c.segment, wish, c.reason, f"segment {c.segment_index}")
+            if c.blame == "high"
+            else _remove(c.segment, wish, c.reason, f"segment {c.segment_index}", 0.7),
+        )
+        kept = self.kept_segments
+        index = kept.index(c.segment) if c.segment in kept else -1
+        if index >= 0:
+            if change.after:
+                kept[index] = change.after
+                self.satisfied.add(wish.family)
+            else:
+                del kept[index]
 
-    # 2. An instruction for every wish no remaining instruction already carries.
-    prompt_now = " ".join(kept_segments)
-    tool_names = [t.name for t in agent.tools]
-    tools_changed = {ch.target for ch in changes if ch.component == "tools"}
-    for wish in wanted:
-        if wish.family == "tool_use" and instructions.tool_for(wish, tool_names) in tools_changed:
-            continue  # the tool's own description now says when to use it
-        text = instructions.instruction(wish, tool_names)
-        if not text or wish.family in satisfied or text.lower() in prompt_now.lower():
-            continue
+    def add_check_steps(self) -> None:
+        for wish in self.wanted:
+            if wish.family == "check_step" and self.agent.flow:
+                step = _check_step(self.agent, wish)
+                if step is not None:
+                    self.made_for(wish, step)
+                    self.satisfied.add(wish.family)
+
+    def add_instructions(self) -> None:
+        prompt_now = " ".join(self.kept_segments)
+        tool_names = [t.name for t in self.agent.tools]
+        tools_changed = {ch.target for ch in self.changes if ch.component == "tools"}
+        for wish in self.wanted:
+            if (
+                wish.family == "tool_use"
+                and instructions.tool_for(wish, tool_names) in tools_changed
+            ):
+                continue  # the tool's own description now says when to use it
+            text = instructions.instruction(wish, tool_names)
+            if not text or wish.family in self.satisfied or text.lower() in prompt_now.lower():
+                continue
+            self._add_instruction(wish, text)
+            prompt_now += " " + text
+
+    def _add_instruction(self, wish: Wish, text: str) -> None:
         # An instruction that already asks for this was not followed well enough for the
         # reviewer: it stays (credit never blames support) and a concrete one reinforces it.
         support = [
-            seg for seg in kept_segments if wish.family in credit_assignment.families_of(seg)
+            seg for seg in self.kept_segments if wish.family in credit_assignment.families_of(seg)
         ]
         if support and _counted(wish):
             # the amount replaces what the instruction said before ("brief" → "about 250
             # words", "each point" → "exactly one"): one instruction, the reviewer's latest
-            made_for(
+            self.made_for(
                 wish,
                 EvolutionChange(
                     component="systemPrompt",
@@ -167,13 +199,12 @@ def propose(
                     confidence=wish.confidence,
                 ),
             )
-            kept_segments[kept_segments.index(support[-1])] = text
-            prompt_now += " " + text
-            continue
+            self.kept_segments[self.kept_segments.index(support[-1])] = text
+            return
         reason = f"feedback asked for {wish.family} ({wish.quote!r})"
         if support:
             reason += f"; reinforces {support[0]!r}, which the output did not follow"
-        made_for(
+        self.made_for(
             wish,
             EvolutionChange(
                 component="systemPrompt",
@@ -185,31 +216,34 @@ def propose(
                 confidence=wish.confidence,
             ),
         )
-        prompt_now += " " + text
 
-    result = EvolutionPlan(changes=changes)
-    if changes:
-        claims = [h for w in wanted if (h := instructions.hypothesis(w.family))]
-        body = "; ".join(claims) if claims else "the changed instructions will be followed"
-        result.hypothesis = (
-            f"After these changes {body}, and the next score will exceed {analysis.score:g}."
-        )
-        improve = sorted({w.aspect for w in wanted})
-        result.expected_impact = [ExpectedImpact(aspect=a, direction="improve") for a in improve]
-        result.expected_impact += [
-            ExpectedImpact(aspect=a.aspect, direction="maintain")
-            for a in analysis.aspects
-            if a.sentiment == "positive" and a.aspect not in improve
-        ]
-    elif not wanted:
-        result.notes.append("no actionable wish in the feedback; the agent is kept as is")
-    else:
-        result.notes.append("every wish is already carried by the agent's instructions")
-    if analysis.adversarial:
-        result.notes.append(
-            "parts of the feedback addressed the trainer or the system; they were set aside"
-        )
-    return result
+    def plan(self) -> EvolutionPlan:
+        changes, wanted, analysis = self.changes, self.wanted, self.analysis
+        result = EvolutionPlan(changes=changes)
+        if changes:
+            claims = [h for w in wanted if (h := instructions.hypothesis(w.family))]
+            body = "; ".join(claims) if claims else "the changed instructions will be followed"
+            result.hypothesis = (
+                f"After these changes {body}, and the next score will exceed {analysis.score:g}."
+            )
+            improve = sorted({w.aspect for w in wanted})
+            result.expected_impact = [
+                ExpectedImpact(aspect=a, direction="improve") for a in improve
+            ]
+            result.expected_impact += [
+                ExpectedImpact(aspect=a.aspect, direction="maintain")
+                for a in analysis.aspects
+                if a.sentiment == "positive" and a.aspect not in improve
+            ]
+        elif not wanted:
+            result.notes.append("no actionable wish in the feedback; the agent is kept as is")
+        else:
+            result.notes.append("every wish is already carried by the agent's instructions")
+        if analysis.adversarial:
+            result.notes.append(
+                "parts of the feedback addressed the trainer or the system; they were set aside"
+            )
+        return result
 
 
 def _rewrite(segment: str, wish: Wish, reason: str, target: str) -> EvolutionChange:
@@ -340,10 +374,23 @@ def finalize(
     that would break one is repaired or refused."""
     result = history_check.check(proposal, past, insights, requested, lineage_id)
     lowered = agent.system_prompt.lower()
+    # Directives are not bounded in number, the prompt is: those that would not fit are left
+    # out (counted in a note) rather than each refused by the constraint check, one by one
+    room = MAX_SYSTEM_PROMPT_CHARS - len(agent.system_prompt)
+    room -= sum(
+        len(ch.after or "") + 1
+        for ch in result.changes
+        if ch.component == "systemPrompt" and ch.change_type == "add"
+    )
+    left_out = 0
     for kind, directives in (("sticky", sticky_directives), ("oneshot", oneshot_directives)):
         for directive in directives:
             if directive.lower() in lowered or any(ch.after == directive for ch in result.changes):
                 continue
+            if len(directive) + 1 > room:
+                left_out += 1
+                continue
+            room -= len(directive) + 1
             result.changes.append(
                 EvolutionChange(
                     component="systemPrompt",
@@ -357,6 +404,11 @@ def finalize(
             )
             if kind == "oneshot" and result.hypothesis:
                 result.hypothesis += f" It will also follow the directive {directive!r}."
+    if left_out:
+        result.notes.append(
+            f"{left_out} directive(s) not applied: the system prompt would pass its "
+            f"{MAX_SYSTEM_PROMPT_CHARS:,}-character limit"
+        )
     _enforce_constraints(agent, result)
     if result.changes and not result.hypothesis:
         result.hypothesis = "The agent will follow the added directives."

@@ -427,11 +427,16 @@ CUES: list[Cue] = [
         r"|\bin the (?:very )?(?:first|opening|top) (?:line|sentence)\b|\bthen (?:justify|explain|"
         r"give the reasoning|the reasoning|back it up)\b|\b(?:doesn't|does not|didn't|did not) "
         r"(?:appear|come|show up|arrive)\w* (?:until|till) (?:the )?(?:closing|last|final|end)"
-        r"|\bup ?front\b(?! about)|\b(?:open|lead|start|begin|kick off) with (?!an? (?:example"
+        r"|\bup ?front\b(?! about)"
+        r"|\b(?:open(?:ed|s)?|lead|led|start(?:ed|s)?|begin|began|kick off) with (?!an? (?:example"
         r"|story"
         r"|anecdote|"
         r"joke|quote|question))|\bput the (?:reasoning|background|context|details?|explanation|"
-        r"analysis) (?:after|last|at the end|later|below)",
+        r"analysis) (?:after|last|at the end|later|below)"
+        # the opening named as the place for the answer: "could the first line be the verdict"
+        r"|\b(?:first|opening|top) (?:line|sentence|paragraph|thing)s?\b[^.;?]{0,20}?\b(?:be|is|"
+        r"are|should be|needs to be|gives?|states?)\b[^.;?]{0,12}?\b(?:the |your |a )?"
+        r"(?:recommendation|answer|conclusion|verdict|bottom line|takeaway|decision)",
         "structure",
         "conclusion_first",
         confidence=0.9,
@@ -1297,7 +1302,7 @@ def _limit(match: re.Match[str]) -> str | None:
 _REQUEST_FORM = re.compile(
     r"\b(?:please|could|can you|would|should|i'd|i would|i want|i need|we need|need|needs|wish|"
     r"nit|tiny thing|small thing|one thing|only thing|if anything|next time|maybe|perhaps|"
-    r"how about|what about|but|though|although|except|however|still|not enough|missing|lacks?|"
+    r"how about|what about|except|still|not enough|missing|lacks?|"
     r"instead|rather|a (?:bit|touch|tad|little) \w+|let's|ought)\b|\?"
     r"|(?<!not )(?<!not a word )(?<!not one word )(?<!no )\btoo \w+"
 )
@@ -1310,11 +1315,25 @@ _IMPERATIVE = re.compile(
 )
 
 
+# A contrast that concedes a fault and praises past it: "long, sure, but I read every word"
+_CONTRAST_WORD = re.compile(r"\b(?:but|though|although|however|yet)\b")
+_CONCEDED = re.compile(
+    r"\b(?:read every|earns? (?:its|their)|earned (?:its|their)|worth (?:it|every)|justified|"
+    r"deserved|needed|needs to be|had to be|for good reason|it works|that works|which works|"
+    r"it's fine|that's fine|i didn't mind|don't mind|no complaints)\b"
+)
+
+
 def asks(text: str) -> bool:
-    """Whether ``text`` holds a request (see ``_REQUEST_FORM``), not only a description."""
+    """Whether ``text`` holds a request (see ``_REQUEST_FORM``), not only a description: a
+    contrast asks unless it only concedes ("long, but every line earns it")."""
     lowered = text.lower().translate(_QUOTES)
     if _REQUEST_FORM.search(lowered):
         return True
+    for contrast in _CONTRAST_WORD.finditer(lowered):
+        rest = re.split(r"[.!?;]", lowered[contrast.end() :], maxsplit=1)[0]
+        if not (_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest))):
+            return True
     return any(_IMPERATIVE.search(c.lower()) for s in _sentences(text) for c in clauses(s))
 
 
@@ -1373,14 +1392,34 @@ def _read_whole(text: str, reading: Reading) -> None:
     """What only the whole comment settles: a family taken back anywhere is asked for nowhere
     ("the case study distracts. Take it out."), and an amount said in a sentence of its own
     ("It rambles. Cut it roughly in half.") belongs to the wish it measures."""
-    gone = {w.family for w in reading.wishes if w.action == "remove"}
+    removals = [w for w in reading.wishes if w.action == "remove"]
+    gone = {w.family for w in removals}
+    # approval of the contrary of what is taken back is a wish for it: "scrap the table;
+    # paragraphs read better" asks for paragraphs, it does not keep what is not there
+    instead = {c for f in gone for c in contrary_of(f) | {opposite_of(f) or ""}}
+    for kept in [k for k in reading.kept if k.family in instead]:
+        reading.kept.remove(kept)
+        reading.wishes.append(replace(kept, action="add", asked=True))
     reading.wishes = [w for w in reading.wishes if w.action == "remove" or w.family not in gone]
+    # what the words a take-back covers complain of is its reason, answered by the removal
+    # ("the headings make it feel like a manual. Get rid of them."); an outright ask stays
+    covered = [w.quote.lower() for w in removals if w.family != "undo"]
+    reading.wishes = [
+        w
+        for w in reading.wishes
+        if w.action == "remove" or w.asked or not any(w.quote.lower() in c for c in covered)
+    ]
     reading.kept = [k for k in reading.kept if k.family not in gone]
     for index, wish in enumerate(reading.wishes):
         if wish.amount is None and wish.action != "remove":
             amount = wish_actions.amount_of(text, wish.family, wish.detail)
             if amount is not None:
                 reading.wishes[index] = replace(wish, amount=amount)
+    if not any(w.aspect == "length" for w in reading.wishes):
+        # a share of the length said alone ("a third of this would do") asks for a shorter one
+        share = wish_actions.share_alone(text)
+        if share is not None:
+            reading.wishes.append(Wish("shorter", "length", share[0], 0.8, amount=share[1]))
 
 
 def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
@@ -1609,6 +1648,8 @@ def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
     return sorted(kept, key=lambda k: k[1].start())
 
 
+# "the headings make it feel like…": a subject causing the effect, not a request to make it
+_CAUSED = re.compile(r"\b(?:the \w+|they|these|those|it|this|that) (?:make|makes|made)\b")
 _LACK_WORDS = re.compile(r"(?:no|missing|lacks|lacking|needs?)\b")
 _DENIAL = re.compile(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely)\s+\w+")
 
@@ -1643,8 +1684,8 @@ def _read_clause(
             frame = "denied"
         if any(q_start < start and end < q_end for q_start, q_end in quoted):
             frame = "describe"  # inside a quotation of the answer: what it did
-        elif polite and frame == "plain":
-            frame = "ask"  # "A professional register, please."
+        elif polite and frame in ("plain", "quantity"):
+            frame = "ask"  # "A professional register, please.", "just one example, please"
         # coordinated words share the first one's frame: "keep it short and simple",
         # "our voice is casual and chatty", "too long and too formal"
         if previous and re.fullmatch(r"\s*(?:,|,?\s*(?:and|or))\s*", lowered[previous[0] : start]):
@@ -1701,6 +1742,7 @@ def _read_clause(
                 confidence=cue.confidence,
                 detail=detail,
                 weak=weak or cue.weak,
+                asked=frame == "ask" and not _CAUSED.search(lowered[:start]),
             )
         )
     focus = _focus(clause)
@@ -1751,7 +1793,8 @@ _ADMIRE = re.compile(
 _NOT_ADMIRING = re.compile(
     r"\b(?:still|even|too|please|could|would|should|can you|next time|need|needs|want|wanted|"
     r"try|give|make|maybe|perhaps|a touch|a bit|a little|slightly|not|no|never|without|"
-    r"missing|where|why|what|but|though|only|enough|more of|less of|yet|again)\b|n't\b|\?"
+    r"missing|where|why|what|but|though|only|enough|more of|less of|yet|again|if|i'd love|"
+    r"would love)\b|n't\b|\?"
 )
 MAX_ADMIRED_WORDS = 3
 

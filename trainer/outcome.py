@@ -32,7 +32,7 @@ from domain.trainer import (
     ScoreAnalysis,
 )
 from trainer.change_patterns import insight_id, pattern
-from trainer.evolution import ROLLBACK_REASON
+from trainer.evolution import ROLLBACK_REASON, TAKE_BACK_REASON
 
 QUOTE_CHARS = 120
 
@@ -88,6 +88,10 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
     pleased = next((a for a in analysis.aspects if a.sentiment == "positive" and not a.want), None)
     pleased = None if criticised else pleased
     verdicts: list[AspectVerdict] = []
+    # families the last change took back: their verdict says so ("example (taken back)")
+    taken_earlier = {
+        c.want for c in pending.changes if c.want and c.reason.startswith(TAKE_BACK_REASON)
+    }
     for family, aspect in _pursued(pending.changes):
         contrary = sorted(contrary_of(family) & set(wished))
         taken = taken_back.get(family) or taken_back.get("undo")
@@ -171,6 +175,12 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
                     ),
                 )
             )
+    verdicts = [
+        v.model_copy(update={"reason": f"taken back, {v.reason}"})
+        if v.family in taken_earlier
+        else v
+        for v in verdicts
+    ]
     outcome = _outcome(analysis.score, delta, verdicts)
     return JudgedEvolution(
         evolution_id=pending.evolution_id,

@@ -1,11 +1,6 @@
-"""Split a system prompt into instruction segments, keeping each segment's exact text."""
+"""Kept for the trainer modules that import ``segments`` from here; it lives in
+``domain/prompt_segments.py`` (the store's blame view splits prompts the same way)."""
 
-from __future__ import annotations
+from domain.prompt_segments import segments
 
-import re
-
-_BOUNDARY = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
-def segments(prompt: str) -> list[str]:
-    return [s.strip() for s in _BOUNDARY.split(prompt) if s and s.strip()]
+__all__ = ["segments"]

@@ -30,7 +30,9 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
         # a high score and no request: the qualities named are what the reviewer liked ("not a
         # word too many", "I expected jargon and there's none"), never wishes to change them
         reading.praised += [(w.aspect, w.quote) for w in reading.wishes if w.action == "add"]
+        reading.praised += reading.criticised
         reading.wishes = [w for w in reading.wishes if w.action != "add"]
+        reading.criticised = []
     found: list[FeedbackAspect] = []
     named: set[str] = set()
     for wish in reading.wishes:

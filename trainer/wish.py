@@ -22,3 +22,4 @@ class Wish:
     # what is there; keep: approve it (praise is a keep, never an add)
     action: WishAction = "add"
     amount: Amount | None = None
+    asked: bool = False  # asked for outright ("use a table"), not inferred from a complaint

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -42,7 +42,10 @@ NEGATION = re.compile(
 @dataclass(frozen=True)
 class ActionCues:
     language: str
-    remove: re.Pattern[str] | None
+    remove: re.Pattern[str] | None  # removal words whose object follows ("drop the table")
+    remove_after: re.Pattern[str] | None  # …whose object comes first ("the table can go")
+    # verb-final languages: an object on either side ("die Tabelle bitte streichen")
+    either_side: bool
     undo: re.Pattern[str] | None
     approve: re.Pattern[str] | None
     pronoun: re.Pattern[str] | None
@@ -72,6 +75,8 @@ def action_cues() -> tuple[ActionCues, ...]:
             ActionCues(
                 language=data["language"],
                 remove=_alternation(data.get("remove", []), bounded),
+                remove_after=_alternation(data.get("remove_after", []), bounded),
+                either_side=data.get("object_either_side", False),
                 undo=_alternation(data.get("undo", []), bounded),
                 approve=_alternation(data.get("approve", []), bounded),
                 pronoun=_alternation(data.get("pronouns", []), bounded),
@@ -100,44 +105,86 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
     for cues in action_cues():
         if cues.remove is None:
             continue
+        quote = sentence.strip()
         nouns = _family_nouns(lowered, cues)
         earlier = _family_nouns(before.lower(), cues) if before and not nouns else []
         if not nouns and not earlier:
             continue
-        for verb in cues.remove.finditer(lowered):
+        verbs = [(v, False) for v in cues.remove.finditer(lowered)]
+        if cues.remove_after is not None:
+            verbs += [(v, True) for v in cues.remove_after.finditer(lowered)]
+        for verb, postposed in verbs:
+            if re.match(r"\s*(?:than|of)\b", lowered[verb.end() :]):
+                continue  # "no more than 80 words" is a limit, "no more of" a quantity
+            also: list[str] = []
             if nouns:
-                family = _object_of(lowered, verb, nouns, cues)
+                family = _object_of(lowered, verb, nouns, cues, postposed or cues.either_side)
+                also = _coordinated(lowered, family, nouns)
             else:
                 family = earlier[-1][2] if _points_back(lowered, verb, cues) else None
+                if family:
+                    quote = f"{before.strip()} {sentence.strip()}"
             if family and family not in wishes:
                 # "don't drop the table": it stays
                 negated = bool(NEGATION.search(lowered[: verb.start()]))
                 wishes[family] = Wish(
                     family=family,
                     aspect=aspect_of(family),
-                    quote=sentence.strip(),
+                    quote=quote,
                     confidence=TAKEBACK_CONFIDENCE,
                     action="keep" if negated else "remove",
                 )
+                for other in also:  # "scrap the table and the examples"
+                    wishes.setdefault(
+                        other, replace(wishes[family], family=other, aspect=aspect_of(other))
+                    )
     return list(wishes.values())
 
 
+_AND = re.compile(r"^\s*(?:,|and|&|plus|as well as|or)\s*(?:,\s*)?(?:and\s+)?(?:the |those |"
+                  r"these |all the |any )?$")  # fmt: skip
+
+
+def _coordinated(text: str, family: str | None, nouns: list[tuple[int, int, str]]) -> list[str]:
+    """The families named right after the object of a removal, joined to it by "and" or a
+    comma: "drop the table and the examples" takes back both."""
+    if family is None:
+        return []
+    found: list[str] = []
+    chain = [n for n in nouns if n[2] == family][:1]
+    for start, end, other in nouns:
+        if chain and start > chain[-1][1] and _AND.match(text[chain[-1][1] : start]):
+            chain.append((start, end, other))
+            found.append(other)
+    return [f for f in found if f != family]
+
+
 OBJECT_SPAN = 40  # characters after a removal word in which its object is looked for
+ARTICLE_SPAN = 8  # a noun this close after it is its object, whatever word stands between
 
 
 def _object_of(
-    text: str, verb: re.Match[str], nouns: list[tuple[int, int, str]], cues: ActionCues
+    text: str,
+    verb: re.Match[str],
+    nouns: list[tuple[int, int, str]],
+    cues: ActionCues,
+    object_first: bool,
 ) -> str | None:
     """The family a removal word acts on: the first family noun just after it ("drop the
-    example"), else, when it acts on a pronoun ("drop it") or stands after its object ("the
-    headings can go", "die Überschriften entfernen"), the nearest family noun before it."""
+    example"); when it acts on a pronoun ("drop it") or stands after its object ("the headings
+    can go", "die Überschriften entfernen"), the nearest family noun before it; else none
+    ("what to take away" after "a brief summary" takes nothing away)."""
     after = [n for n in nouns if verb.end() <= n[0] <= verb.end() + OBJECT_SPAN]
-    if after and not _points_back(text, verb, cues):
+    # a noun right after is the object even after a word that can be a pronoun or an
+    # article ("enlevez les exemples")
+    near = bool(after) and after[0][0] - verb.end() <= ARTICLE_SPAN
+    pointing = _points_back(text, verb, cues) and not near
+    if after and not pointing and not (object_first and not cues.either_side):
         return after[0][2]
     before = [n for n in nouns if n[1] <= verb.start()]
-    if before:
+    if before and (pointing or object_first):
         return before[-1][2]
-    return after[0][2] if after else None
+    return after[0][2] if after and cues.either_side else None
 
 
 def _points_back(text: str, verb: re.Match[str], cues: ActionCues) -> bool:
@@ -187,13 +234,16 @@ def approvals(clause: str) -> list[Wish]:
 _SHARE = [
     (re.compile(r"\bby (?:about |roughly |around )?(?:a |one )?third\b"), 2 / 3),
     (re.compile(r"\bby (?:about |roughly |around )?(?:a |one )?quarter\b"), 3 / 4),
-    (re.compile(r"\b(?:a |one )?third (?:as long|of (?:the|its|that) (?:length|size))\b"), 1 / 3),
+    (re.compile(r"\b(?:a |one )?third (?:as long|of (?:the|its|that|this) (?:length|size)|of "
+                r"(?:it|this|that)\b)"), 1 / 3),
     (re.compile(r"\bto (?:about |roughly |around )?(?:a |one )?third\b"), 1 / 3),
     (re.compile(r"\btwo[- ]thirds\b"), 2 / 3),
-    (re.compile(r"\b(?:a |one )?quarter (?:as long|of (?:the|its|that) (?:length|size))\b"), 0.25),
+    (re.compile(r"\b(?:a |one )?quarter (?:as long|of (?:the|its|that|this) (?:length|size)|of "
+                r"(?:it|this|that)\b)"), 0.25),
     (re.compile(r"\bto (?:about |roughly |around )?(?:a |one )?quarter\b"), 0.25),
     (re.compile(r"\bhalve\b|\bhalf (?:as long|the length|the size|as many words|of (?:the|its|"
-                r"that) length)|\b(?:in|by) (?:about |roughly |around )?half\b"
+                r"that|this) length|of (?:it|this|that)\b)"
+                r"|\b(?:in|by) (?:about |roughly |around )?half\b"
                 r"|\b(?:cut|trim|shorten|reduce|chop)\w*\b[^.;]{0,20}\bhalf\b"), 0.5),
 ]  # fmt: skip
 _NUMBER = {
@@ -224,6 +274,25 @@ _COUNTED = {
     "sentences": ("summary_at_end", "conclusion_first", "shorter"),
     "paragraphs": ("shorter",),
 }
+
+
+# a share of the length that is enough by itself: "a third of this would do", "half the length"
+_SHARE_ALONE = re.compile(
+    r"\b(?:half|(?:a |one )?third|(?:a |one )?quarter|two[- ]thirds)\b[^.;!?]{0,30}?\b(?:length|"
+    r"as long|would do|will do|is enough|is plenty|would be (?:plenty|enough|ideal|fine|better))\b"
+)
+
+
+def share_alone(text: str) -> tuple[str, Amount] | None:
+    """(quote, amount) of a share of the length asked for on its own, with no other word about
+    the length ("Roughly a third of this length would do.")."""
+    match = _SHARE_ALONE.search(text.lower())
+    if match is None:
+        return None
+    amount = amount_of(match.group(0), "shorter")
+    if amount is None or amount.kind != "share":
+        return None
+    return text[match.start() : match.end()], amount
 
 
 def amount_of(clause: str, family: str, detail: str | None = None) -> Amount | None:

@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.agent_execution import AgentExecutionActivities
     from activities.lightning import LightningActivities
     from domain.lightning import (
+        MAX_BATCH_BYTES,
         ClientAssignment,
         ClientBatch,
         ClientBatchReport,
@@ -37,8 +38,10 @@ with workflow.unsafe.imports_passed_through():
         TaskAttemptsInput,
         TaskReportInput,
         TaskReportsInput,
+        batches_of,
     )
     from domain.lineage import RolloutFailedInput
+    from domain.payload_size import json_size
 
 STORE = {
     "start_to_close_timeout": timedelta(seconds=60),
@@ -357,7 +360,7 @@ class OptimizationWorkflow(ResourcePublisher):
         A workflow per task cost the Temporal server and the worker more than the rollout."""
         per_batch = max(1, min(TASKS_PER_ACTIVITY, inp.max_parallel))
         gate = asyncio.Semaphore(max(1, inp.max_parallel // per_batch))
-        chunks = [tasks[i : i + per_batch] for i in range(0, len(tasks), per_batch)]
+        chunks = batches_of(tasks, per_batch)
         run = workflow.info().workflow_id
 
         async def batch(number: int, chunk: list[RolloutTask]) -> list[RolloutOutcome]:
@@ -378,16 +381,20 @@ class RolloutDispatcherWorkflow:
     """Where tasks queued one at a time gather: each ``queue`` signal adds tasks, and what
     arrived within ``linger`` (or a full batch) leaves as one child RolloutBatchWorkflow — so a
     task queued alone costs a signal, not a workflow of its own, and is durable as soon as the
-    signal is. Continues as new after a number of batches, carrying what is still waiting."""
+    signal is. A batch is full at ``batch_size`` tasks or MAX_BATCH_BYTES, whichever comes
+    first (its tasks cross Temporal together). Continues as new after a number of batches,
+    carrying at most MAX_BATCH_BYTES of what is still waiting (the rest leaves first)."""
 
     @workflow.init
     def __init__(self, inp: DispatcherInput) -> None:
         self._pending: list[RolloutTask] = list(inp.pending)
+        self._pending_bytes = sum(json_size(t) for t in self._pending)
         self._stopped = False
 
     @workflow.signal(name="queue")
     def queue(self, tasks: list[RolloutTask]) -> None:
         self._pending.extend(tasks)
+        self._pending_bytes += sum(json_size(t) for t in tasks)
 
     @workflow.signal(name="stop")
     def stop(self) -> None:
@@ -403,24 +410,41 @@ class RolloutDispatcherWorkflow:
             # gather what arrives within the linger, unless a batch fills first
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
-                    lambda: len(self._pending) >= inp.batch_size or self._stopped,
+                    lambda: self._full(inp) or self._stopped,
                     timeout=timedelta(milliseconds=inp.linger_ms),
                 )
-            batch, self._pending = self._pending[: inp.batch_size], self._pending[inp.batch_size :]
-            number = inp.batches_before + sent
-            await workflow.start_child_workflow(
-                RolloutBatchWorkflow.run,
-                RolloutBatch(
-                    batch_id=f"{inp.server_id}:d{number}",
-                    tasks=batch,
-                    tasks_per_activity=inp.tasks_per_activity,
-                ),
-                id=f"tasks-{inp.server_id}-d{number}",
-                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-            )
+            await self._send(inp, inp.batches_before + sent)
             sent += 1
             if sent >= inp.continue_after or workflow.info().is_continue_as_new_suggested():
+                # what is carried stays within one batch's bytes: the rest leaves now
+                while self._pending_bytes > MAX_BATCH_BYTES:
+                    await self._send(inp, inp.batches_before + sent)
+                    sent += 1
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
-                    inp.model_copy(update={"pending": self._pending, "batches_before": number + 1})
+                    inp.model_copy(
+                        update={
+                            "pending": self._pending,
+                            "batches_before": inp.batches_before + sent,
+                        }
+                    )
                 )
+
+    def _full(self, inp: DispatcherInput) -> bool:
+        return len(self._pending) >= inp.batch_size or self._pending_bytes >= MAX_BATCH_BYTES
+
+    async def _send(self, inp: DispatcherInput, number: int) -> None:
+        """The first batch of what is pending (by count and bytes) to a child workflow."""
+        batch = batches_of(self._pending[: inp.batch_size], inp.batch_size)[0]
+        self._pending = self._pending[len(batch) :]
+        self._pending_bytes -= sum(json_size(t) for t in batch)
+        await workflow.start_child_workflow(
+            RolloutBatchWorkflow.run,
+            RolloutBatch(
+                batch_id=f"{inp.server_id}:d{number}",
+                tasks=batch,
+                tasks_per_activity=inp.tasks_per_activity,
+            ),
+            id=f"tasks-{inp.server_id}-d{number}",
+            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+        )

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from domain import search_attributes
     from domain.cycle import Cycle
     from domain.lineage import (
+        MAX_SUMMARY_CHARS,
         CycleStepInput,
         CycleStepResult,
         LineageInput,
@@ -31,7 +32,9 @@ with workflow.unsafe.imports_passed_through():
         RunAgentInput,
         RunAgentResult,
         ScorePoint,
+        cut,
         feedback_key,
+        note,
         score_before,
     )
     from domain.spec import LineageOptions
@@ -155,7 +158,7 @@ class LineageWorkflow(LineageHandlers):
                     )
                 )
             except FailureError as err:
-                self._s.last_error = str(err.cause or err)
+                self._s.last_error = note(str(err.cause or err))
                 await self._store_step(
                     AgentExecutionActivities.mark_rollout_failed,
                     RolloutFailedInput(
@@ -216,6 +219,11 @@ class LineageWorkflow(LineageHandlers):
         # (a signal arriving between a failed workflow task and its retry reorders draws)
         evaluation_id = feedback_key(rollout.artifact_id, "evaluation", 1, queued.score)
         options = self._inp.options
+        # every directive sent so far is in the store or refused: the step reads them there
+        await workflow.wait_condition(
+            lambda: self._directives_in_flight == 0 or self._s.stop_requested
+        )
+        oneshots = self._s.oneshot_count
         step = CycleStepInput(
             session_id=self._inp.session_id,
             lineage_id=self._inp.lineage_id,
@@ -228,8 +236,8 @@ class LineageWorkflow(LineageHandlers):
             pending_evolution_id=self._s.pending_evolution_id,
             asked_for=list(self._s.asked_for),
             previous_score=score_before(self._s.score_history, None),
-            sticky_directives=list(self._s.sticky_directives),
-            oneshot_directives=list(self._s.oneshot_directives),
+            directives_through=self._s.feedback_seq,
+            oneshot_after=self._s.oneshot_after,
             trainer=options.trainer,
             trainer_model=options.trainer_model,
             train=not self._s.locked,
@@ -244,7 +252,7 @@ class LineageWorkflow(LineageHandlers):
                 RecordCycleStepInput(step=step, decision=decision),
             )
         except FailureError as err:
-            self._s.last_error = f"score not recorded: {err.cause or err}"
+            self._s.last_error = note(f"score not recorded: {err.cause or err}")
             return False
         if decision.judged is not None and decision.judged.insights:
             await self._recorded(
@@ -263,7 +271,7 @@ class LineageWorkflow(LineageHandlers):
             )
         )
         self._s.score_history = self._s.score_history[-SCORE_HISTORY_CARRIED:]
-        self._took(step, taken)
+        self._took(step, taken, oneshots)
         return True
 
     async def _cycle_step(self, step: CycleStepInput) -> CycleDecision:
@@ -279,25 +287,34 @@ class LineageWorkflow(LineageHandlers):
             )
         return await self._unless_stopped(handle)
 
-    def _took(self, step: CycleStepInput, taken: CycleStepResult) -> None:
+    def _took(self, step: CycleStepInput, taken: CycleStepResult, oneshots: int) -> None:
         """The lineage after a cycle step: its new version (if any) awaits its verdict."""
-        # The verdict of this score only: one that had no change to judge says none (an older
-        # cycle's verdict shown after it would read as this one's)
-        self._s.last_verdict = None
+        # the verdict of this score only, worded as `history` words it (verdict_line): a score
+        # that judged nothing shows none, not an older one
+        self._s.last_verdict = (
+            cut(
+                verdict_line(taken.verdict.hypothesis_validated, taken.verdict.reason),
+                MAX_SUMMARY_CHARS,
+            )
+            if taken.verdict is not None
+            else None
+        )
+        self._s.last_reading = taken.reading
         if taken.verdict is not None:
             self._s.pending_evolution_id = None
-            self._s.last_verdict = verdict_line(
-                taken.verdict.hypothesis_validated, taken.verdict.reason
-            )
         if not step.train:
             return
         if taken.training_error is not None:
-            self._s.last_error = f"training failed: {taken.training_error}"
+            self._s.last_error = note(f"training failed: {taken.training_error}")
             return
-        # Oneshot directives apply to this evolution only (new ones may have arrived meanwhile)
-        self._s.oneshot_directives = self._s.oneshot_directives[len(step.oneshot_directives) :]
+        # Oneshot directives apply to this evolution only (new ones may have arrived meanwhile:
+        # they are the latest, and stay)
+        self._s.oneshot_count -= oneshots
+        shown = self._s.oneshot_directives
+        self._s.oneshot_directives = shown[len(shown) - min(len(shown), self._s.oneshot_count) :]
+        self._s.oneshot_after = step.directives_through
         self._s.asked_for = taken.asked_for
-        self._s.last_evolution = taken.summary
+        self._s.last_evolution = cut(taken.summary, MAX_SUMMARY_CHARS)
         self._s.agent = taken.agent
         self._s.pending_evolution_id = taken.evolution_id
 

@@ -30,6 +30,8 @@ with workflow.unsafe.imports_passed_through():
         preview,
     )
     from domain.lineage import (
+        DIRECTIVES_SHOWN,
+        MAX_QUEUED_SCORES,
         CarriedState,
         LineageInput,
         LineageState,
@@ -39,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         RecordLockInput,
         RecordRejectionInput,
         feedback_key,
+        note,
     )
 
 ArgT = TypeVar("ArgT")
@@ -75,6 +78,9 @@ class LineageHandlers:
         self._retry_requested = False
         self._continuing = False  # about to continue as new: `await_output` callers return
         self._output_waiters = 0  # await_output handlers in flight
+        # Directives being recorded: a cycle step reads the store's directives once none is
+        # (so that each one is either in the step's reading or left for the next)
+        self._directives_in_flight = 0
         self._signals: dict[str, Callable[[Any], Awaitable[None]]] = {
             "score": self._score,
             "directive": self._directive,
@@ -127,11 +133,25 @@ class LineageHandlers:
         if self._status in ("stopped", "completed"):
             await self._reject("score", payload, f"lineage is {self._status}")
             return
+        if (full := self._queue_full()) is not None:
+            await self._reject("score", payload, full)
+            return
         self._s.queued_scores.append(QueuedScore(score=parsed, received_via="signal"))
+
+    def _queue_full(self) -> str | None:
+        """Why one more score cannot queue (the queue is carried across continue-as-new)."""
+        if len(self._s.queued_scores) < MAX_QUEUED_SCORES:
+            return None
+        return (
+            f"{MAX_QUEUED_SCORES} scores already wait for this lineage's outputs; score the "
+            "current output once they are taken (query `state`: queued_scores)"
+        )
 
     @workflow.update(name="submit_score")
     def submit_score(self, payload: Any = None) -> ScoreAccepted:
         parsed = parse_score(payload)
+        if (full := self._queue_full()) is not None:  # the validator saw room; keep the bound
+            raise ApplicationError(full, type="ScoreQueueFull", non_retryable=True)
         self._s.queued_scores.append(QueuedScore(score=parsed, received_via="update"))
         return ScoreAccepted(
             cycle=self._s.cycle if self._status == "awaiting_score" else None,
@@ -155,6 +175,8 @@ class LineageHandlers:
                 type="InvalidScore",
                 non_retryable=True,
             )
+        if (full := self._queue_full()) is not None:
+            raise ApplicationError(full, type="ScoreQueueFull", non_retryable=True)
         if (
             parsed.cycle is not None
             and self._status == "awaiting_score"
@@ -173,24 +195,33 @@ class LineageHandlers:
         except ValueError as exc:
             await self._reject("directive", payload, str(exc))
             return
-        recorded = await self._recorded(
-            "directive",
-            FeedbackActivities.record_directive,
-            RecordDirectiveInput(
-                session_id=self._inp.session_id,
-                lineage_id=self._inp.lineage_id,
-                directive_id=self._feedback_id("directive", parsed),
-                cycle=self._s.cycle,
-                kind=parsed.kind,
-                content=parsed.content,
-            ),
-        )
+        self._directives_in_flight += 1
+        try:
+            recorded = await self._recorded(
+                "directive",
+                FeedbackActivities.record_directive,
+                RecordDirectiveInput(
+                    session_id=self._inp.session_id,
+                    lineage_id=self._inp.lineage_id,
+                    directive_id=self._feedback_id("directive", parsed),
+                    cycle=self._s.cycle,
+                    kind=parsed.kind,
+                    content=parsed.content,
+                ),
+            )
+        finally:
+            self._directives_in_flight -= 1
         if not recorded:
             return  # a directive the store refused does not steer the trainer either
+        # The trainer reads every directive from the store; the lineage keeps the latest few
         if parsed.kind == "sticky":
-            self._s.sticky_directives.append(parsed.content)
+            self._s.sticky_count += 1
+            shown = [*self._s.sticky_directives, parsed.content]
+            self._s.sticky_directives = shown[-DIRECTIVES_SHOWN:]
         else:
-            self._s.oneshot_directives.append(parsed.content)
+            self._s.oneshot_count += 1
+            shown = [*self._s.oneshot_directives, parsed.content]
+            self._s.oneshot_directives = shown[-DIRECTIVES_SHOWN:]
 
     async def _lock(self, payload: Any) -> None:
         await self._set_lock(True, payload)
@@ -282,6 +313,7 @@ class LineageHandlers:
             latest_output_cut_off=self._s.latest_output_cut_off,
             last_evolution=self._s.last_evolution,
             last_verdict=self._s.last_verdict,
+            last_reading=self._s.last_reading,
             asked_for=self._s.asked_for,
             score_history=self._s.score_history,
             queued_scores=len(self._s.queued_scores),
@@ -292,12 +324,14 @@ class LineageHandlers:
             recent_rejections=self._s.recent_rejections,
             last_error=self._s.last_error,
             run_cycles=self._run_cycles,
+            sticky_count=self._s.sticky_count,
+            oneshot_count=self._s.oneshot_count,
         )
 
     async def _reject(self, kind: str, payload: Any, reason: str) -> None:
         self._s.rejected_count += 1
         # "score: Input should be …", not "score: score: Input should be …"
-        shown = reason if reason.startswith(f"{kind}:") else f"{kind}: {reason}"
+        shown = note(reason if reason.startswith(f"{kind}:") else f"{kind}: {reason}")
         self._s.last_rejection = shown
         self._s.recent_rejections = [*self._s.recent_rejections, shown][-RECENT_REJECTIONS:]
         await self._recorded(
@@ -321,7 +355,7 @@ class LineageHandlers:
         try:
             await self._store_step(step, arg)
         except FailureError as err:
-            self._s.last_error = f"{what} not recorded: {err.cause or err}"
+            self._s.last_error = note(f"{what} not recorded: {err.cause or err}")
             return False
         except LineageStopped:
             return False  # the lineage is stopping; the signal changes nothing

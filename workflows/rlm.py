@@ -19,10 +19,12 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import FailureError
+from temporalio.exceptions import ApplicationError, FailureError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.error_classification import failure_reason, one_line
     from activities.rlm import RlmActivities
+    from domain.payload_size import json_size
     from rlm.commit import Commit
     from rlm.objects import Card
     from rlm.repl import (
@@ -37,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         ReplRunResult,
         code_of,
     )
+    from rlm.sandbox import MAX_ANSWERS_BYTES, MAX_TRANSCRIPT_BYTES
     from rlm.store import InMemoryFindingsStore
     from rlm.tasks import (
         ApplyCommitInput,
@@ -161,7 +164,7 @@ class RlmReplWorkflow:
                     max_depth=inp.config.max_depth,
                     shared=inp.config.shared_store,
                     context_hash=context_hash,
-                    messages=messages,
+                    messages=_within_bounds(messages),
                 ),
                 **_step(inp),
             )
@@ -233,7 +236,16 @@ class RlmReplWorkflow:
             )
             if result.suspended is None:
                 return result
-            memo.append(await self._answer(inp, turn, len(memo), result.suspended))
+            answer = await self._answer(inp, turn, len(memo), result.suspended)
+            # every run of the cell receives all its answers so far: they stay within bounds
+            if (size := json_size([*memo, answer])) > MAX_ANSWERS_BYTES:
+                answer = {
+                    "error": f"the answers to this cell's calls would be {size:,} bytes; a "
+                    f"cell receives at most {MAX_ANSWERS_BYTES:,}. Ask for less per cell "
+                    "(shorter answers, fewer calls), or keep what you have in the store",
+                    "error_type": "ResultTooLarge",
+                }
+            memo.append(answer)
 
     async def _answer(self, inp: ReplRunInput, turn: int, n: int, call: dict[str, Any]) -> Any:
         args = call["args"]
@@ -252,7 +264,7 @@ class RlmReplWorkflow:
                     **_step(inp),
                 )
             except FailureError as exc:
-                return {"error": f"llm_query failed: {exc}"}
+                return _failed("llm_query failed", exc)
         return await self._workers_for(inp, args["tasks"], int(args.get("max_parallel", 8)))
 
     async def _workers_for(
@@ -281,7 +293,7 @@ class RlmReplWorkflow:
                         id=f"{workflow.info().workflow_id}/{name}",
                     )
                 except FailureError as exc:
-                    return {"error": f"worker {name} failed: {exc}"}
+                    return _failed(f"worker {name} failed", exc)
             if inp.config.shared_store:
                 return {"worker": name, "final": done.final, "finished": done.finished}
             assert done.commit is not None
@@ -289,3 +301,44 @@ class RlmReplWorkflow:
 
         self._status = f"waiting on {len(tasks)} workers"
         return list(await asyncio.gather(*(one(n, t) for n, t in zip(names, tasks, strict=True))))
+
+
+def _failed(what: str, error: FailureError) -> dict[str, str]:
+    """A failed call as the cell sees it: what failed and why, in one line (the innermost
+    cause — "ModelError: 400 prompt is too long", not "Activity task failed")."""
+    cause: BaseException = error
+    while isinstance(cause, FailureError) and cause.cause is not None:
+        cause = cause.cause
+    answer = {"error": f"{what}: {_reason(cause)}"}
+    if isinstance(cause, ApplicationError) and cause.type in ("CallTooLarge", "ResultTooLarge"):
+        answer["error_type"] = cause.type
+    return answer
+
+
+def _reason(cause: BaseException) -> str:
+    if isinstance(cause, TimeoutError):
+        return f"timed out ({cause.type.name.lower() if cause.type else 'timeout'})"
+    if isinstance(cause, ApplicationError):
+        named = cause.type and cause.type != "ApplicationError"
+        return one_line(f"{cause.type}: {cause.message}" if named else cause.message)
+    return failure_reason(cause)
+
+
+def _within_bounds(messages: list[ReplMessage]) -> list[ReplMessage]:
+    """The conversation a model turn is sent, within MAX_TRANSCRIPT_BYTES: the first message
+    (the task) and the latest turns that fit; the first says how many were left out. Turns
+    go in pairs (the model's reply, then what its cell printed), so roles still alternate;
+    a pair is at most a reply and a bounded cell output, so the latest always fits."""
+    if json_size(messages) <= MAX_TRANSCRIPT_BYTES:
+        return messages
+    first, rest = messages[0], messages[1:]
+    budget = MAX_TRANSCRIPT_BYTES - json_size(first) - 200
+    kept = len(rest)
+    while kept > 1 and json_size(rest[len(rest) - kept :]) > budget:
+        kept -= 2
+    left_out = len(rest) - kept
+    note = (
+        f"\n\n({left_out} earlier messages are left out: the conversation is kept under "
+        f"{MAX_TRANSCRIPT_BYTES // 1024} KB. What your cells stored is still in the store.)"
+    )
+    return [first.model_copy(update={"content": first.content + note}), *rest[left_out:]]

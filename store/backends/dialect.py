@@ -1,15 +1,120 @@
-"""SQL for every backend we support (SQLite and PostgreSQL): insert-or-ignore statements, and
-SQL text for the hot paths that run on the driver's own cursor."""
+"""What differs between the databases the store runs on (SQLite and PostgreSQL), behind one
+interface: ``Backend``, one instance per database, found by ``backend(name)`` or
+``backend_of(conn)``. Code outside ``store/backends`` asks the backend for the SQL or the
+behaviour it needs and never compares dialect names. Also here: insert-or-ignore statements,
+and SQL text for the hot paths that run on the driver's own cursor."""
 
 from __future__ import annotations
 
 import operator
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
+
+
+class Backend:
+    """One database's SQL and behaviour where they differ."""
+
+    name: ClassVar[str]
+    # One write transaction at a time (SQLite's write lock): a writer that reads to decide
+    # needs no row locks of its own.
+    serialises_writes: ClassVar[bool]
+    # Readers get an engine of their own (SQLite WAL: read transactions never take the
+    # write lock), rather than sharing the writers' pool.
+    separate_read_engine: ClassVar[bool]
+    # Appended to a SELECT that must lock the rows it reads until the transaction ends.
+    lock_rows_suffix: ClassVar[str]
+    # Appended to a text comparison to compare by code point, as Python sorts strings.
+    bytewise: ClassVar[str]
+
+    def driver_text(self, sql: str) -> str:
+        """``sql``, written with ``?`` placeholders, for the driver's own cursor."""
+        return sql
+
+    def insert(self, table: Table) -> Any:
+        """The dialect's INSERT (which knows ON CONFLICT)."""
+        raise NotImplementedError
+
+    def begin_on_driver(self, cursor: Any) -> None:
+        """Open a write transaction on a driver connection outside SQLAlchemy."""
+
+    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``column`` is one of ``values``: the SQL condition and its parameters."""
+        return f"{column} IN ({', '.join('?' * len(values))})", list(values)
+
+    def json_text(self, column: str, key: str) -> str:
+        """A top-level field of the JSON text in ``column``, as text."""
+        raise NotImplementedError
+
+    def as_float(self, expression: str) -> str:
+        """``expression`` (text holding a number) as a floating-point number."""
+        return expression
+
+    def streaming_cursor(self, driver_connection: Any) -> Any:
+        """A cursor whose ``fetchmany`` does not hold the whole result in memory."""
+        return driver_connection.cursor()
+
+
+class SQLiteBackend(Backend):
+    name = "sqlite"
+    serialises_writes = True
+    separate_read_engine = True
+    lock_rows_suffix = ""  # the write lock, taken at BEGIN IMMEDIATE, covers every row
+    bytewise = ""  # SQLite compares text by bytes already
+
+    def insert(self, table: Table) -> Any:
+        return sqlite.insert(table)
+
+    def begin_on_driver(self, cursor: Any) -> None:
+        cursor.execute("BEGIN IMMEDIATE")  # an autocommit driver: we open the transaction
+
+    def json_text(self, column: str, key: str) -> str:
+        return f"json_extract({column}, '$.{key}')"
+
+
+class PostgreSQLBackend(Backend):
+    name = "postgresql"
+    serialises_writes = False
+    separate_read_engine = False
+    lock_rows_suffix = " FOR UPDATE"
+    bytewise = ' COLLATE "C"'
+
+    def driver_text(self, sql: str) -> str:
+        return sql.replace("?", "%s")
+
+    def insert(self, table: Table) -> Any:
+        return postgresql.insert(table)
+
+    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        # one array parameter: the statement's text stays the same whatever the count
+        return f"{column} = ANY(?)", [list(values)]
+
+    def json_text(self, column: str, key: str) -> str:
+        return f"({column}::json ->> '{key}')"
+
+    def as_float(self, expression: str) -> str:
+        return f"CAST({expression} AS DOUBLE PRECISION)"
+
+    def streaming_cursor(self, driver_connection: Any) -> Any:
+        return driver_connection.cursor(name=f"stream_{uuid.uuid4().hex}")  # server-side
+
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (SQLiteBackend(), PostgreSQLBackend())}
+
+
+def backend(name: str) -> Backend:
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise RuntimeError(f"unsupported database dialect {name!r}") from None
+
+
+def backend_of(bind: Connection | Engine) -> Backend:
+    return backend(bind.dialect.name)
+
 
 _cache: dict[tuple[str, str, tuple[str, ...]], Any] = {}
 
@@ -20,12 +125,7 @@ def insert_ignore(conn: Connection, table: Table, keys: list[str]):  # type: ign
     key = (conn.dialect.name, table.name, tuple(keys))
     stmt = _cache.get(key)
     if stmt is None:
-        if conn.dialect.name == "postgresql":
-            stmt = postgresql.insert(table).on_conflict_do_nothing(index_elements=keys)
-        elif conn.dialect.name == "sqlite":
-            stmt = sqlite.insert(table).on_conflict_do_nothing(index_elements=keys)
-        else:
-            raise RuntimeError(f"unsupported database dialect {conn.dialect.name!r}")
+        stmt = backend_of(conn).insert(table).on_conflict_do_nothing(index_elements=keys)
         _cache[key] = stmt
     return stmt
 
@@ -34,10 +134,13 @@ class DriverSQL:
     """One statement as SQL text for the driver's own cursor, on the hot write paths (the event
     log, payload blobs, span rows): SQLAlchemy's per-statement work costs more than SQLite's.
     Written with ``?`` placeholders and ``ON CONFLICT DO NOTHING`` (which both SQLite and
-    PostgreSQL accept); ``postgresql_suffix`` adds what only PostgreSQL needs (``FOR UPDATE``)."""
+    PostgreSQL accept); ``lock_rows`` locks the rows a SELECT reads (``FOR UPDATE``)."""
 
-    def __init__(self, sql: str, postgresql_suffix: str = "") -> None:
-        self._text = {"sqlite": sql, "postgresql": sql.replace("?", "%s") + postgresql_suffix}
+    def __init__(self, sql: str, lock_rows: bool = False) -> None:
+        self._text = {
+            name: b.driver_text(sql + (b.lock_rows_suffix if lock_rows else ""))
+            for name, b in BACKENDS.items()
+        }
 
     def text(self, dialect: str) -> str:
         try:
@@ -103,11 +206,7 @@ def stream_rows(
     """Rows of ``sql`` as driver tuples, fetched ``size`` at a time: on PostgreSQL through a
     server-side cursor (inside ``conn``'s transaction), so a large result never sits in memory."""
     dialect = conn.dialect.name
-    driver = conn.connection.driver_connection  # type: ignore[union-attr]
-    if dialect == "postgresql":
-        cur = driver.cursor(name=f"stream_{uuid.uuid4().hex}")  # type: ignore[union-attr]
-    else:
-        cur = driver.cursor()  # type: ignore[union-attr]
+    cur = backend(dialect).streaming_cursor(conn.connection.driver_connection)
     try:
         cur.execute(sql.text(dialect), params)
         while rows := cur.fetchmany(size):

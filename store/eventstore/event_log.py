@@ -14,7 +14,7 @@ from sqlalchemy import Connection, func, select
 
 from domain import events
 from domain.events import Event
-from store.backends.dialect import DriverSQL, driver_cursor
+from store.backends.dialect import DriverSQL, backend, driver_cursor
 from store.eventstore import payload_store, upcasters
 from store.eventstore.chain_keys import UNKEYED, ChainKeys
 from store.tables import EventChainHeadRow, PayloadBlob, TrainingEvent
@@ -30,7 +30,7 @@ _COLUMNS = (
 # statements cost more than running them.
 _HEAD = DriverSQL(
     "SELECT position, chain_hash FROM event_chain_head WHERE id = 1",
-    postgresql_suffix=" FOR UPDATE",
+    lock_rows=True,
 )
 _NEW_HEAD = DriverSQL(
     "INSERT INTO event_chain_head (id, position, chain_hash) VALUES (1, 0, '')"
@@ -281,12 +281,10 @@ def read(
         if lineage_id is not None:
             where.append("e.lineage_id = ?")
             params.append(lineage_id)
-        if event_types and dialect == "postgresql":
-            where.append("e.event_type = ANY(?)")
-            params.append(list(event_types))
-        elif event_types:
-            where.append(f"e.event_type IN ({', '.join('?' * len(event_types))})")
-            params += event_types
+        if event_types:
+            condition, values = backend(dialect).any_of("e.event_type", event_types)
+            where.append(condition)
+            params += values
         sql = f"{_READ} WHERE {' AND '.join(where)} ORDER BY e.position"
         if not windowed:
             sql += f" LIMIT {int(batch_size)}"

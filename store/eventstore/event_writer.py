@@ -1,6 +1,7 @@
 """The one write path: each write appends events to the log and folds them into the
 projections in a single transaction; event ids come from Temporal identity, so retries and
-replays insert nothing twice. The record classes (``store.records.recorder``) build on it."""
+replays insert nothing twice. The record classes (``store.records.recorder``) build on it
+and hand it their projections (``Projector``): the event store knows no read model."""
 
 from __future__ import annotations
 
@@ -8,18 +9,18 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine
 
 from domain.events import SpansRecorded
 from store.backends.database import SqliteWriter, write_transaction
+from store.backends.dialect import SQLiteBackend, backend
 from store.eventstore import event_log, payload_store
 from store.eventstore.chain_keys import UNKEYED, ChainKeys
 from store.eventstore.event_log import NewEvent
 from store.eventstore.group_commit import GroupCommit
 from store.eventstore.payload_store import Encoded
-from store.views import projections
 
 T = TypeVar("T")
 
@@ -28,11 +29,24 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class Projector(Protocol):
+    """What the writer folds new events into, in the append's transaction."""
+
+    def apply_all(self, conn: Connection, events: list[Any]) -> None: ...
+
+    def apply(self, conn: Connection, event: Any) -> None: ...
+
+    def apply_spans(self, cur: Any, dialect: str, events: list[Any]) -> None:
+        """Span batches only, on a driver cursor (streaming ingest)."""
+        ...
+
+
 class EventWriter:
     """Appends events and folds them into the projections, one transaction per write."""
 
-    def __init__(self, engine: Engine, keys: ChainKeys = UNKEYED) -> None:
+    def __init__(self, engine: Engine, projections: Projector, keys: ChainKeys = UNKEYED) -> None:
         self.engine = engine
+        self.projections = projections
         self.keys = keys  # sign the event log's chain (store/eventstore/chain_keys.py)
         self._batch: Connection | None = None
         self._span_writer = SqliteWriter.for_engine(engine)
@@ -113,23 +127,17 @@ class EventWriter:
         payloads = event_log.encode_payloads(events)  # before the lock
         with self._span_writer.lock:
             connection = self._span_writer.connection()
-            return {e.id for e in self._append_spans(connection, "sqlite", events, payloads)}
+            inserted = self._append_spans(connection, SQLiteBackend.name, events, payloads)
+            return {e.id for e in inserted}
 
     def _append_spans(
         self, raw: Any, dialect: str, events: list[NewEvent], payloads: dict[str, Encoded]
     ) -> list[NewEvent]:
         try:
             cur = raw.cursor()
-            if dialect == "sqlite":
-                cur.execute("BEGIN IMMEDIATE")  # autocommit driver: we open the transaction
+            backend(dialect).begin_on_driver(cur)
             inserted = event_log.append_with(cur, dialect, events, payloads, self.keys)
-            rows = [
-                row
-                for e in inserted
-                if isinstance(e.event, SpansRecorded)
-                for row in projections.span_rows(e, e.event, _no_hashes)
-            ]
-            projections.insert_span_rows(cur, dialect, rows)
+            self.projections.apply_spans(cur, dialect, inserted)
             raw.commit()
         except BaseException:
             with contextlib.suppress(Exception):  # a dead connection: keep the first error
@@ -152,12 +160,8 @@ class EventWriter:
         if blobs:
             payload_store.put_encoded(conn, list(blobs), now_ms())
         inserted = event_log.append(conn, list(events), payloads, self.keys)
-        projections.apply_all(conn, inserted)
+        self.projections.apply_all(conn, inserted)
         if follow_up is not None and inserted:
             for event in event_log.append(conn, follow_up(conn), keys=self.keys):
-                projections.apply(conn, event)
+                self.projections.apply(conn, event)
         return len(inserted)
-
-
-def _no_hashes(digest: str) -> Any:
-    raise AssertionError(f"a new span event refers to text by hash ({digest})")

@@ -34,7 +34,13 @@ from sqlalchemy.schema import CreateIndex, DropIndex
 
 from domain.events import ArtifactScored, LineageLocked
 from store.backends.database import write_transaction
-from store.backends.dialect import DriverSQL, TableInsert, driver_cursor, insert_ignore
+from store.backends.dialect import (
+    DriverSQL,
+    TableInsert,
+    backend,
+    driver_cursor,
+    insert_ignore,
+)
 from store.eventstore import event_log
 from store.eventstore.read_ahead import ReadAhead
 from store.tables import MaterializerStateRow, ScoredArtifactRow, TrainingExampleRow
@@ -133,14 +139,6 @@ _CONTEXT = "a.session_id, a.lineage_id, a.cycle, r.input_hash, a.content_hash, v
 _CONTEXT_JOINS = """JOIN rollouts r ON r.id = a.rollout_id
     JOIN agent_versions v ON v.lineage_id = a.lineage_id AND v.version = a.agent_version"""
 
-_JSON_FIELD = {  # a top-level field of a payload blob's JSON, as text
-    "sqlite": "json_extract(b.content, '$.{0}')",
-    "postgresql": "(b.content::json ->> '{0}')",
-}
-_SCORE = {"sqlite": "{0}", "postgresql": "CAST({0} AS DOUBLE PRECISION)"}
-# Event ids are compared as Python sorts them (by code point) for the pairs' source events, which
-# are written as JSON by concatenation: event ids are UUIDs (the seed's schema; ours are uuid5).
-_BYTEWISE = {"sqlite": "", "postgresql": ' COLLATE "C"'}
 
 _EXAMPLE_COLUMNS = """(id, example_type, source, session_id, lineage_id, cycle,
     system_prompt_hash, user_input_hash, completion_hash, chosen_hash, rejected_hash, score,
@@ -149,7 +147,13 @@ _EXAMPLE_COLUMNS = """(id, example_type, source, session_id, lineage_id, cycle,
 
 @functools.cache
 def _statements(dialect: str) -> dict[str, str]:
-    field, score, bytewise = _JSON_FIELD[dialect], _SCORE[dialect], _BYTEWISE[dialect]
+    db = backend(dialect)
+    field = db.json_text("b.content", "{0}")  # a top-level field of a payload blob, as text
+    score = db.as_float("{0}")
+    # Event ids are compared as Python sorts them (by code point) for the pairs' source events,
+    # which are written as JSON by concatenation: event ids are UUIDs (the seed's schema; ours
+    # are uuid5).
+    bytewise = db.bytewise
     chosen_first = "n.score > s.score"
     sql = {
         "stage_current": f"""INSERT INTO materialize_scores

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from domain.events import AttemptCompleted, SpansRecorded
+from domain.events import AttemptCompleted, LoggedSpan, SpansRecorded
 from domain.execution import SpanRecord, Usage
 from store.eventstore.event_log import EventRefs, NewEvent
 
@@ -26,7 +26,7 @@ def span_events(spans: list[SpanRecord], refs: EventRefs) -> list[NewEvent]:
     key = hashlib.sha256("\x1f".join([s.span_id for s in spans]).encode()).hexdigest()
     return [
         NewEvent.of(
-            SpansRecorded(spans=spans),
+            SpansRecorded(spans=[LoggedSpan.of(s) for s in spans]),
             f"{refs['attempt_id']}|{key}",
             tags=sorted(tags),
             **refs,

@@ -13,6 +13,7 @@ from domain.events import (
     ArtifactCreated,
     AttemptFailed,
     AttemptStarted,
+    LoggedAgentSnapshot,
     RolloutFailed,
     RolloutStarted,
 )
@@ -74,7 +75,7 @@ class AttemptRecords(EventWriter):
                     AttemptStarted(
                         rollout_id=a.rollout_id,
                         attempt_number=a.attempt_number,
-                        agent_snapshot=a.snapshot,
+                        agent_snapshot=LoggedAgentSnapshot.of(a.snapshot),
                         input_hash=a.input_hash,
                         model_id=a.model_id,
                         parameters=a.parameters,

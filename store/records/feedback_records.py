@@ -19,11 +19,14 @@ from domain.events import (
     InsightTested,
     LineageLocked,
     LineageUnlocked,
+    LoggedAspectVerdict,
 )
+from domain.lineage import RecordDirectiveInput, RecordLockInput, RecordRejectionInput
 from domain.trainer import (
     EvolutionOutcome,
     InsightObservation,
 )
+from store.backends.dialect import backend_of
 from store.eventstore.event_log import EventRefs, NewEvent
 from store.eventstore.event_writer import EventWriter, now_ms
 from store.tables import EvaluationRow, LineageRow, SessionRow
@@ -83,7 +86,7 @@ class FeedbackRecords(EventWriter):
                         score_delta=result.score_delta,
                         validated=result.hypothesis_validated,
                         reason=result.reason,
-                        aspects=result.aspects,
+                        aspects=[LoggedAspectVerdict.of(a) for a in result.aspects],
                     ),
                     evolution_id,
                     **refs,
@@ -115,6 +118,18 @@ class FeedbackRecords(EventWriter):
                 )
             )
         self._write(events, follow_up=lambda conn: _comparison(conn, session_id, cycle, ts))
+
+    def record_feedback(
+        self, inp: RecordRejectionInput | RecordDirectiveInput | RecordLockInput
+    ) -> None:
+        """A rejected signal, a directive or a lock, as the workflow's recording step sends it."""
+        match inp:
+            case RecordRejectionInput():
+                self.record_rejection(**inp.model_dump())
+            case RecordDirectiveInput():
+                self.record_directive(**inp.model_dump())
+            case RecordLockInput():
+                self.record_lock(**inp.model_dump())
 
     def record_rejection(
         self,
@@ -257,7 +272,7 @@ def _comparison(conn: Connection, session_id: str, cycle: int, ts: int) -> list[
     Every score asks, in one row, whether all have; only the last one reads the scores: each
     row read is a step out of the GIL and back, inside the write transaction."""
     params = {"session_id": session_id, "cycle": cycle}
-    if conn.dialect.name != "sqlite":  # SQLite already writes one transaction at a time
+    if not backend_of(conn).serialises_writes:
         conn.execute(_LOCK_SESSION, params)  # serialise concurrent scorers of one session
     members, scored = conn.execute(_MEMBERS_AND_SCORED, params).one()
     if members < 2 or scored != members:

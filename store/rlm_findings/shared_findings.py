@@ -6,13 +6,14 @@ from __future__ import annotations
 import functools
 import json
 import time
+from contextlib import AbstractContextManager
 from typing import Any
 
 from sqlalchemy import bindparam, or_, select, update
 
 from rlm.objects import StoreObject
 from rlm.query import parse_query
-from rlm.shared_store import SharedEvent, SharedStore
+from rlm.shared_store import MISSING, EventKind, SharedEvent, SharedStore
 from store.backends.database import write_transaction
 from store.backends.dialect import insert_ignore
 from store.rlm_findings.findings import object_from_row, object_to_row
@@ -21,7 +22,8 @@ from store.tables import RlmObjectRow, RlmSharedEventRow, RlmSharedWorkerRow
 
 class DatabaseSharedStore(SharedStore):
     """Durable and safe for workers in several processes: the per-worker counter and the
-    append happen in one transaction."""
+    append happen in one transaction. The algorithm is ``SharedStore``'s; here is where its
+    log, view and counters live."""
 
     def __init__(self, engine: Any, store_id: str, read_engine: Any = None) -> None:
         self.engine, self.store_id = engine, store_id
@@ -31,76 +33,69 @@ class DatabaseSharedStore(SharedStore):
         self._view_t = RlmObjectRow.__table__  # type: ignore[attr-defined]
         self._view_id = f"shared:{store_id}"  # its view lives beside isolated stores' rows
 
-    def create(
-        self,
-        worker,
-        type,
-        description,
-        content=None,
-        backrefs=None,
-        parents=None,
-        tags=None,
-        number=None,
-    ) -> str:  # type: ignore[no-untyped-def]
-        w, v = self._workers_t, self._view_t
-        with write_transaction(self.engine) as conn:
-            conn.execute(
-                insert_ignore(conn, w, ["store_id", "worker_id"]),
-                {"store_id": self.store_id, "worker_id": worker, "next_seq": 0},
+    def _transaction(self) -> AbstractContextManager[Any]:
+        return write_transaction(self.engine)
+
+    def _next_number(self, tx: Any, worker: str) -> int:
+        self._ensure_worker(tx, worker)
+        return (
+            int(
+                tx.execute(
+                    _next_seq(self._workers_t), {"s": self.store_id, "w": worker}
+                ).scalar_one()
             )
-            if number is None:
-                n = conn.execute(_next_seq(w), {"s": self.store_id, "w": worker}).scalar_one() - 1
-            else:
-                n = number
-                object_id = f"{worker}_{n:06d}"
-                made = select(v.c.id).where(v.c.store_id == self._view_id, v.c.id == object_id)
-                if conn.execute(made).first() is not None:
-                    return object_id  # made by an earlier try of the same step
-                conn.execute(_skip_to(w), {"s": self.store_id, "w": worker, "n": n + 1})
-            object_id = f"{worker}_{n:06d}"
-            obj = self._object(
-                object_id, worker, type, description, content, backrefs, parents, tags
-            )
-            seq = self._append(conn, worker, "create", object_id, obj.model_dump())
-            conn.execute(
-                _insert(self._view_t),
-                object_to_row(
-                    self._view_id, obj, seq, children="[]", commit_key=None, invalidated=None
-                ),
-            )
-        return object_id
+            - 1
+        )
+
+    def _pin_number(self, tx: Any, worker: str, n: int) -> None:
+        self._ensure_worker(tx, worker)
+        tx.execute(_skip_to(self._workers_t), {"s": self.store_id, "w": worker, "n": n + 1})
+
+    def _ensure_worker(self, tx: Any, worker: str) -> None:
+        tx.execute(
+            insert_ignore(tx, self._workers_t, ["store_id", "worker_id"]),
+            {"store_id": self.store_id, "worker_id": worker, "next_seq": 0},
+        )
+
+    def _state(self, tx: Any, object_id: str) -> str | object | None:
+        v = self._view_t
+        row = tx.execute(
+            select(v.c.invalidated).where(v.c.store_id == self._view_id, v.c.id == object_id)
+        ).first()
+        return MISSING if row is None else row[0]
 
     def _append(
-        self, conn: Any, worker: str, kind: str, object_id: str, payload: dict[str, Any]
+        self, tx: Any, worker: str, kind: EventKind, object_id: str, payload: dict[str, Any]
     ) -> int:
-        return conn.execute(
-            _append_returning_seq(self._events_t),
-            {
-                "store_id": self.store_id,
-                "worker_id": worker,
-                "kind": kind,
-                "object_id": object_id,
-                "payload": json.dumps(payload),
-                "created_at": time.time_ns() // 1_000_000,
-            },
-        ).scalar_one()
+        return int(
+            tx.execute(
+                _append_returning_seq(self._events_t),
+                {
+                    "store_id": self.store_id,
+                    "worker_id": worker,
+                    "kind": kind,
+                    "object_id": object_id,
+                    "payload": json.dumps(payload),
+                    "created_at": time.time_ns() // 1_000_000,
+                },
+            ).scalar_one()
+        )
 
-    def invalidate(self, worker: str, target_id: str, reason: str) -> None:
+    def _put(self, tx: Any, obj: StoreObject, seq: int) -> None:
+        tx.execute(
+            _insert(self._view_t),
+            object_to_row(
+                self._view_id, obj, seq, children="[]", commit_key=None, invalidated=None
+            ),
+        )
+
+    def _mark_invalidated(self, tx: Any, object_id: str, reason: str) -> None:
         v = self._view_t
-        with write_transaction(self.engine) as conn:
-            current = conn.execute(
-                select(v.c.invalidated).where(v.c.store_id == self._view_id, v.c.id == target_id)
-            ).first()
-            if current is None:
-                raise KeyError(f"no object {target_id}")
-            if current[0] == reason:
-                return  # a retried step: invalidated already, for this reason
-            conn.execute(
-                update(v)
-                .where(v.c.store_id == self._view_id, v.c.id == target_id)
-                .values(invalidated=reason)
-            )
-            self._append(conn, worker, "invalidate", target_id, {"reason": reason})
+        tx.execute(
+            update(v)
+            .where(v.c.store_id == self._view_id, v.c.id == object_id)
+            .values(invalidated=reason)
+        )
 
     def events_since(self, seq: int = 0) -> list[SharedEvent]:
         e = self._events_t

@@ -11,11 +11,17 @@ from sqlalchemy import Engine, bindparam
 from sqlmodel import col, select
 
 from domain.agent import AgentRef
-from domain.trainer import EvolutionChange, LearningInsight, PastChange, SegmentProvenance
+from domain.prompt_segments import segments
+from domain.trainer import (
+    ROLLBACK_REASON,
+    STRENGTHEN_REASON,
+    EvolutionChange,
+    LearningInsight,
+    PastChange,
+    SegmentProvenance,
+)
 from store.tables import EvolutionRecordRow, LearningInsightRow, LineageRow
 from store.views.lineage_view import LineageView
-from trainer.evolution import ROLLBACK_REASON, STRENGTHEN_REASON
-from trainer.prompt_segments import segments
 
 _evolutions = EvolutionRecordRow.__table__  # type: ignore[attr-defined]
 _lineages = LineageRow.__table__  # type: ignore[attr-defined]

@@ -39,6 +39,24 @@ class FeedbackView(LineageView):
             )
         )
 
+    def step_directives(
+        self, lineage_id: str, through: int, oneshot_after: int
+    ) -> tuple[list[str], list[str]]:
+        """What a cycle step applies (``CycleStepInput.directives_through``): the sticky
+        directives up to place ``through`` in the lineage's feedback sequence, and the oneshot
+        ones after ``oneshot_after`` up to it, each in the order the lineage took them."""
+        sticky: list[str] = []
+        oneshot: list[str] = []
+        for row in self.directives(lineage_id):
+            place = _feedback_place(row.id)
+            if place is None or place > through:
+                continue
+            if row.kind == "sticky":
+                sticky.append(row.content)
+            elif place > oneshot_after:
+                oneshot.append(row.content)
+        return sticky, oneshot
+
 
 FeedbackRowT = TypeVar("FeedbackRowT", RejectedFeedbackRow, DirectiveRow)
 

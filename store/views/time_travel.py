@@ -26,8 +26,8 @@ from domain.events import (
 from domain.trainer import describe_change, verdict_line
 from store.backends.database import write_transaction
 from store.eventstore import event_log, payload_store
+from store.records import projections
 from store.tables import PROJECTION_TABLES
-from store.views import projections
 
 HISTORY_TEXT_CHARS = 80  # a prompt change's texts, cut, on its line of the history
 

@@ -1,7 +1,8 @@
 """Projections: relational views folded from events, in the same transaction as the append.
 
 ``apply`` is the only code that writes projection tables, and ``rebuild`` replays the whole log
-through it, so a dropped projection comes back identical.
+through it, so a dropped projection comes back identical. The write side owns them (the event
+writer is handed this module as its ``Projector``); ``store/views`` only reads the tables.
 """
 
 from __future__ import annotations
@@ -554,6 +555,21 @@ def apply_all(conn: Connection, events: list[Any]) -> None:
         else:
             _fold(conn, event, data)
     insert_span_rows(*driver_cursor(conn), spans)
+
+
+def apply_spans(cur: Any, dialect: str, events: list[Any]) -> None:
+    """The span rows of new span batches, on a driver cursor (streaming span ingest)."""
+    rows = [
+        row
+        for e in events
+        if isinstance(e.event, SpansRecorded)
+        for row in span_rows(e, e.event, _no_hashes)
+    ]
+    insert_span_rows(cur, dialect, rows)
+
+
+def _no_hashes(digest: str) -> Any:
+    raise AssertionError(f"a new span event refers to text by hash ({digest})")
 
 
 def apply(conn: Connection, event: EventLike) -> None:

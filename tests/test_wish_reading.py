@@ -1,0 +1,131 @@
+"""What a comment does with a change family, and how much it asks for: take-backs in several
+languages, undo, amounts made absolute, praise that asks for nothing, and the instructions and
+token budget that follow. Comments here are written for these tests, in no case set."""
+
+from __future__ import annotations
+
+import pytest
+
+from domain.agent import AgentDefinition, AgentParameters
+from trainer import cycle_step, feedback_reader, reward_analyzer
+from trainer.backends import RulesTrainer
+
+
+def read(text: str) -> dict[str, tuple[str, str | None]]:
+    """family → (action, amount in words) of every wish and kept family."""
+    reading = feedback_reader.read(text)
+    found = {w.family: (w.action, w.amount.says() if w.amount else None) for w in reading.wishes}
+    found.update({k.family: ("keep", None) for k in reading.kept})
+    return found
+
+
+@pytest.mark.parametrize(
+    ("comment", "family"),
+    [
+        ("Honestly, ditch the bullet points.", "bullets"),
+        ("The recap at the bottom adds nothing; strip it out.", "summary_at_end"),
+        ("Those citations clutter the page. Please remove them.", "cite_sources"),
+        ("Die Tabelle bitte streichen.", "table"),
+        ("Enlevez les exemples, s'il vous plaît.", "example"),
+        ("Quita los títulos, por favor.", "headings"),
+    ],
+)
+def test_a_take_back_removes_what_the_family_put_there(comment: str, family: str) -> None:
+    assert read(comment)[family] == ("remove", None)
+
+
+def test_a_removal_denied_keeps_the_family() -> None:
+    assert read("Whatever you change, don't drop the comparison table.")["table"][0] == "keep"
+
+
+def test_undo_names_the_last_change_whatever_it_was() -> None:
+    for comment in ("Please revert that.", "Put it back the way it was before."):
+        assert read(comment)["undo"] == ("remove", None)
+
+
+@pytest.mark.parametrize(
+    ("comment", "family", "amount"),
+    [
+        ("This could be half as long.", "shorter", "about half"),
+        ("Trim it by a third.", "shorter", "about two thirds"),
+        ("Include exactly two examples from retail.", "example", "two examples"),
+        ("Close with a one-sentence wrap-up.", "summary_at_end", "one sentence"),
+    ],
+)
+def test_an_amount_travels_with_its_wish(comment: str, family: str, amount: str) -> None:
+    assert read(comment)[family] == ("add", amount)
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "Concise, accurate, zero padding. Lovely work.",
+        "I thought it would be dense and it reads easily. Well done.",
+        "Plenty of detail, but every bit of it was needed.",
+    ],
+)
+def test_praise_that_names_qualities_changes_nothing(comment: str) -> None:
+    analysis = reward_analyzer.analyze(9, comment, [])
+    assert not [a for a in analysis.aspects if a.sentiment == "negative"]
+
+
+def test_a_request_inside_praise_still_counts() -> None:
+    analysis = reward_analyzer.analyze(9, "Superb. One nit: sign off a little warmer.", [])
+    assert [a.want for a in analysis.aspects if a.sentiment == "negative"] == ["warmer"]
+
+
+AGENT = AgentDefinition(
+    name="a",
+    system_prompt="You are a careful writer. Illustrate each main point with a concrete example.",
+    parameters=AgentParameters(model="offline-analyst-1", max_tokens=2000),
+)
+
+
+async def test_an_amount_rewrites_the_instruction_it_refines_and_the_budget_stays() -> None:
+    step = await cycle_step.take(
+        RulesTrainer(),
+        AGENT,
+        cycle_step.LineageMemory(session_id="s", lineage_id="l"),
+        5,
+        "Just one example in total, please, and make the whole thing half as long.",
+    )
+    prompt = step.agent.system_prompt
+    assert "Include exactly one concrete example" in prompt
+    assert "each main point" not in prompt  # refined, not repeated
+    assert "half the length" in prompt
+    assert step.agent.parameters.max_tokens == 2000  # a ceiling, never the length control
+
+
+async def test_a_hard_word_limit_lowers_the_ceiling_with_room_to_spare() -> None:
+    step = await cycle_step.take(
+        RulesTrainer(),
+        AGENT,
+        cycle_step.LineageMemory(session_id="s", lineage_id="l"),
+        5,
+        "It must stay under 200 words, it's for a print column.",
+    )
+    assert "under 200 words" in step.agent.system_prompt
+    # 200 words need about 400 tokens; the ceiling leaves half again as much
+    assert step.agent.parameters.max_tokens == 600
+
+
+async def test_a_take_back_at_any_age_and_its_verdict() -> None:
+    memory = cycle_step.LineageMemory(session_id="s", lineage_id="l")
+    first = await cycle_step.take(RulesTrainer(), AGENT, memory, 5, "Use a table for the costs.")
+    pending = cycle_step.pending_after(first, "e1")
+    second = await cycle_step.take(
+        RulesTrainer(),
+        first.agent,
+        cycle_step.LineageMemory(
+            session_id="s", lineage_id="l", pending=pending, asked_for=first.asked_for
+        ),
+        6,
+        "Scrap the table and the examples; plain paragraphs read better.",
+    )
+    prompt = second.agent.system_prompt
+    assert "as a table" not in prompt and "example" not in prompt.lower()
+    assert "flowing paragraphs, without bullet points or tables" in prompt
+    verdicts = {v.family: v.verdict for v in second.judged.verdict.aspects}
+    assert verdicts == {"table": "refuted"}
+    assert "takes it back" in second.judged.verdict.aspects[0].reason
+    assert "table" not in second.asked_for and "example" in second.taken_back
