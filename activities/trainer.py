@@ -119,6 +119,7 @@ class TrainerActivities:
             oneshot_directives=context.oneshot_directives,
             rollback_refuted=inp.rollback_refuted,
             output_cut_off=context.cut_off,
+            wants=inp.score.wants,
         )
 
     def _failed(

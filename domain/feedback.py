@@ -17,6 +17,8 @@ from pydantic import (
     ValidationError,
 )
 
+from domain import wants as structured
+
 MAX_COMMENT_CHARS = 4_000
 MAX_DIRECTIVE_CHARS = 2_000
 # How much of a bad input a rejection quotes: enough to recognise it, never the input itself
@@ -59,12 +61,22 @@ class FeedbackModel(BaseModel):
 F = TypeVar("F", bound=FeedbackModel)
 
 
+Want = _text(structured.MAX_WANT_CHARS, min_length=1)
+
+
 class ScoreInput(FeedbackModel):
     # strict: "7" or true is a mistake worth reporting, not something to coerce
     score: float = Field(ge=0, le=10, strict=True)
     comment: Comment | None = None
     rater: Rater | None = None
     cycle: int | None = Field(default=None, ge=1, strict=True)
+    # structured wishes, taken as given ("warmer", "remove:example", "shorter:half")
+    wants: (
+        Annotated[
+            list[Want], Field(max_length=structured.MAX_WANTS), AfterValidator(structured.validated)
+        ]
+        | None
+    ) = None
 
 
 class DirectiveInput(FeedbackModel):
@@ -86,6 +98,7 @@ class ScoreAccepted(BaseModel):
     comment: str | None
     rater: str | None
     queued_position: int
+    wants: list[str] | None = None
 
 
 def explain(exc: ValidationError) -> str:

@@ -129,3 +129,16 @@ async def test_a_take_back_at_any_age_and_its_verdict() -> None:
     assert verdicts == {"table": "refuted"}
     assert "takes it back" in second.judged.verdict.aspects[0].reason
     assert "table" not in second.asked_for and "example" in second.taken_back
+
+
+@pytest.mark.parametrize(
+    ("comment", "target"),
+    [
+        ("It kept calling the search tool just to add two numbers.", "tool:search"),
+        ("The tidy-up step threw away the caveats the draft had.", "flow:tidy-up"),
+        ("A friendlier register would help.", "prompt"),
+    ],
+)
+def test_a_wish_names_what_it_changes(comment: str, target: str) -> None:
+    (wish,) = feedback_reader.read(comment).wishes
+    assert wish.target == target

@@ -118,3 +118,43 @@ async def test_the_reading_is_said_back_in_state(client, store, settings, run_wo
     assert state.last_reading.startswith("Read as: warmer")
     assert "example, one example" in state.last_reading
     assert "taken back: example" in later.last_reading and "kept: warmer" in later.last_reading
+
+
+async def test_structured_wants_are_taken_as_given_and_bad_ones_refused(
+    client, store, settings, run_worker
+):
+    from temporalio.client import WorkflowUpdateFailedError
+
+    spec = make_spec(prompt=NEUTRAL, max_tokens=2048)
+    lineage = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        # an unknown family is refused with the reason, and nothing changes
+        try:
+            await handle.execute_update(
+                "submit_score", {"score": 4, "comment": "meh", "wants": ["sparkly"]}
+            )
+            raise AssertionError("an unknown want was accepted")
+        except WorkflowUpdateFailedError as exc:
+            assert "unknown family 'sparkly'" in str(exc.cause)
+        accepted = await handle.execute_update(
+            "submit_score",
+            {
+                "score": 4,
+                "comment": "see the chips",  # stored, not read
+                "wants": ["warmer", "example:1", "shorter:half"],
+            },
+        )
+        assert accepted["wants"] == ["warmer", "example:1", "shorter:half"]
+        state = await wait_for_state(handle, awaiting(2))
+        await handle.execute_update("submit_score", {"score": 6, "wants": ["remove:example"]})
+        later = await wait_for_state(handle, awaiting(3))
+    _, agent = current_agent(store, lineage)
+    assert "Write warmly" in agent.system_prompt
+    assert "example" not in agent.system_prompt.lower()
+    assert "about" in agent.system_prompt and "words" in agent.system_prompt
+    assert state.last_reading.startswith("Read as: warmer ('wants warmer')")
+    assert "taken back: example" in later.last_reading
+    (first, _) = store.queries.evaluations(lineage)
+    assert (first.score, first.comment) == (4, "see the chips")

@@ -75,6 +75,8 @@ class LineageMemory(BaseModel):
     rollback_refuted: bool = True  # the lineage's option: undo what the reviewer refuted
     # the scored output was cut off at the token limit: a wish asked again raises the ceiling
     output_cut_off: bool = False
+    # structured wishes sent with the score, taken as given instead of reading the comment
+    wants: list[str] | None = None
 
 
 class CycleStep(BaseModel):
@@ -121,7 +123,9 @@ async def take(
     assignment (a long trajectory's, fanned out)."""
     previous = [] if memory.previous_score is None else [memory.previous_score]
     # the mechanical reading: verdicts and the keep-list rest on it whatever the backend
-    read = _measured(reward_analyzer.analyze(score, comment, previous), _output_words(spans))
+    read = _measured(
+        reward_analyzer.analyze(score, comment, previous, memory.wants), _output_words(spans)
+    )
     wished = credit_assignment.wishes(read)
     approved = [a.want for a in read.aspects if a.sentiment == "positive" and a.want]
     taken_back = credit_assignment.takebacks(read)
@@ -155,7 +159,11 @@ async def take(
     wished = [w for w in wished if w.family not in gone | undone] + instead
 
     # 3. read, credit and propose on the agent as restored
-    analysis = read if backend.reads_with_rules else await backend.analyze(score, comment, previous)
+    analysis = (
+        read
+        if backend.reads_with_rules or memory.wants
+        else await backend.analyze(score, comment, previous)
+    )
     if instead:
         analysis = analysis.model_copy(
             update={"aspects": [*analysis.aspects, *(_aspect(w) for w in instead)]}
@@ -257,7 +265,7 @@ def judge(memory: LineageMemory, score: float, comment: str | None) -> JudgedEvo
     if memory.pending is None:
         return None
     previous = [] if memory.previous_score is None else [memory.previous_score]
-    read = reward_analyzer.analyze(score, comment, previous)
+    read = reward_analyzer.analyze(score, comment, previous, memory.wants)
     return outcome.judge(memory.pending, read, memory.session_id)
 
 

@@ -407,11 +407,12 @@ CUES: list[Cue] = [
     # --- order
     _c(
         r"\b(?:close|end|finish|wrap|conclude|round)\w*(?: \w+){0,3}?(?: up| off)? "
-        r"(?:with|on|by)\b[^,;]{0,25}?\b(?:summar\w*|recap|takeaways?|next steps|action items|"
+        r"(?:with|on|by)\b[^,;]{0,25}?\b(?:summar\w*|recap|takeaways?|next steps?|action items?|"
         r"key points|tl;?dr|wrap-up)(?:'? (?:section|paragraph|part|bit|line))?"
         r"|\b(?:summary|recap|takeaways?|wrap-up|round-up)(?: \w+)? at the (?:very )?(?:end|bottom)"
         r"|\b(?:trails|tails|fizzles|peters) off\b|\bends abruptly\b"
-        r"|\b(?:no|missing|lacks|needs|need) (?:a |an )?(?:summary|recap|wrap-up|conclusion)\b",
+        r"|\b(?:no|missing|lacks|needs|need) (?:a |an )?(?:summary|recap|wrap-up|conclusion)\b"
+        r"|\bclosing (?:line|sentence|note|paragraph|section)\b",
         "structure",
         "summary_at_end",
         confidence=0.9,
@@ -806,7 +807,8 @@ CUES: list[Cue] = [
     ),
     # --- examples
     _c(
-        r"\bexamples?\b|\bfor instance\b|\billustrat\w*|\bcase stud(?:y|ies)\b|\bconcrete\b"
+        r"\bexamples?\b|\bfor instance\b|\billustrat\w*|\bcase stud(?:y|ies)\b"
+        r"|\bconcrete\b(?! (?:next )?(?:step|action|recommendation|plan|advice|suggestion)s?\b)"
         r"|\breal[- ]world\b|\bwalk me through\b|\buse cases?\b|\bsamples?\b|\be\.g\b"
         r"|\bwhat (?:a|an|the) [\w -]+ (?:would|should|might) look like\b",
         "detail",
@@ -1619,6 +1621,13 @@ _NOT_A_NOUN = re.compile(
 )
 
 
+# a part of the answer an adjective may size: "a short closing line", "a brief intro"
+_PART = re.compile(
+    r"\s+(?:closing |opening |final |summary |concluding )?(?:line|sentence|note|intro|"
+    r"introduction|outro|sign-?off|title|heading|caption|tagline|paragraph|section)s?\b"
+)
+
+
 def _attributive(before: str, after: str) -> bool:
     """An adjective in front of a noun ("a short 'In summary' section", "generic advice")
     names something in the answer, not a fault of it."""
@@ -1691,6 +1700,8 @@ def _read_clause(
         if previous and re.fullmatch(r"\s*(?:,|,?\s*(?:and|or))\s*", lowered[previous[0] : start]):
             frame = previous[1]
         previous = (end, frame)
+        if mode == "comment" and cue.kind == "quality" and _PART.match(lowered[end:]):
+            continue  # "a short closing line": the size of a part asked for, not of the answer
         if mode == "comment" and cue.kind == "quality" and not comparative and not less:
             # "generic taglines" is still a complaint (nobody asks for generic), "a short
             # summary" is not

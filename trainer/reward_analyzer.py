@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from domain import wants
 from domain.trainer import FeedbackAspect, ScoreAnalysis
 from trainer import feedback_reader
 
@@ -17,14 +18,25 @@ QUOTE_CHARS = 200
 Trend = Literal["improving", "stable", "declining"]
 
 
-def analyze(score: float, comment: str | None, previous_scores: list[float]) -> ScoreAnalysis:
+def analyze(
+    score: float,
+    comment: str | None,
+    previous_scores: list[float],
+    wanted: list[str] | None = None,
+) -> ScoreAnalysis:
+    """The analysis of a score and its comment; ``wanted`` (structured wishes sent with the
+    score, ``domain.wants``) is taken as given instead of reading the comment."""
     comment = (comment or "").strip()
-    if score >= 7:
-        sentiment = "positive"
-    elif score <= 4:
-        sentiment = "negative"
-    else:
-        sentiment = "neutral"
+    if wanted:
+        return ScoreAnalysis(
+            score=score,
+            comment=comment or None,
+            sentiment=_sentiment(score),
+            aspects=[wants.parse(w) for w in wanted],
+            trend=trend_of(score, previous_scores)[0],
+            delta_from_previous=trend_of(score, previous_scores)[1],
+        )
+    sentiment = _sentiment(score)
     reading = feedback_reader.read(comment) if comment else feedback_reader.Reading()
     if score >= KEEP_SCORE and comment and not feedback_reader.asks(comment):
         # a high score and no request: the qualities named are what the reviewer liked ("not a
@@ -85,6 +97,14 @@ def analyze(score: float, comment: str | None, previous_scores: list[float]) -> 
         refused=[r[:QUOTE_CHARS] for r in reading.refused],
         comment_language=reading.language,
     )
+
+
+def _sentiment(score: float) -> Literal["positive", "neutral", "negative"]:
+    if score >= 7:
+        return "positive"
+    if score <= 4:
+        return "negative"
+    return "neutral"
 
 
 def trend_of(score: float, previous_scores: list[float]) -> tuple[Trend, float]:

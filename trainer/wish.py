@@ -23,3 +23,15 @@ class Wish:
     action: WishAction = "add"
     amount: Amount | None = None
     asked: bool = False  # asked for outright ("use a table"), not inferred from a complaint
+
+    @property
+    def target(self) -> str:
+        """What the wish changes: ``prompt``, ``tool:<name>`` (how a tool is used), or
+        ``flow:<step>`` (a later step told what to keep)."""
+        if self.family == "tool_use":
+            return f"tool:{(self.detail or '').split('|')[0] or 'any'}"
+        if self.family == "preserve":
+            return f"flow:{(self.detail or '').split('|')[0] or 'last'}"
+        if self.family == "check_step":
+            return "flow:check"
+        return "prompt"

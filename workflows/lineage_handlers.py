@@ -159,6 +159,7 @@ class LineageHandlers:
             comment=parsed.comment,
             rater=parsed.rater,
             queued_position=len(self._s.queued_scores),
+            wants=parsed.wants,
         )
 
     @submit_score.validator

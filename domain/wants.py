@@ -1,0 +1,83 @@
+"""Structured wishes sent with a score: ``"warmer"``, ``"remove:example"``, ``"shorter:half"``,
+``"example:1"``, ``"shorter:150"``, ``"keep:bullets"``, ``"undo"``.
+
+A want is ``[action:]family[:amount]``: the action one of add (the default), more, less,
+remove, keep; the family one of the trainer's change families; the amount a share of the last
+output (half, third, quarter, two-thirds), or a number — a word limit for ``shorter``, a count
+for anything else. They are taken as given: the trainer reads no comment for a score that
+carries them (the comment is still stored). Validated at the door like the rest of a score:
+an unknown family, action or amount is refused with the reason, and nothing changes.
+"""
+
+from __future__ import annotations
+
+from domain.change_families import FAMILIES, aspect_of
+from domain.trainer import WISH_ACTIONS, Amount, FeedbackAspect
+
+MAX_WANTS = 10
+MAX_WANT_CHARS = 60
+SHARES = {"half": 0.5, "third": 0.33, "quarter": 0.25, "two-thirds": 0.67}
+# families a want may name beyond the registry: a take-back of the last change
+EXTRA = ("undo",)
+# the counted unit of a family's count
+UNITS = {"example": "examples", "bullets": "bullets", "key_points": "points"}
+UNITS_DEFAULT = "lines"
+
+
+def families() -> list[str]:
+    """Every family a want may name."""
+    return sorted({*FAMILIES, *EXTRA} - {"custom", "focus", "language", "tool_use", "preserve"})
+
+
+def parse(want: str) -> FeedbackAspect:
+    """The wish a want stands for, or ValueError saying what is wrong with it."""
+    text = want.strip().lower()
+    if not text or len(text) > MAX_WANT_CHARS:
+        raise ValueError(f"a want is 1 to {MAX_WANT_CHARS} characters, got {len(text)}")
+    parts = text.split(":")
+    if len(parts) > 3:
+        raise ValueError(f"{want!r}: a want is [action:]family[:amount]")
+    action = "add"
+    if parts[0] in WISH_ACTIONS:
+        action = parts.pop(0)
+    if not parts:
+        raise ValueError(f"{want!r}: names no family")
+    family, *rest = parts
+    if family not in families():
+        raise ValueError(f"{want!r}: unknown family {family!r}; known: {', '.join(families())}")
+    if family == "undo" and action not in ("add", "remove"):
+        raise ValueError(f"{want!r}: undo takes no action")
+    amount = _amount(family, rest[0]) if rest else None
+    return FeedbackAspect(
+        aspect="overall" if family == "undo" else aspect_of(family),
+        sentiment="positive" if action == "keep" else "negative",
+        quote=f"wants {text}",
+        confidence=1.0,
+        want=family,
+        detail=str(int(amount.value)) if amount and amount.kind == "limit" else None,
+        action="remove" if family == "undo" else action,  # type: ignore[arg-type]
+        amount=amount,
+    )
+
+
+def _amount(family: str, text: str) -> Amount:
+    if text in SHARES:
+        if family != "shorter":
+            raise ValueError(f"{family}:{text}: a share of the length is for shorter only")
+        return Amount(kind="share", value=SHARES[text])
+    if not text.isdigit() or not 0 < int(text) <= 10_000:
+        raise ValueError(
+            f"{family}:{text}: an amount is {', '.join(SHARES)} or a number from 1 to 10000"
+        )
+    if family == "shorter":
+        return Amount(kind="limit", value=int(text), unit="words")
+    return Amount(kind="count", value=int(text), unit=UNITS.get(family, UNITS_DEFAULT))
+
+
+def validated(wants: list[str]) -> list[str]:
+    """``wants`` if every one of them parses (at most ``MAX_WANTS``), else ValueError."""
+    if len(wants) > MAX_WANTS:
+        raise ValueError(f"at most {MAX_WANTS} wants, got {len(wants)}")
+    for want in wants:
+        parse(want)
+    return wants
