@@ -69,22 +69,23 @@ async def test_the_cli_shows_each_cycles_question_names_parameters_and_agrees_wi
             "score", {"score": 5, "comment": "Too long, and it wanders off on tangents."}
         )
         await wait_for_state(handle, awaiting(2))
-        output = await cli("output", lineage)
-        assert f"Question (cycle 2):\n{QUESTIONS[1]}\n" in output  # the next cycle's question
-        assert QUESTIONS[0] not in output
-
         # asked again, with a lower score: the change went the right way, not far enough
         await handle.signal("score", {"score": 3, "comment": "Still too long."})
         state = await wait_for_state(handle, awaiting(3))
 
     assert state.last_verdict.startswith("not far enough: shorter")
-    history = await asyncio.to_thread(
-        training_data_cli,
-        "history",
-        lineage,
-        url=settings.database_url,
-        env={"COLUMNS": "1000"},  # a row per line
+    output, history = await asyncio.gather(
+        cli("output", lineage, "--cycle", "2"),
+        asyncio.to_thread(
+            training_data_cli,
+            "history",
+            lineage,
+            url=settings.database_url,
+            env={"COLUMNS": "1000"},  # a row per line
+        ),
     )
+    assert output.startswith(f"Question (cycle 2):\n{QUESTIONS[1]}\n")  # the cycle's own
+    assert QUESTIONS[0] not in output
     assert history.returncode == 0, history.stderr
     lines = history.stdout.splitlines()
     (judged,) = [line for line in lines if "evolution.outcome" in line]
