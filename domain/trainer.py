@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from domain.execution import preview_of
+
 Sentiment = Literal["positive", "neutral", "negative"]
 Component = Literal["systemPrompt", "tools", "flow", "parameters"]
 # What a wish does with its family: ask for it, push it further or soften it, take it back,
@@ -137,6 +139,25 @@ class EvolutionChange(BaseModel):
     want: str | None = None  # the change family it pursues ("shorter", "bullets"…)
 
 
+def describe_change(change: EvolutionChange, limit: int | None = None) -> str:
+    """One line for people on what a change did, the same in the trainer's summary, the
+    review card and `training-camp-data history`: a parameter by its name ("temperature
+    0.5 → 0.7"), a prompt, tool or flow change with its text (cut at ``limit`` characters)."""
+    if change.component == "parameters":
+        return f"{change.target} {change.before} → {change.after}"
+
+    def quoted(text: str | None) -> str:
+        return repr(preview_of(text or "", limit) if limit else text or "")
+
+    what = change.component
+    if change.component in ("tools", "flow"):
+        what = f"{change.component} {change.target}"
+    if change.change_type == "modify" and change.before and change.after:
+        return f"modify {what}: {quoted(change.before)} → {quoted(change.after)}"
+    text = change.before if change.change_type == "remove" else change.after
+    return f"{change.change_type} {what}: {quoted(text)}"
+
+
 class ExpectedImpact(BaseModel):
     aspect: str
     direction: Literal["improve", "maintain"]
@@ -210,6 +231,28 @@ class AspectVerdict(BaseModel):
     family: str | None = None
     # The reviewer's words the verdict rests on; None when it rests on the score alone
     quote: str | None = None
+
+
+# A score's verdict on the change before it, the weightiest first (a reason opens with one)
+VERDICT_WORDS = ("refuted", "not far enough", "validated", "untested")
+
+
+def verdict_word(validated: bool, reason: str | None) -> str:
+    """The verdict a score gave a change, in the words `state`, `training-camp-data history`
+    and the review card all use: the weightiest the reason opens with (an outcome that asked
+    for more of a change is "validated" as a flag, and "not far enough" in words)."""
+    for word in VERDICT_WORDS:
+        if (reason or "").startswith(word):
+            return word
+    return "validated" if validated else "untested"
+
+
+def verdict_line(validated: bool, reason: str | None) -> str:
+    """The verdict with the reviewer's words it rests on, opening with ``verdict_word``."""
+    word = verdict_word(validated, reason)
+    if not reason:
+        return word
+    return reason if reason.startswith(word) else f"{word}: {reason}"
 
 
 class EvolutionOutcome(BaseModel):

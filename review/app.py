@@ -39,6 +39,10 @@ RATER_COOKIE = "review_rater"
 MAX_COMMENT_CHARS = 4000
 MAX_FORM_FIELDS = 10
 POLL_SECONDS = 0.25  # how often the live stream looks for changes
+NO_NAME = (
+    "Type your name in “Your name” at the top of the page first: every score and action is "
+    "recorded under it (asked once, remembered in this browser)."
+)
 
 templates = Jinja2Templates(directory=HERE / "templates")  # autoescape on for .html
 
@@ -81,9 +85,11 @@ class _Handlers:
     def __init__(self, client: Client, store: Store, token: str | None) -> None:
         self.client, self.store, self.token = client, store, token
 
-    def rater_of(self, request: Request, form: Any) -> str:
-        name = str(form.get("rater") or request.cookies.get(RATER_COOKIE) or "reviewer")
-        return name.strip()[:100] or "reviewer"
+    def rater_of(self, request: Request, form: Any) -> str | None:
+        """The rater's name: the page's field, else the name given at sign-in. None when
+        neither says it: a score must name who gave it, never a made-up "reviewer"."""
+        name = str(form.get("rater") or request.cookies.get(RATER_COOKIE) or "")
+        return name.strip()[:100] or None
 
     async def inbox_page(self, request: Request) -> Response:
         session = _session_param(request)
@@ -111,7 +117,10 @@ class _Handlers:
 
     async def score(self, request: Request) -> Response:
         form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
-        payload: dict[str, Any] = {"rater": self.rater_of(request, form)}
+        rater = self.rater_of(request, form)
+        if rater is None:
+            return JSONResponse({"error": NO_NAME}, status_code=422)
+        payload: dict[str, Any] = {"rater": rater}
         raw_score = str(form.get("score", "")).strip()
         try:
             payload["score"] = float(raw_score)
@@ -141,6 +150,8 @@ class _Handlers:
         action = request.path_params["action"]
         form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
         rater = self.rater_of(request, form)
+        if rater is None:
+            return JSONResponse({"error": NO_NAME}, status_code=422)
         if action == "directive":
             kind = str(form.get("kind") or "sticky")
             name, payload = "directive", {"kind": kind, "content": str(form.get("content") or "")}

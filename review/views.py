@@ -19,7 +19,7 @@ from domain import search_attributes
 from domain.agent import AgentRef
 from domain.execution import CUT_OFF, preview_of
 from domain.lineage import LineageState
-from domain.trainer import SegmentProvenance
+from domain.trainer import EvolutionChange, SegmentProvenance, describe_change, verdict_word
 from review.render import ChartPoint, markdown, prompt_diff, score_chart
 from store import Store
 from workflows.lineage import LineageWorkflow
@@ -41,6 +41,7 @@ class InboxItem:
     cycle: int
     waiting_since: datetime
     preview: str
+    question: str  # the cycle's input: what the output answers (it changes every cycle)
 
 
 @dataclass
@@ -70,6 +71,7 @@ async def inbox(client: Client, store: Store, session: str | None = None) -> Inb
         if session is not None and lineage.session_id != session:
             continue
         text = await asyncio.to_thread(store.queries.payload, artifact.content_hash)
+        question = await asyncio.to_thread(store.queries.rollout_input, artifact.rollout_id)
         items.append(
             InboxItem(
                 lineage_id=lineage.id,
@@ -78,6 +80,7 @@ async def inbox(client: Client, store: Store, session: str | None = None) -> Inb
                 cycle=artifact.cycle,
                 waiting_since=datetime.fromtimestamp(artifact.created_at / 1000, UTC),
                 preview=preview_of(str(text), 280),
+                question=question or "",
             )
         )
     return Inbox(items=items, counts=dict(sorted(counts.items())), session=session)
@@ -92,7 +95,8 @@ class EvolutionView:
     changes: list[str]
     trigger_score: float
     trigger_comment: str | None
-    verdict: str | None  # validated / refuted, once the next score judged it
+    verdict: str | None  # validated / refuted…, once the next score judged it
+    judged_at: int | None  # the cycle whose score gave the verdict
     diff: Markup
 
 
@@ -103,6 +107,7 @@ class LineageCard:
     workflow_id: str
     state: LineageState | None
     cycle: int | None = None  # of the output shown
+    question: str | None = None  # the cycle's input: what the output answers
     output: Markup | None = None
     cut_off: bool = False  # the model stopped at the token limit: the output is unfinished
     evolution: EvolutionView | None = None
@@ -168,23 +173,25 @@ def _card(
     q = store.queries
     card = LineageCard(lineage_id=lineage_id, label=label, workflow_id=workflow_id, state=state)
     outputs = q.latest_outputs([lineage_id])
+    # the version that produced the output shown, the one being scored
+    version = state.agent_version if state else None
     if outputs:
         _, artifact = outputs[0]
         card.cycle = artifact.cycle
+        card.question = q.rollout_input(artifact.rollout_id)
         card.output = markdown(str(q.payload(artifact.content_hash)))
         card.cut_off = any(
             a.id == artifact.attempt_id and a.stop_reason == CUT_OFF
             for a in q.attempts(artifact.rollout_id)
         )
+        version = artifact.agent_version
     records = q.evolution_records(lineage_id)
     evaluations = q.evaluations(lineage_id)
     if evaluations:
         card.previous_score = (evaluations[-1].score, evaluations[-1].comment)
-    version = state.agent_version if state else None
-    # the last score kept the version: the change that made it is not news (the card says what
-    # the trainer did instead, from `state`)
-    kept = bool(state and state.last_evolution and state.last_evolution.startswith("kept"))
-    produced = [r for r in records if r.to_version == version and not kept]
+    # The change that made that version stays on the card while its outputs are scored, a
+    # score that kept the version included: it is what the rater is judging
+    produced = [r for r in records if r.to_version == version]
     if produced:
         r = produced[-1]
         before = q.agent_definition(AgentRef(agent_id=lineage_id, version=r.from_version))
@@ -195,12 +202,22 @@ def _card(
             to_version=r.to_version,
             kind=r.kind,
             hypothesis=r.hypothesis,
-            changes=[_describe(c) for c in json.loads(r.changes)],
+            changes=[
+                describe_change(EvolutionChange.model_validate(c)) for c in json.loads(r.changes)
+            ],
             trigger_score=r.trigger_score,
             trigger_comment=r.trigger_comment,
             verdict=verdict,
+            # the first score on the new version's output judged it
+            judged_at=next(
+                (e.cycle for e in evaluations if e.agent_version == r.to_version and verdict),
+                None,
+            ),
             diff=prompt_diff(before.system_prompt, after.system_prompt)
-            + _parameter_diff(before.parameters.model_dump(), after.parameters.model_dump()),
+            + _parameter_diff(
+                before.parameters.model_dump(by_alias=True),
+                after.parameters.model_dump(by_alias=True),
+            ),
         )
     verdicts = {r.to_version: verdict_of(r) for r in records if r.hypothesis_validated is not None}
     points, judged = [], set()
@@ -219,23 +236,11 @@ def _card(
 
 
 def verdict_of(record: Any) -> str | None:
-    """The verdict the next score gave an evolution, as its reason opens: the weightiest of
-    refuted, not far enough, validated, untested (None: not judged yet)."""
+    """The verdict the next score gave an evolution, in the words `state` and the history use
+    (None: not judged yet)."""
     if record.hypothesis_validated is None:
         return None
-    reason = record.outcome_reason or ""
-    for verdict in ("refuted", "not far enough", "validated", "untested"):
-        if reason.startswith(verdict):
-            return verdict
-    return "validated" if record.hypothesis_validated else "untested"
-
-
-def _describe(change: dict[str, Any]) -> str:
-    kind = change.get("change_type", "change")
-    before, after = change.get("before"), change.get("after")
-    if before and after:
-        return f"{kind}: {before!r} → {after!r}"
-    return f"{kind}: {after or before!r}"
+    return verdict_word(record.hypothesis_validated, record.outcome_reason)
 
 
 def _parameter_diff(before: dict[str, Any], after: dict[str, Any]) -> Markup:

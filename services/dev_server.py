@@ -104,6 +104,15 @@ class DevServer:
     def started_here(self) -> bool:
         return self._process is not None
 
+    @property
+    def running(self) -> bool:
+        """The server this object started still runs (it may have been killed, or crashed)."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self._process is None else self._process.poll()
+
     def start(self, timeout: float = 60.0) -> None:
         """Start the server unless one already listens on the port (then reuse it)."""
         if port_open(self.ip, self.port):

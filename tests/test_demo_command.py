@@ -1,5 +1,6 @@
 """The README's main command, as a user runs it: dev server + UI + worker + example session;
-Ctrl-C stops everything it started; running it again resumes the same lineages."""
+Ctrl-C stops everything it started; running it again resumes the same lineages. Started as a
+background job (SIGINT ignored), Ctrl-C, SIGTERM and the dev server's end each stop it too."""
 
 from __future__ import annotations
 
@@ -11,12 +12,24 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import psutil
+
 from domain.lineage import LineageState
 from services.dev_server import port_open
-from starter import changes
+from starter import STOP_SECONDS, changes
 from tests.conftest import temporal_cli
 
 ROOT = Path(__file__).parent.parent
+# The demo's dispositions are set here, not inherited from whatever runs the suite (a suite run
+# as a background job has SIGINT ignored, and an ignored signal stays ignored across exec)
+LAUNCH = (
+    "import os, signal, sys; "
+    "signal.signal(signal.SIGINT, getattr(signal, sys.argv[1])); "
+    "signal.signal(signal.SIGTERM, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])"
+)
+# How long a stop may take: the demo's own bound, and the dev server's stop after it
+STOP_BOUND = STOP_SECONDS + 10
 
 
 def free_port() -> int:
@@ -26,9 +39,19 @@ def free_port() -> int:
 
 
 class Demo:
-    def __init__(self, data_dir: Path, port: int, ui_port: int, review_port: int = 0) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        ui_port: int,
+        review_port: int = 0,
+        sigint: str = "SIG_DFL",  # SIG_IGN: as a shell starts a background job (`make run &`)
+    ) -> None:
         self.args = [
             sys.executable,
+            "-c",
+            LAUNCH,
+            sigint,
             "starter.py",
             "demo",
             "examples/essay-session.yaml",
@@ -52,8 +75,7 @@ class Demo:
             env={**env, "COLUMNS": "200"},
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # a process group of its own, as a terminal's job has
-            # (with SIGINT at its default: a shell's `cmd &` would start it ignored)
+            start_new_session=True,  # a process group of its own, as a shell's job has
         )
 
     async def expect(self, text: str, timeout: float = 60) -> None:
@@ -72,9 +94,33 @@ class Demo:
         """Ctrl-C as a terminal sends it: SIGINT to the job's whole process group."""
         assert self.proc
         os.killpg(self.proc.pid, signal.SIGINT)
-        rest, _ = await asyncio.wait_for(self.proc.communicate(), 30)
+        return await self.ended()
+
+    async def terminate(self) -> int:
+        """`kill PID`: SIGTERM to the demo's process alone."""
+        assert self.proc
+        self.proc.terminate()
+        return await self.ended()
+
+    async def ended(self, timeout: float = STOP_BOUND) -> int:
+        """The exit code, once the demo has ended (failing after ``timeout`` seconds, the
+        demo and all it started killed)."""
+        assert self.proc
+        try:
+            rest, _ = await asyncio.wait_for(self.proc.communicate(), timeout)
+        except TimeoutError:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            raise AssertionError(
+                f"the demo still runs {timeout:g} s later:\n{self.output[-3000:]}"
+            ) from None
         self.output += rest.decode()
         return self.proc.returncode
+
+    def dev_server(self) -> psutil.Process:
+        """The Temporal dev server the demo started."""
+        assert self.proc
+        (server,) = [c for c in psutil.Process(self.proc.pid).children() if c.name() == "temporal"]
+        return server
 
 
 async def test_demo_runs_stops_and_resumes(tmp_path):
@@ -109,12 +155,36 @@ async def test_demo_runs_stops_and_resumes(tmp_path):
     assert (tmp_path / "data" / "temporal.db").exists()
     assert (tmp_path / "data" / "training-camp.db").exists()
 
-    again = Demo(tmp_path / "data", port, ui_port)
+    # Again, as a background job this time (`make run &`: SIGINT ignored); Ctrl-C still stops
+    # it, within its bound, with the server it started
+    again = Demo(tmp_path / "data", port, ui_port, sigint="SIG_IGN")
     await again.start()
     await again.expect("A cycle 2 · agent v2 · awaiting_score")  # resumed, not restarted
     assert "Wait for cycle 3's output" in again.output  # the hint follows the lineage
     assert "Traceback" not in again.output
-    assert await again.interrupt() == 0
+    assert await again.interrupt() == 0  # within STOP_BOUND seconds
+    assert not port_open("127.0.0.1", port)
+
+
+async def test_a_background_demo_stops_on_sigterm_and_when_its_server_dies(tmp_path):
+    """Started as a background job (SIGINT ignored, as `make run &` and a suite run in the
+    background start it): `kill` (SIGTERM to the demo alone) stops it and the server it
+    started; the dev server dying under it stops it too, and it says so (exit code 1). Each
+    within its bound (Ctrl-C on such a job: test_demo_runs_stops_and_resumes)."""
+    port, ui_port = free_port(), free_port()
+    for stop in ("SIGTERM", "server killed"):
+        demo = Demo(tmp_path / "data", port, ui_port, sigint="SIG_IGN")
+        await demo.start()
+        await demo.expect("A cycle 1 · agent v1 · awaiting_score")
+        if stop == "SIGTERM":
+            assert await demo.terminate() == 0, demo.output  # within STOP_BOUND seconds
+            assert "Stopping…" in demo.output
+        else:
+            await asyncio.to_thread(demo.dev_server().kill)
+            assert await demo.ended() == 1, demo.output
+            assert "The Temporal dev server stopped" in demo.output
+        assert not port_open("127.0.0.1", port), stop  # nothing it started is left
+        assert "Traceback" not in demo.output, demo.output
 
 
 def _state(**changes: object) -> LineageState:

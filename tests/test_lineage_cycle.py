@@ -346,7 +346,7 @@ def inbox_cli(temporal_address: str, database_url: str) -> list[tuple[str, int]]
     rows = []
     for line in result.stdout.splitlines():
         cells = [c.strip() for c in line.strip("│┃ ").split("│")]
-        if len(cells) == 4 and cells[0].startswith("lineage-"):
+        if len(cells) == 5 and cells[0].startswith("lineage-"):
             rows.append((cells[0], int(cells[1])))
     return rows
 

@@ -1,5 +1,7 @@
-"""The review inbox in a real browser (headless Chromium through Selenium): the inbox, scoring
-from the keyboard, the next output arriving without a reload, the prompt diff and the chart,
+"""The review inbox in a real browser (headless Chromium through Selenium): the inbox, the
+rater's name asked once and required, scoring from the keyboard, the question each output
+answers, the next output arriving without a reload, the prompt diff (parameters named) and the
+chart, the change behind the output kept on the card and the verdict of the last score only,
 the lineage's own validation answering inline, what raters wrote shown as text, and the token
 required when one is set."""
 
@@ -8,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -71,10 +74,32 @@ def card(lineage_id: str) -> str:
     return f"document.getElementById('lineage-{lineage_id}')"
 
 
+QUESTIONS = [
+    "Explain the four-day work week for small software teams.",
+    "Explain code review for a team of three.",
+    "Explain on-call rotations for a small team.",
+]
+COMMENT = "Way too long, <b>wanted</b> quick bullets. It wanders off on tangents."
+
+
+def post(origin: str, path: str, form: dict[str, str]) -> tuple[int, dict[str, str]]:
+    """A form posted as the page posts it (from its origin, without a browser), and the JSON
+    answer."""
+    body = urllib.parse.urlencode(form).encode()
+    request = urllib.request.Request(
+        f"{origin}{path}", data=body, method="POST", headers={"Origin": origin}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
 async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
     client, store, settings, run_worker, browser, inbox_server
 ):
-    spec = make_spec(labels=("A", "B"))
+    spec = make_spec(labels=("A", "B"), inputs=QUESTIONS)
     a, b = spec.lineage_id("A"), spec.lineage_id("B")
     async with run_worker():
         handles = await start_session(client, spec, settings.task_queue)
@@ -82,17 +107,52 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
             await wait_for_state(handle, awaiting(1))
         server = await inbox_server()
 
-        # The inbox: both outputs, oldest first, counted under their session
+        # The inbox: both outputs, oldest first, counted under their session, each with the
+        # question it answers
         await on(browser, browser.get, f"{server.url}/?session={spec.session_id}")
         rows = await until(browser, "document.querySelectorAll('#inbox-rows tr').length == 2")
         assert rows
         text = await on(browser, lambda: browser.find_element(By.TAG_NAME, "main").text)
         assert f"{spec.session_id} 2" in text and "Explain" not in text.split("output")[0]
+        assert text.count(QUESTIONS[0]) == 2
 
-        # The review screen: A's score field has the focus, and the page is not scrolled past
-        # the output it scores; type a score, Tab, a comment, Enter
+        # The review screen, first visit: the rater's name is asked for first; a score without
+        # it is refused (by the page, and by the server: no made-up "reviewer")
         await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
+        await until(browser, "document.activeElement.id == 'rater'")
+        field = await on(
+            browser,
+            lambda: browser.execute_script(f"return {card(a)}.querySelector('.score-input');"),
+        )
+        await on(browser, field.send_keys, "3", Keys.ENTER)
+        refused = await until(
+            browser, f"{card(a)}.querySelector('form.score .message.error')?.textContent"
+        )
+        assert "Type your name first" in refused
+        assert await on(browser, browser.execute_script, "return document.activeElement.id;") == (
+            "rater"
+        )
+        status, answer = await asyncio.to_thread(
+            post, server.url, f"/lineages/{a}/score", {"score": "3", "cycle": "1"}
+        )
+        assert status == 422 and "Type your name" in answer["error"]
+        assert (await handles[0].query("state"))["score_history"] == []  # nothing was sent
+        # typed once (Tab goes on to the score field), remembered on the next visit
+        await on(browser, browser.switch_to.active_element.send_keys, "ana", Keys.TAB)
+        await until(browser, "document.activeElement.classList.contains('score-input')")
+        await on(browser, browser.refresh)
+        await until(browser, "document.getElementById('rater').value == 'ana'")
+
+        # Type a score, Tab, a comment, Enter; the score field has the focus, and the page is
+        # not scrolled past the output it scores, nor past the question it answers
         await on(browser, browser.execute_script, "window.notReloaded = true;")
+        await until(browser, "document.activeElement.classList.contains('score-input')")
+        question = await on(
+            browser,
+            browser.execute_script,
+            f"return {card(a)}.querySelector('.question').textContent;",
+        )
+        assert question == f"Question (cycle 1): {QUESTIONS[0]}"
         output_top = await on(
             browser,
             browser.execute_script,
@@ -102,17 +162,22 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
         focused = await on(browser, lambda: browser.switch_to.active_element)
         await on(browser, focused.send_keys, "3", Keys.TAB)
         comment = await on(browser, lambda: browser.switch_to.active_element)
-        await on(
-            browser, comment.send_keys, "Way too long, <b>wanted</b> quick bullets", Keys.ENTER
-        )
+        await on(browser, comment.send_keys, COMMENT, Keys.ENTER)
         message = await until(
             browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
         )
         assert message == "score 3 accepted for cycle 1"
 
-        # Cycle 2's output arrives by itself (no reload), with what changed and why
+        # Cycle 2's output arrives by itself (no reload), with its own question, and what
+        # changed and why
         await until(browser, f"{card(a)}.querySelector('header').dataset.cycle == '2'")
         assert await on(browser, browser.execute_script, "return window.notReloaded === true;")
+        question = await on(
+            browser,
+            browser.execute_script,
+            f"return {card(a)}.querySelector('.question').textContent;",
+        )
+        assert question == f"Question (cycle 2): {QUESTIONS[1]}"
         body = await on(browser, browser.execute_script, f"return {card(a)}.innerHTML;")
         assert "v1 → v2" in body
         # a word-level diff: the words that changed, not the whole prompt struck and re-added
@@ -126,6 +191,15 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
         )
         assert "comprehensive" in removed and "brief" in added
         assert "You are an expert analyst." in same and "You are" not in removed
+        # a parameter's change names the parameter, in the list of changes and in the diff
+        changes, parameters = await on(
+            browser,
+            browser.execute_script,
+            f"return [Array.from({card(a)}.querySelectorAll('ul.changes li'), e => e.textContent),"
+            f" {card(a)}.querySelector('ul.parameters').textContent];",
+        )
+        assert "temperature 0.7 → 0.4" in changes and "temperature 0.7 → 0.4" in parameters
+        assert not any(c.startswith("modify: ") for c in changes)
         assert await on(
             browser,
             browser.execute_script,
@@ -139,7 +213,7 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
             f"return [{card(a)}.querySelector('.previous').innerText,"
             f" {card(a)}.querySelectorAll('.previous b').length];",
         )
-        assert previous == ["Last score: 3 — “Way too long, <b>wanted</b> quick bullets”", 0]
+        assert previous == [f"Last score: 3 — “{COMMENT}”", 0]
 
         # B: a score out of range is refused by the lineage, inline, and nothing changes
         field = await on(
@@ -154,23 +228,41 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
         state = await handles[1].query("state")
         assert state["cycle"] == 1 and state["status"] == "awaiting_score"
 
-        # A again: praise keeps the version; the card says so, and no longer shows v1 → v2 as
-        # if it were news
-        field = await on(
-            browser,
-            lambda: browser.execute_script(f"return {card(a)}.querySelector('.score-input');"),
-        )
-        await on(browser, field.send_keys, "9", Keys.TAB)
-        comment = await on(browser, lambda: browser.switch_to.active_element)
-        await on(browser, comment.send_keys, "Spot on, thank you.", Keys.ENTER)
-        await until(browser, f"{card(a)}.querySelector('header').dataset.cycle == '3'")
+        async def score_a(value: str, said: str, cycle: int) -> None:
+            field = await on(
+                browser,
+                lambda: browser.execute_script(f"return {card(a)}.querySelector('.score-input');"),
+            )
+            await on(browser, field.send_keys, value, Keys.TAB)
+            comment = await on(browser, lambda: browser.switch_to.active_element)
+            await on(browser, comment.send_keys, said, Keys.ENTER)
+            await until(browser, f"{card(a)}.querySelector('header').dataset.cycle == '{cycle}'")
+
+        def evolution_and_verdict() -> Any:
+            return browser.execute_script(
+                f"const e = {card(a)}.querySelector('section.evolution');"
+                "return [e && e.querySelector('h3').textContent.replace(/\\s+/g, ' ').trim(),"
+                " e && e.querySelector('pre.diff') !== null,"
+                f" {card(a)}.querySelector('.last-verdict').textContent];"
+            )
+
+        # A again: praise keeps v2; cycle 3's output is v2's too, so the card keeps v2's change
+        # and its diff, and the verdict line is this score's
+        await score_a("9", "Spot on, thank you.", 3)
         kept = await until(browser, f"{card(a)}.querySelector('.last-step')?.textContent")
         assert "kept v2" in kept
-        assert await on(
-            browser,
-            browser.execute_script,
-            f"return {card(a)}.querySelector('section.evolution') === null"
-            f" && {card(a)}.querySelector('.last-verdict').textContent.includes('validated');",
+        heading, diff, verdict = await on(browser, evolution_and_verdict)
+        assert heading == "v1 → v2 validated by cycle 2's score" and diff
+        assert verdict.startswith("Verdict of the last score (cycle 2) on the change before it:")
+        assert "validated: shorter" in verdict
+        # Praised again: this score had no change to judge, and the card says so rather than
+        # show cycle 2's verdict as this one's; v2's change stays, with its own verdict
+        await score_a("9", "Spot on again.", 4)
+        heading, diff, verdict = await on(browser, evolution_and_verdict)
+        assert heading == "v1 → v2 validated by cycle 2's score" and diff
+        assert verdict == (
+            "Verdict of the last score (cycle 3) on the change before it: none, it had no "
+            "change to judge"
         )
 
     # The score landed in Temporal as one from the CLI would, with the rater's name
@@ -181,14 +273,9 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
     ]
     sent = json.loads(updates[0].input.args.payloads[0].data)
     assert updates[0].input.name == "submit_score"
-    assert sent == {
-        "rater": "reviewer",
-        "score": 3.0,
-        "comment": "Way too long, <b>wanted</b> quick bullets",
-        "cycle": 1,
-    }
-    first, _ = store.queries.evaluations(a)
-    assert (first.score, first.rater) == (3.0, "reviewer")
+    assert sent == {"rater": "ana", "score": 3.0, "comment": COMMENT, "cycle": 1}
+    first, *_ = store.queries.evaluations(a)
+    assert (first.score, first.rater) == (3.0, "ana")
 
 
 async def test_with_a_token_the_inbox_refuses_strangers(client, store, browser, inbox_server):

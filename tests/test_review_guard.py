@@ -67,7 +67,7 @@ async def test_only_the_apps_own_page_can_change_anything(
         state = await handle.query(LineageWorkflow.state)
         assert state.status == "awaiting_score"  # nothing reached the lineage
         # the app's own page may
-        body, headers = form(score="7", comment="fine")
+        body, headers = form(score="7", comment="fine", rater="ana")  # the page names the rater
         sent = {**headers, "Origin": own}
         status, _, said = await call(server, "POST", f"/lineages/{lineage}/score", body, sent)
         assert status == 200, said
@@ -88,7 +88,7 @@ async def test_a_rebound_host_name_is_refused(serve):
 
 async def test_with_a_token_a_bearer_header_may_post_but_a_cookie_needs_the_origin(serve):
     server = await serve(token=TOKEN)
-    body, headers = form(reason="x")
+    body, headers = form(reason="x", rater="ana")
     cookie = {**headers, "Cookie": f"review_token={TOKEN}"}
     status, _, _ = await call(server, "POST", "/lineages/none/stop", body, cookie)
     assert status == 403  # a signed-in rater's browser, driven by another page

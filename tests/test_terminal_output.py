@@ -106,7 +106,8 @@ async def test_stored_text_reaches_the_terminal_as_data(
     data = {
         "name": f"Hostile {session}",
         "id": session,
-        "inputs": ["Explain the four-day work week for small software teams."],
+        # the question is shown by `inbox` and `output` too
+        "inputs": [f"{SHORT_MARKUP} Explain the four-day work week. {HOSTILE}"],
         "lineages": [
             {
                 "label": "A",

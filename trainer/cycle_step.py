@@ -34,6 +34,7 @@ from domain.trainer import (
     LearningInsight,
     PastChange,
     ScoreAnalysis,
+    describe_change,
 )
 from trainer import (
     comment_languages,
@@ -299,7 +300,7 @@ def summary(step: CycleStep, from_version: int) -> str:
         for c in step.new_changes
         if not c.reason.startswith((STRENGTHEN_REASON, TAKE_BACK_REASON))
     ]
-    parts += [describe(c) for c in new]
+    parts += [describe_change(c) for c in new]
     line = f"v{from_version}→v{from_version + 1}: " + "; ".join(parts)
     # what was protected is in the record's notes; the line says what did not happen
     skipped = [r for r in step.report if not r.startswith(("rolled back", "kept '"))]
@@ -339,15 +340,6 @@ def said_back(step: CycleStep) -> str:
     if missed:
         parts.append(f"not understood: {missed[0]}")
     return preview_of("; ".join(parts), SAID_BACK_CHARS)
-
-
-def describe(change: EvolutionChange) -> str:
-    if change.component == "parameters":
-        return f"{change.target} {change.before}→{change.after}"
-    text = change.after if change.change_type != "remove" else change.before
-    if change.component in ("tools", "flow"):
-        return f"{change.change_type} {change.component} {change.target} {text!r}"
-    return f"{change.change_type} {change.component} {text!r}"
 
 
 def _output_words(spans: Sequence[SpanRecord]) -> int | None:

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         score_before,
     )
     from domain.spec import LineageOptions
+    from domain.trainer import verdict_line
     from workflows.lineage_handlers import STORE_ACTIVITY, LineageHandlers, LineageStopped
 
 
@@ -288,9 +289,15 @@ class LineageWorkflow(LineageHandlers):
 
     def _took(self, step: CycleStepInput, taken: CycleStepResult, oneshots: int) -> None:
         """The lineage after a cycle step: its new version (if any) awaits its verdict."""
-        # the verdict of this score only: a score that judged nothing shows none, not an older one
+        # the verdict of this score only, worded as `history` words it (verdict_line): a score
+        # that judged nothing shows none, not an older one
         self._s.last_verdict = (
-            cut(taken.verdict.reason, MAX_SUMMARY_CHARS) if taken.verdict is not None else None
+            cut(
+                verdict_line(taken.verdict.hypothesis_validated, taken.verdict.reason),
+                MAX_SUMMARY_CHARS,
+            )
+            if taken.verdict is not None
+            else None
         )
         self._s.last_reading = taken.reading
         if taken.verdict is not None:

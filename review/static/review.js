@@ -1,16 +1,32 @@
 // The review pages: keyboard scoring, inline answers from the lineage, live updates (SSE).
 "use strict";
 
+// The rater's name: asked once, remembered in this browser, sent with every score and action
+// (the server refuses one without a name rather than record it under a made-up one)
 const rater = document.getElementById("rater");
+const raterName = () => (rater ? rater.value.trim() : "");
+function rememberRater() {
+  if (!rater) return;
+  if (raterName()) localStorage.setItem("rater", raterName());
+  rater.classList.toggle("missing", !raterName());
+}
 if (rater) {
-  rater.value = localStorage.getItem("rater") || "";
-  rater.addEventListener("change", () => localStorage.setItem("rater", rater.value.trim()));
+  rater.value = localStorage.getItem("rater") || rater.value;  // else the name given at sign-in
+  rater.addEventListener("input", rememberRater);
+  rememberRater();
 }
 
 async function send(form) {
   const message = form.querySelector(".message") || form.parentElement.querySelector(".message");
   const data = new FormData(form);
-  if (rater && rater.value.trim()) data.set("rater", rater.value.trim());
+  if (rater && !raterName()) {
+    message.textContent = "Type your name first (“Your name”, at the top): every score is " +
+      "recorded under it. It is asked once and remembered.";
+    message.className = "message error";
+    rater.focus();
+    return;
+  }
+  if (rater) data.set("rater", raterName());
   message.textContent = "…";
   message.className = "message";
   try {
@@ -55,8 +71,17 @@ const waiting = document.querySelector(".card .status.awaiting_score");
 const firstField = waiting
   ? waiting.closest(".card").querySelector(".score-input")
   : scoreInputs[0];
-// focus the score field without scrolling past the output it scores
-if (firstField) firstField.focus({ preventScroll: true });
+// focus the score field without scrolling past the output it scores; the name first, once
+if (rater && !raterName() && scoreInputs.length) {
+  rater.focus({ preventScroll: true });
+  // Enter or Tab from the name: on to the score field
+  rater.addEventListener("keydown", (event) => {
+    if ((event.key === "Enter" || event.key === "Tab") && raterName() && firstField) {
+      event.preventDefault();
+      firstField.focus({ preventScroll: true });
+    }
+  });
+} else if (firstField) firstField.focus({ preventScroll: true });
 
 // Live: the server says what changed (a row per lineage); fetch those cards, keep what is typed.
 async function refreshCard(body) {

@@ -16,6 +16,8 @@ from store.views.reader import ViewReader
 
 _artifacts = ArtifactRow.__table__  # type: ignore[attr-defined]
 _ARTIFACT = select(_artifacts).where(_artifacts.c.id == bindparam("id"))
+_rollouts = RolloutRow.__table__  # type: ignore[attr-defined]
+_ROLLOUT_INPUT = select(_rollouts.c.input_hash).where(_rollouts.c.id == bindparam("id"))
 _spans = SpanRow.__table__  # type: ignore[attr-defined]
 _SPANS = (
     select(_spans).where(_spans.c.attempt_id == bindparam("attempt_id")).order_by(_spans.c.sequence)
@@ -101,6 +103,13 @@ class RolloutView(ViewReader):
 
     def artifact_text(self, artifact_id: str) -> str:
         return str(self.payload(self.artifact(artifact_id).content_hash))
+
+    def rollout_input(self, rollout_id: str) -> str | None:
+        """The input a rollout ran on: for a cycle's, the question its output answers (None:
+        no such rollout)."""
+        with self.engine.connect() as conn:
+            digest = conn.execute(_ROLLOUT_INPUT, {"id": rollout_id}).scalar()
+        return None if digest is None else str(self.payload(digest))
 
     def latest_outputs(
         self, lineage_ids: list[str], unscored: bool = False

@@ -23,10 +23,13 @@ from domain.events import (
     LineageUnlocked,
     SpansRecorded,
 )
+from domain.trainer import describe_change, verdict_line
 from store.backends.database import write_transaction
 from store.eventstore import event_log, payload_store
 from store.records import projections
 from store.tables import PROJECTION_TABLES
+
+HISTORY_TEXT_CHARS = 80  # a prompt change's texts, cut, on its line of the history
 
 
 class ScoreAt(BaseModel):
@@ -106,13 +109,18 @@ def _summary(event: Event | None) -> str:
         case AgentCreated():
             return f"v{event.version} created"
         case AgentEvolved():
-            return f"v{event.from_version} → v{event.to_version} ({event.kind}): {event.hypothesis}"
+            changed = "; ".join(describe_change(c, limit=HISTORY_TEXT_CHARS) for c in event.changes)
+            return (
+                f"v{event.from_version} → v{event.to_version} ({event.kind}): {event.hypothesis}"
+                + (f" Changes: {changed}" if changed else "")
+            )
         case ArtifactScored():
             comment = f": {event.comment}" if event.comment else ""
             return f"cycle {event.cycle} scored {event.score:g}{comment}"
         case EvolutionJudged():
-            verdict = "validated" if event.validated else "refuted"
-            return f"{event.evolution_id} {verdict} ({event.score_delta:+g})"
+            # the verdict as the `state` query words it (last_verdict): one function for both
+            verdict = verdict_line(event.validated, event.reason)
+            return f"{event.evolution_id}: {verdict} (score {event.score_delta:+g})"
         case LineageLocked() | LineageUnlocked() | DirectiveAdded():
             shown = event.payload()
             shown.pop("competitorScores", None)

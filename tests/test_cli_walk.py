@@ -1,0 +1,96 @@
+"""A reviewer's walk from the command line, through the dev server and the real commands: the
+question each output answers (it changes every cycle) in `training-camp inbox` and `output`,
+parameter changes named in `training-camp-data history`, and `history` giving a verdict in
+the words the `state` query uses."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from client import start_session
+from tests.conftest import awaiting, make_spec, training_data_cli, wait_for_state
+
+ROOT = Path(__file__).parent.parent
+QUESTIONS = [
+    "Explain the four-day work week for small software teams.",
+    "Explain code review for a team of three.",
+]
+
+
+def starter_cli(*args: str, temporal_address: str, database_url: str) -> str:
+    """`training-camp …` as a user runs it; its output (it must succeed)."""
+    result = subprocess.run(
+        [sys.executable, "starter.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            "PATH": os.environ["PATH"],
+            "COLUMNS": "250",
+            "TEMPORAL_ADDRESS": temporal_address,
+            "TRAINING_CAMP_DATABASE_URL": database_url,
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+async def test_the_cli_shows_each_cycles_question_names_parameters_and_agrees_with_state(
+    client, store, settings, run_worker, temporal_address
+):
+    spec = make_spec(inputs=QUESTIONS)
+    lineage = spec.lineage_id("A")
+
+    async def cli(*args: str) -> str:
+        return await asyncio.to_thread(
+            starter_cli,
+            *args,
+            temporal_address=temporal_address,
+            database_url=settings.database_url,
+        )
+
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        inbox, output = await asyncio.gather(
+            cli("inbox", "--session", spec.session_id), cli("output", lineage)
+        )
+        # the inbox row names the question its output answers
+        (row,) = [line for line in inbox.splitlines() if line.startswith(f"│ lineage-{lineage}")]
+        assert QUESTIONS[0] in row
+        assert output.startswith(f"Question (cycle 1):\n{QUESTIONS[0]}\n")
+
+        await handle.signal(
+            "score", {"score": 5, "comment": "Too long, and it wanders off on tangents."}
+        )
+        await wait_for_state(handle, awaiting(2))
+        # asked again, with a lower score: the change went the right way, not far enough
+        await handle.signal("score", {"score": 3, "comment": "Still too long."})
+        state = await wait_for_state(handle, awaiting(3))
+
+    assert state.last_verdict.startswith("not far enough: shorter")
+    output, history = await asyncio.gather(
+        cli("output", lineage, "--cycle", "2"),
+        asyncio.to_thread(
+            training_data_cli,
+            "history",
+            lineage,
+            url=settings.database_url,
+            env={"COLUMNS": "1000"},  # a row per line
+        ),
+    )
+    assert output.startswith(f"Question (cycle 2):\n{QUESTIONS[1]}\n")  # the cycle's own
+    assert QUESTIONS[0] not in output
+    assert history.returncode == 0, history.stderr
+    lines = history.stdout.splitlines()
+    (judged,) = [line for line in lines if "evolution.outcome" in line]
+    assert "not far enough: shorter" in judged and "(score -2)" in judged
+    assert "validated (" not in judged  # what it said before: a flag, not the verdict
+    # the evolution's line names the parameter it changed, as the trainer's summary does
+    (evolved,) = [line for line in lines if "agent.evolved" in line and "v1 → v2" in line]
+    assert "temperature 0.7 → 0.4" in evolved
