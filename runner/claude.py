@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import anthropic
+from typing import TYPE_CHECKING, Any
 
 from runner.model_backend import ContentBlock, ModelError, ModelReply, ModelRequest
 from runner.redaction import redact
 
+if TYPE_CHECKING:
+    import anthropic
+
+
+def sdk() -> Any:
+    """The ``anthropic`` SDK, imported on first use: it takes seconds to import, and every
+    command-line call loads this module, while only a process that calls Claude needs it."""
+    import anthropic
+
+    return anthropic
+
 
 def make_client(api_key: str, base_url: str | None, max_retries: int) -> anthropic.AsyncAnthropic:
     # The SDK retries 429/529/5xx inside one attempt; Temporal retries across attempts.
-    return anthropic.AsyncAnthropic(
+    return sdk().AsyncAnthropic(
         api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=600
     )
 
@@ -27,21 +36,22 @@ async def create_message(client: anthropic.AsyncAnthropic, **kwargs: Any) -> Any
 
 
 async def _create(client: anthropic.AsyncAnthropic, **kwargs: Any) -> Any:
+    api = sdk()
     try:
         return await client.messages.create(**kwargs)
-    except (anthropic.RateLimitError, anthropic.InternalServerError) as exc:
+    except (api.RateLimitError, api.InternalServerError) as exc:
         raise ModelError(
             f"Claude unavailable ({exc.status_code}): {exc.message}", retryable=True
         ) from None
-    except anthropic.APIConnectionError as exc:
+    except api.APIConnectionError as exc:
         raise ModelError(f"cannot reach the Messages API: {exc}", retryable=True) from None
-    except anthropic.APIStatusError as exc:
+    except api.APIStatusError as exc:
         retryable = exc.status_code >= 500 or exc.status_code in (408, 409, 429)
         raise ModelError(
             f"Claude rejected the request ({exc.status_code}): {exc.message}",
             retryable=retryable,
         ) from None
-    except (anthropic.APIResponseValidationError, ValueError) as exc:
+    except (api.APIResponseValidationError, ValueError) as exc:
         # includes a body that is not JSON at all (json.JSONDecodeError is a ValueError)
         raise ModelError(f"malformed reply from the Messages API: {exc}", retryable=True) from None
 

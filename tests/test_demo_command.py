@@ -5,6 +5,7 @@ background job (SIGINT ignored), Ctrl-C, SIGTERM and the dev server's end each s
 from __future__ import annotations
 
 import asyncio
+import codecs
 import os
 import signal
 import socket
@@ -65,6 +66,8 @@ class Demo:
             str(review_port or free_port()),
         ]
         self.output = ""
+        # a read may end inside a character ("│", "→"): decode across reads
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
@@ -86,7 +89,7 @@ class Demo:
                 chunk = await self.proc.stdout.read(4096)
                 if not chunk:
                     raise AssertionError(f"demo exited before printing {text!r}:\n{self.output}")
-                self.output += chunk.decode()
+                self.output += self._decoder.decode(chunk)
 
         await asyncio.wait_for(read(), timeout)
 
@@ -113,7 +116,7 @@ class Demo:
             raise AssertionError(
                 f"the demo still runs {timeout:g} s later:\n{self.output[-3000:]}"
             ) from None
-        self.output += rest.decode()
+        self.output += self._decoder.decode(rest, final=True)
         return self.proc.returncode
 
     def dev_server(self) -> psutil.Process:
