@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import operator
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -15,7 +16,7 @@ from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
 
 
-class Backend:
+class Backend(ABC):
     """One database's SQL and behaviour where they differ."""
 
     name: ClassVar[str]
@@ -34,20 +35,20 @@ class Backend:
         """``sql``, written with ``?`` placeholders, for the driver's own cursor."""
         return sql
 
+    @abstractmethod
     def insert(self, table: Table) -> Any:
         """The dialect's INSERT (which knows ON CONFLICT)."""
-        raise NotImplementedError
 
-    def begin_on_driver(self, cursor: Any) -> None:
+    def begin_on_driver(self, cursor: Any) -> None:  # noqa: B027 (most drivers need nothing)
         """Open a write transaction on a driver connection outside SQLAlchemy."""
 
     def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         """``column`` is one of ``values``: the SQL condition and its parameters."""
         return f"{column} IN ({', '.join('?' * len(values))})", list(values)
 
+    @abstractmethod
     def json_text(self, column: str, key: str) -> str:
         """A top-level field of the JSON text in ``column``, as text."""
-        raise NotImplementedError
 
     def as_float(self, expression: str) -> str:
         """``expression`` (text holding a number) as a floating-point number."""
