@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from domain.agent import OFFLINE_MODEL_PREFIX
 from domain.settings import Settings
-from runner.claude import ClaudeBackend, sdk
+from runner.claude import ClaudeBackend
 from runner.model_backend import ModelBackend, ModelError
 from runner.offline_model import OfflineModel
 
@@ -14,10 +14,6 @@ class ModelBackends:
         self._settings = settings
         self._offline = OfflineModel()
         self._claude: ClaudeBackend | None = None
-        if settings.anthropic_api_key is not None:
-            # a worker that may call Claude imports the SDK now: imported inside the first
-            # model call, its seconds of import would block the event loop (and its heartbeats)
-            sdk()
 
     def for_model(self, model: str) -> ModelBackend:
         if model.startswith(OFFLINE_MODEL_PREFIX):

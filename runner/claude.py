@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import anthropic
 
 from runner.model_backend import ContentBlock, ModelError, ModelReply, ModelRequest
 from runner.redaction import redact
 
-if TYPE_CHECKING:
-    import anthropic
-
-
-def sdk() -> Any:
-    """The ``anthropic`` SDK, imported on first use: it takes seconds to import, and every
-    command-line call loads this module, while only a process that calls Claude needs it."""
-    import anthropic
-
-    return anthropic
-
 
 def make_client(api_key: str, base_url: str | None, max_retries: int) -> anthropic.AsyncAnthropic:
     # The SDK retries 429/529/5xx inside one attempt; Temporal retries across attempts.
-    return sdk().AsyncAnthropic(
+    return anthropic.AsyncAnthropic(
         api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=600
     )
 
@@ -36,22 +27,21 @@ async def create_message(client: anthropic.AsyncAnthropic, **kwargs: Any) -> Any
 
 
 async def _create(client: anthropic.AsyncAnthropic, **kwargs: Any) -> Any:
-    api = sdk()
     try:
         return await client.messages.create(**kwargs)
-    except (api.RateLimitError, api.InternalServerError) as exc:
+    except (anthropic.RateLimitError, anthropic.InternalServerError) as exc:
         raise ModelError(
             f"Claude unavailable ({exc.status_code}): {exc.message}", retryable=True
         ) from None
-    except api.APIConnectionError as exc:
+    except anthropic.APIConnectionError as exc:
         raise ModelError(f"cannot reach the Messages API: {exc}", retryable=True) from None
-    except api.APIStatusError as exc:
+    except anthropic.APIStatusError as exc:
         retryable = exc.status_code >= 500 or exc.status_code in (408, 409, 429)
         raise ModelError(
             f"Claude rejected the request ({exc.status_code}): {exc.message}",
             retryable=retryable,
         ) from None
-    except (api.APIResponseValidationError, ValueError) as exc:
+    except (anthropic.APIResponseValidationError, ValueError) as exc:
         # includes a body that is not JSON at all (json.JSONDecodeError is a ValueError)
         raise ModelError(f"malformed reply from the Messages API: {exc}", retryable=True) from None
 
