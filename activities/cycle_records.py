@@ -7,7 +7,7 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from activities.error_classification import failure_reason, is_transient
-from activities.trainer import CycleDecision
+from domain.cycle_decision import CycleDecision
 from domain.lineage import CycleStepInput, CycleStepResult
 from domain.trainer import Directives, EvolutionTrigger
 from store import Store

@@ -14,18 +14,17 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.error_classification import failure_reason, is_transient
 from domain.agent import AgentDefinition
+from domain.cycle_decision import CycleDecision, CycleStep
 from domain.execution import CUT_OFF, SpanRecord
 from domain.lineage import CycleStepInput
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
-    JudgedEvolution,
     LearningInsight,
     PastChange,
     ScoreAnalysis,
@@ -37,7 +36,7 @@ from store.tables import ArtifactRow
 from trainer import cycle_step, rlm_credit
 from trainer.backends import TrainerBackend, TrainerBackends, TrainerConfigError
 from trainer.claude_trainer import TrainerOutputError
-from trainer.cycle_step import CycleStep, LineageMemory
+from trainer.cycle_step import LineageMemory
 from trainer.outcome import PendingEvolution
 
 T = TypeVar("T")
@@ -57,19 +56,6 @@ class StepContext:
     sticky_directives: list[str]
     oneshot_directives: list[str]
     cut_off: bool = False  # the scored output stopped at the token limit
-
-
-class CycleDecision(BaseModel):
-    """What a cycle step decided, for the step that records it: nothing here is written yet.
-    ``step`` is None when the lineage is locked (the score only judges) or training failed."""
-
-    judged: JudgedEvolution | None = None
-    step: CycleStep | None = None
-    attempt_id: str | None = None  # the attempt that wrote the scored output
-    applied_insights: list[tuple[str, EvolutionChange]] = Field(default_factory=list)
-    summary: str = ""
-    reading: str | None = None  # how the comment was read, said back to the rater
-    training_error: str | None = None
 
 
 class TrainerActivities:

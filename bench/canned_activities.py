@@ -7,8 +7,8 @@ from __future__ import annotations
 from temporalio import activity
 
 from activities.cycle_records import RecordCycleStepInput
-from activities.trainer import CycleDecision
 from domain.agent import AgentRef
+from domain.cycle_decision import CycleDecision
 from domain.lineage import (
     CycleStepInput,
     CycleStepResult,

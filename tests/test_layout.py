@@ -234,3 +234,21 @@ def test_the_trainer_knows_backends_by_what_they_do():
                 if by_name and any(isinstance(p, ast.Constant) and p.value in names for p in parts):
                     branching.append(f"{where}:{node.lineno}")
     assert branching == [], "\n".join(branching)
+
+
+# Not an activity: how every activity's failures are classified (the worker's interceptor)
+ACTIVITY_INFRASTRUCTURE = {"activities.error_classification"}
+
+
+def test_activities_import_no_other_activity():
+    """Each activity module is an adapter over the layers below: what two of them share (a
+    decision one makes and another records) lives in ``domain``, never in an activity module
+    the other imports."""
+    crossing = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in sorted((ROOT / "activities").rglob("*.py"))
+        for module, line in _imported_modules(path)
+        if module.split(".")[0] == "activities"
+        and not any(module.startswith(shared) for shared in ACTIVITY_INFRASTRUCTURE)
+    ]
+    assert crossing == [], "\n".join(crossing)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from domain.agent import AgentDefinition, FlowStep
 from domain.change_families import contrary_of, opposite_of, working_against
+from domain.cycle_decision import CycleStep
 from domain.execution import SpanRecord, preview_of
 from domain.trainer import (
     CreditAssignment,
@@ -47,7 +48,6 @@ from trainer import (
 from trainer.backends import TrainerBackend
 from trainer.change_patterns import pattern
 from trainer.evolution import (
-    ROLLBACK_REASON,
     STRENGTHEN_REASON,
     TAKE_BACK_REASON,
     apply_changes,
@@ -77,32 +77,6 @@ class LineageMemory(BaseModel):
     output_cut_off: bool = False
     # structured wishes sent with the score, taken as given instead of reading the comment
     wants: list[str] | None = None
-
-
-class CycleStep(BaseModel):
-    """Everything one score did: the verdict on the last change, what was undone, what was
-    changed, the agent after, and plain notes for the rater."""
-
-    judged: JudgedEvolution | None = None
-    analysis: ScoreAnalysis
-    credit: CreditAssignment
-    plan: EvolutionPlan  # changes: the rollback's inverse changes first, then the new ones
-    agent: AgentDefinition  # after every change
-    asked_for: list[str] = Field(default_factory=list)
-    rolled_back: list[str] = Field(default_factory=list)  # families undone
-    # families whose older instructions the reviewer took back ("drop the example")
-    taken_back: list[str] = Field(default_factory=list)
-    strengthened: list[str] = Field(default_factory=list)
-    report: list[str] = Field(default_factory=list)  # skipped, kept, partial, not understood
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.plan.changes)
-
-    @property
-    def new_changes(self) -> list[EvolutionChange]:
-        """The step's own changes (not the inverse ones of its rollback)."""
-        return [c for c in self.plan.changes if not c.reason.startswith(ROLLBACK_REASON)]
 
 
 CreditOf = Callable[[AgentDefinition, ScoreAnalysis], Awaitable[CreditAssignment]]

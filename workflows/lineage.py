@@ -16,9 +16,10 @@ with workflow.unsafe.imports_passed_through():
     from activities.cycle_records import CycleRecordActivities, RecordCycleStepInput
     from activities.insight_sharing import InsightSharingActivities, ShareOutcomeInput
     from activities.lineage_registry import LineageRegistryActivities
-    from activities.trainer import CycleDecision, TrainerActivities
+    from activities.trainer import TrainerActivities
     from domain import search_attributes
     from domain.cycle import Cycle
+    from domain.cycle_decision import CycleDecision
     from domain.lineage import (
         MAX_SUMMARY_CHARS,
         CycleStepInput,
