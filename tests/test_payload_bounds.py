@@ -39,7 +39,7 @@ from tests.test_faults import claude_settings
 from tests.test_rlm_repl import ROOT_MODEL, _cells
 from workflows import rlm as rlm_workflow
 from workflows.lineage import SCORE_HISTORY_CARRIED, LineageWorkflow
-from workflows.lineage_handlers import RECENT_REJECTIONS
+from workflows.lineage_store import RECENT_REJECTIONS
 from workflows.rlm import RlmReplWorkflow
 
 PAYLOAD_LIMIT = 2 * 1024 * 1024

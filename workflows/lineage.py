@@ -4,11 +4,12 @@ Each cycle: run the agent (each retry a recorded attempt) → wait, durably, for
 unless locked, the Master Trainer turns the score into a targeted new version → next cycle.
 """
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
@@ -18,14 +19,18 @@ with workflow.unsafe.imports_passed_through():
     from activities.lineage_registry import LineageRegistryActivities
     from activities.trainer import TrainerActivities
     from domain import search_attributes
+    from domain.agent import AgentRef
     from domain.cycle import Cycle
     from domain.cycle_decision import CycleDecision
+    from domain.feedback import ScoreAccepted
     from domain.lineage import (
         MAX_SUMMARY_CHARS,
+        CarriedState,
         CycleStepInput,
         CycleStepResult,
         LineageInput,
         LineageResult,
+        LineageState,
         LineageStatus,
         QueuedScore,
         RegisterLineageInput,
@@ -40,7 +45,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from domain.spec import LineageOptions
     from domain.trainer import verdict_line
-    from workflows.lineage_handlers import STORE_ACTIVITY, LineageHandlers, LineageStopped
+    from workflows.lineage_inbox import LineageInbox, check_await_output, wrong_cycle
+    from workflows.lineage_store import STORE_ACTIVITY, LineageStopped, LineageStoreSteps
 
 
 # Agent errors that no retry can fix: fail the rollout at once.
@@ -68,10 +74,24 @@ LIFECYCLE_STATUS = {"training": "running", "awaiting_score": "running"}
 # saved and freshly recorded history is replayed inside the sandbox too (tests/test_durability.py),
 # which refuses such calls. `TRAINING_CAMP_WORKFLOW_SANDBOX=1` runs it sandboxed on a worker.
 @workflow.defn(name="LineageWorkflow", sandboxed=False)
-class LineageWorkflow(LineageHandlers):
+class LineageWorkflow:
+    """The story of a lineage (``run``), and the handlers Temporal finds on this class: each
+    delegates to the run's inbox (``workflows/lineage_inbox.py``), which reads, checks and
+    records what people send through the run's store steps (``workflows/lineage_store.py``).
+    All three share one carried state, ``self._s``."""
+
     @workflow.init
     def __init__(self, inp: LineageInput) -> None:
-        super().__init__(inp)
+        self._inp = inp
+        self._s = inp.carried or CarriedState(
+            agent=AgentRef(agent_id=inp.lineage_id, version=0), input_hashes=[]
+        )
+        self._status: LineageStatus = "starting"
+        self._run_cycles = 0
+        self._continuing = False  # about to continue as new: `await_output` callers return
+        self._output_waiters = 0  # await_output handlers in flight
+        self._store = LineageStoreSteps(inp, self._s)
+        self._inbox = LineageInbox(inp, self._s, self._store, lambda: self._status)
         # The TrainingCampStatus search attribute as the run starts: set by the starter (a new
         # lineage starts "running") or carried over by continue-as-new, so that a first cycle
         # writes nothing to visibility.
@@ -120,7 +140,7 @@ class LineageWorkflow(LineageHandlers):
     async def _register(self) -> None:
         inp = self._inp
         assert inp.initial_agent is not None and inp.inputs is not None
-        result = await self._store_step(
+        result = await self._store.step(
             LineageRegistryActivities.register_lineage,
             RegisterLineageInput(
                 session_id=inp.session_id,
@@ -143,7 +163,7 @@ class LineageWorkflow(LineageHandlers):
             rollout_id = Cycle(self._inp.lineage_id, self._s.cycle).rollout_id(retry=tries)
             self._set_status("running")
             try:
-                return await self._unless_stopped(
+                return await self._store.unless_stopped(
                     workflow.start_activity_method(
                         AgentExecutionActivities.run_agent,
                         RunAgentInput(
@@ -160,7 +180,7 @@ class LineageWorkflow(LineageHandlers):
                 )
             except FailureError as err:
                 self._s.last_error = note(str(err.cause or err))
-                await self._store_step(
+                await self._store.step(
                     AgentExecutionActivities.mark_rollout_failed,
                     RolloutFailedInput(
                         session_id=self._inp.session_id,
@@ -170,10 +190,12 @@ class LineageWorkflow(LineageHandlers):
                     ),
                 )
             self._set_status("failed")
-            await workflow.wait_condition(lambda: self._retry_requested or self._s.stop_requested)
+            await workflow.wait_condition(
+                lambda: self._inbox.retry_requested or self._s.stop_requested
+            )
             if self._s.stop_requested:
                 return None
-            self._retry_requested = False
+            self._inbox.retry_requested = False
             tries += 1
 
     def _agent_activity_options(self) -> dict[str, Any]:
@@ -199,14 +221,8 @@ class LineageWorkflow(LineageHandlers):
             if not self._s.queued_scores:
                 return None
             queued = self._s.queued_scores.pop(0)
-            wanted = queued.score.cycle
-            if wanted is not None and wanted != self._s.cycle:
-                await self._reject(
-                    "score",
-                    queued.score.model_dump(),
-                    f"cycle: score is for cycle {wanted}, but cycle {self._s.cycle} "
-                    "is awaiting its score",
-                )
+            if (wrong := wrong_cycle(queued.score, self._s.cycle)) is not None:
+                await self._store.reject("score", queued.score.model_dump(), wrong)
                 continue
             return queued
 
@@ -222,7 +238,7 @@ class LineageWorkflow(LineageHandlers):
         options = self._inp.options
         # every directive sent so far is in the store or refused: the step reads them there
         await workflow.wait_condition(
-            lambda: self._directives_in_flight == 0 or self._s.stop_requested
+            lambda: self._inbox.directives_in_flight == 0 or self._s.stop_requested
         )
         oneshots = self._s.oneshot_count
         step = CycleStepInput(
@@ -248,7 +264,7 @@ class LineageWorkflow(LineageHandlers):
             self._set_status("training")
         try:
             decision = await self._cycle_step(step)
-            taken = await self._store_step(
+            taken = await self._store.step(
                 CycleRecordActivities.record_cycle_step,
                 RecordCycleStepInput(step=step, decision=decision),
             )
@@ -256,7 +272,7 @@ class LineageWorkflow(LineageHandlers):
             self._s.last_error = note(f"score not recorded: {err.cause or err}")
             return False
         if decision.judged is not None and decision.judged.insights:
-            await self._recorded(
+            await self._store.recorded(
                 "insights",
                 InsightSharingActivities.share_outcome,
                 ShareOutcomeInput(
@@ -286,7 +302,7 @@ class LineageWorkflow(LineageHandlers):
             handle = workflow.start_activity_method(
                 TrainerActivities.take_cycle_step, step, **CYCLE_STEP_ACTIVITY
             )
-        return await self._unless_stopped(handle)
+        return await self._store.unless_stopped(handle)
 
     def _took(self, step: CycleStepInput, taken: CycleStepResult, oneshots: int) -> None:
         """The lineage after a cycle step: its new version (if any) awaits its verdict."""
@@ -318,6 +334,80 @@ class LineageWorkflow(LineageHandlers):
         self._s.last_evolution = cut(taken.summary, MAX_SUMMARY_CHARS)
         self._s.agent = taken.agent
         self._s.pending_evolution_id = taken.evolution_id
+
+    # ---- what people send: declared here, handled by the inbox ------------------------------
+
+    @workflow.signal(dynamic=True)
+    async def on_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """Every signal: score, directive, lock, unlock, stop, retry (see the README).
+
+        One handler takes them all, payloads unread: given a typed handler, the SDK drops a
+        signal whose payload its converter cannot read (JSON nested too deep, a lone
+        surrogate) and fails every workflow task on a second argument, wedging the lineage.
+        The inbox reads each: it is acted on or leaves a rejection record."""
+        await self._inbox.signal(name, args)
+
+    @workflow.update(name="submit_score")
+    def submit_score(self, payload: Any = None) -> ScoreAccepted:
+        return self._inbox.queue_score(payload)
+
+    @submit_score.validator
+    def _validate_submit_score(self, payload: Any = None) -> None:
+        self._inbox.check_score(payload)
+
+    @workflow.update(name="await_output")
+    async def await_output(self, cycle: int) -> LineageState:
+        """Wait until cycle ``cycle``'s output awaits its score (or the lineage stops or a
+        rollout fails) and return the state: scripts and UIs need not poll ``state``.
+        A run about to continue as new releases its waiters (handlers must finish first): a
+        state whose cycle is below ``cycle`` means "call again" (``client.await_output``)."""
+        self._output_waiters += 1
+        try:
+            await workflow.wait_condition(
+                lambda: (
+                    (self._status == "awaiting_score" and self._s.cycle >= cycle)
+                    or self._status in ("failed", "stopped", "completed")
+                    or self._continuing
+                )
+            )
+        finally:
+            self._output_waiters -= 1
+        return self.state()
+
+    @await_output.validator
+    def _validate_await_output(self, cycle: int) -> None:
+        check_await_output(cycle, self._s.cycle, self._output_waiters)
+
+    @workflow.query(name="state")
+    def state(self) -> LineageState:
+        s = self._s
+        return LineageState(
+            session_id=self._inp.session_id,
+            lineage_id=self._inp.lineage_id,
+            label=self._inp.label,
+            cycle=s.cycle,
+            status=self._status,
+            agent_version=s.agent.version,
+            locked=s.locked,
+            latest_output_preview=s.latest_output_preview,
+            latest_output_words=s.latest_output_words,
+            latest_output_cut_off=s.latest_output_cut_off,
+            last_evolution=s.last_evolution,
+            last_verdict=s.last_verdict,
+            last_reading=s.last_reading,
+            asked_for=s.asked_for,
+            score_history=s.score_history,
+            queued_scores=len(s.queued_scores),
+            sticky_directives=s.sticky_directives,
+            oneshot_directives=s.oneshot_directives,
+            rejected_feedback=s.rejected_count,
+            last_rejection=s.last_rejection,
+            recent_rejections=s.recent_rejections,
+            last_error=s.last_error,
+            run_cycles=self._run_cycles,
+            sticky_count=s.sticky_count,
+            oneshot_count=s.oneshot_count,
+        )
 
     # ---- details ---------------------------------------------------------------------------
 

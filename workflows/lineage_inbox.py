@@ -1,0 +1,282 @@
+"""What people send a lineage — the signals score, directive, lock, unlock, stop and retry, the
+submit_score and await_output updates — read, checked and acted on. ``LineageWorkflow`` declares
+the handlers (Temporal finds them on the workflow class) and delegates each to its inbox here.
+
+Every signal is answered: acted on, or recorded as rejected with the reason. A step a handler
+runs is a local activity; a failure the store will not get past is surfaced in ``state`` and
+changes nothing. Each rule on what a lineage accepts is written once, below, and serves the
+signal, the update's validator and the cycle that takes the score alike.
+"""
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.feedback import FeedbackActivities
+    from domain.feedback import (
+        ScoreAccepted,
+        ScoreInput,
+        excerpt,
+        parse_directive,
+        parse_lock,
+        parse_score,
+    )
+    from domain.lineage import (
+        DIRECTIVES_SHOWN,
+        MAX_QUEUED_SCORES,
+        CarriedState,
+        LineageInput,
+        LineageStatus,
+        QueuedScore,
+        RecordDirectiveInput,
+        RecordLockInput,
+    )
+    from workflows.lineage_store import LineageStoreSteps
+
+# await_output: how far ahead a caller may wait, and how many may wait at once (Temporal admits
+# ten updates in flight per workflow; submit_score must always find a slot)
+MAX_CYCLES_AHEAD = 100
+MAX_OUTPUT_WAITERS = 5
+
+
+# ---- the rules -------------------------------------------------------------------------------
+
+
+def closed(status: LineageStatus) -> str | None:
+    """Why a lineage takes no more scores: it has ended."""
+    return f"lineage is {status}" if status in ("stopped", "completed") else None
+
+
+def queue_full(carried: CarriedState) -> str | None:
+    """Why one more score cannot queue (the queue is carried across continue-as-new)."""
+    if len(carried.queued_scores) < MAX_QUEUED_SCORES:
+        return None
+    return (
+        f"{MAX_QUEUED_SCORES} scores already wait for this lineage's outputs; score the "
+        "current output once they are taken (query `state`: queued_scores)"
+    )
+
+
+def wrong_cycle(score: ScoreInput, awaiting: int) -> str | None:
+    """Why a score that names its cycle does not fit the output awaiting one."""
+    if score.cycle is None or score.cycle == awaiting:
+        return None
+    return f"cycle: score is for cycle {score.cycle}, but cycle {awaiting} is awaiting its score"
+
+
+def check_await_output(cycle: int, at_cycle: int, waiters: int) -> None:
+    """Why a caller may not wait for ``cycle``'s output (ValueError), if it may not."""
+    if isinstance(cycle, bool) or not isinstance(cycle, int) or cycle < 1:
+        raise ValueError(f"cycle: expected a cycle number >= 1, got {excerpt(cycle)}")
+    # Temporal admits ten updates in flight per workflow: waiters must never take the slots
+    # a submit_score needs, so they are few and for outputs the lineage can reach
+    if cycle > at_cycle + MAX_CYCLES_AHEAD:
+        raise ValueError(
+            f"cycle: {cycle} is more than {MAX_CYCLES_AHEAD} cycles ahead of this lineage "
+            f"(at cycle {at_cycle}); wait for a nearer output"
+        )
+    if waiters >= MAX_OUTPUT_WAITERS:
+        raise ValueError(
+            f"{MAX_OUTPUT_WAITERS} callers already wait for an output of this lineage; "
+            "query `state` instead, or try again when one returns"
+        )
+
+
+def _invalid(reason: str, kind: str = "InvalidScore") -> ApplicationError:
+    """An update refused: not retryable, sending the same payload again cannot succeed."""
+    return ApplicationError(reason, type=kind, non_retryable=True)
+
+
+# ---- the inbox -------------------------------------------------------------------------------
+
+
+class LineageInbox:
+    """Reads and acts on what people send one lineage run, over the state the workflow carries
+    (the same object) and its store steps. ``status`` reads the workflow's phase when a rule
+    needs it."""
+
+    def __init__(
+        self,
+        inp: LineageInput,
+        carried: CarriedState,
+        store: LineageStoreSteps,
+        status: Callable[[], LineageStatus],
+    ) -> None:
+        self._inp = inp
+        self._s = carried
+        self._store = store
+        self._status = status
+        self.retry_requested = False
+        # Directives being recorded: a cycle step reads the store's directives once none is
+        # (so that each one is either in the step's reading or left for the next)
+        self.directives_in_flight = 0
+        self._signals: dict[str, Callable[[Any], Awaitable[None]]] = {
+            "score": self._score,
+            "directive": self._directive,
+            "lock": self._lock,
+            "unlock": self._unlock,
+            "stop": self._stop,
+            "retry": self._retry,
+        }
+
+    # ---- signals ---------------------------------------------------------------------------
+
+    async def signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """A signal, its payload read here: acted on, or recorded as rejected."""
+        handler = self._signals.get(name)
+        try:
+            payload = self._read_signal(name, handler, args)
+        except ValueError as exc:
+            quoted = args[0].payload.data.decode("utf-8", "replace") if args else None
+            await self._store.reject(name if handler else "signal", quoted, str(exc))
+            return
+        assert handler is not None
+        await handler(payload)
+
+    def _read_signal(
+        self, name: str, handler: Callable[[Any], Awaitable[None]] | None, args: Sequence[RawValue]
+    ) -> Any:
+        if handler is None:
+            raise ValueError(
+                f"no signal named {excerpt(name)}; a lineage takes {', '.join(self._signals)}"
+            )
+        if len(args) > 1:
+            raise ValueError(f"takes one argument (a JSON object), got {len(args)}")
+        if not args:
+            return None
+        try:
+            return workflow.payload_converter().from_payload(args[0].payload, Any)
+        except Exception as exc:  # the converters' errors share no type
+            raise ValueError(f"payload cannot be read: {_converter_reason(exc)}") from None
+
+    async def _score(self, payload: Any) -> None:
+        try:
+            parsed = parse_score(payload)
+        except ValueError as exc:
+            await self._store.reject("score", payload, str(exc))
+            return
+        refused = closed(self._status()) or queue_full(self._s)
+        if refused is not None:
+            await self._store.reject("score", payload, refused)
+            return
+        self._s.queued_scores.append(QueuedScore(score=parsed, received_via="signal"))
+
+    async def _directive(self, payload: Any) -> None:
+        try:
+            parsed = parse_directive(payload)
+        except ValueError as exc:
+            await self._store.reject("directive", payload, str(exc))
+            return
+        self.directives_in_flight += 1
+        try:
+            recorded = await self._store.recorded(
+                "directive",
+                FeedbackActivities.record_directive,
+                RecordDirectiveInput(
+                    session_id=self._inp.session_id,
+                    lineage_id=self._inp.lineage_id,
+                    directive_id=self._store.feedback_id("directive", parsed),
+                    cycle=self._s.cycle,
+                    kind=parsed.kind,
+                    content=parsed.content,
+                ),
+            )
+        finally:
+            self.directives_in_flight -= 1
+        if not recorded:
+            return  # a directive the store refused does not steer the trainer either
+        # The trainer reads every directive from the store; the lineage keeps the latest few
+        if parsed.kind == "sticky":
+            self._s.sticky_count += 1
+            shown = [*self._s.sticky_directives, parsed.content]
+            self._s.sticky_directives = shown[-DIRECTIVES_SHOWN:]
+        else:
+            self._s.oneshot_count += 1
+            shown = [*self._s.oneshot_directives, parsed.content]
+            self._s.oneshot_directives = shown[-DIRECTIVES_SHOWN:]
+
+    async def _lock(self, payload: Any) -> None:
+        await self._set_lock(True, payload)
+
+    async def _unlock(self, payload: Any) -> None:
+        await self._set_lock(False, payload)
+
+    async def _set_lock(self, locked: bool, payload: Any) -> None:
+        kind = "lock" if locked else "unlock"
+        try:
+            parsed = parse_lock(payload)
+        except ValueError as exc:
+            await self._store.reject(kind, payload, str(exc))
+            return
+        if self._s.locked == locked:
+            await self._store.reject(kind, payload, f"lineage is already {kind}ed")
+            return
+        self._s.locked = locked
+        recorded = await self._store.recorded(
+            kind,
+            FeedbackActivities.record_lock,
+            RecordLockInput(
+                session_id=self._inp.session_id,
+                lineage_id=self._inp.lineage_id,
+                event_key=self._store.feedback_id(kind, parsed),
+                cycle=self._s.cycle,
+                locked=locked,
+                reason=parsed.reason,
+            ),
+        )
+        if not recorded:
+            self._s.locked = not locked
+
+    async def _stop(self, payload: Any) -> None:
+        self._s.stop_requested = True
+
+    async def _retry(self, payload: Any) -> None:
+        """Run a failed rollout again (e.g. after fixing the model endpoint)."""
+        self.retry_requested = True
+
+    # ---- the submit_score update -----------------------------------------------------------
+
+    def check_score(self, payload: Any) -> None:
+        """submit_score's validator: refused scores fail the update as InvalidScore (the
+        message names the field and the problem), a full queue as ScoreQueueFull."""
+        try:
+            parsed = parse_score(payload)
+        except ValueError as exc:
+            raise _invalid(str(exc)) from None
+        status = self._status()
+        if (ended := closed(status)) is not None:
+            raise _invalid(f"{ended}; it accepts no more scores")
+        if (full := queue_full(self._s)) is not None:
+            raise _invalid(full, "ScoreQueueFull")
+        # a score for another cycle is refused now only while an output awaits its score;
+        # queued, it is checked when its cycle's turn comes (LineageWorkflow._await_score)
+        if status == "awaiting_score" and (wrong := wrong_cycle(parsed, self._s.cycle)):
+            raise _invalid(wrong)
+
+    def queue_score(self, payload: Any) -> ScoreAccepted:
+        """submit_score: the score queued for the output awaiting one (or the next)."""
+        parsed = parse_score(payload)
+        if (full := queue_full(self._s)) is not None:  # the validator saw room; keep the bound
+            raise _invalid(full, "ScoreQueueFull")
+        self._s.queued_scores.append(QueuedScore(score=parsed, received_via="update"))
+        return ScoreAccepted(
+            cycle=self._s.cycle if self._status() == "awaiting_score" else None,
+            score=parsed.score,
+            comment=parsed.comment,
+            rater=parsed.rater,
+            queued_position=len(self._s.queued_scores),
+            wants=parsed.wants,
+        )
+
+
+def _converter_reason(error: BaseException) -> str:
+    """What the converter said, briefly (pydantic's first line only counts its errors)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    reason = lines[1] if len(lines) > 1 and "validation error" in lines[0] else lines[0]
+    return reason.split(" [type=")[0][:200]
