@@ -1,11 +1,13 @@
 """The client library: connect to Temporal, start a session's lineages, wait for an output,
-read a lineage's state. The CLI (``starter.py``), the review inbox, the examples, the benches and
-the tests all go through it.
+read a lineage's state, and read its outputs and its prompt's provenance from a store. The CLI
+(``starter.py``), the review inbox, the examples, the benches and the tests all go through it.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
@@ -23,11 +25,16 @@ from temporalio.service import RPCError
 
 from codec.encryption import codec_from_env, data_converter
 from domain import search_attributes
+from domain.execution import CUT_OFF
 from domain.lineage import LineageInput, LineageState
 from domain.settings import Settings
 from domain.spec import SessionSpec
+from domain.trainer import SegmentProvenance
 from runner.telemetry import tracing_interceptor
 from workflows.lineage import LineageWorkflow
+
+if TYPE_CHECKING:  # the store is the caller's: the library opens none
+    from store import Store
 
 log = logging.getLogger(__name__)
 LineageHandle = WorkflowHandle[LineageWorkflow, object]
@@ -128,3 +135,44 @@ async def next_cycle(handle: LineageHandle) -> int:
     except RPCError:
         return 2
     return max(state.cycle, 1) + 1
+
+
+# ---- reading a lineage's outputs and prompt from the store (the CLI's `output` and `blame`) ----
+
+
+@dataclass(frozen=True)
+class LineageOutput:
+    """One whole output of a lineage, with the question it answers."""
+
+    cycle: int
+    text: str
+    question: str | None  # the cycle's input, when the store has it
+    cut_off: bool  # the model stopped at the token limit: the output is unfinished
+
+
+def lineage_output(
+    store: Store, lineage: str, cycle: int | None = None
+) -> tuple[str, LineageOutput | None]:
+    """The lineage named by its id or workflow id, and its output of ``cycle`` (default: the
+    latest), None when it has none; KeyError when no such lineage is known."""
+    q = store.queries
+    lineage_id = q.resolve_lineage(lineage)
+    chosen = [a for a in q.artifacts(lineage_id) if cycle is None or a.cycle == cycle]
+    if not chosen:
+        return lineage_id, None
+    artifact = chosen[-1]
+    return lineage_id, LineageOutput(
+        cycle=artifact.cycle,
+        text=q.artifact_text(artifact.id),
+        question=q.rollout_input(artifact.rollout_id),
+        cut_off=any(
+            a.id == artifact.attempt_id and a.stop_reason == CUT_OFF
+            for a in q.attempts(artifact.rollout_id)
+        ),
+    )
+
+
+def prompt_blame(store: Store, lineage: str, version: int | None = None) -> list[SegmentProvenance]:
+    """Where each segment of the lineage's prompt (of ``version``, default the latest) came
+    from; KeyError when no such lineage is known."""
+    return store.queries.prompt_provenance(store.queries.resolve_lineage(lineage), version)

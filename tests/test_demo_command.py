@@ -15,9 +15,10 @@ from pathlib import Path
 
 import psutil
 
+from demo.session import STOP_SECONDS
+from demo.watch import changes
 from domain.lineage import LineageState
 from services.dev_server import port_open
-from starter import STOP_SECONDS, changes
 from tests.conftest import temporal_cli
 
 ROOT = Path(__file__).parent.parent

@@ -17,7 +17,7 @@ LAYERS = [
     ["store"],
     ["activities"],
     ["workflows"],
-    ["dataset_optimization", "codec", "services", "review", "client", "worker", "starter"],
+    ["dataset_optimization", "codec", "services", "review", "demo", "client", "worker", "starter"],
 ]
 LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
 

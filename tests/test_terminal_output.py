@@ -28,9 +28,9 @@ from pydantic import SecretStr
 from rich.console import Console
 
 from client import start_session
+from demo.watch import changes
 from domain.lineage import LineageState
 from domain.spec import parse_spec
-from starter import changes
 from tests.conftest import ESSAY_PROMPT, awaiting, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text_message
 
