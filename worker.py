@@ -64,7 +64,7 @@ def build_worker(
     agent = AgentExecutionActivities(store, executor)
     registry = LineageRegistryActivities(store)
     trainers = TrainerBackends(settings)
-    trainer = TrainerActivities(store, trainers)
+    trainer = TrainerActivities(store, trainers, settings.shared_corrections)
     feedback = FeedbackActivities(store)
     records = CycleRecordActivities(store)
     sharing = InsightSharingActivities(store)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from temporalio import activity
@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.error_classification import failure_reason, is_transient
 from domain.agent import AgentDefinition
+from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleDecision, CycleStep
 from domain.execution import CUT_OFF, SpanRecord
 from domain.lineage import CycleStepInput
@@ -56,12 +57,17 @@ class StepContext:
     sticky_directives: list[str]
     oneshot_directives: list[str]
     cut_off: bool = False  # the scored output stopped at the token limit
+    corrections: list[LabelledExample] = field(default_factory=list)  # the reader's examples
 
 
 class TrainerActivities:
-    def __init__(self, store: Store, backends: TrainerBackends) -> None:
+    def __init__(
+        self, store: Store, backends: TrainerBackends, shared_corrections: bool = False
+    ) -> None:
         self.store = store
         self.backends = backends
+        # corrections of every session teach the reader, not only the step's own session's
+        self.shared_corrections = shared_corrections
 
     @activity.defn(name="take_cycle_step")
     async def take_cycle_step(self, inp: CycleStepInput) -> CycleDecision:
@@ -106,6 +112,7 @@ class TrainerActivities:
             rollback_refuted=inp.rollback_refuted,
             output_cut_off=context.cut_off,
             wants=inp.score.wants,
+            corrections=context.corrections,
         )
 
     def _failed(
@@ -155,6 +162,8 @@ class TrainerActivities:
             ),
             sticky_directives=sticky,
             oneshot_directives=oneshot,
+            # the latest corrections only (labelled_examples is bounded)
+            corrections=q.labelled_examples(None if self.shared_corrections else inp.session_id),
         )
 
     # ---- the step --------------------------------------------------------------------------

@@ -448,6 +448,23 @@ class FeedbackRejected(Event):
     reason: str
 
 
+class ReadingCorrected(Event):
+    """A rater's correction of how the trainer read a comment: the reading it supersedes and
+    the wants it should have been. A labelled example the reader learns from (comment →
+    wants); the score it corrects stays as it was recorded."""
+
+    event_type = "reading.corrected"
+    correction_id: str
+    session_id: str
+    lineage_id: str
+    evaluation_id: str  # the score whose reading this supersedes
+    comment: str  # the comment as the rater wrote it (bounded at the door)
+    read_as: list[str]  # the superseded reading, as wants (``domain.wants`` syntax)
+    corrected: list[str]  # what it should have been read as, as wants
+    rater: str | None = None  # who corrected it
+    cycle: int | None = None
+
+
 class DirectiveAdded(Event):
     event_type = "directive.added"
     directive_id: str
@@ -523,6 +540,7 @@ EVENT_CLASSES: dict[str, type[Event]] = {
         ArtifactScored,
         ArtifactsCompared,
         FeedbackRejected,
+        ReadingCorrected,
         DirectiveAdded,
         LineageLocked,
         LineageUnlocked,

@@ -48,6 +48,9 @@ class Settings(BaseModel):
     rlm_cells_dir: str | None = None
     # Keep a failed cell's directory (for debugging) instead of removing it as every other is
     rlm_keep_failed_cells: bool = False
+    # The reader learns from every session's corrections, not only the scored lineage's
+    # session's (raters who share habits across sessions; off: one team's idiom stays theirs)
+    shared_corrections: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -70,6 +73,7 @@ class Settings(BaseModel):
             rlm_isolation=_isolation(env),
             rlm_cells_dir=env.get("TRAINING_CAMP_RLM_CELLS_DIR") or None,
             rlm_keep_failed_cells=_flag(env, "TRAINING_CAMP_RLM_KEEP_FAILED_CELLS", False),
+            shared_corrections=_flag(env, "TRAINING_CAMP_SHARED_CORRECTIONS", False),
         )
 
 

@@ -81,3 +81,35 @@ def validated(wants: list[str]) -> list[str]:
     for want in wants:
         parse(want)
     return wants
+
+
+def render(aspect: FeedbackAspect) -> str | None:
+    """The want an aspect of a reading stands for (``parse``'s inverse), or None for one no
+    want can say: criticism or praise without a wish, a family wants do not name. An amount
+    wants cannot say (a count on ``shorter``, an odd share) is left off: the wish stays."""
+    family = aspect.want
+    if not family or family not in families():
+        return None
+    if family == "undo":
+        return "undo"
+    action = aspect.action or ("keep" if aspect.sentiment == "positive" else "add")
+    text = family if action == "add" else f"{action}:{family}"
+    amount = _amount_text(family, aspect.amount)
+    return f"{text}:{amount}" if amount else text
+
+
+def _amount_text(family: str, amount: Amount | None) -> str | None:
+    if amount is None:
+        return None
+    if amount.kind == "share":
+        if family != "shorter":
+            return None
+        return min(SHARES, key=lambda name: abs(SHARES[name] - amount.value))
+    if (amount.kind == "limit") != (family == "shorter") or not 0 < amount.value <= 10_000:
+        return None
+    return str(int(amount.value))
+
+
+def wants_of(aspects: list[FeedbackAspect]) -> list[str]:
+    """A reading as wants, in its order, each once (what a correction says it superseded)."""
+    return list(dict.fromkeys(w for w in map(render, aspects) if w))[:MAX_WANTS]

@@ -28,7 +28,7 @@ from store.backends.database import write_transaction
 from store.backends.migrate import current_revision
 from store.eventstore import event_log
 from store.eventstore.chain_keys import ChainKeyError, ChainKeys, key_id
-from store.exports.exporter import FORMATS, ExportFilters, FormatError, export
+from store.exports.exporter import CORRECTIONS, FORMATS, ExportFilters, FormatError, export
 from store.exports.materializer import SFT_MIN_SCORE, Materializer
 from store.views.time_travel import as_of, check_projections, history, rebuild_and_verify
 
@@ -183,9 +183,10 @@ def _why_empty(kind: str, counts: dict[str, int], eval_fraction: float) -> list[
                 "preference": "no preference pairs yet: a pair needs two scored outputs of the "
                 "same input (a later cycle, or another lineage) with different scores, or a lock",
                 "reward": "no reward rows yet: every scored output is one; score some outputs",
+                CORRECTIONS: "no corrections yet: they come from `training-camp correct`",
             }.get(kind, "no rows: nothing in the store matches the filters given")
         ]
-    if counts.get("eval", 0) == 0 and eval_fraction > 0:
+    if "eval" in counts and counts["eval"] == 0 and eval_fraction > 0:
         return [
             f"eval: no rows. The split holds out about {eval_fraction:.0%} of inputs by their "
             "hash, so with few inputs none may fall in it: raise --eval-fraction, or add inputs"
@@ -195,7 +196,9 @@ def _why_empty(kind: str, counts: dict[str, int], eval_fraction: float) -> list[
 
 @app.command("export")
 def export_command(
-    format_name: Annotated[str, typer.Argument(metavar="FORMAT", help=", ".join(FORMATS))],
+    format_name: Annotated[
+        str, typer.Argument(metavar="FORMAT", help=", ".join([*FORMATS, CORRECTIONS]))
+    ],
     out: Annotated[Path, typer.Option(help="Directory for the files.")] = Path("exports"),
     min_score: Annotated[float | None, typer.Option()] = None,
     min_score_delta: Annotated[float | None, typer.Option()] = None,
@@ -208,9 +211,10 @@ def export_command(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Write a train/eval split in FORMAT; every export is recorded in the store."""
-    if format_name not in FORMATS:
+    if format_name not in FORMATS and format_name != CORRECTIONS:
         console.print(
-            f"[red]unknown format {shown(repr(format_name))}; choose from {', '.join(FORMATS)}"
+            f"[red]unknown format {shown(repr(format_name))}; choose from "
+            f"{', '.join([*FORMATS, CORRECTIONS])}"
         )
         raise typer.Exit(2)
     filters = ExportFilters(
@@ -239,7 +243,8 @@ def export_command(
             raise typer.Exit(1) from None
     for split, path in result.files.items():
         console.print(f"{split}: {result.counts[split]:,} rows → {shown(path)}")
-    for line in _why_empty(FORMATS[format_name].example_type, result.counts, eval_fraction):
+    kind = CORRECTIONS if format_name == CORRECTIONS else FORMATS[format_name].example_type
+    for line in _why_empty(kind, result.counts, eval_fraction):
         console.print(f"[yellow]{line}[/yellow]")
     if result.skipped_invalid:
         console.print(f"[yellow]{result.skipped_invalid} invalid rows skipped[/yellow]")

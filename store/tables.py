@@ -79,6 +79,7 @@ PROJECTION_TABLES = (
     "evolution_records",
     "learning_insights",
     "resource_sets",
+    "reading_corrections",
 )
 
 
@@ -259,6 +260,25 @@ class DirectiveRow(SQLModel, table=True):
     kind: str  # sticky | oneshot
     content: str
     created_at: int = Field(sa_type=BigInteger)
+
+
+class ReadingCorrectionRow(SQLModel, table=True):
+    """Labelled examples for the reader: a comment and the wants a rater said it asks for
+    (``reading.corrected``; migration 0011). Read by session, latest first."""
+
+    __tablename__ = "reading_corrections"
+    __table_args__ = (Index("ix_reading_corrections_session_created", "session_id", "created_at"),)
+
+    id: str = Field(primary_key=True, max_length=200)  # the correction id
+    session_id: str = Field(max_length=128)
+    lineage_id: str = Field(index=True, max_length=128)
+    evaluation_id: str = Field(max_length=220)
+    comment: str
+    read_as: str = "[]"  # JSON array of wants
+    corrected: str  # JSON array of wants
+    rater: str | None = None
+    cycle: int | None = None
+    created_at: int = Field(index=True, sa_type=BigInteger)
 
 
 class EvolutionRecordRow(SQLModel, table=True):

@@ -245,3 +245,33 @@ def scored_cycle(store: Store, lineage: str, ih: str, output: str, score: float)
         rater="ana",
         outcome=None,
     )
+
+
+def correction_story(store: Store) -> list[str]:
+    """After the full story, ana corrects how e1's comment was read, then another session's
+    rater corrects one of theirs; returns the correction ids."""
+    from domain.corrections import Correction, correction_key
+
+    register(store, "s2-A", session="s2")
+    made = [
+        ("s1", "s1-A", "e1", "too long", ["shorter"], ["shorter:half", "bullets"], "ana"),
+        ("s2", "s2-A", "e9", "make it less stiff", ["formal"], ["casual", "example:1"], "bo"),
+    ]
+    ids = []
+    for session, lineage, evaluation, comment, read_as, corrected, rater in made:
+        key = correction_key(lineage, evaluation, corrected)
+        store.recorder.record_correction(
+            Correction(
+                correction_id=key,
+                session_id=session,
+                lineage_id=lineage,
+                evaluation_id=evaluation,
+                comment=comment,
+                read_as=read_as,
+                corrected=corrected,
+                rater=rater,
+                cycle=1,
+            )
+        )
+        ids.append(key)
+    return ids

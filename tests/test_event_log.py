@@ -24,6 +24,7 @@ from store.tables import (
 )
 from tests.store_story import (
     INPUTS,
+    correction_story,
     dump_projections,
     full_story,
     register,
@@ -131,3 +132,73 @@ def test_log_reads_in_order_and_views_ignore_unknown_events(store: Store):
     assert events[-1].payload == {"anything": [1, 2]}
     assert store.rebuild_projections() == len(store.queries.events())
     assert store.queries.lineage("s1-A") is not None
+
+
+def test_a_correction_is_a_labelled_example_written_once(store: Store):
+    """A corrected reading (issue #46): one event and one labelled example per correction id,
+    however often it is sent; read by session or across sessions, oldest first, bounded."""
+    from domain.corrections import Correction, correction_key
+    from store.tables import ReadingCorrectionRow
+
+    full_story(store)
+    first, second = correction_story(store)
+    events_before = store.queries.count(TrainingEvent)
+    again = Correction(
+        correction_id=correction_key("s1-A", "e1", ["BULLETS", "shorter:half"]),  # same wants
+        session_id="s1",
+        lineage_id="s1-A",
+        evaluation_id="e1",
+        comment="too long",
+        corrected=["bullets", "shorter:half"],
+    )
+    assert again.correction_id == first
+    assert store.recorder.record_correction(again) is False
+    correction_story(store)  # a retried update writes nothing either
+    assert store.queries.count(TrainingEvent) == events_before
+    assert store.queries.count(ReadingCorrectionRow) == 2
+    with store.engine.connect() as conn:
+        stored = [e for e in event_log.read(conn) if e.event_type == "reading.corrected"]
+        row = conn.execute(
+            select(ReadingCorrectionRow).where(ReadingCorrectionRow.id == first)
+        ).one()
+    assert [e.payload["correctionId"] for e in stored] == [first, second]
+    assert stored[0].payload["readAs"] == ["shorter"]
+    assert (row.session_id, row.lineage_id, row.evaluation_id, row.rater) == (
+        "s1",
+        "s1-A",
+        "e1",
+        "ana",
+    )
+    assert json.loads(row.corrected) == ["shorter:half", "bullets"]
+    s1 = store.queries.labelled_examples("s1")
+    assert [(x.comment, x.corrected, x.read_as) for x in s1] == [
+        ("too long", ["shorter:half", "bullets"], ["shorter"])
+    ]
+    assert [x.correction_id for x in store.queries.labelled_examples()] == [first, second]
+    assert [x.correction_id for x in store.queries.labelled_examples(limit=1)] == [second]
+    snapshot = dump_projections(store)
+    store.rebuild_projections()
+    assert dump_projections(store) == snapshot
+
+
+def test_a_correction_is_refused_at_the_door_when_its_wants_do_not_parse(store: Store):
+    from domain.corrections import Correction
+
+    with pytest.raises(ValueError, match="unknown family"):
+        Correction(
+            correction_id="c",
+            session_id="s1",
+            lineage_id="s1-A",
+            evaluation_id="e1",
+            comment="x",
+            corrected=["sparkle"],
+        )
+    with pytest.raises(ValueError):
+        Correction(
+            correction_id="c",
+            session_id="s1",
+            lineage_id="s1-A",
+            evaluation_id="e1",
+            comment="x" * 5_000,
+            corrected=["warmer"],
+        )

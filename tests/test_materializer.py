@@ -203,3 +203,39 @@ def test_every_format_writes_the_rows_it_checks(store: Store, tmp_path: Path):
         assert sum(result.counts.values()) == len(expected)
     [sft] = [json.loads(x) for p in (tmp_path / "trl-sft").glob("*.jsonl") for x in p.open()]
     assert sft["messages"][-1]["content"] == 'Bullets:\n- "crisp" \\ café ✓\n- naïve'
+
+
+def test_corrections_export_as_their_own_jsonl_file(store: Store, tmp_path: Path):
+    """``export corrections``: one row per labelled example, in the order they were made,
+    filtered like the other formats, recorded in the exports table."""
+    from store.exports.exporter import ExportFilters, export
+    from store.tables import ExportRow
+    from tests.store_story import correction_story
+
+    first, second = correction_story(store)
+    result = export(store.engine, "corrections", tmp_path / "all")
+    assert result.counts == {"corrections": 2}
+    path = Path(result.files["corrections"])
+    assert path.name == "corrections.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [r["correction"] for r in rows] == [first, second]
+    assert {k: v for k, v in rows[1].items() if k != "created_at"} == {
+        "comment": "make it less stiff",
+        "read_as": ["formal"],
+        "corrected": ["casual", "example:1"],
+        "rater": "bo",
+        "session": "s2",
+        "lineage": "s2-A",
+        "evaluation": "e9",
+        "cycle": 1,
+        "correction": second,
+    }
+    only_s1 = export(store.engine, "corrections", tmp_path / "s1", ExportFilters(session_id="s1"))
+    lines = Path(only_s1.files["corrections"]).read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["session"] for line in lines] == ["s1"]
+    with store.engine.connect() as conn:
+        recorded = conn.execute(select(ExportRow.__table__)).mappings().all()
+    assert sorted((r["export_type"], r["example_count"]) for r in recorded) == [
+        ("corrections", 1),
+        ("corrections", 2),
+    ]

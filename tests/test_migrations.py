@@ -20,7 +20,7 @@ from store.rlm_findings.findings import DatabaseFindingsStore
 from store.tables import PayloadBlob, SessionRow, SpanRow, TrainingEvent, TrainingExampleRow
 from tests.store_story import register, scored_cycle
 
-HEAD = "0010"
+HEAD = "0011"
 
 
 @pytest.fixture

@@ -20,10 +20,11 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from domain.agent import AgentDefinition, FlowStep
 from domain.change_families import contrary_of, opposite_of, working_against
+from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleStep
 from domain.execution import SpanRecord, preview_of
 from domain.trainer import (
@@ -55,6 +56,7 @@ from trainer.evolution import (
 )
 from trainer.outcome import PendingEvolution
 from trainer.prompt_segments import segments
+from trainer.reading_memory import ReadingMemory
 from trainer.wish import Wish
 
 EXCERPT_CHARS = 120  # a comment quoted in the report
@@ -77,6 +79,23 @@ class LineageMemory(BaseModel):
     output_cut_off: bool = False
     # structured wishes sent with the score, taken as given instead of reading the comment
     wants: list[str] | None = None
+    # raters' corrections of earlier readings (the session's, or every session's), consulted
+    # before the cue tables: a close comment is read as its correction said
+    corrections: list[LabelledExample] = Field(default_factory=list)
+    _reading: ReadingMemory | None = PrivateAttr(default=None)
+
+    def reading_memory(self) -> ReadingMemory | None:
+        """The corrections as the reader matches them (built once per memory)."""
+        if not self.corrections:
+            return None
+        if self._reading is None:
+            self._reading = ReadingMemory(self.corrections)
+        return self._reading
+
+    def recalled(self, comment: str | None) -> bool:
+        """Whether the comment is read from a correction (structured wants win over it)."""
+        reading = self.reading_memory()
+        return not self.wants and reading is not None and reading.recall(comment) is not None
 
 
 CreditOf = Callable[[AgentDefinition, ScoreAnalysis], Awaitable[CreditAssignment]]
@@ -98,7 +117,8 @@ async def take(
     previous = [] if memory.previous_score is None else [memory.previous_score]
     # the mechanical reading: verdicts and the keep-list rest on it whatever the backend
     read = _measured(
-        reward_analyzer.analyze(score, comment, previous, memory.wants), _output_words(spans)
+        reward_analyzer.analyze(score, comment, previous, memory.wants, memory.reading_memory()),
+        _output_words(spans),
     )
     wished = credit_assignment.wishes(read)
     approved = [a.want for a in read.aspects if a.sentiment == "positive" and a.want]
@@ -135,7 +155,7 @@ async def take(
     # 3. read, credit and propose on the agent as restored
     analysis = (
         read
-        if backend.reads_with_rules or memory.wants
+        if backend.reads_with_rules or memory.wants or memory.recalled(comment)
         else await backend.analyze(score, comment, previous)
     )
     if instead:
@@ -239,7 +259,7 @@ def judge(memory: LineageMemory, score: float, comment: str | None) -> JudgedEvo
     if memory.pending is None:
         return None
     previous = [] if memory.previous_score is None else [memory.previous_score]
-    read = reward_analyzer.analyze(score, comment, previous, memory.wants)
+    read = reward_analyzer.analyze(score, comment, previous, memory.wants, memory.reading_memory())
     return outcome.judge(memory.pending, read, memory.session_id)
 
 

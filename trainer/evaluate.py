@@ -16,6 +16,14 @@ from the lineage's initial agent. Each answer holds the initial and final agents
 the verdict on the last change and what the step did — the format ``score_sequences.py``
 scores.
 
+``--corrections``: the cases are played in order through the reader with a memory of
+corrections (``trainer.reading_memory``): each is read with the corrections made so far, and
+after each miss (judged as ``score.py`` judges it: ``--scorer``, by default the ``score.py``
+beside the case file) the case's gold reading — its ``change`` families as wants — is fed back
+as a correction. Reports first-pass accuracy over the stream, a second pass over the same file
+with every correction learnt, and with ``--then FILE`` the accuracy over another file (say,
+paraphrases) with those corrections.
+
 ``--trainer claude`` runs the Claude trainer through the anthropic SDK: ``ANTHROPIC_API_KEY``
 (and ``ANTHROPIC_BASE_URL`` for another Messages-API endpoint) come from the environment, the
 model from ``--model`` or ``TRAINING_CAMP_TRAINER_MODEL``.
@@ -26,14 +34,20 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel, Field, ValidationError
 
+from domain import wants as structured
 from domain.agent import AgentDefinition
+from domain.corrections import LabelledExample
 from domain.feedback import MAX_COMMENT_CHARS
 from domain.settings import Settings
 from domain.spec import SpecError, load_spec
@@ -121,16 +135,28 @@ def aspects_of(analysis: ScoreAnalysis) -> dict[str, str]:
     return out
 
 
-def _memory(previous_score: float | None = None) -> LineageMemory:
+def _memory(
+    previous_score: float | None = None, corrections: list[LabelledExample] | None = None
+) -> LineageMemory:
     return LineageMemory(
-        session_id="evaluation", lineage_id="evaluation", previous_score=previous_score
+        session_id="evaluation",
+        lineage_id="evaluation",
+        previous_score=previous_score,
+        corrections=corrections or [],
     )
 
 
-async def answer(backend: TrainerBackend, agent: AgentDefinition, case: FeedbackCase) -> dict:
+async def answer(
+    backend: TrainerBackend,
+    agent: AgentDefinition,
+    case: FeedbackCase,
+    corrections: list[LabelledExample] | None = None,
+) -> dict:
     """The trainer's answer to one case: what it read, and the agent it would evolve to."""
-    step = await cycle_step.take(backend, agent, _memory(), case.score, case.comment)
+    memory = _memory(corrections=corrections)
+    step = await cycle_step.take(backend, agent, memory, case.score, case.comment)
     return {
+        "read_as": structured.wants_of(step.analysis.aspects),
         "id": case.id,
         "aspects": aspects_of(step.analysis),
         "agent_before": agent_json(agent),
@@ -192,6 +218,122 @@ async def play_all(
     return [await play(backend, agent, sequence) for sequence in sequences]
 
 
+# ---- corrections: every miss teaches the reader ---------------------------------------------
+
+# A case's gold change families (the scorer's names) as wants. Families no want can name (a
+# language, a tool, a focus, temperature) cannot be taught by a correction: such a case's
+# correction holds only the rest. "none"-like cases are corrected to asking for nothing.
+GOLD_WANTS = {
+    "longer_or_more_detail": "longer",
+    "less_formal": "casual",
+    "numbered_steps": "numbered",
+    "more_technical": "technical",
+    "add_example": "example",
+    "hedge_uncertainty": "hedge",
+    "more_direct": "direct",
+}
+ASKS_NOTHING = {"none", "minimal_or_none", "constraints_unchanged"}
+
+Judge = Callable[[dict, dict], bool]  # (the case as its file gives it, the answer) → right
+
+
+def gold_wants(change: list[str], read_as: list[str]) -> list[str] | None:
+    """The case's gold reading as wants, or None when no correction can say it. An amount the
+    reader got (``shorter:100``) is kept where its family is gold."""
+    if any(family in ASKS_NOTHING for family in change):
+        return []
+    read = {structured.parse(w).want: w for w in read_as}
+    out = []
+    for family in change:
+        want = GOLD_WANTS.get(family, family)
+        if want in structured.families():
+            out.append(read.get(want, want))
+    return list(dict.fromkeys(out)) or None
+
+
+def score_py_judge(scorer: Path) -> Judge:
+    """A case is right as ``score.py`` says: it is run on the one case and its answer."""
+
+    def judge(case: dict, answered: dict) -> bool:
+        with tempfile.TemporaryDirectory() as tmp:
+            cases, answers = Path(tmp) / "case.jsonl", Path(tmp) / "answer.jsonl"
+            cases.write_text(json.dumps(case) + "\n", encoding="utf-8")
+            answers.write_text(json.dumps(answered) + "\n", encoding="utf-8")
+            done = subprocess.run(
+                [sys.executable, str(scorer), str(cases), str(answers)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        found = re.search(r"right: (\d+)/(\d+)", done.stdout)
+        if found is None:
+            raise RuntimeError(f"{scorer} printed no 'right: R/N' line: {done.stderr[-300:]}")
+        return found.group(1) == found.group(2) == "1"
+
+    return judge
+
+
+def read_raw(path: Path) -> list[dict]:
+    """The case file's lines as given (the gold fields the scorer reads)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+async def _pass(
+    backend: TrainerBackend,
+    agent: AgentDefinition,
+    cases: list[tuple[FeedbackCase, dict]],
+    judge: Judge,
+    learnt: list[LabelledExample],
+    learn: bool,
+) -> tuple[int, list[dict]]:
+    right, answers = 0, []
+    for case, raw in cases:
+        answered = await answer(backend, case.agent or agent, case, list(learnt))
+        ok = judge(raw, answered)
+        right += ok
+        answers.append({**answered, "right": ok})
+        corrected = None if ok else gold_wants(raw.get("change", []), answered["read_as"])
+        if learn and corrected is not None and case.comment:
+            learnt.append(
+                LabelledExample(
+                    correction_id=f"evaluation:{case.id}",
+                    session_id="evaluation",
+                    lineage_id="evaluation",
+                    evaluation_id=case.id,
+                    comment=case.comment,
+                    read_as=answered["read_as"],
+                    corrected=corrected,
+                )
+            )
+    return right, answers
+
+
+async def play_corrections(
+    backend: TrainerBackend,
+    agent: AgentDefinition,
+    cases: list[tuple[FeedbackCase, dict]],
+    judge: Judge,
+    then: list[tuple[FeedbackCase, dict]] | None = None,
+) -> tuple[dict, list[dict]]:
+    """First pass over the stream, learning from each miss; a second pass with every
+    correction learnt; and ``then``'s cases with them (learning nothing more)."""
+    learnt: list[LabelledExample] = []
+    first, answers = await _pass(backend, agent, cases, judge, learnt, learn=True)
+    second, _ = await _pass(backend, agent, cases, judge, learnt, learn=False)
+    report = {
+        "cases": len(cases),
+        "first_pass": first,
+        "corrections": len(learnt),
+        "second_pass": second,
+    }
+    if then is not None:
+        report["then_cases"] = len(then)
+        report["then"], _ = await _pass(backend, agent, then, judge, learnt, learn=False)
+    return report, answers
+
+
 @app.command()
 def main(
     cases_path: Annotated[Path, typer.Argument(metavar="CASES.jsonl", help="Feedback cases.")],
@@ -214,6 +356,21 @@ def main(
             "through the cycle step from the lineage's initial agent.",
         ),
     ] = False,
+    corrections: Annotated[
+        bool,
+        typer.Option(
+            "--corrections",
+            help="Play the cases in order with a memory of corrections: each miss's gold "
+            "reading is fed back; reports first pass, second pass and --then accuracy.",
+        ),
+    ] = False,
+    then: Annotated[
+        Path | None, typer.Option(help="With --corrections: cases read with what was learnt.")
+    ] = None,
+    scorer: Annotated[
+        Path | None,
+        typer.Option(help="With --corrections: score.py judging each case (default: beside it)."),
+    ] = None,
 ) -> None:
     """Run a trainer over feedback cases and write its answers."""
     try:
@@ -245,6 +402,10 @@ def main(
     except TrainerConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if corrections:
+        _corrections(cases, cases_path, then, scorer or cases_path.parent / "score.py", backend,
+                     chosen.agent, out)  # fmt: skip
+        return
     if sequences:
         answers = asyncio.run(play_all(cases, chosen.agent, backend))  # type: ignore[arg-type]
     else:
@@ -260,6 +421,42 @@ def main(
         f"{session.name}: {changed} changed the agent, {len(answers) - changed} kept it → {out}"
     )
     sys.stdout.flush()
+
+
+def _corrections(
+    cases: list[FeedbackCase],
+    cases_path: Path,
+    then: Path | None,
+    scorer: Path,
+    backend: TrainerBackend,
+    agent: AgentDefinition,
+    out: Path,
+) -> None:
+    if not scorer.is_file():
+        typer.echo(f"error: no scorer at {scorer} (--scorer)", err=True)
+        raise typer.Exit(2)
+    try:
+        then_cases = None
+        if then is not None:
+            then_cases = list(zip(read_cases(then), read_raw(then), strict=True))
+    except (OSError, CaseFileError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    stream = list(zip(cases, read_raw(cases_path), strict=True))
+    report, answers = asyncio.run(
+        play_corrections(backend, agent, stream, score_py_judge(scorer), then_cases)
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as handle:
+        for row in answers:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    typer.echo(json.dumps(report))
+    n = report["cases"]
+    typer.echo(
+        f"first pass {report['first_pass']}/{n}, {report['corrections']} corrections learnt; "
+        f"second pass {report['second_pass']}/{n}"
+        + (f"; {then}: {report['then']}/{report['then_cases']}" if then else "")
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Literal
 from domain import wants
 from domain.trainer import FeedbackAspect, ScoreAnalysis
 from trainer import feedback_reader
+from trainer.reading_memory import ReadingMemory
 
 TREND_EPSILON = 0.5
 KEEP_SCORE = 8  # from this score, a comment that asks for nothing changes nothing
@@ -23,9 +24,12 @@ def analyze(
     comment: str | None,
     previous_scores: list[float],
     wanted: list[str] | None = None,
+    memory: ReadingMemory | None = None,
 ) -> ScoreAnalysis:
     """The analysis of a score and its comment; ``wanted`` (structured wishes sent with the
-    score, ``domain.wants``) is taken as given instead of reading the comment."""
+    score, ``domain.wants``) is taken as given instead of reading the comment. Else a comment
+    close to one a rater corrected (``memory``) is read as the correction said, each aspect
+    citing the corrected comment; else the cue tables read it."""
     comment = (comment or "").strip()
     if wanted:
         return ScoreAnalysis(
@@ -33,6 +37,18 @@ def analyze(
             comment=comment or None,
             sentiment=_sentiment(score),
             aspects=[wants.parse(w) for w in wanted],
+            trend=trend_of(score, previous_scores)[0],
+            delta_from_previous=trend_of(score, previous_scores)[1],
+        )
+    recalled = memory.recall(comment) if memory is not None and comment else None
+    if recalled is not None:
+        cited = recalled.cited()[:QUOTE_CHARS]
+        return ScoreAnalysis(
+            score=score,
+            comment=comment,
+            sentiment=_sentiment(score),
+            # an empty correction is a reading too: the comment asks for nothing
+            aspects=[wants.parse(w).model_copy(update={"quote": cited}) for w in recalled.wants],
             trend=trend_of(score, previous_scores)[0],
             delta_from_previous=trend_of(score, previous_scores)[1],
         )

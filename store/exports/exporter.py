@@ -4,7 +4,8 @@ Formats: TRL SFT (``messages``), TRL DPO conversational (``prompt``/``chosen``/`
 OpenAI fine-tuning SFT and preference JSONL (``input``/``preferred_output``/
 ``non_preferred_output``), reward rows, and Parquet (nested messages) for SFT, DPO and reward.
 Each output is split into train and eval deterministically by the hash of its input, so the same
-prompt never lands on both sides and re-exports agree.
+prompt never lands on both sides and re-exports agree. ``corrections`` writes the reader's
+labelled examples (a comment and the wants a rater corrected its reading to) as one JSONL file.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from store.backends.database import write_transaction
 from store.backends.dialect import DriverSQL, driver_cursor, stream_rows
 from store.eventstore.event_writer import now_ms
 from store.exports.materializer import Materializer
-from store.tables import ExportRow
+from store.tables import ExportRow, ReadingCorrectionRow
 
 ROLES = {"system", "user", "assistant"}
 Message = dict[str, str]
@@ -386,6 +387,96 @@ class _SharedTexts:
             self.value[digest] = json.loads(content)
 
 
+CORRECTIONS = "corrections"  # the reader's labelled examples, not a trainer's format
+_CORRECTION_FILTERS = (  # ExportFilters field -> condition (scores do not apply)
+    ("session_id", "session_id = ?"),
+    ("lineage_id", "lineage_id = ?"),
+    ("since_ms", "created_at >= ?"),
+    ("until_ms", "created_at <= ?"),
+)
+
+
+def correction_rows(engine: Engine, filters: ExportFilters) -> Iterator[dict[str, Any]]:
+    """Every matching correction as its JSONL row, in the order they were made (streamed)."""
+    table = ReadingCorrectionRow.__table__.name  # type: ignore[attr-defined]
+    sql = (
+        "SELECT id, session_id, lineage_id, evaluation_id, cycle, comment, read_as, corrected,"
+        f" rater, created_at FROM {table} WHERE 1 = 1"
+    )
+    params: list[Any] = []
+    for field, condition in _CORRECTION_FILTERS:
+        value = getattr(filters, field)
+        if value is not None and value != "":
+            sql += f" AND {condition}"
+            params.append(value)
+    sql += " ORDER BY created_at, id"
+    with engine.connect() as conn:
+        for row in stream_rows(conn, DriverSQL(sql), params, _CHUNK):
+            yield {
+                "comment": row[5],
+                "read_as": json.loads(row[6]),
+                "corrected": json.loads(row[7]),
+                "rater": row[8],
+                "session": row[1],
+                "lineage": row[2],
+                "evaluation": row[3],
+                "cycle": row[4],
+                "correction": row[0],
+                "created_at": row[9],
+            }
+
+
+def _export_corrections(engine: Engine, out_dir: Path, filters: ExportFilters) -> ExportResult:
+    """``<out_dir>/corrections.jsonl``: no train/eval split (each row stands alone, and a
+    reader evaluated on them plays them in order: ``trainer.evaluate --corrections``)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{CORRECTIONS}.jsonl"
+    writer, count = _JsonlWriter(path), 0
+    try:
+        for row in correction_rows(engine, filters):
+            writer.write(json.dumps(row, ensure_ascii=False))
+            count += 1
+    finally:
+        writer.close()
+    return _recorded(
+        engine, CORRECTIONS, filters, out_dir, {CORRECTIONS: path}, {CORRECTIONS: count}, 0
+    )
+
+
+def _recorded(
+    engine: Engine,
+    name: str,
+    filters: ExportFilters,
+    out_dir: Path,
+    paths: dict[str, Path],
+    counts: dict[str, int],
+    to_position: int,
+) -> ExportResult:
+    """Record the export in the ``exports`` table."""
+    export_id = uuid.uuid4().hex
+    with write_transaction(engine) as conn:
+        conn.execute(
+            ExportRow.__table__.insert().values(  # type: ignore[attr-defined]
+                id=export_id,
+                export_type=name,
+                query_params=filters.model_dump_json(),
+                event_range_start=0,
+                event_range_end=to_position,
+                example_count=sum(counts.values()),
+                file_path=str(out_dir),
+                created_at=now_ms(),
+            )
+        )
+    return ExportResult(
+        export_id=export_id,
+        format=name,
+        files={key: str(path) for key, path in paths.items()},
+        counts=counts,
+        skipped_invalid=0,
+        event_range=(0, to_position),
+    )
+
+
 def export(
     engine: Engine,
     format_name: str,
@@ -398,8 +489,12 @@ def export(
 
     A row that breaks the format's rules stops the export with FormatError naming the example
     (``strict``), or is skipped and counted."""
+    if format_name == CORRECTIONS:
+        return _export_corrections(engine, out_dir, filters or ExportFilters())
     if format_name not in FORMATS:
-        raise ValueError(f"unknown format {format_name!r}; choose from {', '.join(FORMATS)}")
+        raise ValueError(
+            f"unknown format {format_name!r}; choose from {', '.join([*FORMATS, CORRECTIONS])}"
+        )
     fmt, filters = FORMATS[format_name], filters or ExportFilters()
     result = Materializer(engine).run()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -429,25 +524,5 @@ def export(
     finally:
         for writer in writers.values():
             writer.close()
-    export_id = uuid.uuid4().hex
-    with write_transaction(engine) as conn:
-        conn.execute(
-            ExportRow.__table__.insert().values(  # type: ignore[attr-defined]
-                id=export_id,
-                export_type=fmt.name,
-                query_params=filters.model_dump_json(),
-                event_range_start=0,
-                event_range_end=result.to_position,
-                example_count=counts["train"] + counts["eval"],
-                file_path=str(out_dir),
-                created_at=now_ms(),
-            )
-        )
-    return ExportResult(
-        export_id=export_id,
-        format=fmt.name,
-        files={split: str(path) for split, path in paths.items()},
-        counts=counts,
-        skipped_invalid=skipped,
-        event_range=(0, result.to_position),
-    )
+    recorded = _recorded(engine, fmt.name, filters, out_dir, paths, counts, result.to_position)
+    return recorded.model_copy(update={"skipped_invalid": skipped})

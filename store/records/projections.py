@@ -31,6 +31,7 @@ from domain.events import (
     LineageCreated,
     LineageLocked,
     LineageUnlocked,
+    ReadingCorrected,
     ResourcesPublished,
     RolloutFailed,
     RolloutReported,
@@ -51,6 +52,7 @@ from store.tables import (
     EvolutionRecordRow,
     LearningInsightRow,
     LineageRow,
+    ReadingCorrectionRow,
     RejectedFeedbackRow,
     ResourceSetRow,
     RolloutRow,
@@ -435,6 +437,23 @@ def _feedback_rejected(conn: Connection, e: EventLike, d: FeedbackRejected) -> N
     )
 
 
+def _reading_corrected(conn: Connection, e: EventLike, d: ReadingCorrected) -> None:
+    _insert(
+        conn,
+        ReadingCorrectionRow,
+        id=d.correction_id,
+        session_id=d.session_id,
+        lineage_id=d.lineage_id,
+        evaluation_id=d.evaluation_id,
+        comment=d.comment,
+        read_as=_json(d.read_as),
+        corrected=_json(d.corrected),
+        rater=d.rater,
+        cycle=d.cycle,
+        created_at=e.timestamp,
+    )
+
+
 def _directive_added(conn: Connection, e: EventLike, d: DirectiveAdded) -> None:
     _insert(
         conn,
@@ -536,6 +555,7 @@ HANDLERS: dict[type[Event], Handler] = {
     ArtifactCreated: _artifact_created,
     ArtifactScored: _artifact_scored,
     FeedbackRejected: _feedback_rejected,
+    ReadingCorrected: _reading_corrected,
     DirectiveAdded: _directive_added,
     LineageLocked: _lineage_locked,
     LineageUnlocked: _lineage_unlocked,

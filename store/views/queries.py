@@ -3,6 +3,7 @@ the store (``Store.queries``). Each view's reads live in its own module beside i
 
 from __future__ import annotations
 
+from store.views.correction_view import CorrectionView
 from store.views.dataset_view import DatasetView
 from store.views.evolution_view import EvolutionView
 from store.views.feedback_view import FeedbackView
@@ -11,6 +12,8 @@ from store.views.log_view import LogView
 from store.views.rollout_view import RolloutView
 
 
-class StoreQueries(FeedbackView, EvolutionView, LineageView, RolloutView, DatasetView, LogView):
-    """Lineages and agent versions, rollouts and attempts, feedback, evolutions, Lightning
-    datasets and the log, over one read engine and one payload cache."""
+class StoreQueries(
+    FeedbackView, CorrectionView, EvolutionView, LineageView, RolloutView, DatasetView, LogView
+):
+    """Lineages and agent versions, rollouts and attempts, feedback and its corrections,
+    evolutions, Lightning datasets and the log, over one read engine and one payload cache."""
