@@ -14,18 +14,20 @@ from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
 )
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
 )
+from temporalio.exceptions import ApplicationError
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
 from codec.encryption import codec_from_env, data_converter
 from domain import search_attributes
 from domain.execution import CUT_OFF
+from domain.feedback import ReadingCorrected
 from domain.lineage import LineageInput, LineageState
 from domain.settings import Settings
 from domain.spec import SessionSpec
@@ -126,6 +128,24 @@ async def await_output(handle: LineageHandle, cycle: int) -> LineageState:
         state = await handle.execute_update(LineageWorkflow.await_output, cycle)
         if state.cycle >= cycle or state.status in ("failed", "stopped", "completed"):
             return state
+
+
+async def correct_reading(
+    settings: Settings, lineage: str, wants: list[str], rater: str
+) -> ReadingCorrected:
+    """Correct how the lineage's last score was read (its id or workflow id): ValueError with
+    the lineage's reason when it refuses (an unknown family, nothing scored yet)."""
+    lineage_id = lineage.removeprefix("lineage-")
+    client = await connect(settings)
+    handle = client.get_workflow_handle(workflow_id(lineage_id))
+    try:
+        return await handle.execute_update(
+            LineageWorkflow.correct_reading, {"wants": wants, "rater": rater}
+        )
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        reason = cause.message if isinstance(cause, ApplicationError) else str(cause)
+        raise ValueError(reason) from None
 
 
 async def next_cycle(handle: LineageHandle) -> int:

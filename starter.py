@@ -10,24 +10,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
-import shlex
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from client import connect, lineage_output, next_cycle, prompt_blame, start_session, workflow_id
+from client import (
+    connect,
+    correct_reading,
+    lineage_output,
+    next_cycle,
+    prompt_blame,
+    start_session,
+    workflow_id,
+)
 from demo.session import run_demo
-from domain.execution import preview_of
+from domain import wants as structured
 from domain.settings import Settings
 from domain.spec import SessionSpec, SpecError, load_spec
 from review import views
-from review.serve import serve
+from review.inbox_table import print_inbox
+from review.serve import review_token, serve
 from services import command_line
-from services.instructions import print_instructions, temporal_cli
+from services.instructions import print_instructions
 from services.terminal import console as make_console
 from services.terminal import json_text, printable, shown
 from store import Store
@@ -35,6 +41,12 @@ from workflows.lineage import LineageWorkflow
 
 console = make_console()
 SpecPath = Annotated[Path, typer.Argument(help="Session spec (YAML or JSON).")]
+LineageArg = Annotated[
+    str, typer.Argument(help="e.g. essay-demo-A, or its workflow id lineage-essay-demo-A")
+]
+DatabaseUrl = Annotated[
+    str | None, typer.Option(help="Default: $TRAINING_CAMP_DATABASE_URL or the demo's store.")
+]
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False
 )
@@ -81,9 +93,7 @@ def status(spec_path: SpecPath) -> None:
 @app.command()
 def inbox(
     session: Annotated[str | None, typer.Option(help="Only this session (its id).")] = None,
-    database_url: Annotated[
-        str | None, typer.Option(help="Default: $TRAINING_CAMP_DATABASE_URL or the demo's store.")
-    ] = None,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """Outputs awaiting a score, oldest first, across sessions (the review inbox)."""
     settings = Settings.from_env()
@@ -95,39 +105,14 @@ def inbox(
         finally:
             store.close()
 
-    found = asyncio.run(go())
-    if not found.items:
-        console.print("No output awaits a score.")
-        return
-    table = Table("workflow id", "cycle", "waiting since (UTC)", "question", "output")
-    for item in found.items:
-        table.add_row(
-            shown(workflow_id(item.lineage_id)),
-            str(item.cycle),
-            f"{item.waiting_since:%Y-%m-%d %H:%M:%S}",
-            shown(preview_of(" ".join(item.question.split()), 60)),
-            shown(preview_of(" ".join(item.preview.split()), 80)),
-        )
-    console.print(table)
-    first = found.items[0]
-    example = json.dumps({"score": 8, "cycle": first.cycle})
-    console.print(
-        f"Score one: {temporal_cli()} workflow update execute --workflow-id "
-        f"{workflow_id(first.lineage_id)} --name submit_score --input {shlex.quote(example)}",
-        soft_wrap=True,
-        highlight=False,
-    )
+    print_inbox(asyncio.run(go()))
 
 
 @app.command()
 def output(
-    lineage_id: Annotated[
-        str, typer.Argument(help="e.g. essay-demo-A, or its workflow id lineage-essay-demo-A")
-    ],
+    lineage_id: LineageArg,
     cycle: Annotated[int | None, typer.Option(help="Default: the latest output.")] = None,
-    database_url: Annotated[
-        str | None, typer.Option(help="Default: $TRAINING_CAMP_DATABASE_URL or the demo's store.")
-    ] = None,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """Print a lineage's whole output — the one awaiting your score, or cycle N's — from the
     store (the `state` query carries a preview only)."""
@@ -158,14 +143,32 @@ def output(
 
 
 @app.command()
+def correct(
+    lineage_id: LineageArg,
+    rater: Annotated[str, typer.Option(help="Your name: the correction is recorded under it.")],
+    want: Annotated[list[str], typer.Option(help="A wish you meant: warmer, less:formal.")] = [],  # noqa: B006
+    remove: Annotated[list[str], typer.Option(help="A family to take out: example.")] = [],  # noqa: B006
+    amount: Annotated[list[str], typer.Option(help="FAMILY=AMOUNT: length=half.")] = [],  # noqa: B006
+) -> None:
+    """Correct how your last comment on a lineage was read (each option repeats; none: it
+    asked for nothing). The change is made again from the version before it, and a misread
+    version's output awaiting your score is produced again."""
+    try:
+        wants = structured.from_options(want, remove, amount)
+        done = asyncio.run(correct_reading(Settings.from_env(), lineage_id, wants, rater))
+    except ValueError as exc:
+        console.print(f"[red]{shown(exc)}[/red]", highlight=False)
+        raise typer.Exit(1) from None
+    console.print(shown(done.reading), highlight=False)
+    again = f"cycle {done.rerun_cycle} runs again on v{done.agent_version}"
+    console.print(again if done.rerun_cycle else f"the lineage runs v{done.agent_version}")
+
+
+@app.command()
 def blame(
-    lineage_id: Annotated[
-        str, typer.Argument(help="e.g. essay-demo-A, or its workflow id lineage-essay-demo-A")
-    ],
+    lineage_id: LineageArg,
     version: Annotated[int | None, typer.Option(help="Default: the latest version.")] = None,
-    database_url: Annotated[
-        str | None, typer.Option(help="Default: $TRAINING_CAMP_DATABASE_URL or the demo's store.")
-    ] = None,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """Where each segment of a lineage's prompt came from: version, evolution, feedback."""
 
@@ -227,13 +230,11 @@ def review(
 ) -> None:
     """The review inbox for raters, on $TEMPORAL_ADDRESS and $TRAINING_CAMP_DATABASE_URL. It
     requires a token (TRAINING_CAMP_REVIEW_TOKEN): raters sign in with it and their name."""
-    token = os.environ.get("TRAINING_CAMP_REVIEW_TOKEN")
-    if not token or len(token) < 16:
-        console.print(
-            "[red]set TRAINING_CAMP_REVIEW_TOKEN (16 characters or more, e.g. `openssl rand "
-            "-base64 24`): raters sign in with it[/red]"
-        )
-        raise typer.Exit(2)
+    try:
+        token = review_token()
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(Settings.from_env(), host, port, token, allowed_host))
 

@@ -102,6 +102,7 @@ def build_worker(
             feedback.record_lock,
             trainer.take_cycle_step,
             records.record_cycle_step,
+            records.record_correction,
             sharing.share_outcome,
             lightning.publish_resources,
             lightning.record_task_queued,

@@ -1,5 +1,6 @@
 """Recording a cycle step: the score, the verdict on the change it judged, and the version the
-trainer made (or why it kept the one it had). Recording only: ``take_cycle_step`` decided what."""
+trainer made (or why it kept the one it had); and a correction of the step's reading, with the
+version the corrected reading makes. Recording only: ``take_cycle_step`` decided what."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from activities.error_classification import failure_reason, is_transient
+from domain.agent import AgentDefinition, AgentRef
+from domain.corrections import Correction
 from domain.cycle_decision import CycleDecision
-from domain.lineage import CycleStepInput, CycleStepResult
+from domain.lineage import CycleStepInput, CycleStepResult, QueuedCorrection
 from domain.trainer import Directives, EvolutionTrigger
 from store import Store
 
@@ -16,6 +19,14 @@ from store import Store
 class RecordCycleStepInput(BaseModel):
     step: CycleStepInput
     decision: CycleDecision
+
+
+class RecordCorrectionInput(BaseModel):
+    step: CycleStepInput  # the corrected score's step, its wants the ones the rater meant
+    decision: CycleDecision  # the trainer's step taken again on them
+    correction: QueuedCorrection
+    read_as: list[str]  # the reading it supersedes, as wants
+    current: AgentRef  # the version the lineage runs now, made by the superseded reading
 
 
 class CycleRecordActivities:
@@ -49,6 +60,7 @@ class CycleRecordActivities:
             asked_for=step.asked_for,
             summary=decision.summary,
             reading=decision.reading,
+            wants=decision.wants,
             training_error=decision.training_error,
         )
         taken = decision.step
@@ -117,3 +129,70 @@ class CycleRecordActivities:
         return kept.model_copy(
             update={"agent": agent, "evolution_id": evolution_id if taken.new_changes else None}
         )
+
+    @activity.defn(name="record_correction")
+    def record_correction(self, inp: RecordCorrectionInput) -> CycleStepResult:
+        """The correction — a labelled example the reader learns from — and, when the corrected
+        step makes another agent than the one the lineage runs, that agent as the next version
+        (kind "correction", from the current one: versions stay one line). The score and the
+        verdict it gave stand as recorded. Idempotent: the ids are the correction's and the
+        version's."""
+        step, decision, correction = inp.step, inp.decision, inp.correction
+        self.store.recorder.record_correction(
+            Correction(
+                correction_id=correction.correction_id,
+                session_id=step.session_id,
+                lineage_id=step.lineage_id,
+                evaluation_id=correction.evaluation_id,
+                comment=step.score.comment or "",
+                read_as=inp.read_as,
+                corrected=correction.wants,
+                rater=correction.rater,
+                cycle=step.cycle,
+            )
+        )
+        result = CycleStepResult(
+            agent=inp.current,
+            asked_for=step.asked_for,
+            summary=decision.summary,
+            reading=decision.reading,
+            wants=decision.wants,
+            training_error=decision.training_error,
+        )
+        taken = decision.step
+        if taken is None or decision.attempt_id is None:
+            return result  # locked, or the training failed: the version stays
+        result = result.model_copy(update={"asked_for": taken.asked_for, "report": taken.report})
+        current = self.store.queries.agent_definition(inp.current)
+        if _same_agent(taken.agent, current):
+            return result
+        evolution_id = f"{step.lineage_id}:evolution:v{inp.current.version}"
+        agent = self.store.recorder.record_evolution(
+            session_id=step.session_id,
+            lineage_id=step.lineage_id,
+            evolution_id=evolution_id,
+            from_version=inp.current.version,
+            new_agent=taken.agent.model_copy(update={"version": inp.current.version + 1}),
+            trigger=EvolutionTrigger(
+                rollout_id=step.rollout_id,
+                attempt_id=decision.attempt_id,
+                artifact_id=step.artifact_id,
+                evaluation_id=step.evaluation_id,
+                score=step.score.score,
+                comment=step.score.comment,
+                directives=self._directives(step),
+            ),
+            analysis=taken.analysis,
+            credit=taken.credit,
+            plan=taken.plan,
+            changes=taken.plan.changes,
+            kind="correction",
+            applied_insights=decision.applied_insights,
+        )
+        return result.model_copy(
+            update={"agent": agent, "evolution_id": evolution_id if taken.new_changes else None}
+        )
+
+
+def _same_agent(a: AgentDefinition, b: AgentDefinition) -> bool:
+    return a.model_dump(exclude={"version"}) == b.model_dump(exclude={"version"})

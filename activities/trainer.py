@@ -18,6 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.error_classification import failure_reason, is_transient
+from domain import wants
 from domain.agent import AgentDefinition
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleDecision, CycleStep
@@ -98,6 +99,7 @@ class TrainerActivities:
             applied_insights=cycle_step.applied_insights(step, context.insights),
             summary=cycle_step.summary(step, inp.agent.version),
             reading=cycle_step.said_back(step),
+            wants=wants.wants_of(step.analysis.aspects),
         )
 
     def _memory(self, inp: CycleStepInput, context: StepContext) -> LineageMemory:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_ROLLOUT = re.compile(r"^(?P<lineage>.+):c(?P<number>\d+)(?:-retry\d+)?$")
+_ROLLOUT = re.compile(r"^(?P<lineage>.+):c(?P<number>\d+)(?:-v\d+)?(?:-retry\d+)?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,10 +16,13 @@ class Cycle:
     lineage_id: str
     number: int
 
-    def rollout_id(self, retry: int = 0) -> str:
+    def rollout_id(self, retry: int = 0, rerun_by: int | None = None) -> str:
         """The cycle's rollout; one started again by hand after every attempt failed (the
-        ``retry`` signal) is a rollout of its own."""
+        ``retry`` signal) is a rollout of its own, and so is the cycle run again by the
+        version a corrected reading made (``rerun_by``: that version)."""
         rollout = f"{self.lineage_id}:c{self.number}"
+        if rerun_by is not None:
+            rollout += f"-v{rerun_by}"
         return f"{rollout}-retry{retry}" if retry else rollout
 
     @classmethod

@@ -54,4 +54,5 @@ class CycleDecision(BaseModel):
     applied_insights: list[tuple[str, EvolutionChange]] = Field(default_factory=list)
     summary: str = ""
     reading: str | None = None  # how the comment was read, said back to the rater
+    wants: list[str] = Field(default_factory=list)  # that reading as wants (domain.wants)
     training_error: str | None = None

@@ -62,6 +62,9 @@ F = TypeVar("F", bound=FeedbackModel)
 
 
 Want = _text(structured.MAX_WANT_CHARS, min_length=1)
+Wants = Annotated[
+    list[Want], Field(max_length=structured.MAX_WANTS), AfterValidator(structured.validated)
+]
 
 
 class ScoreInput(FeedbackModel):
@@ -71,12 +74,29 @@ class ScoreInput(FeedbackModel):
     rater: Rater | None = None
     cycle: int | None = Field(default=None, ge=1, strict=True)
     # structured wishes, taken as given ("warmer", "remove:example", "shorter:half")
-    wants: (
-        Annotated[
-            list[Want], Field(max_length=structured.MAX_WANTS), AfterValidator(structured.validated)
-        ]
-        | None
-    ) = None
+    wants: Wants | None = None
+
+
+class CorrectReadingInput(FeedbackModel):
+    """The ``correct_reading`` update: the wishes the rater meant by their last comment,
+    replacing how it was read (an empty list: it asked for nothing). The rater is named: a
+    correction teaches the reader, so it says whose words it labels."""
+
+    wants: Wants
+    rater: Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+
+
+class ReadingCorrected(BaseModel):
+    """What ``correct_reading`` returns, once the lineage has re-planned the change."""
+
+    correction_id: str
+    cycle: int  # the cycle whose score's reading was corrected
+    reading: str  # the corrected reading, said back
+    agent_version: int  # the version the lineage runs now
+    # the cycle run again by that version (its output, produced by the misread version, was
+    # awaiting a score), None when the output stands
+    rerun_cycle: int | None = None
+    error: str | None = None  # why the correction could not be taken (nothing changed)
 
 
 class DirectiveInput(FeedbackModel):
@@ -145,6 +165,14 @@ def parse_score(payload: Any) -> ScoreInput:
 
 def parse_directive(payload: Any) -> DirectiveInput:
     return _validate(DirectiveInput, payload)
+
+
+def parse_correction(payload: Any) -> CorrectReadingInput:
+    """Validate a correction; ValueError names the problem (an unknown family, action or
+    amount, a missing rater)."""
+    if isinstance(payload, dict) and "wants" not in payload:
+        raise ValueError('wants: field required (the wishes you meant, e.g. ["warmer"])')
+    return _validate(CorrectReadingInput, payload)
 
 
 def parse_lock(payload: Any) -> LockInput:

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from domain.agent import AgentDefinition, AgentRef
 from domain.content_hash import canonical_json
-from domain.feedback import ScoreInput
+from domain.feedback import ReadingCorrected, ScoreInput
 from domain.spec import LineageOptions, SessionDocument
 from domain.trainer import EvolutionOutcome
 
@@ -26,6 +26,10 @@ DIRECTIVES_SHOWN = 10
 # with a rejection record). A score is at most ~17 KB (a 4,000-character comment and a
 # 200-character rater, at up to 4 bytes a character), so the queue stays under ~0.5 MB.
 MAX_QUEUED_SCORES = 25
+# Corrections of a reading waiting for the cycle to take them (each a few hundred bytes), and
+# the latest ones remembered, so that one sent again returns what it did instead of re-doing it
+MAX_QUEUED_CORRECTIONS = 3
+CORRECTIONS_REMEMBERED = 5
 # Each rejection reason and error shown in `state` is at most this long, and the last
 # evolution's summary and verdict (which quote the changes they name) at most this
 MAX_NOTE_CHARS = 1_000
@@ -86,6 +90,15 @@ class QueuedScore(BaseModel):
     received_via: Literal["signal", "update"]
 
 
+class QueuedCorrection(BaseModel):
+    """A validated correction of the last score's reading, waiting for the cycle to take it."""
+
+    correction_id: str  # domain.corrections.correction_key: the score's and the wants'
+    evaluation_id: str  # the score whose reading it replaces
+    wants: list[str]
+    rater: str
+
+
 class CarriedState(BaseModel):
     """Everything a lineage needs to resume in a new run, after continue-as-new."""
 
@@ -114,8 +127,15 @@ class CarriedState(BaseModel):
     last_evolution: str | None = None
     # The verdict of the last score on the change before it, with the words it rests on
     last_verdict: str | None = None
-    # How the last score's comment was read, said back to the rater
+    # How the last score's comment was read, said back to the rater, and as wants (the
+    # wishes a correction starts from)
     last_reading: str | None = None
+    last_wants: list[str] = Field(default_factory=list)
+    # The last score's cycle step, which a correction of its reading takes again (small: ids,
+    # the score and the agent's version)
+    last_step: CycleStepInput | None = None
+    queued_corrections: list[QueuedCorrection] = Field(default_factory=list)
+    corrections_done: list[ReadingCorrected] = Field(default_factory=list)  # the latest few
     # Families the reviewer asked for or approved and has not reversed: no change removes them
     asked_for: list[str] = Field(default_factory=list)
     rejected_count: int = 0
@@ -155,6 +175,7 @@ class LineageState(BaseModel):
     last_evolution: str | None
     last_verdict: str | None = None
     last_reading: str | None = None  # how the last comment was read: "Read as: …"
+    last_wants: list[str] = Field(default_factory=list)  # that reading as wants, to correct
     asked_for: list[str] = Field(default_factory=list)
     score_history: list[ScorePoint]
     queued_scores: int
@@ -292,7 +313,9 @@ class CycleStepResult(BaseModel):
     agent: AgentRef  # the version the next cycle runs
     asked_for: list[str] = Field(default_factory=list)
     summary: str = ""  # one line for people: what changed and why, or why nothing did
-    # how the comment was read, said back in one line ("Read as: warmer ('make it warmer')")
+    # how the comment was read, said back in one line ("Read as: warmer ('make it warmer')"),
+    # and as wants ("warmer", "remove:example")
     reading: str | None = None
+    wants: list[str] = Field(default_factory=list)
     report: list[str] = Field(default_factory=list)  # skipped, kept, rolled back, not understood
     training_error: str | None = None

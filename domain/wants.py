@@ -113,3 +113,17 @@ def _amount_text(family: str, amount: Amount | None) -> str | None:
 def wants_of(aspects: list[FeedbackAspect]) -> list[str]:
     """A reading as wants, in its order, each once (what a correction says it superseded)."""
     return list(dict.fromkeys(w for w in map(render, aspects) if w))[:MAX_WANTS]
+
+
+def from_options(wanted: list[str], removed: list[str], amounts: list[str]) -> list[str]:
+    """The wants a command line names (``--want warmer --remove example --amount length=half``):
+    each ``--remove F`` is ``remove:F``, each ``--amount F=A`` is ``F:A`` (``length`` stands for
+    ``shorter``). ValueError says which one is wrong."""
+    found = [*wanted, *(f"remove:{family}" for family in removed)]
+    for given in amounts:
+        family, sep, amount = given.partition("=")
+        if not sep or not family.strip() or not amount.strip():
+            raise ValueError(f"--amount {given!r}: expected FAMILY=AMOUNT, e.g. length=half")
+        family = family.strip().lower()
+        found.append(f"{'shorter' if family == 'length' else family}:{amount.strip().lower()}")
+    return validated([w.strip().lower() for w in found])

@@ -28,6 +28,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from domain import wants
 from review import views
 from review.guard import LOOPBACK_HOSTS, Guard
 from store import Store
@@ -45,6 +46,9 @@ NO_NAME = (
 )
 
 templates = Jinja2Templates(directory=HERE / "templates")  # autoescape on for .html
+# the correction picker's choices: every family a want may name, and its actions
+templates.env.globals["want_families"] = wants.families()
+templates.env.globals["want_actions"] = ["add", "more", "less", "remove", "keep"]
 
 
 class TokenRequired(BaseHTTPMiddleware):
@@ -145,6 +149,32 @@ class _Handlers:
             return JSONResponse({"error": f"Temporal refused: {exc.message}"}, status_code=502)
         return JSONResponse({"ok": f"score {accepted.score:g} accepted for cycle {accepted.cycle}"})
 
+    async def correct(self, request: Request) -> Response:
+        """The rater's correction of how their last comment was read: the wishes they meant,
+        through the ``correct_reading`` update (validated by the lineage, answered inline)."""
+        form = await request.form(max_files=0, max_fields=wants.MAX_WANTS + MAX_FORM_FIELDS)
+        rater = self.rater_of(request, form)
+        if rater is None:
+            return JSONResponse({"error": NO_NAME}, status_code=422)
+        meant = [str(w).strip() for w in form.getlist("want") if str(w).strip()]
+        handle = await self._handle(request)
+        if handle is None:
+            return JSONResponse({"error": "no such lineage"}, status_code=404)
+        try:
+            done = await handle.execute_update(
+                LineageWorkflow.correct_reading, {"wants": meant, "rater": rater}
+            )
+        except WorkflowUpdateFailedError as exc:
+            cause = exc.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            return JSONResponse({"error": message}, status_code=422)
+        except RPCError as exc:
+            return JSONResponse({"error": f"Temporal refused: {exc.message}"}, status_code=502)
+        rerun = (
+            f"; cycle {c} runs again on v{done.agent_version}" if (c := done.rerun_cycle) else ""
+        )
+        return JSONResponse({"ok": f"{done.reading}{rerun}"})
+
     async def signal(self, request: Request) -> Response:
         """directive (sticky / oneshot), lock, unlock, stop, retry: signals, as from the CLI."""
         action = request.path_params["action"]
@@ -220,6 +250,7 @@ def _app(client: Client, store: Store, token: str | None) -> Starlette:
         Route("/sessions/{session_id}", h.session_page),
         Route("/lineages/{lineage_id}/card", h.card_fragment),
         Route("/lineages/{lineage_id}/score", h.score, methods=["POST"]),
+        Route("/lineages/{lineage_id}/correct", h.correct, methods=["POST"]),
         Route("/lineages/{lineage_id}/{action}", h.signal, methods=["POST"]),
         Route("/events", h.events),
         Route("/login", h.login, methods=["GET", "POST"]),

@@ -4,6 +4,7 @@ Temporal and store, served until cancelled."""
 from __future__ import annotations
 
 import asyncio
+import os
 
 from client import connect
 from domain.settings import Settings
@@ -14,6 +15,19 @@ from services.terminal import console as make_console
 from store import Store
 
 console = make_console()
+MIN_TOKEN_CHARS = 16
+
+
+def review_token() -> str:
+    """The token raters sign in with (TRAINING_CAMP_REVIEW_TOKEN); ValueError when unset or
+    too short to guard anything."""
+    token = os.environ.get("TRAINING_CAMP_REVIEW_TOKEN")
+    if not token or len(token) < MIN_TOKEN_CHARS:
+        raise ValueError(
+            f"set TRAINING_CAMP_REVIEW_TOKEN ({MIN_TOKEN_CHARS} characters or more, e.g. "
+            "`openssl rand -base64 24`): raters sign in with it"
+        )
+    return token
 
 
 async def serve(

@@ -95,7 +95,7 @@ class LineageMemory(BaseModel):
     def recalled(self, comment: str | None) -> bool:
         """Whether the comment is read from a correction (structured wants win over it)."""
         reading = self.reading_memory()
-        return not self.wants and reading is not None and reading.recall(comment) is not None
+        return self.wants is None and reading is not None and reading.recall(comment) is not None
 
 
 CreditOf = Callable[[AgentDefinition, ScoreAnalysis], Awaitable[CreditAssignment]]
@@ -155,7 +155,7 @@ async def take(
     # 3. read, credit and propose on the agent as restored
     analysis = (
         read
-        if backend.reads_with_rules or memory.wants or memory.recalled(comment)
+        if backend.reads_with_rules or memory.wants is not None or memory.recalled(comment)
         else await backend.analyze(score, comment, previous)
     )
     if instead:

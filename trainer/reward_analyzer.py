@@ -31,7 +31,7 @@ def analyze(
     close to one a rater corrected (``memory``) is read as the correction said, each aspect
     citing the corrected comment; else the cue tables read it."""
     comment = (comment or "").strip()
-    if wanted:
+    if wanted is not None:
         return ScoreAnalysis(
             score=score,
             comment=comment or None,

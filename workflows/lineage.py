@@ -10,11 +10,15 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
-from temporalio.exceptions import FailureError
+from temporalio.exceptions import ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.agent_execution import AgentExecutionActivities
-    from activities.cycle_records import CycleRecordActivities, RecordCycleStepInput
+    from activities.cycle_records import (
+        CycleRecordActivities,
+        RecordCorrectionInput,
+        RecordCycleStepInput,
+    )
     from activities.insight_sharing import InsightSharingActivities, ShareOutcomeInput
     from activities.lineage_registry import LineageRegistryActivities
     from activities.trainer import TrainerActivities
@@ -22,8 +26,9 @@ with workflow.unsafe.imports_passed_through():
     from domain.agent import AgentRef
     from domain.cycle import Cycle
     from domain.cycle_decision import CycleDecision
-    from domain.feedback import ScoreAccepted
+    from domain.feedback import ReadingCorrected, ScoreAccepted
     from domain.lineage import (
+        CORRECTIONS_REMEMBERED,
         MAX_SUMMARY_CHARS,
         CarriedState,
         CycleStepInput,
@@ -32,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         LineageResult,
         LineageState,
         LineageStatus,
+        QueuedCorrection,
         QueuedScore,
         RegisterLineageInput,
         RolloutFailedInput,
@@ -125,17 +131,20 @@ class LineageWorkflow:
             self._s.cycle += 1
             self._run_cycles += 1
             rollout = await self._rollout()
-            if rollout is None:
-                return  # stopped while the rollout had failed
-            self._s.latest_output_preview = rollout.output_preview
-            self._s.latest_output_words = rollout.output_words
-            self._s.latest_output_cut_off = rollout.cut_off
             taken = False
             while not taken:  # a score the store refused leaves the cycle waiting
-                queued = await self._await_score()
-                if queued is None:
+                if rollout is None:
+                    return  # stopped while the rollout had failed
+                self._show(rollout)
+                sent = await self._await_score()
+                if sent is None:
                     return  # stopped while waiting
-                taken = await self._take_score(rollout, queued)
+                if isinstance(sent, QueuedCorrection):
+                    # the last score's reading corrected: its change made again, and this
+                    # cycle run again if the version that produced its output is superseded
+                    rollout = await self._correct(rollout, sent)
+                    continue
+                taken = await self._take_score(rollout, sent)
 
     async def _register(self) -> None:
         inp = self._inp
@@ -156,11 +165,14 @@ class LineageWorkflow:
         self._s.input_hashes = result.input_hashes
         self._s.cycle = result.last_cycle
 
-    async def _rollout(self) -> RunAgentResult | None:
-        """Run the agent on this cycle's input; a failed rollout waits for `retry` or `stop`."""
+    async def _rollout(self, rerun_by: int | None = None) -> RunAgentResult | None:
+        """Run the agent on this cycle's input; a failed rollout waits for `retry` or `stop`.
+        ``rerun_by``: the cycle runs again, by the version a corrected reading made."""
         tries = 0
         while True:
-            rollout_id = Cycle(self._inp.lineage_id, self._s.cycle).rollout_id(retry=tries)
+            rollout_id = Cycle(self._inp.lineage_id, self._s.cycle).rollout_id(
+                retry=tries, rerun_by=rerun_by
+            )
             self._set_status("running")
             try:
                 return await self._store.unless_stopped(
@@ -212,14 +224,26 @@ class LineageWorkflow:
             ),
         }
 
-    async def _await_score(self) -> QueuedScore | None:
+    def _show(self, rollout: RunAgentResult) -> None:
+        self._s.latest_output_preview = rollout.output_preview
+        self._s.latest_output_words = rollout.output_words
+        self._s.latest_output_cut_off = rollout.cut_off
+
+    async def _await_score(self) -> QueuedScore | QueuedCorrection | None:
+        """The next score for this cycle's output, or a correction of the last one's reading
+        (taken first: the rater has seen the output go the wrong way)."""
         while True:
             self._set_status("awaiting_score")
             await workflow.wait_condition(
-                lambda: bool(self._s.queued_scores) or self._s.stop_requested
+                lambda: (
+                    bool(self._s.queued_scores or self._s.queued_corrections)
+                    or self._s.stop_requested
+                )
             )
-            if not self._s.queued_scores:
+            if self._s.stop_requested:
                 return None
+            if self._s.queued_corrections:
+                return self._s.queued_corrections.pop(0)
             queued = self._s.queued_scores.pop(0)
             if (wrong := wrong_cycle(queued.score, self._s.cycle)) is not None:
                 await self._store.reject("score", queued.score.model_dump(), wrong)
@@ -289,7 +313,71 @@ class LineageWorkflow:
         )
         self._s.score_history = self._s.score_history[-SCORE_HISTORY_CARRIED:]
         self._took(step, taken, oneshots)
+        self._s.last_step = step
         return True
+
+    async def _correct(
+        self, rollout: RunAgentResult, correction: QueuedCorrection
+    ) -> RunAgentResult | None:
+        """A correction of the last score's reading: the trainer takes that score's step again
+        on the wishes the rater meant (from the version before it), the correction and the
+        version it makes are recorded, and when that version supersedes the one that produced
+        the output awaiting a score, the cycle runs again on it. Returns the output now
+        awaiting a score (None: stopped)."""
+        step = self._s.last_step
+        if step is None or step.evaluation_id != correction.evaluation_id:
+            self._corrected(correction, step, error="a later score has been read since")
+            return rollout
+        again = step.model_copy(
+            update={"score": step.score.model_copy(update={"wants": correction.wants})}
+        )
+        self._set_status("training")
+        try:
+            decision = await self._cycle_step(again)
+            taken = await self._store.step(
+                CycleRecordActivities.record_correction,
+                RecordCorrectionInput(
+                    step=again,
+                    decision=decision,
+                    correction=correction,
+                    read_as=self._s.last_wants,
+                    current=self._s.agent,
+                ),
+            )
+        except FailureError as err:
+            self._corrected(correction, step, error=f"correction not recorded: {err.cause or err}")
+            return rollout
+        superseded = self._s.agent.version
+        self._s.last_step = again  # corrected again, it is re-planned from the same version
+        self._s.last_reading = taken.reading
+        self._s.last_wants = taken.wants
+        if again.train and taken.training_error is None:
+            self._s.asked_for = taken.asked_for
+            self._s.last_evolution = cut(taken.summary, MAX_SUMMARY_CHARS)
+            if taken.agent.version != superseded:
+                self._s.agent = taken.agent
+                self._s.pending_evolution_id = taken.evolution_id
+        rerun = self._s.agent.version != superseded
+        self._corrected(correction, again, rerun=rerun)
+        return await self._rollout(rerun_by=self._s.agent.version) if rerun else rollout
+
+    def _corrected(
+        self,
+        correction: QueuedCorrection,
+        step: CycleStepInput | None,
+        rerun: bool = False,
+        error: str | None = None,
+    ) -> None:
+        """What a correction did, for the update waiting on it (and one sent again)."""
+        done = ReadingCorrected(
+            correction_id=correction.correction_id,
+            cycle=step.cycle if step else self._s.cycle,
+            reading=self._s.last_reading or "",
+            agent_version=self._s.agent.version,
+            rerun_cycle=self._s.cycle if rerun else None,
+            error=error,
+        )
+        self._s.corrections_done = [*self._s.corrections_done, done][-CORRECTIONS_REMEMBERED:]
 
     async def _cycle_step(self, step: CycleStepInput) -> CycleDecision:
         """The trainer on the score: with the rules engine a local activity, with Claude an
@@ -317,6 +405,7 @@ class LineageWorkflow:
             else None
         )
         self._s.last_reading = taken.reading
+        self._s.last_wants = taken.wants
         if taken.verdict is not None:
             self._s.pending_evolution_id = None
         if not step.train:
@@ -354,6 +443,37 @@ class LineageWorkflow:
     @submit_score.validator
     def _validate_submit_score(self, payload: Any = None) -> None:
         self._inbox.check_score(payload)
+
+    @workflow.update(name="correct_reading")
+    async def correct_reading(self, payload: Any = None) -> ReadingCorrected:
+        """Replace how the last score's comment was read with the wishes the rater meant
+        (``{"wants": ["warmer", "remove:example"], "rater": "ana"}``): the lineage re-plans
+        that score's change from the version before it and, when the output awaiting a score
+        came from the misread version, runs the cycle again. Returns once the correction is
+        recorded (the re-run output follows: ``await_output``)."""
+        queued = self._inbox.queue_correction(payload)
+        await workflow.wait_condition(
+            lambda: (
+                self._inbox.corrected(queued.correction_id) is not None
+                or self._s.stop_requested
+                or self._continuing
+            )
+        )
+        done = self._inbox.corrected(queued.correction_id)
+        if done is None:
+            raise ApplicationError(
+                "the lineage stopped (or continued as new) before taking the correction; "
+                "send it again",
+                type="CorrectionNotTaken",
+                non_retryable=True,
+            )
+        if done.error is not None:
+            raise ApplicationError(done.error, type="InvalidCorrection", non_retryable=True)
+        return done
+
+    @correct_reading.validator
+    def _validate_correct_reading(self, payload: Any = None) -> None:
+        self._inbox.check_correction(payload)
 
     @workflow.update(name="await_output")
     async def await_output(self, cycle: int) -> LineageState:
@@ -395,6 +515,7 @@ class LineageWorkflow:
             last_evolution=s.last_evolution,
             last_verdict=s.last_verdict,
             last_reading=s.last_reading,
+            last_wants=s.last_wants,
             asked_for=s.asked_for,
             score_history=s.score_history,
             queued_scores=len(s.queued_scores),

@@ -1,6 +1,7 @@
 """What people send a lineage — the signals score, directive, lock, unlock, stop and retry, the
-submit_score and await_output updates — read, checked and acted on. ``LineageWorkflow`` declares
-the handlers (Temporal finds them on the workflow class) and delegates each to its inbox here.
+submit_score, correct_reading and await_output updates — read, checked and acted on.
+``LineageWorkflow`` declares the handlers (Temporal finds them on the workflow class) and
+delegates each to its inbox here.
 
 Every signal is answered: acted on, or recorded as rejected with the reason. A step a handler
 runs is a local activity; a failure the store will not get past is surfaced in ``state`` and
@@ -17,20 +18,25 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.feedback import FeedbackActivities
+    from domain.corrections import correction_key
     from domain.feedback import (
+        ReadingCorrected,
         ScoreAccepted,
         ScoreInput,
         excerpt,
+        parse_correction,
         parse_directive,
         parse_lock,
         parse_score,
     )
     from domain.lineage import (
         DIRECTIVES_SHOWN,
+        MAX_QUEUED_CORRECTIONS,
         MAX_QUEUED_SCORES,
         CarriedState,
         LineageInput,
         LineageStatus,
+        QueuedCorrection,
         QueuedScore,
         RecordDirectiveInput,
         RecordLockInput,
@@ -271,6 +277,56 @@ class LineageInbox:
             queued_position=len(self._s.queued_scores),
             wants=parsed.wants,
         )
+
+    # ---- the correct_reading update --------------------------------------------------------
+
+    def check_correction(self, payload: Any) -> None:
+        """correct_reading's validator: an unknown family, action or amount, a missing rater,
+        a lineage with no score read yet or ended: refused (InvalidCorrection), nothing
+        changed."""
+        self._correction(payload)
+
+    def queue_correction(self, payload: Any) -> QueuedCorrection:
+        """correct_reading: the correction queued for the cycle to take (or, sent again, the
+        one already queued or done)."""
+        queued = self._correction(payload)
+        if self.corrected(queued.correction_id) is None and all(
+            q.correction_id != queued.correction_id for q in self._s.queued_corrections
+        ):
+            self._s.queued_corrections.append(queued)
+        return queued
+
+    def corrected(self, correction_id: str) -> ReadingCorrected | None:
+        """What a correction did, once the cycle has taken it."""
+        return next((d for d in self._s.corrections_done if d.correction_id == correction_id), None)
+
+    def _correction(self, payload: Any) -> QueuedCorrection:
+        try:
+            parsed = parse_correction(payload)
+        except ValueError as exc:
+            raise _invalid(str(exc), "InvalidCorrection") from None
+        if (ended := closed(self._status())) is not None:
+            raise _invalid(f"{ended}; its readings can no longer be corrected", "InvalidCorrection")
+        step = self._s.last_step
+        if step is None:
+            raise _invalid(
+                "nothing to correct: no score on this lineage has been read yet",
+                "InvalidCorrection",
+            )
+        queued = QueuedCorrection(
+            correction_id=correction_key(self._inp.lineage_id, step.evaluation_id, parsed.wants),
+            evaluation_id=step.evaluation_id,
+            wants=parsed.wants,
+            rater=parsed.rater,
+        )
+        waiting = [q.correction_id for q in self._s.queued_corrections]
+        if len(waiting) >= MAX_QUEUED_CORRECTIONS and queued.correction_id not in waiting:
+            raise _invalid(
+                f"{MAX_QUEUED_CORRECTIONS} corrections already wait for this lineage; send "
+                "this one once they are taken",
+                "InvalidCorrection",
+            )
+        return queued
 
 
 def _converter_reason(error: BaseException) -> str:

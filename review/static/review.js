@@ -27,6 +27,8 @@ async function send(form) {
     return;
   }
   if (rater) data.set("rater", raterName());
+  // a correction sends the wishes its chips hold, in their order
+  form.querySelectorAll(".chip").forEach((chip) => data.append("want", chip.dataset.want));
   message.textContent = "…";
   message.className = "message";
   try {
@@ -121,3 +123,49 @@ if (live && window.EventSource) {
     seen = now;
   });
 }
+
+// Correcting a reading: each chip is a wish as it was read (Enter or a click removes it); the
+// picker adds the one meant ("less" + "formal", "shorter" + "half"). The card body is replaced
+// when the lineage changes, so the listeners sit on the document.
+function chipFor(want) {
+  const chip = document.createElement("button");
+  chip.type = "button";
+  chip.className = "chip";
+  chip.dataset.want = want;
+  chip.setAttribute("aria-label", "remove " + want);
+  chip.textContent = want + " ×";  // text, never markup
+  return chip;
+}
+
+function addWant(form) {
+  const action = form.querySelector(".pick-action").value;
+  const family = form.querySelector(".pick-family").value;
+  const amount = form.querySelector(".pick-amount").value.trim().toLowerCase();
+  const want = (action === "add" ? "" : action + ":") + family + (amount ? ":" + amount : "");
+  form.querySelector(".chips").appendChild(chipFor(want));
+  form.querySelector(".pick-amount").value = "";
+}
+
+document.addEventListener("click", (event) => {
+  const form = event.target.closest("form.correct");
+  if (!form) return;
+  const chip = event.target.closest(".chip");
+  if (chip) {
+    const next = chip.nextElementSibling || form.querySelector(".pick-action");
+    chip.remove();
+    next.focus();
+  } else if (event.target.closest(".add-want")) {
+    addWant(form);
+  }
+});
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && event.target.matches("form.correct .pick-amount")) {
+    event.preventDefault();  // Enter in the amount adds the wish; the button sends them
+    addWant(event.target.closest("form.correct"));
+  }
+});
+document.addEventListener("submit", (event) => {
+  if (!event.target.matches("form.correct")) return;
+  event.preventDefault();
+  send(event.target);
+});

@@ -98,7 +98,8 @@ class RolloutView(ViewReader):
         return self._all(
             select(ArtifactRow)
             .where(ArtifactRow.lineage_id == lineage_id)
-            .order_by(col(ArtifactRow.cycle))
+            # a cycle run again after a corrected reading has a second output, the later
+            .order_by(col(ArtifactRow.cycle), col(ArtifactRow.created_at))
         )
 
     def artifact_text(self, artifact_id: str) -> str:
@@ -119,8 +120,9 @@ class RolloutView(ViewReader):
         if not lineage_ids:
             return []
         a, lin = ArtifactRow, LineageRow
+        # the newest output: a cycle run again after a corrected reading has two
         latest = (
-            select(a.lineage_id, func.max(a.cycle).label("cycle"))
+            select(a.lineage_id, func.max(a.created_at).label("created_at"))
             .where(col(a.lineage_id).in_(lineage_ids))
             .group_by(a.lineage_id)
             .subquery()
@@ -128,7 +130,10 @@ class RolloutView(ViewReader):
         query = (
             select(lin, a)
             .join(a, a.lineage_id == lin.id)
-            .join(latest, (latest.c.lineage_id == a.lineage_id) & (latest.c.cycle == a.cycle))
+            .join(
+                latest,
+                (latest.c.lineage_id == a.lineage_id) & (latest.c.created_at == a.created_at),
+            )
             .order_by(col(a.created_at))
         )
         if unscored:

@@ -1,0 +1,135 @@
+"""Correcting a reading, through Temporal, as a rater does it: a comment the trainer misreads,
+the correction from the command line, the same cycle run again on the corrected version, the
+correction in the store and in the export, and a later comment close to it read as corrected."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowUpdateFailedError
+
+from client import start_session
+from domain.agent import AgentRef
+from tests.conftest import awaiting, make_spec, training_data_cli, wait_for_state
+from tests.test_cli_walk import starter_cli
+from workflows.lineage import LineageWorkflow
+
+QUESTIONS = [
+    "Explain how to pick a first programming language.",
+    "Explain what a mortgage offset account is.",
+    "Explain how to prepare for a job interview.",
+]
+# Read by the cue tables as a wish about hedging; the rater meant warmth
+MISREAD = "This sounds like a legal disclaimer."
+LATER = "Still sounds like a legal disclaimer to me."
+
+
+async def test_a_misread_comment_is_corrected_from_the_cli_and_the_cycle_runs_again(
+    client, store, settings, run_worker, temporal_address, tmp_path: Path
+):
+    spec = make_spec(inputs=QUESTIONS)
+    lineage = spec.lineage_id("A")
+
+    async def cli(*args: str) -> str:
+        return await asyncio.to_thread(
+            starter_cli,
+            *args,
+            temporal_address=temporal_address,
+            database_url=settings.database_url,
+        )
+
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 4, "comment": MISREAD, "rater": "ana"})
+        misread = await wait_for_state(handle, awaiting(2))
+        assert "warmer" not in misread.last_wants and misread.last_wants
+        assert misread.agent_version == 2
+        first_output = store.queries.artifacts(lineage)[-1]
+        assert first_output.cycle == 2 and first_output.agent_version == 2
+
+        # nothing scored can be corrected into an unknown family: refused, nothing changed
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(
+                LineageWorkflow.correct_reading, {"wants": ["wrmer"], "rater": "ana"}
+            )
+        assert "unknown family 'wrmer'" in str(refused.value.cause)
+
+        said = await cli("correct", lineage, "--want", "warmer", "--rater", "ana")
+        assert said.splitlines()[0].startswith("Read as: warmer")
+        assert "cycle 2 runs again on v3" in said
+        corrected = await wait_for_state(handle, lambda s: awaiting(2)(s) and s.agent_version == 3)
+        assert corrected.last_wants == ["warmer"]
+        assert corrected.last_reading.startswith("Read as: warmer")
+
+        # sent again (a double click): the same correction, nothing made twice
+        again = await handle.execute_update(
+            LineageWorkflow.correct_reading, {"wants": ["WARMER"], "rater": "ana"}
+        )
+        assert (again.agent_version, again.rerun_cycle, again.cycle) == (3, 2, 1)
+
+        # the cycle ran again on the corrected version: its output is the one awaiting a score
+        outputs = [a for a in store.queries.artifacts(lineage) if a.cycle == 2]
+        assert [a.agent_version for a in outputs] == [2, 3]
+        assert outputs[-1].rollout_id.endswith(":c2-v3")
+        (evolution,) = [r for r in store.queries.evolution_records(lineage) if r.to_version == 3]
+        assert evolution.kind == "correction" and evolution.from_version == 2
+        misread_prompt = store.queries.agent_definition(AgentRef(agent_id=lineage, version=2))
+        corrected_prompt = store.queries.agent_definition(AgentRef(agent_id=lineage, version=3))
+        assert corrected_prompt.system_prompt != misread_prompt.system_prompt
+        assert "warm" in corrected_prompt.system_prompt.lower()
+
+        (example,) = store.queries.labelled_examples(spec.session_id)
+        assert (example.comment, example.corrected, example.rater) == (MISREAD, ["warmer"], "ana")
+        assert example.read_as == misread.last_wants
+
+        # a later comment close to the corrected one is read the way the correction said
+        await handle.signal("score", {"score": 5, "comment": LATER, "rater": "ana"})
+        later = await wait_for_state(handle, awaiting(3))
+    assert "warmer" in later.last_wants
+    # the corrected example is quoted as the reason
+    assert f"as corrected on '{MISREAD[:18]}" in later.last_reading
+
+    exported = await asyncio.to_thread(
+        training_data_cli,
+        "export",
+        "corrections",
+        "--out",
+        str(tmp_path),
+        url=settings.database_url,
+    )
+    assert exported.returncode == 0, exported.stderr
+    rows = [json.loads(line) for line in (tmp_path / "corrections.jsonl").read_text().splitlines()]
+    assert [(r["comment"], r["corrected"], r["rater"]) for r in rows] == [
+        (MISREAD, ["warmer"], "ana")
+    ]
+
+
+async def test_a_correction_before_any_score_or_with_a_bad_amount_is_refused(
+    client, store, settings, run_worker
+):
+    spec = make_spec(inputs=QUESTIONS)
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        with pytest.raises(WorkflowUpdateFailedError) as nothing_yet:
+            await handle.execute_update(
+                LineageWorkflow.correct_reading, {"wants": ["warmer"], "rater": "ana"}
+            )
+        assert "no score on this lineage has been read yet" in str(nothing_yet.value.cause)
+        await handle.signal("score", {"score": 4, "comment": "Too long.", "rater": "ana"})
+        await wait_for_state(handle, awaiting(2))
+        for payload, reason in [
+            ({"wants": ["shorter:lots"], "rater": "ana"}, "an amount is half"),
+            ({"wants": ["warmer"]}, "rater: Field required"),
+            ({"rater": "ana"}, "wants: field required"),
+        ]:
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.execute_update(LineageWorkflow.correct_reading, payload)
+            assert reason in str(refused.value.cause)
+        state = await handle.query(LineageWorkflow.state)
+    assert state.agent_version == 2 and state.status == "awaiting_score"
+    assert store.queries.labelled_examples(spec.session_id) == []
