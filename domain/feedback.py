@@ -119,6 +119,11 @@ class ScoreAccepted(BaseModel):
     rater: str | None
     queued_position: int
     wants: list[str] | None = None
+    # How the comment was read, said back ("Read as: warmer ('make it warmer')"), and as wants:
+    # given when the score was the one the awaiting output waited for (the update returns
+    # once it is taken); for a score that queues, `state` says it once it is taken
+    reading: str | None = None
+    read_as: list[str] | None = None
 
 
 def explain(exc: ValidationError) -> str:

@@ -147,7 +147,9 @@ class _Handlers:
             return JSONResponse({"error": message}, status_code=422)
         except RPCError as exc:
             return JSONResponse({"error": f"Temporal refused: {exc.message}"}, status_code=502)
-        return JSONResponse({"ok": f"score {accepted.score:g} accepted for cycle {accepted.cycle}"})
+        said = f"score {accepted.score:g} accepted for cycle {accepted.cycle}"
+        # how the comment was read, at once: a misreading is corrected before it costs a cycle
+        return JSONResponse({"ok": f"{said}. {accepted.reading}" if accepted.reading else said})
 
     async def correct(self, request: Request) -> Response:
         """The rater's correction of how their last comment was read: the wishes they meant,

@@ -26,6 +26,7 @@ from review.server import ReviewServer
 from tests.browser import headless_chromium
 from tests.conftest import awaiting, lineage_history, make_spec, wait_for_state
 from tests.test_demo_command import free_port
+from workflows.lineage import LineageWorkflow
 
 TOKEN = "a-review-token-of-some-length"
 
@@ -166,7 +167,8 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
         message = await until(
             browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
         )
-        assert message == "score 3 accepted for cycle 1"
+        # said back at once: how the comment was read
+        assert message.startswith("score 3 accepted for cycle 1. Read as: shorter ('Way too long'")
 
         # Cycle 2's output arrives by itself (no reload), with its own question, and what
         # changed and why
@@ -276,6 +278,74 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
     assert sent == {"rater": "ana", "score": 3.0, "comment": COMMENT, "cycle": 1}
     first, *_ = store.queries.evaluations(a)
     assert (first.score, first.rater) == (3.0, "ana")
+
+
+async def test_a_rater_corrects_a_reading_from_the_keyboard_and_sees_the_cycle_run_again(
+    client, store, settings, run_worker, browser, inbox_server
+):
+    spec = make_spec(inputs=QUESTIONS)
+    a = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        server = await inbox_server()
+        await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
+        await until(browser, "document.activeElement.id == 'rater'")
+        await on(browser, browser.switch_to.active_element.send_keys, "ana", Keys.TAB)
+        await until(browser, "document.activeElement.classList.contains('score-input')")
+        await on(browser, browser.switch_to.active_element.send_keys, "4", Keys.TAB)
+        comment = await on(browser, lambda: browser.switch_to.active_element)
+        await on(browser, comment.send_keys, "This sounds like a legal disclaimer.", Keys.ENTER)
+        said = await until(
+            browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
+        )
+        assert "Read as: hedge" in said  # not what the rater meant: they wanted warmth
+        await until(browser, f"{card(a)}.querySelector('header').dataset.cycle == '2'")
+        misread_output = await on(
+            browser,
+            browser.execute_script,
+            f"return {card(a)}.querySelector('.output').textContent;",
+        )
+
+        # the misread wish is a chip: Enter removes it; the picker adds the one meant
+        chips = f"Array.from({card(a)}.querySelectorAll('form.correct .chip'), c => c.dataset.want)"
+        assert await until(browser, chips) == ["hedge"]
+        await on(
+            browser,
+            browser.execute_script,
+            f"{card(a)}.querySelector('form.correct .chip').focus();",
+        )
+        await on(browser, browser.switch_to.active_element.send_keys, Keys.ENTER)
+        assert await until(browser, f"{chips}.length == 0 && document.activeElement.className")
+        await on(browser, browser.switch_to.active_element.send_keys, Keys.TAB)  # → family
+        await on(browser, browser.switch_to.active_element.send_keys, "warmer", Keys.TAB)
+        await on(browser, browser.switch_to.active_element.send_keys, Keys.ENTER)  # amount: add
+        assert await until(browser, f"{chips}.join() == 'warmer'")
+        for _ in range(2):  # past Add, to "Correct the reading"
+            await on(browser, browser.switch_to.active_element.send_keys, Keys.TAB)
+        await on(browser, browser.switch_to.active_element.send_keys, Keys.ENTER)
+
+        # the lineage takes it, makes v3 from v1 and runs cycle 2 again: the card shows it live
+        await until(
+            browser,
+            f"{card(a)}.querySelector('header').dataset.cycle == '2'"
+            f" && {card(a)}.querySelector('header').textContent.includes('agent v3')"
+            f" && {card(a)}.querySelector('header').dataset.status == 'awaiting_score'",
+        )
+        rerun_output, reading, heading = await on(
+            browser,
+            browser.execute_script,
+            f"return [{card(a)}.querySelector('.output').textContent,"
+            f" {card(a)}.querySelector('.last-reading').textContent,"
+            f" {card(a)}.querySelector('section.evolution h3').textContent];",
+        )
+        state = await handle.query(LineageWorkflow.state)
+    assert rerun_output != misread_output
+    assert reading.startswith("Read as: warmer")
+    assert "v2 → v3 (correction)" in " ".join(heading.split())
+    assert (state.cycle, state.agent_version, state.last_wants) == (2, 3, ["warmer"])
+    (example,) = store.queries.labelled_examples(spec.session_id)
+    assert (example.corrected, example.read_as, example.rater) == (["warmer"], ["hedge"], "ana")
 
 
 async def test_with_a_token_the_inbox_refuses_strangers(client, store, browser, inbox_server):

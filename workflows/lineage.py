@@ -96,6 +96,8 @@ class LineageWorkflow:
         self._run_cycles = 0
         self._continuing = False  # about to continue as new: `await_output` callers return
         self._output_waiters = 0  # await_output handlers in flight
+        self._scores_done = 0  # scores this run took or turned away, for submit_score's wait
+        self._score_taken = False  # the last of them was taken (its reading is the last one)
         self._store = LineageStoreSteps(inp, self._s)
         self._inbox = LineageInbox(inp, self._s, self._store, lambda: self._status)
         # The TrainingCampStatus search attribute as the run starts: set by the starter (a new
@@ -145,6 +147,7 @@ class LineageWorkflow:
                     rollout = await self._correct(rollout, sent)
                     continue
                 taken = await self._take_score(rollout, sent)
+                self._score_done(taken)
 
     async def _register(self) -> None:
         inp = self._inp
@@ -224,6 +227,10 @@ class LineageWorkflow:
             ),
         }
 
+    def _score_done(self, taken: bool) -> None:
+        self._scores_done += 1
+        self._score_taken = taken
+
     def _show(self, rollout: RunAgentResult) -> None:
         self._s.latest_output_preview = rollout.output_preview
         self._s.latest_output_words = rollout.output_words
@@ -247,6 +254,7 @@ class LineageWorkflow:
             queued = self._s.queued_scores.pop(0)
             if (wrong := wrong_cycle(queued.score, self._s.cycle)) is not None:
                 await self._store.reject("score", queued.score.model_dump(), wrong)
+                self._score_done(False)
                 continue
             return queued
 
@@ -437,8 +445,19 @@ class LineageWorkflow:
         await self._inbox.signal(name, args)
 
     @workflow.update(name="submit_score")
-    def submit_score(self, payload: Any = None) -> ScoreAccepted:
-        return self._inbox.queue_score(payload)
+    async def submit_score(self, payload: Any = None) -> ScoreAccepted:
+        """Queue a score; when it is the one the awaiting output waits for, return once it is
+        taken, with how its comment was read (the rater sees a misreading at once)."""
+        accepted = self._inbox.queue_score(payload)
+        if accepted.cycle is None or accepted.queued_position != 1:
+            return accepted  # taken later: `state` says how it was read then
+        ticket = self._scores_done + 1
+        await workflow.wait_condition(lambda: self._scores_done >= ticket or self._s.stop_requested)
+        if self._scores_done < ticket or not self._score_taken:
+            return accepted
+        return accepted.model_copy(
+            update={"reading": self._s.last_reading, "read_as": self._s.last_wants}
+        )
 
     @submit_score.validator
     def _validate_submit_score(self, payload: Any = None) -> None:

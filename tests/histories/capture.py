@@ -4,8 +4,8 @@ root's) for the replay test.
     .venv/bin/python -m tests.histories.capture [name]
 
 Runs one lineage through two scored cycles (with rejected signals, among them one whose
-payload cannot be read and one of a name the lineage does not know, a directive, a lock and an
-unlock) on a throwaway dev server and writes tests/histories/<name>.json (default
+payload cannot be read and one of a name the lineage does not know, a directive, a correction
+of a reading that runs cycle 2 again, a lock and an unlock) on a throwaway dev server and writes tests/histories/<name>.json (default
 lineage-two-cycles). Before the first release nothing runs in production: when the workflow
 changes on purpose, record the histories again (docs/architecture.md has the policy from the
 first release on).
@@ -82,6 +82,11 @@ async def main(name: str) -> None:
             await handle.signal("directive", {"kind": "sticky", "content": "Be kind."})
             await handle.signal("score", {"score": 3, "comment": "way too long"})
             await wait_for_state(handle, awaiting(2))
+            await handle.execute_update(
+                LineageWorkflow.correct_reading,
+                {"wants": ["shorter:half", "bullets"], "rater": "ana"},
+            )
+            await wait_for_state(handle, lambda s: awaiting(2)(s) and s.agent_version == 3)
             await handle.signal("lock", {"reason": "good enough"})
             await handle.execute_update(LineageWorkflow.submit_score, {"score": 8})
             await wait_for_state(handle, awaiting(3))
