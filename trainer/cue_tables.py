@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -166,6 +166,49 @@ def english_cues() -> tuple[Cue, ...]:
     return tuple(sorted(cues, key=lambda c: c.priority))
 
 
+@dataclass(frozen=True)
+class Vocabulary:
+    """A file of the English reader's other vocabulary (``trainer/cues/en/vocabulary/``):
+    named patterns, plain tables (word lists, maps), and rewrites (a pattern and the plain
+    text it stands for). A regex may hold ``{{name}}``, the file's fragment of that name."""
+
+    patterns: dict[str, re.Pattern[str]]
+    tables: dict[str, Any]
+    rewrites: tuple[tuple[re.Pattern[str], str], ...]
+
+
+def _with_fragments(regex: object, fragments: dict[str, str]) -> object:
+    if isinstance(regex, list):
+        regex = "|".join(regex)
+    if isinstance(regex, str):
+        for name, text in fragments.items():
+            regex = regex.replace("{{" + name + "}}", text)
+    return regex
+
+
+@cache
+def vocabulary(name: str) -> Vocabulary:
+    """``trainer/cues/en/vocabulary/<name>.json``, checked. Patterns match lowered text, so
+    they are case-sensitive unless marked ``ignore_case``."""
+    path = ENGLISH / "vocabulary" / f"{name}.json"
+    data = read_json(path)
+    fragments = {
+        name: "|".join(text) if isinstance(text, list) else text
+        for name, text in data.get("fragments", {}).items()
+    }
+
+    def compiled(entry: dict[str, Any], where: str) -> re.Pattern[str]:
+        flags = re.I if entry.get("ignore_case") else 0
+        return compile_regex(_with_fragments(entry.get("regex"), fragments), path, where, flags)
+
+    patterns = {k: compiled(v, k) for k, v in data.get("patterns", {}).items()}
+    rewrites = tuple(
+        (compiled(entry, f"rewrite {index}"), entry["plain"])
+        for index, entry in enumerate(data.get("rewrites", []))
+    )
+    return Vocabulary(patterns, data.get("tables", {}), rewrites)
+
+
 def language_file(path: Path) -> dict[str, Any]:
     """A comment language's phrase file (``trainer/cues/<code>.json``), checked."""
     data = read_json(path)
@@ -183,10 +226,13 @@ def action_file(path: Path) -> dict[str, Any]:
 def check_all() -> int:
     """Load and check every cue file; the number of files."""
     english_cues()
+    vocabularies = sorted((ENGLISH / "vocabulary").glob("*.json"))
+    for path in vocabularies:
+        vocabulary(path.stem)
     languages = sorted(CUE_DIR.glob("*.json"))
     actions = sorted(ACTIONS.glob("*.json"))
     for path in languages:
         language_file(path)
     for path in actions:
         action_file(path)
-    return len(list(ENGLISH.glob("*.json"))) + len(languages) + len(actions)
+    return len(list(ENGLISH.glob("*.json"))) + len(vocabularies) + len(languages) + len(actions)

@@ -57,87 +57,40 @@ class Reading:
 CUES: tuple[Cue, ...] = cue_tables.english_cues()
 
 
-# Tools: a comment about how the agent used (or failed to use) a tool.
-_TOOL = (
-    r"\b(?P<tool>[a-z_]+ tool|[a-z_]+ api|tools?|search\w*|calculator|look(?:ed|ing)? (?:it |this "
-    r"|that |"
-    r"things |them )?up|lookup|brows\w*|google\w*|web search|api calls?|function calls?|"
-    r"retriev\w*|handbook|documents|docs|wiki|knowledge base)\b"
-)
-# What the agent reads with its document tools: not reading them is not using the tool
-_DOCUMENTS = ("handbook", "documents", "docs", "wiki", "knowledge base")
-# A tool named by what it did: "hit the shipment tracker four times"
-_TOOL_REPEATED = re.compile(
-    r"\b(?:hit|called|queried|pinged|polled|invoked|ran"
-    r"|fired)\w* the (?P<tool>[a-z_]+(?: [a-z_]+)?)"
-    r" (?:\w+ |\d+ )?times\b"
-)
-_TOOL_OVERUSE = re.compile(
-    r"\bwhy (?:did|would|do|does) (?:you|it|the agent|the bot) (?:call|use|run|invoke|need|search|"
-    r"fire|hit)\b|\bno need (?:to|for)\b|\bonly use (?:it|that|this|the \w+) (?:when|if|for)\b"
-    r"|\bonly (?:go to|use|call|reach for|run) (?:the )?(?:\w+ )?(?:tool|search|api)\b"
-    r"|\balready (?:answered|covered|had|in (?:the|your))\b|\b(?:\w+|\d+) (?:web )?searches\b"
-    r"|\b(?:stop|quit|no more|don't|do not|never) (?:using|calling|running|hitting|use|call|run|"
-    r"hit)\b|\b(?:the|your) (?:brief|spec|docs?|document|notes|data) (?:has|have|had|covers?|"
-    r"covered) (?:it|that|this)\b"
-    r"|\bone (?:call|lookup|search|request|query) (?:is|was|would be|would have been) (?:plenty|"
-    r"enough)\b|\b(?:\w+|\d+) times for the same\b"
-    r"|\bdidn't need\b|\bunnecessar\w*|\bpointless\b|\bjust (?:compute|calculate|add|answer|do|"
-    r"work) (?:it|that|this|them)?\b|\binstead of (?:computing|calculating|thinking|answering)\b"
-    r"|\bfor (?:simple|basic|trivial|easy)\b|\bto (?:add|multiply|subtract|divide) (?:two )?"
-    r"(?:numbers|figures)\b|\bto (?:add|multiply|subtract|divide|sum|work out|compute) "
-    r"(?:\d+|two|three|a few|some) (?:and|by|plus|times|numbers|figures|\d)|\boverus\w*"
-    r"|\btoo many (?:tool )?calls\b|\bkept (?:calling|searching|using)\b|\bwithout (?:a )?need\b",
-    re.I,
-)
-_TOOL_UNDERUSE = re.compile(
-    r"\bshould(?: have|'ve)? (?:look|use|search|check|call|consult)\w*|\bfrom memory\b"
-    r"|\bignor\w*|\bcheck (?:our|the|your) \w+|\bbefore (?:suggesting|answering|replying)\b"
-    r"|\bguess(?:ed|ing)?\b|\byou have (?:the|a|an) \w+ (?:tool|api)\b"
-    r"|\bwithout (?:looking|checking|searching|using|consulting)\b|\b(?:didn't|did not|never|"
-    r"don't) (?:look|check|search|use|consult|call|open|read)\w*|\bguess\w* instead\b|\binstead of "
-    r"(?:looking|searching|checking)\b|\buse (?:the|your) \w+(?: tool)?\b|\blook (?:it|this|"
-    r"that|things) up\b|\bby hand\b|\bin (?:its|your|their) head\b|\bmentally\b|\bmanually\b"
-    r"|\b(?:sat|left|lay|went|stayed) (?:idle|unused|untouched)\b|\bunused\b",
-    re.I,
-)
-
-# A later step that damages what an earlier one produced: "the polish step dropped the figures
-# the draft had", "good draft, ruined by the last pass". A step is named (by its place, or as a
-# step, pass or stage) or the earlier work is (the draft, what the research found).
-_STEP_REF = (
-    r"(?:(?P<place>last|final|closing|end|later|second|third|fourth|next)|(?P<name>[a-z][\w-]*))"
-    r"[- ](?:step|pass|stage|round)\b|\bat the end\b|\bon the way\b|\bsomewhere along the line\b"
-)
-_DAMAGE = (
-    r"\b(?:dropp(?:ed|ing|s)|drops|lost|los(?:es|ing)|stripp?(?:ed|ing|s)?|removed|removes|"
-    r"cut(?:s|ting)?|deleted|deletes|mangl\w+|garbl\w+|ruin\w*|broke|breaks|destroy\w*|"
-    r"wiped?|undid|undoes|overwr\w+|threw (?:away|out)|throws (?:away|out)|erased?|"
-    r"got rid of|gets rid of|mess(?:ed|es) up|alter(?:ed|s)|distort\w*|chang(?:ed|es)|"
-    r"round(?:ed|s) off|watered down|butcher\w*|scrambl\w*|squash\w*|lost track of|spoil\w*|"
-    r"wreck\w*|botch\w*|gutt(?:ed|ing|s)|trash\w*|ditch\w*|mutilat\w*)\b"
-)
-_EARLIER = re.compile(
-    r"\b(?:the|a|an|your|its|their|that) (?:first )?(?:draft|research|findings|original|"
-    r"earlier (?:\w+ )?(?:step|pass|stage|version|text|output)|first (?:step|pass|stage)|"
-    r"previous (?:step|pass|stage|version)|gather\w*|notes)\b|\bhad (?:it|them) (?:right|"
-    r"correct)\b|\bwas (?:right|correct|fine|good) (?:before|earlier|in the draft)\b"
-    r"|\b(?:good|great|solid|fine|decent|nice) draft\b"
-)
-_DAMAGED = re.compile(
-    r"\b(?P<what>figures?|numbers?|totals?|sums?|amounts?|caveats?|qualifications?|sources?|"
-    r"citations?|references?|quotes?|quotations?|examples?|details?|facts?|dates?|names?|"
-    r"links?|units?|decimals?|percentages?|statistics|stats|data|results?)\b"
-)
-_DAMAGED_AS = {
-    "figure": "number", "total": "number", "sum": "number", "amount": "number",
-    "decimal": "number", "percentage": "number", "statistics": "number", "stats": "number",
-    "data": "number", "result": "number", "qualification": "caveat", "citation": "source",
-    "reference": "source", "quotation": "quote",
-}  # fmt: skip
+def _words(name: str, *keys: str) -> tuple[re.Pattern[str], ...]:
+    """Patterns of the vocabulary file ``trainer/cues/en/vocabulary/<name>.json``."""
+    patterns = cue_tables.vocabulary(name).patterns
+    return tuple(patterns[key] for key in keys)
 
 
-_REWORKING = re.compile(r"\b(?:tighten|polish|edit|rewrit|shorten|trimm|summar|clean)\w*")
+# The reader's vocabulary beside its cues (``trainer/cues/en/vocabulary/``): this module is the
+# grammar that reads them.
+_TOOL, _TOOL_REPEATED, _TOOL_OVERUSE, _TOOL_UNDERUSE = _words(
+    "tools", "tool", "repeated", "overuse", "underuse"
+)
+_DOCUMENTS = tuple(cue_tables.vocabulary("tools").tables["documents"])
+_STEP_REF, _DAMAGE, _EARLIER, _DAMAGED, _REWORKING = _words(
+    "damage", "step_ref", "damage", "earlier", "damaged", "reworking"
+)
+_DAMAGED_AS: dict[str, str] = cue_tables.vocabulary("damage").tables["damaged_as"]
+_INJECTION, _OFF_LIMITS = _words("addressed", "injection", "off_limits")
+_PRAISE, _CRITICISM, _ADMIRE, _NOT_ADMIRING = _words(
+    "sentiment", "praise", "criticism", "admire", "not_admiring"
+)
+_ASPECT_NOUNS = [(p, a) for a, p in cue_tables.vocabulary("aspect_nouns").patterns.items()]
+_FOCUS, _AVOID, _TRADE = _words("topics", "focus", "avoid", "trade")
+_REFUSE, _LACKING, _DESCRIBE, _ASK, _ASK_VERB = _words(
+    "frames", "refuse", "lacking", "describe", "ask", "ask_verb"
+)
+_COMPLAINT_AFTER, _QUANTITY, _EXCESS, _ASK_AFTER = _words(
+    "frames", "complaint_after", "quantity", "excess", "ask_after"
+)
+_REQUEST_FORM, _IMPERATIVE, _CONTRAST_WORD, _CONCEDED = _words(
+    "requests", "request_form", "imperative", "contrast_word", "conceded"
+)
+_REQUEST, _WISH_FOR, _KEEP_AS_IS = _words("requests", "request", "wish_for", "keep_as_is")
+# Irony: each pattern turns an ironic sentence into the plain complaint it stands for
+_IRONIES = cue_tables.vocabulary("ironies").rewrites
 
 
 def _what(word: str) -> str:
@@ -149,10 +102,10 @@ def _damage(clause: str) -> Wish | None:
     """A wish that a step keep what an earlier step produced ("preserve"), with the step the
     reviewer blames ("last", or the word naming it) and what it lost, as ``step|what``."""
     lowered = clause.lower()
-    damage = re.search(_DAMAGE, lowered)
+    damage = _DAMAGE.search(lowered)
     if not damage:
         return None
-    step = re.search(_STEP_REF, lowered)
+    step = _STEP_REF.search(lowered)
     if not step and not _EARLIER.search(lowered):
         return None
     generic = step and step.group("name") in ("each", "every", "one", "a", "the", "this", "that")
@@ -169,105 +122,14 @@ def _damage(clause: str) -> Wish | None:
     return Wish("preserve", "accuracy", clause.strip(), 0.8, detail=f"{culprit or 'last'}|{what}")
 
 
-_INJECTION = re.compile(
-    r"^\s*(?:system|assistant|developer|admin)\s*:|</?\s*[a-z_]+\s*>|\byou are now\b"
-    r"|\bdeveloper mode\b|\bjailbreak\w*|\bdo anything now\b"
-    r"|\b(?:ignore|disregard|forget|override|bypass|drop|remove|delete|lift|raise|disable|"
-    r"increase|turn off)\b[^.;]{0,40}\b(?:instructions?|rules|constraints?|limits?|"
-    r"guidelines|safety|guardrails?|protected|restrictions?|filters?|system prompt)\b"
-    r"|\bfrom now on\b|\bnew instructions?\b|\b(?:to|for) the trainer\b|\bmax_?tokens\b"
-    r"|\bprotected segments?\b|\bsystem prompt\b|^\s*(?:system|assistant|developer)\s*$"
-    # addressed to the machinery, whatever the wording
-    r"|\b(?:set|change|modify|edit|update|append|rewrite|replace|clear|empty|reset|wipe|"
-    r"unlock|write)\w*\b[^.;]{0,40}\b(?:constraints?|restrictions?|guardrails?|rules|"
-    r"(?:the|your) (?:system )?prompt|(?:the|your) (?:config|configuration|settings))\b"
-    r"|\b(?:treat|consider|take|read)\w* (?:this|the following|my) (?:comment|feedback|message|"
-    r"note|text) as\b|\bsystem (?:instruction|message|override|command)s?\b"
-    r"|\b(?:admin|administrator|root|developer|operator)\w* (?:override|access|instruction|"
-    r"command|mode)\b|\bno (?:restrictions|limits|rules)\b|\bword for word\b",
-    re.IGNORECASE,
-)
-
-_PRAISE = re.compile(
-    r"\b(?:good|great|love\w*|(?:i|we) (?:really )?like|liked|nice|solid|excellent|perfect|"
-    r"spot[- ]on|exactly|"
-    r"well done|better|improve(?:ment|d)|helpful|fine|decent|strong|brilliant|awesome|"
-    r"fantastic|superb|impressive|nailed|thanks?|thank you|clear|works|keep it up|"
-    r"don't change|do not change|no changes?)\b|\bnot bad\b"
-)
-_CRITICISM = re.compile(
-    r"\b(?:bad|terrible|awful|poor|weak|messy|sloppy|worse|meh|disappointing|painful|ugly|"
-    r"clunky|annoying|unreadable|horrible|hate|not (?:good|great|helpful|useful|clear)|"
-    r"hard to (?:read|find|use|scan)|a mess|doesn't work|off)\b"
-)
 # The answer described as not being something: "it doesn't ramble", "the tone isn't stiff"
 _DESCRIBED_NOT = re.compile(
     r"\b(?:it|this|that|which|the \w+|answer|reply|text)\s+(?:doesn't|does not|didn't|did not|"
     r"isn't|is not|wasn't|was not|never|no longer)\s+(?:\w+\s+)?$"
 )
 _AT_ALL = re.compile(r"^[\w-]*\s*(?:at all|whatsoever|in the least)\b")
-_ASPECT_NOUNS: list[tuple[str, str]] = [
-    (r"\b(?:facts?|numbers|figures|data|accuracy|research|stats|statistics)\b", "accuracy"),
-    (r"\b(?:structure|organi[sz]ation|order|outline|flow)\b", "structure"),
-    (r"\b(?:format\w*|layout|presentation)\b", "format"),
-    (r"\b(?:tone|voice|register|style)\b", "tone"),
-    (r"\b(?:length)\b", "length"),
-    (r"\b(?:detail|depth|examples?)\b", "detail"),
-    (r"\b(?:sources?|citations?|references?)\b", "sources"),
-    (r"\b(?:spelling|grammar|typos?)\b", "spelling"),
-    (r"\b(?:content|substance|ideas|points|arguments?|analysis|insights?)\b", "content"),
-]
 
-# Frames: the words just before a cue (within its clause) that say how it is meant.
-_REFUSE = re.compile(
-    r"\b(?:(?:don't|do not|never|stop|no need to) (?:make|let|have|get|go|be)\w*(?: it| this"
-    r"| them)?|don't|do not|dont|never|stop|quit|avoid|no more|fewer|lose|drop|ditch|get rid of|"
-    r"remove|too many|too much|enough with|instead of|rather than|without|skip|cut out|"
-    r"don't need|do not need|doesn't need|no need for|not how|not what|"
-    r"cut the|not so|no need for|nor|less of|tone down|dial down|cut back on)\b"
-    r"|^\s*(?:not|no)\b"
-)
-_LACKING = re.compile(
-    r"\b(?:isn't|is not|wasn't|was not|aren't|are not|weren't|doesn't|does not|didn't|did not|"
-    r"has no|have no|had no|there's no|there is no|there are no|there were no|lacks?|lacking|"
-    r"missing|no sign of|not once|not a single|not one|needs? (?:more|some)|could use(?: more"
-    r"| some)?|"
-    r"what(?:'s| is) missing (?:is|are)|what (?:it|this|the \w+) (?:lacks|needs|is missing|misses) "
-    r"(?:is|are)|"
-    r"want(?:ed)? (?:more|some)|not enough|where(?:'s| is| are) the)\b"
-)
-_DESCRIBE = re.compile(
-    r"\b(?:too|overly|excessively|so (?=\w+(?:ly|ed|ful|ive|ous|al|ic|y)\b)|very|really|quite|"
-    r"rather|way|far|pretty|a (?:little|bit|tad)|kind of|kinda|somewhat|still|already|sounds"
-    r"(?: like)?|sounded(?: like)?|reads?"
-    r"(?: like)?|feels?(?: like)?|looks?(?: like)?|seems?|comes? across as|came across as|"
-    r"full of|so many|lots of|all (?:these|those|the)|is|are|was|were|it's|that's|got|getting|"
-    r"became|dumped into|stuck in|crammed into)\b"
-    r"|(?<!could )(?<!would )(?<!can )(?<!will )(?<!please )(?<!should )\byou(?:'ve| have)?\s*$"
-)
-_ASK = re.compile(
-    r"\b(?:keep|make|be|use|add|give|write|want|wanted|need|needed|prefer|please|should|could|"
-    r"would|more|include|try|switch to|go|stay|aim|pitch|target|i'd like|would like|put|show|"
-    r"provide|respond|answer|reply|ask(?:ed)? for|expect\w*|in|with|into|as|break|turn|"
-    r"format|present|organi[sz]e|sound|start|open|lead|close|end|finish|i'd rather|rather "
-    r"have|let's have|how about|what about|split|divided|broken up|laid out|if (?:it|you|"
-    r"they|the \w+) (?:were|was|had|used|came))\b"
-)
-# A request verb just before an adjective makes "a thorough rundown" the thing asked for.
-_ASK_VERB = re.compile(
-    r"\b(?:need|want|wanted|give|write|provide|include|add|expect\w*|i'd like|would like|make|"
-    r"keep|prefer|show|send)\b(?:\s+[\w'-]+){0,3}\s*$"
-)
 _FRAME_ORDER = (("lacking", _LACKING), ("refuse", _REFUSE), ("describe", _DESCRIBE), ("ask", _ASK))
-_COMPLAINT_AFTER = re.compile(
-    r"^[^,;]{0,30}\b(?:is|are|was|were)\s+(?:\w+\s+)?(?:painful|awful|terrible|hard|annoying|"
-    r"unreadable|useless|a mess|a pain|tedious|exhausting|too much|confusing|not helpful|"
-    r"overkill|wrong|bad)\b|\b(?:won't|doesn't|does not|will not) (?:cut it|do|fly|work)\b"
-    r"|\b(?:don't|do not|doesn't|does not) belong\b|\b(?:have|has) no place\b|\bout of place\b"
-    r"|^[^,;]{0,40}\b(?:make|makes|made) (?:us|me|it|them|you) (?:look|sound|seem) \w+"
-    r"|^[^,;]{0,40}\b(?:is not|isn't|are not|aren't) (?:how|what|appropriate|"
-    r"acceptable|ok)\b|^[^,;]{0,30}\b(?:has|have) (?:got )?to go\b|^[^,;]{0,30}\bmust go\b"
-)
 
 _CLAUSE = re.compile(
     r"(?<=[.!?;:])\s+|[.!?;:]+$|\n+|(?<!\d),\s+|,\s+(?!\d)"
@@ -293,27 +155,6 @@ def clauses(text: str) -> list[str]:
     )
     parts = [c.replace(_HOLD, " ") for c in _CLAUSE.split(normal) if c]
     return [c.strip(' .!?;:,"') for c in parts if c.strip(" .!?;:,\"'")]
-
-
-_QUANTITY = re.compile(
-    r"(?<!\bnot )(?<!\bno )\b(?:one|two|three|four|five|six|seven|eight|nine|ten|\w+teen|"
-    r"twenty|\d+|several|many|"
-    r"multiple|a few|a couple of)\s+$"
-)
-
-
-_EXCESS = re.compile(
-    r"\b(?:too|so|far too|way too|so very) many\s+$|\b(?:endless|countless|umpteen|"
-    r"(?:a )?(?:pile|heap|ton|tons|barrage|avalanche|flood|sea|forest|mountain|parade) of)\s+$"
-)
-
-
-# "Some compassion would go a long way": asked for, though the wish comes first
-_ASK_AFTER = re.compile(
-    r"^\s*(?:would|could|might) (?:go a long way|help|be (?:nice|good|great|better|welcome|"
-    r"appreciated))\b|^\s*(?:please|would be (?:nice|great))\b"
-    r"|^[^,;.]{0,25}\b(?:next time|from now on|going forward|in future|in the future)\b"
-)
 
 
 def _frame(before: str, after: str) -> Frame:
@@ -431,35 +272,6 @@ def _limit(match: re.Match[str]) -> str | None:
     return (
         groups.get("limit") or groups.get("limit2") or groups.get("limit3") or groups.get("limit4")
     )
-
-
-# What makes a comment hold a request, whatever else it says: a polite or modal form, a wish,
-# a contrast or a reservation, a fault in excess ("too long", not "not a word too many"), or a
-# clause that opens with a verb telling the writer what to do. A high score and none of these:
-# the comment describes what the reviewer liked, and asks for nothing.
-_REQUEST_FORM = re.compile(
-    r"\b(?:please|could|can you|would|should|i'd|i would|i want|i need|we need|need|needs|wish|"
-    r"nit|tiny thing|small thing|one thing|only thing|if anything|next time|maybe|perhaps|"
-    r"how about|what about|except|still|not enough|missing|lacks?|"
-    r"instead|rather|a (?:bit|touch|tad|little) \w+|let's|ought)\b|\?"
-    r"|(?<!not )(?<!not a word )(?<!not one word )(?<!no )\btoo \w+"
-)
-_IMPERATIVE = re.compile(
-    r"^\W*(?:just |now |also |then |and )?(?:make|use|add|give|write|keep|cut|trim|tighten|"
-    r"shorten|drop|lose|scrap|put|include|try|switch|start|open|lead|close|end|finish|avoid|"
-    r"skip|remove|mention|explain|show|format|turn|split|break|bring|swap|replace|go|do|don't|"
-    r"stop|move|expand|say|tell|cite|check|fix|let|be|get|take|undo|revert|lighten|tone|"
-    r"soften|simplify|focus|stick|mix|change|rewrite|rephrase|translate|answer|respond)\b"
-)
-
-
-# A contrast that concedes a fault and praises past it: "long, sure, but I read every word"
-_CONTRAST_WORD = re.compile(r"\b(?:but|though|although|however|yet)\b")
-_CONCEDED = re.compile(
-    r"\b(?:read every|earns? (?:its|their)|earned (?:its|their)|worth (?:it|every)|justified|"
-    r"deserved|needed|needs to be|had to be|for good reason|it works|that works|which works|"
-    r"it's fine|that's fine|i didn't mind|don't mind|no complaints)\b"
-)
 
 
 def asks(text: str) -> bool:
@@ -595,7 +407,7 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
             reading.wishes.append(damage)  # recorded as criticised when settled
             damaged = damage
             continue
-        if damaged and re.search(_DAMAGE, clause.lower()):
+        if damaged and _DAMAGE.search(clause.lower()):
             # "ruined by the last step: it cut the caveats": what the step lost, said after
             lost = _DAMAGED.search(clause.lower())
             if lost and damaged.detail and damaged.detail.endswith("|"):
@@ -605,106 +417,6 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
                 )
             continue
         _read_clause(clause, mode, reading, praising, polite, denying, admiring)
-
-
-# Irony says the opposite of what it means: each pattern turns an ironic sentence into the
-# plain complaint it stands for, which is then read like any other.
-_IRONY_MARK = (
-    r"\b(?:oh|wow|great|thanks|thank you|cheers|love|loved|lovely|perfect|brilliant|fantastic|"
-    r"wonderful|amazing|nice|superb|sure|just what|exactly what|because that's|yay|bravo|"
-    r"marvell?ous|splendid|grand|excellent|terrific|super|outstanding|delightful|ah yes|"
-    r"well done|congrat\w*|impressive)\b"
-)
-_LONG_GENRE = (
-    r"(?:novel(?:la)?|dissertation|thesis|tome|saga|epic|encyclop(?:a)?edia|textbook|treatise|"
-    r"manifesto|odyssey|magnum opus|sermon|lecture|filibuster|monologue|war and peace|"
-    r"phone book)\b(?! (?:idea|approach|way|angle|take|solution|point|insight|twist|concept))"
-)
-_IRONIES: list[tuple[re.Pattern[str], str]] = [
-    # "Could it be any more stiff?" — the quality, overdone
-    (
-        re.compile(
-            r"\b(?:could|can|would) (?:it|this|that|the \w+|you) (?:possibly )?(?:be|get|sound|"
-            r"read|have been|have sounded|have read) any more (?!(?:concise|clear|helpful|"
-            r"useful|readable|precise|accurate|polished|elegant|engaging|perfect|relevant|fun)\b)"
-            r"(?P<x>[a-z-]+)\b"
-        ),
-        "It is too {x}.",
-    ),
-    # "Could it be any clearer?": the rhetorical question of praise asks for nothing
-    (
-        re.compile(
-            r"\b(?:could|can) (?:it|this|that|the \w+|you) (?:possibly )?(?:be|get|sound|read|"
-            r"have been) any (?:more (?:concise|clear|helpful|useful|readable|precise|"
-            r"accurate|polished|elegant|engaging|perfect|relevant|fun)|better|clearer|cleaner|"
-            r"shorter|tighter|simpler|nicer|sharper)\s*\?"
-        ),
-        "",
-    ),
-    (
-        re.compile(
-            r"\b(?:could|can|would) (?:it|this|that|the \w+|you) (?:possibly )?(?:be|get|sound|"
-            r"read|have been) any less (?P<x>[a-z-]+)\b"
-        ),
-        "It is not {x} enough.",
-    ),
-    # "Thanks for the dissertation", "oh great, another novel": length, by a long genre
-    (
-        re.compile(
-            rf"^(?!.*\b(?:asked for|wanted|want|need|needed|requested|write|give me) (?:a |an |"
-            rf"the )?{_LONG_GENRE})(?:.*{_IRONY_MARK}[^.?!]*\b(?:another|a whole|an entire|the|"
-            rf"this|that|a|an|your|such an?)|.*\b(?:another|a whole|an entire))\s+(?:[\w-]+\s+)?"
-            rf"{_LONG_GENRE}\b"
-        ),
-        "Far too long.",
-    ),
-    # "Only nine paragraphs to tell me yes", "three screens to get to the point"
-    (
-        re.compile(
-            r"\b(?:only|just|a mere|merely|took|takes|needed|needs)\s+(?:\w+\s+){0,2}(?:paragraphs|"
-            r"pages|screens|screenfuls|scrolls|sections|minutes)\s+(?:of \w+\s+)?(?:to|before "
-            r"(?:it|you)) (?:tell|say|answer|get|reach|make|explain|admit|give|come)"
-        ),
-        "Far too long; get to the point first.",
-    ),
-    # "Sure, because every reader has a PhD": the audience it was written for is not the real one
-    (
-        re.compile(
-            r"\b(?:because|since|as if|as though|assuming)\b[^.?!]{0,25}\b(?:every(?:one|body)?|"
-            r"all (?:of )?(?:us|them|our \w+)|the average \w+|my (?:grandmother|grandma|gran|nan|"
-            r"mum|mom|dad|kids?))\b[^.?!]{0,30}\b(?:phd|doctorate|degree|expert|lawyer|engineer|"
-            r"economist|statistician|jargon|acronyms?|insider)"
-        ),
-        "Too technical for the readers.",
-    ),
-    # "Perfect, if the goal was to put me to sleep"
-    (
-        re.compile(
-            r"\bif the (?:goal|aim|point|idea|plan|purpose) (?:was|is|were) to (?:(?:put|send|lull)"
-            r" (?:\w+ ){1,2}to sleep|bore)"
-            r"|\bput me to sleep\b|\bbored (?:me )?to (?:tears|death)"
-        ),
-        "It is boring.",
-    ),
-    (
-        re.compile(
-            r"\bif the (?:goal|aim|point|idea|plan|purpose) (?:was|is|were) to (?:confuse|lose|"
-            r"baffle|bewilder)"
-        ),
-        "It is confusing.",
-    ),
-    # "Really enjoyed the five disclaimers before anything useful": a count praised, ironically
-    (
-        re.compile(
-            r"^(?:\w+,?\s+)?(?:really |truly |just |so )?(?:loved|enjoyed|appreciated|adored|"
-            r"liked|love|enjoy|appreciate)\s+(?:all )?(?:the|those|these)\s+(?:(?:\d+|five|six|"
-            r"seven|eight|nine|ten|eleven|twelve|dozen|many|several)\s+(?P<x>[a-z-]+(?: [a-z-]+)?)"
-            r"\s+(?:before|ahead of|preceding)\b|(?:endless|countless|umpteen)\s+"
-            r"(?P<y>[a-z-]+(?: [a-z-]+)?))"
-        ),
-        "Too many {x}.",
-    ),
-]
 
 
 def _literal(sentence: str) -> str | None:
@@ -926,21 +638,6 @@ def _is_praise(sentence: str) -> bool:
     )
 
 
-# Words of approval a clause may rest on ("works", "keep them"), and words that make a clause a
-# request or a complaint whatever else it says ("still", "please", "maybe", a negation).
-_ADMIRE = re.compile(
-    r"\b(?:good|great|nice|love[ds]?|loving|perfect|excellent|works?|helpful|useful|helps|"
-    r"spot[- ]on|much better|better|brilliant|thanks?|thank you|appreciated|perfectly|suits?|"
-    r"suited|just right|well judged|well pitched|nailed|reads well|works well|(?:is|are|'s) "
-    r"(?:fine|ok|okay|all right|alright))\b"
-    r"|\bkeep (?:them|it|this|that|those|these|the \w+)\s*$"
-)
-_NOT_ADMIRING = re.compile(
-    r"\b(?:still|even|too|please|could|would|should|can you|next time|need|needs|want|wanted|"
-    r"try|give|make|maybe|perhaps|a touch|a bit|a little|slightly|not|no|never|without|"
-    r"missing|where|why|what|but|though|only|enough|more of|less of|yet|again|if|i'd love|"
-    r"would love)\b|n't\b|\?"
-)
 MAX_ADMIRED_WORDS = 3
 
 
@@ -980,46 +677,6 @@ def _is_format_word(topic: str) -> bool:
     return bool(re.match(r"^(?:the )?(?:bullets?|tables?|headings?|lists?|it|this|that)$", topic))
 
 
-_FOCUS = re.compile(
-    r"\b(?:focus(?:ed)?|concentrate|stick|keep (?:it|the answer|this))\s+(?:more |only )?"
-    r"(?:on|to)\s+(?!\d|(?:one|two|three|four|five|six|seven|eight|nine|ten) |what's|what is|"
-    r"the (?:data|facts|numbers|documents?|sources?|brief|spec))"
-    r"(?P<topic>[\w' -]+)"
-    r"|\b(?:only|just) (?:talk|write|care|tell me) about (?P<topic2>[\w' -]+)"
-    r"|\b(?:what|all) I (?:need|want|care about) is (?P<topic3>[\w' -]+)"
-    r"|\bwhat I (?:asked|wanted|needed)(?: for| about)? (?:was|is) (?P<topic5>[\w' -]+)"
-    r"|\b(?:needs?|want|wants) to know (?P<topic6>(?:what|how|which|when|whether)[\w' -]+)"
-    r"|\bI (?:need|want) (?P<topic7>[\w' -]+?),? (?:and )?(?:nothing else|only that|just that)\b"
-    r"|\b(?:keep|stay|stick) (?:to|with|on) (?!what's|what is|the (?:data|facts|numbers|documents?|"
-    r"sources?|brief|spec|word))(?P<topic4>[\w' -]+)",
-    re.I,
-)
-_AVOID = re.compile(
-    r"\b(?:stop|quit|no more|less) (?:talking|going on|writing|rambling)? ?(?:about|on) "
-    r"(?P<topic>[\w' -]+)|\b(?:stop|quit|no more) (?:explaining|describing|discussing|going over|"
-    r"recapping) (?P<topic4>[\w' -]+)|\bnobody asked (?:about|for) (?P<topic2>[\w' -]+)"
-    r"|\b(?:skip|drop|cut) the (?P<topic3>[\w' -]+?) (?:part|section|bit|history|background)\b"
-    r"|\benough (?:about|of|with) (?P<topic7>[\w' -]+)"
-    r"|\bgot (?:\w+ )?(?:paragraphs|pages|lines|sentences) (?:on|about) (?P<topic8>[\w' -]+)"
-    r"|\b(?:half|most|much) (?:of )?the (?:answer|reply|response|text) (?:is|was) (?:about )?"
-    r"(?P<topic5>[\w' -]+)|\bspent (?:most|half|much) of the (?:answer|reply|time) "
-    r"(?P<topic6>[\w' -]+)",
-    re.I,
-)
-
-
-# A trade: less of one thing for more of another ("less throat-clearing, more on the costs")
-_TRADE = re.compile(
-    r"\b(?:less|fewer|skip|drop|cut|lose|ditch|no more|not so much|instead of|rather than)\s+"
-    r"(?:the\s+|all the\s+|of the\s+)?(?P<off>[a-z][\w' -]{2,40}?)(?:\s+(?:at|in) the "
-    r"(?:start|beginning|top|intro\w*))?\s*(?:,|;|:|-|and|but|then|so)\s*(?:give me |add |"
-    r"put |and |i want |i'd like |i need |we need |we want |i'd rather have |let's have )?"
-    r"(?:a lot |much |far |way )?more (?:on|about) (?P<on>[a-z][\w' -]{2,40})"
-    r"|\bmore (?:on|about) (?P<on2>[a-z][\w' -]{2,40}?)\s*(?:,|;|and|but)\s*(?:a lot |much |far "
-    r")?(?:less|fewer|no more|not so much) (?:on |about )?(?:the )?(?P<off2>[a-z][\w' -]{2,40})"
-)
-
-
 def _trade(sentence: str) -> Wish | None:
     """Less of one thing for more of another: a change of focus, not a longer answer."""
     trade = _TRADE.search(sentence.lower())
@@ -1046,51 +703,13 @@ def _focus(clause: str) -> Wish | None:
     return Wish("focus", "focus", clause, 0.85, detail=detail or None)
 
 
-_ACTION = (
-    r"(?:mention|include|add|explain|state|name|list|give|show|describe|compare|cover|note|"
-    r"flag|highlight|quote|spell out|define|attach|address|thank|ask|offer|suggest|recommend|"
-    r"avoid|remove|drop|use|refer to|point out|acknowledge|apologi[sz]e|remind|warn|check|"
-    r"confirm|specify|clarify|summari[sz]e|translate|sign off|keep)"
-)
-_REQUEST = re.compile(
-    rf"^(?:please,?\s+|could you\s+(?:please\s+)?|can you\s+(?:please\s+)?|"
-    rf"(?:i|we)\s+(?:need|want|would like|'d like|expect)\s+you\s+to\s+|"
-    rf"(?:always|never)\s+|next time,?\s+)?(?P<verb>{_ACTION})\b(?P<rest>[^?]*)$",
-    re.I,
-)
-_WISH_FOR = re.compile(
-    r"^(?:i|we)\s+(?:need|want|would like|'d like|wanted|needed|was hoping for|expected)\s+"
-    r"(?P<rest>(?:a|an|the|some|more)\s+[\w' ,-]+)$"
-    r"|^(?P<rest2>(?:a|an|the)\s+[\w' -]+?)\s+would\s+(?:make it|help|be)\s+(?:\w+\s+)?"
-    r"(?:easier|better|clearer|more useful|helpful|nice)\b",
-    re.I,
-)
 MAX_REQUEST_WORDS = 20
-# Requests about what the agent may do, not about its answer: never written into a prompt
-_OFF_LIMITS = re.compile(
-    r"\b(?:add|give|grant|enable|allow|install|remove|drop|disable|change|lift|raise|turn off|"
-    r"ignore|bypass|override|reveal|show|print|share|create|delete|wipe|download|upload|run|"
-    r"execute|connect)\b[^.;]{0,60}?\b(?:tools?|shell|terminal|command[- ]line|bash|"
-    r"file ?system|files?|folders?|director(?:y|ies)|permissions?|access|sudo|root|admin\w*|"
-    r"credentials?|passwords?|api[- ]?keys?|tokens?|secrets?|constraints?|limits?|"
-    r"system prompt|your (?:own )?(?:prompt|instructions|rules|settings|config\w*|role)|"
-    r"internet|network|database)\b"
-    r"|\b(?:run|execute)\b[^.;]{0,30}\b(?:code|commands?|scripts?|programs?|binaries)\b",
-    re.I,
-)
 
 
 def off_limits(text: str) -> bool:
     """Whether a reviewer's request is about the agent's tools, permissions, constraints,
     credentials, role or system rather than its answer: such a request is never applied."""
     return bool(_OFF_LIMITS.search(text))
-
-
-_KEEP_AS_IS = re.compile(
-    r"^\s*(?:it|this|that|them|these|those|everything|all|it all|(?:it|this) up|going|at it)"
-    r"(?:\s+(?:as is|as it is|the same|up|coming|going|like this|like that|that way))?\s*$",
-    re.I,
-)
 
 
 def _request(clause: str) -> str | None:
@@ -1125,7 +744,7 @@ def _request(clause: str) -> str | None:
 
 def _read_sentiment(clause: str, reading: Reading) -> None:
     lowered = clause.lower()
-    aspect = next((a for p, a in _ASPECT_NOUNS if re.search(p, lowered)), "overall")
+    aspect = next((a for p, a in _ASPECT_NOUNS if p.search(lowered)), "overall")
     negated_praise = re.search(
         r"\bnot (?:so |very |that |really )?(?:good|great|helpful|clear)\b", lowered
     )
@@ -1138,7 +757,7 @@ def _read_sentiment(clause: str, reading: Reading) -> None:
 
 def _read_tools(text: str, reading: Reading) -> None:
     lowered = text.lower()
-    mention = _TOOL_REPEATED.search(lowered) or re.search(_TOOL, lowered)
+    mention = _TOOL_REPEATED.search(lowered) or _TOOL.search(lowered)
     if not mention:
         return
     over = _TOOL_OVERUSE.search(lowered)
