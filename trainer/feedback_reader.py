@@ -220,9 +220,7 @@ def _wish_of(
     cue: Cue, frame: Frame, mode: Mode, comparative: bool, change: bool = False
 ) -> tuple[str | None, bool]:
     """(family, weak) a cue asks for in its frame."""
-    if frame == "quantity" and cue.kind != "fault":
-        return None, False
-    if frame == "denied":
+    if frame == "denied" or (frame == "quantity" and cue.kind != "fault"):
         return None, False
     if frame == "refuse" and change and not cue.fixed:
         return None, False  # "don't make it longer": keep it as it is, not the opposite
@@ -231,11 +229,14 @@ def _wish_of(
             return None, False  # "there are no typos": nothing to fix
         return cue.ask or cue.fault, False
     if cue.kind == "fault":
-        if frame == "lacking":
-            return None, False
-        return cue.fault, False
+        return (None if frame == "lacking" else cue.fault), False
     if comparative and frame in ("describe", "plain"):
         return cue.ask or cue.fault, False  # "far more detail", "way shorter": asked for
+    return _framed(cue, frame, mode, comparative)
+
+
+def _framed(cue: Cue, frame: Frame, mode: Mode, comparative: bool) -> tuple[str | None, bool]:
+    """(family, weak) a state or a quality asks for in its frame."""
     if frame in ("ask", "lacking") and cue.ask is None and cue.kind == "quality":
         # a quality nobody asks for, asked for: "it should be predictable" wants the contrary
         # of its usual fix (steadier, not more creative)
@@ -247,7 +248,7 @@ def _wish_of(
     if frame == "describe":
         if cue.kind == "state" and mode == "comment":
             # "reads like a text message" asks for the contrary; "paragraphs are painful" only
-            # weakly: it says what is wrong, not which form would be right
+            # weakly (see ``Cue.weak_when_described``)
             return cue.fault, cue.weak_when_described
         return (cue.fault, False) if mode == "comment" else (cue.ask, False)
     # plain
@@ -511,6 +512,20 @@ _LACK_WORDS = re.compile(r"(?:no|missing|lacks|lacking|needs?)\b")
 _DENIAL = re.compile(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely)\s+\w+")
 
 
+@dataclass(frozen=True)
+class _Clause:
+    """A clause being read, with what its sentence says about it."""
+
+    text: str
+    lowered: str
+    mode: Mode
+    praising: bool  # its sentence only praises
+    polite: bool  # a request by its form ("please")
+    denying: bool  # its sentence denies a list of faults
+    admiring: bool  # it approves of what it names
+    quoted: list[tuple[int, int]]  # spans quoting the answer
+
+
 def _read_clause(
     clause: str,
     mode: Mode,
@@ -521,10 +536,11 @@ def _read_clause(
     admiring: bool = False,
 ) -> None:
     lowered = clause.lower()
-    found = False
-    previous: tuple[int, Frame] | None = None
     polite = polite or bool(_POLITE.search(lowered))
     quoted = [q.span() for q in _QUOTED.finditer(lowered)]
+    read = _Clause(clause, lowered, mode, praising, polite, denying, admiring, quoted)
+    found = False
+    previous: tuple[int, Frame] | None = None
     for cue, match in _matches(lowered):
         start, end = match.span()
         word = match.group(0)
@@ -534,74 +550,17 @@ def _read_clause(
             or word.startswith("more ")
         )
         less = bool(re.search(r"\bless\s+$", lowered[:start]))
-        frame = _frame(lowered[:start], lowered[end:])
-        if cue.kind == "state" and _LACK_WORDS.match(word) and frame != "denied":
-            frame = "lacking"  # the cue's own words say it is missing: "(still) no recap"
-        if denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):
-            frame = "denied"
-        if any(q_start < start and end < q_end for q_start, q_end in quoted):
-            frame = "describe"  # inside a quotation of the answer: what it did
-        elif polite and frame in ("plain", "quantity"):
-            frame = "ask"  # "A professional register, please.", "just one example, please"
+        frame = _cue_frame(read, cue, start, end)
         # coordinated words share the first one's frame: "keep it short and simple",
         # "our voice is casual and chatty", "too long and too formal"
         if previous and re.fullmatch(r"\s*(?:,|,?\s*(?:and|or))\s*", lowered[previous[0] : start]):
             frame = previous[1]
         previous = (end, frame)
-        if mode == "comment" and cue.sizes_parts and _PART.match(lowered[end:]):
-            continue  # "a short closing line": the size of a part asked for, not of the answer
-        if mode == "comment" and cue.kind == "quality" and not comparative and not less:
-            # "generic taglines" is still a complaint (nobody asks for generic), "a short
-            # summary" is not
-            attributive = (
-                cue.ask is not None
-                and not polite
-                and frame in ("plain", "describe", "ask")
-                and not _ASK_VERB.search(lowered[:start])
-                and _attributive(lowered[:start], lowered[end:])
-            )
-            if attributive or (praising and frame in ("plain", "describe")):
-                if praising:
-                    reading.praised.append((cue.aspect, clause[start:end]))
-                continue
-        denied = _DESCRIBED_NOT.search(lowered[:start]) or (
-            _AT_ALL.match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
-        )
-        if mode == "comment" and cue.kind in ("fault", "quality") and not comparative and denied:
-            # "it doesn't ramble", "not long-winded at all": a fault denied is praise
-            reading.praised.append((cue.aspect, clause))
+        if mode == "comment" and _passed_over(
+            read, cue, match, frame, comparative or less, reading
+        ):
             continue
-        if less:
-            family, weak = cue.fault, False
-        else:
-            family, weak = _wish_of(
-                cue, frame, mode, comparative, bool(_CHANGE_VERB.match(word)) or comparative
-            )
-        if family is None:
-            if frame == "lacking" and cue.kind == "fault":
-                reading.praised.append((cue.aspect, clause[start:end]))
-            continue
-        found = True
-        aspect = cue.aspect
-        detail = _limit(match) or _topic(match)
-        if detail and family == "longer" and _is_format_word(detail):
-            continue
-        if admiring:
-            # "Shorter, good", "bullets are great": the change worked; keep it
-            kept = cue.ask if cue.ask and family == cue.fault and cue.kind != "fault" else family
-            reading.kept.append(Wish(kept, aspect, clause, cue.confidence))
-            continue
-        reading.wishes.append(
-            Wish(
-                family=family,
-                aspect=aspect,
-                quote=_around(clause, start, end),
-                confidence=cue.confidence,
-                detail=detail,
-                weak=weak or cue.weak,
-                asked=frame == "ask" and not _CAUSED.search(lowered[:start]),
-            )
-        )
+        found = _read_cue(read, cue, match, frame, comparative, less, reading) or found
     focus = _focus(clause)
     if focus:
         reading.wishes.append(focus)
@@ -613,6 +572,96 @@ def _read_clause(
             return
     if mode == "comment" and not found:
         _read_sentiment(clause, reading)
+
+
+def _cue_frame(read: _Clause, cue: Cue, start: int, end: int) -> Frame:
+    """The frame of a cue's words, as the clause around them settles it."""
+    lowered = read.lowered
+    frame = _frame(lowered[:start], lowered[end:])
+    if cue.kind == "state" and _LACK_WORDS.match(lowered[start:end]) and frame != "denied":
+        frame = "lacking"  # the cue's own words say it is missing: "(still) no recap"
+    if read.denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):
+        frame = "denied"
+    if any(q_start < start and end < q_end for q_start, q_end in read.quoted):
+        frame = "describe"  # inside a quotation of the answer: what it did
+    elif read.polite and frame in ("plain", "quantity"):
+        frame = "ask"  # "A professional register, please.", "just one example, please"
+    return frame
+
+
+def _passed_over(
+    read: _Clause, cue: Cue, match: re.Match[str], frame: Frame, comparative: bool, reading: Reading
+) -> bool:
+    """Whether a comment's cue names no wish: a part's size, an attribute, a fault denied
+    (recorded as praise where it is)."""
+    lowered = read.lowered
+    start, end = match.span()
+    if cue.sizes_parts and _PART.match(lowered[end:]):
+        return True  # "a short closing line": the size of a part asked for, not of the answer
+    if cue.kind == "quality" and not comparative:
+        # "generic taglines" is still a complaint (nobody asks for generic), "a short
+        # summary" is not
+        attributive = (
+            cue.ask is not None
+            and not read.polite
+            and frame in ("plain", "describe", "ask")
+            and not _ASK_VERB.search(lowered[:start])
+            and _attributive(lowered[:start], lowered[end:])
+        )
+        if attributive or (read.praising and frame in ("plain", "describe")):
+            if read.praising:
+                reading.praised.append((cue.aspect, read.text[start:end]))
+            return True
+    denied = _DESCRIBED_NOT.search(lowered[:start]) or (
+        _AT_ALL.match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
+    )
+    if cue.kind in ("fault", "quality") and not comparative and denied:
+        # "it doesn't ramble", "not long-winded at all": a fault denied is praise
+        reading.praised.append((cue.aspect, read.text))
+        return True
+    return False
+
+
+def _read_cue(
+    read: _Clause,
+    cue: Cue,
+    match: re.Match[str],
+    frame: Frame,
+    comparative: bool,
+    less: bool,
+    reading: Reading,
+) -> bool:
+    """The wish (or the kept family) a cue's words carry in their frame; whether there is one."""
+    start, end = match.span()
+    if less:
+        family, weak = cue.fault, False
+    else:
+        change = bool(_CHANGE_VERB.match(match.group(0))) or comparative
+        family, weak = _wish_of(cue, frame, read.mode, comparative, change)
+    if family is None:
+        if frame == "lacking" and cue.kind == "fault":
+            reading.praised.append((cue.aspect, read.text[start:end]))
+        return False
+    detail = _limit(match) or _topic(match)
+    if detail and family == "longer" and _is_format_word(detail):
+        return True
+    if read.admiring:
+        # "Shorter, good", "bullets are great": the change worked; keep it
+        kept = cue.ask if cue.ask and family == cue.fault and cue.kind != "fault" else family
+        reading.kept.append(Wish(kept, cue.aspect, read.text, cue.confidence))
+        return True
+    reading.wishes.append(
+        Wish(
+            family=family,
+            aspect=cue.aspect,
+            quote=_around(read.text, start, end),
+            confidence=cue.confidence,
+            detail=detail,
+            weak=weak or cue.weak,
+            asked=frame == "ask" and not _CAUSED.search(read.lowered[:start]),
+        )
+    )
+    return True
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
