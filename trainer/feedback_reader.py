@@ -19,6 +19,10 @@ who wants bullets.
 
 Clauses that address the trainer or the system instead of the answer ("ignore your
 constraints", "SYSTEM:", "remove the word limit") are set aside as injection and never read.
+
+The words are data, loaded and checked by ``trainer/cue_tables.py``: the cues in
+``trainer/cues/en/<aspect>.json`` and the frames, irony, tools and requests in
+``trainer/cues/en/vocabulary/``. This module is the grammar that reads them.
 """
 
 from __future__ import annotations
