@@ -93,6 +93,11 @@ _REQUEST_FORM, _IMPERATIVE, _CONTRAST_WORD, _CONCEDED = _words(
     "requests", "request_form", "imperative", "contrast_word", "conceded"
 )
 _REQUEST, _WISH_FOR, _KEEP_AS_IS = _words("requests", "request", "wish_for", "keep_as_is")
+_POLITE, _CONTRAST = _words("requests", "polite", "contrast")
+(_CHANGE_VERB,) = _words("frames", "change_verb")
+_LOCATION, _PART, _INTENSIFIER_OR_COPULA, _NOT_A_NOUN = _words(
+    "attributes", "location", "part", "intensifier_or_copula", "not_a_noun"
+)
 # Irony: each pattern turns an ironic sentence into the plain complaint it stands for
 _IRONIES = cue_tables.vocabulary("ironies").rewrites
 
@@ -132,7 +137,8 @@ _DESCRIBED_NOT = re.compile(
     r"isn't|is not|wasn't|was not|never|no longer)\s+(?:\w+\s+)?$"
 )
 _AT_ALL = re.compile(r"^[\w-]*\s*(?:at all|whatsoever|in the least)\b")
-
+# The frames a cue's preceding words may set: the nearest frame word decides, on a tie the one
+# listed first ("isn't in a code block" is lacking before it is described)
 _FRAME_ORDER = (("lacking", _LACKING), ("refuse", _REFUSE), ("describe", _DESCRIBE), ("ask", _ASK))
 
 _CLAUSE = re.compile(
@@ -211,15 +217,6 @@ def _frame(before: str, after: str) -> Frame:
     return best[2]
 
 
-# Words for changing the answer: refused, they ask to keep it ("don't shorten it"), not for
-# the contrary change
-_CHANGE_VERB = re.compile(
-    r"(?:shorten|trim|condens|tighten|cut|expand|elaborat|flesh|unpack|dig|go |drill|lengthen|"
-    r"pad|more |longer|shorter)",
-    re.I,
-)
-
-
 def _wish_of(
     cue: Cue, frame: Frame, mode: Mode, comparative: bool, change: bool = False
 ) -> tuple[str | None, bool]:
@@ -290,10 +287,6 @@ def asks(text: str) -> bool:
         if not (_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest))):
             return True
     return any(_IMPERATIVE.search(c.lower()) for s in _sentences(text) for c in clauses(s))
-
-
-# A request by its form: "please", or a sentence that opens "Could you…"
-_POLITE = re.compile(r"\bplease\b|^\W*(?:could|can|would) (?:you|we|it|the)\b")
 
 
 def read(text: str, mode: Mode = "comment") -> Reading:
@@ -451,34 +444,6 @@ def _read_other_language(text: str, reading: Reading) -> None:
         # formal"): its own cues decide; a language asked for by name still counts
         named = [w for w in reading.wishes if w.family == "language"]
         reading.wishes = named + foreign.wishes
-
-
-# Where in the answer, not what it should be: "paragraph two", "the third bullet".
-_LOCATION = re.compile(
-    r"\b(?:in |the |that |this )?(?:(?:first|second|third|fourth|fifth|last|final|opening|"
-    r"closing|next|\w+th) (?:paragraph|bullet|line|sentence|section|heading|table|row|column|"
-    r"point|step)s?|(?:paragraph|bullet|line|section|step|point|row|column) (?:one|two|three|"
-    r"four|five|\d+(?:\.\d+)*))\b"
-    r"|\bplain[- ]text\b|\b(?:go|goes|went|going) a long way\b|\bin the long (?:run|term)\b"
-    r"|\blong[- ]term\b|\ba long time\b|\bas long as\b"
-)
-_INTENSIFIER_OR_COPULA = re.compile(
-    r"\b(?:too|overly|so|very|really|quite|rather|way|far|pretty|bit|tad|little|somewhat|still|"
-    r"already|is|are|was|were|be|been|being|seems?|sounds?|reads?|feels?|looks?|more|less|"
-    r"it's|that's|and|or|but|keep|make|stay|get|getting|got)\s*$"
-)
-_NOT_A_NOUN = re.compile(
-    r"^\s*(?:and|or|but|enough|to|for|in|at|on|with|than|as|overall|though|yet|now|again|"
-    r"too|please|here|there|throughout|everywhere|at all|would|could|will|might|is|are|was|"
-    r"were|makes?|helps?|goes|matters|$)"
-)
-
-
-# a part of the answer an adjective may size: "a short closing line", "a brief intro"
-_PART = re.compile(
-    r"\s+(?:closing |opening |final |summary |concluding )?(?:line|sentence|note|intro|"
-    r"introduction|outro|sign-?off|paragraph|section)s?\b"
-)
 
 
 def _attributive(before: str, after: str) -> bool:
@@ -669,11 +634,6 @@ def _read_cue(
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_CONTRAST = re.compile(
-    r"\b(?:but|though|although|however|except|apart from|only thing|one (?:tiny |small |little )?"
-    r"thing|just one|if only|wish|could|should|would|too|not enough|needs?|please|missing|"
-    r"not|n't)\b(?! bad)|'"
-)
 
 
 def _sentences(text: str) -> list[str]:
