@@ -137,8 +137,8 @@ _DESCRIBED_NOT = re.compile(
     r"isn't|is not|wasn't|was not|never|no longer)\s+(?:\w+\s+)?$"
 )
 _AT_ALL = re.compile(r"^[\w-]*\s*(?:at all|whatsoever|in the least)\b")
-# The frames a cue's preceding words may set: the nearest frame word decides, on a tie the one
-# listed first ("isn't in a code block" is lacking before it is described)
+# The frames a cue's preceding words may set: the frame word nearest the cue decides; of two
+# ending at the same place, the one listed first
 _FRAME_ORDER = (("lacking", _LACKING), ("refuse", _REFUSE), ("describe", _DESCRIBE), ("ask", _ASK))
 
 _CLAUSE = re.compile(
