@@ -9,18 +9,17 @@ the trainer can say it did not read the comment instead of changing nothing sile
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 from lingua import Language, LanguageDetectorBuilder
 
 from domain.change_families import aspect_of
+from trainer import cue_tables
 from trainer.wish import Wish
 
-CUES = Path(__file__).parent / "cues"
+CUES = cue_tables.CUE_DIR
 # Languages told apart from each other (a few more than have cue files, so that a comment in
 # one of those is named rather than mistaken for a covered one)
 DETECTED = [
@@ -60,7 +59,7 @@ def cue_sets() -> dict[str, CueSet]:
     """English language name → its cues, from every file in ``trainer/cues``."""
     sets = {}
     for path in sorted(CUES.glob("*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = cue_tables.language_file(path)
         bounded = data.get("word_boundaries", True)
         families = {
             family: re.compile(_alternation(phrases, bounded), re.I)

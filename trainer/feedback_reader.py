@@ -19,16 +19,22 @@ who wants bullets.
 
 Clauses that address the trainer or the system instead of the answer ("ignore your
 constraints", "SYSTEM:", "remove the word limit") are set aside as injection and never read.
+
+The words are data, loaded and checked by ``trainer/cue_tables.py``: the cues in
+``trainer/cues/en/<aspect>.json`` and the frames, irony, tools and requests in
+``trainer/cues/en/vocabulary/``. This module is the grammar that reads them.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from domain.change_families import contrary_of, opposite_of
-from trainer import comment_languages, languages, wish_actions
+from trainer import comment_languages, cue_tables, languages, wish_actions
+from trainer.cue_tables import Cue
 from trainer.instructions import third_person
 from trainer.wish import Wish
 
@@ -51,957 +57,49 @@ class Reading:
     language: str | None = None
 
 
-@dataclass(frozen=True)
-class Cue:
-    """Words that carry a wish. ``ask`` is the family when the words are asked for, ``fault``
-    the family when they are described as the problem (or refused)."""
-
-    pattern: re.Pattern[str]
-    aspect: str
-    ask: str | None
-    fault: str | None
-    confidence: float = 0.85
-    # "state": names a state of the answer (asked for unless framed otherwise)
-    # "quality": an adjective; in a comment, bare, it describes the answer (a fault)
-    # "fault": names a fault; refusing or describing it asks for the fix, denying it cancels
-    kind: Literal["state", "quality", "fault"] = "state"
-    # the family holds whatever the frame: "never invent" and "you invented" both ask for it
-    fixed: bool = False
-    # inferred from a complaint only ("a wall of text"): yields to an explicit wish
-    weak: bool = False
+# The English cues, data beside the other languages' (``trainer/cues/en/``), in priority order
+CUES: tuple[Cue, ...] = cue_tables.english_cues()
 
 
-def _c(
-    pattern: str,
-    aspect: str,
-    ask: str | None,
-    fault: str | None = None,
-    kind: Literal["state", "quality", "fault"] = "state",
-    confidence: float = 0.85,
-    fixed: bool = False,
-    weak: bool = False,
-) -> Cue:
-    if kind == "state" and fault is None and ask is not None:
-        fault = opposite_of(ask)
-    return Cue(re.compile(pattern, re.I), aspect, ask, fault, confidence, kind, fixed, weak)
+def _words(name: str, *keys: str) -> tuple[re.Pattern[str], ...]:
+    """Patterns of the vocabulary file ``trainer/cues/en/vocabulary/<name>.json``."""
+    patterns = cue_tables.vocabulary(name).patterns
+    return tuple(patterns[key] for key in keys)
 
 
-_WORDS_LIMIT = (
-    r"\b(?:under|below|at most|no more than|no longer than|max(?:imum)?(?: of)?|within|"
-    r"less than|fewer than|up to|tops|keep it to|limit it to|cap(?:ped)? (?:it )?at|"
-    r"capped to|around|about|roughly|in)\s+(?P<limit>\d+)\s+words?\b"
-    r"|\b(?P<limit2>\d+)\s+words?\s+(?:max(?:imum)?|or (?:less|fewer)|tops|at most)\b"
-    r"|\b(?:can't|cannot|can not|must not|mustn't|shouldn't|should not|may not|never) (?:go |be |"
-    r"run )?(?:over|above|beyond|past|longer than|more than) (?P<limit4>\d+) words?\b"
-    r"|\b(?:asked for|wanted|requested|needed|meant to be|supposed to be|should be) (?:a |an )?"
-    r"(?P<limit3>\d+)[- ]words?\b"
+# The reader's vocabulary beside its cues (``trainer/cues/en/vocabulary/``): this module is the
+# grammar that reads them.
+_TOOL, _TOOL_REPEATED, _TOOL_OVERUSE, _TOOL_UNDERUSE = _words(
+    "tools", "tool", "repeated", "overuse", "underuse"
 )
-
-# Ordered by priority: a longer, more specific cue claims its words before a shorter one.
-CUES: list[Cue] = [
-    # --- length, with numbers and idioms
-    # a word limit is a requirement however it is put ("our slot is 150 words max")
-    _c(_WORDS_LIMIT, "length", "shorter", None, confidence=0.95, fixed=True),
-    # a step of its own asked for: a pass that checks the answer before it goes out
-    _c(
-        r"\b(?:add|include|insert|put in|build in|need|want|have)\b[^.;]{0,25}\b(?:a |an |one )?"
-        r"(?:extra |final |separate |second |last )?(?:step|pass|stage|round)\b[^.;]{0,40}"
-        r"\b(?:check\w*|verif\w*|review\w*|fact[- ]check\w*|double[- ]check\w*|proofread\w*)"
-        r"|\b(?:check\w*|verif\w*|review\w*|fact[- ]check\w*|double[- ]check\w*) "
-        r"(?:step|pass|stage)\b",
-        "structure",
-        "check_step",
-        None,
-        confidence=0.85,
-        fixed=True,
-    ),
-    # a situation that implies a form: a small screen, a moment between other things
-    _c(
-        r"\b(?:on|from) (?:my|a|the|their|your) (?:phone|mobile|smartphone|watch)\b"
-        r"|\bbetween (?:meetings|calls|classes)\b|\bon the (?:go|move|train|bus|tube)\b"
-        r"|\bat a glance\b|\bin (?:the|an) elevator\b",
-        "length",
-        None,
-        "shorter",
-        kind="fault",
-        confidence=0.75,
-        weak=True,
-    ),
-    # more situations that leave little room: a glance, a slide, a card, a call
-    _c(
-        r"\bskim(?:s|med|ming)?\b|\bin (?:a few |about |under |thirty |ten |twenty |\d+ )?"
-        r"(?:seconds|a minute|one minute)\b|\bbetween (?:shifts|sets|patients|lessons|flights|"
-        r"appointments|errands)\b|\b(?:on|onto|for|into|in) (?:a|one|a single) "
-        r"(?:slide|postcard|sticky note|banner|push notification|text message|sms|business card|"
-        r"tweet)\b|\b(?:read|say) (?:it |this )?(?:aloud|out loud) (?:on|in|during) "
-        r"an? (?:\w+[- ])?(?:minute )?(?:call|meeting|stand-?up)\b",
-        "length",
-        None,
-        "shorter",
-        kind="fault",
-        confidence=0.75,
-        weak=True,
-    ),
-    # an occasion of loss or distress: whoever reads it needs warmth
-    _c(
-        r"\b(?:condolence|sympathy|bereave\w*|grieving|funeral|eulogy|memorial service|"
-        r"get[- ]well|in mourning)\b|\b(?:angry|upset|furious|frustrated|anxious|worried|scared|"
-        r"distressed|grieving) (?:customers?|clients?|patients?|parents?|users?|readers?|famil"
-        r"(?:y|ies)|guests?)\b",
-        "tone",
-        None,
-        "warmer",
-        kind="fault",
-        confidence=0.75,
-        weak=True,
-    ),
-    # a note to family or friends, a toast: not a memo
-    _c(
-        r"\b(?:note|message|text|email|letter|card) to (?:my|our) (?:teenage |little |young |old |"
-        r"best )?(?:son|daughter|nephew|niece|kids?|friends?|buddy|mate|brother|sister|cousin|"
-        r"grandkids?|grandson|granddaughter|neighbou?r)\b|\b(?:a|the|my) toast\b"
-        r"|\b(?:birthday|wedding|retirement|farewell|leaving) (?:card|toast|speech|party|message|"
-        r"note)\b",
-        "tone",
-        None,
-        "casual",
-        kind="fault",
-        confidence=0.75,
-        weak=True,
-    ),
-    # the audience the answer was pitched at, named: which way it should move is not said
-    _c(
-        r"\b(?:written|pitched|aimed|targeted|geared|dumbed down|meant)\s+(?:for|at|to)\s+"
-        r"(?:a |an |the )?(?:first[- ]year|freshman|new|junior|incoming|interns?|(?:\d+|eight|nine|"
-        r"ten|eleven|twelve)[- ]year[- ]old)(?:[\w-]*)(?: students?| hires?| interns?)?",
-        "audience",
-        None,
-        None,
-        kind="fault",
-    ),
-    # readers new to the subject
-    _c(
-        r"\b(?:first[- ]year|freshman|new|junior|incoming) (?:students?|hires?|interns?|starters?|"
-        r"volunteers?|staff)\b|\b(?:our|the) interns\b|\b(?:a|an) (?:\d+|eight|nine|ten|eleven|"
-        r"twelve)[- ]year[- ]old\b|\bnon[- ](?:technical|specialists?|experts?|engineers?)\b",
-        "audience",
-        None,
-        "simpler",
-        kind="fault",
-        confidence=0.75,
-        weak=True,
-    ),
-    # a genre the answer should not be in: too formal for where it goes
-    _c(
-        r"\b(?:reads?|sounds?|looks?|feels?) like (?:a |an |some )?(?:[\w-]+ )?(?:legal brief|"
-        r"contract|court filing|terms (?:of service|and conditions)|press release|academic paper|"
-        r"journal article|textbook|(?:user |instruction )?manual|policy document|tax form|"
-        r"government form|corporate memo|board report)\b",
-        "tone",
-        None,
-        "casual",
-        kind="fault",
-        confidence=0.8,
-    ),
-    # an audience that implies plain words
-    _c(
-        r"\bfor (?:a |the |our |my )?(?:kindergarten|primary[- ]school|children|kids|beginners|"
-        r"newcomers|laypeople|lay readers|grandparents|first[- ]graders)\b",
-        "audience",
-        None,
-        "simpler",
-        kind="fault",
-        confidence=0.75,
-        weak=True,
-    ),
-    # a number of points asked for is a requirement however it is put ("the three key points")
-    _c(
-        r"\b(?P<limit>one|two|three|four|five|six|seven|\d) (?:key|main|most important|essential|"
-        r"important|core|big) (?:points?|takeaways?|ideas?|things?|messages?|facts?)\b",
-        "focus",
-        "key_points",
-        None,
-        confidence=0.9,
-        fixed=True,
-    ),
-    # a cap on a list's length: "five items at most", "no more than four bullets"
-    _c(
-        r"\b(?:no more than|not more than|at most|max(?:imum)?(?: of)?|up to|limit (?:it|them|the "
-        r"list|yourself) to|cap (?:it|them|the list) at|keep (?:it|the list) to) "
-        r"(?P<limit>two|three|four|five|six|seven|eight|\d) (?:items|bullets|bullet points|points|"
-        r"entries|lines|tips|options|steps)\b|\b(?P<limit2>two|three|four|five|six|seven|eight|\d) "
-        r"(?:items|bullets|bullet points|points|entries|tips|options) (?:at most|max(?:imum)?|"
-        r"tops|or (?:fewer|less)|is plenty|is enough|will do)\b",
-        "focus",
-        "key_points",
-        None,
-        confidence=0.9,
-        fixed=True,
-    ),
-    _c(
-        r"\b(?:one|a single|two|a couple of)\s+(?:short\s+)?(?:sentences?|lines?|paragraphs?)\s+"
-        r"(?:instead of|rather than|not|would do|is enough|will do|max|tops|at most)\b"
-        r"|\bin (?:one|a single|two) (?:sentences?|lines?|paragraphs?)\b",
-        "length",
-        "shorter",
-        "longer",
-        confidence=0.9,
-    ),
-    _c(
-        r"\b(?:twice|two times|three times|double|much|way|far|a lot)\s+(?:as long|longer)\b"
-        r"|\blonger than (?:it needs|needed|necessary|it should|it has to)|\bas long as it needs"
-        r"|\bhalf (?:of )?(?:this|it|that|the \w+) (?:could|can|should|would) (?:be cut|go)\b"
-        r"|\bhalf as long\b|\bcut (?:it |this )?in half\b|\boverkill\b|\bpadd(?:ed|ing)\b"
-        r"|\b(?:too much|so much|a lot of) (?:text|words|detail|fluff|filler|waffle)\b"
-        r"|\bfluff\b|\bfiller\b|\btl;?dr\b|\bwaffl\w*(?![^.;]{0,40}\b(?:qualif|hedg|maybe|perhaps|might|"
-        r"possibly))|\b(?:way |far |much |a lot )?more than (?:I|we|anyone|the reader|readers?) "
-        r"(?:need(?:ed|s)?|asked for|wanted|want)\b|\bnobody (?:has time|will read)\b"
-        r"|\bdrag(?:s|ged|ging)? on\b|\bgoes on and on\b|\bon and on\b|\bendless\w*"
-        r"|\b(?:lose|cut|drop|shed|lose)\w* (?:\w+ )?(?:half|a third|two thirds|a quarter|most) of "
-        r"(?:its|the|this|it|that)\b|\bmore than (?:anyone|I|we|people|readers?|a reader) (?:has|"
-        r"have|can|could|will|would) (?:time for|take in|read|handle|digest)"
-        r"|\b(?:cut|pare|strip|boil)\w* (?:it |this |that )?(?:down |back )?to (?:the )?"
-        r"(?:essentials|bare bones|gist|basics|core)\b"
-        r"|\b(?:a third|a quarter|half|a fraction|a tenth) (?:of )?the (?:words|length|text|size)\b"
-        r"|\bscroll\w* (?:forever|for ages|and scroll|through all)|\bto get through (?:this|it"
-        r"|all)\b"
-        r"|\b(?:won't|don't|doesn't|nobody will|no one will|never) reads? (?:past|beyond) (?:the )?"
-        r"(?:first|opening)|\bruns? to (?:\w+ )?(?:pages|paragraphs)\b|\b(?:\w+teen|twenty|thirty|"
-        r"\d{2,}|dozens? of) (?:paragraphs|pages|bullets)\b"
-        r"|\ba (?:simple )?yes(?:/| or )no question\b|\btook (?:forever|ages) to read\b"
-        r"|\b(?:respect|stick to|stay within|honou?r|ignored|blew (?:past|through)) the "
-        r"(?:word count|word limit|length limit|length)\b"
-        r"|\b\d+[- ]word (?:essay|answer|reply|response|wall)\b"
-        r"|\bcould(?:'ve| have)? been (?:a |one )?(?:single |short )?(?:line|sentence|email|text)\b"
-        r"|\b(?:an essay|a novel|a thesis|an epic|a dissertation|war and peace) (?:on|about)\b"
-        r"|\b(?:nearly |almost |about )?(?:double|triple|twice|three times) that\b"
-        r"|\b(?:\w+|\d+) pages? long\b",
-        "length",
-        None,
-        "shorter",
-        kind="fault",
-        confidence=0.9,
-    ),
-    _c(
-        r"\b(?:get|come|cut) (?:straight )?to the point\b|\bshorten\w*|\btrim\w*|\bcondens\w*"
-        r"|\btighten\w*|\bcut (?:it |this |that |things )?(?:down|back)\b|\bfewer words\b"
-        r"|\bless (?:text|wordy|verbose)\b|\bcould be cut\b|\bcut\b(?= \w+ (?:intro|part|bit))",
-        "length",
-        "shorter",
-        "longer",
-        confidence=0.9,
-    ),
-    # --- depth and topics
-    _c(
-        r"\bnot enough (?:about|on) (?P<topic>[\w' -]+)"
-        r"|\b(?:more|say more|talk more|write more|go deeper|dig deeper) (?:about|on|into) "
-        r"(?P<topic2>[\w' -]+)"
-        r"|\bnothing (?:about|on) (?P<topic3>[\w' -]+)"
-        r"|\b(?:dig|delve|go|drill|look) (?:deeper |further )?into (?P<topic6>[\w' -]+)"
-        r"|\b(?:didn't|did not|doesn't|does not|never|forgot to|failed to) (?:mention|cover|"
-        r"address|discuss|talk about|touch on|consider) (?P<topic4>[\w' -]+)"
-        r"|\bwhat about (?P<topic5>[\w' -]+)"
-        r"|\b(?P<topic7>[\w' -]+?) (?:isn't|is not|wasn't|was not|aren't|are not|never gets?) "
-        r"(?:mentioned|covered|discussed|addressed|explained)",
-        "detail",
-        "longer",
-        None,
-        confidence=0.85,
-        fixed=True,
-    ),
-    _c(
-        r"\bnot enough (?:detail|depth|substance|content|information|info|meat|context)\b"
-        r"|\b(?:dig|go|drill) (?:deeper|further|down)\b|\bexpand\w*|\belaborat\w*|\bflesh\w* out\b"
-        r"|\bunpack\w*|\bgo into (?:more )?detail\b|\bmore (?:detail|depth|substance|context)\w*"
-        r"|\bbring back (?:the )?(?:detail|depth|specifics|substance)\b|\bspecifics\b"
-        r"|\b(?:a |the )?(?:proper|full|thorough|real|detailed|deeper|closer|in-depth) (?:look|"
-        r"analysis|answer|breakdown|comparison|treatment|discussion|explanation|review|rundown|"
-        r"overview|walkthrough)\b"
-        r"|\bpros and cons\b"
-        r"|\b(?:explain|say|tell me) more\b|\bin more depth\b|\bdeeper dive\b|\bsubstance\b",
-        "detail",
-        "longer",
-        "shorter",
-        confidence=0.85,
-    ),
-    # --- format
-    _c(
-        r"\b(?:one|two|three|a couple of|a few|\d) (?:lines?|sentences?) long\b"
-        r"|\b(?:shrunk|shrink\w*|shortened|trimmed|cut)\b[^.]{0,30}\b(?:undo|revert"
-        r"|bring (?:it )?back)"
-        r"|\b(?:dropped|left out|removed|omitted|lost) (?:the )?(?P<topic>[\w' -]+?) "
-        r"(?:entirely|completely|altogether)\b|\bskeleton\b|\bskeletal\b|\bbare bones\b",
-        "detail",
-        None,
-        "longer",
-        kind="fault",
-        confidence=0.8,
-        fixed=True,
-    ),
-    _c(
-        r"\bis that (?:it|all)\b|\bthat's (?:it|all)\?|\b(?:only|just|two|three|a few|a couple of) "
-        r"(?:lines|sentences|words) (?:on|about|for)\b",
-        "detail",
-        None,
-        "longer",
-        kind="fault",
-        confidence=0.8,
-    ),
-    _c(
-        r"\bwall of text\b|\bblock of text\b|\bhard to skim\b|\bcan't skim\b|\bdense block",
-        "format",
-        None,
-        "bullets",
-        kind="fault",
-        confidence=0.6,
-        weak=True,
-    ),
-    _c(
-        r"\b(?:code blocks?|fenced|monospace|syntax highlight\w*|formatted as code)\b"
-        r"|\bcode (?:has|had) no comments\b|\bcomment the code\b|\bas code\b|\bindentation\b"
-        r"|\b(?:format|put|show|present|wrap)\w* (?:the |your |this |that )?(?:query|sql|code|"
-        r"snippet|script|command)s? (?:as|in) (?:a )?code",
-        "format",
-        "code_block",
-        confidence=0.9,
-    ),
-    _c(
-        r"\bnumber(?:ed)? (?:the |each |your |those |these )?(?:steps?|points?|items?|list)\b"
-        r"|\bnumbered\b|\bstep[- ]by[- ]step\b|\bordered list\b|\bsteps in order\b"
-        r"|\b(?:listed |in order )?with numbers\b|\blisted in order\b|\bstep (?:1|one)\b"
-        r"|\b(?:the )?order matters\b|\blost my place\b|\b1, 2, 3\b|\bone, two, three\b",
-        "format",
-        "numbered",
-        confidence=0.9,
-    ),
-    _c(
-        r"\btables?\b|\btabulat\w*|\bgrids?\b|\bmatrix\b|\bcolumns?\b|\bside[- ]by[- ]side\b"
-        r"|\bcomparison chart\b|\bspreadsheet\b",
-        "format",
-        "table",
-        confidence=0.9,
-    ),
-    _c(
-        r"\bbullet(?:s|ed|ing)?(?: points?| lists?)?\b|\bbulleted\b|\b(?:a|as a|into a"
-        r"|short) list\b"
-        r"|\bpoints? I can (?:skim|scan)\b|\bskimmable\b|\bscannable\b"
-        r"|\bbreak (?:it|this) (?:up )?into (?:points|bullets|a list)\b|\bdot[- ]points?\b",
-        "format",
-        "bullets",
-        confidence=0.9,
-    ),
-    _c(
-        r"\b(?:sub)?headings?\b|\bheaders?\b|\bsection (?:titles?|names?|headers?)\b"
-        r"|\b(?:clear |titled )?sections\b",
-        "format",
-        "headings",
-        confidence=0.85,
-    ),
-    _c(
-        r"\bparagraphs?\b|\bprose\b|\bnarrative\b|\bflowing (?:text|prose|paragraphs)\b"
-        r"|\bfull sentences\b|\bplain sentences\b|\bessay form\b|\brunning text\b|\bflowing\b",
-        "format",
-        "prose",
-        confidence=0.85,
-    ),
-    # --- order
-    _c(
-        r"\b(?:close|end|finish|wrap|conclude|round)\w*(?: \w+){0,3}?(?: up| off)? "
-        r"(?:with|on|by)\b[^,;]{0,25}?\b(?:summar\w*|recap|takeaways?|next steps?|action items?|"
-        r"key points|tl;?dr|wrap-up)(?:'? (?:section|paragraph|part|bit|line))?"
-        r"|\b(?:summary|recap|takeaways?|wrap-up|round-up)(?: \w+)? at the (?:very )?(?:end|bottom)"
-        r"|\b(?:trails|tails|fizzles|peters) off\b|\bends abruptly\b"
-        r"|\b(?:no|missing|lacks|needs|need) (?:a |an )?(?:summary|recap|wrap-up|conclusion)\b"
-        r"|\bclosing (?:line|sentence|note|paragraph|section)\b",
-        "structure",
-        "summary_at_end",
-        confidence=0.9,
-    ),
-    _c(
-        r"\b(?:lead|open|start|begin|kick off)(?: it)? with (?:it|that|this|the (?:answer|"
-        r"conclusion|recommendation|verdict|bottom line|takeaway|key point|main point|summary|"
-        r"decision|result|point))\b"
-        r"|\b(?:answer|conclusion|recommendation|verdict|bottom line|takeaway|key point|main "
-        r"point|decision|result|outcome|news|headline|point)s?\b[^.;]{0,25}\b(?:up ?front|first|"
-        r"at the (?:very )?(?:top|start|beginning))\b|\bbelongs? (?:in|at) the (?:very )?(?:first|"
-        r"top|start|beginning)|\bonly then the (?:reasoning|background|detail|analysis)"
-        r"|\bin the (?:very )?(?:first|opening|top) (?:line|sentence)\b|\bthen (?:justify|explain|"
-        r"give the reasoning|the reasoning|back it up)\b|\b(?:doesn't|does not|didn't|did not) "
-        r"(?:appear|come|show up|arrive)\w* (?:until|till) (?:the )?(?:closing|last|final|end)"
-        r"|\bup ?front\b(?! about)"
-        r"|\b(?:open(?:ed|s)?|lead|led|start(?:ed|s)?|begin|began|kick off) with (?!an? (?:example"
-        r"|story"
-        r"|anecdote|"
-        r"joke|quote|question))|\bput the (?:reasoning|background|context|details?|explanation|"
-        r"analysis) (?:after|last|at the end|later|below)"
-        # the opening named as the place for the answer: "could the first line be the verdict"
-        r"|\b(?:first|opening|top) (?:line|sentence|paragraph|thing)s?\b[^.;?]{0,20}?\b(?:be|is|"
-        r"are|should be|needs to be|gives?|states?)\b[^.;?]{0,12}?\b(?:the |your |a )?"
-        r"(?:recommendation|answer|conclusion|verdict|bottom line|takeaway|decision)",
-        "structure",
-        "conclusion_first",
-        confidence=0.9,
-    ),
-    _c(
-        r"\b(?:spelling|grammar|grammatical|typing|punctuation) (?:mistakes?|errors?|slips?)\b"
-        r"|'[^']{1,20}' should (?:be|read|say) '[^']{1,20}'|\bapostrophes?\b|'(\w+) \1'"
-        r"|\bsloppy (?:errors|mistakes|writing)\b|'\w+' for '\w+'|\bstops? (?:halfway|mid-?way)\b"
-        r"|\bread (?:it|this) over\b"
-        r"|\b(?:read|check|look over)\w* (?:this|it|your \w+) (?:over )?before (?:sending|it goes "
-        r"out|it went out|posting)|\bcheck your (?:writing|spelling|work|text)\b|\bmid-?(?:way|"
-        r"sentence)"
-        r"|\btypos?\b|\bspelling\b|\bmisspel\w*|\bgrammar\w*|\bgrammatical\w*|\bpunctuation\b"
-        r"|\b(?:missing|extra|stray) (?:comma|period|apostrophe|word|letter)s?\b|\bcommas?\b"
-        r"|\bproofread\w*|\bcapitali[sz]\w*",
-        "spelling",
-        None,
-        "proofread",
-        kind="fault",
-        confidence=0.9,
-        fixed=True,
-    ),
-    _c(
-        r"\bburied\b|\bhad to (?:read|scroll|dig)\w* (?:to|through|until|all) [^.;]{0,40}\bto "
-        r"find|\b(?:wade|dig|read|scroll|get)\w* (?:all the way )?through [\w ]{1,40} before\b"
-        r"|\bbefore (?:finding out|getting to|I (?:find|found|get|got)|seeing|learning)\b"
-        r"|\b(?:\w+ )?(?:paragraphs|pages|lines|sentences) (?:in )?before (?:you|it|we"
-        r"|I) (?:even )?"
-        r"(?:mention|get|say|tell|find|reach)"
-        r"|\b(?:comes|came|is|was) (?:way |far )?too late\b|\bstop reading after\b"
-        r"|\b(?:only|never) read (?:past )?the first\b",
-        "structure",
-        None,
-        "conclusion_first",
-        kind="fault",
-        confidence=0.85,
-    ),
-    # --- sources and accuracy
-    _c(
-        r"\bfabricat\w*|\bmade[- ]up\b|\bmak\w* (?:things|stuff|it|facts|numbers|quotes|that) up\b"
-        r"|\bmade (?:it|this|that|things|stuff) up\b|\binvent(?:ed|ing|s|ion)?\b|\bhallucinat\w*"
-        r"|\bnever said\b|\b(?:doesn't|does not|didn't) exist\b"
-        r"|\bout of thin air\b|\bfake\b|\bfictional\b|\bmade (?:them|those|these) up\b"
-        r"|\bonly (?:use|cite|quote|state|mention|include|refer to|rely on)\b[^.;]{0,40}\b(?:given"
-        r"|provided|"
-        r"data|sources?|facts|supplied|real|documents?|actually)\b"
-        r"|\bstick to the (?:data|facts|numbers|sources?|documents?)\b"
-        r"|\bthere (?:is|are|was|were) no (?:such )?\w+ [\d.]+"
-        r"|\byet you (?:stated|said|claimed|wrote)"
-        r"|\b(?:says|said|mentions?) nothing about\b(?=[^.]*\byou (?:stated|said|claimed|wrote))"
-        r"|\bstick to what(?:'s| is) (?:actually )?in\b"
-        r"|\b(?:wasn't|was not|isn't|is not|aren't|are not|weren't|were not|none of (?:that|this"
-        r"|it) was|appears? nowhere|(?:does not|doesn't|do not|don't) appear|nowhere to be "
-        r"found) (?:anywhere )?in (?:any of )?(?:the|our|your|my|their) (?:\w+ )?(?:fact "
-        r"sheets?|briefs?|specs?|documents?|docs|notes|data|sources?|files?|listings?|handbook|"
-        r"wiki|materials?|records|knowledge base|manual|findings)"
-        r"|\bonly (?:describe|list|report|name|mention) (?:\w+ ){0,3}(?:we|you|they"
-        r"|I) (?:actually )?"
-        r"(?:listed|gave|provided|sent|supplied)",
-        "accuracy",
-        None,
-        "no_fabrication",
-        kind="fault",
-        confidence=0.9,
-        fixed=True,
-    ),
-    _c(
-        r"\bcit(?:e|es|ed|ing|ations?)\b|\bsources?\b|\breferences?\b|\blinks? to\b|\bfootnotes?\b"
-        r"|\battribut\w*|\bback (?:it|them|this|that|claims?|these) up\b|\bunsourced\b"
-        r"|\bwhere (?:did|do|does) (?:these|this|that|those|the|your) [\w ]{1,20}come from\b"
-        r"|\baccording to (?:whom|who)\b|\bwho says\b|\bevidence\b|\bbacked (?:up )?by\b"
-        r"|\bwhich (?:report|study|paper|survey|article|dataset|guideline|law|rule|policy|"
-        r"standard|regulation)s?\b|\bname the (?:\w+ )?(?:source|study|paper|report|guideline|"
-        r"author|body|publication|regulation|law|act|rule|standard|statute)\b"
-        r"|\blink (?:to )?the (?:official|original|source|primary)\b"
-        r"|\bwhere (?:\w+ ){0,3}(?:came|comes|come) from\b",
-        "sources",
-        "cite_sources",
-        None,
-        confidence=0.9,
-        fixed=True,
-    ),
-    _c(
-        r"\b(?:wrong|incorrect|inaccurate|untrue|not true|false|errors?|mistakes?|miscalculat\w*"
-        r"|off by)\b",
-        "accuracy",
-        None,
-        "no_fabrication",
-        kind="fault",
-        confidence=0.7,
-    ),
-    # --- uncertainty and directness
-    _c(
-        r"\b(?:say|admit|tell me|flag|note|mention|acknowledge)\w* (?:so )?(?:when|where|if|what)"
-        r" (?:you(?:'re| are)|it is|it's)? ?(?:not (?:sure|certain)|unsure|uncertain|guessing)"
-        r"|\b(?:admit|flag|acknowledge|express|signal)\w* (?:some |your )?(?:uncertainty|doubt)"
-        r"|\boverstat\w*|\boverclaim\w*|\btoo sure\b|\btoo certain\b"
-        r"|\b(?:when|if|where) (?:you(?:'re| are)|something is|it's|it is|things are) (?:just )?"
-        r"(?:guessing|"
-        r"unsure|uncertain|not sure|estimat\w*)|\bas if (?:it )?(?:were|was) (?:certain|fact|a "
-        r"fact|settled|guaranteed|confirmed)|\bas (?:settled |established |certain )?fact\b"
-        r"|\bas (?:if|though) (?:it|they|this|that) (?:were|was) (?:\w+[- ])?\w+"
-        r"|\b(?:upfront|honest|clear|open|explicit) about (?:what|where|which|when)\b[^.;]{0,20}"
-        r"(?:uncertain|unsure|disputed|unknown|unclear|contested|open)"
-        r"|\bas (?:a )?(?:certainty|given|done deal|sure thing)\b"
-        r"|\bhow (?:confident|sure|certain) (?:you|it|we) (?:actually |really )?(?:are|is)\b"
-        r"|\bwhat(?:'s| is) (?:still )?(?:uncertain|disputed|unknown|contested)\b|\buncertaint(?:y"
-        r"|ies)"
-        r"|\b(?:sounded|seemed|were|was) (?:\d+% |so |very |completely |totally )?(?:sure|certain)"
-        r"\b|\bsignal\w* (?:it )?when\b|\bwhich (?:\w+ )?(?:are|is) (?:estimates?|guesses?)\b"
-        r"|\bflag\w* (?:which|what|where|the) ",
-        "accuracy",
-        "hedge",
-        None,
-        confidence=0.9,
-        fixed=True,
-    ),
-    _c(
-        r"\bcaveats?\b|\bqualifications?\b|\bdisclaimers?\b",
-        "accuracy",
-        "hedge",
-        "direct",
-        confidence=0.8,
-    ),
-    _c(
-        r"\bover-?confident\w*|\bcocky\b|\barrogant\b|\bpresumptuous\b",
-        "accuracy",
-        None,
-        "hedge",
-        kind="fault",
-        confidence=0.9,
-    ),
-    _c(
-        r"\bhedg\w*|\bwishy-washy\b|\bnon-?committal\b"
-        r"|\bwaffl\w*(?=[^.;]{0,40}\b(?:qualif\w*|hedg\w*|maybe|perhaps|might|possibly))"
-        r"|\bevasive\b|\bequivocat\w*"
-        r"|\bindecisive\b|\bsit\w* on the fence\b"
-        r"|\b(?:all the|so many|too many|every|fewer|less|no more|cut the|stop with the) "
-        r"'?(?:perhaps|maybe|might|could|possibly|probably)"
-        r"|'(?:it )?(?:may|might|could) be\b|\bsounds? (?:so |too |very )?(?:unsure|tentative)\b",
-        "tone",
-        None,
-        "direct",
-        kind="fault",
-        confidence=0.9,
-    ),
-    _c(
-        r"\bdirect\w*|\bconfident\w*|\bassertive\w*|\bdecisive\w*|\bstraightforward\b"
-        r"|\bconviction\b|\bforcefully\b|\bloses? (?:all )?(?:its|their) force\b",
-        "tone",
-        "direct",
-        "hedge",
-        kind="quality",
-        confidence=0.85,
-    ),
-    # --- tone
-    _c(
-        r"\b(?:take|pick|choose) a (?:side|stance|position)\b|\bcommit to\b|\bstraight answer\b"
-        r"|\bgive (?:me )?(?:a |one )?(?:clear|definite|firm) (?:answer|recommendation)\b"
-        r"|\byes or no\b|\bjust (?:tell|told|give|gave|say|said)\w* me\b|\bjust say (?:so|it)\b"
-        r"|\bsay (?:it|so) plainly\b|\bwhich (?:\w+ ){0,3}would you (?:actually )?(?:pick|choose|"
-        r"recommend|go with)",
-        "tone",
-        "direct",
-        None,
-        confidence=0.85,
-        fixed=True,
-    ),
-    _c(
-        r"\btext message\b|\btexting\b|\btweet\b|\b(?:to|with) a (?:friend|buddy|pal|mate)\b"
-        r"|\bchat with\b|\bchat (?:down|at) the pub\b|\bcheeky\b|\basides\b|\b(?:slack|teams"
-        r"|whatsapp|chat|text) "
-        r"(?:message|post|thread|ping)\b|\bchumm\w*|\bmatey\b|\bover-?familiar\b"
-        r"|\bhey (?:folks|guys|there|all|team)\b|\bsuper cool\b|\bslang\w*|\b(?:the way|how"
-        r"|as) (?:you'd|you would|you) (?:talk|speak|chat)"
-        r" (?:to|with) (?:teammates|colleagues|a (?:friend|colleague|teammate)|friends|coworkers)"
-        r"|\bemoji\w*|\blol\b|\bjokes?\b|\bmemes?\b|\bexclamation marks?\b",
-        "tone",
-        "casual",
-        "formal",
-        confidence=0.85,
-    ),
-    _c(
-        r"\b(?:(?:goes|going|sent|is|it's|this is|written|a letter|write|writing|talk|speak|"
-        r"register of)(?: out)? (?:to|for|of)?\s?(?:an? )?|(?:the )?"
-        r"(?:audience|readers?|recipients?) (?:is|are)) (?:the |our |my )?(?:[\w']+ ){0,2}?"
-        r"(?:investors|board|executives|exec team|leadership|ceo|cfo|clients?|regulators|court|"
-        r"judge|tribunal|ministry|government|authorities|embassy|opposing counsel|counsel|law firm|"
-        r"syndicate|underwriters|insurers|bank|auditors|partners|committee|trustees|council|"
-        r"shareholders|senior management|management|legal team|the press)\b",
-        "tone",
-        "formal",
-        None,
-        confidence=0.8,
-        fixed=True,
-    ),
-    _c(
-        r"\btalk to (?:me|us|them) (?:like|as) (?:a|an) (?:colleague|friend|person|human|teammate)"
-        r"|\b(?:write|talk|sound)\w* (?:the way|like|how) (?:people|humans|a person|normal people|"
-        r"real people|a human) (?:actually )?(?:talk|speak|write)\b",
-        "tone",
-        "casual",
-        None,
-        confidence=0.85,
-        fixed=True,
-    ),
-    _c(
-        r"\b(?:loosen|lighten|chill|relax)\w*(?: (?:up|out|it up|a bit|a little))?\b"
-        r"|\bless (?:formal|stiff|stuffy)\b|\b(?:for|it's for) (?:the |a )?(?:team )?"
-        r"(?:newsletter|team chat|slack|party|blog)\b",
-        "tone",
-        "casual",
-        None,
-        confidence=0.85,
-        fixed=True,
-    ),
-    _c(
-        r"\b(?:formal\w*|stiff|stuffy|starchy|academic|corporate|buttoned-up|professional\w*"
-        r"|press release|legalese|corporate-speak|boilerplate|legal document|textbook|memo"
-        r"|stuffiness|stiffness|formality|pomposity|pompous"
-        r"|businesslike|polished)\b",
-        "tone",
-        "formal",
-        "casual",
-        kind="quality",
-        confidence=0.85,
-    ),
-    _c(
-        r"\b(?:casual\w*|informal\w*|chatty|slangy|flippant|jokey|breezy|relaxed|conversational\w*"
-        r"|laid-back|colloquial|plain-spoken)\b",
-        "tone",
-        "casual",
-        "formal",
-        kind="quality",
-        confidence=0.85,
-    ),
-    _c(
-        r"\b(?:robotic|cold|mechanical|clinical|impersonal|soulless|harsh|detached|sterile"
-        r"|heartless|unfeeling|tone-deaf|dismissive)\b|\b(?:felt|feels|reads|sounds|sounded) like "
-        r"[^.;]{0,30}?\b(?:invoice|bill|receipt|form letter|robot|machine|automated \w+"
-        r"|terms[- ]and"
-        r"[- ]conditions|legal notice|template)\b",
-        "tone",
-        None,
-        "warmer",
-        kind="quality",
-        confidence=0.85,
-    ),
-    # a verb that asks for warmth: "warm it up", "soften it"
-    _c(
-        r"\bwarm (?:it|this|that|things|the \w+) up\b|\bwarm up the\b",
-        "tone",
-        "warmer",
-        None,
-        confidence=0.85,
-        fixed=True,
-    ),
-    _c(
-        r"\b(?:warm\w*|empath\w*|caring|kind(?:er|ly)?|gentle\w*|compassion\w*|personable"
-        r"|friendl\w*|human\w*|softer|sympath\w*|reassur\w*)\b|\b(?:are|is|were|feel\w*) upset\b",
-        "tone",
-        "warmer",
-        None,
-        kind="quality",
-        confidence=0.85,
-    ),
-    _c(
-        r"\blike you mean it\b|\bthank (?:them|him|her|the \w+) (?:properly|warmly|sincerely)\b"
-        r"|\b(?:sound|sounding|sounds) like you (?:actually |really |genuinely )?care\b"
-        r"|\bshow (?:some |a little )?(?:empathy|compassion|that you care)\b",
-        "tone",
-        "warmer",
-        None,
-        confidence=0.85,
-        fixed=True,
-    ),
-    _c(
-        r"\b(?:trim|cut|strip|pare|shorten)\w* (?:it |this )?(?:to the bone|too (?:much|far)"
-        r"|so much)",
-        "detail",
-        None,
-        "longer",
-        kind="fault",
-        confidence=0.85,
-        fixed=True,
-    ),
-    # --- audience
-    _c(
-        r"\b(?:reviewers?|readers?|audience|team|users?|we|they)\s+(?:is|are|'re)\s+(?:all\s+)?"
-        r"(?:an?\s+)?(?:senior\s+|experienced\s+|seasoned\s+|\w+\s+){0,2}(?:experts?|specialists?|"
-        r"engineers?|developers?|scientists?|doctors?|lawyers?|researchers?|analysts?)\b"
-        r"|\b(?:don't|do not|no need to) (?:need to )?explain (?:what|how|the basics)"
-        r"|\b(?:states?|stating|says?|tells? (?:me|us)) the obvious\b"
-        r"|\bI(?:'ve| have) been an? \w+ for (?:\w+ |\d+ )?years\b|\bfrom scratch\b"
-        r"|\bnot an? (?:end user|beginner|novice|layperson|layman|newbie|student)\b"
-        r"|\bspare me the\b[^.]{0,50}\b(?:basics|explanation|primer|101|intro\w*)\b"
-        r"|\bI(?:'m| am) the (?:on-call |senior |lead |principal |staff )?(?:sre|engineer"
-        r"|developer|"
-        r"admin|architect|dba|analyst)\b"
-        r"|\b(?:don't|do not) need (?:a|an|the) (?:\w+ )?(?:on|about|explaining"
-        r"|explanation of) what"
-        r"|\b(?:at|for) an? expert level\b"
-        r"|\b(?:proper|precise|correct|exact|real) (?:\w+ )?(?:terms|terminology|vocabulary)\b"
-        r"|\binternals\b|\bI (?:lead|run|manage) the \w+ team\b"
-        r"|\b(?:assume|treat me as|write for) (?:I'm|I am|we're|we are|the reader is|readers are|"
-        r"an?|the)? ?(?:an? )?(?:expert|specialist|professional|engineer|developer|senior)s?\b"
-        r"|\b(?:I'm|I am|we're|we are|the readers? (?:is|are)|audience is) (?:an? )?(?:expert|"
-        r"specialist|engineer|developer|senior \w+|doctor|lawyer|scientist)s?\b"
-        r"|\b(?:skip|drop|cut) the basics\b|\bI know the basics\b|\bdumbed[- ]down\b"
-        r"|\bcondescending\b|\bpatroni[sz]\w*|\bfor experts\b|\bmore technical\b",
-        "audience",
-        "technical",
-        None,
-        confidence=0.85,
-        fixed=True,
-    ),
-    _c(
-        r"\bover my head\b|\b(?:isn't|is not|aren't|not) (?:an? )?"
-        r"(?:engineers?|experts?|technical|developers?|specialists?|scientists?|lawyers?|"
-        r"solicitors?|doctors?|accountants?|economists?|professionals?)\b"
-        r"|\bnon-?(?:experts?|specialists?|technical)\b|\blay(?:man|person|people)\b"
-        r"|\bbeginners?\b|\bnewcomers?\b|\beli5\b|\bexplain (?:it )?like\b|\bin plain \w+\b"
-        r"|\bmy (?:mom|mum|dad|grandmother|grandma|manager|boss|kid)\b",
-        "audience",
-        "simpler",
-        None,
-        confidence=0.85,
-        fixed=True,
-    ),
-    _c(
-        r"\bjargon\w*|\bacronyms?\b|\b(?:don't|doesn't|do not|won't) (?:know|understand) what"
-        r"|\b(?:for|to) (?:a |the |our |someone )?(?:new|junior|first-year) (?:\w+ )?(?:hires?|"
-        r"joiners?|starters?|recruits?|staff)\b|\bfirst (?:week|day) (?:on the job)?\b"
-        r"|\bwith(?:out| no) (?:any )?(?:explanation|definition)s?\b|\bnever (?:defined"
-        r"|explained)\b"
-        r"|\bundefined\b"
-        r"|\bmeans? nothing to\b|\bfirst-time\b"
-        r"|\bfor (?:\w+ ){0,2}(?:patients|customers|the public|kids|children|parents|families|end "
-        r"users|residents|tenants|students|laypeople|consumers),? not (?:for )?\w+"
-        r"|\bnobody (?:\w+ ){0,4}knows? (?:those|these|what) (?:words|terms|acronyms|means?)\b"
-        r"|\bin (?:plain|everyday|simple|normal|ordinary|"
-        r"layman'?s?) (?:words|language|english|terms)\b",
-        "audience",
-        None,
-        "simpler",
-        kind="fault",
-        confidence=0.85,
-        fixed=True,
-    ),
-    _c(
-        r"\b(?:technical|complex|complicated|advanced|specialist|expert-level|convoluted"
-        r"|confusing|unclear|hard to follow)\b",
-        "audience",
-        "technical",
-        "simpler",
-        kind="quality",
-        confidence=0.75,
-    ),
-    _c(
-        r"\b(?:simple|simplistic|simplified|basic|elementary|introductory|plain|"
-        r"everyday)\b",
-        "audience",
-        "simpler",
-        "technical",
-        kind="quality",
-        confidence=0.75,
-    ),
-    # --- examples
-    _c(
-        r"\bexamples?\b|\bfor instance\b|\billustrat\w*|\bcase stud(?:y|ies)\b"
-        r"|\bconcrete\b(?! (?:next )?(?:step|action|recommendation|plan|advice|suggestion)s?\b)"
-        r"|\breal[- ]world\b|\bwalk me through\b|\buse cases?\b|\bsamples?\b|\be\.g\b"
-        r"|\bwhat (?:a|an|the) [\w -]+ (?:would|should|might) look like\b",
-        "detail",
-        "example",
-        None,
-        confidence=0.85,
-    ),
-    _c(
-        r"\b(?:abstract|theoretical|hand-?wavy|airy)\b",
-        "detail",
-        None,
-        "example",
-        kind="quality",
-        confidence=0.75,
-    ),
-    # --- consistency and creativity (sampling temperature)
-    _c(
-        r"\btangents?\b|\bcontradict\w*|\binconsistent\w*|\berratic\b"
-        r"|\bwhich is it\b"
-        r"|\boff[- ]topic\b|\bwander\w*|\bdrift\w*|\bunfocused\b|\brandom\b"
-        r"|\bdifferent answers? (?:each|every) time\b|\bvar(?:y|ies) (?:too much|wildly)\b"
-        r"|\b(?:two|three|four|\d+) different\b|\bsame (?:answer|output|result|verdict)s? "
-        r"(?:each|every) ?(?:time|run)\b|\bone time and\b[^.]{0,40}\bthe next\b|\bsame input\b"
-        r"|\bkeeps? changing\b|\brandom\w*|\b(?:each|every) "
-        r"?time I (?:regenerate|ask|run)\b|\bregenerat\w*",
-        "consistency",
-        None,
-        "steadier",
-        kind="fault",
-        confidence=0.85,
-    ),
-    _c(
-        r"\b(?:predictable|bland|boring|dull|formulaic|repetitive|samey|uninspired|stale"
-        r"|generic|clich[eé]d?|cookie-cutter|forgettable|lifeless|unoriginal)\b"
-        r"|\ball the same\b|\bplay(?:s|ed|ing)? it safe\b"
-        r"|\bevery \w+(?: \w+)? (?:opens|starts|begins|ends) with\b"
-        r"|\bsame (?:thing|answer|ideas?) every time\b",
-        "creativity",
-        None,
-        "creative",
-        kind="quality",
-        confidence=0.8,
-    ),
-    _c(
-        r"\b(?:creativ\w*|(?<=more )original|fresh(?:er)?|inventive|imaginative|playful|varied"
-        r"|bold(?:er)?|daring|adventurous|wild(?:er)?|imagination|vary it|more variety"
-        r"|surprising|witty|catchy)\b",
-        "creativity",
-        "creative",
-        "steadier",
-        kind="quality",
-        confidence=0.8,
-    ),
-    _c(
-        r"\b(?:consistent\w*|focused|on[- ]topic|steady|reliabl\w*|stable|repeatable|"
-        r"reproducible|deterministic)\b",
-        "consistency",
-        "steadier",
-        None,
-        kind="quality",
-        confidence=0.7,
-    ),
-    _c(
-        r"\bsurprise (?:me|us|the reader)\b|\b(?:out|outside) (?:of )?the box\b|\btake (?:some "
-        r"|more )?"
-        r"risks\b|\bthink (?:bigger|differently)\b",
-        "creativity",
-        "creative",
-        None,
-        confidence=0.8,
-        fixed=True,
-    ),
-    # --- length and depth as qualities (after the idioms above claimed their words)
-    _c(
-        r"\b(?:long|lengthy|wordy|verbose|rambl\w*|long-winded|bloated|drawn[- ]out|overlong"
-        r"|windy|longer)\b",
-        "length",
-        "longer",
-        "shorter",
-        kind="quality",
-        confidence=0.9,
-    ),
-    _c(
-        r"\b(?:short|brief\w*|terse|curt|skimpy|sparse|clipped|abrupt|concise\w*|succinct\w*"
-        r"|tight|crisp|compact|snappy|shorter|quick)\b",
-        "length",
-        "shorter",
-        "longer",
-        kind="quality",
-        confidence=0.85,
-    ),
-    _c(
-        r"\b(?:detailed|thorough\w*|in-depth|deep|comprehensive\w*|exhaustive\w*|granular"
-        r"|elaborate)\b",
-        "detail",
-        "longer",
-        "shorter",
-        kind="quality",
-        confidence=0.85,
-    ),
-    _c(
-        r"\b(?:shallow|superficial|vague|surface[- ]level|sketchy|high-level|thin|light on \w+"
-        r"|incomplete|lacking)\b"
-        r"|\bscratch\w* the surface\b|\bbarely (?:covers|touches)\b",
-        "detail",
-        None,
-        "longer",
-        kind="quality",
-        confidence=0.8,
-    ),
-]
-
-# Tools: a comment about how the agent used (or failed to use) a tool.
-_TOOL = (
-    r"\b(?P<tool>[a-z_]+ tool|[a-z_]+ api|tools?|search\w*|calculator|look(?:ed|ing)? (?:it |this "
-    r"|that |"
-    r"things |them )?up|lookup|brows\w*|google\w*|web search|api calls?|function calls?|"
-    r"retriev\w*|handbook|documents|docs|wiki|knowledge base)\b"
+_DOCUMENTS = tuple(cue_tables.vocabulary("tools").tables["documents"])
+_STEP_REF, _DAMAGE, _EARLIER, _DAMAGED, _REWORKING = _words(
+    "damage", "step_ref", "damage", "earlier", "damaged", "reworking"
 )
-# What the agent reads with its document tools: not reading them is not using the tool
-_DOCUMENTS = ("handbook", "documents", "docs", "wiki", "knowledge base")
-# A tool named by what it did: "hit the shipment tracker four times"
-_TOOL_REPEATED = re.compile(
-    r"\b(?:hit|called|queried|pinged|polled|invoked|ran"
-    r"|fired)\w* the (?P<tool>[a-z_]+(?: [a-z_]+)?)"
-    r" (?:\w+ |\d+ )?times\b"
+_DAMAGED_AS: dict[str, str] = cue_tables.vocabulary("damage").tables["damaged_as"]
+_INJECTION, _OFF_LIMITS = _words("addressed", "injection", "off_limits")
+_PRAISE, _CRITICISM, _ADMIRE, _NOT_ADMIRING = _words(
+    "sentiment", "praise", "criticism", "admire", "not_admiring"
 )
-_TOOL_OVERUSE = re.compile(
-    r"\bwhy (?:did|would|do|does) (?:you|it|the agent|the bot) (?:call|use|run|invoke|need|search|"
-    r"fire|hit)\b|\bno need (?:to|for)\b|\bonly use (?:it|that|this|the \w+) (?:when|if|for)\b"
-    r"|\bonly (?:go to|use|call|reach for|run) (?:the )?(?:\w+ )?(?:tool|search|api)\b"
-    r"|\balready (?:answered|covered|had|in (?:the|your))\b|\b(?:\w+|\d+) (?:web )?searches\b"
-    r"|\b(?:stop|quit|no more|don't|do not|never) (?:using|calling|running|hitting|use|call|run|"
-    r"hit)\b|\b(?:the|your) (?:brief|spec|docs?|document|notes|data) (?:has|have|had|covers?|"
-    r"covered) (?:it|that|this)\b"
-    r"|\bone (?:call|lookup|search|request|query) (?:is|was|would be|would have been) (?:plenty|"
-    r"enough)\b|\b(?:\w+|\d+) times for the same\b"
-    r"|\bdidn't need\b|\bunnecessar\w*|\bpointless\b|\bjust (?:compute|calculate|add|answer|do|"
-    r"work) (?:it|that|this|them)?\b|\binstead of (?:computing|calculating|thinking|answering)\b"
-    r"|\bfor (?:simple|basic|trivial|easy)\b|\bto (?:add|multiply|subtract|divide) (?:two )?"
-    r"(?:numbers|figures)\b|\bto (?:add|multiply|subtract|divide|sum|work out|compute) "
-    r"(?:\d+|two|three|a few|some) (?:and|by|plus|times|numbers|figures|\d)|\boverus\w*"
-    r"|\btoo many (?:tool )?calls\b|\bkept (?:calling|searching|using)\b|\bwithout (?:a )?need\b",
-    re.I,
+_ASPECT_NOUNS = [(p, a) for a, p in cue_tables.vocabulary("aspect_nouns").patterns.items()]
+_FOCUS, _AVOID, _TRADE = _words("topics", "focus", "avoid", "trade")
+_REFUSE, _LACKING, _DESCRIBE, _ASK, _ASK_VERB = _words(
+    "frames", "refuse", "lacking", "describe", "ask", "ask_verb"
 )
-_TOOL_UNDERUSE = re.compile(
-    r"\bshould(?: have|'ve)? (?:look|use|search|check|call|consult)\w*|\bfrom memory\b"
-    r"|\bignor\w*|\bcheck (?:our|the|your) \w+|\bbefore (?:suggesting|answering|replying)\b"
-    r"|\bguess(?:ed|ing)?\b|\byou have (?:the|a|an) \w+ (?:tool|api)\b"
-    r"|\bwithout (?:looking|checking|searching|using|consulting)\b|\b(?:didn't|did not|never|"
-    r"don't) (?:look|check|search|use|consult|call|open|read)\w*|\bguess\w* instead\b|\binstead of "
-    r"(?:looking|searching|checking)\b|\buse (?:the|your) \w+(?: tool)?\b|\blook (?:it|this|"
-    r"that|things) up\b|\bby hand\b|\bin (?:its|your|their) head\b|\bmentally\b|\bmanually\b"
-    r"|\b(?:sat|left|lay|went|stayed) (?:idle|unused|untouched)\b|\bunused\b",
-    re.I,
+_COMPLAINT_AFTER, _QUANTITY, _EXCESS, _ASK_AFTER = _words(
+    "frames", "complaint_after", "quantity", "excess", "ask_after"
 )
-
-# A later step that damages what an earlier one produced: "the polish step dropped the figures
-# the draft had", "good draft, ruined by the last pass". A step is named (by its place, or as a
-# step, pass or stage) or the earlier work is (the draft, what the research found).
-_STEP_REF = (
-    r"(?:(?P<place>last|final|closing|end|later|second|third|fourth|next)|(?P<name>[a-z][\w-]*))"
-    r"[- ](?:step|pass|stage|round)\b|\bat the end\b|\bon the way\b|\bsomewhere along the line\b"
+_REQUEST_FORM, _IMPERATIVE, _CONTRAST_WORD, _CONCEDED = _words(
+    "requests", "request_form", "imperative", "contrast_word", "conceded"
 )
-_DAMAGE = (
-    r"\b(?:dropp(?:ed|ing|s)|drops|lost|los(?:es|ing)|stripp?(?:ed|ing|s)?|removed|removes|"
-    r"cut(?:s|ting)?|deleted|deletes|mangl\w+|garbl\w+|ruin\w*|broke|breaks|destroy\w*|"
-    r"wiped?|undid|undoes|overwr\w+|threw (?:away|out)|throws (?:away|out)|erased?|"
-    r"got rid of|gets rid of|mess(?:ed|es) up|alter(?:ed|s)|distort\w*|chang(?:ed|es)|"
-    r"round(?:ed|s) off|watered down|butcher\w*|scrambl\w*|squash\w*|lost track of|spoil\w*|"
-    r"wreck\w*|botch\w*|gutt(?:ed|ing|s)|trash\w*|ditch\w*|mutilat\w*)\b"
+_REQUEST, _WISH_FOR, _KEEP_AS_IS = _words("requests", "request", "wish_for", "keep_as_is")
+_POLITE, _CONTRAST = _words("requests", "polite", "contrast")
+(_CHANGE_VERB,) = _words("frames", "change_verb")
+_LOCATION, _PART, _INTENSIFIER_OR_COPULA, _NOT_A_NOUN = _words(
+    "attributes", "location", "part", "intensifier_or_copula", "not_a_noun"
 )
-_EARLIER = re.compile(
-    r"\b(?:the|a|an|your|its|their|that) (?:first )?(?:draft|research|findings|original|"
-    r"earlier (?:\w+ )?(?:step|pass|stage|version|text|output)|first (?:step|pass|stage)|"
-    r"previous (?:step|pass|stage|version)|gather\w*|notes)\b|\bhad (?:it|them) (?:right|"
-    r"correct)\b|\bwas (?:right|correct|fine|good) (?:before|earlier|in the draft)\b"
-    r"|\b(?:good|great|solid|fine|decent|nice) draft\b"
-)
-_DAMAGED = re.compile(
-    r"\b(?P<what>figures?|numbers?|totals?|sums?|amounts?|caveats?|qualifications?|sources?|"
-    r"citations?|references?|quotes?|quotations?|examples?|details?|facts?|dates?|names?|"
-    r"links?|units?|decimals?|percentages?|statistics|stats|data|results?)\b"
-)
-_DAMAGED_AS = {
-    "figure": "number", "total": "number", "sum": "number", "amount": "number",
-    "decimal": "number", "percentage": "number", "statistics": "number", "stats": "number",
-    "data": "number", "result": "number", "qualification": "caveat", "citation": "source",
-    "reference": "source", "quotation": "quote",
-}  # fmt: skip
-
-
-_REWORKING = re.compile(r"\b(?:tighten|polish|edit|rewrit|shorten|trimm|summar|clean)\w*")
+# Irony: each pattern turns an ironic sentence into the plain complaint it stands for
+_IRONIES = cue_tables.vocabulary("ironies").rewrites
 
 
 def _what(word: str) -> str:
@@ -1013,10 +111,10 @@ def _damage(clause: str) -> Wish | None:
     """A wish that a step keep what an earlier step produced ("preserve"), with the step the
     reviewer blames ("last", or the word naming it) and what it lost, as ``step|what``."""
     lowered = clause.lower()
-    damage = re.search(_DAMAGE, lowered)
+    damage = _DAMAGE.search(lowered)
     if not damage:
         return None
-    step = re.search(_STEP_REF, lowered)
+    step = _STEP_REF.search(lowered)
     if not step and not _EARLIER.search(lowered):
         return None
     generic = step and step.group("name") in ("each", "every", "one", "a", "the", "this", "that")
@@ -1033,105 +131,15 @@ def _damage(clause: str) -> Wish | None:
     return Wish("preserve", "accuracy", clause.strip(), 0.8, detail=f"{culprit or 'last'}|{what}")
 
 
-_INJECTION = re.compile(
-    r"^\s*(?:system|assistant|developer|admin)\s*:|</?\s*[a-z_]+\s*>|\byou are now\b"
-    r"|\bdeveloper mode\b|\bjailbreak\w*|\bdo anything now\b"
-    r"|\b(?:ignore|disregard|forget|override|bypass|drop|remove|delete|lift|raise|disable|"
-    r"increase|turn off)\b[^.;]{0,40}\b(?:instructions?|rules|constraints?|limits?|"
-    r"guidelines|safety|guardrails?|protected|restrictions?|filters?|system prompt)\b"
-    r"|\bfrom now on\b|\bnew instructions?\b|\b(?:to|for) the trainer\b|\bmax_?tokens\b"
-    r"|\bprotected segments?\b|\bsystem prompt\b|^\s*(?:system|assistant|developer)\s*$"
-    # addressed to the machinery, whatever the wording
-    r"|\b(?:set|change|modify|edit|update|append|rewrite|replace|clear|empty|reset|wipe|"
-    r"unlock|write)\w*\b[^.;]{0,40}\b(?:constraints?|restrictions?|guardrails?|rules|"
-    r"(?:the|your) (?:system )?prompt|(?:the|your) (?:config|configuration|settings))\b"
-    r"|\b(?:treat|consider|take|read)\w* (?:this|the following|my) (?:comment|feedback|message|"
-    r"note|text) as\b|\bsystem (?:instruction|message|override|command)s?\b"
-    r"|\b(?:admin|administrator|root|developer|operator)\w* (?:override|access|instruction|"
-    r"command|mode)\b|\bno (?:restrictions|limits|rules)\b|\bword for word\b",
-    re.IGNORECASE,
-)
-
-_PRAISE = re.compile(
-    r"\b(?:good|great|love\w*|(?:i|we) (?:really )?like|liked|nice|solid|excellent|perfect|"
-    r"spot[- ]on|exactly|"
-    r"well done|better|improve(?:ment|d)|helpful|fine|decent|strong|brilliant|awesome|"
-    r"fantastic|superb|impressive|nailed|thanks?|thank you|clear|works|keep it up|"
-    r"don't change|do not change|no changes?)\b|\bnot bad\b"
-)
-_CRITICISM = re.compile(
-    r"\b(?:bad|terrible|awful|poor|weak|messy|sloppy|worse|meh|disappointing|painful|ugly|"
-    r"clunky|annoying|unreadable|horrible|hate|not (?:good|great|helpful|useful|clear)|"
-    r"hard to (?:read|find|use|scan)|a mess|doesn't work|off)\b"
-)
 # The answer described as not being something: "it doesn't ramble", "the tone isn't stiff"
 _DESCRIBED_NOT = re.compile(
     r"\b(?:it|this|that|which|the \w+|answer|reply|text)\s+(?:doesn't|does not|didn't|did not|"
     r"isn't|is not|wasn't|was not|never|no longer)\s+(?:\w+\s+)?$"
 )
 _AT_ALL = re.compile(r"^[\w-]*\s*(?:at all|whatsoever|in the least)\b")
-_ASPECT_NOUNS: list[tuple[str, str]] = [
-    (r"\b(?:facts?|numbers|figures|data|accuracy|research|stats|statistics)\b", "accuracy"),
-    (r"\b(?:structure|organi[sz]ation|order|outline|flow)\b", "structure"),
-    (r"\b(?:format\w*|layout|presentation)\b", "format"),
-    (r"\b(?:tone|voice|register|style)\b", "tone"),
-    (r"\b(?:length)\b", "length"),
-    (r"\b(?:detail|depth|examples?)\b", "detail"),
-    (r"\b(?:sources?|citations?|references?)\b", "sources"),
-    (r"\b(?:spelling|grammar|typos?)\b", "spelling"),
-    (r"\b(?:content|substance|ideas|points|arguments?|analysis|insights?)\b", "content"),
-]
-
-# Frames: the words just before a cue (within its clause) that say how it is meant.
-_REFUSE = re.compile(
-    r"\b(?:(?:don't|do not|never|stop|no need to) (?:make|let|have|get|go|be)\w*(?: it| this"
-    r"| them)?|don't|do not|dont|never|stop|quit|avoid|no more|fewer|lose|drop|ditch|get rid of|"
-    r"remove|too many|too much|enough with|instead of|rather than|without|skip|cut out|"
-    r"don't need|do not need|doesn't need|no need for|not how|not what|"
-    r"cut the|not so|no need for|nor|less of|tone down|dial down|cut back on)\b"
-    r"|^\s*(?:not|no)\b"
-)
-_LACKING = re.compile(
-    r"\b(?:isn't|is not|wasn't|was not|aren't|are not|weren't|doesn't|does not|didn't|did not|"
-    r"has no|have no|had no|there's no|there is no|there are no|there were no|lacks?|lacking|"
-    r"missing|no sign of|not once|not a single|not one|needs? (?:more|some)|could use(?: more"
-    r"| some)?|"
-    r"what(?:'s| is) missing (?:is|are)|what (?:it|this|the \w+) (?:lacks|needs|is missing|misses) "
-    r"(?:is|are)|"
-    r"want(?:ed)? (?:more|some)|not enough|where(?:'s| is| are) the)\b"
-)
-_DESCRIBE = re.compile(
-    r"\b(?:too|overly|excessively|so (?=\w+(?:ly|ed|ful|ive|ous|al|ic|y)\b)|very|really|quite|"
-    r"rather|way|far|pretty|a (?:little|bit|tad)|kind of|kinda|somewhat|still|already|sounds"
-    r"(?: like)?|sounded(?: like)?|reads?"
-    r"(?: like)?|feels?(?: like)?|looks?(?: like)?|seems?|comes? across as|came across as|"
-    r"full of|so many|lots of|all (?:these|those|the)|is|are|was|were|it's|that's|got|getting|"
-    r"became|dumped into|stuck in|crammed into)\b"
-    r"|(?<!could )(?<!would )(?<!can )(?<!will )(?<!please )(?<!should )\byou(?:'ve| have)?\s*$"
-)
-_ASK = re.compile(
-    r"\b(?:keep|make|be|use|add|give|write|want|wanted|need|needed|prefer|please|should|could|"
-    r"would|more|include|try|switch to|go|stay|aim|pitch|target|i'd like|would like|put|show|"
-    r"provide|respond|answer|reply|ask(?:ed)? for|expect\w*|in|with|into|as|break|turn|"
-    r"format|present|organi[sz]e|sound|start|open|lead|close|end|finish|i'd rather|rather "
-    r"have|let's have|how about|what about|split|divided|broken up|laid out|if (?:it|you|"
-    r"they|the \w+) (?:were|was|had|used|came))\b"
-)
-# A request verb just before an adjective makes "a thorough rundown" the thing asked for.
-_ASK_VERB = re.compile(
-    r"\b(?:need|want|wanted|give|write|provide|include|add|expect\w*|i'd like|would like|make|"
-    r"keep|prefer|show|send)\b(?:\s+[\w'-]+){0,3}\s*$"
-)
+# The frames a cue's preceding words may set: the frame word nearest the cue decides; of two
+# ending at the same place, the one listed first
 _FRAME_ORDER = (("lacking", _LACKING), ("refuse", _REFUSE), ("describe", _DESCRIBE), ("ask", _ASK))
-_COMPLAINT_AFTER = re.compile(
-    r"^[^,;]{0,30}\b(?:is|are|was|were)\s+(?:\w+\s+)?(?:painful|awful|terrible|hard|annoying|"
-    r"unreadable|useless|a mess|a pain|tedious|exhausting|too much|confusing|not helpful|"
-    r"overkill|wrong|bad)\b|\b(?:won't|doesn't|does not|will not) (?:cut it|do|fly|work)\b"
-    r"|\b(?:don't|do not|doesn't|does not) belong\b|\b(?:have|has) no place\b|\bout of place\b"
-    r"|^[^,;]{0,40}\b(?:make|makes|made) (?:us|me|it|them|you) (?:look|sound|seem) \w+"
-    r"|^[^,;]{0,40}\b(?:is not|isn't|are not|aren't) (?:how|what|appropriate|"
-    r"acceptable|ok)\b|^[^,;]{0,30}\b(?:has|have) (?:got )?to go\b|^[^,;]{0,30}\bmust go\b"
-)
 
 _CLAUSE = re.compile(
     r"(?<=[.!?;:])\s+|[.!?;:]+$|\n+|(?<!\d),\s+|,\s+(?!\d)"
@@ -1157,27 +165,6 @@ def clauses(text: str) -> list[str]:
     )
     parts = [c.replace(_HOLD, " ") for c in _CLAUSE.split(normal) if c]
     return [c.strip(' .!?;:,"') for c in parts if c.strip(" .!?;:,\"'")]
-
-
-_QUANTITY = re.compile(
-    r"(?<!\bnot )(?<!\bno )\b(?:one|two|three|four|five|six|seven|eight|nine|ten|\w+teen|"
-    r"twenty|\d+|several|many|"
-    r"multiple|a few|a couple of)\s+$"
-)
-
-
-_EXCESS = re.compile(
-    r"\b(?:too|so|far too|way too|so very) many\s+$|\b(?:endless|countless|umpteen|"
-    r"(?:a )?(?:pile|heap|ton|tons|barrage|avalanche|flood|sea|forest|mountain|parade) of)\s+$"
-)
-
-
-# "Some compassion would go a long way": asked for, though the wish comes first
-_ASK_AFTER = re.compile(
-    r"^\s*(?:would|could|might) (?:go a long way|help|be (?:nice|good|great|better|welcome|"
-    r"appreciated))\b|^\s*(?:please|would be (?:nice|great))\b"
-    r"|^[^,;.]{0,25}\b(?:next time|from now on|going forward|in future|in the future)\b"
-)
 
 
 def _frame(before: str, after: str) -> Frame:
@@ -1230,22 +217,11 @@ def _frame(before: str, after: str) -> Frame:
     return best[2]
 
 
-# Words for changing the answer: refused, they ask to keep it ("don't shorten it"), not for
-# the contrary change
-_CHANGE_VERB = re.compile(
-    r"(?:shorten|trim|condens|tighten|cut|expand|elaborat|flesh|unpack|dig|go |drill|lengthen|"
-    r"pad|more |longer|shorter)",
-    re.I,
-)
-
-
 def _wish_of(
     cue: Cue, frame: Frame, mode: Mode, comparative: bool, change: bool = False
 ) -> tuple[str | None, bool]:
     """(family, weak) a cue asks for in its frame."""
-    if frame == "quantity" and cue.kind != "fault":
-        return None, False
-    if frame == "denied":
+    if frame == "denied" or (frame == "quantity" and cue.kind != "fault"):
         return None, False
     if frame == "refuse" and change and not cue.fixed:
         return None, False  # "don't make it longer": keep it as it is, not the opposite
@@ -1254,11 +230,14 @@ def _wish_of(
             return None, False  # "there are no typos": nothing to fix
         return cue.ask or cue.fault, False
     if cue.kind == "fault":
-        if frame == "lacking":
-            return None, False
-        return cue.fault, False
+        return (None if frame == "lacking" else cue.fault), False
     if comparative and frame in ("describe", "plain"):
         return cue.ask or cue.fault, False  # "far more detail", "way shorter": asked for
+    return _framed(cue, frame, mode, comparative)
+
+
+def _framed(cue: Cue, frame: Frame, mode: Mode, comparative: bool) -> tuple[str | None, bool]:
+    """(family, weak) a state or a quality asks for in its frame."""
     if frame in ("ask", "lacking") and cue.ask is None and cue.kind == "quality":
         # a quality nobody asks for, asked for: "it should be predictable" wants the contrary
         # of its usual fix (steadier, not more creative)
@@ -1270,8 +249,8 @@ def _wish_of(
     if frame == "describe":
         if cue.kind == "state" and mode == "comment":
             # "reads like a text message" asks for the contrary; "paragraphs are painful" only
-            # weakly: it says what is wrong, not which form would be right
-            return cue.fault, cue.aspect == "format"
+            # weakly (see ``Cue.weak_when_described``)
+            return cue.fault, cue.weak_when_described
         return (cue.fault, False) if mode == "comment" else (cue.ask, False)
     # plain
     if mode == "instruction" or comparative:
@@ -1297,35 +276,6 @@ def _limit(match: re.Match[str]) -> str | None:
     )
 
 
-# What makes a comment hold a request, whatever else it says: a polite or modal form, a wish,
-# a contrast or a reservation, a fault in excess ("too long", not "not a word too many"), or a
-# clause that opens with a verb telling the writer what to do. A high score and none of these:
-# the comment describes what the reviewer liked, and asks for nothing.
-_REQUEST_FORM = re.compile(
-    r"\b(?:please|could|can you|would|should|i'd|i would|i want|i need|we need|need|needs|wish|"
-    r"nit|tiny thing|small thing|one thing|only thing|if anything|next time|maybe|perhaps|"
-    r"how about|what about|except|still|not enough|missing|lacks?|"
-    r"instead|rather|a (?:bit|touch|tad|little) \w+|let's|ought)\b|\?"
-    r"|(?<!not )(?<!not a word )(?<!not one word )(?<!no )\btoo \w+"
-)
-_IMPERATIVE = re.compile(
-    r"^\W*(?:just |now |also |then |and )?(?:make|use|add|give|write|keep|cut|trim|tighten|"
-    r"shorten|drop|lose|scrap|put|include|try|switch|start|open|lead|close|end|finish|avoid|"
-    r"skip|remove|mention|explain|show|format|turn|split|break|bring|swap|replace|go|do|don't|"
-    r"stop|move|expand|say|tell|cite|check|fix|let|be|get|take|undo|revert|lighten|tone|"
-    r"soften|simplify|focus|stick|mix|change|rewrite|rephrase|translate|answer|respond)\b"
-)
-
-
-# A contrast that concedes a fault and praises past it: "long, sure, but I read every word"
-_CONTRAST_WORD = re.compile(r"\b(?:but|though|although|however|yet)\b")
-_CONCEDED = re.compile(
-    r"\b(?:read every|earns? (?:its|their)|earned (?:its|their)|worth (?:it|every)|justified|"
-    r"deserved|needed|needs to be|had to be|for good reason|it works|that works|which works|"
-    r"it's fine|that's fine|i didn't mind|don't mind|no complaints)\b"
-)
-
-
 def asks(text: str) -> bool:
     """Whether ``text`` holds a request (see ``_REQUEST_FORM``), not only a description: a
     contrast asks unless it only concedes ("long, but every line earns it")."""
@@ -1337,10 +287,6 @@ def asks(text: str) -> bool:
         if not (_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest))):
             return True
     return any(_IMPERATIVE.search(c.lower()) for s in _sentences(text) for c in clauses(s))
-
-
-# A request by its form: "please", or a sentence that opens "Could you…"
-_POLITE = re.compile(r"\bplease\b|^\W*(?:could|can|would) (?:you|we|it|the)\b")
 
 
 def read(text: str, mode: Mode = "comment") -> Reading:
@@ -1459,7 +405,7 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
             reading.wishes.append(damage)  # recorded as criticised when settled
             damaged = damage
             continue
-        if damaged and re.search(_DAMAGE, clause.lower()):
+        if damaged and _DAMAGE.search(clause.lower()):
             # "ruined by the last step: it cut the caveats": what the step lost, said after
             lost = _DAMAGED.search(clause.lower())
             if lost and damaged.detail and damaged.detail.endswith("|"):
@@ -1469,106 +415,6 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
                 )
             continue
         _read_clause(clause, mode, reading, praising, polite, denying, admiring)
-
-
-# Irony says the opposite of what it means: each pattern turns an ironic sentence into the
-# plain complaint it stands for, which is then read like any other.
-_IRONY_MARK = (
-    r"\b(?:oh|wow|great|thanks|thank you|cheers|love|loved|lovely|perfect|brilliant|fantastic|"
-    r"wonderful|amazing|nice|superb|sure|just what|exactly what|because that's|yay|bravo|"
-    r"marvell?ous|splendid|grand|excellent|terrific|super|outstanding|delightful|ah yes|"
-    r"well done|congrat\w*|impressive)\b"
-)
-_LONG_GENRE = (
-    r"(?:novel(?:la)?|dissertation|thesis|tome|saga|epic|encyclop(?:a)?edia|textbook|treatise|"
-    r"manifesto|odyssey|magnum opus|sermon|lecture|filibuster|monologue|war and peace|"
-    r"phone book)\b(?! (?:idea|approach|way|angle|take|solution|point|insight|twist|concept))"
-)
-_IRONIES: list[tuple[re.Pattern[str], str]] = [
-    # "Could it be any more stiff?" — the quality, overdone
-    (
-        re.compile(
-            r"\b(?:could|can|would) (?:it|this|that|the \w+|you) (?:possibly )?(?:be|get|sound|"
-            r"read|have been|have sounded|have read) any more (?!(?:concise|clear|helpful|"
-            r"useful|readable|precise|accurate|polished|elegant|engaging|perfect|relevant|fun)\b)"
-            r"(?P<x>[a-z-]+)\b"
-        ),
-        "It is too {x}.",
-    ),
-    # "Could it be any clearer?": the rhetorical question of praise asks for nothing
-    (
-        re.compile(
-            r"\b(?:could|can) (?:it|this|that|the \w+|you) (?:possibly )?(?:be|get|sound|read|"
-            r"have been) any (?:more (?:concise|clear|helpful|useful|readable|precise|"
-            r"accurate|polished|elegant|engaging|perfect|relevant|fun)|better|clearer|cleaner|"
-            r"shorter|tighter|simpler|nicer|sharper)\s*\?"
-        ),
-        "",
-    ),
-    (
-        re.compile(
-            r"\b(?:could|can|would) (?:it|this|that|the \w+|you) (?:possibly )?(?:be|get|sound|"
-            r"read|have been) any less (?P<x>[a-z-]+)\b"
-        ),
-        "It is not {x} enough.",
-    ),
-    # "Thanks for the dissertation", "oh great, another novel": length, by a long genre
-    (
-        re.compile(
-            rf"^(?!.*\b(?:asked for|wanted|want|need|needed|requested|write|give me) (?:a |an |"
-            rf"the )?{_LONG_GENRE})(?:.*{_IRONY_MARK}[^.?!]*\b(?:another|a whole|an entire|the|"
-            rf"this|that|a|an|your|such an?)|.*\b(?:another|a whole|an entire))\s+(?:[\w-]+\s+)?"
-            rf"{_LONG_GENRE}\b"
-        ),
-        "Far too long.",
-    ),
-    # "Only nine paragraphs to tell me yes", "three screens to get to the point"
-    (
-        re.compile(
-            r"\b(?:only|just|a mere|merely|took|takes|needed|needs)\s+(?:\w+\s+){0,2}(?:paragraphs|"
-            r"pages|screens|screenfuls|scrolls|sections|minutes)\s+(?:of \w+\s+)?(?:to|before "
-            r"(?:it|you)) (?:tell|say|answer|get|reach|make|explain|admit|give|come)"
-        ),
-        "Far too long; get to the point first.",
-    ),
-    # "Sure, because every reader has a PhD": the audience it was written for is not the real one
-    (
-        re.compile(
-            r"\b(?:because|since|as if|as though|assuming)\b[^.?!]{0,25}\b(?:every(?:one|body)?|"
-            r"all (?:of )?(?:us|them|our \w+)|the average \w+|my (?:grandmother|grandma|gran|nan|"
-            r"mum|mom|dad|kids?))\b[^.?!]{0,30}\b(?:phd|doctorate|degree|expert|lawyer|engineer|"
-            r"economist|statistician|jargon|acronyms?|insider)"
-        ),
-        "Too technical for the readers.",
-    ),
-    # "Perfect, if the goal was to put me to sleep"
-    (
-        re.compile(
-            r"\bif the (?:goal|aim|point|idea|plan|purpose) (?:was|is|were) to (?:(?:put|send|lull)"
-            r" (?:\w+ ){1,2}to sleep|bore)"
-            r"|\bput me to sleep\b|\bbored (?:me )?to (?:tears|death)"
-        ),
-        "It is boring.",
-    ),
-    (
-        re.compile(
-            r"\bif the (?:goal|aim|point|idea|plan|purpose) (?:was|is|were) to (?:confuse|lose|"
-            r"baffle|bewilder)"
-        ),
-        "It is confusing.",
-    ),
-    # "Really enjoyed the five disclaimers before anything useful": a count praised, ironically
-    (
-        re.compile(
-            r"^(?:\w+,?\s+)?(?:really |truly |just |so )?(?:loved|enjoyed|appreciated|adored|"
-            r"liked|love|enjoy|appreciate)\s+(?:all )?(?:the|those|these)\s+(?:(?:\d+|five|six|"
-            r"seven|eight|nine|ten|eleven|twelve|dozen|many|several)\s+(?P<x>[a-z-]+(?: [a-z-]+)?)"
-            r"\s+(?:before|ahead of|preceding)\b|(?:endless|countless|umpteen)\s+"
-            r"(?P<y>[a-z-]+(?: [a-z-]+)?))"
-        ),
-        "Too many {x}.",
-    ),
-]
 
 
 def _literal(sentence: str) -> str | None:
@@ -1600,34 +446,6 @@ def _read_other_language(text: str, reading: Reading) -> None:
         reading.wishes = named + foreign.wishes
 
 
-# Where in the answer, not what it should be: "paragraph two", "the third bullet".
-_LOCATION = re.compile(
-    r"\b(?:in |the |that |this )?(?:(?:first|second|third|fourth|fifth|last|final|opening|"
-    r"closing|next|\w+th) (?:paragraph|bullet|line|sentence|section|heading|table|row|column|"
-    r"point|step)s?|(?:paragraph|bullet|line|section|step|point|row|column) (?:one|two|three|"
-    r"four|five|\d+(?:\.\d+)*))\b"
-    r"|\bplain[- ]text\b|\b(?:go|goes|went|going) a long way\b|\bin the long (?:run|term)\b"
-    r"|\blong[- ]term\b|\ba long time\b|\bas long as\b"
-)
-_INTENSIFIER_OR_COPULA = re.compile(
-    r"\b(?:too|overly|so|very|really|quite|rather|way|far|pretty|bit|tad|little|somewhat|still|"
-    r"already|is|are|was|were|be|been|being|seems?|sounds?|reads?|feels?|looks?|more|less|"
-    r"it's|that's|and|or|but|keep|make|stay|get|getting|got)\s*$"
-)
-_NOT_A_NOUN = re.compile(
-    r"^\s*(?:and|or|but|enough|to|for|in|at|on|with|than|as|overall|though|yet|now|again|"
-    r"too|please|here|there|throughout|everywhere|at all|would|could|will|might|is|are|was|"
-    r"were|makes?|helps?|goes|matters|$)"
-)
-
-
-# a part of the answer an adjective may size: "a short closing line", "a brief intro"
-_PART = re.compile(
-    r"\s+(?:closing |opening |final |summary |concluding )?(?:line|sentence|note|intro|"
-    r"introduction|outro|sign-?off|paragraph|section)s?\b"
-)
-
-
 def _attributive(before: str, after: str) -> bool:
     """An adjective in front of a noun ("a short 'In summary' section", "generic advice")
     names something in the answer, not a fault of it."""
@@ -1635,17 +453,17 @@ def _attributive(before: str, after: str) -> bool:
 
 
 def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
-    """Every cue's matches, overlaps resolved longest first (on a tie, the cue listed first):
+    """Every cue's matches, overlaps resolved longest first (on a tie, by the cues' priority):
     "waded through four paragraphs of background before" is one complaint about order, not a
     mention of paragraphs. Locations ("paragraph two") claim their words and ask nothing."""
     claimed: list[tuple[int, int]] = []
-    found: list[tuple[int, int, Cue | None, re.Match[str]]] = [
-        (match.end() - match.start(), -index, cue, match)
-        for index, cue in enumerate(CUES)
+    found: list[tuple[int, float, Cue | None, re.Match[str]]] = [
+        (match.end() - match.start(), -cue.priority, cue, match)
+        for cue in CUES
         for match in cue.pattern.finditer(lowered)
         if match.end() > match.start()
     ]
-    found += [(m.end() - m.start(), -len(CUES), None, m) for m in _LOCATION.finditer(lowered)]
+    found += [(m.end() - m.start(), -math.inf, None, m) for m in _LOCATION.finditer(lowered)]
     kept: list[tuple[Cue, re.Match[str]]] = []
     for _, _, cue, match in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
         start, end = match.span()
@@ -1663,6 +481,20 @@ _LACK_WORDS = re.compile(r"(?:no|missing|lacks|lacking|needs?)\b")
 _DENIAL = re.compile(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely)\s+\w+")
 
 
+@dataclass(frozen=True)
+class _Clause:
+    """A clause being read, with what its sentence says about it."""
+
+    text: str
+    lowered: str
+    mode: Mode
+    praising: bool  # its sentence only praises
+    polite: bool  # a request by its form ("please")
+    denying: bool  # its sentence denies a list of faults
+    admiring: bool  # it approves of what it names
+    quoted: list[tuple[int, int]]  # spans quoting the answer
+
+
 def _read_clause(
     clause: str,
     mode: Mode,
@@ -1673,10 +505,11 @@ def _read_clause(
     admiring: bool = False,
 ) -> None:
     lowered = clause.lower()
-    found = False
-    previous: tuple[int, Frame] | None = None
     polite = polite or bool(_POLITE.search(lowered))
     quoted = [q.span() for q in _QUOTED.finditer(lowered)]
+    read = _Clause(clause, lowered, mode, praising, polite, denying, admiring, quoted)
+    found = False
+    previous: tuple[int, Frame] | None = None
     for cue, match in _matches(lowered):
         start, end = match.span()
         word = match.group(0)
@@ -1686,81 +519,17 @@ def _read_clause(
             or word.startswith("more ")
         )
         less = bool(re.search(r"\bless\s+$", lowered[:start]))
-        frame = _frame(lowered[:start], lowered[end:])
-        if cue.kind == "state" and _LACK_WORDS.match(word) and frame != "denied":
-            frame = "lacking"  # the cue's own words say it is missing: "(still) no recap"
-        if denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):
-            frame = "denied"
-        if any(q_start < start and end < q_end for q_start, q_end in quoted):
-            frame = "describe"  # inside a quotation of the answer: what it did
-        elif polite and frame in ("plain", "quantity"):
-            frame = "ask"  # "A professional register, please.", "just one example, please"
+        frame = _cue_frame(read, cue, start, end)
         # coordinated words share the first one's frame: "keep it short and simple",
         # "our voice is casual and chatty", "too long and too formal"
         if previous and re.fullmatch(r"\s*(?:,|,?\s*(?:and|or))\s*", lowered[previous[0] : start]):
             frame = previous[1]
         previous = (end, frame)
-        if (
-            mode == "comment"
-            and cue.aspect == "length"
-            and cue.kind == "quality"
-            and _PART.match(lowered[end:])
+        if mode == "comment" and _passed_over(
+            read, cue, match, frame, comparative or less, reading
         ):
-            continue  # "a short closing line": the size of a part asked for, not of the answer
-        if mode == "comment" and cue.kind == "quality" and not comparative and not less:
-            # "generic taglines" is still a complaint (nobody asks for generic), "a short
-            # summary" is not
-            attributive = (
-                cue.ask is not None
-                and not polite
-                and frame in ("plain", "describe", "ask")
-                and not _ASK_VERB.search(lowered[:start])
-                and _attributive(lowered[:start], lowered[end:])
-            )
-            if attributive or (praising and frame in ("plain", "describe")):
-                if praising:
-                    reading.praised.append((cue.aspect, clause[start:end]))
-                continue
-        denied = _DESCRIBED_NOT.search(lowered[:start]) or (
-            _AT_ALL.match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
-        )
-        if mode == "comment" and cue.kind in ("fault", "quality") and not comparative and denied:
-            # "it doesn't ramble", "not long-winded at all": a fault denied is praise
-            reading.praised.append((cue.aspect, clause))
             continue
-        if less:
-            family, weak = cue.fault, False
-        else:
-            family, weak = _wish_of(
-                cue, frame, mode, comparative, bool(_CHANGE_VERB.match(word)) or comparative
-            )
-        if family is None:
-            if frame == "lacking" and cue.kind == "fault":
-                reading.praised.append((cue.aspect, clause[start:end]))
-            continue
-        found = True
-        aspect = cue.aspect
-        if family in ("longer", "shorter") and cue.aspect == "detail" and cue.kind == "quality":
-            aspect = "detail"
-        detail = _limit(match) or _topic(match)
-        if detail and family == "longer" and _is_format_word(detail):
-            continue
-        if admiring:
-            # "Shorter, good", "bullets are great": the change worked; keep it
-            kept = cue.ask if cue.ask and family == cue.fault and cue.kind != "fault" else family
-            reading.kept.append(Wish(kept, aspect, clause, cue.confidence))
-            continue
-        reading.wishes.append(
-            Wish(
-                family=family,
-                aspect=aspect,
-                quote=_around(clause, start, end),
-                confidence=cue.confidence,
-                detail=detail,
-                weak=weak or cue.weak,
-                asked=frame == "ask" and not _CAUSED.search(lowered[:start]),
-            )
-        )
+        found = _read_cue(read, cue, match, frame, comparative, less, reading) or found
     focus = _focus(clause)
     if focus:
         reading.wishes.append(focus)
@@ -1774,12 +543,97 @@ def _read_clause(
         _read_sentiment(clause, reading)
 
 
+def _cue_frame(read: _Clause, cue: Cue, start: int, end: int) -> Frame:
+    """The frame of a cue's words, as the clause around them settles it."""
+    lowered = read.lowered
+    frame = _frame(lowered[:start], lowered[end:])
+    if cue.kind == "state" and _LACK_WORDS.match(lowered[start:end]) and frame != "denied":
+        frame = "lacking"  # the cue's own words say it is missing: "(still) no recap"
+    if read.denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):
+        frame = "denied"
+    if any(q_start < start and end < q_end for q_start, q_end in read.quoted):
+        frame = "describe"  # inside a quotation of the answer: what it did
+    elif read.polite and frame in ("plain", "quantity"):
+        frame = "ask"  # "A professional register, please.", "just one example, please"
+    return frame
+
+
+def _passed_over(
+    read: _Clause, cue: Cue, match: re.Match[str], frame: Frame, comparative: bool, reading: Reading
+) -> bool:
+    """Whether a comment's cue names no wish: a part's size, an attribute, a fault denied
+    (recorded as praise where it is)."""
+    lowered = read.lowered
+    start, end = match.span()
+    if cue.sizes_parts and _PART.match(lowered[end:]):
+        return True  # "a short closing line": the size of a part asked for, not of the answer
+    if cue.kind == "quality" and not comparative:
+        # "generic taglines" is still a complaint (nobody asks for generic), "a short
+        # summary" is not
+        attributive = (
+            cue.ask is not None
+            and not read.polite
+            and frame in ("plain", "describe", "ask")
+            and not _ASK_VERB.search(lowered[:start])
+            and _attributive(lowered[:start], lowered[end:])
+        )
+        if attributive or (read.praising and frame in ("plain", "describe")):
+            if read.praising:
+                reading.praised.append((cue.aspect, read.text[start:end]))
+            return True
+    denied = _DESCRIBED_NOT.search(lowered[:start]) or (
+        _AT_ALL.match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
+    )
+    if cue.kind in ("fault", "quality") and not comparative and denied:
+        # "it doesn't ramble", "not long-winded at all": a fault denied is praise
+        reading.praised.append((cue.aspect, read.text))
+        return True
+    return False
+
+
+def _read_cue(
+    read: _Clause,
+    cue: Cue,
+    match: re.Match[str],
+    frame: Frame,
+    comparative: bool,
+    less: bool,
+    reading: Reading,
+) -> bool:
+    """The wish (or the kept family) a cue's words carry in their frame; whether there is one."""
+    start, end = match.span()
+    if less:
+        family, weak = cue.fault, False
+    else:
+        change = bool(_CHANGE_VERB.match(match.group(0))) or comparative
+        family, weak = _wish_of(cue, frame, read.mode, comparative, change)
+    if family is None:
+        if frame == "lacking" and cue.kind == "fault":
+            reading.praised.append((cue.aspect, read.text[start:end]))
+        return False
+    detail = _limit(match) or _topic(match)
+    if detail and family == "longer" and _is_format_word(detail):
+        return True
+    if read.admiring:
+        # "Shorter, good", "bullets are great": the change worked; keep it
+        kept = cue.ask if cue.ask and family == cue.fault and cue.kind != "fault" else family
+        reading.kept.append(Wish(kept, cue.aspect, read.text, cue.confidence))
+        return True
+    reading.wishes.append(
+        Wish(
+            family=family,
+            aspect=cue.aspect,
+            quote=_around(read.text, start, end),
+            confidence=cue.confidence,
+            detail=detail,
+            weak=weak or cue.weak,
+            asked=frame == "ask" and not _CAUSED.search(read.lowered[:start]),
+        )
+    )
+    return True
+
+
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_CONTRAST = re.compile(
-    r"\b(?:but|though|although|however|except|apart from|only thing|one (?:tiny |small |little )?"
-    r"thing|just one|if only|wish|could|should|would|too|not enough|needs?|please|missing|"
-    r"not|n't)\b(?! bad)|'"
-)
 
 
 def _sentences(text: str) -> list[str]:
@@ -1797,21 +651,6 @@ def _is_praise(sentence: str) -> bool:
     )
 
 
-# Words of approval a clause may rest on ("works", "keep them"), and words that make a clause a
-# request or a complaint whatever else it says ("still", "please", "maybe", a negation).
-_ADMIRE = re.compile(
-    r"\b(?:good|great|nice|love[ds]?|loving|perfect|excellent|works?|helpful|useful|helps|"
-    r"spot[- ]on|much better|better|brilliant|thanks?|thank you|appreciated|perfectly|suits?|"
-    r"suited|just right|well judged|well pitched|nailed|reads well|works well|(?:is|are|'s) "
-    r"(?:fine|ok|okay|all right|alright))\b"
-    r"|\bkeep (?:them|it|this|that|those|these|the \w+)\s*$"
-)
-_NOT_ADMIRING = re.compile(
-    r"\b(?:still|even|too|please|could|would|should|can you|next time|need|needs|want|wanted|"
-    r"try|give|make|maybe|perhaps|a touch|a bit|a little|slightly|not|no|never|without|"
-    r"missing|where|why|what|but|though|only|enough|more of|less of|yet|again|if|i'd love|"
-    r"would love)\b|n't\b|\?"
-)
 MAX_ADMIRED_WORDS = 3
 
 
@@ -1851,46 +690,6 @@ def _is_format_word(topic: str) -> bool:
     return bool(re.match(r"^(?:the )?(?:bullets?|tables?|headings?|lists?|it|this|that)$", topic))
 
 
-_FOCUS = re.compile(
-    r"\b(?:focus(?:ed)?|concentrate|stick|keep (?:it|the answer|this))\s+(?:more |only )?"
-    r"(?:on|to)\s+(?!\d|(?:one|two|three|four|five|six|seven|eight|nine|ten) |what's|what is|"
-    r"the (?:data|facts|numbers|documents?|sources?|brief|spec))"
-    r"(?P<topic>[\w' -]+)"
-    r"|\b(?:only|just) (?:talk|write|care|tell me) about (?P<topic2>[\w' -]+)"
-    r"|\b(?:what|all) I (?:need|want|care about) is (?P<topic3>[\w' -]+)"
-    r"|\bwhat I (?:asked|wanted|needed)(?: for| about)? (?:was|is) (?P<topic5>[\w' -]+)"
-    r"|\b(?:needs?|want|wants) to know (?P<topic6>(?:what|how|which|when|whether)[\w' -]+)"
-    r"|\bI (?:need|want) (?P<topic7>[\w' -]+?),? (?:and )?(?:nothing else|only that|just that)\b"
-    r"|\b(?:keep|stay|stick) (?:to|with|on) (?!what's|what is|the (?:data|facts|numbers|documents?|"
-    r"sources?|brief|spec|word))(?P<topic4>[\w' -]+)",
-    re.I,
-)
-_AVOID = re.compile(
-    r"\b(?:stop|quit|no more|less) (?:talking|going on|writing|rambling)? ?(?:about|on) "
-    r"(?P<topic>[\w' -]+)|\b(?:stop|quit|no more) (?:explaining|describing|discussing|going over|"
-    r"recapping) (?P<topic4>[\w' -]+)|\bnobody asked (?:about|for) (?P<topic2>[\w' -]+)"
-    r"|\b(?:skip|drop|cut) the (?P<topic3>[\w' -]+?) (?:part|section|bit|history|background)\b"
-    r"|\benough (?:about|of|with) (?P<topic7>[\w' -]+)"
-    r"|\bgot (?:\w+ )?(?:paragraphs|pages|lines|sentences) (?:on|about) (?P<topic8>[\w' -]+)"
-    r"|\b(?:half|most|much) (?:of )?the (?:answer|reply|response|text) (?:is|was) (?:about )?"
-    r"(?P<topic5>[\w' -]+)|\bspent (?:most|half|much) of the (?:answer|reply|time) "
-    r"(?P<topic6>[\w' -]+)",
-    re.I,
-)
-
-
-# A trade: less of one thing for more of another ("less throat-clearing, more on the costs")
-_TRADE = re.compile(
-    r"\b(?:less|fewer|skip|drop|cut|lose|ditch|no more|not so much|instead of|rather than)\s+"
-    r"(?:the\s+|all the\s+|of the\s+)?(?P<off>[a-z][\w' -]{2,40}?)(?:\s+(?:at|in) the "
-    r"(?:start|beginning|top|intro\w*))?\s*(?:,|;|:|-|and|but|then|so)\s*(?:give me |add |"
-    r"put |and |i want |i'd like |i need |we need |we want |i'd rather have |let's have )?"
-    r"(?:a lot |much |far |way )?more (?:on|about) (?P<on>[a-z][\w' -]{2,40})"
-    r"|\bmore (?:on|about) (?P<on2>[a-z][\w' -]{2,40}?)\s*(?:,|;|and|but)\s*(?:a lot |much |far "
-    r")?(?:less|fewer|no more|not so much) (?:on |about )?(?:the )?(?P<off2>[a-z][\w' -]{2,40})"
-)
-
-
 def _trade(sentence: str) -> Wish | None:
     """Less of one thing for more of another: a change of focus, not a longer answer."""
     trade = _TRADE.search(sentence.lower())
@@ -1917,51 +716,13 @@ def _focus(clause: str) -> Wish | None:
     return Wish("focus", "focus", clause, 0.85, detail=detail or None)
 
 
-_ACTION = (
-    r"(?:mention|include|add|explain|state|name|list|give|show|describe|compare|cover|note|"
-    r"flag|highlight|quote|spell out|define|attach|address|thank|ask|offer|suggest|recommend|"
-    r"avoid|remove|drop|use|refer to|point out|acknowledge|apologi[sz]e|remind|warn|check|"
-    r"confirm|specify|clarify|summari[sz]e|translate|sign off|keep)"
-)
-_REQUEST = re.compile(
-    rf"^(?:please,?\s+|could you\s+(?:please\s+)?|can you\s+(?:please\s+)?|"
-    rf"(?:i|we)\s+(?:need|want|would like|'d like|expect)\s+you\s+to\s+|"
-    rf"(?:always|never)\s+|next time,?\s+)?(?P<verb>{_ACTION})\b(?P<rest>[^?]*)$",
-    re.I,
-)
-_WISH_FOR = re.compile(
-    r"^(?:i|we)\s+(?:need|want|would like|'d like|wanted|needed|was hoping for|expected)\s+"
-    r"(?P<rest>(?:a|an|the|some|more)\s+[\w' ,-]+)$"
-    r"|^(?P<rest2>(?:a|an|the)\s+[\w' -]+?)\s+would\s+(?:make it|help|be)\s+(?:\w+\s+)?"
-    r"(?:easier|better|clearer|more useful|helpful|nice)\b",
-    re.I,
-)
 MAX_REQUEST_WORDS = 20
-# Requests about what the agent may do, not about its answer: never written into a prompt
-_OFF_LIMITS = re.compile(
-    r"\b(?:add|give|grant|enable|allow|install|remove|drop|disable|change|lift|raise|turn off|"
-    r"ignore|bypass|override|reveal|show|print|share|create|delete|wipe|download|upload|run|"
-    r"execute|connect)\b[^.;]{0,60}?\b(?:tools?|shell|terminal|command[- ]line|bash|"
-    r"file ?system|files?|folders?|director(?:y|ies)|permissions?|access|sudo|root|admin\w*|"
-    r"credentials?|passwords?|api[- ]?keys?|tokens?|secrets?|constraints?|limits?|"
-    r"system prompt|your (?:own )?(?:prompt|instructions|rules|settings|config\w*|role)|"
-    r"internet|network|database)\b"
-    r"|\b(?:run|execute)\b[^.;]{0,30}\b(?:code|commands?|scripts?|programs?|binaries)\b",
-    re.I,
-)
 
 
 def off_limits(text: str) -> bool:
     """Whether a reviewer's request is about the agent's tools, permissions, constraints,
     credentials, role or system rather than its answer: such a request is never applied."""
     return bool(_OFF_LIMITS.search(text))
-
-
-_KEEP_AS_IS = re.compile(
-    r"^\s*(?:it|this|that|them|these|those|everything|all|it all|(?:it|this) up|going|at it)"
-    r"(?:\s+(?:as is|as it is|the same|up|coming|going|like this|like that|that way))?\s*$",
-    re.I,
-)
 
 
 def _request(clause: str) -> str | None:
@@ -1996,7 +757,7 @@ def _request(clause: str) -> str | None:
 
 def _read_sentiment(clause: str, reading: Reading) -> None:
     lowered = clause.lower()
-    aspect = next((a for p, a in _ASPECT_NOUNS if re.search(p, lowered)), "overall")
+    aspect = next((a for p, a in _ASPECT_NOUNS if p.search(lowered)), "overall")
     negated_praise = re.search(
         r"\bnot (?:so |very |that |really )?(?:good|great|helpful|clear)\b", lowered
     )
@@ -2009,7 +770,7 @@ def _read_sentiment(clause: str, reading: Reading) -> None:
 
 def _read_tools(text: str, reading: Reading) -> None:
     lowered = text.lower()
-    mention = _TOOL_REPEATED.search(lowered) or re.search(_TOOL, lowered)
+    mention = _TOOL_REPEATED.search(lowered) or _TOOL.search(lowered)
     if not mention:
         return
     over = _TOOL_OVERUSE.search(lowered)

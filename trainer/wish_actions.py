@@ -20,17 +20,16 @@ nouns.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from pathlib import Path
 
 from domain.change_families import aspect_of
 from domain.trainer import Amount
+from trainer import cue_tables
 from trainer.wish import Wish
 
-ACTIONS = Path(__file__).parent / "cues" / "actions"
+ACTIONS = cue_tables.ACTIONS
 TAKEBACK_CONFIDENCE = 0.9
 NEGATION = re.compile(
     r"\b(?:don't|do not|dont|never|not|no need to|shouldn't|mustn't|nicht|ne|pas|no|non|niet|"
@@ -64,7 +63,7 @@ def action_cues() -> tuple[ActionCues, ...]:
     """Every language's action vocabulary, English first."""
     found = []
     for path in sorted(ACTIONS.glob("*.json"), key=lambda p: (p.stem != "en", p.stem)):
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = cue_tables.action_file(path)
         bounded = data.get("word_boundaries", True)
         nouns = {
             family: pattern
