@@ -6,9 +6,9 @@ root's) for the replay test.
 Runs one lineage through two scored cycles (with rejected signals, among them one whose
 payload cannot be read and one of a name the lineage does not know, a directive, a correction
 of a reading that runs cycle 2 again, a lock and an unlock) on a throwaway dev server and
-writes tests/histories/<name>.json (default lineage-two-cycles). Before the first release nothing runs in production: when the workflow
-changes on purpose, record the histories again (docs/architecture.md has the policy from the
-first release on).
+writes tests/histories/<name>.json (default lineage-two-cycles). Before the first release
+nothing runs in production: when the workflow changes on purpose, record the histories again
+(docs/architecture.md has the policy from the first release on).
 """
 
 from __future__ import annotations
