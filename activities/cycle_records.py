@@ -14,6 +14,7 @@ from domain.cycle_decision import CycleDecision
 from domain.lineage import CycleStepInput, CycleStepResult, QueuedCorrection
 from domain.trainer import Directives, EvolutionTrigger
 from store import Store
+from trainer import cycle_step
 
 
 class RecordCycleStepInput(BaseModel):
@@ -154,8 +155,8 @@ class CycleRecordActivities:
         result = CycleStepResult(
             agent=inp.current,
             asked_for=step.asked_for,
-            summary=decision.summary,
-            reading=decision.reading,
+            summary=f"corrected: {decision.summary}",
+            reading=f"{decision.reading}; corrected by {correction.rater}",
             wants=decision.wants,
             training_error=decision.training_error,
         )
@@ -166,6 +167,14 @@ class CycleRecordActivities:
         current = self.store.queries.agent_definition(inp.current)
         if _same_agent(taken.agent, current):
             return result
+        # the versions it names are the lineage's, not those of the step taken again
+        made = cycle_step.summary(taken, inp.current.version)
+        if not taken.changed:
+            made = (
+                f"v{inp.current.version}→v{inp.current.version + 1}: back to v{step.agent.version}"
+                ", the corrected reading asking for no change"
+            )
+        result = result.model_copy(update={"summary": f"corrected: {made}"})
         evolution_id = f"{step.lineage_id}:evolution:v{inp.current.version}"
         agent = self.store.recorder.record_evolution(
             session_id=step.session_id,

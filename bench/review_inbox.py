@@ -40,12 +40,16 @@ from worker import build_worker
 async def review_screenshot(
     client: Any, server: ReviewServer, browser: webdriver.Chrome, queue: str, out: Path
 ) -> None:
-    """Two lineages, one evolved by a comment and awaiting its next score: the review screen."""
+    """Two lineages: A evolved by a comment, its reading said back with the chips to correct
+    it; B's comment misread and corrected, its cycle run again. The review screen."""
     spec = make_spec(labels=("A", "B"))
     a, b = await start_session(client, spec, queue)
     await asyncio.gather(await_output(a, 1), await_output(b, 1))
     await a.signal("score", {"score": 3, "comment": "Way too long, wanted quick bullets"})
-    await await_output(a, 2)
+    await b.signal("score", {"score": 4, "comment": "This sounds like a legal disclaimer."})
+    await asyncio.gather(await_output(a, 2), await_output(b, 2))
+    await b.execute_update("correct_reading", {"wants": ["warmer"], "rater": "ana"})
+    await await_output(b, 2)
     await asyncio.to_thread(browser.set_window_size, 1400, 1500)
     await asyncio.to_thread(browser.get, f"{server.url}/sessions/{spec.session_id}")
     await asyncio.to_thread(
@@ -92,6 +96,9 @@ async def main(lineages: int, scores: int, screenshots: Path | None) -> None:
                 )
                 await asyncio.to_thread(browser.save_screenshot, str(screenshots / "inbox.png"))
             session_url = f"{server.url}/sessions/{first_session.session_id}"
+            await asyncio.to_thread(browser.get, session_url)
+            # a returning rater: the name is remembered, the score field has the focus
+            await asyncio.to_thread(browser.execute_script, "localStorage.setItem('rater', 'ana');")
             await asyncio.to_thread(browser.get, session_url)
             latencies = []
             for label in first_session.lineages[:scores]:

@@ -64,6 +64,8 @@ async def test_a_misread_comment_is_corrected_from_the_cli_and_the_cycle_runs_ag
         corrected = await wait_for_state(handle, lambda s: awaiting(2)(s) and s.agent_version == 3)
         assert corrected.last_wants == ["warmer"]
         assert corrected.last_reading.startswith("Read as: warmer")
+        assert corrected.last_reading.endswith("; corrected by ana")
+        assert corrected.last_evolution.startswith("corrected: v2→v3: ")
 
         # sent again (a double click): the same correction, nothing made twice
         again = await handle.execute_update(
