@@ -300,7 +300,11 @@ async def test_a_rater_corrects_a_reading_from_the_keyboard_and_sees_the_cycle_r
             browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
         )
         assert "Read as: hedge" in said  # not what the rater meant: they wanted warmth
-        await until(browser, f"{card(a)}.querySelector('header').dataset.cycle == '2'")
+        await until(
+            browser,
+            f"{card(a)}.querySelector('header').dataset.cycle == '2'"
+            f" && {card(a)}.querySelector('header').dataset.status == 'awaiting_score'",
+        )
         misread_output = await on(
             browser,
             browser.execute_script,

@@ -89,7 +89,17 @@ if (rater && !raterName() && scoreInputs.length) {
 async function refreshCard(body) {
   const response = await fetch(body.dataset.card);
   if (!response.ok) return;
+  // a correction being edited (and the focus in it) survives the refresh: the rater's chips
+  // are theirs until sent
+  const form = body.querySelector("form.correct");
+  const focused = form && form.contains(document.activeElement) ? document.activeElement : null;
+  const editing = form && (focused || form.classList.contains("edited")) ? form : null;
   body.innerHTML = await response.text();
+  const fresh = body.querySelector("form.correct");
+  if (editing && fresh) {
+    fresh.replaceWith(editing);
+    if (focused) focused.focus();
+  }
   const header = body.querySelector("header");
   const cycle = body.closest(".card").querySelector("input[name=cycle]");
   if (header && cycle) cycle.value = header.dataset.cycle;
@@ -149,6 +159,7 @@ function addWant(form) {
 document.addEventListener("click", (event) => {
   const form = event.target.closest("form.correct");
   if (!form) return;
+  form.classList.add("edited");
   const chip = event.target.closest(".chip");
   if (chip) {
     const next = chip.nextElementSibling || form.querySelector(".pick-action");
@@ -163,9 +174,12 @@ document.addEventListener("keydown", (event) => {
     event.preventDefault();  // Enter in the amount adds the wish; the button sends them
     addWant(event.target.closest("form.correct"));
   }
+  const form = event.target.closest && event.target.closest("form.correct");
+  if (form) form.classList.add("edited");
 });
-document.addEventListener("submit", (event) => {
+document.addEventListener("submit", async (event) => {
   if (!event.target.matches("form.correct")) return;
   event.preventDefault();
-  send(event.target);
+  await send(event.target);
+  event.target.classList.remove("edited");  // sent: the next refresh shows the new reading
 });
