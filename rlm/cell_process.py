@@ -278,11 +278,9 @@ def _sandbox_hint(exc: BaseException, limits: dict[str, Any]) -> str:
     return ""
 
 
-def main() -> None:
-    rfd, wfd = int(sys.argv[1]), int(sys.argv[2])
-    host = Host(rfd, wfd)
-    job = json.loads(host.inbox.readline())
-    limits = job["limits"]
+def _guard(limits: dict[str, Any], workdir: str) -> None:
+    """Bound the process (memory, CPU, file size, processes) and install the audit hook; from
+    here on the process may read only the interpreter's files and write only ``workdir``."""
     memory = limits["memory_bytes"]
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     cpu = limits["cpu_seconds"]
@@ -291,10 +289,52 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
     if limits["processes"] is not None:  # counted in the sandbox's own user namespace
         resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
-    os.chdir(job["workdir"])
+    os.chdir(workdir)
     readable = [sys.prefix, sys.base_prefix, sys.exec_prefix, "/dev/null", "/dev/urandom"]
     readable += [p for p in sys.path if p]
-    sys.addaudithook(Guard(job["workdir"], readable))
+    sys.addaudithook(Guard(workdir, readable))
+
+
+def _cell_error(exc: BaseException, limits: dict[str, Any]) -> str:
+    """The cell's error in one line for the model: its type, the cell's line it came from
+    (frames of this file are not the model's), and which sandbox bound it met, if one."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    cell_frames = [f for f in frames if f.filename == "<cell>"]
+    where = f" (line {cell_frames[-1].lineno})" if cell_frames else ""
+    return f"{type(exc).__name__}{where}: {exc}{_sandbox_hint(exc, limits)}"
+
+
+def _kept_namespace(namespace: dict[str, Any], limit: int) -> tuple[bytes, list[str]]:
+    """(snapshot, dropped names) of the namespace the next cell starts from; one too large to
+    make or over ``limit`` bytes is dropped whole, and the note says so."""
+    try:
+        data, dropped = snapshot(namespace)
+    except MemoryError:
+        data, dropped = b"", ["(the namespace: too large to keep)"]
+    if len(data) > limit:
+        data, dropped = b"", [f"(the namespace: {len(data) // 2**20} MB, over the limit)"]
+    return data, dropped
+
+
+def _final_value(final: dict[str, Any], limit: int) -> tuple[Any, bool, str | None]:
+    """(value, set, error): what the cell gave FINAL_VAR; one over ``limit`` bytes of JSON is
+    not sent back, and the error (which replaces the cell's own) tells the model what to do."""
+    value, final_set = final.get("value"), "value" in final
+    if final_set and len(json.dumps(value, default=str)) > limit:
+        too_large = (
+            f"ResultTooLarge: FINAL_VAR's value is over {limit // 1024} KB. "
+            "Return a summary, or store.create the data and return its id"
+        )
+        return None, False, too_large
+    return value, final_set, None
+
+
+def main() -> None:
+    rfd, wfd = int(sys.argv[1]), int(sys.argv[2])
+    host = Host(rfd, wfd)
+    job = json.loads(host.inbox.readline())
+    limits = job["limits"]
+    _guard(limits, job["workdir"])
 
     out = io.StringIO()
     bounds = job["bounds"]
@@ -363,24 +403,10 @@ def main() -> None:
     except Suspend:
         return
     except BaseException as exc:  # the cell's error goes back to the model
-        frames = traceback.extract_tb(exc.__traceback__)
-        cell_frames = [f for f in frames if f.filename == "<cell>"]
-        where = f" (line {cell_frames[-1].lineno})" if cell_frames else ""
-        error = f"{type(exc).__name__}{where}: {exc}{_sandbox_hint(exc, limits)}"
-    bounds = job["bounds"]
-    try:
-        data, dropped = snapshot(namespace)
-    except MemoryError:
-        data, dropped = b"", ["(the namespace: too large to keep)"]
-    if len(data) > bounds["snapshot_bytes"]:
-        data, dropped = b"", [f"(the namespace: {len(data) // 2**20} MB, over the limit)"]
-    value, final_set = final.get("value"), "value" in final
-    if final_set and len(json.dumps(value, default=str)) > bounds["final_bytes"]:
-        value, final_set = None, False
-        error = (
-            f"ResultTooLarge: FINAL_VAR's value is over {bounds['final_bytes'] // 1024} KB. "
-            "Return a summary, or store.create the data and return its id"
-        )
+        error = _cell_error(exc, limits)
+    data, dropped = _kept_namespace(namespace, bounds["snapshot_bytes"])
+    value, final_set, too_large = _final_value(final, bounds["final_bytes"])
+    error = too_large or error
     printed = out.getvalue()
     host.send(
         {

@@ -172,7 +172,35 @@ def plan(
                 commit=prefix,
             )
         )
-    for i, link in enumerate(commit.links):
+    objects += _link_objects(commit.links, resolve, prefix, worker)
+    proposals = []
+    for i, update in enumerate(commit.proposes_updates):
+        target = resolve(update.target_id, f"proposes_updates[{i}].target_id")
+        if target:
+            proposals.append(
+                (f"{prefix}/proposal{i}", update.model_copy(update={"target_id": target}))
+            )
+    if errors:
+        raise CommitError(errors)
+    return CommitPlan(
+        key=prefix,
+        fingerprint=commit.fingerprint(),
+        objects=objects,
+        children=_children(objects),
+        proposals=proposals,
+    )
+
+
+Resolve = Callable[[str, str], str | None]  # (reference, where it stands) → global id
+
+
+def _link_objects(
+    links: list[CommitLink], resolve: Resolve, prefix: str, worker: str | None
+) -> list[StoreObject]:
+    """A link object for each link whose two ends resolve (an unresolved end is an error
+    ``resolve`` has recorded), as a child of its source."""
+    objects: list[StoreObject] = []
+    for i, link in enumerate(links):
         src, dst = resolve(link.src, f"links[{i}].src"), resolve(link.dst, f"links[{i}].dst")
         if src and dst:
             objects.append(
@@ -187,15 +215,12 @@ def plan(
                     commit=prefix,
                 )
             )
-    proposals = []
-    for i, update in enumerate(commit.proposes_updates):
-        target = resolve(update.target_id, f"proposes_updates[{i}].target_id")
-        if target:
-            proposals.append(
-                (f"{prefix}/proposal{i}", update.model_copy(update={"target_id": target}))
-            )
-    if errors:
-        raise CommitError(errors)
+    return objects
+
+
+def _children(objects: list[StoreObject]) -> dict[str, list[str]]:
+    """Existing object id → the ids of the new objects under it; a parent new in this commit
+    has its new children listed on its own object instead."""
     new_ids = {o.id for o in objects}
     children: dict[str, list[str]] = {}
     for obj in objects:
@@ -204,10 +229,4 @@ def plan(
                 next(o for o in objects if o.id == parent).children.append(obj.id)
             else:
                 children.setdefault(parent, []).append(obj.id)
-    return CommitPlan(
-        key=prefix,
-        fingerprint=commit.fingerprint(),
-        objects=objects,
-        children=children,
-        proposals=proposals,
-    )
+    return children

@@ -233,6 +233,59 @@ def training_data_cli(
     )
 
 
+def starter_cli(*args: str, temporal_address: str, database_url: str, columns: int = 250) -> str:
+    """`training-camp …` as a user runs it; its output (it must succeed)."""
+    result = subprocess.run(
+        [sys.executable, "starter.py", *args],
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            "PATH": os.environ["PATH"],
+            "COLUMNS": str(columns),
+            "TEMPORAL_ADDRESS": temporal_address,
+            "TRAINING_CAMP_DATABASE_URL": database_url,
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def threaded_starter_cli(temporal_address: str, database_url: str) -> Callable[..., Awaitable[str]]:
+    """``starter_cli`` on one dev server and store, run in a thread: the test's worker keeps
+    running on the event loop while the command waits on it."""
+
+    async def cli(*args: str) -> str:
+        return await asyncio.to_thread(
+            starter_cli, *args, temporal_address=temporal_address, database_url=database_url
+        )
+
+    return cli
+
+
+def lineage_state(**changes: object) -> LineageState:
+    """A lineage awaiting its first score, with ``changes``: what the demo's screen is fed."""
+    base = LineageState(
+        session_id="s",
+        lineage_id="s-A",
+        label="A",
+        cycle=1,
+        status="awaiting_score",
+        agent_version=1,
+        locked=False,
+        latest_output_preview="first line\nsecond line",
+        latest_output_words=4,
+        last_evolution=None,
+        score_history=[],
+        queued_scores=0,
+        sticky_directives=[],
+        oneshot_directives=[],
+        rejected_feedback=0,
+    )
+    return base.model_copy(update=changes)
+
+
 async def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
     """Wait until ``check()`` holds, e.g. for a store write made by an activity still running."""
     deadline = asyncio.get_running_loop().time() + timeout

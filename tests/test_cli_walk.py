@@ -6,38 +6,20 @@ the words the `state` query uses."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from client import start_session
-from tests.conftest import awaiting, make_spec, training_data_cli, wait_for_state
+from tests.conftest import (
+    awaiting,
+    make_spec,
+    threaded_starter_cli,
+    training_data_cli,
+    wait_for_state,
+)
 
-ROOT = Path(__file__).parent.parent
 QUESTIONS = [
     "Explain the four-day work week for small software teams.",
     "Explain code review for a team of three.",
 ]
-
-
-def starter_cli(*args: str, temporal_address: str, database_url: str) -> str:
-    """`training-camp …` as a user runs it; its output (it must succeed)."""
-    result = subprocess.run(
-        [sys.executable, "starter.py", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            "PATH": os.environ["PATH"],
-            "COLUMNS": "250",
-            "TEMPORAL_ADDRESS": temporal_address,
-            "TRAINING_CAMP_DATABASE_URL": database_url,
-        },
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 async def test_the_cli_shows_each_cycles_question_names_parameters_and_agrees_with_state(
@@ -45,14 +27,7 @@ async def test_the_cli_shows_each_cycles_question_names_parameters_and_agrees_wi
 ):
     spec = make_spec(inputs=QUESTIONS)
     lineage = spec.lineage_id("A")
-
-    async def cli(*args: str) -> str:
-        return await asyncio.to_thread(
-            starter_cli,
-            *args,
-            temporal_address=temporal_address,
-            database_url=settings.database_url,
-        )
+    cli = threaded_starter_cli(temporal_address, settings.database_url)
 
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)

@@ -13,8 +13,13 @@ from temporalio.client import WorkflowUpdateFailedError
 
 from client import start_session
 from domain.agent import AgentRef
-from tests.conftest import awaiting, make_spec, training_data_cli, wait_for_state
-from tests.test_cli_walk import starter_cli
+from tests.conftest import (
+    awaiting,
+    make_spec,
+    threaded_starter_cli,
+    training_data_cli,
+    wait_for_state,
+)
 from workflows.lineage import LineageWorkflow
 
 QUESTIONS = [
@@ -32,14 +37,7 @@ async def test_a_misread_comment_is_corrected_from_the_cli_and_the_cycle_runs_ag
 ):
     spec = make_spec(inputs=QUESTIONS)
     lineage = spec.lineage_id("A")
-
-    async def cli(*args: str) -> str:
-        return await asyncio.to_thread(
-            starter_cli,
-            *args,
-            temporal_address=temporal_address,
-            database_url=settings.database_url,
-        )
+    cli = threaded_starter_cli(temporal_address, settings.database_url)
 
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)

@@ -17,9 +17,8 @@ import psutil
 
 from demo.session import STOP_SECONDS
 from demo.watch import changes
-from domain.lineage import LineageState
 from services.dev_server import port_open
-from tests.conftest import temporal_cli
+from tests.conftest import lineage_state, temporal_cli
 
 ROOT = Path(__file__).parent.parent
 # The demo's dispositions are set here, not inherited from whatever runs the suite (a suite run
@@ -191,35 +190,14 @@ async def test_a_background_demo_stops_on_sigterm_and_when_its_server_dies(tmp_p
         assert "Traceback" not in demo.output, demo.output
 
 
-def _state(**changes: object) -> LineageState:
-    base = LineageState(
-        session_id="s",
-        lineage_id="s-A",
-        label="A",
-        cycle=1,
-        status="awaiting_score",
-        agent_version=1,
-        locked=False,
-        latest_output_preview="first line\nsecond line",
-        latest_output_words=4,
-        last_evolution=None,
-        score_history=[],
-        queued_scores=0,
-        sticky_directives=[],
-        oneshot_directives=[],
-        rejected_feedback=0,
-    )
-    return base.model_copy(update=changes)
-
-
 def test_the_demo_screen_shows_each_change_once():
     """What `make run` prints between two looks at a lineage: five rejections sent within a
     second are five lines; an accepted directive, a lock and an unlock are shown; an output is
     shown once for its cycle, not again when something else changes."""
-    first = _state()
+    first = lineage_state()
     shown = changes(None, first)
     assert sum("│" in line for line in shown) == 2  # the output, once
-    burst = _state(
+    burst = lineage_state(
         rejected_feedback=5,
         recent_rejections=[f"score: Input should be ≤ 10 (got {n})" for n in range(11, 16)],
         sticky_directives=["Be brief."],
@@ -230,5 +208,5 @@ def test_the_demo_screen_shows_each_change_once():
     assert any("sticky directive accepted:[/cyan] Be brief." in line for line in lines)
     assert any("locked" in line for line in lines)
     assert not any("│" in line for line in lines)  # the same output is not printed again
-    assert any("unlocked" in line for line in changes(burst, _state(locked=False)))
+    assert any("unlocked" in line for line in changes(burst, lineage_state(locked=False)))
     assert changes(burst, burst) == []

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from sqlmodel import select
@@ -22,6 +18,7 @@ from tests.conftest import (
     awaiting,
     eventually,
     make_spec,
+    starter_cli,
     steps_run,
     temporal_cli,
     wait_for_state,
@@ -329,22 +326,11 @@ async def test_waiting_for_outputs_never_locks_out_scoring(client, settings, run
 
 def inbox_cli(temporal_address: str, database_url: str) -> list[tuple[str, int]]:
     """`training-camp inbox` as a user runs it: (workflow id, cycle) of each row, in order."""
-    result = subprocess.run(
-        [sys.executable, "starter.py", "inbox"],
-        cwd=Path(__file__).parent.parent,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            "PATH": os.environ["PATH"],
-            "COLUMNS": "200",
-            "TEMPORAL_ADDRESS": temporal_address,
-            "TRAINING_CAMP_DATABASE_URL": database_url,
-        },
+    shown = starter_cli(
+        "inbox", temporal_address=temporal_address, database_url=database_url, columns=200
     )
-    assert result.returncode == 0, result.stderr
     rows = []
-    for line in result.stdout.splitlines():
+    for line in shown.splitlines():
         cells = [c.strip() for c in line.strip("│┃ ").split("│")]
         if len(cells) == 5 and cells[0].startswith("lineage-"):
             rows.append((cells[0], int(cells[1])))

@@ -29,9 +29,8 @@ from rich.console import Console
 
 from client import start_session
 from demo.watch import changes
-from domain.lineage import LineageState
 from domain.spec import parse_spec
-from tests.conftest import ESSAY_PROMPT, awaiting, wait_for_state
+from tests.conftest import ESSAY_PROMPT, awaiting, lineage_state, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text_message
 
 ROOT = Path(__file__).parent.parent
@@ -191,23 +190,7 @@ async def test_an_id_typed_with_markup_and_escapes_is_one_line_of_data(tmp_path)
 def test_the_demo_watch_prints_a_lineage_state_as_data():
     """The demo's running account (its other parts start a dev server: tests/
     test_demo_command.py) prints outputs, directives, evolutions and rejections from `state`."""
-    before = LineageState(
-        session_id="s",
-        lineage_id="s-A",
-        label="A",
-        cycle=1,
-        status="awaiting_score",
-        agent_version=1,
-        locked=False,
-        latest_output_preview=None,
-        latest_output_words=0,
-        last_evolution=None,
-        score_history=[],
-        queued_scores=0,
-        sticky_directives=[],
-        oneshot_directives=[],
-        rejected_feedback=0,
-    )
+    before = lineage_state(latest_output_preview=None, latest_output_words=0)
     now = before.model_copy(
         update={
             "cycle": 2,

@@ -128,19 +128,7 @@ async def take(
         judged = outcome.cut_off(memory.pending, judged, memory.session_id)
 
     # 2. roll back what the reviewer refuted
-    refuted = [
-        v.family or v.aspect
-        for v in (judged.verdict.aspects if judged and memory.rollback_refuted else [])
-        if v.verdict == "refuted"
-    ]
-    undo = [
-        inverse(c)
-        for c in reversed(memory.pending.changes if memory.pending else [])
-        if c.want in refuted
-    ]
-    base = _applied(agent, undo)
-    if len(undo) and base is agent:
-        undo, refuted = [], []  # the agent moved on since: nothing left to undo
+    refuted, undo, base = _roll_back(agent, memory, judged)
     report: list[str] = []
     # 2b. take back what the reviewer takes back, at any age: the instructions its family put
     # there; a family nothing carries is refused instead ("lose the bullets" → prose)
@@ -211,32 +199,15 @@ async def take(
             f"After strengthening {', '.join(strengthened)} the reviewer will stop asking for it."
         )
     report += [n for n in plan.notes if n.startswith(("skipped", "refused"))]
-    for request in read.refused:
-        report.append(
-            f"refused {preview_of(request, EXCERPT_CHARS)!r}: it asks to change what the agent "
-            "may do (its tools, permissions or system), not its answer; only the agent's owner "
-            "changes those"
-        )
+    report += [_refusal(request) for request in read.refused]
     if backend.hands_over and analysis.read_by == "claude":
         report.append("read by Claude: the rules engine could not act on this comment")
     understood = wished or approved or taken_back or read.adversarial or read.refused
     if not understood and score < NOT_UNDERSTOOD_BELOW and read.comment:
-        language = read.comment_language
-        if language and language not in comment_languages.covered():
-            why = (
-                f"written in {language}, which the rules engine does not read (it reads "
-                f"English, {', '.join(comment_languages.covered())})"
-            )
-        else:
-            why = "the rules engine found nothing in it to act on"
-        report.append(
-            f"not understood: {preview_of(read.comment, EXCERPT_CHARS)!r}: {why}; rephrase, or "
-            "let the Claude trainer read it"
-        )
-    asked_for = [f for f in memory.asked_for if f not in reversed_now]
-    for family in [w.family for w in wished if not w.weak] + [a for a in approved if a not in gone]:
-        if family not in asked_for and family not in ("custom", "focus"):
-            asked_for.append(family)
+        report.append(_not_understood(read.comment, read.comment_language))
+    asked_for = _asked_for(
+        memory.asked_for, reversed_now, wished, [a for a in approved if a not in gone]
+    )
     # the record keeps what the rater is told beside the planner's own notes
     plan.notes = [*plan.notes, *(r for r in report if r not in plan.notes)]
     return CycleStep(
@@ -334,6 +305,64 @@ def said_back(step: CycleStep) -> str:
     if missed:
         parts.append(f"not understood: {missed[0]}")
     return preview_of("; ".join(parts), SAID_BACK_CHARS)
+
+
+def _roll_back(
+    agent: AgentDefinition, memory: LineageMemory, judged: JudgedEvolution | None
+) -> tuple[list[str], list[EvolutionChange], AgentDefinition]:
+    """(refuted, undo, base): the families the verdict refuted (when the lineage rolls back),
+    the inverses of the pending changes that brought them, and the agent with those undone."""
+    refuted = [
+        v.family or v.aspect
+        for v in (judged.verdict.aspects if judged and memory.rollback_refuted else [])
+        if v.verdict == "refuted"
+    ]
+    undo = [
+        inverse(c)
+        for c in reversed(memory.pending.changes if memory.pending else [])
+        if c.want in refuted
+    ]
+    base = _applied(agent, undo)
+    if len(undo) and base is agent:
+        undo, refuted = [], []  # the agent moved on since: nothing left to undo
+    return refuted, undo, base
+
+
+def _refusal(request: str) -> str:
+    """The note for a request the trainer never acts on: it asks for more than the answer."""
+    return (
+        f"refused {preview_of(request, EXCERPT_CHARS)!r}: it asks to change what the agent "
+        "may do (its tools, permissions or system), not its answer; only the agent's owner "
+        "changes those"
+    )
+
+
+def _not_understood(comment: str, language: str | None) -> str:
+    """The note for a low score whose comment gave nothing to act on, with the likely cause
+    (a language the rules engine does not read), so the rater knows to rephrase."""
+    if language and language not in comment_languages.covered():
+        why = (
+            f"written in {language}, which the rules engine does not read (it reads "
+            f"English, {', '.join(comment_languages.covered())})"
+        )
+    else:
+        why = "the rules engine found nothing in it to act on"
+    return (
+        f"not understood: {preview_of(comment, EXCERPT_CHARS)!r}: {why}; rephrase, or "
+        "let the Claude trainer read it"
+    )
+
+
+def _asked_for(
+    before: list[str], reversed_now: set[str], wished: list[Wish], approved: list[str]
+) -> list[str]:
+    """The keep-list after this step: what was asked for and not reversed now, then each
+    family newly wished (firmly) or approved; custom and focus name no family to keep."""
+    asked_for = [f for f in before if f not in reversed_now]
+    for family in [w.family for w in wished if not w.weak] + approved:
+        if family not in asked_for and family not in ("custom", "focus"):
+            asked_for.append(family)
+    return asked_for
 
 
 def _output_words(spans: Sequence[SpanRecord]) -> int | None:
