@@ -5,6 +5,7 @@ read a lineage's state, and read its outputs and its prompt's provenance from a 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -146,6 +147,22 @@ async def correct_reading(
         cause = exc.cause
         reason = cause.message if isinstance(cause, ApplicationError) else str(cause)
         raise ValueError(reason) from None
+
+
+async def last_reading(settings: Settings, lineage: str, timeout: float = 3.0) -> str | None:
+    """How the lineage's last comment was read (its `state`), or None when Temporal does not
+    answer within ``timeout``: a caller reading the store need not depend on it."""
+
+    async def ask() -> str | None:
+        client = await connect(settings)
+        handle = client.get_workflow_handle(workflow_id(lineage.removeprefix("lineage-")))
+        state: LineageState = await handle.query(LineageWorkflow.state)
+        return state.last_reading
+
+    try:
+        return await asyncio.wait_for(ask(), timeout)
+    except (TimeoutError, RuntimeError, RPCError):
+        return None
 
 
 async def next_cycle(handle: LineageHandle) -> int:

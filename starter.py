@@ -1,10 +1,5 @@
-"""Start a Training Camp session (all its lineages) from a spec file, watch it, or run the demo.
-
-python starter.py start examples/essay-session.yaml   # against $TEMPORAL_ADDRESS
-python starter.py status examples/essay-session.yaml
-python starter.py inbox                                # outputs awaiting a score
-python starter.py demo examples/essay-session.yaml    # dev server + UI + worker + session
-"""
+"""The `training-camp` command: start a session from a spec file, watch it, score and correct
+from the command line, or run the demo (`training-camp --help` lists every command)."""
 
 from __future__ import annotations
 
@@ -19,6 +14,7 @@ from rich.table import Table
 from client import (
     connect,
     correct_reading,
+    last_reading,
     lineage_output,
     next_cycle,
     prompt_blame,
@@ -140,6 +136,9 @@ def output(
         highlight=False,
     )
     print(printable(found.text))
+    reading = None if cycle else asyncio.run(last_reading(Settings.from_env(), lineage))
+    if reading:  # said back; a misreading is corrected before the next score
+        console.print(f"\n{shown(reading)} (misread? `training-camp correct {shown(lineage)}`)")
 
 
 @app.command()

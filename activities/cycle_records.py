@@ -55,27 +55,13 @@ class CycleRecordActivities:
             outcome=(judged.evolution_id, judged.verdict) if judged else None,
             insights=judged.insights if judged else [],
         )
-        kept = CycleStepResult(
-            verdict=judged.verdict if judged else None,
-            agent=step.agent,
-            asked_for=step.asked_for,
-            summary=decision.summary,
-            reading=decision.reading,
-            wants=decision.wants,
-            training_error=decision.training_error,
+        kept = _unchanged(step, decision, step.agent).model_copy(
+            update={"verdict": judged.verdict if judged else None}
         )
         taken = decision.step
         if taken is None or decision.attempt_id is None:
             return kept  # locked, or the training failed: the version stays
-        trigger = EvolutionTrigger(
-            rollout_id=step.rollout_id,
-            attempt_id=decision.attempt_id,
-            artifact_id=step.artifact_id,
-            evaluation_id=step.evaluation_id,
-            score=step.score.score,
-            comment=step.score.comment,
-            directives=self._directives(step),
-        )
+        trigger = self._trigger(step, decision.attempt_id)
         try:
             return self._record_version(step, decision, trigger, kept)
         except Exception as error:
@@ -84,12 +70,21 @@ class CycleRecordActivities:
             # refused for good: the score stands, the lineage keeps its version and says why
             return kept.model_copy(update={"training_error": failure_reason(error)})
 
-    def _directives(self, step: CycleStepInput) -> Directives:
-        """The directives the step applied, read where the trainer read them."""
+    def _trigger(self, step: CycleStepInput, attempt_id: str) -> EvolutionTrigger:
+        """What set off a version: the scored output, the score, and the directives the step
+        applied (read where the trainer read them)."""
         sticky, oneshot = self.store.queries.step_directives(
             step.lineage_id, step.directives_through, step.oneshot_after
         )
-        return Directives(sticky=sticky, oneshot=oneshot)
+        return EvolutionTrigger(
+            rollout_id=step.rollout_id,
+            attempt_id=attempt_id,
+            artifact_id=step.artifact_id,
+            evaluation_id=step.evaluation_id,
+            score=step.score.score,
+            comment=step.score.comment,
+            directives=Directives(sticky=sticky, oneshot=oneshot),
+        )
 
     def _record_version(
         self,
@@ -152,13 +147,11 @@ class CycleRecordActivities:
                 cycle=step.cycle,
             )
         )
-        result = CycleStepResult(
-            agent=inp.current,
-            asked_for=step.asked_for,
-            summary=f"corrected: {decision.summary}",
-            reading=f"{decision.reading}; corrected by {correction.rater}",
-            wants=decision.wants,
-            training_error=decision.training_error,
+        result = _unchanged(step, decision, inp.current).model_copy(
+            update={
+                "summary": f"corrected: {decision.summary}",
+                "reading": f"{decision.reading}; corrected by {correction.rater}",
+            }
         )
         taken = decision.step
         if taken is None or decision.attempt_id is None:
@@ -182,15 +175,7 @@ class CycleRecordActivities:
             evolution_id=evolution_id,
             from_version=inp.current.version,
             new_agent=taken.agent.model_copy(update={"version": inp.current.version + 1}),
-            trigger=EvolutionTrigger(
-                rollout_id=step.rollout_id,
-                attempt_id=decision.attempt_id,
-                artifact_id=step.artifact_id,
-                evaluation_id=step.evaluation_id,
-                score=step.score.score,
-                comment=step.score.comment,
-                directives=self._directives(step),
-            ),
+            trigger=self._trigger(step, decision.attempt_id),
             analysis=taken.analysis,
             credit=taken.credit,
             plan=taken.plan,
@@ -201,6 +186,18 @@ class CycleRecordActivities:
         return result.model_copy(
             update={"agent": agent, "evolution_id": evolution_id if taken.new_changes else None}
         )
+
+
+def _unchanged(step: CycleStepInput, decision: CycleDecision, agent: AgentRef) -> CycleStepResult:
+    """What a step did when it leaves ``agent`` the version the lineage runs."""
+    return CycleStepResult(
+        agent=agent,
+        asked_for=step.asked_for,
+        summary=decision.summary,
+        reading=decision.reading,
+        wants=decision.wants,
+        training_error=decision.training_error,
+    )
 
 
 def _same_agent(a: AgentDefinition, b: AgentDefinition) -> bool:

@@ -64,6 +64,12 @@ async def test_a_misread_comment_is_corrected_from_the_cli_and_the_cycle_runs_ag
         assert corrected.last_reading.startswith("Read as: warmer")
         assert corrected.last_reading.endswith("; corrected by ana")
         assert corrected.last_evolution.startswith("corrected: v2→v3: ")
+        # `output` prints the output now awaiting a score, and how the comment was read
+        shown = (await cli("output", lineage)).splitlines()
+        assert shown[-1].startswith("Read as: warmer") and "corrected by ana" in shown[-1]
+        assert store.queries.artifact_text(store.queries.artifacts(lineage)[-1].id) in "\n".join(
+            shown
+        )
 
         # sent again (a double click): the same correction, nothing made twice
         again = await handle.execute_update(
