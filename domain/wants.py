@@ -16,7 +16,7 @@ from domain.trainer import WISH_ACTIONS, Amount, FeedbackAspect
 
 MAX_WANTS = 10
 MAX_WANT_CHARS = 60
-SHARES = {"half": 0.5, "third": 0.33, "quarter": 0.25, "two-thirds": 0.67}
+SHARES = {"half": 0.5, "third": 0.33, "quarter": 0.25, "two-thirds": 0.67, "three-quarters": 0.75}
 # families a want may name beyond the registry: a take-back of the last change
 EXTRA = ("undo",)
 # the counted unit of a family's count

@@ -34,6 +34,10 @@ def test_a_take_back_removes_what_the_family_put_there(comment: str, family: str
     assert read(comment)[family] == ("remove", None)
 
 
+def test_a_share_the_rater_took_off_their_own_text_asks_for_nothing() -> None:
+    assert read("I cut my own notes by half before the meeting; yours can stay.") == {}
+
+
 def test_a_removal_denied_keeps_the_family() -> None:
     assert read("Whatever you change, don't drop the comparison table.")["table"][0] == "keep"
 
@@ -48,6 +52,9 @@ def test_undo_names_the_last_change_whatever_it_was() -> None:
     [
         ("This could be half as long.", "shorter", "about half"),
         ("Trim it by a third.", "shorter", "about two thirds"),
+        # the share taken off, not the share left
+        ("Could the next one be a quarter shorter?", "shorter", "about three quarters"),
+        ("Could you cut this by a third?", "shorter", "about two thirds"),
         ("Include exactly two examples from retail.", "example", "two examples"),
         ("Close with a one-sentence wrap-up.", "summary_at_end", "one sentence"),
     ],

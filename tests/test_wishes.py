@@ -154,7 +154,9 @@ async def test_structured_wants_are_taken_as_given_and_bad_ones_refused(
     assert "Write warmly" in agent.system_prompt
     assert "example" not in agent.system_prompt.lower()
     assert "about" in agent.system_prompt and "words" in agent.system_prompt
-    assert state.last_reading.startswith("Read as: warmer ('wants warmer')")
+    # wants sent are said back as sent: nothing quoted from the comment, which is not read
+    assert state.last_reading.startswith("Read as: warmer, example, one example")
+    assert "see the chips" not in state.last_reading and "'wants" not in state.last_reading
     assert "taken back: example" in later.last_reading
     (first, _) = store.queries.evaluations(lineage)
     assert (first.score, first.comment) == (4, "see the chips")

@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from pydantic import BaseModel, Field, PrivateAttr
 
+from domain import wants
 from domain.agent import AgentDefinition, FlowStep
 from domain.change_families import contrary_of, opposite_of, working_against
 from domain.corrections import LabelledExample
@@ -285,6 +286,8 @@ def said_back(step: CycleStep) -> str:
         if not a.want:
             continue
         quote = preview_of(" ".join((a.quote or "").split()), SAID_QUOTE_CHARS)
+        if a.quote == f"wants {wants.render(a)}":
+            quote = ""  # sent as a want, not read from words: nothing to quote
         what = a.want + (f", {a.amount.says()}" if a.amount else "")
         said = f"{what} ({quote!r})" if quote else what
         if a.action == "remove":

@@ -237,6 +237,9 @@ _SHARE = [
                 r"(?:it|this|that)\b)"), 1 / 3),
     (re.compile(r"\bto (?:about |roughly |around )?(?:a |one )?third\b"), 1 / 3),
     (re.compile(r"\btwo[- ]thirds\b"), 2 / 3),
+    # "a third shorter", "a quarter less": the share taken off, not the share left
+    (re.compile(r"\b(?:a |one )?third (?:shorter|smaller|briefer|less)\b"), 2 / 3),
+    (re.compile(r"\b(?:a |one )?quarter (?:shorter|smaller|briefer|less)\b"), 3 / 4),
     (re.compile(r"\b(?:a |one )?quarter (?:as long|of (?:the|its|that|this) (?:length|size)|of "
                 r"(?:it|this|that)\b)"), 0.25),
     (re.compile(r"\bto (?:about |roughly |around )?(?:a |one )?quarter\b"), 0.25),
@@ -279,6 +282,10 @@ _COUNTED = {
 _SHARE_ALONE = re.compile(
     r"\b(?:half|(?:a |one )?third|(?:a |one )?quarter|two[- ]thirds)\b[^.;!?]{0,30}?\b(?:length|"
     r"as long|would do|will do|is enough|is plenty|would be (?:plenty|enough|ideal|fine|better))\b"
+    # the share taken off, asked ("cut it by a third", "could you trim it by half")
+    r"|(?:^|[,;:!?.]\s*|\b(?:please|you|just|and|then)\s+)"
+    r"(?:cut|trim|shorten|reduce|chop|slash)\b[^.;!?]{0,20}?\bby (?:about |roughly |around )?"
+    r"(?:half|(?:a |one )?third|(?:a |one )?quarter)\b"
 )
 
 
