@@ -147,10 +147,20 @@ class CycleRecordActivities:
                 cycle=step.cycle,
             )
         )
+        judged = decision.judged
+        if judged is not None:  # the verdict, as the corrected reading gives it
+            self.store.recorder.record_judgement(
+                session_id=step.session_id,
+                lineage_id=step.lineage_id,
+                key=f"{judged.evolution_id}:{correction.correction_id}",
+                evolution_id=judged.evolution_id,
+                outcome=judged.verdict,
+            )
         result = _unchanged(step, decision, inp.current).model_copy(
             update={
                 "summary": f"corrected: {decision.summary}",
                 "reading": f"{decision.reading}; corrected by {correction.rater}",
+                "verdict": judged.verdict if judged else None,
             }
         )
         taken = decision.step

@@ -64,6 +64,8 @@ async def test_a_misread_comment_is_corrected_from_the_cli_and_the_cycle_runs_ag
         assert corrected.last_reading.startswith("Read as: warmer")
         assert corrected.last_reading.endswith("; corrected by ana")
         assert corrected.last_evolution.startswith("corrected: v2→v3: ")
+        # the score judged no change (cycle 1 ran the first version): no verdict, before or after
+        assert misread.last_verdict is None and corrected.last_verdict is None
         # `output` prints the output now awaiting a score, and how the comment was read
         shown = (await cli("output", lineage)).splitlines()
         assert shown[-1].startswith("Read as: warmer") and "corrected by ana" in shown[-1]
@@ -139,3 +141,36 @@ async def test_a_correction_before_any_score_or_with_a_bad_amount_is_refused(
         state = await handle.query(LineageWorkflow.state)
     assert state.agent_version == 2 and state.status == "awaiting_score"
     assert store.queries.labelled_examples(spec.session_id) == []
+
+
+async def test_a_correction_gives_the_verdict_again_and_undoes_a_rollback_it_caused(
+    client, store, settings, run_worker
+):
+    spec = make_spec(inputs=QUESTIONS)
+    lineage = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 3, "comment": "Far too long.", "rater": "ana"})
+        await wait_for_state(handle, awaiting(2))
+        # read as a wish for length, it refutes the change that made it shorter; the rater
+        # meant depth within the length
+        await handle.signal(
+            "score", {"score": 7, "comment": "It feels thin now, more depth.", "rater": "ana"}
+        )
+        misread = await wait_for_state(handle, awaiting(3))
+        assert misread.last_verdict.startswith("refuted: shorter")
+        (first,) = [r for r in store.queries.evolution_records(lineage) if r.from_version == 1]
+        assert store.queries.evolution_record(first.id).hypothesis_validated is False
+
+        done = await handle.execute_update(
+            LineageWorkflow.correct_reading, {"wants": ["keep:shorter"], "rater": "ana"}
+        )
+        assert (done.cycle, done.rerun_cycle, done.agent_version) == (2, 3, 4)
+        corrected = await wait_for_state(handle, lambda s: awaiting(3)(s) and s.agent_version == 4)
+    assert corrected.last_verdict.startswith("validated: shorter")
+    assert store.queries.evolution_record(first.id).hypothesis_validated is True
+    # v4 is v2 again: the rollback the misreading made (v3) is undone
+    v2, v4 = (store.queries.agent_definition(AgentRef(agent_id=lineage, version=v)) for v in (2, 4))
+    assert v4.system_prompt == v2.system_prompt
+    assert corrected.last_evolution.startswith("corrected: v3→v4: back to v2")

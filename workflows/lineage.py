@@ -359,6 +359,7 @@ class LineageWorkflow:
         self._s.last_step = again  # corrected again, it is re-planned from the same version
         self._s.last_reading = taken.reading
         self._s.last_wants = taken.wants
+        self._s.last_verdict = self._verdict_line(taken)
         if again.train and taken.training_error is None:
             self._s.asked_for = taken.asked_for
             self._s.last_evolution = cut(taken.summary, MAX_SUMMARY_CHARS)
@@ -402,16 +403,7 @@ class LineageWorkflow:
 
     def _took(self, step: CycleStepInput, taken: CycleStepResult, oneshots: int) -> None:
         """The lineage after a cycle step: its new version (if any) awaits its verdict."""
-        # the verdict of this score only, worded as `history` words it (verdict_line): a score
-        # that judged nothing shows none, not an older one
-        self._s.last_verdict = (
-            cut(
-                verdict_line(taken.verdict.hypothesis_validated, taken.verdict.reason),
-                MAX_SUMMARY_CHARS,
-            )
-            if taken.verdict is not None
-            else None
-        )
+        self._s.last_verdict = self._verdict_line(taken)
         self._s.last_reading = taken.reading
         self._s.last_wants = taken.wants
         if taken.verdict is not None:
@@ -431,6 +423,15 @@ class LineageWorkflow:
         self._s.last_evolution = cut(taken.summary, MAX_SUMMARY_CHARS)
         self._s.agent = taken.agent
         self._s.pending_evolution_id = taken.evolution_id
+
+    @staticmethod
+    def _verdict_line(taken: CycleStepResult) -> str | None:
+        """The verdict of this score only, worded as `history` words it: a score that judged
+        nothing shows none, not an older one."""
+        if taken.verdict is None:
+            return None
+        line = verdict_line(taken.verdict.hypothesis_validated, taken.verdict.reason)
+        return cut(line, MAX_SUMMARY_CHARS)
 
     # ---- what people send: declared here, handled by the inbox ------------------------------
 

@@ -119,6 +119,36 @@ class FeedbackRecords(EventWriter):
             )
         self._write(events, follow_up=lambda conn: _comparison(conn, session_id, cycle, ts))
 
+    def record_judgement(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        key: str,
+        evolution_id: str,
+        outcome: EvolutionOutcome,
+    ) -> None:
+        """A verdict on an evolution given again, under its own ``key``: a corrected reading
+        of the score that judged it supersedes the first verdict (the later event wins)."""
+        self._write(
+            [
+                NewEvent.of(
+                    EvolutionJudged(
+                        evolution_id=evolution_id,
+                        next_score=outcome.next_score,
+                        score_delta=outcome.score_delta,
+                        validated=outcome.hypothesis_validated,
+                        reason=outcome.reason,
+                        aspects=[LoggedAspectVerdict.of(a) for a in outcome.aspects],
+                    ),
+                    key,
+                    session_id=session_id,
+                    lineage_id=lineage_id,
+                    timestamp=now_ms(),
+                )
+            ]
+        )
+
     def record_feedback(
         self, inp: RecordRejectionInput | RecordDirectiveInput | RecordLockInput
     ) -> None:
