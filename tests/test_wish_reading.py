@@ -34,6 +34,10 @@ def test_a_take_back_removes_what_the_family_put_there(comment: str, family: str
     assert read(comment)[family] == ("remove", None)
 
 
+def test_an_adjective_sizing_an_example_leaves_the_answer_s_length_alone() -> None:
+    assert read("Add a brief real example from a clinic.") == {"example": ("add", None)}
+
+
 def test_a_share_the_rater_took_off_their_own_text_asks_for_nothing() -> None:
     assert read("I cut my own notes by half before the meeting; yours can stay.") == {}
 
