@@ -14,7 +14,6 @@ from domain.cycle_decision import CycleDecision
 from domain.lineage import CycleStepInput, CycleStepResult, QueuedCorrection
 from domain.trainer import Directives, EvolutionTrigger
 from store import Store
-from trainer import cycle_step
 
 
 class RecordCycleStepInput(BaseModel):
@@ -158,7 +157,6 @@ class CycleRecordActivities:
             )
         result = _unchanged(step, decision, inp.current).model_copy(
             update={
-                "summary": f"corrected: {decision.summary}",
                 "reading": f"{decision.reading}; corrected by {correction.rater}",
                 "verdict": judged.verdict if judged else None,
             }
@@ -169,15 +167,10 @@ class CycleRecordActivities:
         result = result.model_copy(update={"asked_for": taken.asked_for, "report": taken.report})
         current = self.store.queries.agent_definition(inp.current)
         if _same_agent(taken.agent, current):
-            return result
-        # the versions it names are the lineage's, not those of the step taken again
-        made = cycle_step.summary(taken, inp.current.version)
-        if not taken.changed:
-            made = (
-                f"v{inp.current.version}→v{inp.current.version + 1}: back to v{step.agent.version}"
-                ", the corrected reading asking for no change"
+            summary = (
+                f"corrected: kept v{inp.current.version}: the corrected reading makes it again"
             )
-        result = result.model_copy(update={"summary": f"corrected: {made}"})
+            return result.model_copy(update={"summary": summary})
         evolution_id = f"{step.lineage_id}:evolution:v{inp.current.version}"
         agent = self.store.recorder.record_evolution(
             session_id=step.session_id,

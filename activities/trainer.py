@@ -97,7 +97,11 @@ class TrainerActivities:
             step=step,
             attempt_id=context.artifact.attempt_id,
             applied_insights=cycle_step.applied_insights(step, context.insights),
-            summary=cycle_step.summary(step, inp.agent.version),
+            summary=(
+                cycle_step.summary(step, inp.agent.version)
+                if inp.corrects is None
+                else cycle_step.corrected_summary(step, inp.agent.version, inp.corrects)
+            ),
             reading=cycle_step.said_back(step),
             wants=wants.wants_of(step.analysis.aspects),
         )

@@ -302,6 +302,9 @@ class CycleStepInput(BaseModel):
     trainer_model: str = "claude-sonnet-5"
     train: bool = True
     rollback_refuted: bool = True
+    # A correction of this step's reading, taken again: the version the lineage runs now, which
+    # the version it makes follows (None: the step as the score first set it off)
+    corrects: int | None = None
 
 
 class CycleStepResult(BaseModel):

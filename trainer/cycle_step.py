@@ -273,6 +273,16 @@ def summary(step: CycleStep, from_version: int) -> str:
     return line + (f" (also: {'; '.join(skipped)})" if skipped else "")
 
 
+def corrected_summary(step: CycleStep, before: int, current: int) -> str:
+    """The line for a step taken again on a corrected reading, in the lineage's versions: the
+    version it makes follows ``current`` (the misread one), not ``before``."""
+    if not step.changed and current != before:
+        made = f"v{current}→v{current + 1}: back to v{before}, the corrected reading asks nothing"
+    else:
+        made = summary(step, current)
+    return f"corrected: {made}"
+
+
 SAID_BACK_CHARS = 400  # the reading said back: one line a rater reads in two seconds
 SAID_QUOTE_CHARS = 40
 

@@ -337,7 +337,10 @@ class LineageWorkflow:
             self._corrected(correction, step, error="a later score has been read since")
             return rollout
         again = step.model_copy(
-            update={"score": step.score.model_copy(update={"wants": correction.wants})}
+            update={
+                "score": step.score.model_copy(update={"wants": correction.wants}),
+                "corrects": self._s.agent.version,
+            }
         )
         self._set_status("training")
         try:
