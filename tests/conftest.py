@@ -77,8 +77,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The store's database: SQLite unless the test is marked ``every_backend``."""
-    with database_url(getattr(request, "param", "sqlite"), tmp_path) as url:
+    """The store's database: SQLite unless the test is marked ``every_backend``. For a test
+    that opens the ``store`` it is a copy of one migrated once per run; else it is empty."""
+    backend = getattr(request, "param", "sqlite")
+    with database_url(backend, tmp_path, migrated="store" in request.fixturenames) as url:
         yield url
 
 
