@@ -160,7 +160,7 @@ async def test_the_database_unreachable_for_a_while_loses_and_duplicates_nothing
 ):
     from store.views.time_travel import rebuild_and_verify
 
-    with postgres_database() as url, DatabaseOutage(url) as outage:
+    with postgres_database(migrated=True) as url, DatabaseOutage(url) as outage:
         store = Store.open(url)
         pg = settings.model_copy(update={"database_url": url})
         spec = make_spec()
@@ -211,7 +211,11 @@ async def test_a_model_result_waits_for_the_store_when_the_database_goes_away(
     # The database goes away while the model is answering: the answer is kept, the write is
     # retried until the database is back, and the model is not asked again.
     spec = make_spec(model=MODEL, options={"maxAttempts": 3, "retryInitialIntervalSeconds": 0.1})
-    with FakeMessagesAPI() as api, postgres_database() as url, DatabaseOutage(url) as outage:
+    with (
+        FakeMessagesAPI() as api,
+        postgres_database(migrated=True) as url,
+        DatabaseOutage(url) as outage,
+    ):
         api.script = [(200, text_message("- answered during the outage", MODEL), {}, 2)]
         store = Store.open(url)
         pg = claude_settings(settings, api).model_copy(
@@ -269,7 +273,11 @@ async def test_a_model_result_outlives_its_worker_while_the_database_is_away(
         model=MODEL,
         options=QUICK_HANDOVER,
     )
-    with FakeMessagesAPI() as api, postgres_database() as url, DatabaseOutage(url) as outage:
+    with (
+        FakeMessagesAPI() as api,
+        postgres_database(migrated=True) as url,
+        DatabaseOutage(url) as outage,
+    ):
         api.script = [(200, text_message("- kept in the heartbeat", MODEL), {}, 1)]
         store = Store.open(url)
         doomed = await spawn_worker(temporal_address, url, task_queue, **claude_env(api))
@@ -297,7 +305,7 @@ async def test_stop_ends_the_run_while_the_database_is_away(client, settings, ta
     # execution at once, instead of leaving it running until the database returns.
     from temporalio.client import WorkflowExecutionStatus
 
-    with postgres_database() as url, DatabaseOutage(url) as outage:
+    with postgres_database(migrated=True) as url, DatabaseOutage(url) as outage:
         store = Store.open(url)
         pg = settings.model_copy(update={"database_url": url, "task_queue": task_queue})
         spec = make_spec()
