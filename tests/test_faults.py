@@ -40,6 +40,14 @@ def claude_env(api: FakeMessagesAPI) -> dict[str, str]:
     }
 
 
+def doomed_env(api: FakeMessagesAPI) -> dict[str, str]:
+    """For a worker process to be killed: Claude, and no workflow cache. A worker that caches
+    workflows has Temporal send their next tasks to its own (sticky) queue; once it is killed,
+    each waits there for the sticky timeout (10 s) before going to the lineage's queue, time
+    the tests spent waiting on Temporal rather than on anything of this project's."""
+    return {**claude_env(api), "TRAINING_CAMP_MAX_CACHED_WORKFLOWS": "0"}
+
+
 def claude_settings(settings: Settings, api: FakeMessagesAPI) -> Settings:
     """The suite's settings with the Claude backend pointed at the local Messages API."""
     return settings.model_copy(
@@ -64,7 +72,7 @@ async def test_a_worker_killed_mid_call_hands_the_attempt_over(
             (200, text_message("- delivered by the second worker", MODEL)),
         ]
         doomed = await spawn_worker(
-            temporal_address, str(store.engine.url), settings.task_queue, **claude_env(api)
+            temporal_address, str(store.engine.url), settings.task_queue, **doomed_env(api)
         )
         (handle,) = await start_session(client, spec, settings.task_queue)
         lineage = spec.lineage_id("A")
@@ -248,7 +256,7 @@ async def test_a_rollout_that_fails_leaves_no_attempt_running(
     with FakeMessagesAPI() as api:
         api.script = [(200, text_message("never delivered", MODEL), {}, 30)]
         doomed = await spawn_worker(
-            temporal_address, str(store.engine.url), settings.task_queue, **claude_env(api)
+            temporal_address, str(store.engine.url), settings.task_queue, **doomed_env(api)
         )
         (handle,) = await start_session(client, spec, settings.task_queue)
         await eventually(lambda: len(api.requests) == 1, timeout=60)
@@ -280,7 +288,7 @@ async def test_a_model_result_outlives_its_worker_while_the_database_is_away(
     ):
         api.script = [(200, text_message("- kept in the heartbeat", MODEL), {}, 1)]
         store = Store.open(url)
-        doomed = await spawn_worker(temporal_address, url, task_queue, **claude_env(api))
+        doomed = await spawn_worker(temporal_address, url, task_queue, **doomed_env(api))
         (handle,) = await start_session(client, spec, task_queue)
         await eventually(lambda: len(api.requests) == 1, timeout=60)
         outage.begin()
