@@ -59,6 +59,11 @@ def build_worker(
     task_queue: str | None = None,
     interceptors: Sequence[Interceptor] = (),
 ) -> Worker:
+    if settings.anthropic_api_key is not None:
+        # The SDK is imported on first use (runner/claude.py): a worker that may call Claude
+        # loads it now, before it polls, so no activity stalls the event loop for the second
+        # the import takes (a heartbeat timeout can be 1 s).
+        import anthropic  # noqa: F401
     backends = ModelBackends(settings)
     executor = Executor(backends.for_model, default_registry(), runner_tracer(), collector())
     agent = AgentExecutionActivities(store, executor)

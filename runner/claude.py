@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import anthropic
+from typing import TYPE_CHECKING, Any
 
 from runner.model_backend import ContentBlock, ModelError, ModelReply, ModelRequest
 from runner.redaction import redact
 
+if TYPE_CHECKING:
+    import anthropic
+
 
 def make_client(api_key: str, base_url: str | None, max_retries: int) -> anthropic.AsyncAnthropic:
     # The SDK retries 429/529/5xx inside one attempt; Temporal retries across attempts.
+    # Imported here: the SDK takes over a second to import, and most processes (the CLI, the
+    # offline model) never call Claude. A worker loads it before it polls (worker.py).
+    import anthropic
+
     return anthropic.AsyncAnthropic(
         api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=600
     )
@@ -27,6 +32,8 @@ async def create_message(client: anthropic.AsyncAnthropic, **kwargs: Any) -> Any
 
 
 async def _create(client: anthropic.AsyncAnthropic, **kwargs: Any) -> Any:
+    import anthropic
+
     try:
         return await client.messages.create(**kwargs)
     except (anthropic.RateLimitError, anthropic.InternalServerError) as exc:

@@ -153,7 +153,7 @@ class DevServer:
                 raise TimeoutError(
                     f"temporal server did not listen on {self.address} in {timeout}s"
                 )
-            time.sleep(0.2)
+            time.sleep(0.05)
 
     def stop(self) -> None:
         if self._process is None:

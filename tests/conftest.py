@@ -77,8 +77,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The store's database: SQLite unless the test is marked ``every_backend``."""
-    with database_url(getattr(request, "param", "sqlite"), tmp_path) as url:
+    """The store's database: SQLite unless the test is marked ``every_backend``. For a test
+    that opens the ``store`` it is a copy of one migrated once per run; else it is empty."""
+    backend = getattr(request, "param", "sqlite")
+    with database_url(backend, tmp_path, migrated="store" in request.fixturenames) as url:
         yield url
 
 
@@ -162,14 +164,24 @@ async def wait_for_state(
     """Poll the `state` query until ``predicate`` holds (fails with the last state seen)."""
     deadline = asyncio.get_running_loop().time() + timeout
     state: LineageState | None = None
-    while True:
+    for pause in _polls():
         with contextlib.suppress(Exception):
             state = await handle.query(LineageWorkflow.state)
             if predicate(state):
                 return state
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out waiting; last state: {state}")
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(pause)
+    raise AssertionError("unreachable")
+
+
+def _polls() -> Iterator[float]:
+    """The pauses between polls: 10 ms, doubling up to 100 ms. Most waits are over in a few
+    hundred milliseconds, and a fixed 100 ms poll added 50 ms to each on average."""
+    pause = 0.01
+    while True:
+        yield pause
+        pause = min(pause * 2, 0.1)
 
 
 def awaiting(cycle: int) -> Callable[[LineageState], bool]:
@@ -289,10 +301,11 @@ def lineage_state(**changes: object) -> LineageState:
 async def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
     """Wait until ``check()`` holds, e.g. for a store write made by an activity still running."""
     deadline = asyncio.get_running_loop().time() + timeout
+    polls = _polls()
     while not check():
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition never became true")
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(next(polls))
 
 
 def local_activity_type(event: Any) -> str | None:

@@ -27,7 +27,7 @@ async def test_a_signal_between_a_failed_workflow_task_and_its_retry_writes_noth
     # training step blocks on a table lock held here; the worker is killed before the task
     # completes, so the task's local-activity results are lost. A directive arrives; the lock
     # is released; a new worker retries the task with the directive ahead of the score's work.
-    with postgres_database() as url:
+    with postgres_database(migrated=True) as url:
         store = Store.open(url)
         pg = settings.model_copy(update={"database_url": url})
         spec = make_spec()
@@ -66,7 +66,7 @@ async def table_gone_while_awaiting(
     """A lineage on a throwaway PostgreSQL database, its first output awaiting a score, and
     ``table`` renamed away so that the store refuses its writes for good; yields the store,
     the lineage id, the handle and what puts the table back."""
-    with postgres_database() as url:
+    with postgres_database(migrated=True) as url:
         store = Store.open(url)
         spec = make_spec()
         async with build_worker(client, store, settings.model_copy(update={"database_url": url})):

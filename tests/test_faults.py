@@ -40,6 +40,14 @@ def claude_env(api: FakeMessagesAPI) -> dict[str, str]:
     }
 
 
+def doomed_env(api: FakeMessagesAPI) -> dict[str, str]:
+    """For a worker process to be killed: Claude, and no workflow cache. A worker that caches
+    workflows has Temporal send their next tasks to its own (sticky) queue; once it is killed,
+    each waits there for the sticky timeout (10 s) before going to the lineage's queue, time
+    the tests spent waiting on Temporal rather than on anything of this project's."""
+    return {**claude_env(api), "TRAINING_CAMP_MAX_CACHED_WORKFLOWS": "0"}
+
+
 def claude_settings(settings: Settings, api: FakeMessagesAPI) -> Settings:
     """The suite's settings with the Claude backend pointed at the local Messages API."""
     return settings.model_copy(
@@ -64,7 +72,7 @@ async def test_a_worker_killed_mid_call_hands_the_attempt_over(
             (200, text_message("- delivered by the second worker", MODEL)),
         ]
         doomed = await spawn_worker(
-            temporal_address, str(store.engine.url), settings.task_queue, **claude_env(api)
+            temporal_address, str(store.engine.url), settings.task_queue, **doomed_env(api)
         )
         (handle,) = await start_session(client, spec, settings.task_queue)
         lineage = spec.lineage_id("A")
@@ -160,7 +168,7 @@ async def test_the_database_unreachable_for_a_while_loses_and_duplicates_nothing
 ):
     from store.views.time_travel import rebuild_and_verify
 
-    with postgres_database() as url, DatabaseOutage(url) as outage:
+    with postgres_database(migrated=True) as url, DatabaseOutage(url) as outage:
         store = Store.open(url)
         pg = settings.model_copy(update={"database_url": url})
         spec = make_spec()
@@ -211,7 +219,11 @@ async def test_a_model_result_waits_for_the_store_when_the_database_goes_away(
     # The database goes away while the model is answering: the answer is kept, the write is
     # retried until the database is back, and the model is not asked again.
     spec = make_spec(model=MODEL, options={"maxAttempts": 3, "retryInitialIntervalSeconds": 0.1})
-    with FakeMessagesAPI() as api, postgres_database() as url, DatabaseOutage(url) as outage:
+    with (
+        FakeMessagesAPI() as api,
+        postgres_database(migrated=True) as url,
+        DatabaseOutage(url) as outage,
+    ):
         api.script = [(200, text_message("- answered during the outage", MODEL), {}, 2)]
         store = Store.open(url)
         pg = claude_settings(settings, api).model_copy(
@@ -244,7 +256,7 @@ async def test_a_rollout_that_fails_leaves_no_attempt_running(
     with FakeMessagesAPI() as api:
         api.script = [(200, text_message("never delivered", MODEL), {}, 30)]
         doomed = await spawn_worker(
-            temporal_address, str(store.engine.url), settings.task_queue, **claude_env(api)
+            temporal_address, str(store.engine.url), settings.task_queue, **doomed_env(api)
         )
         (handle,) = await start_session(client, spec, settings.task_queue)
         await eventually(lambda: len(api.requests) == 1, timeout=60)
@@ -269,10 +281,14 @@ async def test_a_model_result_outlives_its_worker_while_the_database_is_away(
         model=MODEL,
         options=QUICK_HANDOVER,
     )
-    with FakeMessagesAPI() as api, postgres_database() as url, DatabaseOutage(url) as outage:
+    with (
+        FakeMessagesAPI() as api,
+        postgres_database(migrated=True) as url,
+        DatabaseOutage(url) as outage,
+    ):
         api.script = [(200, text_message("- kept in the heartbeat", MODEL), {}, 1)]
         store = Store.open(url)
-        doomed = await spawn_worker(temporal_address, url, task_queue, **claude_env(api))
+        doomed = await spawn_worker(temporal_address, url, task_queue, **doomed_env(api))
         (handle,) = await start_session(client, spec, task_queue)
         await eventually(lambda: len(api.requests) == 1, timeout=60)
         outage.begin()
@@ -297,7 +313,7 @@ async def test_stop_ends_the_run_while_the_database_is_away(client, settings, ta
     # execution at once, instead of leaving it running until the database returns.
     from temporalio.client import WorkflowExecutionStatus
 
-    with postgres_database() as url, DatabaseOutage(url) as outage:
+    with postgres_database(migrated=True) as url, DatabaseOutage(url) as outage:
         store = Store.open(url)
         pg = settings.model_copy(update={"database_url": url, "task_queue": task_queue})
         spec = make_spec()

@@ -12,7 +12,7 @@ from typing import Any
 
 from client import start_session
 from review.guard import MAX_BODY_BYTES, MAX_STREAMS
-from review.server import READ_TIMEOUT_SECONDS, ReviewServer
+from review.server import ReviewServer
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.test_review_app import TOKEN, inbox_server
 from workflows.lineage import LineageWorkflow
@@ -119,10 +119,13 @@ def dribble(server: ReviewServer) -> tuple[float, bytes]:
     return time.monotonic() - started, received
 
 
-async def test_a_dribbled_body_is_dropped(serve):
+async def test_a_dribbled_body_is_dropped(serve, monkeypatch):
+    # the server's read timeout (READ_TIMEOUT_SECONDS, 10 s) shortened: the test waits it out
+    read_timeout = 2
+    monkeypatch.setattr("review.server.READ_TIMEOUT_SECONDS", read_timeout)
     server = await serve(token=TOKEN)
     took, received = await asyncio.to_thread(dribble, server)
-    assert took < 6 * READ_TIMEOUT_SECONDS  # the connection was closed by the server
+    assert took < 6 * read_timeout  # the connection was closed by the server
     assert b"200 OK" not in received
 
 

@@ -188,7 +188,12 @@ async def test_a_worker_process_killed_mid_run_loses_nothing_and_doubles_nothing
     run_id = f"kill-{uuid.uuid4().hex[:8]}"
     prompt, context = document_task(REPORTS, max_parallel=2)
     config = ReplConfig(max_depth=2, max_parallel=2, heartbeat_seconds=2)
-    workers = [await spawn_worker(temporal_address, backend_url, task_queue) for _ in range(2)]
+    # the one to be killed caches no workflows: its workflows' next tasks go to the task queue
+    # at once, not to its sticky queue to wait out Temporal's 10 s sticky timeout
+    doomed = {"TRAINING_CAMP_MAX_CACHED_WORKFLOWS": "0"}
+    workers = [
+        await spawn_worker(temporal_address, backend_url, task_queue, **env) for env in (doomed, {})
+    ]
     try:
         handle = await client.start_workflow(
             RlmReplWorkflow.run,

@@ -26,7 +26,7 @@ def backend(request, tmp_path):
     if request.param == "memory":
         yield request.param, None
         return
-    with database_url(request.param, tmp_path) as url:
+    with database_url(request.param, tmp_path, migrated=True) as url:
         store = Store.open(url)
         yield request.param, store
         store.close()

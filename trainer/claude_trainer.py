@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import anthropic
 from pydantic import BaseModel, Field, ValidationError
 
 from domain.agent import AgentDefinition
@@ -29,6 +28,9 @@ from domain.trainer import (
 from runner.claude import create_message
 from trainer.evolution import EvolutionError, apply_changes
 from trainer.reward_analyzer import trend_of
+
+if TYPE_CHECKING:
+    import anthropic
 
 MAX_REPAIRS = 2
 OUTPUT_EXCERPT_CHARS = 4_000
