@@ -139,14 +139,9 @@ class _Handlers:
         handle = await self._handle(request)
         if handle is None:
             return JSONResponse({"error": "no such lineage"}, status_code=404)
-        try:
-            accepted = await handle.execute_update(LineageWorkflow.submit_score, payload)
-        except WorkflowUpdateFailedError as exc:
-            cause = exc.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
-            return JSONResponse({"error": message}, status_code=422)
-        except RPCError as exc:
-            return JSONResponse({"error": f"Temporal refused: {exc.message}"}, status_code=502)
+        accepted, refused = await _update(handle, LineageWorkflow.submit_score, payload)
+        if refused is not None:
+            return refused
         said = f"score {accepted.score:g} accepted for cycle {accepted.cycle}"
         # how the comment was read, at once: a misreading is corrected before it costs a cycle
         return JSONResponse({"ok": f"{said}. {accepted.reading}" if accepted.reading else said})
@@ -162,16 +157,10 @@ class _Handlers:
         handle = await self._handle(request)
         if handle is None:
             return JSONResponse({"error": "no such lineage"}, status_code=404)
-        try:
-            done = await handle.execute_update(
-                LineageWorkflow.correct_reading, {"wants": meant, "rater": rater}
-            )
-        except WorkflowUpdateFailedError as exc:
-            cause = exc.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
-            return JSONResponse({"error": message}, status_code=422)
-        except RPCError as exc:
-            return JSONResponse({"error": f"Temporal refused: {exc.message}"}, status_code=502)
+        payload = {"wants": meant, "rater": rater}
+        done, refused = await _update(handle, LineageWorkflow.correct_reading, payload)
+        if refused is not None:
+            return refused
         rerun = (
             f"; cycle {c} runs again on v{done.agent_version}" if (c := done.rerun_cycle) else ""
         )
@@ -260,6 +249,19 @@ def _app(client: Client, store: Store, token: str | None) -> Starlette:
     ]
     middleware = [Middleware(TokenRequired, token=token)] if token else []
     return Starlette(routes=routes, middleware=middleware)
+
+
+async def _update(handle: Any, update: Any, payload: Any) -> tuple[Any, JSONResponse | None]:
+    """An update's result, or the answer to give when the lineage (422) or Temporal (502)
+    refuses it, with the reason."""
+    try:
+        return await handle.execute_update(update, payload), None
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+        return None, JSONResponse({"error": message}, status_code=422)
+    except RPCError as exc:
+        return None, JSONResponse({"error": f"Temporal refused: {exc.message}"}, status_code=502)
 
 
 def _session_param(request: Request) -> str | None:

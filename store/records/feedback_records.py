@@ -78,20 +78,7 @@ class FeedbackRecords(EventWriter):
         ]
         if outcome is not None:
             evolution_id, result = outcome
-            events.append(
-                NewEvent.of(
-                    EvolutionJudged(
-                        evolution_id=evolution_id,
-                        next_score=result.next_score,
-                        score_delta=result.score_delta,
-                        validated=result.hypothesis_validated,
-                        reason=result.reason,
-                        aspects=[LoggedAspectVerdict.of(a) for a in result.aspects],
-                    ),
-                    evolution_id,
-                    **refs,
-                )
-            )
+            events.append(NewEvent.of(_judged(evolution_id, result), evolution_id, **refs))
         for seen in insights:
             events.append(
                 NewEvent.of(
@@ -133,14 +120,7 @@ class FeedbackRecords(EventWriter):
         self._write(
             [
                 NewEvent.of(
-                    EvolutionJudged(
-                        evolution_id=evolution_id,
-                        next_score=outcome.next_score,
-                        score_delta=outcome.score_delta,
-                        validated=outcome.hypothesis_validated,
-                        reason=outcome.reason,
-                        aspects=[LoggedAspectVerdict.of(a) for a in outcome.aspects],
-                    ),
+                    _judged(evolution_id, outcome),
                     key,
                     session_id=session_id,
                     lineage_id=lineage_id,
@@ -326,3 +306,15 @@ def _comparison(conn: Connection, session_id: str, cycle: int, ts: int) -> list[
             tags=["comparison"],
         )
     ]
+
+
+def _judged(evolution_id: str, outcome: EvolutionOutcome) -> EvolutionJudged:
+    """The verdict on an evolution as the log keeps it."""
+    return EvolutionJudged(
+        evolution_id=evolution_id,
+        next_score=outcome.next_score,
+        score_delta=outcome.score_delta,
+        validated=outcome.hypothesis_validated,
+        reason=outcome.reason,
+        aspects=[LoggedAspectVerdict.of(a) for a in outcome.aspects],
+    )
