@@ -28,7 +28,7 @@ from temporalio.service import RPCError
 from codec.encryption import codec_from_env, data_converter
 from domain import search_attributes
 from domain.execution import CUT_OFF
-from domain.feedback import ReadingCorrected
+from domain.feedback import CorrectionTaken
 from domain.lineage import LineageInput, LineageState
 from domain.settings import Settings
 from domain.spec import SessionSpec
@@ -131,14 +131,18 @@ async def await_output(handle: LineageHandle, cycle: int) -> LineageState:
             return state
 
 
+async def _lineage_handle(settings: Settings, lineage: str) -> LineageHandle:
+    """The workflow of a lineage named by its id or its workflow id."""
+    client = await connect(settings)
+    return client.get_workflow_handle(workflow_id(lineage.removeprefix("lineage-")))
+
+
 async def correct_reading(
     settings: Settings, lineage: str, wants: list[str], rater: str
-) -> ReadingCorrected:
+) -> CorrectionTaken:
     """Correct how the lineage's last score was read (its id or workflow id): ValueError with
     the lineage's reason when it refuses (an unknown family, nothing scored yet)."""
-    lineage_id = lineage.removeprefix("lineage-")
-    client = await connect(settings)
-    handle = client.get_workflow_handle(workflow_id(lineage_id))
+    handle = await _lineage_handle(settings, lineage)
     try:
         return await handle.execute_update(
             LineageWorkflow.correct_reading, {"wants": wants, "rater": rater}
@@ -154,8 +158,7 @@ async def last_reading(settings: Settings, lineage: str, timeout: float = 3.0) -
     answer within ``timeout``: a caller reading the store need not depend on it."""
 
     async def ask() -> str | None:
-        client = await connect(settings)
-        handle = client.get_workflow_handle(workflow_id(lineage.removeprefix("lineage-")))
+        handle = await _lineage_handle(settings, lineage)
         state: LineageState = await handle.query(LineageWorkflow.state)
         return state.last_reading
 

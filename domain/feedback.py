@@ -86,7 +86,7 @@ class CorrectReadingInput(FeedbackModel):
     rater: Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
 
 
-class ReadingCorrected(BaseModel):
+class CorrectionTaken(BaseModel):
     """What ``correct_reading`` returns, once the lineage has re-planned the change."""
 
     correction_id: str

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from domain.agent import AgentDefinition, AgentRef
 from domain.content_hash import canonical_json
-from domain.feedback import ReadingCorrected, ScoreInput
+from domain.feedback import CorrectionTaken, ScoreInput
 from domain.spec import LineageOptions, SessionDocument
 from domain.trainer import EvolutionOutcome
 
@@ -135,7 +135,7 @@ class CarriedState(BaseModel):
     # the score and the agent's version)
     last_step: CycleStepInput | None = None
     queued_corrections: list[QueuedCorrection] = Field(default_factory=list)
-    corrections_done: list[ReadingCorrected] = Field(default_factory=list)  # the latest few
+    corrections_done: list[CorrectionTaken] = Field(default_factory=list)  # the latest few
     # Families the reviewer asked for or approved and has not reversed: no change removes them
     asked_for: list[str] = Field(default_factory=list)
     rejected_count: int = 0

@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from domain.agent import AgentRef
     from domain.cycle import Cycle
     from domain.cycle_decision import CycleDecision
-    from domain.feedback import ReadingCorrected, ScoreAccepted
+    from domain.feedback import CorrectionTaken, ScoreAccepted
     from domain.lineage import (
         CORRECTIONS_REMEMBERED,
         MAX_SUMMARY_CHARS,
@@ -381,7 +381,7 @@ class LineageWorkflow:
         error: str | None = None,
     ) -> None:
         """What a correction did, for the update waiting on it (and one sent again)."""
-        done = ReadingCorrected(
+        done = CorrectionTaken(
             correction_id=correction.correction_id,
             cycle=step.cycle if step else self._s.cycle,
             reading=self._s.last_reading or "",
@@ -468,7 +468,7 @@ class LineageWorkflow:
         self._inbox.check_score(payload)
 
     @workflow.update(name="correct_reading")
-    async def correct_reading(self, payload: Any = None) -> ReadingCorrected:
+    async def correct_reading(self, payload: Any = None) -> CorrectionTaken:
         """Replace how the last score's comment was read with the wishes the rater meant
         (``{"wants": ["warmer", "remove:example"], "rater": "ana"}``): the lineage re-plans
         that score's change from the version before it and, when the output awaiting a score

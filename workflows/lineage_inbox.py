@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.feedback import FeedbackActivities
     from domain.corrections import correction_key
     from domain.feedback import (
-        ReadingCorrected,
+        CorrectionTaken,
         ScoreAccepted,
         ScoreInput,
         excerpt,
@@ -296,7 +296,7 @@ class LineageInbox:
             self._s.queued_corrections.append(queued)
         return queued
 
-    def corrected(self, correction_id: str) -> ReadingCorrected | None:
+    def corrected(self, correction_id: str) -> CorrectionTaken | None:
         """What a correction did, once the cycle has taken it."""
         return next((d for d in self._s.corrections_done if d.correction_id == correction_id), None)
 
