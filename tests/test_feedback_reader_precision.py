@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer import feedback_reader
+from trainer.reading import reader as feedback_reader
 
 
 def wishes(comment: str) -> set[str]:

@@ -19,7 +19,7 @@ from tests.store_story import AGENT, full_story, register
 from trainer import cycle_step, evaluate
 from trainer.backends import RulesTrainer, TrainerBackends
 from trainer.cycle_step import LineageMemory
-from trainer.reading_memory import ReadingMemory
+from trainer.reading.memory import ReadingMemory
 from trainer.reward_analyzer import analyze
 
 # Comments the cue tables cannot read, so that only a correction can teach them

@@ -47,7 +47,7 @@ class TrainerBackend(Protocol):
 
 
 class RulesTrainer:
-    """The deterministic rules engine (trainer/feedback_reader.py reads the comments). It is
+    """The deterministic rules engine (trainer/reading/reader.py reads the comments). It is
     synchronous: ``*_now`` run it in the caller's thread; the async methods serve the
     TrainerBackend protocol."""
 

@@ -40,7 +40,6 @@ from domain.trainer import (
     describe_change,
 )
 from trainer import (
-    comment_languages,
     credit_assignment,
     evolution_planner,
     instructions,
@@ -57,8 +56,9 @@ from trainer.evolution import (
 )
 from trainer.outcome import PendingEvolution
 from trainer.prompt_segments import segments
-from trainer.reading_memory import ReadingMemory
-from trainer.wish import Wish
+from trainer.reading import comment_languages
+from trainer.reading.memory import ReadingMemory
+from trainer.reading.wish import Wish
 
 EXCERPT_CHARS = 120  # a comment quoted in the report
 NOT_UNDERSTOOD_BELOW = 7  # a score under this with nothing actionable read is "not understood"

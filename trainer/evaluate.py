@@ -17,7 +17,7 @@ the verdict on the last change and what the step did — the format ``score_sequ
 scores.
 
 ``--corrections``: the cases are played in order through the reader with a memory of
-corrections (``trainer.reading_memory``): each is read with the corrections made so far, and
+corrections (``trainer.reading.memory``): each is read with the corrections made so far, and
 after each miss (judged as ``score.py`` judges it: ``--scorer``, by default the ``score.py``
 beside the case file) the case's gold reading — its ``change`` families as wants — is fed back
 as a correction. Reports first-pass accuracy over the stream, a second pass over the same file

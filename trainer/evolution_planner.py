@@ -33,7 +33,7 @@ from domain.trainer import (
 )
 from trainer import credit_assignment, history_check, instructions
 from trainer.evolution import EvolutionError, apply_changes
-from trainer.wish import Wish
+from trainer.reading.wish import Wish
 
 SHORTEST_MAX_TOKENS = 100
 SHORT_MAX_TOKENS = 300

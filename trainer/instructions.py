@@ -13,7 +13,7 @@ import re
 
 from domain.change_families import FAMILIES
 from domain.trainer import Amount
-from trainer.wish import Wish
+from trainer.reading.wish import Wish
 
 _PERSON = [
     (r"\b(?:I am|I'm)\b", "the reader is"),

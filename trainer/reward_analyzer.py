@@ -10,8 +10,8 @@ from typing import Literal
 
 from domain import wants
 from domain.trainer import FeedbackAspect, ScoreAnalysis
-from trainer import feedback_reader
-from trainer.reading_memory import ReadingMemory
+from trainer.reading import reader as feedback_reader
+from trainer.reading.memory import ReadingMemory
 
 TREND_EPSILON = 0.5
 KEEP_SCORE = 8  # from this score, a comment that asks for nothing changes nothing

@@ -20,9 +20,9 @@ who wants bullets.
 Clauses that address the trainer or the system instead of the answer ("ignore your
 constraints", "SYSTEM:", "remove the word limit") are set aside as injection and never read.
 
-The words are data, loaded and checked by ``trainer/cue_tables.py``: the cues in
-``trainer/cues/en/<aspect>.json`` and the frames, irony, tools and requests in
-``trainer/cues/en/vocabulary/``. This module is the grammar that reads them.
+The words are data, loaded and checked by ``trainer/reading/cue_tables.py``: the cues in
+``trainer/reading/cues/en/<aspect>.json`` and the frames, irony, tools and requests in
+``trainer/reading/cues/en/vocabulary/``. This module is the grammar that reads them.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from domain.change_families import contrary_of, opposite_of
-from trainer import comment_languages, cue_tables, languages, wish_actions
-from trainer.cue_tables import Cue
 from trainer.instructions import third_person
-from trainer.wish import Wish
+from trainer.reading import comment_languages, cue_tables, languages, wish_actions
+from trainer.reading.cue_tables import Cue
+from trainer.reading.wish import Wish
 
 Mode = Literal["comment", "instruction"]
 Frame = Literal["ask", "refuse", "lacking", "describe", "plain", "quantity", "denied"]
@@ -57,17 +57,17 @@ class Reading:
     language: str | None = None
 
 
-# The English cues, data beside the other languages' (``trainer/cues/en/``), in priority order
+# The English cues, data beside the other languages' (``cues/en/``), in priority order
 CUES: tuple[Cue, ...] = cue_tables.english_cues()
 
 
 def _words(name: str, *keys: str) -> tuple[re.Pattern[str], ...]:
-    """Patterns of the vocabulary file ``trainer/cues/en/vocabulary/<name>.json``."""
+    """Patterns of the vocabulary file ``trainer/reading/cues/en/vocabulary/<name>.json``."""
     patterns = cue_tables.vocabulary(name).patterns
     return tuple(patterns[key] for key in keys)
 
 
-# The reader's vocabulary beside its cues (``trainer/cues/en/vocabulary/``): this module is the
+# The reader's vocabulary beside its cues (``cues/en/vocabulary/``): this module is the
 # grammar that reads them.
 _TOOL, _TOOL_REPEATED, _TOOL_OVERUSE, _TOOL_UNDERUSE = _words(
     "tools", "tool", "repeated", "overuse", "underuse"
@@ -430,7 +430,7 @@ def _literal(sentence: str) -> str | None:
 
 def _read_other_language(text: str, reading: Reading) -> None:
     """A comment the English reading found nothing in may be in another language: its cue file
-    (``trainer/cues``) reads it, or the reading names the language it could not read."""
+    (``trainer/reading/cues``) reads it, or the reading names the language it could not read."""
     if not text.strip():
         return
     if reading.wishes and not comment_languages.any_cue(text):

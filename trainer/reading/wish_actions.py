@@ -13,7 +13,7 @@
   ("exactly one example", "a one-line summary", "three bullets"), or a limit ("under 150
   words"), attached to the wish read in the same clause.
 
-The vocabulary is data, one file per language in ``trainer/cues/actions/<code>.json``: its
+The vocabulary is data, one file per language in ``trainer/reading/cues/actions/<code>.json``: its
 removal words, undo phrases, approval words, the pronouns that point back, and each family's
 nouns.
 """
@@ -26,8 +26,8 @@ from functools import lru_cache
 
 from domain.change_families import aspect_of
 from domain.trainer import Amount
-from trainer import cue_tables
-from trainer.wish import Wish
+from trainer.reading import cue_tables
+from trainer.reading.wish import Wish
 
 ACTIONS = cue_tables.ACTIONS
 TAKEBACK_CONFIDENCE = 0.9
