@@ -42,6 +42,17 @@ Mode = Literal["comment", "instruction"]
 Frame = Literal["ask", "refuse", "lacking", "describe", "plain", "quantity", "denied"]
 
 
+@dataclass(frozen=True)
+class Unsure:
+    """A clause the reader could not place with certainty (a question, irony, a negation it
+    cannot resolve, a situation that could ask for more than one thing, a language it has no
+    cues for): nothing is changed for it; the rater is told and offered ``proposed`` wants."""
+
+    quote: str
+    why: str
+    proposed: tuple[str, ...] = ()
+
+
 @dataclass
 class Reading:
     wishes: list[Wish] = field(default_factory=list)
@@ -55,6 +66,8 @@ class Reading:
     refused: list[str] = field(default_factory=list)
     # The comment's language when it is not English (read from its cue file, if there is one)
     language: str | None = None
+    # Clauses read with no certainty: said back as "not understood", never acted on
+    unsure: list[Unsure] = field(default_factory=list)
 
 
 # The English cues, data beside the other languages' (``cues/en/``), in priority order
