@@ -203,8 +203,9 @@ async def take(
     report += [_refusal(request) for request in read.refused]
     if backend.hands_over and analysis.read_by == "claude":
         report.append("read by Claude: the rules engine could not act on this comment")
+    report += [f"not understood: {u.quote!r}: {u.why}" for u in read.unsure]
     understood = wished or approved or taken_back or read.adversarial or read.refused
-    if not understood and score < NOT_UNDERSTOOD_BELOW and read.comment:
+    if not understood and not read.unsure and score < NOT_UNDERSTOOD_BELOW and read.comment:
         report.append(_not_understood(read.comment, read.comment_language))
     asked_for = _asked_for(
         memory.asked_for, reversed_now, wished, [a for a in approved if a not in gone]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from domain import wants
-from domain.trainer import FeedbackAspect, ScoreAnalysis
+from domain.trainer import FeedbackAspect, ScoreAnalysis, UnsureClause
 from trainer.reading import reader as feedback_reader
 from trainer.reading.memory import ReadingMemory
 
@@ -54,7 +54,11 @@ def analyze(
         )
     sentiment = _sentiment(score)
     reading = feedback_reader.read(comment) if comment else feedback_reader.Reading()
-    if score >= KEEP_SCORE and comment and not feedback_reader.asks(comment):
+    if (
+        score >= KEEP_SCORE
+        and comment
+        and (not feedback_reader.asks(comment) or feedback_reader.keeps_whole(comment))
+    ):
         # a high score and no request: the qualities named are what the reviewer liked ("not a
         # word too many", "I expected jargon and there's none"), never wishes to change them
         reading.praised += [(w.aspect, w.quote) for w in reading.wishes if w.action == "add"]
@@ -112,6 +116,12 @@ def analyze(
         adversarial=bool(reading.injection),
         refused=[r[:QUOTE_CHARS] for r in reading.refused],
         comment_language=reading.language,
+        unsure=[
+            UnsureClause(
+                quote=u.quote[:QUOTE_CHARS], why=u.why[:QUOTE_CHARS], proposed=list(u.proposed)
+            )
+            for u in reading.unsure[:10]
+        ],
     )
 
 

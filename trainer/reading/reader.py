@@ -34,7 +34,7 @@ from typing import Literal
 
 from domain.change_families import contrary_of, opposite_of
 from trainer.instructions import third_person
-from trainer.reading import comment_languages, cue_tables, languages, wish_actions
+from trainer.reading import comment_languages, cue_tables, languages, places, wish_actions
 from trainer.reading.cue_tables import Cue
 from trainer.reading.wish import Wish
 
@@ -105,7 +105,9 @@ _COMPLAINT_AFTER, _QUANTITY, _EXCESS, _ASK_AFTER = _words(
 _REQUEST_FORM, _IMPERATIVE, _CONTRAST_WORD, _CONCEDED = _words(
     "requests", "request_form", "imperative", "contrast_word", "conceded"
 )
-_REQUEST, _WISH_FOR, _KEEP_AS_IS = _words("requests", "request", "wish_for", "keep_as_is")
+_REQUEST, _WISH_FOR, _KEEP_AS_IS, _KEEP_WHOLE = _words(
+    "requests", "request", "wish_for", "keep_as_is", "keep_whole"
+)
 _POLITE, _CONTRAST = _words("requests", "polite", "contrast")
 (_CHANGE_VERB,) = _words("frames", "change_verb")
 _LOCATION, _PART, _INTENSIFIER_OR_COPULA, _NOT_A_NOUN = _words(
@@ -300,6 +302,24 @@ def asks(text: str) -> bool:
         if not (_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest))):
             return True
     return any(_IMPERATIVE.search(c.lower()) for s in _sentences(text) for c in clauses(s))
+
+
+_OUTRIGHT = re.compile(
+    r"\b(?:i|we)(?:'d| would)? (?:want|need|like|prefer)\b|\bshould\b|\bneeds? to\b|\bcould\b"
+)
+
+
+def keeps_whole(text: str) -> bool:
+    """Whether ``text`` asks to leave the whole answer as it is ("Long, but it earns it. Don't
+    touch it.") and asks for nothing else: its other sentences hold no request."""
+    sentences = _sentences(text)
+    keeping = [s for s in sentences if _KEEP_WHOLE.search(s.strip())]
+    if not keeping:
+        return False
+    # what the rest describes ("a tad long") is conceded by the keep; only an outright
+    # request ("add a table", "could it be warmer") still asks
+    rest = [c.lower() for s in sentences if s not in keeping for c in clauses(s)]
+    return not any(_IMPERATIVE.search(c) or _POLITE.search(c) or _OUTRIGHT.search(c) for c in rest)
 
 
 def read(text: str, mode: Mode = "comment") -> Reading:
@@ -822,6 +842,22 @@ def _read_languages(text: str, reading: Reading) -> None:
     wanted = languages.wanted_language(text)
     if wanted:
         reading.wishes.append(Wish("language", "language", wanted, 0.9, detail=wanted))
+        return
+    cannot = languages.unreadable_language(text)
+    if cannot is None:
+        return
+    # readers who cannot read the answer's language, and where it goes: that place's language
+    quote = next((s.strip() for s in _sentences(text) if cannot.lower() in s.lower()), text)
+    place = places.destination(text)
+    others = [lang for lang in (place.languages if place else ()) if lang != cannot]
+    if place and len(others) == 1:
+        reading.wishes.append(Wish("language", "language", quote, 0.85, detail=others[0]))
+        return
+    why = f"its readers do not read {cannot}, but which language they read is not said"
+    if place and others:
+        spoken = " or ".join(others)
+        why = f"its readers do not read {cannot}; {place.name} reads {spoken}: which is not said"
+    reading.unsure.append(Unsure(quote, why))
 
 
 def _settle(reading: Reading) -> None:
