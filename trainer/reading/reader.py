@@ -243,6 +243,8 @@ def _wish_of(
     if cue.fixed:
         if cue.kind == "fault" and frame == "lacking" and mode == "comment":
             return None, False  # "there are no typos": nothing to fix
+        if frame == "refuse" and change and cue.kind != "fault" and mode == "comment":
+            return None, False  # "I don't want it warmer": refused, not asked for
         return cue.ask or cue.fault, False
     if cue.kind == "fault":
         return (None if frame == "lacking" else cue.fault), False
@@ -343,7 +345,37 @@ def read(text: str, mode: Mode = "comment") -> Reading:
             for clause in clauses(sentence):
                 reading.kept += wish_actions.approvals(clause)
     _settle(reading)
+    if mode == "comment":
+        _unsure(text or "", reading)
     return reading
+
+
+def _unsure(text: str, reading: Reading) -> None:
+    """What the reading could not place, said back instead of guessed: a comment in a language
+    it has no cues for, and the questions of a comment it read nothing in ("Is this meant for
+    engineers?")."""
+    if reading.language and reading.language not in comment_languages.covered():
+        if not reading.wishes:
+            why = (
+                f"written in {reading.language}, which the rules engine does not read (it reads "
+                f"English, {', '.join(comment_languages.covered())}); rephrase, or let the "
+                "Claude trainer read it"
+            )
+            reading.unsure.append(Unsure(text.strip(), why))
+        return
+    if reading.wishes or reading.kept or reading.injection or reading.refused:
+        return  # a question beside what was read is its reason ("Who reads all this? Cut it.")
+    for sentence in _sentences(text):
+        question = sentence.strip()
+        if not question.endswith("?") or _POLITE.search(question.lower()):
+            continue
+        why = "a question: what it asks of the answer is not said"
+        reading.unsure.append(Unsure(question, why))
+
+
+def praising_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` that praise and ask for nothing ("Oh wonderful, very bold.")."""
+    return [s for s in _sentences(text) if _PRAISE.search(s.lower()) and not asks(s)]
 
 
 def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> None:
@@ -471,6 +503,8 @@ def _read_other_language(text: str, reading: Reading) -> None:
     foreign = comment_languages.read(text)
     if foreign.language is None or (reading.wishes and not foreign.detected):
         return  # English, or English words read while the language is in doubt
+    if not foreign.detected and _matches(text.lower()):
+        return  # English cue words, refused or denied ("don't make it warmer"): still English
     reading.language = foreign.language
     if foreign.wishes or foreign.detected:
         # English cue words in another language's sentence mislead ("formal demais" is "too
@@ -508,6 +542,14 @@ def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
     return sorted(kept, key=lambda k: k[1].start())
 
 
+# words before a comparative that say the answer has become so ("even longer", "now wordier")
+_GROWN = re.compile(r"\b(?:even|now|got|gotten|getting|became|become|grown)\s+(?:more\s+)?$")
+# a comparative measured against a taste or a past version describes how it is: "wordier than
+# I'd like", "longer than last time" (a number after "than" is a limit asked for)
+_THAN_STATE = re.compile(
+    r"\s+than (?:(?:i|we)(?:'d| would)? |ever\b|before\b|usual\b|(?:the )?(?:last|previous)\b|"
+    r"yesterday\b|it (?:was|used to be)\b)"
+)
 # "the headings make it feel like…": a subject causing the effect, not a request to make it
 _CAUSED = re.compile(r"\b(?:the \w+|they|these|those|it|this|that) (?:make|makes|made)\b")
 _LACK_WORDS = re.compile(r"(?:no|missing|lacks|lacking|needs?)\b")
@@ -551,6 +593,8 @@ def _read_clause(
             or re.fullmatch(r"\w+er", word)
             or word.startswith("more ")
         )
+        if comparative and (_GROWN.search(lowered[:start]) or _THAN_STATE.match(lowered[end:])):
+            comparative = False  # "even wordier than before": how it is, a complaint, not a wish
         less = bool(re.search(r"\bless\s+$", lowered[:start]))
         frame = _cue_frame(read, cue, start, end)
         # coordinated words share the first one's frame: "keep it short and simple",
@@ -661,6 +705,7 @@ def _read_cue(
             detail=detail,
             weak=weak or cue.weak,
             asked=frame == "ask" and not _CAUSED.search(read.lowered[:start]),
+            from_quality=cue.kind == "quality" and frame in ("describe", "plain"),
         )
     )
     return True
@@ -671,6 +716,9 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 def _sentences(text: str) -> list[str]:
     return [s for s in _SENTENCE.split(text.translate(_QUOTES)) if s.strip()]
+
+
+sentences = _sentences
 
 
 def _is_praise(sentence: str) -> bool:
