@@ -107,6 +107,8 @@ class ScoreAnalysis(BaseModel):
     read_by: Literal["rules", "claude"] = "rules"
     # Clauses the rules engine abstained on ("not understood: '…'"): nothing changes for them
     unsure: list[UnsureClause] = Field(default_factory=list, max_length=10)
+    # Under `rules+claude`, the clauses the rules engine abstained on that Claude read instead
+    handed_over: list[str] = Field(default_factory=list, max_length=10)
 
 
 class PromptCredit(BaseModel):

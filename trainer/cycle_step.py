@@ -142,11 +142,19 @@ async def take(
     wished = [w for w in wished if w.family not in gone | undone] + instead
 
     # 3. read, credit and propose on the agent as restored
-    analysis = (
-        read
-        if backend.reads_with_rules or memory.wants is not None or memory.recalled(comment)
-        else await backend.analyze(score, comment, previous)
-    )
+    if backend.reads_with_rules or memory.wants is not None or memory.recalled(comment):
+        analysis = read
+    elif backend.hands_over:
+        analysis = await backend.analyze(score, comment, previous, memory.reading_memory())
+    else:
+        analysis = await backend.analyze(score, comment, previous)
+    if analysis.handed_over:
+        # what Claude read in the clauses the rules engine abstained on joins the reading
+        handed = [a for a in analysis.aspects if a.quote in analysis.handed_over]
+        more = credit_assignment.wishes(analysis.model_copy(update={"aspects": handed}))
+        wished += [w for w in more if w.family not in gone | undone]
+        approved += [a.want for a in handed if a.sentiment == "positive" and a.want]
+        report += [f"read by Claude: {c!r}" for c in analysis.handed_over]
     if instead:
         analysis = analysis.model_copy(
             update={"aspects": [*analysis.aspects, *(_aspect(w) for w in instead)]}
@@ -203,7 +211,7 @@ async def take(
     report += [_refusal(request) for request in read.refused]
     if backend.hands_over and analysis.read_by == "claude":
         report.append("read by Claude: the rules engine could not act on this comment")
-    report += [f"not understood: {u.quote!r}: {u.why}" for u in read.unsure]
+    report += [f"not understood: {u.quote!r}: {u.why}" for u in analysis.unsure]
     understood = wished or approved or taken_back or read.adversarial or read.refused
     if not understood and not read.unsure and score < NOT_UNDERSTOOD_BELOW and read.comment:
         report.append(_not_understood(read.comment, read.comment_language))
