@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
+from domain import wants as wants_syntax
 from domain.agent import AgentDefinition
+from domain.corrections import LabelledExample
 from domain.execution import SpanRecord
 from domain.trainer import (
     CreditAssignment,
@@ -25,8 +27,6 @@ from domain.trainer import (
     Sentiment,
     TrajectoryCredit,
 )
-from domain import wants as wants_syntax
-from domain.corrections import LabelledExample
 from runner.claude import create_message
 from trainer.evolution import EvolutionError, apply_changes
 from trainer.reward_analyzer import trend_of

@@ -142,12 +142,7 @@ async def take(
     wished = [w for w in wished if w.family not in gone | undone] + instead
 
     # 3. read, credit and propose on the agent as restored
-    if backend.reads_with_rules or memory.wants is not None or memory.recalled(comment):
-        analysis = read
-    elif backend.hands_over:
-        analysis = await backend.analyze(score, comment, previous, memory.reading_memory())
-    else:
-        analysis = await backend.analyze(score, comment, previous)
+    analysis = await _analysis(backend, memory, read, score, comment, previous)
     if analysis.handed_over:
         # what Claude read in the clauses the rules engine abstained on joins the reading
         handed = [a for a in analysis.aspects if a.quote in analysis.handed_over]
@@ -232,6 +227,23 @@ async def take(
         strengthened=strengthened,
         report=report,
     )
+
+
+async def _analysis(
+    backend: TrainerBackend,
+    memory: LineageMemory,
+    read: ScoreAnalysis,
+    score: float,
+    comment: str | None,
+    previous: list[float],
+) -> ScoreAnalysis:
+    """The reading the change is planned on: the rules engine's (already made), or the
+    backend's; a hand-over backend is given the corrections to show Claude."""
+    if backend.reads_with_rules or memory.wants is not None or memory.recalled(comment):
+        return read
+    if backend.hands_over:
+        return await backend.analyze(score, comment, previous, memory.reading_memory())
+    return await backend.analyze(score, comment, previous)
 
 
 def judge(memory: LineageMemory, score: float, comment: str | None) -> JudgedEvolution | None:
