@@ -16,6 +16,7 @@ evaluation command both call:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -49,6 +50,8 @@ from trainer import (
 from trainer.backends import TrainerBackend
 from trainer.change_patterns import pattern
 from trainer.evolution import (
+    PARAMETER_TARGETS,
+    ROLLBACK_REASON,
     STRENGTHEN_REASON,
     TAKE_BACK_REASON,
     apply_changes,
@@ -100,6 +103,7 @@ class LineageMemory(BaseModel):
 
 
 CreditOf = Callable[[AgentDefinition, ScoreAnalysis], Awaitable[CreditAssignment]]
+VersionOf = Callable[[int], AgentDefinition | None]
 
 
 async def take(
@@ -112,9 +116,11 @@ async def take(
     past: Sequence[PastChange] = (),
     insights: dict[str, LearningInsight] | None = None,
     credit_of: CreditOf | None = None,
+    versions: VersionOf | None = None,
 ) -> CycleStep:
     """The whole cycle step (see the module's doc). ``credit_of`` replaces the backend's credit
-    assignment (a long trajectory's, fanned out)."""
+    assignment (a long trajectory's, fanned out); ``versions`` gives the lineage's earlier
+    versions, for a reviewer who asks to go back to one."""
     previous = [] if memory.previous_score is None else [memory.previous_score]
     # the mechanical reading: verdicts and the keep-list rest on it whatever the backend
     read = _measured(
@@ -127,6 +133,10 @@ async def take(
     judged = outcome.judge(memory.pending, read, memory.session_id) if memory.pending else None
     if judged and memory.pending and memory.output_cut_off:
         judged = outcome.cut_off(memory.pending, judged, memory.session_id)
+
+    reverting = next((w for w in taken_back if w.family == "revert"), None)
+    if reverting is not None:
+        return _revert(agent, memory, read, judged, reverting, versions)
 
     # 2. roll back what the reviewer refuted
     refuted, undo, base = _roll_back(agent, memory, judged)
@@ -227,6 +237,85 @@ async def take(
         strengthened=strengthened,
         report=report,
     )
+
+
+def _revert(
+    agent: AgentDefinition,
+    memory: LineageMemory,
+    read: ScoreAnalysis,
+    judged: JudgedEvolution | None,
+    wish: Wish,
+    versions: VersionOf | None,
+) -> CycleStep:
+    """Back to an earlier version, all of it: the prompt, parameters, tools and flow become
+    that version's, byte for byte, and nothing else of the comment is acted on (what else it
+    says is why). The families that version's instructions ask for are what stays asked for."""
+    number = wants.version_of(wish.detail)
+    target = versions(number) if versions is not None and number is not None else None
+    quote = preview_of(wish.quote, EXCERPT_CHARS)
+    credit = CreditAssignment(mode="prompt")
+    if target is None:
+        report = [f"not understood: {quote!r}: there is no version {wish.detail} to go back to"]
+        plan = EvolutionPlan(notes=report)
+        return CycleStep(
+            judged=judged, analysis=read, credit=credit, plan=plan, agent=agent,
+            asked_for=memory.asked_for, report=report,
+        )  # fmt: skip
+    changes = _changes_to(agent, target, f"the reviewer goes back to v{number} ({quote!r})")
+    after = apply_changes(agent, changes) if changes else agent
+    kept = {f for s in segments(target.system_prompt) for f in credit_assignment.families_of(s)}
+    report = [f"back to v{number}: prompt and parameters as they were"]
+    plan = EvolutionPlan(
+        changes=changes, hypothesis=f"v{number} is what the reviewer wants back.", notes=report
+    )
+    return CycleStep(
+        judged=judged, analysis=read, credit=credit, plan=plan, agent=after,
+        asked_for=[f for f in memory.asked_for if f in kept], report=report,
+    )  # fmt: skip
+
+
+def _changes_to(
+    agent: AgentDefinition, target: AgentDefinition, reason: str
+) -> list[EvolutionChange]:
+    """The changes that turn ``agent`` into ``target``: the whole prompt, each parameter that
+    differs, and each tool or flow step by name."""
+    changes: list[EvolutionChange] = []
+
+    def change(component: str, kind: str, name: str, before: str | None, after: str | None):
+        changes.append(
+            EvolutionChange(
+                component=component,  # type: ignore[arg-type]
+                change_type=kind,  # type: ignore[arg-type]
+                target=name,
+                before=before,
+                after=after,
+                reason=f"{ROLLBACK_REASON}{reason}",
+                confidence=1.0,
+            )
+        )
+
+    if agent.system_prompt != target.system_prompt:
+        change("systemPrompt", "modify", "prompt", agent.system_prompt, target.system_prompt)
+    now, then = agent.parameters, target.parameters
+    for name, field in PARAMETER_TARGETS.items():
+        if getattr(now, field) != getattr(then, field) and getattr(then, field) is not None:
+            change(
+                "parameters", "modify", name, str(getattr(now, field)), str(getattr(then, field))
+            )
+    for component, items, wanted in (
+        ("tools", agent.tools, target.tools),
+        ("flow", agent.flow, target.flow),
+    ):
+        had = {i.name: i.model_dump(mode="json", by_alias=True) for i in items}
+        want = {i.name: i.model_dump(mode="json", by_alias=True) for i in wanted}
+        for name in had.keys() - want.keys():
+            change(component, "remove", name, json.dumps(had[name]), None)
+        for name in want.keys() - had.keys():
+            change(component, "add", name, None, json.dumps(want[name]))
+        for name in had.keys() & want.keys():
+            if had[name] != want[name]:
+                change(component, "modify", name, json.dumps(had[name]), json.dumps(want[name]))
+    return changes
 
 
 async def _analysis(
@@ -481,6 +570,8 @@ def _take_back(
     changes: list[EvolutionChange] = []
     instead: list[Wish] = []
     for wish in taken_back:
+        if wish.family == "revert":
+            continue  # a revert is a step of its own (``_revert``)
         if wish.family == "undo":
             if not refuted:
                 report.append(

@@ -105,8 +105,8 @@ _COMPLAINT_AFTER, _QUANTITY, _EXCESS, _ASK_AFTER = _words(
 _REQUEST_FORM, _IMPERATIVE, _CONTRAST_WORD, _CONCEDED = _words(
     "requests", "request_form", "imperative", "contrast_word", "conceded"
 )
-_REQUEST, _WISH_FOR, _KEEP_AS_IS, _KEEP_WHOLE = _words(
-    "requests", "request", "wish_for", "keep_as_is", "keep_whole"
+_REQUEST, _WISH_FOR, _KEEP_AS_IS, _KEEP_WHOLE, _REVERT = _words(
+    "requests", "request", "wish_for", "keep_as_is", "keep_whole", "revert"
 )
 _POLITE, _CONTRAST = _words("requests", "polite", "contrast")
 (_CHANGE_VERB,) = _words("frames", "change_verb")
@@ -396,9 +396,30 @@ def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> N
         reading.wishes[first:] = [w for w in reading.wishes[first:] if w.family != taken.family]
         reading.kept = [k for k in reading.kept if k.family != taken.family]
         (reading.kept if taken.action == "keep" else reading.wishes).append(taken)
+    reverted = _REVERT.search(sentence)
+    if reverted is not None:
+        # back to a version, all of it: what else the sentence says is its reason ("both
+        # changes were a mistake")
+        version = reverted.group("version") or reverted.group("version2") or "start"
+        reading.wishes[first:] = [w for w in reading.wishes[first:] if w.action != "add"]
+        reading.wishes.append(
+            Wish("revert", "overall", sentence.strip(), 0.9, detail=version, action="remove")
+        )
+        return
     undone = wish_actions.undo(sentence)
     if undone is not None:
-        reading.wishes.append(undone)
+        reading.wishes[first:] = [w for w in reading.wishes[first:] if w.action != "add"]
+        reading.wishes.append(replace(undone, aspect=_undone_aspect(sentence, reading)))
+
+
+def _undone_aspect(sentence: str, reading: Reading) -> str:
+    """What an undo takes back: the one aspect the sentence names beside what it keeps ("forget
+    what I said about rambling, … keep the sources" undoes the change to length only), or the
+    whole last change ("overall")."""
+    lowered = sentence.lower()
+    kept = {k.aspect for k in reading.kept if k.quote.lower() in lowered}
+    named = {cue.aspect for cue, _ in _matches(lowered)} - kept - {"overall"}
+    return named.pop() if len(named) == 1 else "overall"
 
 
 def _read_whole(text: str, reading: Reading) -> None:
