@@ -205,6 +205,7 @@ async def take(
     )
     plan.changes = undo + plan.changes
     after = apply_changes(agent, plan.changes) if plan.changes else agent
+    after = _one_overriding(agent, after, plan)
     if refuted:
         report.insert(0, f"rolled back {', '.join(refuted)}: {_reasons(judged, 'refuted')}")
     taken = [c.want for c in removals if c.want]
@@ -672,11 +673,11 @@ def _strengthen(
         carrying = [
             s
             for s in segments(agent.system_prompt)
-            if wish.family in credit_assignment.families_of(s)
+            if credit_assignment.families_of(s) == {wish.family}
         ]
         if not carrying:
-            continue
-        firmer = instructions.firmer(wish)
+            continue  # only sentences that ask for more than it: the planner adds its own
+        firmer = instructions.firmer_than(carrying[-1], wish)
         changes: list[EvolutionChange] = []
         if firmer and firmer not in agent.system_prompt:
             changes.append(
@@ -698,6 +699,36 @@ def _strengthen(
                 "as the rules engine can; the model did not follow it"
             )
     return stronger
+
+
+def _one_overriding(
+    agent: AgentDefinition, after: AgentDefinition, plan: EvolutionPlan
+) -> AgentDefinition:
+    """At most one instruction says it overrides the rest: the newest. Older ones that say so
+    are said plainly again (their words otherwise unchanged)."""
+    marked = [s for s in segments(after.system_prompt) if s.startswith(instructions.OVERRIDING)]
+    if len(marked) < 2:
+        return after
+    older = [s for s in marked if s in agent.system_prompt]
+    newest = [s for s in marked if s not in older] or marked[-1:]
+    demoted = []
+    for segment in marked:
+        if segment in newest:
+            continue
+        plain = segment.removeprefix(instructions.OVERRIDING).strip()
+        demoted.append(
+            EvolutionChange(
+                component="systemPrompt",
+                change_type="modify",
+                target="instruction",
+                before=segment,
+                after=plain[:1].upper() + plain[1:],
+                reason=f"{STRENGTHEN_REASON}one instruction overrides the rest: {newest[-1]!r} now",
+                confidence=1.0,
+            )
+        )
+    plan.changes += demoted
+    return apply_changes(after, demoted)
 
 
 NO_INVENTION = "Use only facts and figures from the material above; never invent any."

@@ -289,7 +289,11 @@ def _topic(match: re.Match[str]) -> str | None:
 def _limit(match: re.Match[str]) -> str | None:
     groups = match.groupdict()
     return (
-        groups.get("limit") or groups.get("limit2") or groups.get("limit3") or groups.get("limit4")
+        groups.get("limit")
+        or groups.get("limit2")
+        or groups.get("limit3")
+        or groups.get("limit4")
+        or groups.get("limit5")
     )
 
 
@@ -563,8 +567,12 @@ def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
     return sorted(kept, key=lambda k: k[1].start())
 
 
-# words before a comparative that say the answer has become so ("even longer", "now wordier")
-_GROWN = re.compile(r"\b(?:even|now|got|gotten|getting|became|become|grown)\s+(?:more\s+)?$")
+# words before a comparative that say the answer has become so ("it's even longer", "it got
+# wordier"); "even shorter" alone asks for more of it
+_GROWN = re.compile(
+    r"\b(?:it's|it is|that's|is|was|are|were|got|gotten|getting|became|become|grown)\s+"
+    r"(?:now\s+)?(?:even\s+|still\s+)?(?:more\s+)?$"
+)
 # a comparative measured against a taste or a past version describes how it is: "wordier than
 # I'd like", "longer than last time" (a number after "than" is a limit asked for)
 _THAN_STATE = re.compile(
@@ -726,7 +734,9 @@ def _read_cue(
             detail=detail,
             weak=weak or cue.weak,
             asked=frame == "ask" and not _CAUSED.search(read.lowered[:start]),
-            from_quality=cue.kind == "quality" and frame in ("describe", "plain"),
+            from_quality=cue.kind == "quality"
+            and frame in ("describe", "plain")
+            and not comparative,
         )
     )
     return True
