@@ -209,6 +209,11 @@ async def take(
     if refuted:
         report.insert(0, f"rolled back {', '.join(refuted)}: {_reasons(judged, 'refuted')}")
     taken = [c.want for c in removals if c.want]
+    strengthened += [
+        c.want
+        for c in plan.changes
+        if c.want and c.reason.startswith(STRENGTHEN_REASON) and c.want not in strengthened
+    ]
     if strengthened:
         plan.hypothesis = plan.hypothesis or (
             f"After strengthening {', '.join(strengthened)} the reviewer will stop asking for it."
@@ -378,9 +383,10 @@ def summary(step: CycleStep, from_version: int) -> str:
         if not c.reason.startswith((STRENGTHEN_REASON, TAKE_BACK_REASON))
     ]
     parts += [describe_change(c) for c in new]
+    parts += [r for r in step.report if r.startswith("back to v")]  # a revert says where to
     line = f"v{from_version}→v{from_version + 1}: " + "; ".join(parts)
     # what was protected is in the record's notes; the line says what did not happen
-    skipped = [r for r in step.report if not r.startswith(("rolled back", "kept '"))]
+    skipped = [r for r in step.report if not r.startswith(("rolled back", "kept '", "back to v"))]
     return line + (f" (also: {'; '.join(skipped)})" if skipped else "")
 
 

@@ -410,10 +410,44 @@ def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> N
             Wish("revert", "overall", sentence.strip(), 0.9, detail=version, action="remove")
         )
         return
+    if _restores(sentence, reading, first):
+        return  # "that example you cut, bring it back": the family, not the whole last change
     undone = wish_actions.undo(sentence)
     if undone is not None:
         reading.wishes[first:] = [w for w in reading.wishes[first:] if w.action != "add"]
         reading.wishes.append(replace(undone, aspect=_undone_aspect(sentence, reading)))
+
+
+_RESTORE = re.compile(
+    r"\b(?:bring|put|add|get|have)\s+(?:it|them|that|those|this|these)\s+back\b"
+    r"|\brestore (?:it|them|that|those)\b|\bback in\b"
+)
+# a size said of the thing brought back ("…but keep it short"), not of the whole answer
+_ITS_SIZE = re.compile(
+    r"\b(?:keep|make) (?:it|them) (?:short|brief|tight|concise|small)\b"
+    r"|\b(?:but )?(?:short|brief)(?: this time)?$|\ba (?:short|brief|shorter) (?:one|version)\b"
+)
+
+
+def _restores(sentence: str, reading: Reading, first: int) -> bool:
+    """Whether the sentence brings back something it names ("the example you cut, bring it
+    back, but keep it short"): the family named is asked for again, once (a size said of it
+    sizes it, not the answer)."""
+    lowered = sentence.lower()
+    named = [w for w in reading.wishes[first:] if w.aspect != "length" and w.action == "add"]
+    if not _RESTORE.search(lowered) or not named:
+        return False
+    sized = [
+        w for w in reading.wishes[first:]
+        if w.aspect == "length" and _ITS_SIZE.search(w.quote.lower())
+    ]  # fmt: skip
+    reading.wishes = [w for w in reading.wishes if w not in sized]
+    if sized:
+        for index, wish in enumerate(reading.wishes):
+            if wish in named and wish.family == "example" and wish.amount is None:
+                one = wish_actions.amount_of("one example", "example")
+                reading.wishes[index] = replace(wish, amount=one, asked=True)
+    return True
 
 
 def _undone_aspect(sentence: str, reading: Reading) -> str:
@@ -422,7 +456,9 @@ def _undone_aspect(sentence: str, reading: Reading) -> str:
     whole last change ("overall")."""
     lowered = sentence.lower()
     kept = {k.aspect for k in reading.kept if k.quote.lower() in lowered}
-    named = {cue.aspect for cue, _ in _matches(lowered)} - kept - {"overall"}
+    named = {cue.aspect for cue, _ in _matches(lowered)}
+    named |= {aspect for pattern, aspect in _ASPECT_NOUNS if pattern.search(lowered)}
+    named -= kept | {"overall"}
     return named.pop() if len(named) == 1 else "overall"
 
 
