@@ -525,7 +525,9 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
         if mode == "comment" and off_limits(clause):
             reading.refused.append(clause)  # what the agent may do is not the reviewer's
             continue
-        admiring = mode == "comment" and _admires(parts, index)
+        admiring = mode == "comment" and (
+            _admires(parts, index) or bool(_KEEP_DOING.match(clause.lower()))
+        )
         damage = _damage(clause) if mode == "comment" and not admiring else None
         if damage:
             reading.wishes.append(damage)  # recorded as criticised when settled
@@ -603,6 +605,10 @@ def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
     return sorted(kept, key=lambda k: k[1].start())
 
 
+# "keep flagging the numbers": carry on doing what it does, approval, not a new wish
+_KEEP_DOING = re.compile(
+    r"^\W*(?:but |and |just |please )?(?:keep|continue|carry on)(?: on)? \w+ing\b"
+)
 # words before a comparative that say the answer has become so ("it's even longer", "it got
 # wordier"); "even shorter" alone asks for more of it
 _GROWN = re.compile(
@@ -745,7 +751,8 @@ def _read_cue(
     """The wish (or the kept family) a cue's words carry in their frame; whether there is one."""
     start, end = match.span()
     if less:
-        family, weak = cue.fault, False
+        # "less hedging": the cue's fault, or the opposite of what the cue asks for
+        family, weak = cue.fault or opposite_of(cue.ask or ""), False
     else:
         change = bool(_CHANGE_VERB.match(match.group(0))) or comparative
         family, weak = _wish_of(cue, frame, read.mode, comparative, change)
