@@ -87,13 +87,20 @@ def _text(max_length: int, min_length: int = 0) -> Any:
 
 
 Comment = _text(MAX_COMMENT_CHARS)
-Rater = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, max_length=MAX_RATER_CHARS),
-    AfterValidator(storable),
-    AfterValidator(plain_name),
-    AfterValidator(redacted),
-]
+
+
+def _name(min_length: int = 0) -> Any:
+    return Annotated[
+        str,
+        StringConstraints(strip_whitespace=True, min_length=min_length, max_length=MAX_RATER_CHARS),
+        AfterValidator(storable),
+        AfterValidator(plain_name),
+        AfterValidator(redacted),
+    ]
+
+
+Rater = _name()
+NamedRater = _name(min_length=1)  # a correction says whose words it labels
 DirectiveText = _text(MAX_DIRECTIVE_CHARS, min_length=1)
 Reason = _text(1_000)
 OutputId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, strict=True)]
@@ -133,7 +140,7 @@ class CorrectReadingInput(FeedbackModel):
     labels (by default only the scorer may correct a score's reading)."""
 
     wants: Wants
-    rater: Annotated[Rater, StringConstraints(min_length=1)]
+    rater: NamedRater
     evaluation_id: OutputId | None = None
     cycle: int | None = Field(default=None, ge=1, strict=True)
 

@@ -192,7 +192,7 @@ async def test_a_late_correction_cannot_rewrite_another_raters_reading(
 
 
 async def test_a_score_for_an_output_a_correction_replaced_is_refused_not_misapplied(
-    client, store, settings, run_worker
+    client, store, settings, run_worker, temporal_address
 ):
     spec = make_spec(model=MODEL, inputs=QUESTIONS)
     lineage = spec.lineage_id("A")
@@ -206,7 +206,7 @@ async def test_a_score_for_an_output_a_correction_replaced_is_refused_not_misapp
             # bob reads cycle 2's output, the misread version's
             assert read.output_id == f"{lineage}:c2"
 
-            model.seconds = 3.0  # the re-run takes a while
+            model.seconds = 5.0  # the re-run takes a while
             accepted = await handle.execute_update(
                 LineageWorkflow.correct_reading, {"wants": ["warmer"], "rater": "ana", "cycle": 1}
             )
@@ -227,6 +227,9 @@ async def test_a_score_for_an_output_a_correction_replaced_is_refused_not_misapp
             model.seconds = 0.0
             rerun = await wait_for_state(handle, lambda s: awaiting(2)(s) and s.agent_version == 3)
             assert rerun.output_id == f"{lineage}:c2-v3"
+            # `training-camp output` shows the output and its id, which a score names
+            shown = await training_camp(temporal_address, settings.database_url, "output", lineage)
+            assert f"output id: {rerun.output_id}" in shown.stdout, shown.stdout + shown.stderr
             # sent again now, the refusal names the output that is current
             why = await refused(handle, LineageWorkflow.submit_score, named)
             assert f"output {rerun.output_id} (cycle 2) is awaiting its score" in why
@@ -260,7 +263,7 @@ async def test_ten_waiting_corrections_do_not_block_a_score(client, store, setti
 
             # ten corrections at once (a rater clicking again and again) while the first one's
             # re-run is slow: each is answered at once, queued or refused, and none waits
-            model.seconds = 4.0
+            model.seconds = 6.0
             meant = [["warmer"], ["warmer", "bullets"], ["simpler"], ["table"], ["warmer"]] * 2
             answers = await asyncio.wait_for(
                 asyncio.gather(
@@ -273,7 +276,7 @@ async def test_ten_waiting_corrections_do_not_block_a_score(client, store, setti
                     ),
                     return_exceptions=True,
                 ),
-                timeout=3.0,  # inside the first re-run: nothing waited for it
+                timeout=4.0,  # inside the first re-run: nothing waited for it
             )
             queued = {a.correction_id for a in answers if not isinstance(a, Exception)}
             full = [str(a.cause) for a in answers if isinstance(a, WorkflowUpdateFailedError)]
