@@ -5,7 +5,6 @@ correction in the store and in the export, and a later comment close to it read 
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,9 @@ from client import correction_outcome, start_session
 from domain.agent import AgentRef
 from tests.conftest import (
     awaiting,
+    exported_corrections,
     make_spec,
     threaded_starter_cli,
-    training_data_cli,
     wait_for_state,
 )
 from workflows.lineage import LineageWorkflow
@@ -101,16 +100,7 @@ async def test_a_misread_comment_is_corrected_from_the_cli_and_the_cycle_runs_ag
     # the corrected example is quoted as the reason
     assert f"as corrected on '{MISREAD[:18]}" in later.last_reading
 
-    exported = await asyncio.to_thread(
-        training_data_cli,
-        "export",
-        "corrections",
-        "--out",
-        str(tmp_path),
-        url=settings.database_url,
-    )
-    assert exported.returncode == 0, exported.stderr
-    rows = [json.loads(line) for line in (tmp_path / "corrections.jsonl").read_text().splitlines()]
+    rows = await asyncio.to_thread(exported_corrections, settings.database_url, tmp_path)
     assert [(r["comment"], r["corrected"], r["rater"]) for r in rows] == [
         (MISREAD, ["warmer"], "ana")
     ]

@@ -10,10 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -28,9 +25,10 @@ from domain.lineage import MAX_QUEUED_CORRECTIONS
 from store.tables import RejectedFeedbackRow
 from tests.conftest import (
     awaiting,
+    exported_corrections,
     make_spec,
+    run_starter,
     temporal_cli,
-    training_data_cli,
     wait_for_state,
 )
 from tests.fake_messages_api import FakeMessagesAPI, text_message
@@ -67,19 +65,18 @@ def rejections(store: Any, lineage_id: str) -> list[RejectedFeedbackRow]:
 async def training_camp(temporal_address: str, database_url: str, *args: str) -> Any:
     """The `training-camp` command as a user runs it, whether it succeeds or not."""
     return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "starter.py", *args],
-        cwd=Path(__file__).parent.parent,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            "PATH": os.environ["PATH"],
-            "COLUMNS": "250",
-            "TEMPORAL_ADDRESS": temporal_address,
-            "TRAINING_CAMP_DATABASE_URL": database_url,
-        },
+        run_starter, *args, temporal_address=temporal_address, database_url=database_url
     )
+
+
+async def misread_on_cycle_one(client: Any, spec: Any, settings: Any) -> Any:
+    """A lineage whose cycle 1 ana scored with a comment the trainer misreads (as hedging),
+    its cycle 2 output (the misread version's) awaiting a score; its handle."""
+    (handle,) = await start_session(client, spec, settings.task_queue)
+    await wait_for_state(handle, awaiting(1))
+    await handle.signal("score", {"score": 4, "comment": MISREAD, "rater": "ana"})
+    await wait_for_state(handle, awaiting(2))
+    return handle
 
 
 def event_text(event: Any) -> str:
@@ -199,10 +196,8 @@ async def test_a_score_for_an_output_a_correction_replaced_is_refused_not_misapp
     with FakeMessagesAPI() as api:
         model = SlowModel(api)
         async with run_worker(claude_settings(settings, api)):
-            (handle,) = await start_session(client, spec, settings.task_queue)
-            await wait_for_state(handle, awaiting(1))
-            await handle.signal("score", {"score": 4, "comment": MISREAD, "rater": "ana"})
-            read = await wait_for_state(handle, awaiting(2))
+            handle = await misread_on_cycle_one(client, spec, settings)
+            read = await handle.query(LineageWorkflow.state)
             # bob reads cycle 2's output, the misread version's
             assert read.output_id == f"{lineage}:c2"
 
@@ -256,10 +251,7 @@ async def test_ten_waiting_corrections_do_not_block_a_score(client, store, setti
     with FakeMessagesAPI() as api:
         model = SlowModel(api)
         async with run_worker(claude_settings(settings, api)):
-            (handle,) = await start_session(client, spec, settings.task_queue)
-            await wait_for_state(handle, awaiting(1))
-            await handle.signal("score", {"score": 4, "comment": MISREAD, "rater": "ana"})
-            await wait_for_state(handle, awaiting(2))
+            handle = await misread_on_cycle_one(client, spec, settings)
 
             # ten corrections at once (a rater clicking again and again) while the first one's
             # re-run is slow: each is answered at once, queued or refused, and none waits
@@ -305,9 +297,9 @@ async def test_ten_waiting_corrections_do_not_block_a_score(client, store, setti
     assert [p.cycle for p in done.score_history] == [1, 2]
     bobs = store.queries.evaluations(lineage)[-1]
     assert (bobs.rater, bobs.score, bobs.cycle) == ("bob", 7, 2)
-    # every correction queued was taken, in the order sent, each recorded once
+    # every correction queued was taken (the ten arrive in any order), each recorded once
     examples = store.queries.labelled_examples(spec.session_id)
-    assert len(examples) == len(queued) and examples[0].corrected == ["warmer"]
+    assert sorted(e.correction_id for e in examples) == sorted(queued)
     assert {c.correction_id for c in done.corrections} == queued
 
 
@@ -362,18 +354,7 @@ async def test_a_pasted_key_is_redacted_before_it_is_stored_carried_or_exported(
     assert comment == f"{MISREAD} (my key is [redacted], sorry)"
 
     # the export of corrections quotes the masked comment
-    exported = await asyncio.to_thread(
-        training_data_cli,
-        "export",
-        "corrections",
-        "--out",
-        str(tmp_path),
-        url=settings.database_url,
-    )
-    assert exported.returncode == 0, exported.stderr
-    (row,) = [
-        json.loads(line) for line in (tmp_path / "corrections.jsonl").read_text().splitlines()
-    ]
+    (row,) = await asyncio.to_thread(exported_corrections, settings.database_url, tmp_path)
     assert row["comment"] == f"{MISREAD} (my key is [redacted], sorry)"
 
     # the workflow's history: the key is only in the signals sent straight to Temporal (it
