@@ -1,5 +1,6 @@
 """Structured wishes sent with a score: ``"warmer"``, ``"remove:example"``, ``"shorter:half"``,
-``"example:1"``, ``"shorter:150"``, ``"keep:bullets"``, ``"undo"``.
+``"example:1"``, ``"shorter:150"``, ``"keep:bullets"``, ``"undo"``, ``"revert:v1"``,
+``"revert:start"``.
 
 A want is ``[action:]family[:amount]``: the action one of add (the default), more, less,
 remove, keep; the family one of the trainer's change families; the amount a share of the last
@@ -17,8 +18,10 @@ from domain.trainer import WISH_ACTIONS, Amount, FeedbackAspect
 MAX_WANTS = 10
 MAX_WANT_CHARS = 60
 SHARES = {"half": 0.5, "third": 0.33, "quarter": 0.25, "two-thirds": 0.67, "three-quarters": 0.75}
-# families a want may name beyond the registry: a take-back of the last change
-EXTRA = ("undo",)
+# families a want may name beyond the registry: a take-back of the last change, and a return
+# to an earlier version ("revert:v2", "revert:start": the prompt and parameters it had)
+EXTRA = ("undo", "revert")
+TAKES_BACK = ("undo", "revert")  # what they take back is changes, not a family's instruction
 # the counted unit of a family's count
 UNITS = {"example": "examples", "bullets": "bullets", "key_points": "points"}
 UNITS_DEFAULT = "lines"
@@ -45,8 +48,10 @@ def parse(want: str) -> FeedbackAspect:
     family, *rest = parts
     if family not in families():
         raise ValueError(f"{want!r}: unknown family {family!r}; known: {', '.join(families())}")
-    if family == "undo" and action not in ("add", "remove"):
-        raise ValueError(f"{want!r}: undo takes no action")
+    if family in TAKES_BACK and action not in ("add", "remove"):
+        raise ValueError(f"{want!r}: {family} takes no action")
+    if family == "revert":
+        return _revert(want, rest[0] if rest else "")
     amount = _amount(family, rest[0]) if rest else None
     return FeedbackAspect(
         aspect="overall" if family == "undo" else aspect_of(family),
@@ -58,6 +63,29 @@ def parse(want: str) -> FeedbackAspect:
         action="remove" if family == "undo" else action,  # type: ignore[arg-type]
         amount=amount,
     )
+
+
+def _revert(want: str, version: str) -> FeedbackAspect:
+    """``revert:start`` or ``revert:vN``: back to the lineage's first version, or to version N."""
+    number = version.removeprefix("v")
+    if version != "start" and not (number.isdigit() and 0 < int(number) <= 100_000):
+        raise ValueError(f"{want!r}: revert to what? revert:start or revert:vN (a version)")
+    return FeedbackAspect(
+        aspect="overall",
+        sentiment="negative",
+        quote=f"wants revert:{version}",
+        confidence=1.0,
+        want="revert",
+        detail="start" if version == "start" else number,
+        action="remove",
+    )
+
+
+def version_of(detail: str | None) -> int | None:
+    """The version a revert's detail names (``start`` is version 1)."""
+    if detail == "start":
+        return 1
+    return int(detail) if detail and detail.isdigit() else None
 
 
 def _amount(family: str, text: str) -> Amount:
@@ -113,6 +141,8 @@ def render(aspect: FeedbackAspect) -> str | None:
         return None
     if family == "undo":
         return "undo"
+    if family == "revert":
+        return f"revert:{'start' if aspect.detail == 'start' else f'v{aspect.detail}'}"
     action = aspect.action or ("keep" if aspect.sentiment == "positive" else "add")
     text = family if action == "add" else f"{action}:{family}"
     amount = _amount_text(family, aspect.amount)

@@ -1,6 +1,6 @@
-"""Cue data, one loader for every language: the English reader's cues (``trainer/cues/en/``),
-the phrase lists of the other comment languages (``trainer/cues/<code>.json``) and every
-language's action words (``trainer/cues/actions/<code>.json``).
+"""Cue data, one loader for every language: the English reader's cues (``cues/en/``),
+the phrase lists of the other comment languages (``trainer/reading/cues/<code>.json``) and every
+language's action words (``trainer/reading/cues/actions/<code>.json``).
 
 Each file is read once, and checked as it is read: a family no record of
 ``domain/change_families.py`` defines, an aspect no family has, a regex that does not compile or
@@ -60,7 +60,7 @@ class Cue:
     fixed: bool = False
     # inferred from a complaint only ("a wall of text"): yields to an explicit wish
     weak: bool = False
-    # lower first where two matches are as long (see ``trainer/cue_tables.py``)
+    # lower first where two matches are as long (see ``trainer/reading/cue_tables.py``)
     priority: int = 0
     # a state described as the problem asks for its fault only weakly: "paragraphs are painful"
     # says what is wrong, not which form would be right
@@ -168,7 +168,7 @@ def english_cues() -> tuple[Cue, ...]:
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """A file of the English reader's other vocabulary (``trainer/cues/en/vocabulary/``):
+    """A file of the English reader's other vocabulary (``trainer/reading/cues/en/vocabulary/``):
     named patterns, plain tables (word lists, maps), and rewrites (a pattern and the plain
     text it stands for). A regex may hold ``{{name}}``, the file's fragment of that name."""
 
@@ -188,7 +188,7 @@ def _with_fragments(regex: object, fragments: dict[str, str]) -> object:
 
 @cache
 def vocabulary(name: str) -> Vocabulary:
-    """``trainer/cues/en/vocabulary/<name>.json``, checked. Patterns match lowered text, so
+    """``trainer/reading/cues/en/vocabulary/<name>.json``, checked. Patterns match lowered text, so
     they are case-sensitive unless marked ``ignore_case``."""
     path = ENGLISH / "vocabulary" / f"{name}.json"
     data = read_json(path)
@@ -210,14 +210,14 @@ def vocabulary(name: str) -> Vocabulary:
 
 
 def language_file(path: Path) -> dict[str, Any]:
-    """A comment language's phrase file (``trainer/cues/<code>.json``), checked."""
+    """A comment language's phrase file (``trainer/reading/cues/<code>.json``), checked."""
     data = read_json(path)
     check_families(data.get("families"), path, "families")
     return data
 
 
 def action_file(path: Path) -> dict[str, Any]:
-    """A language's action words (``trainer/cues/actions/<code>.json``), checked."""
+    """A language's action words (``trainer/reading/cues/actions/<code>.json``), checked."""
     data = read_json(path)
     check_families(data.get("nouns", {}), path, "nouns")
     return data

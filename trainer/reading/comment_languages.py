@@ -1,6 +1,6 @@
 """Comments written in other languages: which language a comment is in (lingua, whose models
 ship in its wheel), and the common change families read from cue data kept as data, one file
-per language (``trainer/cues/<code>.json``).
+per language (``trainer/reading/cues/<code>.json``).
 
 A comment's own language is never by itself a wish about the answer's language: the reader only
 learns what the comment complains about or asks for. A language without a cue file is named, so
@@ -16,8 +16,8 @@ from functools import lru_cache
 from lingua import Language, LanguageDetectorBuilder
 
 from domain.change_families import aspect_of
-from trainer import cue_tables
-from trainer.wish import Wish
+from trainer.reading import cue_tables
+from trainer.reading.wish import Wish
 
 CUES = cue_tables.CUE_DIR
 # Languages told apart from each other (a few more than have cue files, so that a comment in
@@ -56,7 +56,7 @@ class CueSet:
 
 @lru_cache(maxsize=1)
 def cue_sets() -> dict[str, CueSet]:
-    """English language name → its cues, from every file in ``trainer/cues``."""
+    """English language name → its cues, from every file in ``trainer/reading/cues``."""
     sets = {}
     for path in sorted(CUES.glob("*.json")):
         data = cue_tables.language_file(path)
