@@ -118,7 +118,8 @@ def validated(wants: list[str]) -> list[str]:
         wish = parse(want)
         family = wish.want or ""
         direction = _DIRECTION[wish.action or "add"]
-        amount = wish.amount.model_dump_json() if wish.amount else None
+        # how much, or which version a revert goes back to
+        amount = wish.amount.model_dump_json() if wish.amount else wish.detail
         if family in seen:
             first, first_direction, first_amount = seen[family]
             amounts_differ = None not in (amount, first_amount) and amount != first_amount
