@@ -31,6 +31,7 @@ from temporalio.service import RPCError
 from client import correction_outcome
 from domain import wants
 from domain.feedback import MAX_RATER_CHARS, redacted
+from domain.redaction import MASK
 from review import views
 from review.guard import LOOPBACK_HOSTS, Guard
 from store import Store
@@ -153,6 +154,8 @@ class _Handlers:
         if refused is not None:
             return refused
         said = f"score {accepted.score:g} accepted for cycle {accepted.cycle}"
+        if MASK in (accepted.comment or "") and MASK not in comment:
+            said += f" (something in your comment looked like a credential: kept as {MASK})"
         # how the comment was read, at once: a misreading is corrected before it costs a cycle
         return JSONResponse({"ok": f"{said}. {accepted.reading}" if accepted.reading else said})
 
