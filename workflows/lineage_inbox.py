@@ -391,9 +391,8 @@ class LineageInbox:
         step = self._s.last_step
         later_score = self.scoring or bool(self._s.queued_scores)
         refused = not_correctable(parsed, step, later_score, self._inp.options.corrections_by)
-        if refused is not None:
-            raise _invalid(refused, "InvalidCorrection")
-        assert step is not None
+        if refused is not None or step is None:  # no step: refused ("nothing to correct")
+            raise _invalid(refused or "nothing to correct", "InvalidCorrection")
         queued = QueuedCorrection(
             correction_id=correction_key(self._inp.lineage_id, step.evaluation_id, parsed.wants),
             evaluation_id=step.evaluation_id,
