@@ -102,12 +102,34 @@ def _amount(family: str, text: str) -> Amount:
     return Amount(kind="count", value=int(text), unit=UNITS.get(family, UNITS_DEFAULT))
 
 
+# Which way a want moves its family: wants of one family that move it different ways (or by
+# different amounts) contradict each other. Adding and keeping agree: "keep:bullets" and
+# "more:bullets" keep the bullets there are and add some.
+_DIRECTION = {"add": "up", "more": "up", "keep": "up", "less": "down", "remove": "out"}
+
+
 def validated(wants: list[str]) -> list[str]:
-    """``wants`` if every one of them parses (at most ``MAX_WANTS``), else ValueError."""
+    """``wants`` if every one of them parses (at most ``MAX_WANTS``) and none contradicts
+    another ("bullets" and "remove:bullets"), else ValueError."""
     if len(wants) > MAX_WANTS:
         raise ValueError(f"at most {MAX_WANTS} wants, got {len(wants)}")
+    seen: dict[str, tuple[str, str, str | None]] = {}  # family → (want, direction, amount)
     for want in wants:
-        parse(want)
+        wish = parse(want)
+        family = wish.want or ""
+        direction = _DIRECTION[wish.action or "add"]
+        # how much, or which version a revert goes back to
+        amount = wish.amount.model_dump_json() if wish.amount else wish.detail
+        if family in seen:
+            first, first_direction, first_amount = seen[family]
+            amounts_differ = None not in (amount, first_amount) and amount != first_amount
+            if direction != first_direction or amounts_differ:
+                raise ValueError(
+                    f"{first.strip().lower()} and {want.strip().lower()} contradict each other; "
+                    "say which you meant"
+                )
+        if family not in seen or amount is not None:
+            seen[family] = (want, direction, amount)
     return wants
 
 
