@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from domain import wants
 from domain.agent import AgentDefinition, FlowStep
-from domain.change_families import contrary_of, opposite_of, working_against
+from domain.change_families import aspect_of, contrary_of, opposite_of, working_against
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleStep
 from domain.execution import SpanRecord, preview_of
@@ -129,7 +129,7 @@ async def take(
     )
     wished = credit_assignment.wishes(read)
     approved = [a.want for a in read.aspects if a.sentiment == "positive" and a.want]
-    taken_back = credit_assignment.takebacks(read)
+    taken_back = _about_earlier(credit_assignment.takebacks(read), memory)
     judged = outcome.judge(memory.pending, read, memory.session_id) if memory.pending else None
     if judged and memory.pending and memory.output_cut_off:
         judged = outcome.cut_off(memory.pending, judged, memory.session_id)
@@ -243,6 +243,21 @@ async def take(
         strengthened=strengthened,
         report=report,
     )
+
+
+def _about_earlier(taken_back: list[Wish], memory: LineageMemory) -> list[Wish]:
+    """An undo that names an aspect the last change did not touch ("forget what I said about
+    the list" after the list came in earlier) takes back the families of that aspect the
+    reviewer asked for, at any age."""
+    pursued = {c.aspect for c in (memory.pending.changes if memory.pending else []) if c.want}
+    out: list[Wish] = []
+    for wish in taken_back:
+        if wish.family != "undo" or wish.aspect in ("overall", *pursued):
+            out.append(wish)
+            continue
+        earlier = [f for f in memory.asked_for if aspect_of(f) == wish.aspect]
+        out += [replace(wish, family=f, action="remove") for f in earlier] or [wish]
+    return out
 
 
 def _revert(

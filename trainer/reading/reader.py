@@ -450,11 +450,25 @@ def _restores(sentence: str, reading: Reading, first: int) -> bool:
     return True
 
 
+_ABOUT = re.compile(
+    r"\b(?:said|asked|wrote|meant|complained|mentioned)\s+(?:\w+\s+){0,2}?about\s+"
+    r"(?P<what>[^,.;!?]+?)(?=\s*(?:[,.;!?]|\bbut\b|\band\b|\bthough\b|$))"
+)
+
+
 def _undone_aspect(sentence: str, reading: Reading) -> str:
     """What an undo takes back: the one aspect the sentence names beside what it keeps ("forget
     what I said about rambling, … keep the sources" undoes the change to length only), or the
     whole last change ("overall")."""
     lowered = sentence.lower()
+    about = _ABOUT.search(lowered)
+    if about is not None:
+        # "forget what I said about the list, but keep …": what it is about decides
+        what = about.group("what")
+        named = {cue.aspect for cue, _ in _matches(what)}
+        named |= {aspect for pattern, aspect in _ASPECT_NOUNS if pattern.search(what)}
+        named -= {"overall"}
+        return named.pop() if len(named) == 1 else "overall"
     kept = {k.aspect for k in reading.kept if k.quote.lower() in lowered}
     named = {cue.aspect for cue, _ in _matches(lowered)}
     named |= {aspect for pattern, aspect in _ASPECT_NOUNS if pattern.search(lowered)}
@@ -605,6 +619,11 @@ def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
     return sorted(kept, key=lambda k: k[1].start())
 
 
+# after a part of the answer: what it does to the whole, a complaint about the part
+_MAKES_IT = re.compile(
+    r"^\s+(?:\w+\s+){0,2}(?:makes?|made|making) (?:it|this|the \w+|everything) "
+    r"(?:read|look|feel|sound|seem)\b"
+)
 # "keep flagging the numbers": carry on doing what it does, approval, not a new wish
 _KEEP_DOING = re.compile(
     r"^\W*(?:but |and |just |please )?(?:keep|continue|carry on)(?: on)? \w+ing\b"
@@ -762,6 +781,14 @@ def _read_cue(
         return False
     detail = _limit(match) or _topic(match)
     if detail and family == "longer" and _is_format_word(detail):
+        return True
+    if cue.kind == "state" and cue.ask and _MAKES_IT.match(read.lowered[end:]):
+        # "the numbered list makes it read like a form": the part is the problem, take it out
+        reading.wishes.append(
+            Wish(
+                cue.ask, cue.aspect, _around(read.text, start, end), cue.confidence, action="remove"
+            )
+        )
         return True
     if read.admiring:
         # "Shorter, good", "bullets are great": the change worked; keep it
