@@ -223,7 +223,8 @@ async def take(
     if backend.hands_over and analysis.read_by == "claude":
         report.append("read by Claude: the rules engine could not act on this comment")
     report += [f"not understood: {u.quote!r}: {u.why}" for u in analysis.unsure]
-    understood = wished or approved or taken_back or read.adversarial or read.refused
+    praised = any(a.sentiment == "positive" for a in read.aspects)
+    understood = wished or approved or taken_back or praised or read.adversarial or read.refused
     if not understood and not read.unsure and score < NOT_UNDERSTOOD_BELOW and read.comment:
         report.append(_not_understood(read.comment, read.comment_language))
     asked_for = _asked_for(

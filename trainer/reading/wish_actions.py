@@ -95,6 +95,13 @@ def _family_nouns(text: str, cues: ActionCues) -> list[tuple[int, int, str]]:
     return sorted(hits)
 
 
+# praise of an answer as it now is, just before "without": "better without the numbering"
+_BETTER_BEFORE = re.compile(
+    r"\b(?:better|nicer|cleaner|clearer|good|great|fine|works?|reads? (?:better|well))\s+"
+    r"(?:now\s+|off\s+|as it is\s+)?$"
+)
+
+
 def takebacks(sentence: str, before: str = "") -> list[Wish]:
     """The families ``sentence`` takes back (or, with the removal denied, keeps), in any
     language with an actions file. A removal of a pronoun ("take it out") with no family named
@@ -115,6 +122,10 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
         for verb, postposed in verbs:
             if re.match(r"\s*(?:than|of)\b", lowered[verb.end() :]):
                 continue  # "no more than 80 words" is a limit, "no more of" a quantity
+            if verb.group(0).startswith("without") and _BETTER_BEFORE.search(
+                lowered[: verb.start()]
+            ):
+                continue  # "better without the numbering": the removal approved, asked again
             also: list[str] = []
             if nouns:
                 family = _object_of(lowered, verb, nouns, cues, postposed or cues.either_side)
