@@ -23,7 +23,9 @@ from workflows.lightning import OptimizationWorkflow
 ROOT = Path(__file__).parent.parent
 
 
-async def start_clients(address: str, queue: str, n: int) -> list[asyncio.subprocess.Process]:
+async def start_clients(
+    address: str, queue: str, n: int, database_url: str
+) -> list[asyncio.subprocess.Process]:
     procs = []
     for i in range(n):
         proc = await asyncio.create_subprocess_exec(
@@ -33,6 +35,7 @@ async def start_clients(address: str, queue: str, n: int) -> list[asyncio.subpro
             address,
             queue,
             f"proc-{i}",
+            database_url,
             cwd=ROOT,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
@@ -48,7 +51,7 @@ async def test_two_client_processes_optimize_a_50_task_dataset(
 ):
     queue = f"rollouts-{uuid.uuid4().hex[:8]}"
     run_id = f"topics-{uuid.uuid4().hex[:8]}"
-    procs = await start_clients(temporal_address, queue, 2)
+    procs = await start_clients(temporal_address, queue, 2, settings.database_url)
     try:
         async with run_worker():
             inp = optimization_input(run_id, iterations=3, client_task_queue=queue)
