@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, text, update
+from sqlalchemy import Connection, select, text, update
 from sqlmodel import col
 
 from domain.events import ResourcesPublished, RolloutReported, TaskQueued
@@ -22,11 +23,12 @@ from domain.lightning import (
 )
 from domain.rollout_report import RolloutReport
 from store.backends.database import write_transaction
+from store.backends.dialect import DriverSQL, backend, driver_cursor, execute_rows
 from store.eventstore import event_log, payload_store
 from store.eventstore.event_log import EventRefs, NewEvent
 from store.eventstore.event_writer import EventWriter, now_ms
 from store.records.attempt_events import completed_event, span_events
-from store.tables import RolloutRow, RolloutTaskRow
+from store.tables import RolloutTaskRow
 
 _tasks = RolloutTaskRow.__table__  # type: ignore[attr-defined]
 _WAITING = ("pending", "running")
@@ -142,22 +144,22 @@ class DatasetRecords(EventWriter):
             for t, (digest, _) in zip(tasks, samples, strict=True)
         ]
         self._write_on(conn, events, samples, None, event_log.encode_payloads(events))
-        conn.execute(
-            insert(_tasks),
+        _insert_tasks(
+            conn,
             [
-                {
-                    "rollout_id": t.rollout_id,
-                    "server_id": t.server_id,
-                    "iteration": t.iteration,
-                    "sample_hash": digest,
-                    "sample_bytes": len(canonical.encode("utf-8")),
-                    "resources_workflow_id": t.resources_workflow_id,
-                    "resources_version": t.resources_version,
-                    "client_task_queue": t.client_task_queue,
-                    "max_attempts": t.max_attempts,
-                    "batch_id": None,
-                    "created_at": ts,
-                }
+                (
+                    t.rollout_id,
+                    t.server_id,
+                    t.iteration,
+                    digest,
+                    len(canonical.encode("utf-8")),
+                    t.resources_workflow_id,
+                    t.resources_version,
+                    t.client_task_queue,
+                    t.max_attempts,
+                    None,
+                    ts,
+                )
                 for t, (digest, canonical) in zip(tasks, samples, strict=True)
             ],
         )
@@ -194,22 +196,22 @@ class DatasetRecords(EventWriter):
                 for t in todo
             ]
             self._write_on(conn, events, [], None, event_log.encode_payloads(events))
-            conn.execute(
-                insert(_tasks),
+            _insert_tasks(
+                conn,
                 [
-                    {
-                        "rollout_id": t.rollout_id,
-                        "server_id": inp.server_id,
-                        "iteration": inp.iteration,
-                        "sample_hash": t.sample_hash,
-                        "sample_bytes": t.sample_bytes,
-                        "resources_workflow_id": inp.resources_workflow_id,
-                        "resources_version": inp.resources_version,
-                        "client_task_queue": inp.client_task_queue,
-                        "max_attempts": inp.max_attempts,
-                        "batch_id": t.batch_id,
-                        "created_at": ts,
-                    }
+                    (
+                        t.rollout_id,
+                        inp.server_id,
+                        inp.iteration,
+                        t.sample_hash,
+                        t.sample_bytes,
+                        inp.resources_workflow_id,
+                        inp.resources_version,
+                        inp.client_task_queue,
+                        inp.max_attempts,
+                        t.batch_id,
+                        ts,
+                    )
                     for t in todo
                 ],
             )
@@ -296,20 +298,42 @@ def _lock_server(conn: Connection, server_id: str) -> None:
         conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:s))"), {"s": server_id})
 
 
+_TASK_COLUMNS = (
+    "rollout_id, server_id, iteration, sample_hash, sample_bytes, resources_workflow_id,"
+    " resources_version, client_task_queue, max_attempts, batch_id, created_at"
+)
+_INSERT_TASK = DriverSQL(
+    f"INSERT INTO rollout_tasks ({_TASK_COLUMNS}) VALUES ({', '.join('?' * 11)})"
+    " ON CONFLICT DO NOTHING"
+)
+# Counted at every queue_task (an index range: the server's pending and running rollouts)
+_WAITING_COUNT = DriverSQL(
+    "SELECT COUNT(*) FROM rollouts WHERE session_id = ? AND status IN ('pending', 'running')"
+)
+
+
+def _insert_tasks(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+    cur, dialect = driver_cursor(conn)
+    execute_rows(cur, _INSERT_TASK.text(dialect), rows)
+
+
 def _stored_samples(conn: Connection, rollout_ids: list[str]) -> dict[str, str]:
+    """The sample hashes of those of ``rollout_ids`` queued already."""
+    cur, dialect = driver_cursor(conn)
     found: dict[str, str] = {}
-    c = _tasks.c
     for i in range(0, len(rollout_ids), 500):
         chunk = rollout_ids[i : i + 500]
-        rows = conn.execute(select(c.rollout_id, c.sample_hash).where(c.rollout_id.in_(chunk)))
-        found.update({r[0]: r[1] for r in rows})
+        sql = (
+            "SELECT rollout_id, sample_hash FROM rollout_tasks WHERE rollout_id IN"
+            f" ({', '.join('?' * len(chunk))})"
+        )
+        cur.execute(backend(dialect).driver_text(sql), chunk)
+        found.update({r[0]: r[1] for r in cur.fetchall()})
     return found
 
 
 def _waiting(conn: Connection, server_id: str) -> int:
     """A server's tasks waiting for a client: pending, or running (an attempt under way)."""
-    return conn.execute(
-        select(func.count())
-        .select_from(RolloutRow)
-        .where(RolloutRow.session_id == server_id, col(RolloutRow.status).in_(_WAITING))
-    ).scalar_one()
+    cur, dialect = driver_cursor(conn)
+    cur.execute(_WAITING_COUNT.text(dialect), (server_id,))
+    return int(cur.fetchone()[0])

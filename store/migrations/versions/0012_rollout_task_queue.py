@@ -43,11 +43,9 @@ def upgrade() -> None:
         sa.Column("batch_id", sqlmodel.sql.sqltypes.AutoString(length=200), nullable=True),
         sa.Column("created_at", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("position"),
+        sa.UniqueConstraint("rollout_id"),
     )
     with op.batch_alter_table("rollout_tasks", schema=None) as batch_op:
-        batch_op.create_index(
-            batch_op.f("ix_rollout_tasks_rollout_id"), ["rollout_id"], unique=True
-        )
         batch_op.create_index(batch_op.f("ix_rollout_tasks_batch_id"), ["batch_id"], unique=False)
         batch_op.create_index(
             "ix_rollout_tasks_waiting", ["server_id", "batch_id", "position"], unique=False
@@ -62,5 +60,4 @@ def downgrade() -> None:
     with op.batch_alter_table("rollout_tasks", schema=None) as batch_op:
         batch_op.drop_index("ix_rollout_tasks_waiting")
         batch_op.drop_index(batch_op.f("ix_rollout_tasks_batch_id"))
-        batch_op.drop_index(batch_op.f("ix_rollout_tasks_rollout_id"))
     op.drop_table("rollout_tasks")
