@@ -5,16 +5,21 @@ seed's pseudo-code."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import signal
 import sys
 import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import psutil
+import pytest
+from sqlmodel import select
 from temporalio.client import Client
 
 from dataset_optimization.client import AgentLightningClient, Resources
 from dataset_optimization.server import AgentLightningServer
-from domain.lightning import LLM, PromptTemplate
+from domain.lightning import LLM, PromptTemplate, QueueFull
 from domain.rollout_report import RolloutReport
 from examples.lightning_topics import DATASET, optimization_input
 from store.tables import RolloutRow
@@ -182,3 +187,145 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
         await asyncio.sleep(0.1)
     assert set(started) == {"RolloutBatchWorkflow"} and len(started) < len(dataset)
     assert [store.queries.resource_set(server.server_id, v).version for v in (1, 2)] == [1, 2]
+
+
+async def test_a_worker_killed_between_a_task_s_write_and_its_dispatch_loses_nothing(
+    client, store, settings, run_worker, temporal_address
+):
+    """The server SDK's process (worker and script) dies right after `queue_task` stored a
+    task, before the dispatcher was woken. Restarted, the server finds the stored task: it runs
+    once, and its rollout is stored once."""
+    server_id = f"crash-{uuid.uuid4().hex[:6]}"
+    queue = f"rollouts-{uuid.uuid4().hex[:8]}"
+    doomed = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.lightning_queue_process",
+        temporal_address,
+        settings.database_url,
+        settings.task_queue,
+        queue,
+        server_id,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    line = await asyncio.wait_for(doomed.stdout.readline(), 120)
+    assert await doomed.wait() == -signal.SIGKILL
+    first, second = line.decode().split()
+    # the second task is in the store, acknowledged, and no batch has it
+    assert store.queries.queued_tasks([second])[second].batch_id is None
+    assert store.queries.queued_tasks([first])[first].batch_id is not None
+
+    ran: Counter[int] = Counter()
+
+    async def agent(task: dict, resources: Resources) -> float:
+        ran[task["n"]] += 1
+        return 1.0
+
+    lightning = AgentLightningClient(
+        Client(**client.config()), "after", task_queue=queue, settings=settings
+    )
+    async with run_worker(), lightning.worker(agent):  # the worker, restarted
+        server = AgentLightningServer(
+            client, store, server_id, task_queue=settings.task_queue, client_task_queue=queue
+        )
+        await server.start()
+        reports = await server.wait_for_rollouts([first, second], timeout=120)
+        await asyncio.sleep(0.5)  # anything run twice would have shown by now
+        await server.stop()
+    assert ran == {1: 1, 2: 1}
+    assert [r.rollout_id for r in reports] == [first, second]
+    for rollout_id in (first, second):
+        assert [a.status for a in store.queries.attempts(rollout_id)] == ["succeeded"]
+    reported = [
+        e.payload["rolloutId"] for e in store.queries.events(server_id, ["rollout.reported"])
+    ]
+    assert sorted(reported) == sorted([first, second])  # each stored once
+
+
+async def test_a_thousand_waiting_tasks_cost_the_worker_little_and_the_cap_holds(
+    client, store, settings, run_worker
+):
+    """1,000 tasks of 60 KB (60 MB of samples) queued with no client: the worker's memory
+    grows by at most 100 MB, since the samples wait in the store and batches carry ids. At the
+    cap, `queue_task` raises QueueFull and `queue_tasks` admits nothing; a client started
+    afterwards completes every accepted task, each with its whole sample."""
+    cap, size = 1000, 60_000
+    warm_queue, queue = (f"rollouts-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    seen: Counter[int] = Counter()
+
+    async def agent(task: dict, resources: Resources) -> float:
+        seen[task["n"]] += 1
+        return 1.0 if len(task["text"]) == size else 0.0
+
+    me = psutil.Process()
+    async with run_worker():
+        # warm up: the workflows' code loads into the worker, as for any server's first task
+        warm = AgentLightningServer(
+            client,
+            store,
+            f"warm-{uuid.uuid4().hex[:6]}",
+            task_queue=settings.task_queue,
+            client_task_queue=warm_queue,
+        )
+        warm_client = AgentLightningClient(
+            Client(**client.config()), "warm", task_queue=warm_queue, settings=settings
+        )
+        async with warm_client.worker(agent):
+            await warm.start()
+            await warm.update_resources(prompt_template=PromptTemplate(template="{n}"))
+            ids = [await warm.queue_task({"n": -n, "text": "x" * size}) for n in range(1, 4)]
+            await warm.wait_for_rollouts(ids, timeout=60)
+            await warm.stop()
+
+        server_id = f"wait-{uuid.uuid4().hex[:6]}"
+        server = AgentLightningServer(
+            client,
+            store,
+            server_id,
+            task_queue=settings.task_queue,
+            client_task_queue=queue,
+            max_waiting=cap,
+        )
+        await server.start()
+        await server.update_resources(prompt_template=PromptTemplate(template="{n}"))
+        gc.collect()
+        before = me.memory_info().rss
+        accepted: list[str] = []
+        for start in range(0, cap, 50):  # built as they are queued: the test holds none
+            accepted += await asyncio.gather(
+                *(
+                    server.queue_task({"n": n, "text": chr(97 + n % 26) * size})
+                    for n in range(start, start + 50)
+                )
+            )
+        with pytest.raises(QueueFull) as full:
+            await server.queue_task({"n": cap, "text": "z" * size})
+        assert (full.value.waiting, full.value.cap) == (cap, cap)
+        assert await server.queue_tasks([{"n": cap + 1, "text": ""}]) == []
+        # every waiting task is out with a batch, its attempt begun: as far as it goes
+        # without a client
+        for _ in range(600):
+            rows = store.queries._all(
+                select(RolloutRow.status).where(RolloutRow.session_id == server_id)
+            )
+            if rows.count("running") == cap and not store.queries.undispatched_tasks(server_id):
+                break
+            await asyncio.sleep(0.1)
+        assert rows.count("running") == cap
+        gc.collect()
+        grown = (me.memory_info().rss - before) / 2**20
+        print(f"worker RSS grew {grown:.0f} MB for {cap} waiting tasks of {size:,} bytes")
+        assert grown <= 100
+
+        lightning = AgentLightningClient(
+            Client(**client.config()), "late", task_queue=queue, settings=settings
+        )
+        async with lightning.worker(agent, max_concurrent=16):
+            reports = await server.wait_for_rollouts(accepted, timeout=300)
+        await server.stop()
+    assert len(reports) == cap and all(r.final_reward == 1.0 for r in reports)
+    assert seen.keys() >= set(range(cap)) and all(seen[n] == 1 for n in range(cap))
+    rows = store.queries._all(select(RolloutRow).where(RolloutRow.session_id == server_id))
+    assert len(rows) == cap and {r.status for r in rows} == {"completed"}
+    assert store.queries.waiting_tasks(server_id) == 0
