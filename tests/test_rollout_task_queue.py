@@ -139,3 +139,22 @@ def test_an_optimization_s_tasks_name_samples_stored_once(store):
         __import__("sqlmodel").select(RolloutRow).where(RolloutRow.session_id == "run")
     )
     assert {(r.cycle, r.status, r.input_hash) for r in rollouts} == {(2, "pending", stored[0])}
+
+
+def test_writers_racing_at_the_cap_store_exactly_the_cap(store):
+    """Eight threads queue ten tasks each, one at a time, against a cap of 25: 25 are stored,
+    every other call is refused."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(n: int) -> bool:
+        try:
+            store.recorder.queue_tasks([task(n)], max_waiting=25)
+            return True
+        except QueueFull:
+            return False
+
+    with ThreadPoolExecutor(8) as pool:
+        taken = list(pool.map(one, range(80)))
+    assert sum(taken) == 25
+    assert store.queries.count(RolloutTaskRow) == 25
+    assert store.queries.waiting_tasks("srv") == 25

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, select, text, update
+from sqlalchemy import Connection, select, update
 from sqlmodel import col
 
 from domain.events import ResourcesPublished, RolloutReported, TaskQueued
@@ -292,10 +292,9 @@ class DatasetRecords(EventWriter):
 
 
 def _lock_server(conn: Connection, server_id: str) -> None:
-    """One writer at a time counts and queues a server's tasks. SQLite's write lock is the
-    database's (taken at BEGIN); PostgreSQL takes a lock for the server, to the commit."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:s))"), {"s": server_id})
+    """One writer at a time counts and queues a server's tasks."""
+    cur, dialect = driver_cursor(conn)
+    backend(dialect).lock_key(cur, f"rollout_tasks:{server_id}")
 
 
 _TASK_COLUMNS = (
@@ -322,12 +321,9 @@ def _stored_samples(conn: Connection, rollout_ids: list[str]) -> dict[str, str]:
     cur, dialect = driver_cursor(conn)
     found: dict[str, str] = {}
     for i in range(0, len(rollout_ids), 500):
-        chunk = rollout_ids[i : i + 500]
-        sql = (
-            "SELECT rollout_id, sample_hash FROM rollout_tasks WHERE rollout_id IN"
-            f" ({', '.join('?' * len(chunk))})"
-        )
-        cur.execute(backend(dialect).driver_text(sql), chunk)
+        where, params = backend(dialect).any_of("rollout_id", rollout_ids[i : i + 500])
+        sql = f"SELECT rollout_id, sample_hash FROM rollout_tasks WHERE {where}"
+        cur.execute(backend(dialect).driver_text(sql), params)
         found.update({r[0]: r[1] for r in cur.fetchall()})
     return found
 
