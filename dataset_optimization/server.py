@@ -86,6 +86,8 @@ class AgentLightningServer:
         self.batch_size = batch_size
         self._wake_pending = False
         self._waker: asyncio.Task[None] | None = None
+        self._to_write: list[tuple[RolloutTask, asyncio.Future[str]]] = []
+        self._writer: asyncio.Task[None] | None = None
         self.wakeups = 0  # signals sent to the dispatcher
 
     async def start(self) -> None:
@@ -134,11 +136,48 @@ class AgentLightningServer:
         (a retried call after a lost answer). A sample over MAX_SAMPLE_BYTES is a ValueError;
         past ``max_waiting`` waiting tasks, QueueFull (nothing stored)."""
         task = self._task(sample, key)
-        admitted = await asyncio.to_thread(
-            self.store.recorder.queue_tasks, [task], self.max_waiting
-        )
+        written: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._to_write.append((task, written))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_queued())
+        rollout_id = await written
         self._wake_soon()
-        return admitted.rollout_ids[0]
+        return rollout_id
+
+    async def _write_queued(self) -> None:
+        """Group commit: tasks queued while a write is under way go together in the next one
+        transaction, in the order queued (each caller returns once its own task is
+        committed). A task refused at the cap gets QueueFull; one whose write fails for a
+        reason of its own (its key queued with another sample) gets that error alone."""
+        while self._to_write:
+            group, self._to_write = self._to_write[:1000], self._to_write[1000:]
+            tasks = [task for task, _ in group]
+            try:
+                admitted = await asyncio.to_thread(
+                    self.store.recorder.queue_tasks, tasks, self.max_waiting, partial=True
+                )
+            except Exception as err:
+                if len(group) == 1:
+                    _settle(group[0][1], error=err)
+                    continue
+                for task, written in group:  # each on its own: whose error it is
+                    try:
+                        alone = await asyncio.to_thread(
+                            self.store.recorder.queue_tasks, [task], self.max_waiting
+                        )
+                        _settle(written, result=alone.rollout_ids[0])
+                    except Exception as error:
+                        _settle(written, error=error)
+                continue
+            taken = set(admitted.rollout_ids)
+            for task, written in group:
+                if task.rollout_id in taken:
+                    _settle(written, result=task.rollout_id)
+                else:
+                    _settle(
+                        written,
+                        error=QueueFull(self.server_id, admitted.waiting, self.max_waiting),
+                    )
 
     async def queue_tasks(
         self,
@@ -275,3 +314,15 @@ class AgentLightningServer:
 
         await asyncio.wait_for(finished(), timeout)
         return await self.get_completed_rollouts(rollout_ids)
+
+
+def _settle(
+    future: asyncio.Future[str], result: str | None = None, error: BaseException | None = None
+) -> None:
+    """Answer a queue_task caller (unless it was cancelled meanwhile)."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result or "")

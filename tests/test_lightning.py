@@ -329,3 +329,41 @@ async def test_a_thousand_waiting_tasks_cost_the_worker_little_and_the_cap_holds
     rows = store.queries._all(select(RolloutRow).where(RolloutRow.session_id == server_id))
     assert len(rows) == cap and {r.status for r in rows} == {"completed"}
     assert store.queries.waiting_tasks(server_id) == 0
+
+
+async def test_queue_task_is_idempotent_by_key_and_refuses_past_the_cap(
+    client, store, settings, run_worker
+):
+    """Calls made together share one transaction but answer one by one: with a cap of 3, five
+    at once give three ids and two QueueFull; a key queued again returns its id and stores
+    nothing, and a key reused for another sample is refused."""
+    server_id = f"keys-{uuid.uuid4().hex[:6]}"
+    async with run_worker():
+        server = AgentLightningServer(
+            client,
+            store,
+            server_id,
+            task_queue=settings.task_queue,
+            client_task_queue=f"nobody-{uuid.uuid4().hex[:6]}",
+            max_waiting=3,
+        )
+        await server.start()
+        await server.update_resources(prompt_template=PromptTemplate(template="{n}"))
+        first = await server.queue_task({"n": 0}, key="sample-0")
+        assert await server.queue_task({"n": 0}, key="sample-0") == first  # a retried call
+        with pytest.raises(ValueError, match="another sample"):
+            await server.queue_task({"n": 1}, key="sample-0")
+        answers = await asyncio.gather(
+            *(server.queue_task({"n": n}, key=f"sample-{n}") for n in range(1, 6)),
+            return_exceptions=True,
+        )
+        assert [type(a).__name__ for a in answers] == ["str"] * 2 + ["QueueFull"] * 3
+        assert "3 tasks already wait" in str(answers[2])
+        # the same keys again (a retry of the whole call): the accepted ones are accepted
+        assert await server.queue_tasks(
+            [{"n": n} for n in range(3)], keys=[f"sample-{n}" for n in range(3)]
+        ) == [first, answers[0], answers[1]]
+        await server.stop()
+    rows = store.queries._all(select(RolloutRow).where(RolloutRow.session_id == server_id))
+    assert len(rows) == 3
+    assert len(store.queries.events(server_id, ["task.queued"])) == 3

@@ -37,11 +37,13 @@ _WAITING = ("pending", "running")
 @dataclass(frozen=True, slots=True)
 class Admitted:
     """What ``queue_tasks`` took: the ids of the tasks now in the store (in the order given,
-    those already there included), their samples' sizes, and how many it refused at the cap."""
+    those already there included), their samples' sizes, how many it refused at the cap and
+    how many tasks of the server wait now."""
 
     rollout_ids: list[str]
     sample_bytes: dict[str, int]
     refused: int
+    waiting: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,7 +91,7 @@ class DatasetRecords(EventWriter):
         raises QueueFull and stores nothing, or with ``partial`` stores the first tasks that
         fit and says how many it refused."""
         if not tasks:
-            return Admitted([], {}, 0)
+            return Admitted([], {}, 0, 0)
         server_id = tasks[0].server_id
         if any(t.server_id != server_id for t in tasks):
             raise ValueError("queue_tasks: every task must belong to one server")
@@ -122,6 +124,7 @@ class DatasetRecords(EventWriter):
             [r for r in first if r not in refused],
             {r: len(samples[i][1].encode("utf-8")) for r, i in first.items() if r not in refused},
             len(refused),
+            waiting + len(new[:room]),
         )
 
     def _queue_on(
