@@ -225,32 +225,29 @@ class DatasetRecords(EventWriter):
         retried or replayed claim takes nothing more."""
         c = _tasks.c
         refs = (c.position, c.rollout_id, c.sample_bytes, c.client_task_queue, c.max_attempts)
+        mine = select(*refs).where(c.batch_id == inp.batch_id).order_by(c.position)
         with write_transaction(self.engine) as conn:
-            rows = conn.execute(
-                select(*refs).where(c.batch_id == inp.batch_id).order_by(c.position)
-            ).all()
+            # claims of one server one at a time (the dispatcher's and queue_tasks' batches)
+            _lock_server(conn, inp.server_id)
+            rows = conn.execute(mine).all()
             if not rows:
                 query = select(*refs).where(c.server_id == inp.server_id, c.batch_id.is_(None))
                 if inp.rollout_ids is not None:
                     query = query.where(col(c.rollout_id).in_(inp.rollout_ids))
-                rows = conn.execute(query.order_by(c.position).limit(inp.limit)).all()
-                if rows:  # one client queue and attempt budget per batch
-                    first = (rows[0].client_task_queue, rows[0].max_attempts)
-                    rows = rows[
-                        : next(
-                            (
-                                i
-                                for i, r in enumerate(rows)
-                                if (r.client_task_queue, r.max_attempts) != first
-                            ),
-                            len(rows),
-                        )
-                    ]
+                waiting = conn.execute(query.order_by(c.position).limit(inp.limit)).all()
+                # one client queue and attempt budget per batch
+                kind = [(r.client_task_queue, r.max_attempts) for r in waiting]
+                cut = next((i for i, k in enumerate(kind) if k != kind[0]), len(kind))
+                if waiting:
                     conn.execute(
                         update(_tasks)
-                        .where(col(c.position).in_([r.position for r in rows]))
+                        .where(
+                            col(c.position).in_([r.position for r in waiting[:cut]]),
+                            c.batch_id.is_(None),
+                        )
                         .values(batch_id=inp.batch_id)
                     )
+                    rows = conn.execute(mine).all()
         if not rows:
             return ClaimedTasks(tasks=[])
         return ClaimedTasks(
