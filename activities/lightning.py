@@ -29,7 +29,7 @@ from domain.rollout_report import RolloutReport
 from store import Store
 from store.records.attempt_records import AttemptStart
 from store.records.dataset_records import TaskReport
-from store.tables import RolloutTaskRow
+from store.views.dataset_view import QueuedTaskRecord
 from trainer.backends import TrainerBackends
 from trainer.template_optimizer import propose_from_reports
 
@@ -61,7 +61,7 @@ class LightningActivities:
     def claim_tasks(self, inp: ClaimInput) -> ClaimedTasks:
         return self.store.recorder.claim_tasks(inp)
 
-    def _queued(self, rollout_ids: list[str]) -> list[RolloutTaskRow]:
+    def _queued(self, rollout_ids: list[str]) -> list[QueuedTaskRecord]:
         found = self.store.queries.queued_tasks(rollout_ids)
         missing = [r for r in rollout_ids if r not in found]
         if missing:  # a batch names only tasks it claimed: the store lost them

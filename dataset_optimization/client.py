@@ -100,9 +100,9 @@ class TaskReader:
         rows = self.store.queries.queued_tasks(rollout_ids)
         missing = sorted({r.sample_hash for r in rows.values()} - self._samples.keys())
         if missing:
+            sizes = {r.sample_hash: r.sample_bytes for r in rows.values()}
             for digest, sample in self.store.queries.payloads(missing).items():
-                size = next(r.sample_bytes for r in rows.values() if r.sample_hash == digest)
-                self._keep(digest, sample, size)
+                self._keep(digest, sample, sizes[digest])
             self.reads += len(missing)
         tasks = {}
         for rollout_id, row in rows.items():

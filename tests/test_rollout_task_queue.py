@@ -158,3 +158,22 @@ def test_writers_racing_at_the_cap_store_exactly_the_cap(store):
     assert sum(taken) == 25
     assert store.queries.count(RolloutTaskRow) == 25
     assert store.queries.waiting_tasks("srv") == 25
+
+
+def test_batches_claiming_at_once_each_get_different_tasks(store):
+    """Eight batches claim a server's 40 waiting tasks at the same moment (the dispatcher and
+    `queue_tasks`' batches may): every task goes to exactly one of them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    store.recorder.queue_tasks([task(n) for n in range(40)], max_waiting=100)
+
+    def claim(b: int) -> list[str]:
+        ids = [f"srv:t{n}" for n in range(40)] if b % 2 else None  # named, or the oldest
+        claimed = store.recorder.claim_tasks(
+            ClaimInput(server_id="srv", batch_id=f"b{b}", rollout_ids=ids, limit=7)
+        )
+        return [t.rollout_id for t in claimed.tasks]
+
+    with ThreadPoolExecutor(8) as pool:
+        claimed = [r for batch in pool.map(claim, range(8)) for r in batch]
+    assert len(claimed) == len(set(claimed)) == 40

@@ -4,6 +4,7 @@ samples, the Rollout reports of completed tasks, and which tasks are done."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func
@@ -11,8 +12,31 @@ from sqlmodel import col, select
 
 from domain.lightning import ResourceSet
 from domain.rollout_report import RolloutReport
-from store.tables import PayloadBlob, ResourceSetRow, RolloutRow, RolloutTaskRow
+from store.backends.dialect import backend
+from store.tables import ResourceSetRow, RolloutRow, RolloutTaskRow
 from store.views.reader import ViewReader
+
+_QUEUED_TASKS = (
+    "SELECT rollout_id, server_id, iteration, sample_hash, sample_bytes, resources_workflow_id,"
+    " resources_version, client_task_queue, max_attempts, batch_id FROM rollout_tasks"
+)
+_PAYLOADS = "SELECT hash, content FROM payload_blobs"
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedTaskRecord:
+    """A queued task as stored (``rollout_tasks``), its sample by hash."""
+
+    rollout_id: str
+    server_id: str
+    iteration: int
+    sample_hash: str
+    sample_bytes: int
+    resources_workflow_id: str
+    resources_version: int
+    client_task_queue: str
+    max_attempts: int
+    batch_id: str | None
 
 
 class DatasetView(ViewReader):
@@ -56,31 +80,33 @@ class DatasetView(ViewReader):
                 done.update(row[0] for row in rows)
         return done
 
-    def queued_tasks(self, rollout_ids: list[str]) -> dict[str, RolloutTaskRow]:
-        """Queued tasks by rollout id (those of ``rollout_ids`` that are in the store)."""
-        found: dict[str, RolloutTaskRow] = {}
-        table = RolloutTaskRow.__table__  # type: ignore[attr-defined]
-        with self.engine.connect() as conn:
-            for i in range(0, len(rollout_ids), 500):
-                rows = conn.execute(
-                    table.select().where(col(table.c.rollout_id).in_(rollout_ids[i : i + 500]))
-                ).mappings()
-                found.update({r["rollout_id"]: RolloutTaskRow.model_construct(**r) for r in rows})
-        return found
+    def queued_tasks(self, rollout_ids: list[str]) -> dict[str, QueuedTaskRecord]:
+        """Queued tasks by rollout id (those of ``rollout_ids`` that are in the store). Read
+        for every client activity and every batch step: driver SQL into plain records."""
+        return {
+            r[0]: QueuedTaskRecord(*r)
+            for r in self._by_keys(_QUEUED_TASKS, "rollout_id", rollout_ids)
+        }
 
     def payloads(self, digests: list[str]) -> dict[str, Any]:
         """Payloads by hash, read together (uncached: the caller keeps what it wants)."""
-        found: dict[str, Any] = {}
-        blobs = PayloadBlob.__table__  # type: ignore[attr-defined]
+        return {
+            digest: json.loads(content)
+            for digest, content in self._by_keys(_PAYLOADS, "hash", digests)
+        }
+
+    def _by_keys(self, sql: str, column: str, keys: list[str]) -> list[tuple[Any, ...]]:
+        """``sql``'s rows where ``column`` is one of ``keys`` (500 at a time)."""
+        rows: list[tuple[Any, ...]] = []
         with self.engine.connect() as conn:
-            for i in range(0, len(digests), 500):
-                rows = conn.execute(
-                    select(blobs.c.hash, blobs.c.content).where(
-                        col(blobs.c.hash).in_(digests[i : i + 500])
-                    )
+            dialect = backend(conn.dialect.name)
+            for i in range(0, len(keys), 500):
+                where, params = dialect.any_of(column, keys[i : i + 500])
+                result = conn.exec_driver_sql(
+                    dialect.driver_text(f"{sql} WHERE {where}"), tuple(params)
                 )
-                found.update({digest: json.loads(content) for digest, content in rows})
-        return found
+                rows += [tuple(r) for r in result]
+        return rows
 
     def undispatched_tasks(self, server_id: str) -> int:
         """A server's queued tasks no batch has taken yet."""
