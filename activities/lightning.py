@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -38,6 +39,8 @@ class LightningActivities:
     def __init__(self, store: Store, trainers: TrainerBackends) -> None:
         self.store = store
         self.trainers = trainers
+        # a published resource set never changes: its snapshot is read once per worker
+        self._snapshot = functools.lru_cache(maxsize=1024)(self._read_snapshot)
 
     @activity.defn(name="publish_resources")
     def publish_resources(self, inp: PublishInput) -> str:
@@ -71,13 +74,9 @@ class LightningActivities:
     @activity.defn(name="record_task_attempts_started")
     def record_task_attempts_started(self, inp: TaskAttemptsInput) -> None:
         """The attempts' snapshots: the resource set each ran with (read once per version)."""
-        snapshots: dict[tuple[str, int], tuple[AgentSnapshot, LLM | None]] = {}
         started: list[AttemptStart] = []
         for task in self._queued(inp.rollout_ids):
-            key = (task.server_id, task.resources_version)
-            if key not in snapshots:
-                snapshots[key] = self._snapshot(task.server_id, task.resources_version)
-            snapshot, llm = snapshots[key]
+            snapshot, llm = self._snapshot(task.server_id, task.resources_version)
             started.append(
                 AttemptStart(
                     session_id=task.server_id,
@@ -94,7 +93,7 @@ class LightningActivities:
             )
         self.store.recorder.record_attempts_started(started)
 
-    def _snapshot(self, server_id: str, version: int) -> tuple[AgentSnapshot, LLM | None]:
+    def _read_snapshot(self, server_id: str, version: int) -> tuple[AgentSnapshot, LLM | None]:
         resources = self.store.queries.resource_set(server_id, version)
         llm = next((r for r in resources.resources.values() if isinstance(r, LLM)), None)
         template = next(
