@@ -234,6 +234,8 @@ class AgentLightningServer:
     def _task(self, sample: dict[str, Any], key: str | None) -> RolloutTask:
         if self._version is None:
             raise RuntimeError("publish resources with update_resources() before queueing tasks")
+        if key is not None and (not isinstance(key, str) or not key):
+            raise ValueError(f"a task's key is a non-empty string, got {type(key).__name__}")
         if key is None:
             rollout_id = f"{self.server_id}:{uuid.uuid4().hex[:12]}"
         else:  # outside text: only its hash names the task
