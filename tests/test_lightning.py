@@ -51,6 +51,23 @@ async def start_clients(
     return procs
 
 
+async def started_server(
+    client: Client, store, settings, client_queue: str, prefix: str, **options: int
+) -> AgentLightningServer:
+    """A server SDK on the test's task queue, started, with a prompt template published."""
+    server = AgentLightningServer(
+        client,
+        store,
+        f"{prefix}-{uuid.uuid4().hex[:6]}",
+        task_queue=settings.task_queue,
+        client_task_queue=client_queue,
+        **options,
+    )
+    await server.start()
+    await server.update_resources(prompt_template=PromptTemplate(template="{n}"))
+    return server
+
+
 async def test_two_client_processes_optimize_a_50_task_dataset(
     client, store, settings, run_worker, temporal_address
 ):
@@ -261,34 +278,17 @@ async def test_a_thousand_waiting_tasks_cost_the_worker_little_and_the_cap_holds
     me = psutil.Process()
     async with run_worker():
         # warm up: the workflows' code loads into the worker, as for any server's first task
-        warm = AgentLightningServer(
-            client,
-            store,
-            f"warm-{uuid.uuid4().hex[:6]}",
-            task_queue=settings.task_queue,
-            client_task_queue=warm_queue,
-        )
+        warm = await started_server(client, store, settings, warm_queue, "warm")
         warm_client = AgentLightningClient(
             Client(**client.config()), "warm", task_queue=warm_queue, settings=settings
         )
         async with warm_client.worker(agent):
-            await warm.start()
-            await warm.update_resources(prompt_template=PromptTemplate(template="{n}"))
             ids = [await warm.queue_task({"n": -n, "text": "x" * size}) for n in range(1, 4)]
             await warm.wait_for_rollouts(ids, timeout=60)
             await warm.stop()
 
-        server_id = f"wait-{uuid.uuid4().hex[:6]}"
-        server = AgentLightningServer(
-            client,
-            store,
-            server_id,
-            task_queue=settings.task_queue,
-            client_task_queue=queue,
-            max_waiting=cap,
-        )
-        await server.start()
-        await server.update_resources(prompt_template=PromptTemplate(template="{n}"))
+        server = await started_server(client, store, settings, queue, "wait", max_waiting=cap)
+        server_id = server.server_id
         gc.collect()
         before = me.memory_info().rss
         accepted: list[str] = []
@@ -334,21 +334,13 @@ async def test_a_thousand_waiting_tasks_cost_the_worker_little_and_the_cap_holds
 async def test_queue_task_is_idempotent_by_key_and_refuses_past_the_cap(
     client, store, settings, run_worker
 ):
-    """Calls made together share one transaction but answer one by one: with a cap of 3, five
-    at once give three ids and two QueueFull; a key queued again returns its id and stores
-    nothing, and a key reused for another sample is refused."""
-    server_id = f"keys-{uuid.uuid4().hex[:6]}"
+    """A key queued again returns its id and stores nothing, and a key reused for another
+    sample is refused. Calls made together share one transaction but answer one by one: with
+    a cap of 3 and one task waiting, five at once give two ids and three QueueFull."""
     async with run_worker():
-        server = AgentLightningServer(
-            client,
-            store,
-            server_id,
-            task_queue=settings.task_queue,
-            client_task_queue=f"nobody-{uuid.uuid4().hex[:6]}",
-            max_waiting=3,
-        )
-        await server.start()
-        await server.update_resources(prompt_template=PromptTemplate(template="{n}"))
+        nobody = f"nobody-{uuid.uuid4().hex[:6]}"
+        server = await started_server(client, store, settings, nobody, "keys", max_waiting=3)
+        server_id = server.server_id
         first = await server.queue_task({"n": 0}, key="sample-0")
         assert await server.queue_task({"n": 0}, key="sample-0") == first  # a retried call
         with pytest.raises(ValueError, match="another sample"):

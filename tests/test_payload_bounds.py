@@ -16,10 +16,8 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 
 from client import start_session
 from dataset_optimization.client import AgentLightningClient, Resources
-from dataset_optimization.server import AgentLightningServer
 from domain.agent import AgentRef
 from domain.feedback import MAX_COMMENT_CHARS, MAX_DIRECTIVE_CHARS, ScoreInput
-from domain.lightning import LLM, PromptTemplate
 from domain.lineage import (
     DIRECTIVES_SHOWN,
     MAX_NOTE_CHARS,
@@ -36,6 +34,7 @@ from store.tables import RolloutRow
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text_message
 from tests.test_faults import claude_settings
+from tests.test_lightning import started_server
 from tests.test_rlm_repl import ROOT_MODEL, _cells
 from workflows import rlm as rlm_workflow
 from workflows.lineage import SCORE_HISTORY_CARRIED, LineageWorkflow
@@ -223,19 +222,9 @@ async def test_samples_wait_in_the_store_and_never_cross_temporal(
 
     own = Client(**client.config())
     lightning = AgentLightningClient(own, "local", task_queue=queue, settings=settings)
-    server_id = f"big-{uuid.uuid4().hex[:6]}"
     async with run_worker(), lightning.worker(agent):
-        server = AgentLightningServer(
-            client,
-            store,
-            server_id,
-            task_queue=settings.task_queue,
-            client_task_queue=queue,
-        )
-        await server.start()
-        await server.update_resources(
-            prompt_template=PromptTemplate(template="{name}"), llm=LLM(model="offline-x")
-        )
+        server = await started_server(client, store, settings, queue, "big")
+        server_id = server.server_id
         big = [{"name": f"big-{n}", "text": "x" * 60_000} for n in range(40)]
         assert sum(json_size(s) for s in big) > PAYLOAD_LIMIT
         ids = list(await asyncio.gather(*(server.queue_task(s) for s in big)))
