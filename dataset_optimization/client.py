@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -94,24 +95,27 @@ class TaskReader:
         self.max_bytes = max_bytes
         self._samples: OrderedDict[str, tuple[dict[str, Any], int]] = OrderedDict()
         self._bytes = 0
+        self._lock = threading.Lock()  # activities read in threads of their own
         self.reads = 0  # samples read from the store (the rest came from the cache)
 
     def read(self, rollout_ids: list[str]) -> dict[str, QueuedTask]:
         rows = self.store.queries.queued_tasks(rollout_ids)
-        missing = sorted({r.sample_hash for r in rows.values()} - self._samples.keys())
+        sizes = {r.sample_hash: r.sample_bytes for r in rows.values()}
+        with self._lock:
+            found = {d: self._samples[d][0] for d in sizes if d in self._samples}
+            for digest in found:
+                self._samples.move_to_end(digest)
+        missing = sorted(sizes.keys() - found.keys())
         if missing:
-            sizes = {r.sample_hash: r.sample_bytes for r in rows.values()}
-            for digest, sample in self.store.queries.payloads(missing).items():
-                self._keep(digest, sample, sizes[digest])
-            self.reads += len(missing)
+            read = self.store.queries.payloads(missing)
+            with self._lock:
+                for digest, sample in read.items():
+                    self._keep(digest, sample, sizes[digest])
+                self.reads += len(missing)
+            found.update(read)
         tasks = {}
         for rollout_id, row in rows.items():
-            cached = self._samples.get(row.sample_hash)
-            if cached is None:  # larger than the whole cache: read on its own
-                sample = self.store.queries.payloads([row.sample_hash])[row.sample_hash]
-            else:
-                self._samples.move_to_end(row.sample_hash)
-                sample = cached[0]
+            sample = found[row.sample_hash]
             tasks[rollout_id] = QueuedTask(
                 rollout_id=rollout_id,
                 sample=copy.deepcopy(sample),  # the agent may change its task
@@ -121,7 +125,7 @@ class TaskReader:
         return tasks
 
     def _keep(self, digest: str, sample: dict[str, Any], size: int) -> None:
-        if size > self.max_bytes:
+        if size > self.max_bytes or digest in self._samples:
             return
         self._samples[digest] = (sample, size)
         self._bytes += size
@@ -240,10 +244,9 @@ class AgentLightningClient:
 
         async def one(task: QueuedTask | None, assignment: ClientAssignment) -> ClientReport:
             if task is None:
-                where = self.store.engine.url.render_as_string(hide_password=True)
                 raise LookupError(
-                    f"task {assignment.rollout_id!r} is not in the store at {where}: does this "
-                    "client read the server's database?"
+                    f"task {assignment.rollout_id!r} is not in this client's store: does it "
+                    "read the server's database (TRAINING_CAMP_DATABASE_URL)?"
                 )
             async with slots:
                 return await self._execute(agent, task, assignment.attempt)

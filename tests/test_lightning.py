@@ -193,6 +193,8 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
     japan = [r for r in rollouts if store.queries.payload(r.input_hash) == {"country": "Japan"}]
     assert [len(store.queries.attempts(r.id)) for r in japan] == [1, 1]
     assert lightning.cache.fetches == 2  # two versions, each fetched once
+    # the four samples ran twice (and some again after a failure): each read from the store once
+    assert lightning.tasks.reads == len(dataset)
     # tasks queued one at a time went to clients through the dispatcher, in batches: fewer
     # workflows than tasks, each task still recorded on its own (above)
     query = f'WorkflowId STARTS_WITH "tasks-{server.server_id}-d"'
@@ -359,3 +361,28 @@ async def test_queue_task_is_idempotent_by_key_and_refuses_past_the_cap(
     rows = store.queries._all(select(RolloutRow).where(RolloutRow.session_id == server_id))
     assert len(rows) == 3
     assert len(store.queries.events(server_id, ["task.queued"])) == 3
+
+
+async def test_a_client_reading_another_database_says_so(
+    client, store, settings, run_worker, tmp_path
+):
+    """A client pointed at a database other than the server's cannot find its tasks: each
+    attempt fails with the reason, recorded in the store, and the rollout fails for good."""
+    queue = f"rollouts-{uuid.uuid4().hex[:8]}"
+    elsewhere = settings.model_copy(update={"database_url": f"sqlite:///{tmp_path}/other.db"})
+
+    async def agent(task: dict, resources: Resources) -> float:
+        return 1.0
+
+    lost = AgentLightningClient(
+        Client(**client.config()), "lost", task_queue=queue, settings=elsewhere
+    )
+    async with run_worker(), lost.worker(agent):
+        server = await started_server(client, store, settings, queue, "lost", max_attempts=1)
+        rollout_id = await server.queue_task({"n": 1})
+        assert await server.wait_for_rollouts([rollout_id], timeout=60) == []
+        await server.stop()
+    (attempt,) = store.queries.attempts(rollout_id)
+    assert attempt.status == "failed"
+    assert "not in this client's store" in attempt.error
+    assert "TRAINING_CAMP_DATABASE_URL" in attempt.error
