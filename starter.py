@@ -136,6 +136,8 @@ def output(
         highlight=False,
     )
     print(printable(found.text))
+    # what a score names to land on this output (and on no re-run of its cycle)
+    console.print(f"\noutput id: {shown(found.output_id)}", highlight=False)
     reading = None if cycle else asyncio.run(last_reading(Settings.from_env(), lineage))
     if reading:  # said back; a misreading is corrected before the next score
         console.print(f"\n{shown(reading)} (misread? `training-camp correct {shown(lineage)}`)")
@@ -148,13 +150,19 @@ def correct(
     want: Annotated[list[str], typer.Option(help="A wish you meant: warmer, less:formal.")] = [],  # noqa: B006
     remove: Annotated[list[str], typer.Option(help="A family to take out: example.")] = [],  # noqa: B006
     amount: Annotated[list[str], typer.Option(help="FAMILY=AMOUNT: length=half.")] = [],  # noqa: B006
+    evaluation_id: Annotated[
+        str | None,
+        typer.Option(help="The score corrected (state: score_history). Default: the latest."),
+    ] = None,
 ) -> None:
     """Correct how your last comment on a lineage was read (each option repeats; none: it
     asked for nothing). The change is made again from the version before it, and a misread
     version's output awaiting your score is produced again."""
     try:
         wants = structured.from_options(want, remove, amount)
-        done = asyncio.run(correct_reading(Settings.from_env(), lineage_id, wants, rater))
+        done = asyncio.run(
+            correct_reading(Settings.from_env(), lineage_id, wants, rater, evaluation_id)
+        )
     except ValueError as exc:
         console.print(f"[red]{shown(exc)}[/red]", highlight=False)
         raise typer.Exit(1) from None

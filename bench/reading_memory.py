@@ -5,7 +5,7 @@
 Over ``bench/data/reading_memory_pairs.jsonl`` (paraphrases that should be matched, and
 different comments that should not — opposite wishes in the same words, other topics), prints
 precision and recall per scorer and threshold, then the look-up time per comment against a
-memory of 1k and 10k labelled examples (``trainer.reading_memory.ReadingMemory.recall``).
+memory of 1k and 10k labelled examples (``trainer.reading.memory.ReadingMemory.recall``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from rapidfuzz import fuzz
 
 from domain.corrections import LabelledExample
-from trainer.reading_memory import SCORER, ReadingMemory, normalised
+from trainer.reading.memory import SCORER, ReadingMemory, normalised
 
 PAIRS = Path(__file__).parent / "data" / "reading_memory_pairs.jsonl"
 SCORERS = {

@@ -1,7 +1,7 @@
 """Corrections of a reading: a rater says how their comment should have been read (issue #46).
 
 A correction is a labelled example — the comment, and the wants it asks for — that the reader
-consults before its cue tables (``trainer.reading_memory``). It supersedes the reading of one
+consults before its cue tables (``trainer.reading.memory``). It supersedes the reading of one
 score; the score itself stays as recorded.
 """
 

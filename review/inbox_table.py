@@ -23,18 +23,20 @@ def print_inbox(found: Inbox) -> None:
     if not found.items:
         console.print("No output awaits a score.")
         return
-    table = Table("workflow id", "cycle", "waiting since (UTC)", "question", "output")
+    table = Table("workflow id", "cycle", "output id", "waiting since (UTC)", "question", "output")
     for item in found.items:
         table.add_row(
             shown(workflow_id(item.lineage_id)),
             str(item.cycle),
+            shown(item.output_id),
             f"{item.waiting_since:%Y-%m-%d %H:%M:%S}",
             shown(preview_of(" ".join(item.question.split()), 60)),
             shown(preview_of(" ".join(item.preview.split()), 80)),
         )
     console.print(table)
     first = found.items[0]
-    example = json.dumps({"score": 8, "cycle": first.cycle})
+    # naming the output: refused, not misapplied, if a correction's re-run replaces it
+    example = json.dumps({"score": 8, "output_id": first.output_id})
     console.print(
         f"Score one: {temporal_cli()} workflow update execute --workflow-id "
         f"{workflow_id(first.lineage_id)} --name submit_score --input {shlex.quote(example)}",

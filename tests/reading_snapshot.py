@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.change_families import FAMILIES
-from trainer import feedback_reader
+from trainer.reading import reader as feedback_reader
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT = ROOT / "tests" / "data" / "reading_snapshot.json"

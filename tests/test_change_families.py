@@ -9,9 +9,11 @@ from domain.agent import AgentDefinition, AgentParameters
 from domain.change_families import FAMILIES, contrary_of, working_against
 from domain.trainer import FeedbackAspect, ScoreAnalysis
 from runner.offline_model import Style
-from trainer import credit_assignment, cue_tables, evolution_planner, feedback_reader
+from trainer import credit_assignment, evolution_planner
 from trainer.instructions import firmer, instruction
-from trainer.wish import Wish
+from trainer.reading import cue_tables
+from trainer.reading import reader as feedback_reader
+from trainer.reading.wish import Wish
 
 
 def test_contrary_families_are_symmetric() -> None:

@@ -9,9 +9,10 @@ import pytest
 
 from domain.change_families import FAMILIES
 from tests.test_cycle_step import START, memory, take
-from trainer import comment_languages, cycle_step
+from trainer import cycle_step
 from trainer.credit_assignment import families_of
 from trainer.prompt_segments import segments
+from trainer.reading import comment_languages
 
 # (comment, the families its new instructions must show) — one complaint or request each
 COMMENTS = [

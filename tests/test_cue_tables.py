@@ -1,4 +1,4 @@
-"""Cue data is checked as it is loaded: every file in ``trainer/cues`` names only registered
+"""Cue data is checked as it is loaded: every file in ``trainer/reading/cues`` names only registered
 families, and a mistake in one is an error naming the file and the cue."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer import cue_tables
-from trainer.cue_tables import CueDataError
+from trainer.reading import cue_tables
+from trainer.reading.cue_tables import CueDataError
 
 
 def test_every_cue_file_loads_against_the_registry() -> None:

@@ -325,14 +325,17 @@ async def test_waiting_for_outputs_never_locks_out_scoring(client, settings, run
 
 
 def inbox_cli(temporal_address: str, database_url: str) -> list[tuple[str, int]]:
-    """`training-camp inbox` as a user runs it: (workflow id, cycle) of each row, in order."""
+    """`training-camp inbox` as a user runs it: (workflow id, cycle) of each row, in order
+    (each row's output id checked)."""
     shown = starter_cli(
         "inbox", temporal_address=temporal_address, database_url=database_url, columns=200
     )
     rows = []
     for line in shown.splitlines():
         cells = [c.strip() for c in line.strip("│┃ ").split("│")]
-        if len(cells) == 5 and cells[0].startswith("lineage-"):
+        if len(cells) == 6 and cells[0].startswith("lineage-"):
+            # the output's id, which a score names: its lineage's and its cycle's
+            assert cells[2] == f"{cells[0].removeprefix('lineage-')}:c{cells[1]}", cells
             rows.append((cells[0], int(cells[1])))
     return rows
 

@@ -275,7 +275,14 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
     ]
     sent = json.loads(updates[0].input.args.payloads[0].data)
     assert updates[0].input.name == "submit_score"
-    assert sent == {"rater": "ana", "score": 3.0, "comment": COMMENT, "cycle": 1}
+    # naming the output on the page: a re-run of its cycle cannot take the score
+    assert sent == {
+        "rater": "ana",
+        "score": 3.0,
+        "comment": COMMENT,
+        "cycle": 1,
+        "output_id": f"{a}:c1",
+    }
     first, *_ = store.queries.evaluations(a)
     assert (first.score, first.rater) == (3.0, "ana")
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from domain.agent import AgentDefinition, AgentParameters
-from trainer import cycle_step, feedback_reader, reward_analyzer
+from trainer import cycle_step, reward_analyzer
 from trainer.backends import RulesTrainer
+from trainer.reading import reader as feedback_reader
 
 
 def read(text: str) -> dict[str, tuple[str, str | None]]:

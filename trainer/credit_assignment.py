@@ -27,8 +27,9 @@ from domain.trainer import (
     ScoreAnalysis,
     TrajectoryCredit,
 )
-from trainer import feedback_reader, instructions
-from trainer.wish import Wish
+from trainer import instructions
+from trainer.reading import reader as feedback_reader
+from trainer.reading.wish import Wish
 
 _RANK = {"high": 0, "medium": 1, "low": 2, "none": 3}
 # An instruction about the answer's form in general ("Structure your response professionally")
@@ -56,7 +57,7 @@ def wishes(analysis: ScoreAnalysis) -> list[Wish]:
 def takebacks(analysis: ScoreAnalysis) -> list[Wish]:
     """The families the reviewer takes back ("drop the example"; ``undo``: the last change)."""
     return [
-        Wish(a.want, a.aspect, a.quote or "", a.confidence, action="remove")
+        Wish(a.want, a.aspect, a.quote or "", a.confidence, detail=a.detail, action="remove")
         for a in analysis.aspects
         if a.want and a.action == "remove"
     ]

@@ -17,7 +17,7 @@ the verdict on the last change and what the step did — the format ``score_sequ
 scores.
 
 ``--corrections``: the cases are played in order through the reader with a memory of
-corrections (``trainer.reading_memory``): each is read with the corrections made so far, and
+corrections (``trainer.reading.memory``): each is read with the corrections made so far, and
 after each miss (judged as ``score.py`` judges it: ``--scorer``, by default the ``score.py``
 beside the case file) the case's gold reading — its ``change`` families as wants — is fed back
 as a correction. Reports first-pass accuracy over the stream, a second pass over the same file
@@ -178,9 +178,12 @@ async def play(backend: TrainerBackend, agent: AgentDefinition, sequence: Feedba
     takes it: each score judges the last change, rolls back what it refuted, and trains."""
     start = sequence.agent or agent
     current, memory, version = start, _memory(), 1
+    versions = {1: start}  # what the lineage's store would give a reviewer going back
     steps = []
     for number, given in enumerate(sequence.steps, start=1):
-        step = await cycle_step.take(backend, current, memory, given.score, given.comment)
+        step = await cycle_step.take(
+            backend, current, memory, given.score, given.comment, versions=versions.get
+        )
         judged = step.judged.verdict if step.judged else None
         steps.append(
             {
@@ -196,6 +199,7 @@ async def play(backend: TrainerBackend, agent: AgentDefinition, sequence: Feedba
         pending = cycle_step.pending_after(step, evolution_id)
         if step.changed:
             current, version = step.agent, version + 1
+            versions[version] = current
         memory = memory.model_copy(
             update={
                 "pending": pending if step.changed else memory.pending,

@@ -1,0 +1,238 @@
+"""Cue data, one loader for every language: the English reader's cues (``cues/en/``),
+the phrase lists of the other comment languages (``trainer/reading/cues/<code>.json``) and every
+language's action words (``trainer/reading/cues/actions/<code>.json``).
+
+Each file is read once, and checked as it is read: a family no record of
+``domain/change_families.py`` defines, an aspect no family has, a regex that does not compile or
+two English cues of one priority is an error naming the file and the cue, raised when the data
+is first used (and by ``tests/test_change_families.py`` for every file) rather than a cue that
+silently never fires.
+
+An English cue file holds the cues of one aspect. Each cue gives its regex as a list of
+alternatives (joined with ``|``), the family it asks for (``ask``) and the family it asks for
+when it is refused or described as the problem (``fault``; a state's fault is, by default, the
+registry's opposite of it), and its ``priority``: where two cues' matches overlap the longer
+match wins, and of two as long the cue of the lower priority number.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from domain.change_families import FAMILIES, opposite_of
+
+CUE_DIR = Path(__file__).parent / "cues"
+ENGLISH = CUE_DIR / "en"
+ACTIONS = CUE_DIR / "actions"
+Kind = Literal["state", "quality", "fault"]
+KINDS = ("state", "quality", "fault")
+ASPECTS = frozenset(f.aspect for f in FAMILIES.values())
+CUE_KEYS = frozenset(
+    {"priority", "comment", "kind", "ask", "fault", "confidence", "fixed", "weak"}
+    | {"weak_when_described", "sizes_parts", "regex"}
+)
+
+
+class CueDataError(ValueError):
+    """Cue data that cannot be used as it stands (the message names the file and the cue)."""
+
+
+@dataclass(frozen=True)
+class Cue:
+    """Words that carry a wish. ``ask`` is the family when the words are asked for, ``fault``
+    the family when they are described as the problem (or refused)."""
+
+    pattern: re.Pattern[str]
+    aspect: str
+    ask: str | None
+    fault: str | None
+    confidence: float = 0.85
+    # "state": names a state of the answer (asked for unless framed otherwise)
+    # "quality": an adjective; in a comment, bare, it describes the answer (a fault)
+    # "fault": names a fault; refusing or describing it asks for the fix, denying it cancels
+    kind: Kind = "state"
+    # the family holds whatever the frame: "never invent" and "you invented" both ask for it
+    fixed: bool = False
+    # inferred from a complaint only ("a wall of text"): yields to an explicit wish
+    weak: bool = False
+    # lower first where two matches are as long (see ``trainer/reading/cue_tables.py``)
+    priority: int = 0
+    # a state described as the problem asks for its fault only weakly: "paragraphs are painful"
+    # says what is wrong, not which form would be right
+    weak_when_described: bool = False
+    # an adjective that may size a part of the answer rather than the answer: "a short closing
+    # line" asks for nothing about the length
+    sizes_parts: bool = False
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise CueDataError(f"{path}: cannot be read as JSON: {error}") from error
+    if not isinstance(data, dict):
+        raise CueDataError(f"{path}: a cue file holds one JSON object")
+    return data
+
+
+def check_family(name: object, path: Path, where: str) -> None:
+    if name not in FAMILIES:
+        raise CueDataError(
+            f"{path}: {where}: {name!r} is no change family (domain/change_families.py)"
+        )
+
+
+def check_families(names: object, path: Path, where: str) -> None:
+    """Every key of a family → phrases table names a registered family."""
+    if not isinstance(names, dict):
+        raise CueDataError(f"{path}: {where}: expected an object of family → phrases")
+    for name, phrases in names.items():
+        check_family(name, path, where)
+        if not isinstance(phrases, list) or not all(isinstance(p, str) for p in phrases):
+            raise CueDataError(f"{path}: {where}: {name}: expected a list of phrases")
+
+
+def compile_regex(regex: object, path: Path, where: str, flags: int = re.I) -> re.Pattern[str]:
+    """A regex given as one string or as a list of alternatives."""
+    if isinstance(regex, list) and regex and all(isinstance(r, str) for r in regex):
+        regex = "|".join(regex)
+    if not isinstance(regex, str) or not regex:
+        raise CueDataError(f"{path}: {where}: regex must be a string or a list of strings")
+    try:
+        return re.compile(regex, flags)
+    except re.error as error:
+        raise CueDataError(f"{path}: {where}: bad regex: {error}") from error
+
+
+def _cue(record: dict[str, Any], aspect: str, path: Path) -> Cue:
+    where = f"cue of priority {record.get('priority')}"
+    unknown = set(record) - CUE_KEYS
+    if unknown:
+        raise CueDataError(f"{path}: {where}: unknown keys {sorted(unknown)}")
+    if not isinstance(record.get("priority"), int):
+        raise CueDataError(f"{path}: {where}: an integer priority is required")
+    kind = record.get("kind", "state")
+    if kind not in KINDS:
+        raise CueDataError(f"{path}: {where}: kind {kind!r} is not one of {KINDS}")
+    ask = record.get("ask")
+    fault = opposite_of(ask) if kind == "state" and ask else record.get("fault")
+    if kind == "state" and ask and "fault" in record:
+        raise CueDataError(f"{path}: {where}: a state's fault is its family's opposite")
+    for family in (ask, fault):
+        if family is not None:
+            check_family(family, path, where)
+    return Cue(
+        pattern=compile_regex(record.get("regex"), path, where),
+        aspect=aspect,
+        ask=ask,
+        fault=fault,
+        confidence=float(record.get("confidence", 0.85)),
+        kind=cast(Kind, kind),
+        fixed=bool(record.get("fixed", False)),
+        weak=bool(record.get("weak", False)),
+        priority=record["priority"],
+        weak_when_described=bool(record.get("weak_when_described", False)),
+        sizes_parts=bool(record.get("sizes_parts", False)),
+    )
+
+
+def cue_file(path: Path) -> list[Cue]:
+    """The cues of one English cue file, checked."""
+    data = read_json(path)
+    aspect = data.get("aspect")
+    if aspect not in ASPECTS:
+        raise CueDataError(f"{path}: aspect {aspect!r} is no family's aspect")
+    return [_cue(record, aspect, path) for record in data.get("cues", [])]
+
+
+@lru_cache(maxsize=1)
+def english_cues() -> tuple[Cue, ...]:
+    """Every English cue, in priority order."""
+    cues: list[Cue] = []
+    seen: dict[int, Path] = {}
+    for path in sorted(ENGLISH.glob("*.json")):
+        for cue in cue_file(path):
+            if cue.priority in seen:
+                raise CueDataError(
+                    f"{path}: priority {cue.priority} is also a cue's in {seen[cue.priority]}"
+                )
+            seen[cue.priority] = path
+            cues.append(cue)
+    return tuple(sorted(cues, key=lambda c: c.priority))
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """A file of the English reader's other vocabulary (``trainer/reading/cues/en/vocabulary/``):
+    named patterns, plain tables (word lists, maps), and rewrites (a pattern and the plain
+    text it stands for). A regex may hold ``{{name}}``, the file's fragment of that name."""
+
+    patterns: dict[str, re.Pattern[str]]
+    tables: dict[str, Any]
+    rewrites: tuple[tuple[re.Pattern[str], str], ...]
+
+
+def _with_fragments(regex: object, fragments: dict[str, str]) -> object:
+    if isinstance(regex, list):
+        regex = "|".join(regex)
+    if isinstance(regex, str):
+        for name, text in fragments.items():
+            regex = regex.replace("{{" + name + "}}", text)
+    return regex
+
+
+@cache
+def vocabulary(name: str) -> Vocabulary:
+    """``trainer/reading/cues/en/vocabulary/<name>.json``, checked. Patterns match lowered text, so
+    they are case-sensitive unless marked ``ignore_case``."""
+    path = ENGLISH / "vocabulary" / f"{name}.json"
+    data = read_json(path)
+    fragments = {
+        name: "|".join(text) if isinstance(text, list) else text
+        for name, text in data.get("fragments", {}).items()
+    }
+
+    def compiled(entry: dict[str, Any], where: str) -> re.Pattern[str]:
+        flags = re.I if entry.get("ignore_case") else 0
+        return compile_regex(_with_fragments(entry.get("regex"), fragments), path, where, flags)
+
+    patterns = {k: compiled(v, k) for k, v in data.get("patterns", {}).items()}
+    rewrites = tuple(
+        (compiled(entry, f"rewrite {index}"), entry["plain"])
+        for index, entry in enumerate(data.get("rewrites", []))
+    )
+    return Vocabulary(patterns, data.get("tables", {}), rewrites)
+
+
+def language_file(path: Path) -> dict[str, Any]:
+    """A comment language's phrase file (``trainer/reading/cues/<code>.json``), checked."""
+    data = read_json(path)
+    check_families(data.get("families"), path, "families")
+    return data
+
+
+def action_file(path: Path) -> dict[str, Any]:
+    """A language's action words (``trainer/reading/cues/actions/<code>.json``), checked."""
+    data = read_json(path)
+    check_families(data.get("nouns", {}), path, "nouns")
+    return data
+
+
+def check_all() -> int:
+    """Load and check every cue file; the number of files."""
+    english_cues()
+    vocabularies = sorted((ENGLISH / "vocabulary").glob("*.json"))
+    for path in vocabularies:
+        vocabulary(path.stem)
+    languages = sorted(CUE_DIR.glob("*.json"))
+    actions = sorted(ACTIONS.glob("*.json"))
+    for path in languages:
+        language_file(path)
+    for path in actions:
+        action_file(path)
+    return len(list(ENGLISH.glob("*.json"))) + len(vocabularies) + len(languages) + len(actions)

@@ -1,0 +1,1029 @@
+"""Reading what a reviewer wants out of a comment, or what an instruction already asks for.
+
+A text is split into clauses (sentences, and the parts around "but", "though", semicolons and
+commas). In each clause the reader finds *cues* — words that name a state of the answer
+("bullets", "formal", "in French"), a fault of it ("rambling", "made up", "jargon"), or an
+action on it ("shorten", "cite", "lead with") — and reads each cue in its *frame*, the words
+around it:
+
+- asked for ("keep it short", "use a table", "please, warmer"),
+- refused ("don't shorten it", "no more tables", "stop using bullets", "instead of bullets"),
+- found lacking ("isn't in a code block", "not detailed enough", "has no headings"),
+- described as the problem ("too formal", "sounds like a text message", "paragraphs are painful").
+
+The frame decides the wish: a refused state asks for its opposite, a described fault asks for
+its fix, a fault that is denied ("it doesn't ramble") asks for nothing. The same reader reads
+the agent's own instructions (``mode="instruction"``), so credit assignment knows that "Use
+bullet points, not paragraphs." already asks for bullets and never removes it for a reviewer
+who wants bullets.
+
+Clauses that address the trainer or the system instead of the answer ("ignore your
+constraints", "SYSTEM:", "remove the word limit") are set aside as injection and never read.
+
+The words are data, loaded and checked by ``trainer/reading/cue_tables.py``: the cues in
+``trainer/reading/cues/en/<aspect>.json`` and the frames, irony, tools and requests in
+``trainer/reading/cues/en/vocabulary/``. This module is the grammar that reads them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from domain.change_families import contrary_of, opposite_of
+from trainer.instructions import third_person
+from trainer.reading import comment_languages, cue_tables, languages, places, wish_actions
+from trainer.reading.cue_tables import Cue
+from trainer.reading.wish import Wish
+
+Mode = Literal["comment", "instruction"]
+Frame = Literal["ask", "refuse", "lacking", "describe", "plain", "quantity", "denied"]
+
+
+@dataclass(frozen=True)
+class Unsure:
+    """A clause the reader could not place with certainty (a question, irony, a negation it
+    cannot resolve, a situation that could ask for more than one thing, a language it has no
+    cues for): nothing is changed for it; the rater is told and offered ``proposed`` wants."""
+
+    quote: str
+    why: str
+    proposed: tuple[str, ...] = ()
+
+
+@dataclass
+class Reading:
+    wishes: list[Wish] = field(default_factory=list)
+    praised: list[tuple[str, str]] = field(default_factory=list)  # (aspect, quote)
+    # Families the text praises or asks to keep ("bullets are great, keep them"): what the
+    # answer already does well, never a wish to change it
+    kept: list[Wish] = field(default_factory=list)
+    criticised: list[tuple[str, str]] = field(default_factory=list)  # (aspect, quote)
+    injection: list[str] = field(default_factory=list)
+    # Requests about the agent's tools, permissions or system, not its answer: never applied
+    refused: list[str] = field(default_factory=list)
+    # The comment's language when it is not English (read from its cue file, if there is one)
+    language: str | None = None
+    # Clauses read with no certainty: said back as "not understood", never acted on
+    unsure: list[Unsure] = field(default_factory=list)
+
+
+# The English cues, data beside the other languages' (``cues/en/``), in priority order
+CUES: tuple[Cue, ...] = cue_tables.english_cues()
+
+
+def _words(name: str, *keys: str) -> tuple[re.Pattern[str], ...]:
+    """Patterns of the vocabulary file ``trainer/reading/cues/en/vocabulary/<name>.json``."""
+    patterns = cue_tables.vocabulary(name).patterns
+    return tuple(patterns[key] for key in keys)
+
+
+# The reader's vocabulary beside its cues (``cues/en/vocabulary/``): this module is the
+# grammar that reads them.
+_TOOL, _TOOL_REPEATED, _TOOL_OVERUSE, _TOOL_UNDERUSE = _words(
+    "tools", "tool", "repeated", "overuse", "underuse"
+)
+_DOCUMENTS = tuple(cue_tables.vocabulary("tools").tables["documents"])
+_STEP_REF, _DAMAGE, _EARLIER, _DAMAGED, _REWORKING = _words(
+    "damage", "step_ref", "damage", "earlier", "damaged", "reworking"
+)
+_DAMAGED_AS: dict[str, str] = cue_tables.vocabulary("damage").tables["damaged_as"]
+_INJECTION, _OFF_LIMITS = _words("addressed", "injection", "off_limits")
+_PRAISE, _CRITICISM, _ADMIRE, _NOT_ADMIRING = _words(
+    "sentiment", "praise", "criticism", "admire", "not_admiring"
+)
+_ASPECT_NOUNS = [(p, a) for a, p in cue_tables.vocabulary("aspect_nouns").patterns.items()]
+_FOCUS, _AVOID, _TRADE = _words("topics", "focus", "avoid", "trade")
+_REFUSE, _LACKING, _DESCRIBE, _ASK, _ASK_VERB = _words(
+    "frames", "refuse", "lacking", "describe", "ask", "ask_verb"
+)
+_COMPLAINT_AFTER, _QUANTITY, _EXCESS, _ASK_AFTER = _words(
+    "frames", "complaint_after", "quantity", "excess", "ask_after"
+)
+_REQUEST_FORM, _IMPERATIVE, _CONTRAST_WORD, _CONCEDED = _words(
+    "requests", "request_form", "imperative", "contrast_word", "conceded"
+)
+_REQUEST, _WISH_FOR, _KEEP_AS_IS, _KEEP_WHOLE, _REVERT = _words(
+    "requests", "request", "wish_for", "keep_as_is", "keep_whole", "revert"
+)
+_POLITE, _CONTRAST = _words("requests", "polite", "contrast")
+(_CHANGE_VERB,) = _words("frames", "change_verb")
+_LOCATION, _PART, _INTENSIFIER_OR_COPULA, _NOT_A_NOUN = _words(
+    "attributes", "location", "part", "intensifier_or_copula", "not_a_noun"
+)
+# Irony: each pattern turns an ironic sentence into the plain complaint it stands for
+_IRONIES = cue_tables.vocabulary("ironies").rewrites
+
+
+def _what(word: str) -> str:
+    word = word[:-1] if word.endswith("s") and word not in ("stats", "statistics") else word
+    return _DAMAGED_AS.get(word, word)
+
+
+def _damage(clause: str) -> Wish | None:
+    """A wish that a step keep what an earlier step produced ("preserve"), with the step the
+    reviewer blames ("last", or the word naming it) and what it lost, as ``step|what``."""
+    lowered = clause.lower()
+    damage = _DAMAGE.search(lowered)
+    if not damage:
+        return None
+    step = _STEP_REF.search(lowered)
+    if not step and not _EARLIER.search(lowered):
+        return None
+    generic = step and step.group("name") in ("each", "every", "one", "a", "the", "this", "that")
+    if generic and not _EARLIER.search(lowered):
+        step = None
+    culprit = ""
+    if step:
+        culprit = step.group("place") or step.group("name") or "last"
+        culprit = "last" if culprit in ("final", "closing", "end", "later") else culprit
+    elif reworking := _REWORKING.search(lowered):
+        culprit = reworking.group(0)  # "the tightening": the step whose prompt tightens
+    lost = _DAMAGED.search(lowered, damage.start() - 40 if damage.start() > 40 else 0)
+    what = _what(lost.group("what")) if lost else ""
+    return Wish("preserve", "accuracy", clause.strip(), 0.8, detail=f"{culprit or 'last'}|{what}")
+
+
+# The answer described as not being something: "it doesn't ramble", "the tone isn't stiff"
+_DESCRIBED_NOT = re.compile(
+    r"\b(?:it|this|that|which|the \w+|answer|reply|text)\s+(?:doesn't|does not|didn't|did not|"
+    r"isn't|is not|wasn't|was not|never|no longer)\s+(?:\w+\s+)?$"
+)
+_AT_ALL = re.compile(r"^[\w-]*\s*(?:at all|whatsoever|in the least)\b")
+# The frames a cue's preceding words may set: the frame word nearest the cue decides; of two
+# ending at the same place, the one listed first
+_FRAME_ORDER = (("lacking", _LACKING), ("refuse", _REFUSE), ("describe", _DESCRIBE), ("ask", _ASK))
+
+_CLAUSE = re.compile(
+    r"(?<=[.!?;:])\s+|[.!?;:]+$|\n+|(?<!\d),\s+|,\s+(?!\d)"
+    r"|\s+(?=(?:but|though|although|however|yet|whereas)\b)"
+    r"|\s+-{1,2}\s+|\s+—\s*"
+)
+
+
+# Typographic quotes as the plain ones the patterns expect.
+_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
+
+
+# A quoted excerpt of the answer: 'Hey there, grant gurus!'
+_QUOTED = re.compile(r"(?<![\w'])'[^'\n]{1,120}'(?![\w'])|\"[^\"\n]{1,120}\"")
+_HOLD = "\ue000"  # stands in for the space after punctuation in a quote while splitting
+
+
+def clauses(text: str) -> list[str]:
+    """The clauses of ``text`` in order (contrast words start a new clause; a quotation and a
+    list of numbers like "1, 2, 3" stay whole)."""
+    normal = _QUOTED.sub(
+        lambda m: re.sub(r"([,.!?;:])\s", r"\1" + _HOLD, m.group(0)), text.translate(_QUOTES)
+    )
+    parts = [c.replace(_HOLD, " ") for c in _CLAUSE.split(normal) if c]
+    return [c.strip(' .!?;:,"') for c in parts if c.strip(" .!?;:,\"'")]
+
+
+def _frame(before: str, after: str) -> Frame:
+    """How the words after ``before`` are meant (``after``: the rest of the clause). The frame
+    word nearest the cue decides: "don't make it more formal" is refused, "I need it more
+    formal" asked for, "it reads like a text message" described."""
+    tail = before.lower()[-60:]
+    if re.search(r"\b(?:still|there are|there's|there is|again) (?:no|without)\s+$", tail) or (
+        re.search(r"\bno\s+$", tail)
+        and re.match(r"^\s*(?:\w+\s+)?(?:yet|anymore|any more)\b", after)
+    ):
+        return "lacking"  # "still no bullets": they are missing, and wanted
+    if re.search(
+        r"\b(?:our|my|the company's|house|brand) (?:\w+ )?(?:voice|tone|style|register) (?:is|"
+        r"should be|needs to be)\s+(?:\w+\s+)?$",
+        tail,
+    ):
+        return "ask"  # "our brand voice is casual": the voice wanted, not a fault
+    if re.search(
+        r"\b(?:it's|it is|this is|that's|that is|these are|they're|should be|needs to "
+        r"be)\s+(?:an?|the)\s+$",
+        tail,
+    ):
+        # what the thing is: "It's a Slack message to the crew", "That's a table, not…"
+        return "ask"
+    if re.search(r"\b(?:not|n't|never)\s+(?:too|so|that|overly) many\s+$", tail):
+        return "denied"  # "not too many bullets": the count is fine
+    if _EXCESS.search(tail):
+        return "describe"  # "too many caveats", "endless bullet points": more than wanted
+    counted = _QUANTITY.search(tail)
+    if counted:
+        # "give me exactly one example" asks for that many; "five paragraphs before…" counts
+        return "ask" if _ASK_VERB.search(tail[: counted.start()]) else "quantity"
+    if re.search(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely|at all)\s+$", tail):
+        return "denied"  # "not too long": that is fine
+    if re.search(r"\bnot\b[^,]*$", tail) and re.match(r"^\s*enough\b", after):
+        return "lacking"
+    if _COMPLAINT_AFTER.search(after) and not _REFUSE.search(tail[-25:]):
+        return "describe"
+    if _ASK_AFTER.search(after[:40]):
+        return "ask"
+    best: tuple[int, int, Frame] | None = None
+    for rank, (name, pattern) in enumerate(_FRAME_ORDER):
+        for match in pattern.finditer(tail):
+            key = (match.end(), -rank)
+            if best is None or key > best[:2]:
+                best = (match.end(), -rank, name)  # type: ignore[assignment]
+    if best is None or len(tail) - best[0] > 40:
+        return "plain"
+    return best[2]
+
+
+def _wish_of(
+    cue: Cue, frame: Frame, mode: Mode, comparative: bool, change: bool = False
+) -> tuple[str | None, bool]:
+    """(family, weak) a cue asks for in its frame."""
+    if frame == "denied" or (frame == "quantity" and cue.kind != "fault"):
+        return None, False
+    if frame == "refuse" and change and not cue.fixed:
+        return None, False  # "don't make it longer": keep it as it is, not the opposite
+    if cue.fixed:
+        if cue.kind == "fault" and frame == "lacking" and mode == "comment":
+            return None, False  # "there are no typos": nothing to fix
+        if frame == "refuse" and change and cue.kind != "fault" and mode == "comment":
+            return None, False  # "I don't want it warmer": refused, not asked for
+        return cue.ask or cue.fault, False
+    if cue.kind == "fault":
+        return (None if frame == "lacking" else cue.fault), False
+    if comparative and frame in ("describe", "plain"):
+        return cue.ask or cue.fault, False  # "far more detail", "way shorter": asked for
+    return _framed(cue, frame, mode, comparative)
+
+
+def _framed(cue: Cue, frame: Frame, mode: Mode, comparative: bool) -> tuple[str | None, bool]:
+    """(family, weak) a state or a quality asks for in its frame."""
+    if frame in ("ask", "lacking") and cue.ask is None and cue.kind == "quality":
+        # a quality nobody asks for, asked for: "it should be predictable" wants the contrary
+        # of its usual fix (steadier, not more creative)
+        return (opposite_of(cue.fault or "") if frame == "ask" else None), False
+    if frame in ("ask", "lacking"):
+        return cue.ask or cue.fault if frame == "ask" else cue.ask, False
+    if frame == "refuse":
+        return cue.fault, cue.kind == "state" and opposite_of(cue.ask or "") is None
+    if frame == "describe":
+        if cue.kind == "state" and mode == "comment":
+            # "reads like a text message" asks for the contrary; "paragraphs are painful" only
+            # weakly (see ``Cue.weak_when_described``)
+            return cue.fault, cue.weak_when_described
+        return (cue.fault, False) if mode == "comment" else (cue.ask, False)
+    # plain
+    if mode == "instruction" or comparative:
+        return cue.ask, False
+    if cue.kind == "quality":
+        return cue.fault, False
+    return cue.ask, False
+
+
+def _topic(match: re.Match[str]) -> str | None:
+    for name in ("topic", "topic2", "topic3", "topic4", "topic5", "topic6", "topic7", "topic8"):
+        value = match.groupdict().get(name)
+        if value:
+            words = re.split(r"\s+(?:and then|so|because|since|which|that|but)\s+", value)[0]
+            return words.strip(" -'") or None
+    return None
+
+
+def _limit(match: re.Match[str]) -> str | None:
+    groups = match.groupdict()
+    return (
+        groups.get("limit")
+        or groups.get("limit2")
+        or groups.get("limit3")
+        or groups.get("limit4")
+        or groups.get("limit5")
+    )
+
+
+def asks(text: str) -> bool:
+    """Whether ``text`` holds a request (see ``_REQUEST_FORM``), not only a description: a
+    contrast asks unless it only concedes ("long, but every line earns it")."""
+    lowered = text.lower().translate(_QUOTES)
+    if _REQUEST_FORM.search(lowered):
+        return True
+    for contrast in _CONTRAST_WORD.finditer(lowered):
+        rest = re.split(r"[.!?;]", lowered[contrast.end() :], maxsplit=1)[0]
+        if not (_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest))):
+            return True
+    return any(_IMPERATIVE.search(c.lower()) for s in _sentences(text) for c in clauses(s))
+
+
+_OUTRIGHT = re.compile(
+    r"\b(?:i|we)(?:'d| would)? (?:want|need|like|prefer)\b|\bshould\b|\bneeds? to\b|\bcould\b"
+)
+
+
+def keeps_whole(text: str) -> bool:
+    """Whether ``text`` asks to leave the whole answer as it is ("Long, but it earns it. Don't
+    touch it.") and asks for nothing else: its other sentences hold no request."""
+    sentences = _sentences(text)
+    keeping = [s for s in sentences if _KEEP_WHOLE.search(s.strip())]
+    if not keeping:
+        return False
+    # what the rest describes ("a tad long") is conceded by the keep; only an outright
+    # request ("add a table", "could it be warmer") still asks
+    rest = [c.lower() for s in sentences if s not in keeping for c in clauses(s)]
+    return not any(_IMPERATIVE.search(c) or _POLITE.search(c) or _OUTRIGHT.search(c) for c in rest)
+
+
+def read(text: str, mode: Mode = "comment") -> Reading:
+    """Every wish, praise and criticism in ``text``."""
+    reading = Reading()
+    before = ""
+    for sentence in _sentences(text or ""):
+        first = len(reading.wishes)
+        _read_sentence(sentence, mode, reading)
+        if mode == "comment":
+            _read_actions(sentence, before, reading, first)
+        before = sentence
+    if mode == "comment":
+        _read_whole(text or "", reading)
+        _read_tools(text or "", reading)
+    _read_languages(text or "", reading)
+    if mode == "comment" and not (reading.kept or reading.injection):
+        _read_other_language(text or "", reading)
+    if mode == "comment" and reading.language:
+        for sentence in _sentences(text or ""):
+            for clause in clauses(sentence):
+                reading.kept += wish_actions.approvals(clause)
+    _settle(reading)
+    if mode == "comment":
+        _unsure(text or "", reading)
+    return reading
+
+
+def _unsure(text: str, reading: Reading) -> None:
+    """What the reading could not place, said back instead of guessed: a comment in a language
+    it has no cues for, and the questions of a comment it read nothing in ("Is this meant for
+    engineers?")."""
+    if reading.language and reading.language not in comment_languages.covered():
+        if not reading.wishes:
+            why = (
+                f"written in {reading.language}, which the rules engine does not read (it reads "
+                f"English, {', '.join(comment_languages.covered())}); rephrase, or let the "
+                "Claude trainer read it"
+            )
+            reading.unsure.append(Unsure(text.strip(), why))
+        return
+    if reading.wishes or reading.kept or reading.injection or reading.refused:
+        return  # a question beside what was read is its reason ("Who reads all this? Cut it.")
+    for sentence in _sentences(text):
+        question = sentence.strip()
+        if not question.endswith("?") or _POLITE.search(question.lower()):
+            continue
+        why = "a question: what it asks of the answer is not said"
+        reading.unsure.append(Unsure(question, why))
+
+
+def praising_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` that praise and ask for nothing ("Oh wonderful, very bold.")."""
+    return [s for s in _sentences(text) if _PRAISE.search(s.lower()) and not asks(s)]
+
+
+def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> None:
+    """What the sentence does beyond asking: the amounts of the wishes just read from it, the
+    families it takes back (which replace what the words were read as: "scrap the example" is
+    not a wish for one; "take it out" may point at the sentence ``before``), and a wish to undo
+    the last change. A situation read from a sentence that also asks for something outright
+    ("add a summary so I can skim") is the request's reason, not a wish of its own."""
+    if any(not w.weak for w in reading.wishes[first:]):
+        reading.wishes[first:] = [w for w in reading.wishes[first:] if not w.weak]
+    for index in range(first, len(reading.wishes)):
+        wish = reading.wishes[index]
+        if wish.amount is None:
+            amount = wish_actions.amount_of(sentence, wish.family, wish.detail)
+            if amount is not None:
+                reading.wishes[index] = replace(wish, amount=amount)
+    for taken in wish_actions.takebacks(sentence, before):
+        reading.wishes[first:] = [w for w in reading.wishes[first:] if w.family != taken.family]
+        reading.kept = [k for k in reading.kept if k.family != taken.family]
+        (reading.kept if taken.action == "keep" else reading.wishes).append(taken)
+    reverted = _REVERT.search(sentence)
+    if reverted is not None:
+        # back to a version, all of it: what else the sentence says is its reason ("both
+        # changes were a mistake")
+        version = reverted.group("version") or reverted.group("version2") or "start"
+        reading.wishes[first:] = [w for w in reading.wishes[first:] if w.action != "add"]
+        reading.wishes.append(
+            Wish("revert", "overall", sentence.strip(), 0.9, detail=version, action="remove")
+        )
+        return
+    if _restores(sentence, reading, first):
+        return  # "that example you cut, bring it back": the family, not the whole last change
+    undone = wish_actions.undo(sentence)
+    if undone is not None:
+        reading.wishes[first:] = [w for w in reading.wishes[first:] if w.action != "add"]
+        reading.wishes.append(replace(undone, aspect=_undone_aspect(sentence, reading)))
+
+
+_RESTORE = re.compile(
+    r"\b(?:bring|put|add|get|have)\s+(?:it|them|that|those|this|these)\s+back\b"
+    r"|\brestore (?:it|them|that|those)\b|\bback in\b"
+)
+# a size said of the thing brought back ("…but keep it short"), not of the whole answer
+_ITS_SIZE = re.compile(
+    r"\b(?:keep|make) (?:it|them) (?:short|brief|tight|concise|small)\b"
+    r"|\b(?:but )?(?:short|brief)(?: this time)?$|\ba (?:short|brief|shorter) (?:one|version)\b"
+)
+
+
+def _restores(sentence: str, reading: Reading, first: int) -> bool:
+    """Whether the sentence brings back something it names ("the example you cut, bring it
+    back, but keep it short"): the family named is asked for again, once (a size said of it
+    sizes it, not the answer)."""
+    lowered = sentence.lower()
+    named = [w for w in reading.wishes[first:] if w.aspect != "length" and w.action == "add"]
+    if not _RESTORE.search(lowered) or not named:
+        return False
+    sized = [
+        w for w in reading.wishes[first:]
+        if w.aspect == "length" and _ITS_SIZE.search(w.quote.lower())
+    ]  # fmt: skip
+    reading.wishes = [w for w in reading.wishes if w not in sized]
+    if sized:
+        for index, wish in enumerate(reading.wishes):
+            if wish in named and wish.family == "example" and wish.amount is None:
+                one = wish_actions.amount_of("one example", "example")
+                reading.wishes[index] = replace(wish, amount=one, asked=True)
+    return True
+
+
+def _undone_aspect(sentence: str, reading: Reading) -> str:
+    """What an undo takes back: the one aspect the sentence names beside what it keeps ("forget
+    what I said about rambling, … keep the sources" undoes the change to length only), or the
+    whole last change ("overall")."""
+    lowered = sentence.lower()
+    kept = {k.aspect for k in reading.kept if k.quote.lower() in lowered}
+    named = {cue.aspect for cue, _ in _matches(lowered)}
+    named |= {aspect for pattern, aspect in _ASPECT_NOUNS if pattern.search(lowered)}
+    named -= kept | {"overall"}
+    return named.pop() if len(named) == 1 else "overall"
+
+
+def _read_whole(text: str, reading: Reading) -> None:
+    """What only the whole comment settles: a family taken back anywhere is asked for nowhere
+    ("the case study distracts. Take it out."), and an amount said in a sentence of its own
+    ("It rambles. Cut it roughly in half.") belongs to the wish it measures."""
+    removals = [w for w in reading.wishes if w.action == "remove"]
+    gone = {w.family for w in removals}
+    # approval of the contrary of what is taken back is a wish for it: "scrap the table;
+    # paragraphs read better" asks for paragraphs, it does not keep what is not there
+    instead = {c for f in gone for c in contrary_of(f) | {opposite_of(f) or ""}}
+    for kept in [k for k in reading.kept if k.family in instead]:
+        reading.kept.remove(kept)
+        reading.wishes.append(replace(kept, action="add", asked=True))
+    reading.wishes = [w for w in reading.wishes if w.action == "remove" or w.family not in gone]
+    # what the words a take-back covers complain of is its reason, answered by the removal
+    # ("the headings make it feel like a manual. Get rid of them."); an outright ask stays
+    covered = [w.quote.lower() for w in removals if w.family != "undo"]
+    reading.wishes = [
+        w
+        for w in reading.wishes
+        if w.action == "remove" or w.asked or not any(w.quote.lower() in c for c in covered)
+    ]
+    reading.kept = [k for k in reading.kept if k.family not in gone]
+    for index, wish in enumerate(reading.wishes):
+        if wish.amount is None and wish.action != "remove":
+            amount = wish_actions.amount_of(text, wish.family, wish.detail)
+            if amount is not None:
+                reading.wishes[index] = replace(wish, amount=amount)
+    if not any(w.aspect == "length" for w in reading.wishes):
+        # a share of the length said alone ("a third of this would do") asks for a shorter one
+        share = wish_actions.share_alone(text)
+        if share is not None:
+            reading.wishes.append(Wish("shorter", "length", share[0], 0.8, amount=share[1]))
+
+
+def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
+    """The wishes, praise and criticism of one sentence."""
+    literal = _literal(sentence) if mode == "comment" else None
+    if literal == "":
+        reading.praised.append(("overall", sentence.strip()))
+        return
+    if literal:
+        # read as the plain complaint, quoted in the reviewer's own words
+        plain = read(literal)
+        reading.wishes += [replace(w, quote=sentence.strip()) for w in plain.wishes]
+        reading.criticised += [(aspect, sentence.strip()) for aspect, _ in plain.criticised]
+        if plain.wishes:
+            return
+    praising = mode == "comment" and _is_praise(sentence)
+    trade = _trade(sentence) if mode == "comment" else None
+    if trade:
+        reading.wishes.append(trade)
+    polite = bool(_POLITE.search(sentence.lower()))
+    # "Not too long, not too stiff, no made-up numbers.": a list of faults denied
+    denying = mode == "comment" and bool(_DENIAL.search(sentence.lower()))
+    parts = clauses(sentence)
+    damaged: Wish | None = None
+    for index, clause in enumerate(parts):
+        if mode == "comment" and _INJECTION.search(clause):
+            reading.injection.append(clause)
+            continue
+        if mode == "comment" and off_limits(clause):
+            reading.refused.append(clause)  # what the agent may do is not the reviewer's
+            continue
+        admiring = mode == "comment" and (
+            _admires(parts, index) or bool(_KEEP_DOING.match(clause.lower()))
+        )
+        damage = _damage(clause) if mode == "comment" and not admiring else None
+        if damage:
+            reading.wishes.append(damage)  # recorded as criticised when settled
+            damaged = damage
+            continue
+        if damaged and _DAMAGE.search(clause.lower()):
+            # "ruined by the last step: it cut the caveats": what the step lost, said after
+            lost = _DAMAGED.search(clause.lower())
+            if lost and damaged.detail and damaged.detail.endswith("|"):
+                what = _what(lost.group("what"))
+                reading.wishes[reading.wishes.index(damaged)] = replace(
+                    damaged, detail=damaged.detail + what, quote=f"{damaged.quote} {clause}"
+                )
+            continue
+        _read_clause(clause, mode, reading, praising, polite, denying, admiring)
+
+
+def _literal(sentence: str) -> str | None:
+    """The plain complaint an ironic sentence stands for, or None."""
+    lowered = sentence.lower().strip()
+    for pattern, plain in _IRONIES:
+        match = pattern.search(lowered)
+        if match:
+            words = {k: v for k, v in match.groupdict().items() if v}
+            return plain.format(x=words.get("x") or words.get("y", ""))
+    return None
+
+
+def _read_other_language(text: str, reading: Reading) -> None:
+    """A comment the English reading found nothing in may be in another language: its cue file
+    (``trainer/reading/cues``) reads it, or the reading names the language it could not read."""
+    if not text.strip():
+        return
+    if reading.wishes and not comment_languages.any_cue(text):
+        return  # read in English, and no other language's cue in it: no detector needed
+    foreign = comment_languages.read(text)
+    if foreign.language is None or (reading.wishes and not foreign.detected):
+        return  # English, or English words read while the language is in doubt
+    if not foreign.detected and _matches(text.lower()):
+        return  # English cue words, refused or denied ("don't make it warmer"): still English
+    reading.language = foreign.language
+    if foreign.wishes or foreign.detected:
+        # English cue words in another language's sentence mislead ("formal demais" is "too
+        # formal"): its own cues decide; a language asked for by name still counts
+        named = [w for w in reading.wishes if w.family == "language"]
+        reading.wishes = named + foreign.wishes
+
+
+def _attributive(before: str, after: str) -> bool:
+    """An adjective in front of a noun ("a short 'In summary' section", "generic advice")
+    names something in the answer, not a fault of it."""
+    return not _INTENSIFIER_OR_COPULA.search(before) and not _NOT_A_NOUN.match(after)
+
+
+def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
+    """Every cue's matches, overlaps resolved longest first (on a tie, by the cues' priority):
+    "waded through four paragraphs of background before" is one complaint about order, not a
+    mention of paragraphs. Locations ("paragraph two") claim their words and ask nothing."""
+    claimed: list[tuple[int, int]] = []
+    found: list[tuple[int, float, Cue | None, re.Match[str]]] = [
+        (match.end() - match.start(), -cue.priority, cue, match)
+        for cue in CUES
+        for match in cue.pattern.finditer(lowered)
+        if match.end() > match.start()
+    ]
+    found += [(m.end() - m.start(), -math.inf, None, m) for m in _LOCATION.finditer(lowered)]
+    kept: list[tuple[Cue, re.Match[str]]] = []
+    for _, _, cue, match in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
+        start, end = match.span()
+        if any(start < e and s < end for s, e in claimed):
+            continue
+        claimed.append((start, end))
+        if cue is not None:
+            kept.append((cue, match))
+    return sorted(kept, key=lambda k: k[1].start())
+
+
+# "keep flagging the numbers": carry on doing what it does, approval, not a new wish
+_KEEP_DOING = re.compile(
+    r"^\W*(?:but |and |just |please )?(?:keep|continue|carry on)(?: on)? \w+ing\b"
+)
+# words before a comparative that say the answer has become so ("it's even longer", "it got
+# wordier"); "even shorter" alone asks for more of it
+_GROWN = re.compile(
+    r"\b(?:it's|it is|that's|is|was|are|were|got|gotten|getting|became|become|grown)\s+"
+    r"(?:now\s+)?(?:even\s+|still\s+)?(?:more\s+)?$"
+)
+# a comparative measured against a taste or a past version describes how it is: "wordier than
+# I'd like", "longer than last time" (a number after "than" is a limit asked for)
+_THAN_STATE = re.compile(
+    r"\s+than (?:(?:i|we)(?:'d| would)? |ever\b|before\b|usual\b|(?:the )?(?:last|previous)\b|"
+    r"yesterday\b|it (?:was|used to be)\b)"
+)
+# "the headings make it feel like…": a subject causing the effect, not a request to make it
+_CAUSED = re.compile(r"\b(?:the \w+|they|these|those|it|this|that) (?:make|makes|made)\b")
+_LACK_WORDS = re.compile(r"(?:no|missing|lacks|lacking|needs?)\b")
+_DENIAL = re.compile(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely)\s+\w+")
+
+
+@dataclass(frozen=True)
+class _Clause:
+    """A clause being read, with what its sentence says about it."""
+
+    text: str
+    lowered: str
+    mode: Mode
+    praising: bool  # its sentence only praises
+    polite: bool  # a request by its form ("please")
+    denying: bool  # its sentence denies a list of faults
+    admiring: bool  # it approves of what it names
+    quoted: list[tuple[int, int]]  # spans quoting the answer
+
+
+def _read_clause(
+    clause: str,
+    mode: Mode,
+    reading: Reading,
+    praising: bool = False,
+    polite: bool = False,
+    denying: bool = False,
+    admiring: bool = False,
+) -> None:
+    lowered = clause.lower()
+    polite = polite or bool(_POLITE.search(lowered))
+    quoted = [q.span() for q in _QUOTED.finditer(lowered)]
+    read = _Clause(clause, lowered, mode, praising, polite, denying, admiring, quoted)
+    found = False
+    previous: tuple[int, Frame] | None = None
+    for cue, match in _matches(lowered):
+        start, end = match.span()
+        word = match.group(0)
+        comparative = bool(
+            re.search(r"\b(?:more|less)\s+$", lowered[:start])
+            or re.fullmatch(r"\w+er", word)
+            or word.startswith("more ")
+        )
+        if comparative and (_GROWN.search(lowered[:start]) or _THAN_STATE.match(lowered[end:])):
+            comparative = False  # "even wordier than before": how it is, a complaint, not a wish
+        less = bool(re.search(r"\bless\s+$", lowered[:start]))
+        frame = _cue_frame(read, cue, start, end)
+        # coordinated words share the first one's frame: "keep it short and simple",
+        # "our voice is casual and chatty", "too long and too formal"
+        if previous and re.fullmatch(r"\s*(?:,|,?\s*(?:and|or))\s*", lowered[previous[0] : start]):
+            frame = previous[1]
+        previous = (end, frame)
+        if mode == "comment" and _passed_over(
+            read, cue, match, frame, comparative or less, reading
+        ):
+            continue
+        found = _read_cue(read, cue, match, frame, comparative, less, reading) or found
+    focus = _focus(clause)
+    if focus:
+        reading.wishes.append(focus)
+        found = True
+    if mode == "comment" and not found and not praising:
+        request = _request(clause)
+        if request:
+            reading.wishes.append(Wish("custom", "content", clause, 0.6, detail=request))
+            return
+    if mode == "comment" and not found:
+        _read_sentiment(clause, reading)
+
+
+def _cue_frame(read: _Clause, cue: Cue, start: int, end: int) -> Frame:
+    """The frame of a cue's words, as the clause around them settles it."""
+    lowered = read.lowered
+    frame = _frame(lowered[:start], lowered[end:])
+    if cue.kind == "state" and _LACK_WORDS.match(lowered[start:end]) and frame != "denied":
+        frame = "lacking"  # the cue's own words say it is missing: "(still) no recap"
+    if read.denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):
+        frame = "denied"
+    if any(q_start < start and end < q_end for q_start, q_end in read.quoted):
+        frame = "describe"  # inside a quotation of the answer: what it did
+    elif read.polite and frame in ("plain", "quantity"):
+        frame = "ask"  # "A professional register, please.", "just one example, please"
+    return frame
+
+
+def _passed_over(
+    read: _Clause, cue: Cue, match: re.Match[str], frame: Frame, comparative: bool, reading: Reading
+) -> bool:
+    """Whether a comment's cue names no wish: a part's size, an attribute, a fault denied
+    (recorded as praise where it is)."""
+    lowered = read.lowered
+    start, end = match.span()
+    if cue.sizes_parts and _PART.match(lowered[end:]):
+        return True  # "a short closing line": the size of a part asked for, not of the answer
+    if cue.kind == "quality" and not comparative:
+        # "generic taglines" is still a complaint (nobody asks for generic), "a short
+        # summary" is not
+        attributive = (
+            cue.ask is not None
+            and not read.polite
+            and frame in ("plain", "describe", "ask")
+            and not _ASK_VERB.search(lowered[:start])
+            and _attributive(lowered[:start], lowered[end:])
+        )
+        if attributive or (read.praising and frame in ("plain", "describe")):
+            if read.praising:
+                reading.praised.append((cue.aspect, read.text[start:end]))
+            return True
+    denied = _DESCRIBED_NOT.search(lowered[:start]) or (
+        _AT_ALL.match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
+    )
+    if cue.kind in ("fault", "quality") and not comparative and denied:
+        # "it doesn't ramble", "not long-winded at all": a fault denied is praise
+        reading.praised.append((cue.aspect, read.text))
+        return True
+    return False
+
+
+def _read_cue(
+    read: _Clause,
+    cue: Cue,
+    match: re.Match[str],
+    frame: Frame,
+    comparative: bool,
+    less: bool,
+    reading: Reading,
+) -> bool:
+    """The wish (or the kept family) a cue's words carry in their frame; whether there is one."""
+    start, end = match.span()
+    if less:
+        # "less hedging": the cue's fault, or the opposite of what the cue asks for
+        family, weak = cue.fault or opposite_of(cue.ask or ""), False
+    else:
+        change = bool(_CHANGE_VERB.match(match.group(0))) or comparative
+        family, weak = _wish_of(cue, frame, read.mode, comparative, change)
+    if family is None:
+        if frame == "lacking" and cue.kind == "fault":
+            reading.praised.append((cue.aspect, read.text[start:end]))
+        return False
+    detail = _limit(match) or _topic(match)
+    if detail and family == "longer" and _is_format_word(detail):
+        return True
+    if read.admiring:
+        # "Shorter, good", "bullets are great": the change worked; keep it
+        kept = cue.ask if cue.ask and family == cue.fault and cue.kind != "fault" else family
+        reading.kept.append(Wish(kept, cue.aspect, read.text, cue.confidence))
+        return True
+    reading.wishes.append(
+        Wish(
+            family=family,
+            aspect=cue.aspect,
+            quote=_around(read.text, start, end),
+            confidence=cue.confidence,
+            detail=detail,
+            weak=weak or cue.weak,
+            asked=frame == "ask" and not _CAUSED.search(read.lowered[:start]),
+            from_quality=cue.kind == "quality"
+            and frame in ("describe", "plain")
+            and not comparative,
+        )
+    )
+    return True
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE.split(text.translate(_QUOTES)) if s.strip()]
+
+
+sentences = _sentences
+
+
+def _is_praise(sentence: str) -> bool:
+    """A sentence that only praises: its qualities ("friendly, short and easy to follow") are
+    what the reviewer liked, not faults to fix."""
+    lowered = sentence.lower()
+    return (
+        bool(_PRAISE.search(lowered))
+        and not _CONTRAST.search(lowered)
+        and not (_CRITICISM.search(lowered))
+    )
+
+
+MAX_ADMIRED_WORDS = 3
+
+
+def _admires(parts: list[str], index: int) -> bool:
+    """Whether clause ``index`` of a sentence approves of what it names: "Bullets are great",
+    "Table's good", or a bare quality beside a word of approval ("Shorter, good", "Warmer now,
+    thank you"). A clause with a request, a complaint or a negation in it never does."""
+    clause = parts[index].lower()
+    if _NOT_ADMIRING.search(clause) or _CRITICISM.search(clause):
+        return False
+    if _ADMIRE.search(clause):
+        return True
+    if len(clause.split()) > MAX_ADMIRED_WORDS:
+        return False
+    neighbours = [parts[i].lower() for i in (index - 1, index + 1) if 0 <= i < len(parts)]
+    return any(
+        _ADMIRE.search(n) and len(n.split()) <= MAX_ADMIRED_WORDS and not _NOT_ADMIRING.search(n)
+        for n in neighbours
+    )
+
+
+QUOTE_MARGIN = 12
+
+
+def _around(clause: str, start: int, end: int) -> str:
+    """The cue's words with a little of the clause either side, cut at word boundaries."""
+    left = max(0, start - QUOTE_MARGIN)
+    while left > 0 and clause[left - 1].isalnum():
+        left -= 1
+    right = min(len(clause), end + QUOTE_MARGIN)
+    while right < len(clause) and clause[right].isalnum():
+        right += 1
+    return clause[left:right].strip()
+
+
+def _is_format_word(topic: str) -> bool:
+    return bool(re.match(r"^(?:the )?(?:bullets?|tables?|headings?|lists?|it|this|that)$", topic))
+
+
+def _trade(sentence: str) -> Wish | None:
+    """Less of one thing for more of another: a change of focus, not a longer answer."""
+    trade = _TRADE.search(sentence.lower())
+    if not trade:
+        return None
+    on, off = (
+        re.sub(r"\s+please$", "", (trade.group(a) or trade.group(b) or "").strip(" .,;!"))
+        for a, b in (("on", "on2"), ("off", "off2"))
+    )
+    if not on or not off or _is_format_word(on) or _is_format_word(off):
+        return None
+    return Wish("focus", "focus", sentence.strip(), 0.85, detail=f"on:{on}|off:{off}")
+
+
+def _focus(clause: str) -> Wish | None:
+    lowered = clause.lower()
+    want = _FOCUS.search(lowered)
+    avoid = _AVOID.search(lowered)
+    if not want and not avoid:
+        return None
+    topic = _topic(want) if want else None
+    avoided = _topic(avoid) if avoid else None
+    detail = "|".join(f"{k}:{v}" for k, v in (("on", topic), ("off", avoided)) if v)
+    return Wish("focus", "focus", clause, 0.85, detail=detail or None)
+
+
+MAX_REQUEST_WORDS = 20
+
+
+def off_limits(text: str) -> bool:
+    """Whether a reviewer's request is about the agent's tools, permissions, constraints,
+    credentials, role or system rather than its answer: such a request is never applied."""
+    return bool(_OFF_LIMITS.search(text))
+
+
+def _request(clause: str) -> str | None:
+    """A clear request no change family covers, as a concise instruction in the trainer's
+    words: "Could you mention the deadline?" → "Mention the deadline." Praise, questions about
+    the answer and anything long stay out."""
+    text = clause.strip().rstrip(".!?")
+    words = text.split()
+    if not words or len(words) > MAX_REQUEST_WORDS or _PRAISE.search(text.lower()):
+        return None
+    if _OFF_LIMITS.search(text):
+        return None  # what the agent may do is the operator's to decide (see ``off_limits``)
+    never = text.lower().startswith("never ")
+    if never and len(words) >= 3:
+        return "Never " + third_person(" ".join(words[1:])) + "."
+    match = _REQUEST.match(text)
+    if match:
+        verb = match.group("verb").lower()
+        if verb == "keep" and _KEEP_AS_IS.match(match.group("rest")):
+            return None  # "Keep this.": approval, not an instruction
+        rest = third_person(match.group("rest")).strip()
+        body = f"{verb} {rest}".strip() if rest else None
+        if not body or len(body.split()) < 2:
+            return None
+        return ("Never " if never else "") + body[0].upper() + body[1:] + "."
+    wish = _WISH_FOR.match(text)
+    if wish:
+        thing = third_person(wish.group("rest") or wish.group("rest2"))
+        return f"Include {thing[0].lower()}{thing[1:]}."
+    return None
+
+
+def _read_sentiment(clause: str, reading: Reading) -> None:
+    lowered = clause.lower()
+    aspect = next((a for p, a in _ASPECT_NOUNS if p.search(lowered)), "overall")
+    negated_praise = re.search(
+        r"\bnot (?:so |very |that |really )?(?:good|great|helpful|clear)\b", lowered
+    )
+    if (_CRITICISM.search(lowered) or negated_praise) and not re.search(r"\bnot bad\b", lowered):
+        reading.criticised.append((aspect, clause))
+        return
+    if _PRAISE.search(lowered):
+        reading.praised.append((aspect, clause))
+
+
+def _read_tools(text: str, reading: Reading) -> None:
+    lowered = text.lower()
+    mention = _TOOL_REPEATED.search(lowered) or _TOOL.search(lowered)
+    if not mention:
+        return
+    over = _TOOL_OVERUSE.search(lowered)
+    under = _TOOL_UNDERUSE.search(lowered)
+    if not over and not under:
+        return
+    direction = "less" if over and (not under or over.start() < under.start()) else "more"
+    tool = mention.group("tool")
+    name = re.sub(r"\s*(?:tool|api)$", "", tool)
+    name = {"looked": "search", "look": "search", "lookup": "search"}.get(name.split()[0], name)
+    if name.startswith("look") or name.startswith("brows") or name.startswith("googl"):
+        name = "search"
+    if name.startswith("search") or name in _DOCUMENTS:
+        name = "search"
+    context = []
+    if re.search(r"\b(?:add|sum|multiply|compute|calculat\w*|arithmetic|math)", lowered):
+        context.append("arithmetic")
+    if direction == "less" and re.search(
+        r"\b(?:never|don't|do not|stop|no more|quit)\b[^.]{0,30}\b(?:call|use|using|calling|run|"
+        r"hit|touch)\w*",
+        lowered,
+    ):
+        context.append("never")  # not only when: whether the step may call it at all
+    reading.wishes.append(
+        Wish(
+            "tool_use",
+            "tool_use",
+            text[mention.start() : mention.end()],
+            0.85,
+            detail=f"{name}|{direction}|{'+'.join(context)}",
+        )
+    )
+
+
+def _read_languages(text: str, reading: Reading) -> None:
+    wanted = languages.wanted_language(text)
+    if wanted:
+        reading.wishes.append(Wish("language", "language", wanted, 0.9, detail=wanted))
+        return
+    cannot = languages.unreadable_language(text)
+    if cannot is None:
+        return
+    # readers who cannot read the answer's language, and where it goes: that place's language
+    quote = next((s.strip() for s in _sentences(text) if cannot.lower() in s.lower()), text)
+    place = places.destination(text)
+    others = [lang for lang in (place.languages if place else ()) if lang != cannot]
+    if place and len(others) == 1:
+        reading.wishes.append(Wish("language", "language", quote, 0.85, detail=others[0]))
+        return
+    why = f"its readers do not read {cannot}, but which language they read is not said"
+    if place and others:
+        spoken = " or ".join(others)
+        why = f"its readers do not read {cannot}; {place.name} reads {spoken}: which is not said"
+    reading.unsure.append(Unsure(quote, why))
+
+
+def _settle(reading: Reading) -> None:
+    """A topic a change of focus asks more of is not a wish for a longer answer. One wish a
+    family; a weak wish yields to an explicit one in its aspect or family; of two
+    opposite wishes the later one stands (the reviewer's last word). Every aspect a kept wish
+    came from is recorded as criticised."""
+    # a request no family covers is a fallback: only when nothing else was read, and never in
+    # feedback that spoke to the trainer
+    if reading.injection or any(w.family != "custom" for w in reading.wishes):
+        reading.wishes = [w for w in reading.wishes if w.family != "custom"]
+    focused = [
+        part[3:]
+        for w in reading.wishes
+        if w.family == "focus"
+        for part in (w.detail or "").split("|")
+        if part.startswith("on:")
+    ]
+    reading.wishes = [
+        w
+        for w in reading.wishes
+        if not (w.family == "longer" and w.detail and any(w.detail.startswith(f) for f in focused))
+    ]
+    # a take-back is said outright: it stands apart from the wishes it might contradict
+    removed = {w.family: w for w in reading.wishes if w.action == "remove"}
+    reading.wishes = [w for w in reading.wishes if w.family not in removed]
+    reading.criticised += [(w.aspect, w.quote) for w in removed.values()]
+    strong_aspects = {w.aspect for w in reading.wishes if not w.weak}
+    strong_families = {w.family for w in reading.wishes if not w.weak}
+    kept: dict[str, Wish] = {}
+    for wish in reading.wishes:
+        if wish.weak and (wish.aspect in strong_aspects or wish.family in strong_families):
+            continue
+        reading.criticised.append((wish.aspect, wish.quote))
+        # every family this one contradicts yields to it ("the table is cramped; prose again")
+        for contrary in contrary_of(wish.family) | {opposite_of(wish.family) or ""}:
+            kept.pop(contrary, None)
+        old = kept.get(wish.family)
+        if old is not None and wish.family == "focus" and old.detail and wish.detail:
+            wish = Wish(
+                "focus", "focus", old.quote, old.confidence, detail=f"{old.detail}|{wish.detail}"
+            )
+        elif old is not None and (old.detail or not wish.detail):
+            continue
+        kept[wish.family] = wish
+    reading.wishes = list(kept.values()) + list(removed.values())
+    reading.kept = [k for k in reading.kept if k.family not in removed]

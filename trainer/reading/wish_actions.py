@@ -1,0 +1,325 @@
+"""What a comment does with a change family beyond asking for it, and how much it asks for.
+
+- **Take-backs** ("drop the example", "lose the bullets", "die Überschriften wieder entfernen"):
+  a removal word and a family's noun in one sentence (a pronoun after the removal word — "just
+  drop it" — points at the family named earlier in the sentence) is a wish to *remove* what the
+  family put into the agent. A negated removal ("don't drop the table") takes nothing back.
+- **Undo** ("undo that", "go back to how it was"): a take-back of the last change, whatever its
+  families.
+- **Approval in other languages** ("les puces se lisent très vite"): a word of approval and a
+  family's noun in one clause, with no negation, keeps that family (English approval is read by
+  the feedback reader's own frames).
+- **Amounts**: a share of the last output ("about half as long", "cut it to a third"), a count
+  ("exactly one example", "a one-line summary", "three bullets"), or a limit ("under 150
+  words"), attached to the wish read in the same clause.
+
+The vocabulary is data, one file per language in ``trainer/reading/cues/actions/<code>.json``: its
+removal words, undo phrases, approval words, the pronouns that point back, and each family's
+nouns.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from domain.change_families import aspect_of
+from domain.trainer import Amount
+from trainer.reading import cue_tables
+from trainer.reading.wish import Wish
+
+ACTIONS = cue_tables.ACTIONS
+TAKEBACK_CONFIDENCE = 0.9
+NEGATION = re.compile(
+    r"\b(?:don't|do not|dont|never|not|no need to|shouldn't|mustn't|nicht|ne|pas|no|non|niet|"
+    r"nie)\s+(?:\w+\s+){0,2}$",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class ActionCues:
+    language: str
+    remove: re.Pattern[str] | None  # removal words whose object follows ("drop the table")
+    remove_after: re.Pattern[str] | None  # …whose object comes first ("the table can go")
+    # verb-final languages: an object on either side ("die Tabelle bitte streichen")
+    either_side: bool
+    undo: re.Pattern[str] | None
+    approve: re.Pattern[str] | None
+    pronoun: re.Pattern[str] | None
+    nouns: dict[str, re.Pattern[str]]
+
+
+def _alternation(phrases: list[str], bounded: bool) -> re.Pattern[str] | None:
+    if not phrases:
+        return None
+    body = "|".join(re.escape(p) for p in sorted(phrases, key=len, reverse=True))
+    return re.compile(rf"(?<!\w)(?:{body})(?!\w)" if bounded else f"(?:{body})", re.I)
+
+
+@lru_cache(maxsize=1)
+def action_cues() -> tuple[ActionCues, ...]:
+    """Every language's action vocabulary, English first."""
+    found = []
+    for path in sorted(ACTIONS.glob("*.json"), key=lambda p: (p.stem != "en", p.stem)):
+        data = cue_tables.action_file(path)
+        bounded = data.get("word_boundaries", True)
+        nouns = {
+            family: pattern
+            for family, words in data.get("nouns", {}).items()
+            if (pattern := _alternation(words, bounded)) is not None
+        }
+        found.append(
+            ActionCues(
+                language=data["language"],
+                remove=_alternation(data.get("remove", []), bounded),
+                remove_after=_alternation(data.get("remove_after", []), bounded),
+                either_side=data.get("object_either_side", False),
+                undo=_alternation(data.get("undo", []), bounded),
+                approve=_alternation(data.get("approve", []), bounded),
+                pronoun=_alternation(data.get("pronouns", []), bounded),
+                nouns=nouns,
+            )
+        )
+    return tuple(found)
+
+
+def _family_nouns(text: str, cues: ActionCues) -> list[tuple[int, int, str]]:
+    """(start, end, family) of every family noun in ``text``, in order."""
+    hits = [
+        (m.start(), m.end(), family)
+        for family, pattern in cues.nouns.items()
+        for m in pattern.finditer(text)
+    ]
+    return sorted(hits)
+
+
+def takebacks(sentence: str, before: str = "") -> list[Wish]:
+    """The families ``sentence`` takes back (or, with the removal denied, keeps), in any
+    language with an actions file. A removal of a pronoun ("take it out") with no family named
+    in the sentence points at the last one named in the sentence ``before``."""
+    lowered = sentence.lower()
+    wishes: dict[str, Wish] = {}
+    for cues in action_cues():
+        if cues.remove is None:
+            continue
+        quote = sentence.strip()
+        nouns = _family_nouns(lowered, cues)
+        earlier = _family_nouns(before.lower(), cues) if before and not nouns else []
+        if not nouns and not earlier:
+            continue
+        verbs = [(v, False) for v in cues.remove.finditer(lowered)]
+        if cues.remove_after is not None:
+            verbs += [(v, True) for v in cues.remove_after.finditer(lowered)]
+        for verb, postposed in verbs:
+            if re.match(r"\s*(?:than|of)\b", lowered[verb.end() :]):
+                continue  # "no more than 80 words" is a limit, "no more of" a quantity
+            also: list[str] = []
+            if nouns:
+                family = _object_of(lowered, verb, nouns, cues, postposed or cues.either_side)
+                also = _coordinated(lowered, family, nouns)
+            else:
+                family = earlier[-1][2] if _points_back(lowered, verb, cues) else None
+                if family:
+                    quote = f"{before.strip()} {sentence.strip()}"
+            if family and family not in wishes:
+                # "don't drop the table": it stays
+                negated = bool(NEGATION.search(lowered[: verb.start()]))
+                wishes[family] = Wish(
+                    family=family,
+                    aspect=aspect_of(family),
+                    quote=quote,
+                    confidence=TAKEBACK_CONFIDENCE,
+                    action="keep" if negated else "remove",
+                )
+                for other in also:  # "scrap the table and the examples"
+                    wishes.setdefault(
+                        other, replace(wishes[family], family=other, aspect=aspect_of(other))
+                    )
+    return list(wishes.values())
+
+
+_AND = re.compile(r"^\s*(?:,|and|&|plus|as well as|or)\s*(?:,\s*)?(?:and\s+)?(?:the |those |"
+                  r"these |all the |any )?$")  # fmt: skip
+
+
+def _coordinated(text: str, family: str | None, nouns: list[tuple[int, int, str]]) -> list[str]:
+    """The families named right after the object of a removal, joined to it by "and" or a
+    comma: "drop the table and the examples" takes back both."""
+    if family is None:
+        return []
+    found: list[str] = []
+    chain = [n for n in nouns if n[2] == family][:1]
+    for start, end, other in nouns:
+        if chain and start > chain[-1][1] and _AND.match(text[chain[-1][1] : start]):
+            chain.append((start, end, other))
+            found.append(other)
+    return [f for f in found if f != family]
+
+
+OBJECT_SPAN = 40  # characters after a removal word in which its object is looked for
+ARTICLE_SPAN = 8  # a noun this close after it is its object, whatever word stands between
+
+
+def _object_of(
+    text: str,
+    verb: re.Match[str],
+    nouns: list[tuple[int, int, str]],
+    cues: ActionCues,
+    object_first: bool,
+) -> str | None:
+    """The family a removal word acts on: the first family noun just after it ("drop the
+    example"); when it acts on a pronoun ("drop it") or stands after its object ("the headings
+    can go", "die Überschriften entfernen"), the nearest family noun before it; else none
+    ("what to take away" after "a brief summary" takes nothing away)."""
+    after = [n for n in nouns if verb.end() <= n[0] <= verb.end() + OBJECT_SPAN]
+    # a noun right after is the object even after a word that can be a pronoun or an
+    # article ("enlevez les exemples")
+    near = bool(after) and after[0][0] - verb.end() <= ARTICLE_SPAN
+    pointing = _points_back(text, verb, cues) and not near
+    if after and not pointing and not (object_first and not cues.either_side):
+        return after[0][2]
+    before = [n for n in nouns if n[1] <= verb.start()]
+    if before and (pointing or object_first):
+        return before[-1][2]
+    return after[0][2] if after and cues.either_side else None
+
+
+def _points_back(text: str, verb: re.Match[str], cues: ActionCues) -> bool:
+    """Whether the removal acts on a pronoun: inside its words ("take it out") or just after
+    them ("drop it")."""
+    if cues.pronoun is None:
+        return False
+    following = text[verb.end() : verb.end() + 12].strip()
+    return bool(cues.pronoun.match(following) or cues.pronoun.search(verb.group(0)))
+
+
+def undo(sentence: str) -> Wish | None:
+    """A wish to undo the last change ("undo that", "go back to how it was")."""
+    lowered = sentence.lower()
+    for cues in action_cues():
+        if cues.undo is None:
+            continue
+        match = cues.undo.search(lowered)
+        if match and not NEGATION.search(lowered[: match.start()]):
+            return Wish(
+                family="undo",
+                aspect="overall",
+                quote=sentence.strip(),
+                confidence=TAKEBACK_CONFIDENCE,
+                action="remove",
+            )
+    return None
+
+
+def approvals(clause: str) -> list[Wish]:
+    """Families a clause in another language approves of ("les puces se lisent très vite")."""
+    lowered = clause.lower()
+    kept = []
+    for cues in action_cues():
+        if cues.approve is None or cues.language == "English":
+            continue
+        word = cues.approve.search(lowered)
+        if word is None or NEGATION.search(lowered[: word.start()]):
+            continue
+        for _, _, family in _family_nouns(lowered, cues):
+            kept.append(Wish(family, aspect_of(family), clause.strip(), 0.8, action="keep"))
+    return kept
+
+
+# --- amounts
+
+_SHARE = [
+    (re.compile(r"\bby (?:about |roughly |around )?(?:a |one )?third\b"), 2 / 3),
+    (re.compile(r"\bby (?:about |roughly |around )?(?:a |one )?quarter\b"), 3 / 4),
+    (re.compile(r"\b(?:a |one )?third (?:as long|of (?:the|its|that|this) (?:length|size)|of "
+                r"(?:it|this|that)\b)"), 1 / 3),
+    (re.compile(r"\bto (?:about |roughly |around )?(?:a |one )?third\b"), 1 / 3),
+    (re.compile(r"\btwo[- ]thirds\b"), 2 / 3),
+    # "a third shorter", "a quarter less": the share taken off, not the share left
+    (re.compile(r"\b(?:a |one )?third (?:shorter|smaller|briefer|less)\b"), 2 / 3),
+    (re.compile(r"\b(?:a |one )?quarter (?:shorter|smaller|briefer|less)\b"), 3 / 4),
+    # "another third off": again the share taken off, of the output the rater read
+    (re.compile(r"\b(?:another|a further|one more|an?) (?:third|1/3) off\b"), 2 / 3),
+    (re.compile(r"\b(?:another|a further|one more|an?) (?:quarter|1/4) off\b"), 3 / 4),
+    (re.compile(r"\b(?:another|a further|one more) half off\b|\bhalf off\b"), 0.5),
+    (re.compile(r"\b(?:a |one )?quarter (?:as long|of (?:the|its|that|this) (?:length|size)|of "
+                r"(?:it|this|that)\b)"), 0.25),
+    (re.compile(r"\bto (?:about |roughly |around )?(?:a |one )?quarter\b"), 0.25),
+    (re.compile(r"\bhalve\b|\bhalf (?:as long|the length|the size|as many words|of (?:the|its|"
+                r"that|this) length|of (?:it|this|that)\b)"
+                r"|\b(?:in|by) (?:about |roughly |around )?half\b"
+                r"|\b(?:cut|trim|shorten|reduce|chop)\w*\b[^.;]{0,20}\bhalf\b"), 0.5),
+]  # fmt: skip
+_NUMBER = {
+    "one": 1, "a single": 1, "single": 1, "a": 1, "an": 1, "two": 2, "a couple of": 2,
+    "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+}  # fmt: skip
+_UNITS = {
+    "example": "examples", "examples": "examples", "case": "examples",
+    "bullet": "bullets", "bullets": "bullets",
+    "bullet point": "bullets", "bullet points": "bullets",
+    "point": "points", "points": "points", "takeaway": "sentences",
+    "line": "lines", "lines": "lines", "sentence": "sentences", "sentences": "sentences",
+    "paragraph": "paragraphs", "paragraphs": "paragraphs",
+}  # fmt: skip
+_COUNT = re.compile(
+    r"\b(?:exactly |just |only |at most |no more than )?(?P<n>one|a single|single|two|three|four|"
+    r"five|six|seven|a couple of|\d{1,2})(?:[- ](?P<unit1>line|sentence|paragraph)\b"
+    r"|\s+(?:[\w-]+\s+){0,2}?(?P<unit2>examples?|case|bullet points?|bullets?|points?|"
+    r"takeaway|lines?|sentences?|paragraphs?)\b)",
+    re.I,
+)
+# the families a counted unit belongs to, and the family a count is an amount of
+_COUNTED = {
+    "examples": ("example",),
+    "bullets": ("bullets", "key_points"),
+    "points": ("key_points", "bullets"),
+    "lines": ("summary_at_end", "conclusion_first"),
+    "sentences": ("summary_at_end", "conclusion_first", "shorter"),
+    "paragraphs": ("shorter",),
+}
+
+
+# a share of the length that is enough by itself: "a third of this would do", "half the length"
+_SHARE_ALONE = re.compile(
+    r"\b(?:half|(?:a |one )?third|(?:a |one )?quarter|two[- ]thirds)\b[^.;!?]{0,30}?\b(?:length|"
+    r"as long|would do|will do|is enough|is plenty|would be (?:plenty|enough|ideal|fine|better))\b"
+    # the share taken off, asked ("cut it by a third", "could you trim it by half")
+    r"|(?:^|[,;:!?.]\s*|\b(?:please|you|just|and|then)\s+)"
+    r"(?:cut|trim|shorten|reduce|chop|slash)\b[^.;!?]{0,20}?\bby (?:about |roughly |around )?"
+    r"(?:half|(?:a |one )?third|(?:a |one )?quarter)\b"
+)
+
+
+def share_alone(text: str) -> tuple[str, Amount] | None:
+    """(quote, amount) of a share of the length asked for on its own, with no other word about
+    the length ("Roughly a third of this length would do.")."""
+    match = _SHARE_ALONE.search(text.lower())
+    if match is None:
+        return None
+    amount = amount_of(match.group(0), "shorter")
+    if amount is None or amount.kind != "share":
+        return None
+    return text[match.start() : match.end()], amount
+
+
+def amount_of(clause: str, family: str, detail: str | None = None) -> Amount | None:
+    """How much of ``family`` the clause asks for, if it says."""
+    lowered = clause.lower()
+    if family == "shorter":
+        if detail and detail.isdigit():
+            return Amount(kind="limit", value=int(detail), unit="words")
+        for pattern, share in _SHARE:
+            if pattern.search(lowered):
+                return Amount(kind="share", value=round(share, 2))
+    for match in _COUNT.finditer(lowered):
+        unit = _UNITS.get(match.group("unit1") or match.group("unit2") or "", "")
+        if family not in _COUNTED.get(unit, ()):
+            continue
+        word = match.group("n").lower()
+        number = int(word) if word.isdigit() else _NUMBER.get(word)
+        if number:
+            return Amount(kind="count", value=number, unit=unit)
+    return None
