@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -48,6 +49,9 @@ from store import Store
 from worker import build_worker
 
 AL_POLL_SECONDS = 0.01
+# Agent Lightning imports litellm, which fetches a model price list from the internet at import
+# (retrying for seconds when offline): its bundled copy serves the same
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 async def trivial_agent(task: dict[str, Any], resources: Resources) -> float:
