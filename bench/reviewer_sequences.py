@@ -3,12 +3,13 @@ cycle, as a lineage actually runs, instead of the bare cycle step ``trainer.eval
 --sequences`` calls in-process.
 
     .venv/bin/python -m bench.reviewer_sequences SEQUENCES.jsonl --out ANSWERS.jsonl \\
-        [--spec examples/essay-session.yaml --lineage A] [--concurrency 4]
+        [--spec examples/essay-session.yaml --lineage A] [--concurrency 4] [--trainer rules]
 
 Starts one in-memory Temporal dev server, a worker (``worker.build_worker``) on a temporary
 SQLite store, and for each sequence a one-lineage session: the spec's agent for that lineage
-(or the sequence's own ``agent``), on the offline model, the spec's inputs taken in turn, one
-cycle a step and one more for the output of the last version. Each step's score and comment
+(or the sequence's own ``agent``), on the offline model, with the lineage's trainer (or
+``--trainer``'s), the spec's inputs taken in turn, one cycle a step and one more for the output
+of the last version. Each step's score and comment
 go in with the ``submit_score`` update, as a rater sends them; the script waits for the next
 output to await its score (``await_output``), and at the end stops the lineage and reads its
 first and last agent versions from the store.
@@ -44,6 +45,7 @@ from domain.lineage import LineageState
 from domain.settings import Settings
 from domain.spec import LineageSpec, SessionSpec, SpecError, load_spec, slugify
 from store import Store
+from trainer.backends import TrainerBackends, TrainerConfigError
 from trainer.evaluate import CaseFileError, FeedbackSequence, agent_json, read_cases
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
@@ -57,11 +59,16 @@ class SequenceFailed(RuntimeError):
 
 
 def session_for(
-    spec: SessionSpec, lineage: LineageSpec, sequence: FeedbackSequence, run: str, number: int
+    spec: SessionSpec,
+    lineage: LineageSpec,
+    sequence: FeedbackSequence,
+    run: str,
+    number: int,
+    trainer: str | None = None,
 ) -> SessionSpec:
     """A one-lineage session for ``sequence``: its own id (a store's sessions never mix, so no
     insight or past change of one sequence reaches another), the lineage's options with no
-    cycle limit, and the sequence's agent if it brings one."""
+    cycle limit (and ``trainer`` if given), and the sequence's agent if it brings one."""
     agent = sequence.agent or lineage.agent
     if not agent.is_offline:
         raise SequenceFailed(
@@ -78,7 +85,12 @@ def session_for(
                 lineage.model_copy(
                     update={
                         "agent": agent,
-                        "options": lineage.options.model_copy(update={"max_cycles": None}),
+                        "options": lineage.options.model_copy(
+                            update={
+                                "max_cycles": None,
+                                "trainer": trainer or lineage.options.trainer,
+                            }
+                        ),
                     }
                 )
             ],
@@ -125,7 +137,9 @@ async def play(
     lineage_id = session.lineage_id(session.lineages[0].label)
 
     def check(state: LineageState, cycle: int) -> None:
-        if state.status != "awaiting_score" or state.cycle != cycle:
+        # a step whose training failed keeps the version: measured as "kept", it would hide
+        # a broken backend behind a figure
+        if state.status != "awaiting_score" or state.cycle != cycle or state.last_error:
             raise SequenceFailed(
                 f"sequence {sequence.id!r}: lineage {lineage_id} is {state.status} in cycle "
                 f"{state.cycle}, not awaiting cycle {cycle}'s score"
@@ -192,12 +206,13 @@ async def play_all(
     label: str,
     sequences: list[FeedbackSequence],
     concurrency: int = DEFAULT_CONCURRENCY,
+    trainer: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every sequence through a worker of its own on ``settings``' queue, ``concurrency`` at a
     time; answers in the file's order."""
     lineage = next(lin for lin in spec.lineages if lin.label == label)
     run = uuid.uuid4().hex[:8]
-    sessions = [session_for(spec, lineage, s, run, n) for n, s in enumerate(sequences)]
+    sessions = [session_for(spec, lineage, s, run, n, trainer) for n, s in enumerate(sequences)]
     gate = asyncio.Semaphore(concurrency)
 
     async def one(session: SessionSpec, sequence: FeedbackSequence) -> dict[str, Any]:
@@ -215,7 +230,12 @@ async def play_all(
 
 
 async def main(
-    sequences: list[FeedbackSequence], spec: SessionSpec, label: str, out: Path, concurrency: int
+    sequences: list[FeedbackSequence],
+    spec: SessionSpec,
+    label: str,
+    out: Path,
+    concurrency: int,
+    trainer: str | None,
 ) -> None:
     from services.dev_server import start_in_memory
 
@@ -224,12 +244,16 @@ async def main(
     try:
         with tempfile.TemporaryDirectory() as tmp:
             store = Store.open(f"sqlite:///{tmp}/sequences.db")
-            settings = Settings(
-                task_queue=f"sequences-{uuid.uuid4().hex[:8]}", database_url=str(store.engine.url)
+            # the environment's settings (a Claude trainer's key) on a queue and store of its own
+            settings = Settings.from_env().model_copy(
+                update={
+                    "task_queue": f"sequences-{uuid.uuid4().hex[:8]}",
+                    "database_url": str(store.engine.url),
+                }
             )
             try:
                 answers = await play_all(
-                    env.client, store, settings, spec, label, sequences, concurrency
+                    env.client, store, settings, spec, label, sequences, concurrency, trainer
                 )
             finally:
                 store.close()
@@ -259,6 +283,11 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", type=Path, default=Path("examples/essay-session.yaml"))
     parser.add_argument("--lineage", default="A", help="The lineage's label in the spec.")
     parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
+    parser.add_argument(
+        "--trainer",
+        choices=["rules", "claude", "rules+claude"],
+        help="The lineage's trainer (default: the spec's; Claude needs ANTHROPIC_API_KEY).",
+    )
     args = parser.parse_args(argv)
     if args.concurrency < 1:
         parser.error(f"--concurrency must be at least 1, not {args.concurrency}")
@@ -276,13 +305,20 @@ def cli(argv: list[str] | None = None) -> int:
         return 2
     lineage = next(lin for lin in spec.lineages if lin.label == args.lineage)
     try:
+        TrainerBackends(Settings.from_env()).get(
+            args.trainer or lineage.options.trainer, lineage.options.trainer_model
+        )
+    except TrainerConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
         for n, sequence in enumerate(sequences):
             session_for(spec, lineage, sequence, "check", n)  # every agent offline, before starting
     except SequenceFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(main(sequences, spec, args.lineage, args.out, args.concurrency))
+        asyncio.run(main(sequences, spec, args.lineage, args.out, args.concurrency, args.trainer))
     except SequenceFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

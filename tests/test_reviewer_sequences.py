@@ -102,6 +102,16 @@ def test_an_agent_on_a_claude_model_is_refused(tmp_path, capsys):
     assert "'claude-sonnet-5' is not an offline model" in capsys.readouterr().err
 
 
+def test_a_claude_trainer_without_a_key_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    path = tmp_path / "sequences.jsonl"
+    path.write_text(json.dumps(SEQUENCES[1]) + "\n", encoding="utf-8")
+    out = tmp_path / "answers.jsonl"
+    assert reviewer_sequences.cli([str(path), "--out", str(out), "--trainer", "claude"]) == 2
+    assert "ANTHROPIC_API_KEY is not set" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def _lineages(store):
     with Session(store.engine) as session:
         return list(session.exec(select(LineageRow)))
