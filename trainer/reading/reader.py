@@ -301,13 +301,25 @@ def asks(text: str) -> bool:
     """Whether ``text`` holds a request (see ``_REQUEST_FORM``), not only a description: a
     contrast asks unless it only concedes ("long, but every line earns it")."""
     lowered = text.lower().translate(_QUOTES)
-    if _REQUEST_FORM.search(lowered):
+    # "a little long, but every section earns its place": the fault before a contrast that
+    # concedes it is no request
+    conceding = [c for c in _sentences(lowered) if _concedes(c)]
+    if _REQUEST_FORM.search(" ".join(c for c in _sentences(lowered) if c not in conceding)):
         return True
     for contrast in _CONTRAST_WORD.finditer(lowered):
         rest = re.split(r"[.!?;]", lowered[contrast.end() :], maxsplit=1)[0]
         if not (_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest))):
             return True
     return any(_IMPERATIVE.search(c.lower()) for s in _sentences(text) for c in clauses(s))
+
+
+def _concedes(sentence: str) -> bool:
+    """A sentence of a fault and a contrast that concedes it, with no request of its own."""
+    contrast = _CONTRAST_WORD.search(sentence)
+    if contrast is None or _POLITE.search(sentence) or _IMPERATIVE.search(sentence):
+        return False
+    rest = re.split(r"[.!?;]", sentence[contrast.end() :], maxsplit=1)[0]
+    return bool(_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest)))
 
 
 _OUTRIGHT = re.compile(
