@@ -225,7 +225,14 @@ async def take(
     report += [f"not understood: {u.quote!r}: {u.why}" for u in analysis.unsure]
     praised = any(a.sentiment == "positive" for a in read.aspects)
     understood = wished or approved or taken_back or praised or read.adversarial or read.refused
-    if not understood and not read.unsure and score < NOT_UNDERSTOOD_BELOW and read.comment:
+    given = memory.wants is not None  # the rater's own wants: nothing to misunderstand
+    if (
+        not understood
+        and not given
+        and not read.unsure
+        and score < NOT_UNDERSTOOD_BELOW
+        and read.comment
+    ):
         report.append(_not_understood(read.comment, read.comment_language))
     asked_for = _asked_for(
         memory.asked_for, reversed_now, wished, [a for a in approved if a not in gone]
@@ -434,7 +441,11 @@ def said_back(step: CycleStep) -> str:
         what = a.want + (f", {a.amount.says()}" if a.amount else "")
         said = f"{what} ({quote!r})" if quote else what
         if a.action == "remove":
-            taken.append(said if a.want != "undo" else f"the last change ({quote!r})")
+            if a.want == "revert":
+                where = "the start" if a.detail == "start" else f"v{a.detail}"
+                asked.append(f"back to {where}" + (f" ({quote!r})" if quote else ""))
+            else:
+                taken.append(said if a.want != "undo" else f"the last change ({quote!r})")
         elif a.sentiment == "positive":
             kept.append(said)
         else:

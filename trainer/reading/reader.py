@@ -212,7 +212,8 @@ def _frame(before: str, after: str) -> Frame:
     counted = _QUANTITY.search(tail)
     if counted:
         # "give me exactly one example" asks for that many; "five paragraphs before…" counts
-        return "ask" if _ASK_VERB.search(tail[: counted.start()]) else "quantity"
+        asked = _ASK_VERB.search(tail[: counted.start()]) or _ASK_AFTER.search(after[:60])
+        return "ask" if asked else "quantity"
     if re.search(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely|at all)\s+$", tail):
         return "denied"  # "not too long": that is fine
     if re.search(r"\bnot\b[^,]*$", tail) and re.match(r"^\s*enough\b", after):
@@ -424,6 +425,7 @@ def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> N
         return
     if _restores(sentence, reading, first):
         return  # "that example you cut, bring it back": the family, not the whole last change
+    _sized_part(reading, first)
     undone = wish_actions.undo(sentence)
     if undone is not None:
         reading.wishes[first:] = [w for w in reading.wishes[first:] if w.action != "add"]
@@ -437,6 +439,7 @@ _RESTORE = re.compile(
 # a size said of the thing brought back ("…but keep it short"), not of the whole answer
 _ITS_SIZE = re.compile(
     r"\b(?:keep|make) (?:it|them) (?:short|brief|tight|concise|small)\b"
+    r"|^\W*(?:but |and )?kept (?:short|brief|tight|concise|small)\b"
     r"|\b(?:but )?(?:short|brief)(?: this time)?$|\ba (?:short|brief|shorter) (?:one|version)\b"
 )
 
@@ -466,6 +469,21 @@ _ABOUT = re.compile(
     r"\b(?:said|asked|wrote|meant|complained|mentioned)\s+(?:\w+\s+){0,2}?about\s+"
     r"(?P<what>[^,.;!?]+?)(?=\s*(?:[,.;!?]|\bbut\b|\band\b|\bthough\b|$))"
 )
+
+
+_PARTS = ("example", "summary_at_end", "key_points")
+
+
+def _sized_part(reading: Reading, first: int) -> None:
+    """ "Add one example, kept brief": a size said right after a part asked for sizes the part,
+    not the whole answer."""
+    parts = [w for w in reading.wishes[first:] if w.family in _PARTS and w.action == "add"]
+    sized = [
+        w for w in reading.wishes[first:]
+        if w.aspect == "length" and w.action == "add" and _ITS_SIZE.search(w.quote.lower())
+    ]  # fmt: skip
+    if parts and sized:
+        reading.wishes = [w for w in reading.wishes if w not in sized]
 
 
 def _undone_aspect(sentence: str, reading: Reading) -> str:
