@@ -115,12 +115,8 @@ async def take(
 ) -> CycleStep:
     """The whole cycle step (see the module's doc). ``credit_of`` replaces the backend's credit
     assignment (a long trajectory's, fanned out)."""
-    previous = [] if memory.previous_score is None else [memory.previous_score]
     # the mechanical reading: verdicts and the keep-list rest on it whatever the backend
-    read = _measured(
-        reward_analyzer.analyze(score, comment, previous, memory.wants, memory.reading_memory()),
-        _output_words(spans),
-    )
+    read = rules_reading(memory, score, comment, spans)
     wished = credit_assignment.wishes(read)
     approved = [a.want for a in read.aspects if a.sentiment == "positive" and a.want]
     taken_back = credit_assignment.takebacks(read)
@@ -142,11 +138,7 @@ async def take(
     wished = [w for w in wished if w.family not in gone | undone] + instead
 
     # 3. read, credit and propose on the agent as restored
-    analysis = (
-        read
-        if backend.reads_with_rules or memory.wants is not None or memory.recalled(comment)
-        else await backend.analyze(score, comment, previous)
-    )
+    analysis = await backend_reading(backend, memory, read, score, comment)
     if instead:
         analysis = analysis.model_copy(
             update={"aspects": [*analysis.aspects, *(_aspect(w) for w in instead)]}
@@ -225,6 +217,39 @@ async def take(
     )
 
 
+def rules_reading(
+    memory: LineageMemory, score: float, comment: str | None, spans: Sequence[SpanRecord] = ()
+) -> ScoreAnalysis:
+    """The mechanical reading of a score's comment: the wants sent with it, else a correction
+    it is close to, else the cue tables; shares made absolute against the scored output."""
+    previous = [] if memory.previous_score is None else [memory.previous_score]
+    return _measured(
+        reward_analyzer.analyze(score, comment, previous, memory.wants, memory.reading_memory()),
+        _output_words(spans),
+    )
+
+
+async def backend_reading(
+    backend: TrainerBackend,
+    memory: LineageMemory,
+    read: ScoreAnalysis,
+    score: float,
+    comment: str | None,
+) -> ScoreAnalysis:
+    """The reading the backend trains on: the rules reading ``read``, unless the backend
+    reads comments itself (Claude, or the rules engine handing over one it cannot read) and
+    the comment came without wants and close to no correction."""
+    if backend.reads_with_rules or memory.wants is not None or memory.recalled(comment):
+        return read
+    previous = [] if memory.previous_score is None else [memory.previous_score]
+    return await backend.analyze(score, comment, previous)
+
+
+def acted_on(read: ScoreAnalysis, analysis: ScoreAnalysis) -> ScoreAnalysis:
+    """Of the rules reading and the backend's, the one whose wishes the step acts on."""
+    return analysis if analysis.read_by == "claude" else read
+
+
 def judge(memory: LineageMemory, score: float, comment: str | None) -> JudgedEvolution | None:
     """The verdict on the pending evolution alone, as a locked lineage's score gives it (a
     locked lineage does not train): the same judgement ``take`` makes first."""
@@ -291,8 +316,14 @@ def said_back(step: CycleStep) -> str:
     """How the comment was read, in one line: "Read as: warmer ('make it warmer'), example,
     one example ('one real example'); kept: casual ('better tone'); taken back: table ('scrap
     the table'); not understood: '…'"."""
+    return say_back(step.analysis, step.report)
+
+
+def say_back(analysis: ScoreAnalysis, report: Sequence[str] = ()) -> str:
+    """``said_back`` of a reading and the step's report lines (the preview says a reading
+    before any step is taken)."""
     asked, kept, taken = [], [], []
-    for a in step.analysis.aspects:
+    for a in analysis.aspects:
         if not a.want:
             continue
         quote = preview_of(" ".join((a.quote or "").split()), SAID_QUOTE_CHARS)
@@ -311,9 +342,9 @@ def said_back(step: CycleStep) -> str:
         parts.append(f"kept: {', '.join(kept)}")
     if taken:
         parts.append(f"taken back: {', '.join(taken)}")
-    if step.analysis.adversarial:
+    if analysis.adversarial:
         parts.append("set aside: words addressed to the trainer")
-    missed = [r.removeprefix("not understood: ").split(": ")[0] for r in step.report
+    missed = [r.removeprefix("not understood: ").split(": ")[0] for r in report
               if r.startswith("not understood")]  # fmt: skip
     if missed:
         parts.append(f"not understood: {missed[0]}")
@@ -348,6 +379,15 @@ def _refusal(request: str) -> str:
         "may do (its tools, permissions or system), not its answer; only the agent's owner "
         "changes those"
     )
+
+
+def not_understood(reading: ScoreAnalysis) -> str | None:
+    """The "not understood" note for a low score whose comment gave nothing to act on, as the
+    step reports it (None when the reading found something, or the score needs nothing)."""
+    understood = any(a.want for a in reading.aspects) or reading.adversarial or reading.refused
+    if understood or reading.score >= NOT_UNDERSTOOD_BELOW or not reading.comment:
+        return None
+    return _not_understood(reading.comment, reading.comment_language)
 
 
 def _not_understood(comment: str, language: str | None) -> str:
