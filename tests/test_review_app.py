@@ -21,6 +21,9 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from client import start_session
+from domain import wants
+from domain.agent import AgentRef
+from domain.trainer import ScoreAnalysis
 from review.app import create_app
 from review.server import ReviewServer
 from tests.browser import headless_chromium
@@ -275,7 +278,14 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
     ]
     sent = json.loads(updates[0].input.args.payloads[0].data)
     assert updates[0].input.name == "submit_score"
-    assert sent == {"rater": "ana", "score": 3.0, "comment": COMMENT, "cycle": 1}
+    # with the reading the page previewed, confirmed as it was
+    assert sent == {
+        "rater": "ana",
+        "score": 3.0,
+        "comment": COMMENT,
+        "cycle": 1,
+        "wants": ["shorter", "steadier"],
+    }
     first, *_ = store.queries.evaluations(a)
     assert (first.score, first.rater) == (3.0, "ana")
 
@@ -350,6 +360,90 @@ async def test_a_rater_corrects_a_reading_from_the_keyboard_and_sees_the_cycle_r
     assert (state.cycle, state.agent_version, state.last_wants) == (2, 3, ["warmer"])
     (example,) = store.queries.labelled_examples(spec.session_id)
     assert (example.corrected, example.read_as, example.rater) == (["warmer"], ["hedge"], "ana")
+
+
+async def test_the_reading_is_previewed_as_chips_edited_and_acted_on_exactly(
+    client, store, settings, run_worker, browser, inbox_server
+):
+    spec = make_spec(inputs=QUESTIONS)
+    a = spec.lineage_id("A")
+    chips = f"Array.from({card(a)}.querySelectorAll('form.score .chip'), c => c.dataset.want)"
+    words = (
+        f"Array.from({card(a)}.querySelectorAll('form.score .chip'),"
+        " c => c.getAttribute('aria-label'))"
+    )
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        server = await inbox_server()
+        await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
+        await until(browser, "document.activeElement.id == 'rater'")
+        await on(browser, browser.switch_to.active_element.send_keys, "ana", Keys.TAB)
+        await until(browser, "document.activeElement.classList.contains('score-input')")
+        await on(browser, browser.switch_to.active_element.send_keys, "3", Keys.TAB)
+        comment = await on(browser, lambda: browser.switch_to.active_element)
+        await on(browser, comment.send_keys, "Way too long, wanted quick bullets. It wanders off")
+
+        # as the rater types, the reading appears under the comment, in human words
+        assert await until(browser, f"{chips}.join() == 'shorter,bullets,steadier' && {words}")
+        assert await on(browser, browser.execute_script, f"return {words};") == [
+            "remove shorter",
+            "remove bullet points",
+            "remove stay on topic",
+        ]
+        said = await on(
+            browser,
+            browser.execute_script,
+            f"return {card(a)}.querySelector('form.score .reading .said').textContent;",
+        )
+        assert said.startswith("Read as: shorter ('Way too long')")
+        assert (await handle.query(LineageWorkflow.state)).score_history == []  # nothing sent
+
+        # Enter on a chip removes it; the picker adds one, from the keyboard
+        await on(
+            browser,
+            browser.execute_script,
+            f"{card(a)}.querySelector('form.score .chip[data-want=bullets]').focus();",
+        )
+        await on(browser, browser.switch_to.active_element.send_keys, Keys.ENTER)
+        assert await until(browser, f"{chips}.join() == 'shorter,steadier'")
+        await on(
+            browser,
+            browser.execute_script,
+            f"{card(a)}.querySelector('form.score .pick-family').focus();",
+        )
+        await on(browser, browser.switch_to.active_element.send_keys, "table", Keys.TAB)
+        await on(browser, browser.switch_to.active_element.send_keys, Keys.ENTER)  # amount: add
+        assert await until(browser, f"{chips}.join() == 'shorter,steadier,table'")
+        # typing on keeps the edits: a fresh reading, the rater's removal and addition over it
+        await on(browser, comment.send_keys, " on tangents.")
+        await asyncio.sleep(0.6)
+        assert await until(browser, f"{chips}.join() == 'shorter,steadier,table'")
+
+        # Enter sends the score, the comment and exactly these wishes
+        await on(browser, comment.send_keys, Keys.ENTER)
+        message = await until(
+            browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
+        )
+        assert message.startswith("score 3 accepted for cycle 1. Read as: shorter ('Way too long')")
+        state = await wait_for_state(handle, awaiting(2))
+    assert state.last_wants == ["shorter", "steadier", "table"]
+    updates = [
+        e.workflow_execution_update_accepted_event_attributes.accepted_request
+        async for e in lineage_history(client, handle)
+        if e.HasField("workflow_execution_update_accepted_event_attributes")
+    ]
+    sent = json.loads(updates[0].input.args.payloads[0].data)
+    assert sent["wants"] == ["shorter", "steadier", "table"]
+    assert sent["comment"] == "Way too long, wanted quick bullets. It wanders off on tangents."
+    # the store: the step read exactly the confirmed wishes, and v2 carries them, not bullets
+    (evolution,) = store.queries.evolution_records(a)
+    read = ScoreAnalysis.model_validate_json(evolution.score_analysis)
+    assert wants.wants_of(read.aspects) == ["shorter", "steadier", "table"]
+    v2 = store.queries.agent_definition(AgentRef(agent_id=a, version=2)).system_prompt
+    assert "table" in v2 and "bullet" not in v2.lower()
+    (evaluation,) = store.queries.evaluations(a)
+    assert (evaluation.score, evaluation.rater) == (3.0, "ana")
 
 
 async def test_with_a_token_the_inbox_refuses_strangers(client, store, browser, inbox_server):
