@@ -29,7 +29,7 @@ from codec.encryption import codec_from_env, data_converter
 from domain import search_attributes
 from domain.corrections import LabelledExample
 from domain.execution import CUT_OFF
-from domain.feedback import CorrectionTaken
+from domain.feedback import CorrectionTaken, ScoreAccepted
 from domain.lineage import LineageInput, LineageState, score_before
 from domain.settings import Settings
 from domain.spec import SessionSpec
@@ -156,6 +156,19 @@ async def correct_reading(
         cause = exc.cause
         reason = cause.message if isinstance(cause, ApplicationError) else str(cause)
         raise ValueError(reason) from None
+
+
+async def submit_score(client: Client, lineage: str, payload: dict[str, object]) -> ScoreAccepted:
+    """Send a score through the lineage's ``submit_score`` update (its id or workflow id):
+    ValueError with the lineage's reason when it refuses."""
+    handle = client.get_workflow_handle(workflow_id(lineage.removeprefix("lineage-")))
+    try:
+        return await handle.execute_update(LineageWorkflow.submit_score, payload)
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        raise ValueError(
+            cause.message if isinstance(cause, ApplicationError) else str(cause)
+        ) from None
 
 
 async def last_reading(settings: Settings, lineage: str, timeout: float = 3.0) -> str | None:

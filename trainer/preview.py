@@ -51,6 +51,7 @@ class ReadingPreview(BaseModel):
     # words): the step acts on them only when it reads the comment itself
     unsaid: list[str] = Field(default_factory=list)
     read_by: Literal["rules", "claude"] = "rules"
+    undo_to: int | None = None  # the version an undo goes back to ("back to v1")
     # why the preview is not the reading the step would act on (Claude is not reachable from
     # here): the comment is then sent to be read by the step, and said back after
     incomplete: str | None = None
@@ -112,6 +113,7 @@ def _said(
         unsure=unsure,
         unsaid=[_described(a) for a in reading.aspects if a.want and wants.render(a) is None],
         read_by=reading.read_by,
+        undo_to=undo_to,
         incomplete=incomplete,
     )
 
