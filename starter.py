@@ -293,8 +293,7 @@ def correct(
         console.print(f"[red]{shown(exc)}[/red]", highlight=False)
         raise typer.Exit(1) from None
     console.print(shown(done.reading), highlight=False)
-    again = f"cycle {done.rerun_cycle} runs again on v{done.agent_version}"
-    console.print(again if done.rerun_cycle else f"the lineage runs v{done.agent_version}")
+    console.print(shown(done.outcome()), highlight=False)
 
 
 @app.command()
@@ -322,7 +321,7 @@ def blame(
         )
         table.add_row(
             shown(row.segment),
-            f"v{row.version}",
+            f"v{row.version}" + (f", rebuilt from v{b}" if (b := row.rebuilt_from) else ""),
             shown(row.evolution_id or "initial"),
             shown(feedback),
             shown(row.reason),

@@ -98,6 +98,14 @@ class CorrectionTaken(BaseModel):
     rerun_cycle: int | None = None
     error: str | None = None  # why the correction could not be taken (nothing changed)
 
+    def outcome(self) -> str:
+        """What the correction did, in one line: a cycle run again, or nothing new."""
+        if self.error:
+            return f"not taken: {self.error}"
+        if self.rerun_cycle:
+            return f"cycle {self.rerun_cycle} runs again on v{self.agent_version}"
+        return f"nothing changes: the corrected reading makes v{self.agent_version} again"
+
 
 class DirectiveInput(FeedbackModel):
     kind: Literal["sticky", "oneshot"]

@@ -213,10 +213,8 @@ class _Handlers:
         done, refused = await _update(handle, LineageWorkflow.correct_reading, payload)
         if refused is not None:
             return refused
-        rerun = (
-            f"; cycle {c} runs again on v{done.agent_version}" if (c := done.rerun_cycle) else ""
-        )
-        return JSONResponse({"ok": f"{done.reading}{rerun}"})
+        # at once, on the card: a cycle run again, or nothing new (the reading is refreshed)
+        return JSONResponse({"ok": f"{done.reading}; {done.outcome()}"})
 
     async def signal(self, request: Request) -> Response:
         """directive (sticky / oneshot), lock, unlock, stop, retry: signals, as from the CLI."""

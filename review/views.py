@@ -153,6 +153,9 @@ async def signatures(client: Client, store: Store, session_id: str) -> str:
                 s.rejected_feedback,
                 s.locked,
                 s.sticky_count + s.oneshot_count,
+                # a correction that makes nothing new changes only what the card says
+                s.last_reading,
+                s.last_evolution,
             ]
             if s
             else [row.id]

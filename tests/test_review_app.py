@@ -353,13 +353,42 @@ async def test_a_rater_corrects_a_reading_from_the_keyboard_and_sees_the_cycle_r
             f" {card(a)}.querySelector('.last-reading').textContent,"
             f" {card(a)}.querySelector('section.evolution h3').textContent];",
         )
+        # corrected again, to wishes that make the same agent (an approval of what it does not
+        # carry changes nothing): the card says so at once
+        said = f"{card(a)}.querySelector('form.correct .message.ok')?.textContent"
+        assert "cycle 2 runs again on v3" in await until(browser, said)
+        assert await until(browser, f"{chips}.join() == 'warmer'")
+        await on(
+            browser,
+            browser.execute_script,
+            f"{card(a)}.querySelector('form.correct .pick-action').focus();",
+        )
+        await on(browser, browser.switch_to.active_element.send_keys, "keep", Keys.TAB)
+        await on(browser, browser.switch_to.active_element.send_keys, "table", Keys.TAB)
+        await on(browser, browser.switch_to.active_element.send_keys, Keys.ENTER)
+        assert await until(browser, f"{chips}.join() == 'warmer,keep:table'")
+        await on(
+            browser,
+            browser.execute_script,
+            f"{card(a)}.querySelector('form.correct button[type=submit]').focus();",
+        )
+        await on(browser, browser.switch_to.active_element.send_keys, Keys.ENTER)
+        nothing = await until(browser, f"{said}?.includes('nothing changes') && {said}")
+        assert nothing.startswith("Read as: warmer")
+        assert nothing.endswith(
+            "kept: table; corrected by ana; nothing changes: the corrected reading makes v3 again"
+        )
         state = await handle.query(LineageWorkflow.state)
     assert rerun_output != misread_output
     assert reading.startswith("Read as: warmer")
     assert "v2 → v3 (correction)" in " ".join(heading.split())
-    assert (state.cycle, state.agent_version, state.last_wants) == (2, 3, ["warmer"])
-    (example,) = store.queries.labelled_examples(spec.session_id)
-    assert (example.corrected, example.read_as, example.rater) == (["warmer"], ["hedge"], "ana")
+    # the second correction made no new version and ran nothing again
+    assert (state.cycle, state.agent_version) == (2, 3)
+    assert state.last_wants == ["warmer", "keep:table"]
+    assert [a.agent_version for a in store.queries.artifacts(a) if a.cycle == 2] == [2, 3]
+    first, second = store.queries.labelled_examples(spec.session_id)
+    assert (first.corrected, first.read_as, first.rater) == (["warmer"], ["hedge"], "ana")
+    assert (second.corrected, second.read_as) == (["warmer", "keep:table"], ["warmer"])
 
 
 async def test_the_reading_is_previewed_as_chips_edited_and_acted_on_exactly(

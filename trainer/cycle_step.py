@@ -273,8 +273,9 @@ def pending_after(step: CycleStep, evolution_id: str) -> PendingEvolution | None
     return PendingEvolution.of(evolution_id, step.analysis, step.plan.changes)
 
 
-def summary(step: CycleStep, from_version: int) -> str:
-    """One line for people: what changed and why, or why nothing did."""
+def summary(step: CycleStep, from_version: int, rebuilt_from: int | None = None) -> str:
+    """One line for people: what changed and why, or why nothing did; ``rebuilt_from`` names
+    the version a correction planned on, when it is not ``from_version``."""
     if not step.changed:
         said = [r for r in step.report if not r.startswith("kept '")]
         why = "; ".join(said or step.plan.notes) or "nothing to change"
@@ -292,7 +293,8 @@ def summary(step: CycleStep, from_version: int) -> str:
         if not c.reason.startswith((STRENGTHEN_REASON, TAKE_BACK_REASON))
     ]
     parts += [describe_change(c) for c in new]
-    line = f"v{from_version}→v{from_version + 1}: " + "; ".join(parts)
+    base = f" (rebuilt from v{rebuilt_from})" if rebuilt_from not in (None, from_version) else ""
+    line = f"v{from_version}→v{from_version + 1}{base}: " + "; ".join(parts)
     # what was protected is in the record's notes; the line says what did not happen
     skipped = [r for r in step.report if not r.startswith(("rolled back", "kept '"))]
     return line + (f" (also: {'; '.join(skipped)})" if skipped else "")
@@ -304,7 +306,7 @@ def corrected_summary(step: CycleStep, before: int, current: int) -> str:
     if not step.changed and current != before:
         made = f"v{current}→v{current + 1}: back to v{before}, the corrected reading asks nothing"
     else:
-        made = summary(step, current)
+        made = summary(step, current, rebuilt_from=before)
     return f"corrected: {made}"
 
 

@@ -101,13 +101,19 @@ async function refreshCard(body) {
   const form = body.querySelector("form.correct");
   const focused = form && form.contains(document.activeElement) ? document.activeElement : null;
   const editing = form && (focused || form.classList.contains("edited")) ? form : null;
+  // what the last correction did stays said while the card shows the same cycle
+  const said = form && form.querySelector(".message");
+  const before = body.querySelector("header") && body.querySelector("header").dataset.cycle;
   body.innerHTML = await response.text();
   const fresh = body.querySelector("form.correct");
+  const header = body.querySelector("header");
   if (editing && fresh) {
     fresh.replaceWith(editing);
     if (focused) focused.focus();
+  } else if (fresh && said && said.textContent && header && header.dataset.cycle === before) {
+    const message = fresh.querySelector(".message");
+    [message.textContent, message.className] = [said.textContent, said.className];
   }
-  const header = body.querySelector("header");
   const cycle = body.closest(".card").querySelector("input[name=cycle]");
   if (header && cycle) cycle.value = header.dataset.cycle;
 }
@@ -370,6 +376,14 @@ document.querySelectorAll("form.score").forEach((form) => {
 document.addEventListener("submit", async (event) => {
   if (!event.target.matches("form.correct")) return;
   event.preventDefault();
-  await send(event.target);
-  event.target.classList.remove("edited");  // sent: the next refresh shows the new reading
+  const form = event.target;
+  await send(form);
+  form.classList.remove("edited");  // sent: the card shows the new reading
+  const said = form.querySelector(".message");
+  const body = form.closest(".card-body");
+  if (!said.classList.contains("ok") || !body) return;
+  // at once, even when nothing new was made (no new version: nothing else would refresh it),
+  // with what the correction did kept on the fresh card
+  if (form.contains(document.activeElement)) document.activeElement.blur();
+  await refreshCard(body);
 });
