@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -329,12 +330,15 @@ def inbox_cli(temporal_address: str, database_url: str) -> list[tuple[str, int]]
     shown = starter_cli(
         "inbox", temporal_address=temporal_address, database_url=database_url, columns=200
     )
-    rows = []
+    cycles, ids = {}, {}
     for line in shown.splitlines():
         cells = [c.strip() for c in line.strip("│┃ ").split("│")]
-        if len(cells) == 5 and cells[0].startswith("lineage-"):
-            rows.append((cells[0], int(cells[1])))
-    return rows
+        if len(cells) == 6 and cells[0].isdigit():
+            cycles[cells[0]] = int(cells[2])
+        # beneath the table, each row's ids whole: "#1 s-…-A (workflow lineage-s-…-A)"
+        if found := re.fullmatch(r"#(\d+) \S+ \(workflow (\S+)\)", line):
+            ids[found.group(1)] = found.group(2)
+    return [(ids[n], cycle) for n, cycle in cycles.items()]
 
 
 async def test_the_inbox_lists_what_awaits_a_score_and_visibility_the_lifecycle(
