@@ -7,6 +7,7 @@ read it rather than guess."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
@@ -122,7 +123,10 @@ def test_rules_plus_claude_previews_with_claude_only_what_the_rules_cannot_read(
         assert read.read_by == "rules" and read.wants == ["shorter"] and api.requests == []
         handed = asyncio.run(preview.preview(backend, memory, 3, "Nope, not what I had in mind."))
     assert handed.read_by == "claude" and handed.wants == ["warmer"]
-    assert len(api.requests) == 1 and "not what I had in mind" in api.requests[0]["messages"][0]["content"]
+    assert (
+        len(api.requests) == 1
+        and "not what I had in mind" in api.requests[0]["messages"][0]["content"]
+    )
     assert handed.exact
 
 
@@ -135,3 +139,9 @@ def test_without_a_key_the_preview_says_the_step_will_read_it():
     assert not unreadable.exact and unreadable.wants == []
     assert "Claude reads this comment when the step runs" in (unreadable.incomplete or "")
     assert "ANTHROPIC_API_KEY" in (unreadable.incomplete or "")
+
+
+def test_the_readme_lists_every_family_in_its_words():
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    missing = [f for f, words in want_labels.glossary() if f"`{f}` {words}" not in readme]
+    assert missing == [], "list them as `family` words (domain/want_labels.glossary())"
