@@ -5,10 +5,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 SPEC ?= examples/essay-session.yaml
 # The demo's ports: `make run PORT=7300 UI_PORT=8300 REVIEW_PORT=8380` (Temporal's frontend,
-# its Web UI, the review inbox)
-PORT ?= 7233
-UI_PORT ?= 8233
-REVIEW_PORT ?= 8280
+# its Web UI, the review inbox). Set on make's command line only: a PORT the environment
+# happens to export (many hosts do) must not move the demo.
+PORT = 7233
+UI_PORT = 8233
+REVIEW_PORT = 8280
 
 .PHONY: run test lint clean bytecode browser sandbox
 
