@@ -74,6 +74,17 @@ async def until(browser: WebDriver, script: str, timeout: float = 30.0) -> Any:
         await asyncio.sleep(0.1)
 
 
+async def first_visit(browser: WebDriver, page: str, score: str) -> Any:
+    """A session's page opened for the first time: the name typed (ana), Tab, ``score``, Tab;
+    the comment field, which has the focus."""
+    await on(browser, browser.get, page)
+    await until(browser, "document.activeElement.id == 'rater'")
+    await on(browser, browser.switch_to.active_element.send_keys, "ana", Keys.TAB)
+    await until(browser, "document.activeElement.classList.contains('score-input')")
+    await on(browser, browser.switch_to.active_element.send_keys, score, Keys.TAB)
+    return await on(browser, lambda: browser.switch_to.active_element)
+
+
 def card(lineage_id: str) -> str:
     return f"document.getElementById('lineage-{lineage_id}')"
 
@@ -299,12 +310,7 @@ async def test_a_rater_corrects_a_reading_from_the_keyboard_and_sees_the_cycle_r
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
         server = await inbox_server()
-        await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
-        await until(browser, "document.activeElement.id == 'rater'")
-        await on(browser, browser.switch_to.active_element.send_keys, "ana", Keys.TAB)
-        await until(browser, "document.activeElement.classList.contains('score-input')")
-        await on(browser, browser.switch_to.active_element.send_keys, "4", Keys.TAB)
-        comment = await on(browser, lambda: browser.switch_to.active_element)
+        comment = await first_visit(browser, f"{server.url}/sessions/{spec.session_id}", "4")
         await on(browser, comment.send_keys, "This sounds like a legal disclaimer.", Keys.ENTER)
         said = await until(
             browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
@@ -405,12 +411,7 @@ async def test_the_reading_is_previewed_as_chips_edited_and_acted_on_exactly(
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
         server = await inbox_server()
-        await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
-        await until(browser, "document.activeElement.id == 'rater'")
-        await on(browser, browser.switch_to.active_element.send_keys, "ana", Keys.TAB)
-        await until(browser, "document.activeElement.classList.contains('score-input')")
-        await on(browser, browser.switch_to.active_element.send_keys, "3", Keys.TAB)
-        comment = await on(browser, lambda: browser.switch_to.active_element)
+        comment = await first_visit(browser, f"{server.url}/sessions/{spec.session_id}", "3")
         await on(browser, comment.send_keys, "Way too long, wanted quick bullets. It wanders off")
 
         # as the rater types, the reading appears under the comment, in human words

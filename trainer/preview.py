@@ -14,9 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from domain import want_labels, wants
-from domain.agent import AgentDefinition
-from domain.execution import SpanRecord, preview_of
-from domain.trainer import CreditAssignment, EvolutionPlan, FeedbackAspect, ScoreAnalysis
+from domain.execution import preview_of
+from domain.trainer import FeedbackAspect, ScoreAnalysis
 from trainer import cycle_step
 from trainer.backends import HandOverTrainer, TrainerBackend, TrainerBackends, TrainerConfigError
 from trainer.cycle_step import LineageMemory
@@ -151,7 +150,8 @@ class ModelNotHere(Exception):
 
 class _NoModel:
     """Stands for Claude where the preview runs without ANTHROPIC_API_KEY: a comment the step
-    would hand to Claude is said to be read by the step instead (never read another way)."""
+    would hand to Claude is said to be read by the step instead (never read another way). The
+    preview only reads: it never asks a backend for credit or a plan."""
 
     name = "claude"
     reads_with_rules = False
@@ -167,20 +167,6 @@ class _NoModel:
             "Claude reads this comment when the step runs; it cannot be previewed here "
             f"({self.reason})"
         )
-
-    async def assign_credit(
-        self, agent: AgentDefinition, analysis: ScoreAnalysis, spans: list[SpanRecord]
-    ) -> CreditAssignment:
-        raise ModelNotHere(self.reason)
-
-    async def propose(
-        self,
-        agent: AgentDefinition,
-        analysis: ScoreAnalysis,
-        credit: CreditAssignment,
-        directives: list[str],
-    ) -> EvolutionPlan:
-        raise ModelNotHere(self.reason)
 
 
 def backend_for(backends: TrainerBackends, trainer: str, model: str) -> TrainerBackend:
