@@ -209,7 +209,7 @@ def score(
             payload["rater"] = rater
         if state.status == "awaiting_score":
             payload["cycle"] = state.cycle  # the output whose reading was shown
-        if taken.as_wants:
+        if taken.as_wants and (comment or taken.wants):
             payload["wants"] = taken.wants
         try:
             accepted = await submit_score(client, state.lineage_id, payload)

@@ -336,6 +336,10 @@ function showReading(form) {
   const said = box.querySelector(".said");
   said.textContent = answer.error || answer.said_back || "";
   said.className = "said" + (answer.error ? " error" : "");
+  // chips left as read, with more in the comment than they carry: the step reads the comment
+  box.querySelector(".lead").textContent = answer.error || answer.exact || edited(r)
+    ? "Enter acts on these, and only these:"
+    : "Read so far (Enter sends the comment for the step to read as shown):";
   const holder = box.querySelector(".chips");
   holder.textContent = "";
   const chips = chipsOf(r);
