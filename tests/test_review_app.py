@@ -457,22 +457,47 @@ async def test_the_reading_is_previewed_as_chips_edited_and_acted_on_exactly(
         )
         assert message.startswith("score 3 accepted for cycle 1. Read as: shorter ('Way too long')")
         state = await wait_for_state(handle, awaiting(2))
+
+        # a wish no chip can carry (a language): while the chips are left as read, Enter sends
+        # the comment for the step to read as shown, and the wish is not lost
+        await until(browser, f"{card(a)}.querySelector('header').dataset.cycle == '2'")
+        field = await on(
+            browser,
+            lambda: browser.execute_script(f"return {card(a)}.querySelector('.score-input');"),
+        )
+        await on(browser, field.send_keys, "5", Keys.TAB)
+        await on(browser, comment.send_keys, "Answer in French please, and drop the table.")
+        lead = f"{card(a)}.querySelector('form.score .reading .lead').textContent"
+        assert (await until(browser, f"{chips}.join() == 'remove:table' && {lead}")).startswith(
+            "Read so far"
+        )
+        note = await on(
+            browser,
+            browser.execute_script,
+            f"return {card(a)}.querySelector('form.score .reading .note').textContent;",
+        )
+        assert "no chip can carry: language: French" in note
+        await on(browser, comment.send_keys, Keys.ENTER)
+        await wait_for_state(handle, awaiting(3))
     assert state.last_wants == ["shorter", "steadier", "table"]
+    v3 = store.queries.agent_definition(AgentRef(agent_id=a, version=3)).system_prompt
+    assert "in French" in v3 and "table" not in v3
     updates = [
         e.workflow_execution_update_accepted_event_attributes.accepted_request
         async for e in lineage_history(client, handle)
         if e.HasField("workflow_execution_update_accepted_event_attributes")
     ]
-    sent = json.loads(updates[0].input.args.payloads[0].data)
+    sent, french = (json.loads(u.input.args.payloads[0].data) for u in updates)
     assert sent["wants"] == ["shorter", "steadier", "table"]
     assert sent["comment"] == "Way too long, wanted quick bullets. It wanders off on tangents."
+    assert "wants" not in french and french["comment"].startswith("Answer in French")
     # the store: the step read exactly the confirmed wishes, and v2 carries them, not bullets
-    (evolution,) = store.queries.evolution_records(a)
+    evolution, _ = store.queries.evolution_records(a)
     read = ScoreAnalysis.model_validate_json(evolution.score_analysis)
     assert wants.wants_of(read.aspects) == ["shorter", "steadier", "table"]
     v2 = store.queries.agent_definition(AgentRef(agent_id=a, version=2)).system_prompt
     assert "table" in v2 and "bullet" not in v2.lower()
-    (evaluation,) = store.queries.evaluations(a)
+    evaluation, _ = store.queries.evaluations(a)
     assert (evaluation.score, evaluation.rater) == (3.0, "ana")
 
 
