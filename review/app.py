@@ -129,7 +129,8 @@ class _Handlers:
         return templates.TemplateResponse(request, "_card_body.html", {"card": card})
 
     async def score(self, request: Request) -> Response:
-        form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
+        # a confirmed reading sends its wishes as fields of their own
+        form = await request.form(max_files=0, max_fields=wants.MAX_WANTS + MAX_FORM_FIELDS)
         rater = self.rater_of(request, form)
         if rater is None:
             return JSONResponse({"error": NO_NAME}, status_code=422)

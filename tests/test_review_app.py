@@ -97,7 +97,9 @@ QUESTIONS = [
 COMMENT = "Way too long, <b>wanted</b> quick bullets. It wanders off on tangents."
 
 
-def post(origin: str, path: str, form: dict[str, str]) -> tuple[int, dict[str, str]]:
+def post(
+    origin: str, path: str, form: dict[str, str] | list[tuple[str, str]]
+) -> tuple[int, dict[str, str]]:
     """A form posted as the page posts it (from its origin, without a browser), and the JSON
     answer."""
     body = urllib.parse.urlencode(form).encode()
@@ -499,6 +501,27 @@ async def test_the_reading_is_previewed_as_chips_edited_and_acted_on_exactly(
     assert "table" in v2 and "bullet" not in v2.lower()
     evaluation, _ = store.queries.evaluations(a)
     assert (evaluation.score, evaluation.rater) == (3.0, "ana")
+
+
+async def test_a_confirmed_reading_of_ten_wishes_is_taken_whole(
+    client, store, settings, run_worker, inbox_server
+):
+    spec = make_spec(inputs=QUESTIONS)
+    a = spec.lineage_id("A")
+    meant = [
+        "shorter:half", "table", "warmer", "example:1", "cite_sources",
+        "conclusion_first", "summary_at_end", "simpler", "proofread", "steadier",
+    ]  # fmt: skip
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        server = await inbox_server()
+        fields = [("rater", "ana"), ("score", "3"), ("comment", "see the chips"), ("cycle", "1")]
+        fields += [("confirmed", "1"), *(("want", w) for w in meant)]
+        status, answer = await asyncio.to_thread(post, server.url, f"/lineages/{a}/score", fields)
+        assert status == 200, answer
+        state = await wait_for_state(handle, awaiting(2))
+    assert state.last_wants == meant
 
 
 async def test_with_a_token_the_inbox_refuses_strangers(client, store, browser, inbox_server):
