@@ -29,7 +29,7 @@ from codec.encryption import codec_from_env, data_converter
 from domain import search_attributes
 from domain.corrections import LabelledExample
 from domain.execution import CUT_OFF
-from domain.feedback import CorrectionTaken, ScoreAccepted
+from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted, redacted
 from domain.lineage import LineageInput, LineageState, score_before
 from domain.settings import Settings
 from domain.spec import SessionSpec
@@ -143,19 +143,57 @@ async def _lineage_handle(settings: Settings, lineage: str) -> LineageHandle:
 
 
 async def correct_reading(
-    settings: Settings, lineage: str, wants: list[str], rater: str
+    settings: Settings,
+    lineage: str,
+    wants: list[str],
+    rater: str,
+    evaluation_id: str | None = None,
 ) -> CorrectionTaken:
-    """Correct how the lineage's last score was read (its id or workflow id): ValueError with
-    the lineage's reason when it refuses (an unknown family, nothing scored yet)."""
+    """Correct how a score of the lineage (its id or workflow id) was read — the score named
+    by ``evaluation_id``, by default the latest (whose reading ``state`` and ``training-camp
+    output`` show) — and wait until the lineage has taken the correction: ValueError with the
+    lineage's reason when it refuses (an unknown family, a later score, another rater's)."""
     handle = await _lineage_handle(settings, lineage)
+    if evaluation_id is None:
+        state: LineageState = await handle.query(LineageWorkflow.state)
+        if not state.score_history:
+            raise ValueError("nothing to correct: no score on this lineage has been read yet")
+        evaluation_id = state.score_history[-1].evaluation_id
+    payload = {"wants": wants, "rater": redacted(rater), "evaluation_id": evaluation_id}
     try:
-        return await handle.execute_update(
-            LineageWorkflow.correct_reading, {"wants": wants, "rater": rater}
-        )
+        accepted = await handle.execute_update(LineageWorkflow.correct_reading, payload)
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         reason = cause.message if isinstance(cause, ApplicationError) else str(cause)
         raise ValueError(reason) from None
+    done = await correction_outcome(handle, accepted)
+    if done.error is not None:
+        raise ValueError(done.error)
+    return done
+
+
+async def correction_outcome(
+    handle: LineageHandle, accepted: CorrectionAccepted
+) -> CorrectionTaken:
+    """What an accepted correction did, once the lineage has taken it (its output awaits a
+    score again, or its re-run failed). Waits through ``await_output``, without polling: the
+    correction's update answered at once and holds no update slot. ValueError when the
+    lineage cannot take it now (ended, or a failed rollout waiting for `retry`)."""
+    while accepted.done is None:
+        state = await await_output(handle, accepted.cycle)
+        taken = [c for c in state.corrections if c.correction_id == accepted.correction_id]
+        if taken:
+            return taken[-1]
+        if state.status == "failed":
+            raise ValueError(
+                "a rollout failed (state.last_error); the correction is taken once it runs "
+                "again (send `retry`)"
+            )
+        if state.status in ("stopped", "completed"):
+            raise ValueError(f"the lineage is {state.status}; the correction was not taken")
+        if state.status == "awaiting_score" and not state.corrections_waiting:
+            raise ValueError("the correction was taken, but later ones since: see `state`")
+    return accepted.done
 
 
 async def submit_score(client: Client, lineage: str, payload: dict[str, object]) -> ScoreAccepted:
@@ -247,6 +285,7 @@ class LineageOutput:
     text: str
     question: str | None  # the cycle's input, when the store has it
     cut_off: bool  # the model stopped at the token limit: the output is unfinished
+    output_id: str = ""  # its rollout's id: a score naming it (`output_id`) lands on it or none
 
 
 def lineage_output(
@@ -264,6 +303,7 @@ def lineage_output(
         cycle=artifact.cycle,
         text=q.artifact_text(artifact.id),
         question=q.rollout_input(artifact.rollout_id),
+        output_id=artifact.rollout_id,
         cut_off=any(
             a.id == artifact.attempt_id and a.stop_reason == CUT_OFF
             for a in q.attempts(artifact.rollout_id)

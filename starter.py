@@ -142,6 +142,8 @@ def output(
         highlight=False,
     )
     print(printable(found.text))
+    # what a score names to land on this output (and on no re-run of its cycle)
+    console.print(f"\noutput id: {shown(found.output_id)}", highlight=False)
     reading = None if cycle else asyncio.run(last_reading(Settings.from_env(), lineage))
     if reading:  # said back; a misreading is corrected before the next score
         console.print(f"\n{shown(reading)} (misread? `training-camp correct {shown(lineage)}`)")
@@ -285,10 +287,16 @@ def correct(
     want: Annotated[list[str], typer.Option(help="A wish you meant: warmer, less:formal.")] = [],  # noqa: B006
     remove: Annotated[list[str], typer.Option(help="A family to take out: example.")] = [],  # noqa: B006
     amount: Annotated[list[str], typer.Option(help="FAMILY=AMOUNT: length=half.")] = [],  # noqa: B006
+    evaluation_id: Annotated[
+        str | None,
+        typer.Option(help="The score corrected (state: score_history). Default: the latest."),
+    ] = None,
 ) -> None:
     try:
         wants = structured.from_options(want, remove, amount)
-        done = asyncio.run(correct_reading(Settings.from_env(), lineage_id, wants, rater))
+        done = asyncio.run(
+            correct_reading(Settings.from_env(), lineage_id, wants, rater, evaluation_id)
+        )
     except ValueError as exc:
         console.print(f"[red]{shown(exc)}[/red]", highlight=False)
         raise typer.Exit(1) from None

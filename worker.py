@@ -165,13 +165,15 @@ async def run_worker(
     metrics_port: int | None = None,
     health_port: int | None = None,
     health_host: str = health.DEFAULT_HOST,
+    metrics_host: str = health.DEFAULT_HOST,
 ) -> None:
     store = Store.open(settings.database_url)
     runtime = None
     if metrics_port is not None:  # Temporal's SDK metrics, for Prometheus to scrape
+        # loopback unless told, like /healthz: the metrics name task queues and workflow types
         runtime = Runtime(
             telemetry=TelemetryConfig(
-                metrics=PrometheusConfig(bind_address=f"0.0.0.0:{metrics_port}")
+                metrics=PrometheusConfig(bind_address=_bind_address(metrics_host, metrics_port))
             )
         )
     client = await connect(settings, runtime)
@@ -198,6 +200,11 @@ async def run_worker(
     store.close()
 
 
+def _bind_address(host: str, port: int) -> str:
+    """``host:port`` as the SDK's Prometheus exporter takes it (an IPv6 host in brackets)."""
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
 app = typer.Typer(add_completion=False, help=__doc__)
 
 
@@ -220,13 +227,21 @@ def main_command(
             envvar="TRAINING_CAMP_HEALTH_HOST",
         ),
     ] = health.DEFAULT_HOST,
+    metrics_host: Annotated[
+        str,
+        typer.Option(
+            help="Address the metrics listen on: loopback unless a scraper comes from outside "
+            "(Kubernetes: the pod's IP).",
+            envvar="TRAINING_CAMP_METRICS_HOST",
+        ),
+    ] = health.DEFAULT_HOST,
 ) -> None:
     """Run a worker until SIGINT/SIGTERM (graceful: running activities finish)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = Settings.from_env()
     if task_queue:
         settings = settings.model_copy(update={"task_queue": task_queue})
-    asyncio.run(run_worker(settings, metrics_port, health_port, health_host))
+    asyncio.run(run_worker(settings, metrics_port, health_port, health_host, metrics_host))
 
 
 def main() -> None:

@@ -18,8 +18,8 @@ from domain.agent import AgentDefinition, AgentSnapshot
 from domain.cycle import artifact_of, attempt_of
 from domain.execution import preview_of
 from domain.lineage import RolloutFailedInput, RunAgentInput, RunAgentResult
+from domain.redaction import redact
 from runner.executor import AgentRunError, ExecutionResult, Executor
-from runner.redaction import redact
 from runner.tools import ToolContext
 from store import Store
 from store.records.attempt_records import AttemptStart

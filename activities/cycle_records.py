@@ -11,6 +11,7 @@ from activities.error_classification import failure_reason, is_transient
 from domain.agent import AgentDefinition, AgentRef
 from domain.corrections import Correction
 from domain.cycle_decision import CycleDecision
+from domain.feedback import escaped
 from domain.lineage import CycleStepInput, CycleStepResult, QueuedCorrection
 from domain.trainer import Directives, EvolutionTrigger
 from store import Store
@@ -157,7 +158,8 @@ class CycleRecordActivities:
             )
         result = _unchanged(step, decision, inp.current).model_copy(
             update={
-                "reading": f"{decision.reading}; corrected by {correction.rater}",
+                # the name is plain text by the door's rule; said back as data all the same
+                "reading": f"{decision.reading}; corrected by {escaped(correction.rater)}",
                 "verdict": judged.verdict if judged else None,
             }
         )

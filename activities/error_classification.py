@@ -23,7 +23,7 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from runner.redaction import redact
+from domain.redaction import redact
 
 MESSAGE_CHARS = 500
 # Errors a retry can fix: the database or the network will come back

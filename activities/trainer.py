@@ -19,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.error_classification import failure_reason, is_transient
 from domain import wants
-from domain.agent import AgentDefinition
+from domain.agent import AgentDefinition, AgentRef
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleDecision, CycleStep
 from domain.execution import CUT_OFF, SpanRecord
@@ -205,8 +205,18 @@ class TrainerActivities:
                 past=context.past,
                 insights=context.insights,
                 credit_of=credit_of,
+                versions=lambda number: self._version(inp.lineage_id, number),
             )
         )
+
+    def _version(self, lineage_id: str, number: int) -> AgentDefinition | None:
+        """Version ``number`` of the lineage's agent, or None when it has none (yet)."""
+        try:
+            return self.store.queries.agent_definition(
+                AgentRef(agent_id=lineage_id, version=number)
+            )
+        except KeyError:
+            return None
 
     def _trajectory_credit(
         self,

@@ -46,9 +46,11 @@ async def review_screenshot(
     a, b = await start_session(client, spec, queue)
     await asyncio.gather(await_output(a, 1), await_output(b, 1))
     await a.signal("score", {"score": 3, "comment": "Way too long, wanted quick bullets"})
-    await b.signal("score", {"score": 4, "comment": "This sounds like a legal disclaimer."})
+    misread = {"score": 4, "comment": "This sounds like a legal disclaimer.", "rater": "ana"}
+    await b.signal("score", misread)
     await asyncio.gather(await_output(a, 2), await_output(b, 2))
-    await b.execute_update("correct_reading", {"wants": ["warmer"], "rater": "ana"})
+    # ana corrects her own score (cycle 1's); the output re-runs
+    await b.execute_update("correct_reading", {"wants": ["warmer"], "rater": "ana", "cycle": 1})
     await await_output(b, 2)
     await asyncio.to_thread(browser.set_window_size, 1400, 1500)
     await asyncio.to_thread(browser.get, f"{server.url}/sessions/{spec.session_id}")

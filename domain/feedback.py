@@ -6,6 +6,7 @@ Signals cannot be refused, so handlers validate with these helpers and record re
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -15,12 +16,19 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    model_validator,
 )
 
 from domain import wants as structured
+from domain.redaction import redact
 
 MAX_COMMENT_CHARS = 4_000
 MAX_DIRECTIVE_CHARS = 2_000
+MAX_RATER_CHARS = 100
+MAX_ID_CHARS = 300  # an output's or a score's id, as a score or a correction names it
+# Characters that act on a terminal or reorder the text around them (controls, bidi and other
+# format characters, line and paragraph separators): never in a name, escaped when said back
+_UNSHOWN = ("Cc", "Cf", "Zl", "Zp")
 # How much of a bad input a rejection quotes: enough to recognise it, never the input itself
 EXCERPT_CHARS = 80
 
@@ -40,18 +48,62 @@ def storable(text: str) -> str:
     return text
 
 
+def redacted(text: str) -> str:
+    """``text`` with anything credential-shaped masked ("[redacted]"), in every encoding
+    ``domain.redaction`` looks through: people paste keys into comments, and what they send is
+    stored, carried in the workflow, exported and said back."""
+    return redact(text)
+
+
+def plain_name(name: str) -> str:
+    """A name as people see it: no control, bidi or other invisible formatting character (a
+    name is shown beside other people's words, and never rewrites them)."""
+    for position, char in enumerate(name):
+        if unicodedata.category(char) in _UNSHOWN:
+            raise ValueError(
+                f"a name may not contain control or bidi characters; found U+{ord(char):04X} "
+                f"at position {position}"
+            )
+    return name
+
+
+def escaped(text: str) -> str:
+    """``text`` said back as data: every control, bidi or format character as an escape."""
+    return "".join(
+        (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+        if unicodedata.category(c) in _UNSHOWN
+        else c
+        for c in text
+    )
+
+
 def _text(max_length: int, min_length: int = 0) -> Any:
     return Annotated[
         str,
         StringConstraints(min_length=min_length, max_length=max_length),
         AfterValidator(storable),
+        AfterValidator(redacted),
     ]
 
 
 Comment = _text(MAX_COMMENT_CHARS)
-Rater = _text(200)
+
+
+def _name(min_length: int = 0) -> Any:
+    return Annotated[
+        str,
+        StringConstraints(strip_whitespace=True, min_length=min_length, max_length=MAX_RATER_CHARS),
+        AfterValidator(storable),
+        AfterValidator(plain_name),
+        AfterValidator(redacted),
+    ]
+
+
+Rater = _name()
+NamedRater = _name(min_length=1)  # a correction says whose words it labels
 DirectiveText = _text(MAX_DIRECTIVE_CHARS, min_length=1)
 Reason = _text(1_000)
+OutputId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, strict=True)]
 
 
 class FeedbackModel(BaseModel):
@@ -73,21 +125,38 @@ class ScoreInput(FeedbackModel):
     comment: Comment | None = None
     rater: Rater | None = None
     cycle: int | None = Field(default=None, ge=1, strict=True)
+    # the output judged (`state.output_id`, its rollout's id): refused once that output is
+    # replaced (a correction's re-run) or scored, where a cycle number would still match
+    output_id: OutputId | None = None
     # structured wishes, taken as given ("warmer", "remove:example", "shorter:half")
     wants: Wants | None = None
 
 
 class CorrectReadingInput(FeedbackModel):
-    """The ``correct_reading`` update: the wishes the rater meant by their last comment,
-    replacing how it was read (an empty list: it asked for nothing). The rater is named: a
-    correction teaches the reader, so it says whose words it labels."""
+    """The ``correct_reading`` update: the wishes the rater meant by a comment, replacing how
+    it was read (an empty list: it asked for nothing). It names the score it corrects — its
+    ``evaluation_id`` (``state.score_history[-1]``, the say-back's ``evaluation_id``) or its
+    ``cycle`` — and the rater: a correction teaches the reader, so it says whose words it
+    labels (by default only the scorer may correct a score's reading)."""
 
     wants: Wants
-    rater: Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+    rater: NamedRater
+    evaluation_id: OutputId | None = None
+    cycle: int | None = Field(default=None, ge=1, strict=True)
+
+    @model_validator(mode="after")
+    def _names_a_score(self) -> CorrectReadingInput:
+        if self.evaluation_id is None and self.cycle is None:
+            raise ValueError(
+                "name the score you correct: its evaluation_id (the say-back's, or "
+                "state.score_history[-1].evaluation_id) or its cycle"
+            )
+        return self
 
 
 class CorrectionTaken(BaseModel):
-    """What ``correct_reading`` returns, once the lineage has re-planned the change."""
+    """What a correction did, once the lineage has re-planned the change (``state``'s
+    ``corrections``, the latest few)."""
 
     correction_id: str
     cycle: int  # the cycle whose score's reading was corrected
@@ -97,6 +166,7 @@ class CorrectionTaken(BaseModel):
     # awaiting a score), None when the output stands
     rerun_cycle: int | None = None
     error: str | None = None  # why the correction could not be taken (nothing changed)
+    rater: str | None = None  # who corrected it (validated at the door: plain text)
 
     def outcome(self) -> str:
         """What the correction did, in one line: a cycle run again, or nothing new."""
@@ -105,6 +175,19 @@ class CorrectionTaken(BaseModel):
         if self.rerun_cycle:
             return f"cycle {self.rerun_cycle} runs again on v{self.agent_version}"
         return f"nothing changes: the corrected reading makes v{self.agent_version} again"
+
+
+class CorrectionAccepted(BaseModel):
+    """What ``correct_reading`` returns at once, without waiting for the re-plan (an update
+    held open would take one of the ten update slots Temporal gives a workflow, which scores
+    need): the correction queued, or, sent again, what it did. ``state.corrections`` and
+    ``await_output`` report the outcome; ``client.correct_reading`` waits for it."""
+
+    correction_id: str
+    evaluation_id: str  # the score whose reading it corrects
+    cycle: int  # that score's cycle
+    queued_position: int | None = None  # 1: next; None once done
+    done: CorrectionTaken | None = None
 
 
 class DirectiveInput(FeedbackModel):
@@ -132,6 +215,9 @@ class ScoreAccepted(BaseModel):
     # once it is taken); for a score that queues, `state` says it once it is taken
     reading: str | None = None
     read_as: list[str] | None = None
+    # the score's id, given with its reading: a correction of that reading names it
+    evaluation_id: str | None = None
+    output_id: str | None = None  # the output it judged
 
 
 def explain(exc: ValidationError) -> str:
@@ -166,7 +252,8 @@ def _validate(model: type[F], payload: Any) -> F:
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
-        raise ValueError(explain(exc)) from None
+        # the reason quotes the input: nothing credential-shaped is quoted back or recorded
+        raise ValueError(redact(explain(exc))) from None
 
 
 def parse_score(payload: Any) -> ScoreInput:

@@ -97,6 +97,7 @@ class QueuedCorrection(BaseModel):
     evaluation_id: str  # the score whose reading it replaces
     wants: list[str]
     rater: str
+    cycle: int = 0  # that score's cycle
 
 
 class CarriedState(BaseModel):
@@ -124,6 +125,9 @@ class CarriedState(BaseModel):
     latest_output_preview: str | None = None
     latest_output_words: int = 0
     latest_output_cut_off: bool = False
+    # The output awaiting a score (its rollout's id), None while none does: one being scored,
+    # or replaced by a correction's re-run. A score naming another output is refused.
+    output_id: str | None = None
     last_evolution: str | None = None
     # The verdict of the last score on the change before it, with the words it rests on
     last_verdict: str | None = None
@@ -172,6 +176,9 @@ class LineageState(BaseModel):
     latest_output_words: int
     # the model stopped at the token limit: the output is cut off, not finished
     latest_output_cut_off: bool = False
+    # the output awaiting a score (its rollout's id; a score may name it as `output_id`), None
+    # while none does
+    output_id: str | None = None
     last_evolution: str | None
     last_verdict: str | None = None
     last_reading: str | None = None  # how the last comment was read: "Read as: …"
@@ -179,6 +186,10 @@ class LineageState(BaseModel):
     asked_for: list[str] = Field(default_factory=list)
     score_history: list[ScorePoint]
     queued_scores: int
+    # Corrections waiting to be taken, and what the latest few did (a correction's update
+    # answers once it is queued; its re-plan and re-run are reported here)
+    corrections_waiting: int = 0
+    corrections: list[CorrectionTaken] = Field(default_factory=list)
     # The latest few (DIRECTIVES_SHOWN) of each kind; the counts say how many there are
     sticky_directives: list[str]
     oneshot_directives: list[str]

@@ -51,6 +51,9 @@ class LineageOptions(CamelModel):
     # Roll a change back automatically when the next score refutes it: only the changes for a
     # refuted aspect, or the whole evolution when the score fell and no aspect says why.
     rollback_refuted: bool = True
+    # Who may correct how a score's comment was read: its scorer only (a correction relabels
+    # someone's words and re-plans the change they set off), or any rater
+    corrections_by: Literal["scorer", "any"] = "scorer"
 
 
 class LineageSpec(CamelModel):

@@ -79,6 +79,14 @@ class FeedbackAspect(BaseModel):
     amount: Amount | None = None
 
 
+class UnsureClause(BaseModel):
+    """A clause the reader could not place with certainty: said back, never acted on."""
+
+    quote: str = Field(max_length=300)
+    why: str = Field(max_length=300)
+    proposed: list[str] = Field(default_factory=list, max_length=5)  # wants it may have meant
+
+
 class ScoreAnalysis(BaseModel):
     score: float
     comment: str | None = None
@@ -97,6 +105,10 @@ class ScoreAnalysis(BaseModel):
     # Who read the comment: the rules engine, or Claude (the claude trainer, or a comment the
     # rules engine handed over under `rules+claude`)
     read_by: Literal["rules", "claude"] = "rules"
+    # Clauses the rules engine abstained on ("not understood: '…'"): nothing changes for them
+    unsure: list[UnsureClause] = Field(default_factory=list, max_length=10)
+    # Under `rules+claude`, the clauses the rules engine abstained on that Claude read instead
+    handed_over: list[str] = Field(default_factory=list, max_length=10)
 
 
 class PromptCredit(BaseModel):

@@ -36,12 +36,15 @@ def family_label(family: str) -> str:
 def label(want: str, undo_to: int | None = None) -> str:
     """The words for a want (ValueError for one that does not parse): ``shorter:half`` →
     "shorter: about half", ``remove:table`` → "no table", ``example:1`` → "one example",
-    ``undo`` → "back to v1" when ``undo_to`` says which version that is."""
+    ``undo`` → "back to v1" when ``undo_to`` says which version that is, ``revert:v2`` →
+    "back to v2"."""
     aspect = wants.parse(want)
     family = aspect.want or ""
     entry = _labels()[family]
     if family == "undo":
         return f"back to v{undo_to}" if undo_to else entry["label"]
+    if family == "revert":  # "revert:v2", "revert:start"
+        return f"back to v{wants.version_of(aspect.detail)}"
     if aspect.action == "remove":
         return entry.get("none") or f"no {entry['label']}"
     said = entry["label"] if aspect.action == "add" else f"{aspect.action}: {entry['label']}"

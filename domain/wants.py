@@ -1,5 +1,6 @@
 """Structured wishes sent with a score: ``"warmer"``, ``"remove:example"``, ``"shorter:half"``,
-``"example:1"``, ``"shorter:150"``, ``"keep:bullets"``, ``"undo"``.
+``"example:1"``, ``"shorter:150"``, ``"keep:bullets"``, ``"undo"``, ``"revert:v1"``,
+``"revert:start"``.
 
 A want is ``[action:]family[:amount]``: the action one of add (the default), more, less,
 remove, keep; the family one of the trainer's change families; the amount a share of the last
@@ -17,8 +18,10 @@ from domain.trainer import WISH_ACTIONS, Amount, FeedbackAspect
 MAX_WANTS = 10
 MAX_WANT_CHARS = 60
 SHARES = {"half": 0.5, "third": 0.33, "quarter": 0.25, "two-thirds": 0.67, "three-quarters": 0.75}
-# families a want may name beyond the registry: a take-back of the last change
-EXTRA = ("undo",)
+# families a want may name beyond the registry: a take-back of the last change, and a return
+# to an earlier version ("revert:v2", "revert:start": the prompt and parameters it had)
+EXTRA = ("undo", "revert")
+TAKES_BACK = ("undo", "revert")  # what they take back is changes, not a family's instruction
 # the counted unit of a family's count
 UNITS = {"example": "examples", "bullets": "bullets", "key_points": "points"}
 UNITS_DEFAULT = "lines"
@@ -45,8 +48,10 @@ def parse(want: str) -> FeedbackAspect:
     family, *rest = parts
     if family not in families():
         raise ValueError(f"{want!r}: unknown family {family!r}; known: {', '.join(families())}")
-    if family == "undo" and action not in ("add", "remove"):
-        raise ValueError(f"{want!r}: undo takes no action")
+    if family in TAKES_BACK and action not in ("add", "remove"):
+        raise ValueError(f"{want!r}: {family} takes no action")
+    if family == "revert":
+        return _revert(want, rest[0] if rest else "")
     amount = _amount(family, rest[0]) if rest else None
     return FeedbackAspect(
         aspect="overall" if family == "undo" else aspect_of(family),
@@ -58,6 +63,29 @@ def parse(want: str) -> FeedbackAspect:
         action="remove" if family == "undo" else action,  # type: ignore[arg-type]
         amount=amount,
     )
+
+
+def _revert(want: str, version: str) -> FeedbackAspect:
+    """``revert:start`` or ``revert:vN``: back to the lineage's first version, or to version N."""
+    number = version.removeprefix("v")
+    if version != "start" and not (number.isdigit() and 0 < int(number) <= 100_000):
+        raise ValueError(f"{want!r}: revert to what? revert:start or revert:vN (a version)")
+    return FeedbackAspect(
+        aspect="overall",
+        sentiment="negative",
+        quote=f"wants revert:{version}",
+        confidence=1.0,
+        want="revert",
+        detail="start" if version == "start" else number,
+        action="remove",
+    )
+
+
+def version_of(detail: str | None) -> int | None:
+    """The version a revert's detail names (``start`` is version 1)."""
+    if detail == "start":
+        return 1
+    return int(detail) if detail and detail.isdigit() else None
 
 
 def _amount(family: str, text: str) -> Amount:
@@ -74,12 +102,34 @@ def _amount(family: str, text: str) -> Amount:
     return Amount(kind="count", value=int(text), unit=UNITS.get(family, UNITS_DEFAULT))
 
 
+# Which way a want moves its family: wants of one family that move it different ways (or by
+# different amounts) contradict each other. Adding and keeping agree: "keep:bullets" and
+# "more:bullets" keep the bullets there are and add some.
+_DIRECTION = {"add": "up", "more": "up", "keep": "up", "less": "down", "remove": "out"}
+
+
 def validated(wants: list[str]) -> list[str]:
-    """``wants`` if every one of them parses (at most ``MAX_WANTS``), else ValueError."""
+    """``wants`` if every one of them parses (at most ``MAX_WANTS``) and none contradicts
+    another ("bullets" and "remove:bullets"), else ValueError."""
     if len(wants) > MAX_WANTS:
         raise ValueError(f"at most {MAX_WANTS} wants, got {len(wants)}")
+    seen: dict[str, tuple[str, str, str | None]] = {}  # family → (want, direction, amount)
     for want in wants:
-        parse(want)
+        wish = parse(want)
+        family = wish.want or ""
+        direction = _DIRECTION[wish.action or "add"]
+        # how much, or which version a revert goes back to
+        amount = wish.amount.model_dump_json() if wish.amount else wish.detail
+        if family in seen:
+            first, first_direction, first_amount = seen[family]
+            amounts_differ = None not in (amount, first_amount) and amount != first_amount
+            if direction != first_direction or amounts_differ:
+                raise ValueError(
+                    f"{first.strip().lower()} and {want.strip().lower()} contradict each other; "
+                    "say which you meant"
+                )
+        if family not in seen or amount is not None:
+            seen[family] = (want, direction, amount)
     return wants
 
 
@@ -92,6 +142,8 @@ def render(aspect: FeedbackAspect) -> str | None:
         return None
     if family == "undo":
         return "undo"
+    if family == "revert":
+        return f"revert:{'start' if aspect.detail == 'start' else f'v{aspect.detail}'}"
     action = aspect.action or ("keep" if aspect.sentiment == "positive" else "add")
     text = family if action == "add" else f"{action}:{family}"
     amount = _amount_text(family, aspect.amount)

@@ -28,8 +28,10 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from client import preview_reading
+from client import correction_outcome, preview_reading
 from domain import want_labels, wants
+from domain.feedback import MAX_RATER_CHARS, redacted
+from domain.redaction import MASK
 from domain.settings import Settings
 from review import views
 from review.guard import LOOPBACK_HOSTS, Guard
@@ -42,6 +44,9 @@ TOKEN_COOKIE = "review_token"
 RATER_COOKIE = "review_rater"
 MAX_COMMENT_CHARS = 4000
 MAX_FORM_FIELDS = 10
+# how long a correction's answer waits for the re-plan before saying it is under way (the card
+# shows the outcome either way)
+CORRECTION_WAIT_SECONDS = 10.0
 POLL_SECONDS = 0.25  # how often the live stream looks for changes
 NO_NAME = (
     "Type your name in “Your name” at the top of the page first: every score and action is "
@@ -102,7 +107,7 @@ class _Handlers:
         """The rater's name: the page's field, else the name given at sign-in. None when
         neither says it: a score must name who gave it, never a made-up "reviewer"."""
         name = str(form.get("rater") or request.cookies.get(RATER_COOKIE) or "")
-        return name.strip()[:100] or None
+        return redacted(name.strip()[:MAX_RATER_CHARS]) or None
 
     async def inbox_page(self, request: Request) -> Response:
         session = _session_param(request)
@@ -142,10 +147,15 @@ class _Handlers:
             payload["score"] = raw_score  # the lineage's validation names the problem
         comment = str(form.get("comment") or "").strip()
         if comment:
-            payload["comment"] = comment[:MAX_COMMENT_CHARS]
+            # a pasted key is masked before it leaves for Temporal (whose history keeps the
+            # update's input as sent), not only where the lineage stores it
+            payload["comment"] = redacted(comment[:MAX_COMMENT_CHARS])
         cycle = str(form.get("cycle") or "")
         if cycle.isdigit():
             payload["cycle"] = int(cycle)
+        output_id = str(form.get("output_id") or "")
+        if output_id:  # the output on the page: refused if a re-run has replaced it
+            payload["output_id"] = output_id
         if form.get("confirmed"):
             # the reading the rater saw and confirmed: the step acts on exactly these wishes
             payload["wants"] = [str(w).strip() for w in form.getlist("want") if str(w).strip()]
@@ -156,6 +166,8 @@ class _Handlers:
         if refused is not None:
             return refused
         said = f"score {accepted.score:g} accepted for cycle {accepted.cycle}"
+        if MASK in (accepted.comment or "") and MASK not in comment:
+            said += f" (something in your comment looked like a credential: kept as {MASK})"
         # how the comment was read, at once: a misreading is corrected before it costs a cycle
         return JSONResponse({"ok": f"{said}. {accepted.reading}" if accepted.reading else said})
 
@@ -210,10 +222,24 @@ class _Handlers:
         handle = await self._handle(request)
         if handle is None:
             return JSONResponse({"error": "no such lineage"}, status_code=404)
-        payload = {"wants": meant, "rater": rater}
-        done, refused = await _update(handle, LineageWorkflow.correct_reading, payload)
+        # the score whose reading the card shows: refused if it is no longer the latest
+        payload: dict[str, Any] = {"wants": meant, "rater": rater}
+        evaluation_id = str(form.get("evaluation_id") or "")
+        if evaluation_id:
+            payload["evaluation_id"] = evaluation_id
+        accepted, refused = await _update(handle, LineageWorkflow.correct_reading, payload)
         if refused is not None:
             return refused
+        try:
+            done = await asyncio.wait_for(
+                correction_outcome(handle, accepted), CORRECTION_WAIT_SECONDS
+            )
+        except (TimeoutError, ValueError, RPCError, WorkflowUpdateFailedError):
+            return JSONResponse(
+                {"ok": f"correction of cycle {accepted.cycle}'s reading taken; the card shows it"}
+            )
+        if done.error is not None:
+            return JSONResponse({"error": done.error}, status_code=422)
         # at once, on the card: a cycle run again, or nothing new (the reading is refreshed)
         return JSONResponse({"ok": f"{done.reading}; {done.outcome()}"})
 
@@ -226,9 +252,10 @@ class _Handlers:
             return JSONResponse({"error": NO_NAME}, status_code=422)
         if action == "directive":
             kind = str(form.get("kind") or "sticky")
-            name, payload = "directive", {"kind": kind, "content": str(form.get("content") or "")}
+            content = redacted(str(form.get("content") or ""))
+            name, payload = "directive", {"kind": kind, "content": content}
         elif action in ("lock", "unlock", "stop"):
-            name, payload = action, {"reason": str(form.get("reason") or "") or None}
+            name, payload = action, {"reason": redacted(str(form.get("reason") or "")) or None}
         elif action == "retry":
             name, payload = "retry", {}
         else:

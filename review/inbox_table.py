@@ -38,19 +38,20 @@ def print_inbox(found: Inbox) -> None:
     # ids are what commands take: never cut, whatever the terminal's width
     for n, item in enumerate(found.items, 1):
         console.print(
-            f"#{n} {shown(item.lineage_id)} (workflow {shown(workflow_id(item.lineage_id))})",
+            f"#{n} {shown(item.lineage_id)} (workflow {shown(workflow_id(item.lineage_id))}, "
+            f"output {shown(item.output_id)})",
             soft_wrap=True,
             highlight=False,
         )
     first = found.items[0]
     console.print(
         f"Score #1 (its reading shown first): {command('training-camp')} score "
-        f"{shown(first.lineage_id)} 8 "
-        "'comment'",
+        f"{shown(first.lineage_id)} 8 'comment'",
         soft_wrap=True,
         highlight=False,
     )
-    example = json.dumps({"score": 8, "cycle": first.cycle})
+    # naming the output: refused, not misapplied, if a correction's re-run replaces it
+    example = json.dumps({"score": 8, "output_id": first.output_id})
     console.print(
         f"Or: {temporal_cli()} workflow update execute -o json --workflow-id "
         f"{workflow_id(first.lineage_id)} --name submit_score --input {shlex.quote(example)}",

@@ -42,6 +42,7 @@ class InboxItem:
     waiting_since: datetime
     preview: str
     question: str  # the cycle's input: what the output answers (it changes every cycle)
+    output_id: str = ""  # its rollout's id: a score naming it lands on this output or none
 
 
 @dataclass
@@ -81,6 +82,7 @@ async def inbox(client: Client, store: Store, session: str | None = None) -> Inb
                 waiting_since=datetime.fromtimestamp(artifact.created_at / 1000, UTC),
                 preview=preview_of(str(text), 280),
                 question=question or "",
+                output_id=artifact.rollout_id,
             )
         )
     return Inbox(items=items, counts=dict(sorted(counts.items())), session=session)
@@ -107,6 +109,7 @@ class LineageCard:
     workflow_id: str
     state: LineageState | None
     cycle: int | None = None  # of the output shown
+    output_id: str | None = None  # its rollout's id, which the score form sends
     question: str | None = None  # the cycle's input: what the output answers
     output: Markup | None = None
     cut_off: bool = False  # the model stopped at the token limit: the output is unfinished
@@ -153,6 +156,9 @@ async def signatures(client: Client, store: Store, session_id: str) -> str:
                 s.rejected_feedback,
                 s.locked,
                 s.sticky_count + s.oneshot_count,
+                len(s.corrections),
+                s.corrections_waiting,
+                s.output_id,
                 # a correction that makes nothing new changes only what the card says
                 s.last_reading,
                 s.last_evolution,
@@ -182,6 +188,7 @@ def _card(
     if outputs:
         _, artifact = outputs[0]
         card.cycle = artifact.cycle
+        card.output_id = artifact.rollout_id
         card.question = q.rollout_input(artifact.rollout_id)
         card.output = markdown(str(q.payload(artifact.content_hash)))
         card.cut_off = any(

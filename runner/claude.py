@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from domain.redaction import redact
 from runner.model_backend import ContentBlock, ModelError, ModelReply, ModelRequest
-from runner.redaction import redact
 
 if TYPE_CHECKING:
     import anthropic

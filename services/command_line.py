@@ -11,7 +11,7 @@ import typer
 from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from temporalio.service import RPCError, RPCStatusCode
 
-from runner.redaction import redact
+from domain.redaction import redact
 from services.terminal import console, shown
 
 _UNREACHABLE = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)

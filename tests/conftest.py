@@ -247,7 +247,18 @@ def training_data_cli(
 
 def starter_cli(*args: str, temporal_address: str, database_url: str, columns: int = 250) -> str:
     """`training-camp …` as a user runs it; its output (it must succeed)."""
-    result = subprocess.run(
+    result = run_starter(
+        *args, temporal_address=temporal_address, database_url=database_url, columns=columns
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def run_starter(
+    *args: str, temporal_address: str, database_url: str, columns: int = 250
+) -> subprocess.CompletedProcess[str]:
+    """`training-camp …` as a user runs it, whether it succeeds or not."""
+    return subprocess.run(
         [sys.executable, "starter.py", *args],
         cwd=Path(__file__).parent.parent,
         capture_output=True,
@@ -260,8 +271,13 @@ def starter_cli(*args: str, temporal_address: str, database_url: str, columns: i
             "TRAINING_CAMP_DATABASE_URL": database_url,
         },
     )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+
+
+def exported_corrections(database_url: str, out: Path) -> list[dict[str, Any]]:
+    """`training-camp-data export corrections` as a user runs it: the rows it wrote."""
+    exported = training_data_cli("export", "corrections", "--out", str(out), url=database_url)
+    assert exported.returncode == 0, exported.stderr
+    return [json.loads(line) for line in (out / "corrections.jsonl").read_text().splitlines()]
 
 
 def threaded_starter_cli(temporal_address: str, database_url: str) -> Callable[..., Awaitable[str]]:

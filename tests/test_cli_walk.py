@@ -50,7 +50,9 @@ async def test_the_cli_shows_each_cycles_question_names_parameters_and_agrees_wi
         (row,) = [line for line in inbox.splitlines() if line.startswith("│ 1 │ A ")]
         assert QUESTIONS[0] in row
         # at 80 columns the lineage's id is whole, beneath the table
-        assert f"#1 {lineage} (workflow lineage-{lineage})" in narrow.splitlines()
+        assert (
+            f"#1 {lineage} (workflow lineage-{lineage}, output {lineage}:c1)" in narrow.splitlines()
+        )
         table = [line for line in narrow.splitlines() if line[:1] in "┏┃┡│└"]
         assert table and max(map(len, table)) <= 80
         assert output.startswith(f"Question (cycle 1):\n{QUESTIONS[0]}\n")

@@ -5,16 +5,16 @@ correction in the store and in the export, and a later comment close to it read 
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
-from client import start_session
+from client import correction_outcome, start_session
 from domain.agent import AgentRef
 from tests.conftest import (
     awaiting,
+    exported_corrections,
     make_spec,
     threaded_starter_cli,
     training_data_cli,
@@ -52,7 +52,7 @@ async def test_a_misread_comment_is_corrected_from_the_cli_and_the_cycle_runs_ag
         # nothing scored can be corrected into an unknown family: refused, nothing changed
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update(
-                LineageWorkflow.correct_reading, {"wants": ["wrmer"], "rater": "ana"}
+                LineageWorkflow.correct_reading, {"wants": ["wrmer"], "rater": "ana", "cycle": 1}
             )
         assert "unknown family 'wrmer'" in str(refused.value.cause)
 
@@ -80,9 +80,9 @@ async def test_a_misread_comment_is_corrected_from_the_cli_and_the_cycle_runs_ag
 
         # sent again (a double click): the same correction, nothing made twice
         again = await handle.execute_update(
-            LineageWorkflow.correct_reading, {"wants": ["WARMER"], "rater": "ana"}
+            LineageWorkflow.correct_reading, {"wants": ["WARMER"], "rater": "ana", "cycle": 1}
         )
-        assert (again.agent_version, again.rerun_cycle, again.cycle) == (3, 2, 1)
+        assert (again.done.agent_version, again.done.rerun_cycle, again.done.cycle) == (3, 2, 1)
 
         # the cycle ran again on the corrected version: its output is the one awaiting a score
         outputs = [a for a in store.queries.artifacts(lineage) if a.cycle == 2]
@@ -106,16 +106,7 @@ async def test_a_misread_comment_is_corrected_from_the_cli_and_the_cycle_runs_ag
     # the corrected example is quoted as the reason
     assert f"as corrected on '{MISREAD[:18]}" in later.last_reading
 
-    exported = await asyncio.to_thread(
-        training_data_cli,
-        "export",
-        "corrections",
-        "--out",
-        str(tmp_path),
-        url=settings.database_url,
-    )
-    assert exported.returncode == 0, exported.stderr
-    rows = [json.loads(line) for line in (tmp_path / "corrections.jsonl").read_text().splitlines()]
+    rows = await asyncio.to_thread(exported_corrections, settings.database_url, tmp_path)
     assert [(r["comment"], r["corrected"], r["rater"]) for r in rows] == [
         (MISREAD, ["warmer"], "ana")
     ]
@@ -134,9 +125,11 @@ async def test_a_correction_that_makes_nothing_new_says_so(client, store, settin
         await handle.signal("score", {"score": 4, "comment": MISREAD, "rater": "ana"})
         misread = await wait_for_state(handle, awaiting(2))
         # "corrected" to what it was read as: the same agent, no new version, no re-run
-        done = await handle.execute_update(
-            LineageWorkflow.correct_reading, {"wants": misread.last_wants, "rater": "ana"}
+        accepted = await handle.execute_update(
+            LineageWorkflow.correct_reading,
+            {"wants": misread.last_wants, "rater": "ana", "cycle": 1},
         )
+        done = await correction_outcome(handle, accepted)
         state = await handle.query(LineageWorkflow.state)
     assert done.outcome() == "nothing changes: the corrected reading makes v2 again"
     assert (done.rerun_cycle, state.agent_version, state.cycle) == (None, 2, 2)
@@ -156,7 +149,7 @@ async def test_a_correction_before_any_score_or_with_a_bad_amount_is_refused(
         await wait_for_state(handle, awaiting(1))
         with pytest.raises(WorkflowUpdateFailedError) as nothing_yet:
             await handle.execute_update(
-                LineageWorkflow.correct_reading, {"wants": ["warmer"], "rater": "ana"}
+                LineageWorkflow.correct_reading, {"wants": ["warmer"], "rater": "ana", "cycle": 1}
             )
         assert "no score on this lineage has been read yet" in str(nothing_yet.value.cause)
         await handle.signal("score", {"score": 4, "comment": "Too long.", "rater": "ana"})
@@ -194,9 +187,10 @@ async def test_a_correction_gives_the_verdict_again_and_undoes_a_rollback_it_cau
         (first,) = [r for r in store.queries.evolution_records(lineage) if r.from_version == 1]
         assert store.queries.evolution_record(first.id).hypothesis_validated is False
 
-        done = await handle.execute_update(
-            LineageWorkflow.correct_reading, {"wants": ["keep:shorter"], "rater": "ana"}
+        accepted = await handle.execute_update(
+            LineageWorkflow.correct_reading, {"wants": ["keep:shorter"], "rater": "ana", "cycle": 2}
         )
+        done = await correction_outcome(handle, accepted)
         assert (done.cycle, done.rerun_cycle, done.agent_version) == (2, 3, 4)
         corrected = await wait_for_state(handle, lambda s: awaiting(3)(s) and s.agent_version == 4)
     assert corrected.last_verdict.startswith("validated: shorter")

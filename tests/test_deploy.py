@@ -76,6 +76,9 @@ def test_kubernetes_manifests_are_valid():
     # worker is told to listen there
     (health_host,) = [e for e in container["env"] if e["name"] == "TRAINING_CAMP_HEALTH_HOST"]
     assert health_host["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    # so do the metrics (--metrics-host): Prometheus scrapes the pod's address
+    (metrics_host,) = [e for e in container["env"] if e["name"] == "TRAINING_CAMP_METRICS_HOST"]
+    assert metrics_host["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
 
 
 async def test_a_worker_process_reports_health_and_metrics_and_stops_gracefully(

@@ -113,3 +113,117 @@ def test_a_situation_implies_a_wish_that_yields_to_an_explicit_one(comment: str,
 def test_where_a_situation_is_named_as_a_place_or_a_pitch_it_asks_for_nothing_of_it():
     assert "shorter" not in wishes("A typo in the subject line, otherwise fine.")
     assert "simpler" not in wishes("Pitched at an eleven-year-old; our readers are surgeons.")
+
+
+def _read(comment: str) -> feedback_reader.Reading:
+    return feedback_reader.read(comment)
+
+
+@pytest.mark.parametrize(
+    ("comment", "language"),
+    [
+        ("It's for the warehouse crew in Osaka, and none of them read English.", "Japanese"),
+        ("Our Hamburg branch will get this; hardly anyone there speaks English.", "German"),
+    ],
+)
+def test_readers_who_cannot_read_the_answer_ask_for_their_place_s_language(
+    comment: str, language: str
+):
+    asked = [w for w in _read(comment).wishes if w.family == "language"]
+    assert [w.detail for w in asked] == [language]
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        # a country of several official languages: which one is not said
+        "This goes to the Brussels team and they don't read English.",
+        # no place at all
+        "Half of my readers cannot read English well.",
+    ],
+)
+def test_a_language_it_cannot_tell_is_said_back_as_not_understood_and_changes_nothing(
+    comment: str,
+):
+    reading = _read(comment)
+    assert not [w for w in reading.wishes if w.family == "language"]
+    assert len(reading.unsure) == 1 and "English" in reading.unsure[0].why
+
+
+def test_a_place_without_a_language_problem_asks_for_no_language():
+    assert wishes("This is for the Paris office; keep it short.") == {"shorter"}
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "Wordier than I'd normally accept, yet each section pulls its weight. Change nothing.",
+        "A tad long for my taste, but it's justified here. Leave it as it is.",
+    ],
+)
+def test_a_high_score_that_concedes_and_leaves_it_alone_asks_for_nothing(comment: str):
+    from trainer.reward_analyzer import analyze
+
+    analysis = analyze(9, comment, [])
+    assert [a.want for a in analysis.aspects if a.sentiment == "negative" and a.want] == []
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "Oh marvellous, so confident, so punchy. Just what I needed.",
+        "Superb. So daring, so sure of itself.",
+    ],
+)
+def test_praise_under_a_low_score_changes_nothing_and_is_said_back_as_unsure(comment: str):
+    from trainer.reward_analyzer import analyze
+
+    analysis = analyze(2, comment, [])
+    assert [a.want for a in analysis.aspects if a.want and a.action != "keep"] == []
+    assert any("praise under a score of 2" in u.why for u in analysis.unsure)
+
+
+def test_a_named_part_praised_under_a_low_score_is_still_kept():
+    from trainer.reward_analyzer import analyze
+
+    analysis = analyze(4, "Nice headings. The middle section drags on far too long though.", [])
+    assert {(a.action, a.want) for a in analysis.aspects if a.want} == {
+        ("keep", "headings"),
+        ("add", "shorter"),
+    }
+    assert analysis.unsure == []
+
+
+@pytest.mark.parametrize(
+    "comment", ["Is this pitched at the finance team?", "Have you looked at last year's numbers?"]
+)
+def test_a_question_with_nothing_read_in_it_is_not_understood(comment: str):
+    reading = _read(comment)
+    assert reading.wishes == [] and [u.quote for u in reading.unsure] == [comment]
+
+
+def test_a_question_beside_a_request_is_its_reason_not_an_unknown():
+    reading = _read("Who has time for five screens of this? Cut it to half a page.")
+    assert {w.family for w in reading.wishes} == {"shorter"} and reading.unsure == []
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "I don't want it warmer; I want it sharper.",
+        "Please don't make it warmer.",
+        "We're not asking for more formal, just fewer typos.",
+    ],
+)
+def test_a_refused_change_is_not_asked_for(comment: str):
+    assert not wishes(comment) & {"warmer", "formal"}
+
+
+def test_a_complaint_under_ironic_praise_is_never_read_the_other_way():
+    from trainer.reward_analyzer import analyze
+
+    # read as the complaint, or not acted on and asked about: never as a wish for more words
+    for comment in ("Fantastic, even wordier than before.", "It is even wordier than before."):
+        analysis = analyze(2, comment, [])
+        wanted = [a.want for a in analysis.aspects if a.want]
+        assert wanted == ["shorter"] or (wanted == [] and analysis.unsure)

@@ -58,14 +58,18 @@ def _descriptor_limit(soft: int) -> None:  # in the worker, before it starts
 
 
 @contextlib.asynccontextmanager
-async def worker_process(temporal_address: str, tmp_path: Path) -> AsyncIterator[Worker]:
-    """A worker serving /healthz, its descriptors limited to 1,024 (a common default)."""
+async def worker_process(
+    temporal_address: str, tmp_path: Path, *extra: str
+) -> AsyncIterator[Worker]:
+    """A worker serving /healthz, its descriptors limited to 1,024 (a common default);
+    ``extra``: more options."""
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "worker.py",
         "--health-port",
         str(port),
+        *extra,
         cwd=ROOT,
         env={
             "PATH": "/usr/bin:/bin",
@@ -180,6 +184,22 @@ async def test_health_endpoint_is_loopback_bounded_and_answers_under_a_flood(
         status, _ = await asyncio.to_thread(worker.get, "/nothing")
         assert status == 404
     assert not any(OUT_OF_DESCRIPTORS in line for line in worker.output), worker.output[-5:]
+
+
+async def test_metrics_listen_on_loopback_unless_told_otherwise(temporal_address, tmp_path):
+    metrics = free_port()
+    async with worker_process(temporal_address, tmp_path, "--metrics-port", str(metrics)):
+        assert listening_addresses(metrics) == {"0100007F"}
+        if (address := outside_address()) is not None:
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection((address, metrics), timeout=2).close()
+        with socket.create_connection(("127.0.0.1", metrics), timeout=5):
+            pass  # served, on loopback
+    # told to, it listens on every address (a scraper outside the pod or container)
+    metrics = free_port()
+    told = ("--metrics-port", str(metrics), "--metrics-host", "0.0.0.0")
+    async with worker_process(temporal_address, tmp_path, *told):
+        assert listening_addresses(metrics) == {"00000000"}
 
 
 async def test_out_of_descriptors_is_logged_once_and_the_endpoint_recovers(

@@ -326,18 +326,24 @@ async def test_waiting_for_outputs_never_locks_out_scoring(client, settings, run
 
 
 def inbox_cli(temporal_address: str, database_url: str) -> list[tuple[str, int]]:
-    """`training-camp inbox` as a user runs it: (workflow id, cycle) of each row, in order."""
+    """`training-camp inbox` as a user runs it: (workflow id, cycle) of each row, in order
+    (each row's output id checked)."""
     shown = starter_cli(
         "inbox", temporal_address=temporal_address, database_url=database_url, columns=200
     )
-    cycles, ids = {}, {}
+    cycles, ids, outputs = {}, {}, {}
     for line in shown.splitlines():
         cells = [c.strip() for c in line.strip("│┃ ").split("│")]
         if len(cells) == 6 and cells[0].isdigit():
             cycles[cells[0]] = int(cells[2])
-        # beneath the table, each row's ids whole: "#1 s-…-A (workflow lineage-s-…-A)"
-        if found := re.fullmatch(r"#(\d+) \S+ \(workflow (\S+)\)", line):
-            ids[found.group(1)] = found.group(2)
+        # beneath the table, each row's ids whole: "#1 s-…-A (workflow lineage-s-…-A, output
+        # s-…-A:c1)", the output's id, which a score names, its lineage's and its cycle's
+        if found := re.fullmatch(r"#(\d+) (\S+) \(workflow (\S+), output (\S+)\)", line):
+            ids[found.group(1)] = found.group(3)
+            outputs[found.group(1)] = (found.group(2), found.group(4))
+    for n, cycle in cycles.items():
+        lineage, output_id = outputs[n]
+        assert output_id == f"{lineage}:c{cycle}", (lineage, output_id, cycle)
     return [(ids[n], cycle) for n, cycle in cycles.items()]
 
 

@@ -18,18 +18,29 @@ from client import start_session
 from dataset_optimization.client import AgentLightningClient, Resources
 from dataset_optimization.server import AgentLightningServer
 from domain.agent import AgentRef
-from domain.feedback import MAX_COMMENT_CHARS, MAX_DIRECTIVE_CHARS, ScoreInput
+from domain.feedback import (
+    MAX_COMMENT_CHARS,
+    MAX_DIRECTIVE_CHARS,
+    MAX_ID_CHARS,
+    MAX_RATER_CHARS,
+    CorrectionTaken,
+    ScoreInput,
+)
 from domain.lightning import LLM, MAX_BATCH_BYTES, PromptTemplate
 from domain.lineage import (
+    CORRECTIONS_REMEMBERED,
     DIRECTIVES_SHOWN,
     MAX_NOTE_CHARS,
+    MAX_QUEUED_CORRECTIONS,
     MAX_QUEUED_SCORES,
     MAX_SUMMARY_CHARS,
     CarriedState,
+    QueuedCorrection,
     QueuedScore,
     ScorePoint,
 )
 from domain.payload_size import json_size
+from domain.wants import MAX_WANT_CHARS, MAX_WANTS
 from rlm.repl import ReplConfig, ReplMessage, ReplRunInput, ReplRunResult
 from rlm.sandbox import MAX_TRANSCRIPT_BYTES, CellLimits, run_cell
 from store.tables import RolloutRow
@@ -71,7 +82,7 @@ def test_the_largest_carried_state_is_far_below_the_payload_limit():
     """The bounds, measured: every carried list at its largest, each entry at its largest and
     in the widest characters (4 bytes each in UTF-8)."""
     wide = "😀"
-    score = ScoreInput(score=10, comment=wide * MAX_COMMENT_CHARS, rater=wide * 200)
+    score = ScoreInput(score=10, comment=wide * MAX_COMMENT_CHARS, rater=wide * MAX_RATER_CHARS)
     carried = CarriedState(
         agent=AgentRef(agent_id="x" * 128, version=10**6),
         input_hashes=["0" * 64] * 1000,  # a spec holds at most 1,000 inputs
@@ -88,6 +99,27 @@ def test_the_largest_carried_state_is_far_below_the_payload_limit():
         last_rejection=wide * MAX_NOTE_CHARS,
         recent_rejections=[wide * MAX_NOTE_CHARS] * RECENT_REJECTIONS,
         last_error=wide * MAX_NOTE_CHARS,
+        output_id="o" * MAX_ID_CHARS,
+        queued_corrections=[
+            QueuedCorrection(
+                correction_id="c" * 51,
+                evaluation_id="e" * MAX_ID_CHARS,
+                wants=["w" * MAX_WANT_CHARS] * MAX_WANTS,
+                rater=wide * MAX_RATER_CHARS,
+            )
+        ]
+        * MAX_QUEUED_CORRECTIONS,
+        corrections_done=[
+            CorrectionTaken(
+                correction_id="c" * 51,
+                cycle=10**6,
+                reading=wide * 600,
+                agent_version=10**6,
+                error=wide * MAX_NOTE_CHARS,
+                rater=wide * MAX_RATER_CHARS,
+            )
+        ]
+        * CORRECTIONS_REMEMBERED,
     )
     size = len(carried.model_dump_json().encode("utf-8"))
     print(f"largest carried state: {size:,} bytes")

@@ -182,3 +182,22 @@ async def test_evaluate_corrections_learns_from_each_miss(tmp_path: Path):
     assert evaluate.gold_wants(["shorter", "maxTokens_down"], ["shorter:100"]) == ["shorter:100"]
     assert evaluate.gold_wants(["none"], ["warmer"]) == []
     assert evaluate.gold_wants(["language:french"], []) is None
+
+
+def test_worked_examples_are_the_most_relevant_corrections_bounded_in_bytes():
+    from trainer.reading.memory import worked_examples
+
+    memory = ReadingMemory(
+        [
+            example("The tone is icy, like a parking ticket.", ["warmer"], 1),
+            example("Far too many bullet points everywhere.", ["prose"], 2),
+            *(
+                example(f"Unrelated remark number {i} " + "x" * 300, ["table"], 10 + i)
+                for i in range(30)
+            ),
+        ]
+    )
+    chosen = worked_examples(memory, ["So icy it reads like a parking fine."])
+    assert chosen[0].corrected == ["warmer"]
+    assert sum(len(e.comment.encode()) for e in chosen) <= 4_000 and len(chosen) <= 8
+    assert worked_examples(None, ["anything"]) == []

@@ -291,12 +291,14 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
     ]
     sent = json.loads(updates[0].input.args.payloads[0].data)
     assert updates[0].input.name == "submit_score"
-    # with the reading the page previewed, confirmed as it was
+    # naming the output on the page (a re-run of its cycle cannot take the score), with the
+    # reading the page previewed, confirmed as it was
     assert sent == {
         "rater": "ana",
         "score": 3.0,
         "comment": COMMENT,
         "cycle": 1,
+        "output_id": f"{a}:c1",
         "wants": ["shorter", "steadier"],
     }
     first, *_ = store.queries.evaluations(a)

@@ -245,7 +245,7 @@ def echoed_forms(secret: str) -> list[str]:
 
 
 def test_credential_shapes_are_redacted_whatever_the_key():
-    from runner.redaction import redact
+    from domain.redaction import redact
 
     text = redact(
         "401: Bearer abcdefgh12345678 / x-api-key: sk-ant-api03-zzzzzzzz / api_key=hunter2xyz",
@@ -256,7 +256,7 @@ def test_credential_shapes_are_redacted_whatever_the_key():
 
 
 def test_credential_shapes_are_found_decoded():
-    from runner.redaction import redact
+    from domain.redaction import redact
 
     said = "Authorization: Bearer abcdefgh12345678 x-api-key: sk-ant-api03-zzzzzzzz"
     percent = "".join(f"%{b:02x}" for b in said.encode())

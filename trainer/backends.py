@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from domain import wants
 from domain.agent import AgentDefinition
 from domain.execution import SpanRecord
 from domain.settings import Settings
@@ -11,6 +12,7 @@ from domain.trainer import CreditAssignment, EvolutionPlan, ScoreAnalysis
 from runner.claude import make_client
 from trainer import credit_assignment, evolution_planner, reward_analyzer
 from trainer.claude_trainer import ClaudeTrainer
+from trainer.reading.memory import ReadingMemory, worked_examples
 
 
 class TrainerConfigError(Exception):
@@ -127,12 +129,34 @@ class HandOverTrainer:
         return self.claude if analysis.read_by == "claude" else self.rules
 
     async def analyze(
-        self, score: float, comment: str | None, previous_scores: list[float]
+        self,
+        score: float,
+        comment: str | None,
+        previous_scores: list[float],
+        memory: ReadingMemory | None = None,
     ) -> ScoreAnalysis:
-        read = self.rules.analyze_now(score, comment, previous_scores)
-        if not rules_cannot_read(read):
+        read = reward_analyzer.analyze(score, comment, previous_scores, memory=memory)
+        if rules_cannot_read(read) and not read.unsure:
+            return await self.claude.analyze(score, comment, previous_scores)
+        if not read.unsure:
             return read
-        return await self.claude.analyze(score, comment, previous_scores)
+        # only what the rules engine abstained on goes to Claude, with the corrections most
+        # like it as worked examples
+        clauses = [u.quote for u in read.unsure]
+        examples = worked_examples(memory, clauses)
+        readings = await self.claude.read_clauses(score, clauses, examples)
+        added = [
+            wants.parse(w).model_copy(update={"quote": clause[: reward_analyzer.QUOTE_CHARS]})
+            for clause, found in readings.items()
+            for w in found
+        ]
+        return read.model_copy(
+            update={
+                "aspects": [*read.aspects, *added],
+                "unsure": [u for u in read.unsure if u.quote not in readings],
+                "handed_over": [c for c in clauses if c in readings],
+            }
+        )
 
     async def assign_credit(
         self, agent: AgentDefinition, analysis: ScoreAnalysis, spans: list[SpanRecord]

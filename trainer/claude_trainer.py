@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
+from domain import wants as wants_syntax
 from domain.agent import AgentDefinition
+from domain.corrections import LabelledExample
 from domain.execution import SpanRecord
 from domain.trainer import (
     CreditAssignment,
@@ -62,6 +64,16 @@ class PromptCreditOutput(BaseModel):
 
 class TrajectoryCreditOutput(BaseModel):
     credits: list[TrajectoryCredit]
+
+
+class ClauseReading(BaseModel):
+    clause: str = Field(max_length=300)
+    # the wishes in the project's want syntax ([action:]family[:amount]); [] asks for nothing
+    wants: list[str] = Field(default_factory=list, max_length=wants_syntax.MAX_WANTS)
+
+
+class ClauseReadingsOutput(BaseModel):
+    readings: list[ClauseReading]
 
 
 class PlanOutput(BaseModel):
@@ -190,6 +202,46 @@ class ClaudeTrainer:
             delta_from_previous=delta,
             read_by="claude",
         )
+
+    async def read_clauses(
+        self, score: float, clauses: list[str], examples: list[LabelledExample]
+    ) -> dict[str, list[str]]:
+        """What each clause the rules engine could not place asks for, as wants (validated
+        like a rater's: an unknown family or amount is sent back to be corrected). The raters'
+        corrections most like these clauses come with them as worked examples."""
+        worked = "\n".join(
+            untrusted("untrusted_feedback", e.comment) + f"\nmeant: {json.dumps(e.corrected)}"
+            for e in examples
+        )
+        user = (
+            f"A reviewer scored the agent's latest output {score:g}/10. A rules engine read "
+            "the rest of the comment; it could not tell what these clauses ask for:\n"
+            + "\n".join(untrusted("untrusted_feedback", c) for c in clauses)
+            + "\nFor each clause, give the wants it asks of the answer, each "
+            "`[action:]family[:amount]` (actions: add, more, less, remove, keep; families: "
+            + ", ".join(wants_syntax.families())
+            + "; amounts: half, third, quarter, two-thirds, three-quarters, or a number). "
+            "An empty list when the clause asks for nothing. Irony asks for the opposite of "
+            "its words; a question may be a request."
+            + (f"\nHow raters corrected readings of similar comments:\n{worked}" if worked else "")
+        )
+
+        def check(output: ClauseReadingsOutput) -> None:
+            for reading in output.readings:
+                if reading.clause not in clauses:
+                    raise ValueError(f"{reading.clause!r} is not one of the clauses given")
+                wants_syntax.validated(reading.wants)
+                for want in reading.wants:
+                    wants_syntax.parse(want)
+
+        result = await self._structured(
+            user,
+            ClauseReadingsOutput,
+            "record_clause_readings",
+            "Record each clause's wants.",
+            check,
+        )
+        return {r.clause: [w.strip().lower() for w in r.wants] for r in result.readings}
 
     async def assign_credit(
         self, agent: AgentDefinition, analysis: ScoreAnalysis, spans: list[SpanRecord]

@@ -57,7 +57,7 @@ def wishes(analysis: ScoreAnalysis) -> list[Wish]:
 def takebacks(analysis: ScoreAnalysis) -> list[Wish]:
     """The families the reviewer takes back ("drop the example"; ``undo``: the last change)."""
     return [
-        Wish(a.want, a.aspect, a.quote or "", a.confidence, action="remove")
+        Wish(a.want, a.aspect, a.quote or "", a.confidence, detail=a.detail, action="remove")
         for a in analysis.aspects
         if a.want and a.action == "remove"
     ]

@@ -16,6 +16,7 @@ evaluation command both call:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -49,6 +50,8 @@ from trainer import (
 from trainer.backends import TrainerBackend
 from trainer.change_patterns import pattern
 from trainer.evolution import (
+    PARAMETER_TARGETS,
+    ROLLBACK_REASON,
     STRENGTHEN_REASON,
     TAKE_BACK_REASON,
     apply_changes,
@@ -100,6 +103,7 @@ class LineageMemory(BaseModel):
 
 
 CreditOf = Callable[[AgentDefinition, ScoreAnalysis], Awaitable[CreditAssignment]]
+VersionOf = Callable[[int], AgentDefinition | None]
 
 
 async def take(
@@ -112,9 +116,11 @@ async def take(
     past: Sequence[PastChange] = (),
     insights: dict[str, LearningInsight] | None = None,
     credit_of: CreditOf | None = None,
+    versions: VersionOf | None = None,
 ) -> CycleStep:
     """The whole cycle step (see the module's doc). ``credit_of`` replaces the backend's credit
-    assignment (a long trajectory's, fanned out)."""
+    assignment (a long trajectory's, fanned out); ``versions`` gives the lineage's earlier
+    versions, for a reviewer who asks to go back to one."""
     # the mechanical reading: verdicts and the keep-list rest on it whatever the backend
     read = rules_reading(memory, score, comment, spans)
     wished = credit_assignment.wishes(read)
@@ -123,6 +129,10 @@ async def take(
     judged = outcome.judge(memory.pending, read, memory.session_id) if memory.pending else None
     if judged and memory.pending and memory.output_cut_off:
         judged = outcome.cut_off(memory.pending, judged, memory.session_id)
+
+    reverting = next((w for w in taken_back if w.family == "revert"), None)
+    if reverting is not None:
+        return _revert(agent, memory, read, judged, reverting, versions)
 
     # 2. roll back what the reviewer refuted
     refuted, undo, base = _roll_back(agent, memory, judged)
@@ -139,6 +149,13 @@ async def take(
 
     # 3. read, credit and propose on the agent as restored
     analysis = await backend_reading(backend, memory, read, score, comment)
+    if analysis.handed_over:
+        # what Claude read in the clauses the rules engine abstained on joins the reading
+        handed = [a for a in analysis.aspects if a.quote in analysis.handed_over]
+        more = credit_assignment.wishes(analysis.model_copy(update={"aspects": handed}))
+        wished += [w for w in more if w.family not in gone | undone]
+        approved += [a.want for a in handed if a.sentiment == "positive" and a.want]
+        report += [f"read by Claude: {c!r}" for c in analysis.handed_over]
     if instead:
         analysis = analysis.model_copy(
             update={"aspects": [*analysis.aspects, *(_aspect(w) for w in instead)]}
@@ -184,9 +201,15 @@ async def take(
     )
     plan.changes = undo + plan.changes
     after = apply_changes(agent, plan.changes) if plan.changes else agent
+    after = _one_overriding(agent, after, plan)
     if refuted:
         report.insert(0, f"rolled back {', '.join(refuted)}: {_reasons(judged, 'refuted')}")
     taken = [c.want for c in removals if c.want]
+    strengthened += [
+        c.want
+        for c in plan.changes
+        if c.want and c.reason.startswith(STRENGTHEN_REASON) and c.want not in strengthened
+    ]
     if strengthened:
         plan.hypothesis = plan.hypothesis or (
             f"After strengthening {', '.join(strengthened)} the reviewer will stop asking for it."
@@ -195,8 +218,9 @@ async def take(
     report += [_refusal(request) for request in read.refused]
     if backend.hands_over and analysis.read_by == "claude":
         report.append("read by Claude: the rules engine could not act on this comment")
+    report += [f"not understood: {u.quote!r}: {u.why}" for u in analysis.unsure]
     understood = wished or approved or taken_back or read.adversarial or read.refused
-    if not understood and score < NOT_UNDERSTOOD_BELOW and read.comment:
+    if not understood and not read.unsure and score < NOT_UNDERSTOOD_BELOW and read.comment:
         report.append(_not_understood(read.comment, read.comment_language))
     asked_for = _asked_for(
         memory.asked_for, reversed_now, wished, [a for a in approved if a not in gone]
@@ -229,6 +253,85 @@ def rules_reading(
     )
 
 
+def _revert(
+    agent: AgentDefinition,
+    memory: LineageMemory,
+    read: ScoreAnalysis,
+    judged: JudgedEvolution | None,
+    wish: Wish,
+    versions: VersionOf | None,
+) -> CycleStep:
+    """Back to an earlier version, all of it: the prompt, parameters, tools and flow become
+    that version's, byte for byte, and nothing else of the comment is acted on (what else it
+    says is why). The families that version's instructions ask for are what stays asked for."""
+    number = wants.version_of(wish.detail)
+    target = versions(number) if versions is not None and number is not None else None
+    quote = preview_of(wish.quote, EXCERPT_CHARS)
+    credit = CreditAssignment(mode="prompt")
+    if target is None:
+        report = [f"not understood: {quote!r}: there is no version {wish.detail} to go back to"]
+        plan = EvolutionPlan(notes=report)
+        return CycleStep(
+            judged=judged, analysis=read, credit=credit, plan=plan, agent=agent,
+            asked_for=memory.asked_for, report=report,
+        )  # fmt: skip
+    changes = _changes_to(agent, target, f"the reviewer goes back to v{number} ({quote!r})")
+    after = apply_changes(agent, changes) if changes else agent
+    kept = {f for s in segments(target.system_prompt) for f in credit_assignment.families_of(s)}
+    report = [f"back to v{number}: prompt and parameters as they were"]
+    plan = EvolutionPlan(
+        changes=changes, hypothesis=f"v{number} is what the reviewer wants back.", notes=report
+    )
+    return CycleStep(
+        judged=judged, analysis=read, credit=credit, plan=plan, agent=after,
+        asked_for=[f for f in memory.asked_for if f in kept], report=report,
+    )  # fmt: skip
+
+
+def _changes_to(
+    agent: AgentDefinition, target: AgentDefinition, reason: str
+) -> list[EvolutionChange]:
+    """The changes that turn ``agent`` into ``target``: the whole prompt, each parameter that
+    differs, and each tool or flow step by name."""
+    changes: list[EvolutionChange] = []
+
+    def change(component: str, kind: str, name: str, before: str | None, after: str | None):
+        changes.append(
+            EvolutionChange(
+                component=component,  # type: ignore[arg-type]
+                change_type=kind,  # type: ignore[arg-type]
+                target=name,
+                before=before,
+                after=after,
+                reason=f"{ROLLBACK_REASON}{reason}",
+                confidence=1.0,
+            )
+        )
+
+    if agent.system_prompt != target.system_prompt:
+        change("systemPrompt", "modify", "prompt", agent.system_prompt, target.system_prompt)
+    now, then = agent.parameters, target.parameters
+    for name, field in PARAMETER_TARGETS.items():
+        if getattr(now, field) != getattr(then, field) and getattr(then, field) is not None:
+            change(
+                "parameters", "modify", name, str(getattr(now, field)), str(getattr(then, field))
+            )
+    for component, items, wanted in (
+        ("tools", agent.tools, target.tools),
+        ("flow", agent.flow, target.flow),
+    ):
+        had = {i.name: i.model_dump(mode="json", by_alias=True) for i in items}
+        want = {i.name: i.model_dump(mode="json", by_alias=True) for i in wanted}
+        for name in had.keys() - want.keys():
+            change(component, "remove", name, json.dumps(had[name]), None)
+        for name in want.keys() - had.keys():
+            change(component, "add", name, None, json.dumps(want[name]))
+        for name in had.keys() & want.keys():
+            if had[name] != want[name]:
+                change(component, "modify", name, json.dumps(had[name]), json.dumps(want[name]))
+    return changes
+
+
 async def backend_reading(
     backend: TrainerBackend,
     memory: LineageMemory,
@@ -236,18 +339,15 @@ async def backend_reading(
     score: float,
     comment: str | None,
 ) -> ScoreAnalysis:
-    """The reading the backend trains on: the rules reading ``read``, unless the backend
-    reads comments itself (Claude, or the rules engine handing over one it cannot read) and
-    the comment came without wants and close to no correction."""
+    """The reading the change is planned on: the rules engine's ``read`` (already made), or the
+    backend's; a hand-over backend is given the corrections to show Claude. The preview of a
+    reading (``trainer/preview.py``) calls it as the step does."""
     if backend.reads_with_rules or memory.wants is not None or memory.recalled(comment):
         return read
     previous = [] if memory.previous_score is None else [memory.previous_score]
+    if backend.hands_over:
+        return await backend.analyze(score, comment, previous, memory.reading_memory())
     return await backend.analyze(score, comment, previous)
-
-
-def acted_on(read: ScoreAnalysis, analysis: ScoreAnalysis) -> ScoreAnalysis:
-    """Of the rules reading and the backend's, the one whose wishes the step acts on."""
-    return analysis if analysis.read_by == "claude" else read
 
 
 def judge(memory: LineageMemory, score: float, comment: str | None) -> JudgedEvolution | None:
@@ -293,10 +393,11 @@ def summary(step: CycleStep, from_version: int, rebuilt_from: int | None = None)
         if not c.reason.startswith((STRENGTHEN_REASON, TAKE_BACK_REASON))
     ]
     parts += [describe_change(c) for c in new]
+    parts += [r for r in step.report if r.startswith("back to v")]  # a revert says where to
     base = f" (rebuilt from v{rebuilt_from})" if rebuilt_from not in (None, from_version) else ""
     line = f"v{from_version}→v{from_version + 1}{base}: " + "; ".join(parts)
     # what was protected is in the record's notes; the line says what did not happen
-    skipped = [r for r in step.report if not r.startswith(("rolled back", "kept '"))]
+    skipped = [r for r in step.report if not r.startswith(("rolled back", "kept '", "back to v"))]
     return line + (f" (also: {'; '.join(skipped)})" if skipped else "")
 
 
@@ -383,13 +484,14 @@ def _refusal(request: str) -> str:
     )
 
 
-def not_understood(reading: ScoreAnalysis) -> str | None:
-    """The "not understood" note for a low score whose comment gave nothing to act on, as the
-    step reports it (None when the reading found something, or the score needs nothing)."""
+def not_understood(reading: ScoreAnalysis) -> list[str]:
+    """The step's "not understood" lines for a reading, as the preview says them: each clause
+    it could not place, else the whole comment of a low score in which it found nothing."""
+    lines = [f"not understood: {u.quote!r}: {u.why}" for u in reading.unsure]
     understood = any(a.want for a in reading.aspects) or reading.adversarial or reading.refused
-    if understood or reading.score >= NOT_UNDERSTOOD_BELOW or not reading.comment:
-        return None
-    return _not_understood(reading.comment, reading.comment_language)
+    if not (lines or understood) and reading.score < NOT_UNDERSTOOD_BELOW and reading.comment:
+        lines.append(_not_understood(reading.comment, reading.comment_language))
+    return lines
 
 
 def _not_understood(comment: str, language: str | None) -> str:
@@ -502,6 +604,8 @@ def _take_back(
     changes: list[EvolutionChange] = []
     instead: list[Wish] = []
     for wish in taken_back:
+        if wish.family == "revert":
+            continue  # a revert is a step of its own (``_revert``)
         if wish.family == "undo":
             if not refuted:
                 report.append(
@@ -602,11 +706,11 @@ def _strengthen(
         carrying = [
             s
             for s in segments(agent.system_prompt)
-            if wish.family in credit_assignment.families_of(s)
+            if credit_assignment.families_of(s) == {wish.family}
         ]
         if not carrying:
-            continue
-        firmer = instructions.firmer(wish)
+            continue  # only sentences that ask for more than it: the planner adds its own
+        firmer = instructions.firmer_than(carrying[-1], wish)
         changes: list[EvolutionChange] = []
         if firmer and firmer not in agent.system_prompt:
             changes.append(
@@ -628,6 +732,36 @@ def _strengthen(
                 "as the rules engine can; the model did not follow it"
             )
     return stronger
+
+
+def _one_overriding(
+    agent: AgentDefinition, after: AgentDefinition, plan: EvolutionPlan
+) -> AgentDefinition:
+    """At most one instruction says it overrides the rest: the newest. Older ones that say so
+    are said plainly again (their words otherwise unchanged)."""
+    marked = [s for s in segments(after.system_prompt) if s.startswith(instructions.OVERRIDING)]
+    if len(marked) < 2:
+        return after
+    older = [s for s in marked if s in agent.system_prompt]
+    newest = [s for s in marked if s not in older] or marked[-1:]
+    demoted = []
+    for segment in marked:
+        if segment in newest:
+            continue
+        plain = segment.removeprefix(instructions.OVERRIDING).strip()
+        demoted.append(
+            EvolutionChange(
+                component="systemPrompt",
+                change_type="modify",
+                target="instruction",
+                before=segment,
+                after=plain[:1].upper() + plain[1:],
+                reason=f"{STRENGTHEN_REASON}one instruction overrides the rest: {newest[-1]!r} now",
+                confidence=1.0,
+            )
+        )
+    plan.changes += demoted
+    return apply_changes(after, demoted)
 
 
 NO_INVENTION = "Use only facts and figures from the material above; never invent any."

@@ -178,9 +178,12 @@ async def play(backend: TrainerBackend, agent: AgentDefinition, sequence: Feedba
     takes it: each score judges the last change, rolls back what it refuted, and trains."""
     start = sequence.agent or agent
     current, memory, version = start, _memory(), 1
+    versions = {1: start}  # what the lineage's store would give a reviewer going back
     steps = []
     for number, given in enumerate(sequence.steps, start=1):
-        step = await cycle_step.take(backend, current, memory, given.score, given.comment)
+        step = await cycle_step.take(
+            backend, current, memory, given.score, given.comment, versions=versions.get
+        )
         judged = step.judged.verdict if step.judged else None
         steps.append(
             {
@@ -196,6 +199,7 @@ async def play(backend: TrainerBackend, agent: AgentDefinition, sequence: Feedba
         pending = cycle_step.pending_after(step, evolution_id)
         if step.changed:
             current, version = step.agent, version + 1
+            versions[version] = current
         memory = memory.model_copy(
             update={
                 "pending": pending if step.changed else memory.pending,

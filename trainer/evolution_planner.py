@@ -32,7 +32,7 @@ from domain.trainer import (
     ScoreAnalysis,
 )
 from trainer import credit_assignment, history_check, instructions
-from trainer.evolution import EvolutionError, apply_changes
+from trainer.evolution import STRENGTHEN_REASON, EvolutionError, apply_changes
 from trainer.reading.wish import Wish
 
 SHORTEST_MAX_TOKENS = 100
@@ -178,11 +178,33 @@ class _Proposal:
             prompt_now += " " + text
 
     def _add_instruction(self, wish: Wish, text: str) -> None:
-        # An instruction that already asks for this was not followed well enough for the
-        # reviewer: it stays (credit never blames support) and a concrete one reinforces it.
+        # One instruction per family: an amount rewrites the instruction that carries the
+        # family; a wish it already carries, asked again, is made firmer by the cycle step
+        # (``_strengthen``), never said a second time beside it.
         support = [
             seg for seg in self.kept_segments if wish.family in credit_assignment.families_of(seg)
         ]
+        # the family's own instruction; a sentence that asks for more than it ("brief,
+        # scannable analysis") stays as it is, beside it
+        own = [seg for seg in support if credit_assignment.families_of(seg) == {wish.family}]
+        if own and not _counted(wish):
+            firmer = instructions.firmer_than(own[-1], wish)
+            if firmer and firmer.lower() not in " ".join(self.kept_segments).lower():
+                self.made_for(
+                    wish,
+                    EvolutionChange(
+                        component="systemPrompt",
+                        change_type="modify",
+                        target="instruction",
+                        before=own[-1],
+                        after=firmer,
+                        reason=f"{STRENGTHEN_REASON}feedback asked for {wish.family} "
+                        f"({wish.quote!r}), which {own[-1]!r} already asks for",
+                        confidence=wish.confidence,
+                    ),
+                )
+                self.kept_segments[self.kept_segments.index(own[-1])] = firmer
+            return
         if support and _counted(wish):
             # the amount replaces what the instruction said before ("brief" → "about 250
             # words", "each point" → "exactly one"): one instruction, the reviewer's latest
@@ -202,8 +224,6 @@ class _Proposal:
             self.kept_segments[self.kept_segments.index(support[-1])] = text
             return
         reason = f"feedback asked for {wish.family} ({wish.quote!r})"
-        if support:
-            reason += f"; reinforces {support[0]!r}, which the output did not follow"
         self.made_for(
             wish,
             EvolutionChange(

@@ -182,3 +182,19 @@ def tool_guidance(wish: Wish, tool: str = "") -> str:
     if _CALCULATES.search(tool):
         return "Use it for every calculation, however simple, instead of mental arithmetic."
     return "Use it to check facts before answering instead of relying on memory."
+
+
+OVERRIDING = "Above all,"  # at most one instruction of a prompt says it overrides the rest
+_AMOUNT = re.compile(r"\b\d+\b|\b(?:one|two|three|four|five|half|a third|a quarter)\b")
+
+
+def firmer_than(segment: str, wish: Wish) -> str | None:
+    """What the family's own instruction ``segment`` becomes when its wish is asked for again
+    without a new amount: its firmer wording, or, when it states an amount, the same words
+    said to override the rest (the amount stays). None: nothing firmer to say."""
+    if _AMOUNT.search(segment):
+        if segment.startswith(OVERRIDING):
+            return None
+        return f"{OVERRIDING} {segment[0].lower()}{segment[1:]}"
+    text = firmer(wish)
+    return None if not text or text == segment else text

@@ -27,6 +27,7 @@ from domain.trainer import (
     AspectVerdict,
     EvolutionChange,
     EvolutionOutcome,
+    FeedbackAspect,
     InsightObservation,
     JudgedEvolution,
     ScoreAnalysis,
@@ -94,12 +95,15 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
     }
     for family, aspect in _pursued(pending.changes):
         contrary = sorted(contrary_of(family) & set(wished))
-        taken = taken_back.get(family) or taken_back.get("undo")
+        taken = taken_back.get(family) or _undoes(taken_back, aspect)
         if silent:
             verdicts.append(_verdict(aspect, family, "untested", _silent_reason(analysis)))
         elif taken is not None:
             quote = _quote(taken.quote)
-            what = "undoes the last change" if taken.want == "undo" else "takes it back"
+            what = {
+                "undo": "undoes the last change",
+                "revert": "goes back to an earlier version",
+            }.get(taken.want or "", "takes it back")
             verdicts.append(
                 _verdict(aspect, family, "refuted", f"the reviewer {what}: {quote!r}", quote)
             )
@@ -263,6 +267,16 @@ def _verdict(
 def _quote(text: str | None) -> str:
     """The reviewer's words, cut at a word if long."""
     return preview_of(" ".join((text or "").split()), QUOTE_CHARS)
+
+
+def _undoes(taken_back: dict[str, FeedbackAspect], aspect: str) -> FeedbackAspect | None:
+    """The undo (or revert) that takes back the change to ``aspect``: a revert takes back
+    everything, an undo the whole last change or, naming one aspect ("forget what I said about
+    length"), the change to that aspect only."""
+    undo = taken_back.get("undo")
+    if undo is not None and undo.aspect not in ("overall", aspect):
+        undo = None
+    return taken_back.get("revert") or undo
 
 
 def _silent_reason(analysis: ScoreAnalysis) -> str:

@@ -14,12 +14,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from domain import want_labels, wants
+from domain.corrections import LabelledExample
 from domain.execution import preview_of
 from domain.trainer import FeedbackAspect, ScoreAnalysis
 from trainer import cycle_step
 from trainer.backends import HandOverTrainer, TrainerBackend, TrainerBackends, TrainerConfigError
 from trainer.cycle_step import LineageMemory
-from trainer.reading import reader
 
 QUOTE_CHARS = 120
 
@@ -31,7 +31,7 @@ class Chip(BaseModel):
     label: str
 
 
-class UnsureClause(BaseModel):
+class Unplaced(BaseModel):
     """A clause the reader could not place: nothing is changed for it unless the rater adds
     one of the ``proposed`` wishes."""
 
@@ -45,7 +45,7 @@ class ReadingPreview(BaseModel):
 
     chips: list[Chip]  # the wishes the step would act on, as wants
     said_back: str  # "Read as: shorter ('way too long'); kept: table ('the table works')"
-    unsure: list[UnsureClause] = Field(default_factory=list)
+    unsure: list[Unplaced] = Field(default_factory=list)
     # wishes read that no want can name (a language, a topic, a request in the rater's own
     # words): the step acts on them only when it reads the comment itself
     unsaid: list[str] = Field(default_factory=list)
@@ -84,28 +84,24 @@ async def preview(
     try:
         analysis = await cycle_step.backend_reading(backend, memory, read, score, comment)
     except ModelNotHere as missing:
-        return _said(read, memory, undo_to, incomplete=str(missing))
-    return _said(cycle_step.acted_on(read, analysis), memory, undo_to)
+        return _said(read, undo_to, incomplete=str(missing))
+    return _said(analysis, undo_to)
 
 
 def _said(
-    reading: ScoreAnalysis,
-    memory: LineageMemory,
-    undo_to: int | None,
-    incomplete: str | None = None,
+    reading: ScoreAnalysis, undo_to: int | None, incomplete: str | None = None
 ) -> ReadingPreview:
-    note = cycle_step.not_understood(reading)
-    report = [note] if note else []
-    unsure = [] if note is None else [UnsureClause(quote=_quote(reading.comment), why=_why(note))]
-    if reading.read_by == "rules" and not memory.recalled(reading.comment) and reading.comment:
-        unsure += [
-            UnsureClause(
-                quote=_quote(u.quote),
-                why=u.why,
-                proposed=[chip(w, undo_to) for w in u.proposed if _valid(w)],
-            )
-            for u in reader.read(reading.comment).unsure
-        ]
+    report = cycle_step.not_understood(reading)
+    unsure = [
+        Unplaced(
+            quote=_quote(u.quote),
+            why=u.why,
+            proposed=[chip(w, undo_to) for w in u.proposed if _valid(w)],
+        )
+        for u in reading.unsure
+    ]
+    if report and not unsure:  # the whole comment: nothing in it could be read
+        unsure = [Unplaced(quote=_quote(reading.comment), why=_why(report[0]))]
     return ReadingPreview(
         chips=[chip(w, undo_to) for w in wants.wants_of(reading.aspects)],
         said_back=cycle_step.say_back(reading, report),
@@ -166,6 +162,14 @@ class _NoModel:
         raise ModelNotHere(
             "Claude reads this comment when the step runs; it cannot be previewed here "
             f"({self.reason})"
+        )
+
+    async def read_clauses(
+        self, score: float, clauses: list[str], examples: list[LabelledExample]
+    ) -> dict[str, list[str]]:
+        raise ModelNotHere(
+            "Claude reads what the rules engine could not place when the step runs; it cannot "
+            f"be previewed here ({self.reason})"
         )
 
 

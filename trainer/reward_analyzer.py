@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Literal
 
 from domain import wants
-from domain.trainer import FeedbackAspect, ScoreAnalysis
+from domain.trainer import FeedbackAspect, ScoreAnalysis, UnsureClause
 from trainer.reading import reader as feedback_reader
 from trainer.reading.memory import ReadingMemory
 
 TREND_EPSILON = 0.5
 KEEP_SCORE = 8  # from this score, a comment that asks for nothing changes nothing
+IRONY_AT_MOST = 4  # praise under a score this low may be irony
 QUOTE_CHARS = 200
 Trend = Literal["improving", "stable", "declining"]
 
@@ -54,13 +55,19 @@ def analyze(
         )
     sentiment = _sentiment(score)
     reading = feedback_reader.read(comment) if comment else feedback_reader.Reading()
-    if score >= KEEP_SCORE and comment and not feedback_reader.asks(comment):
+    if (
+        score >= KEEP_SCORE
+        and comment
+        and (not feedback_reader.asks(comment) or feedback_reader.keeps_whole(comment))
+    ):
         # a high score and no request: the qualities named are what the reviewer liked ("not a
         # word too many", "I expected jargon and there's none"), never wishes to change them
         reading.praised += [(w.aspect, w.quote) for w in reading.wishes if w.action == "add"]
         reading.praised += reading.criticised
         reading.wishes = [w for w in reading.wishes if w.action != "add"]
         reading.criticised = []
+    if score <= IRONY_AT_MOST and comment:
+        _ironic(score, comment, reading)
     found: list[FeedbackAspect] = []
     named: set[str] = set()
     for wish in reading.wishes:
@@ -112,6 +119,12 @@ def analyze(
         adversarial=bool(reading.injection),
         refused=[r[:QUOTE_CHARS] for r in reading.refused],
         comment_language=reading.language,
+        unsure=[
+            UnsureClause(
+                quote=u.quote[:QUOTE_CHARS], why=u.why[:QUOTE_CHARS], proposed=list(u.proposed)
+            )
+            for u in reading.unsure[:10]
+        ],
     )
 
 
@@ -129,6 +142,33 @@ def _as_given(
         found if (found := read.get(wants.render(a))) and found.amount == a.amount else a
         for a in given
     ]
+
+
+def _ironic(score: float, comment: str, reading: feedback_reader.Reading) -> None:
+    """Praise under a low score ("Oh wonderful, very bold, very decisive" at 3) may be meant the
+    other way: the qualities its sentences name are not acted on, and the rater is asked. A
+    named fault ("even wordier") is a complaint however it is said, and a keep of a named part
+    ("Nice table.") is taken at its word."""
+    praising = feedback_reader.praising_sentences(comment)
+    if not praising:
+        return
+    for sentence in feedback_reader.sentences(comment):
+        if sentence not in praising and feedback_reader.asks(sentence):
+            continue
+        lowered = sentence.lower()
+        inside = [
+            w
+            for w in reading.wishes
+            if w.action == "add" and w.from_quality and w.quote.lower() in lowered
+        ]
+        praised = [(a, q) for a, q in reading.praised if q.lower() in lowered and a != "overall"]
+        if not inside and not praised:
+            continue
+        reading.wishes = [w for w in reading.wishes if w not in inside]
+        reading.praised = [p for p in reading.praised if p not in praised]
+        reading.criticised = [(a, q) for a, q in reading.criticised if q.lower() not in lowered]
+        why = f"praise under a score of {score:g}: meant the other way?"
+        reading.unsure.append(feedback_reader.Unsure(sentence.strip(), why))
 
 
 def _sentiment(score: float) -> Literal["positive", "neutral", "negative"]:

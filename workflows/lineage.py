@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from domain.agent import AgentRef
     from domain.cycle import Cycle
     from domain.cycle_decision import CycleDecision
-    from domain.feedback import CorrectionTaken, ScoreAccepted
+    from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted
     from domain.lineage import (
         CORRECTIONS_REMEMBERED,
         MAX_SUMMARY_CHARS,
@@ -51,7 +51,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from domain.spec import LineageOptions
     from domain.trainer import verdict_line
-    from workflows.lineage_inbox import LineageInbox, check_await_output, wrong_cycle
+    from workflows.lineage_inbox import (
+        LineageInbox,
+        check_await_output,
+        wrong_cycle,
+        wrong_output,
+    )
     from workflows.lineage_store import STORE_ACTIVITY, LineageStopped, LineageStoreSteps
 
 
@@ -98,6 +103,7 @@ class LineageWorkflow:
         self._output_waiters = 0  # await_output handlers in flight
         self._scores_done = 0  # scores this run took or turned away, for submit_score's wait
         self._score_taken = False  # the last of them was taken (its reading is the last one)
+        self._score_refused: str | None = None  # or why it was turned away
         self._store = LineageStoreSteps(inp, self._s)
         self._inbox = LineageInbox(inp, self._s, self._store, lambda: self._status)
         # The TrainingCampStatus search attribute as the run starts: set by the starter (a new
@@ -146,7 +152,10 @@ class LineageWorkflow:
                     # cycle run again if the version that produced its output is superseded
                     rollout = await self._correct(rollout, sent)
                     continue
-                taken = await self._take_score(rollout, sent)
+                try:
+                    taken = await self._take_score(rollout, sent)
+                finally:
+                    self._inbox.scoring = False
                 self._score_done(taken)
 
     async def _register(self) -> None:
@@ -227,14 +236,16 @@ class LineageWorkflow:
             ),
         }
 
-    def _score_done(self, taken: bool) -> None:
+    def _score_done(self, taken: bool, refused: str | None = None) -> None:
         self._scores_done += 1
         self._score_taken = taken
+        self._score_refused = refused
 
     def _show(self, rollout: RunAgentResult) -> None:
         self._s.latest_output_preview = rollout.output_preview
         self._s.latest_output_words = rollout.output_words
         self._s.latest_output_cut_off = rollout.cut_off
+        self._s.output_id = rollout.rollout_id
 
     async def _await_score(self) -> QueuedScore | QueuedCorrection | None:
         """The next score for this cycle's output, or a correction of the last one's reading
@@ -252,10 +263,15 @@ class LineageWorkflow:
             if self._s.queued_corrections:
                 return self._s.queued_corrections.pop(0)
             queued = self._s.queued_scores.pop(0)
-            if (wrong := wrong_cycle(queued.score, self._s.cycle)) is not None:
+            wrong = wrong_cycle(queued.score, self._s.cycle) or wrong_output(
+                queued.score, self._s.output_id, self._s.cycle
+            )
+            if wrong is not None:
                 await self._store.reject("score", queued.score.model_dump(), wrong)
-                self._score_done(False)
+                self._score_done(False, wrong)
                 continue
+            self._inbox.scoring = True  # a correction of an earlier score is refused now
+            self._s.output_id = None  # being scored: a second score for it is refused
             return queued
 
     async def _take_score(self, rollout: RunAgentResult, queued: QueuedScore) -> bool:
@@ -371,7 +387,10 @@ class LineageWorkflow:
                 self._s.pending_evolution_id = taken.evolution_id
         rerun = self._s.agent.version != superseded
         self._corrected(correction, again, rerun=rerun)
-        return await self._rollout(rerun_by=self._s.agent.version) if rerun else rollout
+        if not rerun:
+            return rollout
+        self._s.output_id = None  # replaced: a score naming it is refused from now on
+        return await self._rollout(rerun_by=self._s.agent.version)
 
     def _corrected(
         self,
@@ -388,6 +407,7 @@ class LineageWorkflow:
             agent_version=self._s.agent.version,
             rerun_cycle=self._s.cycle if rerun else None,
             error=error,
+            rater=correction.rater,
         )
         self._s.corrections_done = [*self._s.corrections_done, done][-CORRECTIONS_REMEMBERED:]
 
@@ -455,12 +475,21 @@ class LineageWorkflow:
         accepted = self._inbox.queue_score(payload)
         if accepted.cycle is None or accepted.queued_position != 1:
             return accepted  # taken later: `state` says how it was read then
-        ticket = self._scores_done + 1
+        # the score being read (a locked lineage reads it while awaiting) is done before this
+        ticket = self._scores_done + (2 if self._inbox.scoring else 1)
         await workflow.wait_condition(lambda: self._scores_done >= ticket or self._s.stop_requested)
-        if self._scores_done < ticket or not self._score_taken:
+        if self._scores_done < ticket:
+            return accepted
+        if self._score_refused is not None:  # its output was replaced before its turn came
+            raise ApplicationError(self._score_refused, type="InvalidScore", non_retryable=True)
+        if not self._score_taken or self._s.last_step is None:
             return accepted
         return accepted.model_copy(
-            update={"reading": self._s.last_reading, "read_as": self._s.last_wants}
+            update={
+                "reading": self._s.last_reading,
+                "read_as": self._s.last_wants,
+                "evaluation_id": self._s.last_step.evaluation_id,
+            }
         )
 
     @submit_score.validator
@@ -468,31 +497,15 @@ class LineageWorkflow:
         self._inbox.check_score(payload)
 
     @workflow.update(name="correct_reading")
-    async def correct_reading(self, payload: Any = None) -> CorrectionTaken:
-        """Replace how the last score's comment was read with the wishes the rater meant
-        (``{"wants": ["warmer", "remove:example"], "rater": "ana"}``): the lineage re-plans
-        that score's change from the version before it and, when the output awaiting a score
-        came from the misread version, runs the cycle again. Returns once the correction is
-        recorded (the re-run output follows: ``await_output``)."""
-        queued = self._inbox.queue_correction(payload)
-        await workflow.wait_condition(
-            lambda: (
-                self._inbox.corrected(queued.correction_id) is not None
-                or self._s.stop_requested
-                or self._continuing
-            )
-        )
-        done = self._inbox.corrected(queued.correction_id)
-        if done is None:
-            raise ApplicationError(
-                "the lineage stopped (or continued as new) before taking the correction; "
-                "send it again",
-                type="CorrectionNotTaken",
-                non_retryable=True,
-            )
-        if done.error is not None:
-            raise ApplicationError(done.error, type="InvalidCorrection", non_retryable=True)
-        return done
+    async def correct_reading(self, payload: Any = None) -> CorrectionAccepted:
+        """Replace how the latest score's comment was read with the wishes its rater meant
+        (``{"wants": ["warmer", "remove:example"], "rater": "ana", "cycle": 1}``, the score
+        named by ``cycle`` or ``evaluation_id``): the lineage re-plans that score's change
+        from the version before it and, when the output awaiting a score came from the
+        misread version, runs the cycle again. Answers as soon as the correction is queued
+        (or refused): what it did is in ``state.corrections`` once the output awaits its score
+        again (``await_output``; ``client.correct_reading`` waits for it)."""
+        return self._inbox.queue_correction(payload)
 
     @correct_reading.validator
     def _validate_correct_reading(self, payload: Any = None) -> None:
@@ -508,7 +521,11 @@ class LineageWorkflow:
         try:
             await workflow.wait_condition(
                 lambda: (
-                    (self._status == "awaiting_score" and self._s.cycle >= cycle)
+                    (
+                        self._status == "awaiting_score"
+                        and self._s.cycle >= cycle
+                        and not self._s.queued_corrections  # the output may be replaced
+                    )
                     or self._status in ("failed", "stopped", "completed")
                     or self._continuing
                 )
@@ -535,6 +552,7 @@ class LineageWorkflow:
             latest_output_preview=s.latest_output_preview,
             latest_output_words=s.latest_output_words,
             latest_output_cut_off=s.latest_output_cut_off,
+            output_id=s.output_id,
             last_evolution=s.last_evolution,
             last_verdict=s.last_verdict,
             last_reading=s.last_reading,
@@ -542,6 +560,8 @@ class LineageWorkflow:
             asked_for=s.asked_for,
             score_history=s.score_history,
             queued_scores=len(s.queued_scores),
+            corrections_waiting=len(s.queued_corrections),
+            corrections=s.corrections_done,
             sticky_directives=s.sticky_directives,
             oneshot_directives=s.oneshot_directives,
             rejected_feedback=s.rejected_count,

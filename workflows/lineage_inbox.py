@@ -20,9 +20,12 @@ with workflow.unsafe.imports_passed_through():
     from activities.feedback import FeedbackActivities
     from domain.corrections import correction_key
     from domain.feedback import (
+        CorrectionAccepted,
         CorrectionTaken,
+        CorrectReadingInput,
         ScoreAccepted,
         ScoreInput,
+        escaped,
         excerpt,
         parse_correction,
         parse_directive,
@@ -34,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         MAX_QUEUED_CORRECTIONS,
         MAX_QUEUED_SCORES,
         CarriedState,
+        CycleStepInput,
         LineageInput,
         LineageStatus,
         QueuedCorrection,
@@ -72,6 +76,61 @@ def wrong_cycle(score: ScoreInput, awaiting: int) -> str | None:
     if score.cycle is None or score.cycle == awaiting:
         return None
     return f"cycle: score is for cycle {score.cycle}, but cycle {awaiting} is awaiting its score"
+
+
+def wrong_output(score: ScoreInput, awaiting: str | None, cycle: int) -> str | None:
+    """Why a score that names its output does not fit: that output is no longer the one
+    awaiting a score (a correction's re-run replaced it, or it has been scored)."""
+    if score.output_id is None or score.output_id == awaiting:
+        return None
+    now = (
+        f"output {awaiting} (cycle {cycle}) is awaiting its score"
+        if awaiting is not None
+        else f"cycle {cycle}'s output is being produced or scored; score it once it shows"
+    )
+    return (
+        f"output_id: score is for output {excerpt(score.output_id)}, which is no longer "
+        f"awaiting a score (replaced by a re-run, or scored); {now}"
+    )
+
+
+def not_correctable(
+    named: CorrectReadingInput,
+    latest: CycleStepInput | None,
+    later_score: bool,
+    corrections_by: str,
+) -> str | None:
+    """Why a correction may not replace the reading of the score it names: that score is not
+    the lineage's latest, a later one has arrived, or the rater is not its scorer (unless the
+    lineage lets any rater correct)."""
+    if latest is None:
+        return "nothing to correct: no score on this lineage has been read yet"
+    if named.evaluation_id is not None:
+        names = f"score {excerpt(named.evaluation_id)}"
+        latest_named = named.evaluation_id == latest.evaluation_id
+    else:
+        names = f"cycle {named.cycle}'s score"
+        latest_named = named.cycle == latest.cycle
+    if not latest_named:
+        return (
+            f"{names} is not this lineage's latest score (cycle {latest.cycle}'s is, "
+            f"{latest.evaluation_id}): only the latest score's reading can be corrected"
+        )
+    if later_score:
+        return (
+            f"a later score than {names} has arrived and waits to be read: only the latest "
+            "score's reading can be corrected"
+        )
+    scorer = latest.score.rater
+    if corrections_by == "scorer" and (
+        scorer is None or scorer.casefold() != named.rater.casefold()
+    ):
+        given = f"by {escaped(scorer)}" if scorer else "without a rater's name"
+        return (
+            f"{names} was given {given}; only its scorer may correct its reading "
+            "(options.correctionsBy: any lets every rater)"
+        )
+    return None
 
 
 def check_await_output(cycle: int, at_cycle: int, waiters: int) -> None:
@@ -117,6 +176,9 @@ class LineageInbox:
         self._store = store
         self._status = status
         self.retry_requested = False
+        # A score taken from the queue and being read: a correction of an earlier one waits
+        # for nothing and is refused (a later score exists)
+        self.scoring = False
         # Directives being recorded: a cycle step reads the store's directives once none is
         # (so that each one is either in the step's reading or left for the next)
         self.directives_in_flight = 0
@@ -165,7 +227,11 @@ class LineageInbox:
         except ValueError as exc:
             await self._store.reject("score", payload, str(exc))
             return
-        refused = closed(self._status()) or queue_full(self._s)
+        refused = (
+            closed(self._status())
+            or queue_full(self._s)
+            or wrong_output(parsed, self._s.output_id, self._s.cycle)
+        )
         if refused is not None:
             await self._store.reject("score", payload, refused)
             return
@@ -262,6 +328,9 @@ class LineageInbox:
         # queued, it is checked when its cycle's turn comes (LineageWorkflow._await_score)
         if status == "awaiting_score" and (wrong := wrong_cycle(parsed, self._s.cycle)):
             raise _invalid(wrong)
+        # one naming its output is refused as soon as that output is not the one awaiting
+        if (wrong := wrong_output(parsed, self._s.output_id, self._s.cycle)) is not None:
+            raise _invalid(wrong)
 
     def queue_score(self, payload: Any) -> ScoreAccepted:
         """submit_score: the score queued for the output awaiting one (or the next)."""
@@ -269,32 +338,44 @@ class LineageInbox:
         if (full := queue_full(self._s)) is not None:  # the validator saw room; keep the bound
             raise _invalid(full, "ScoreQueueFull")
         self._s.queued_scores.append(QueuedScore(score=parsed, received_via="update"))
+        named = parsed.output_id is not None  # checked against the output awaiting a score
         return ScoreAccepted(
-            cycle=self._s.cycle if self._status() == "awaiting_score" else None,
+            cycle=self._s.cycle if self._status() == "awaiting_score" or named else None,
             score=parsed.score,
             comment=parsed.comment,
             rater=parsed.rater,
             queued_position=len(self._s.queued_scores),
             wants=parsed.wants,
+            output_id=parsed.output_id,
         )
 
     # ---- the correct_reading update --------------------------------------------------------
 
     def check_correction(self, payload: Any) -> None:
-        """correct_reading's validator: an unknown family, action or amount, a missing rater,
-        a lineage with no score read yet or ended: refused (InvalidCorrection), nothing
-        changed."""
+        """correct_reading's validator: an unknown family, action or amount, contradictory
+        wants, a missing rater or score, a score not the latest or not the rater's, a lineage
+        with no score read yet or ended: refused (InvalidCorrection), nothing changed."""
         self._correction(payload)
 
-    def queue_correction(self, payload: Any) -> QueuedCorrection:
+    def queue_correction(self, payload: Any) -> CorrectionAccepted:
         """correct_reading: the correction queued for the cycle to take (or, sent again, the
-        one already queued or done)."""
+        one already queued or done), answered at once: no update slot is held while the
+        change is re-planned and the cycle runs again."""
         queued = self._correction(payload)
-        if self.corrected(queued.correction_id) is None and all(
-            q.correction_id != queued.correction_id for q in self._s.queued_corrections
-        ):
+        accepted = CorrectionAccepted(
+            correction_id=queued.correction_id,
+            evaluation_id=queued.evaluation_id,
+            cycle=queued.cycle,
+        )
+        if (done := self.corrected(queued.correction_id)) is not None:
+            return accepted.model_copy(update={"done": done})
+        waiting = [q.correction_id for q in self._s.queued_corrections]
+        if queued.correction_id not in waiting:
             self._s.queued_corrections.append(queued)
-        return queued
+            waiting.append(queued.correction_id)
+        return accepted.model_copy(
+            update={"queued_position": waiting.index(queued.correction_id) + 1}
+        )
 
     def corrected(self, correction_id: str) -> CorrectionTaken | None:
         """What a correction did, once the cycle has taken it."""
@@ -308,17 +389,19 @@ class LineageInbox:
         if (ended := closed(self._status())) is not None:
             raise _invalid(f"{ended}; its readings can no longer be corrected", "InvalidCorrection")
         step = self._s.last_step
-        if step is None:
-            raise _invalid(
-                "nothing to correct: no score on this lineage has been read yet",
-                "InvalidCorrection",
-            )
+        later_score = self.scoring or bool(self._s.queued_scores)
+        refused = not_correctable(parsed, step, later_score, self._inp.options.corrections_by)
+        if refused is not None or step is None:  # no step: refused ("nothing to correct")
+            raise _invalid(refused or "nothing to correct", "InvalidCorrection")
         queued = QueuedCorrection(
             correction_id=correction_key(self._inp.lineage_id, step.evaluation_id, parsed.wants),
             evaluation_id=step.evaluation_id,
             wants=parsed.wants,
             rater=parsed.rater,
+            cycle=step.cycle,
         )
+        if self.corrected(queued.correction_id) is not None:
+            return queued  # sent again: its answer is what it did
         waiting = [q.correction_id for q in self._s.queued_corrections]
         if len(waiting) >= MAX_QUEUED_CORRECTIONS and queued.correction_id not in waiting:
             raise _invalid(

@@ -17,7 +17,7 @@ from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.feedback import FeedbackActivities
-    from domain.feedback import preview
+    from domain.feedback import preview, redacted
     from domain.lineage import (
         CarriedState,
         LineageInput,
@@ -84,7 +84,10 @@ class LineageStoreSteps:
         return True
 
     async def reject(self, kind: str, payload: Any, reason: str) -> None:
-        """What a human sent, refused: counted, shown in ``state`` and recorded with why."""
+        """What a human sent, refused: counted, shown in ``state`` and recorded with why. The
+        quotation and the reason are redacted: a key pasted into a refused payload is no more
+        kept than one in an accepted one."""
+        reason = redacted(reason)
         self._s.rejected_count += 1
         # "score: Input should be …", not "score: score: Input should be …"
         shown = note(reason if reason.startswith(f"{kind}:") else f"{kind}: {reason}")
@@ -99,7 +102,7 @@ class LineageStoreSteps:
                 rejection_id=self.feedback_id("rejected", payload),
                 cycle=self._s.cycle,
                 kind=kind,
-                payload_preview=preview(payload),
+                payload_preview=redacted(preview(payload)),
                 reason=reason,
             ),
         )

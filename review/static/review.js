@@ -114,8 +114,12 @@ async function refreshCard(body) {
     const message = fresh.querySelector(".message");
     [message.textContent, message.className] = [said.textContent, said.className];
   }
-  const cycle = body.closest(".card").querySelector("input[name=cycle]");
+  // the score form names the output the card now shows (a re-run replaces it)
+  const card = body.closest(".card");
+  const cycle = card.querySelector("input[name=cycle]");
   if (header && cycle) cycle.value = header.dataset.cycle;
+  const output = card.querySelector("input[name=output_id]");
+  if (header && output) output.value = header.dataset.output;
 }
 
 async function refreshInbox(table) {

@@ -80,15 +80,17 @@ async def main(name: str) -> None:
             await handle.signal("score", RawValue(unreadable))
             await handle.signal("bogus", {"score": 9})
             await handle.signal("directive", {"kind": "sticky", "content": "Be kind."})
-            await handle.signal("score", {"score": 3, "comment": "way too long"})
+            await handle.signal("score", {"score": 3, "comment": "way too long", "rater": "ana"})
             await wait_for_state(handle, awaiting(2))
             await handle.execute_update(
                 LineageWorkflow.correct_reading,
-                {"wants": ["shorter:half", "bullets"], "rater": "ana"},
+                {"wants": ["shorter:half", "bullets"], "rater": "ana", "cycle": 1},
             )
-            await wait_for_state(handle, lambda s: awaiting(2)(s) and s.agent_version == 3)
+            rerun = await wait_for_state(handle, lambda s: awaiting(2)(s) and s.agent_version == 3)
             await handle.signal("lock", {"reason": "good enough"})
-            await handle.execute_update(LineageWorkflow.submit_score, {"score": 8})
+            await handle.execute_update(
+                LineageWorkflow.submit_score, {"score": 8, "output_id": rerun.output_id}
+            )
             await wait_for_state(handle, awaiting(3))
             await handle.signal("unlock", {})
             await handle.signal("stop")

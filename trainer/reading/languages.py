@@ -68,8 +68,9 @@ _ASKING_BEFORE = re.compile(
 )
 _ASKING_AFTER = re.compile(r"^\s*,?\s*(?:please|only|speakers?|readers?|version|translation)\b")
 _REFUSED_BEFORE = re.compile(
-    r"(?:\bwhy\s+(?:\w+\s+){0,2}$|\b(?:not|no|never|instead of|rather than|than)\s+(?:in\s+)?$"
-    r"|\b(?:n't|not|never|no longer)\s+(?:\w+\s+){1,3}$)"
+    r"(?:\bwhy\s+(?:\w+\s+){0,2}$|\b(?:nobody|no one|noone|few|hardly anyone|not everyone)\s+"
+    r"(?:\w+\s+){0,3}$|\b(?:not|no|never|instead of|rather than|than)\s+(?:in\s+)?$"
+    r"|(?:n't|\bnot|\bnever|\bno longer)\s+(?:\w+\s+){1,3}$)"
 )
 _QUESTIONED_AFTER = re.compile(r"^\s*\?")
 
@@ -95,7 +96,11 @@ def wanted_language(text: str) -> str | None:
             r"|\bplease\b",
             sentence_start,
         )
-        if _REFUSED_BEFORE.search(before[-40:]) or (_QUESTIONED_AFTER.match(after) and not polite):
+        if (
+            _REFUSED_BEFORE.search(before[-40:])
+            or _CANNOT_BEFORE.search(before[-60:])
+            or (_QUESTIONED_AFTER.match(after) and not polite)
+        ):
             continue
         if re.search(r"\b(?:plain|simple|proper|good|clear|everyday)\s+$", before):
             continue  # "plain English" asks for simple words, not for a language
@@ -104,3 +109,23 @@ def wanted_language(text: str) -> str | None:
     # English is what an answer defaults to: another language named beside it is the wish
     others = [name for name in wanted if name != "English"]
     return (others or wanted)[-1] if wanted else None
+
+
+# readers who cannot read a language: "nobody there reads English", "few of them speak German",
+# "they don't read English well"
+_CANNOT_BEFORE = re.compile(
+    r"\b(?:nobody|no one|noone|none of (?:them|us|the \w+)|few(?: of them| people)?|hardly "
+    r"anyone|not everyone|not all of them|(?:do|does|can|could)(?:n't| not)|cannot)\s+"
+    r"(?:\w+\s+){0,2}(?:reads?|speaks?|understands?|knows?|is fluent in|are fluent in)\s+$"
+)
+
+
+def unreadable_language(text: str) -> str | None:
+    """The English name of a language ``text`` says its readers cannot read, if any."""
+    normal = text.replace("\u2019", "'")
+    for match in _pattern(False).finditer(normal):
+        if len(match.group(0)) >= 4 and _CANNOT_BEFORE.search(
+            normal[: match.start()].lower()[-60:]
+        ):
+            return _names(False)[match.group(0).lower()]
+    return None

@@ -98,3 +98,36 @@ class ReadingMemory:
         found = None if best is None else Recall(self._by_text[best[0]], float(best[1]))
         self._last = (text, found)
         return found
+
+
+MAX_WORKED_EXAMPLES = 8
+MAX_WORKED_BYTES = 4_000  # what a prompt carries of the corrections, in UTF-8 bytes
+
+
+def worked_examples(
+    memory: ReadingMemory | None,
+    texts: Sequence[str],
+    rater: str | None = None,
+    limit: int = MAX_WORKED_EXAMPLES,
+    max_bytes: int = MAX_WORKED_BYTES,
+) -> list[LabelledExample]:
+    """The corrections most like ``texts`` (best first; this rater's before others' of equal
+    relevance), as many as fit in ``max_bytes``: the worked examples a model reading those
+    texts is shown."""
+    if memory is None or not len(memory):
+        return []
+    query = normalised(" ".join(texts))
+    ranked = sorted(
+        memory._by_text.items(),
+        key=lambda item: (SCORER(query, item[0]), rater is not None and item[1].rater == rater),
+        reverse=True,
+    )
+    chosen: list[LabelledExample] = []
+    used = 0
+    for _, example in ranked[:limit]:
+        size = len(example.comment.encode("utf-8")) + sum(len(w) + 4 for w in example.corrected)
+        if used + size > max_bytes:
+            break
+        chosen.append(example)
+        used += size
+    return chosen

@@ -34,7 +34,7 @@ from typing import Literal
 
 from domain.change_families import contrary_of, opposite_of
 from trainer.instructions import third_person
-from trainer.reading import comment_languages, cue_tables, languages, wish_actions
+from trainer.reading import comment_languages, cue_tables, languages, places, wish_actions
 from trainer.reading.cue_tables import Cue
 from trainer.reading.wish import Wish
 
@@ -105,7 +105,9 @@ _COMPLAINT_AFTER, _QUANTITY, _EXCESS, _ASK_AFTER = _words(
 _REQUEST_FORM, _IMPERATIVE, _CONTRAST_WORD, _CONCEDED = _words(
     "requests", "request_form", "imperative", "contrast_word", "conceded"
 )
-_REQUEST, _WISH_FOR, _KEEP_AS_IS = _words("requests", "request", "wish_for", "keep_as_is")
+_REQUEST, _WISH_FOR, _KEEP_AS_IS, _KEEP_WHOLE, _REVERT = _words(
+    "requests", "request", "wish_for", "keep_as_is", "keep_whole", "revert"
+)
 _POLITE, _CONTRAST = _words("requests", "polite", "contrast")
 (_CHANGE_VERB,) = _words("frames", "change_verb")
 _LOCATION, _PART, _INTENSIFIER_OR_COPULA, _NOT_A_NOUN = _words(
@@ -241,6 +243,8 @@ def _wish_of(
     if cue.fixed:
         if cue.kind == "fault" and frame == "lacking" and mode == "comment":
             return None, False  # "there are no typos": nothing to fix
+        if frame == "refuse" and change and cue.kind != "fault" and mode == "comment":
+            return None, False  # "I don't want it warmer": refused, not asked for
         return cue.ask or cue.fault, False
     if cue.kind == "fault":
         return (None if frame == "lacking" else cue.fault), False
@@ -285,7 +289,11 @@ def _topic(match: re.Match[str]) -> str | None:
 def _limit(match: re.Match[str]) -> str | None:
     groups = match.groupdict()
     return (
-        groups.get("limit") or groups.get("limit2") or groups.get("limit3") or groups.get("limit4")
+        groups.get("limit")
+        or groups.get("limit2")
+        or groups.get("limit3")
+        or groups.get("limit4")
+        or groups.get("limit5")
     )
 
 
@@ -300,6 +308,24 @@ def asks(text: str) -> bool:
         if not (_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest))):
             return True
     return any(_IMPERATIVE.search(c.lower()) for s in _sentences(text) for c in clauses(s))
+
+
+_OUTRIGHT = re.compile(
+    r"\b(?:i|we)(?:'d| would)? (?:want|need|like|prefer)\b|\bshould\b|\bneeds? to\b|\bcould\b"
+)
+
+
+def keeps_whole(text: str) -> bool:
+    """Whether ``text`` asks to leave the whole answer as it is ("Long, but it earns it. Don't
+    touch it.") and asks for nothing else: its other sentences hold no request."""
+    sentences = _sentences(text)
+    keeping = [s for s in sentences if _KEEP_WHOLE.search(s.strip())]
+    if not keeping:
+        return False
+    # what the rest describes ("a tad long") is conceded by the keep; only an outright
+    # request ("add a table", "could it be warmer") still asks
+    rest = [c.lower() for s in sentences if s not in keeping for c in clauses(s)]
+    return not any(_IMPERATIVE.search(c) or _POLITE.search(c) or _OUTRIGHT.search(c) for c in rest)
 
 
 def read(text: str, mode: Mode = "comment") -> Reading:
@@ -323,7 +349,37 @@ def read(text: str, mode: Mode = "comment") -> Reading:
             for clause in clauses(sentence):
                 reading.kept += wish_actions.approvals(clause)
     _settle(reading)
+    if mode == "comment":
+        _unsure(text or "", reading)
     return reading
+
+
+def _unsure(text: str, reading: Reading) -> None:
+    """What the reading could not place, said back instead of guessed: a comment in a language
+    it has no cues for, and the questions of a comment it read nothing in ("Is this meant for
+    engineers?")."""
+    if reading.language and reading.language not in comment_languages.covered():
+        if not reading.wishes:
+            why = (
+                f"written in {reading.language}, which the rules engine does not read (it reads "
+                f"English, {', '.join(comment_languages.covered())}); rephrase, or let the "
+                "Claude trainer read it"
+            )
+            reading.unsure.append(Unsure(text.strip(), why))
+        return
+    if reading.wishes or reading.kept or reading.injection or reading.refused:
+        return  # a question beside what was read is its reason ("Who reads all this? Cut it.")
+    for sentence in _sentences(text):
+        question = sentence.strip()
+        if not question.endswith("?") or _POLITE.search(question.lower()):
+            continue
+        why = "a question: what it asks of the answer is not said"
+        reading.unsure.append(Unsure(question, why))
+
+
+def praising_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` that praise and ask for nothing ("Oh wonderful, very bold.")."""
+    return [s for s in _sentences(text) if _PRAISE.search(s.lower()) and not asks(s)]
 
 
 def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> None:
@@ -344,9 +400,66 @@ def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> N
         reading.wishes[first:] = [w for w in reading.wishes[first:] if w.family != taken.family]
         reading.kept = [k for k in reading.kept if k.family != taken.family]
         (reading.kept if taken.action == "keep" else reading.wishes).append(taken)
+    reverted = _REVERT.search(sentence)
+    if reverted is not None:
+        # back to a version, all of it: what else the sentence says is its reason ("both
+        # changes were a mistake")
+        version = reverted.group("version") or reverted.group("version2") or "start"
+        reading.wishes[first:] = [w for w in reading.wishes[first:] if w.action != "add"]
+        reading.wishes.append(
+            Wish("revert", "overall", sentence.strip(), 0.9, detail=version, action="remove")
+        )
+        return
+    if _restores(sentence, reading, first):
+        return  # "that example you cut, bring it back": the family, not the whole last change
     undone = wish_actions.undo(sentence)
     if undone is not None:
-        reading.wishes.append(undone)
+        reading.wishes[first:] = [w for w in reading.wishes[first:] if w.action != "add"]
+        reading.wishes.append(replace(undone, aspect=_undone_aspect(sentence, reading)))
+
+
+_RESTORE = re.compile(
+    r"\b(?:bring|put|add|get|have)\s+(?:it|them|that|those|this|these)\s+back\b"
+    r"|\brestore (?:it|them|that|those)\b|\bback in\b"
+)
+# a size said of the thing brought back ("…but keep it short"), not of the whole answer
+_ITS_SIZE = re.compile(
+    r"\b(?:keep|make) (?:it|them) (?:short|brief|tight|concise|small)\b"
+    r"|\b(?:but )?(?:short|brief)(?: this time)?$|\ba (?:short|brief|shorter) (?:one|version)\b"
+)
+
+
+def _restores(sentence: str, reading: Reading, first: int) -> bool:
+    """Whether the sentence brings back something it names ("the example you cut, bring it
+    back, but keep it short"): the family named is asked for again, once (a size said of it
+    sizes it, not the answer)."""
+    lowered = sentence.lower()
+    named = [w for w in reading.wishes[first:] if w.aspect != "length" and w.action == "add"]
+    if not _RESTORE.search(lowered) or not named:
+        return False
+    sized = [
+        w for w in reading.wishes[first:]
+        if w.aspect == "length" and _ITS_SIZE.search(w.quote.lower())
+    ]  # fmt: skip
+    reading.wishes = [w for w in reading.wishes if w not in sized]
+    if sized:
+        for index, wish in enumerate(reading.wishes):
+            if wish in named and wish.family == "example" and wish.amount is None:
+                one = wish_actions.amount_of("one example", "example")
+                reading.wishes[index] = replace(wish, amount=one, asked=True)
+    return True
+
+
+def _undone_aspect(sentence: str, reading: Reading) -> str:
+    """What an undo takes back: the one aspect the sentence names beside what it keeps ("forget
+    what I said about rambling, … keep the sources" undoes the change to length only), or the
+    whole last change ("overall")."""
+    lowered = sentence.lower()
+    kept = {k.aspect for k in reading.kept if k.quote.lower() in lowered}
+    named = {cue.aspect for cue, _ in _matches(lowered)}
+    named |= {aspect for pattern, aspect in _ASPECT_NOUNS if pattern.search(lowered)}
+    named -= kept | {"overall"}
+    return named.pop() if len(named) == 1 else "overall"
 
 
 def _read_whole(text: str, reading: Reading) -> None:
@@ -412,7 +525,9 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
         if mode == "comment" and off_limits(clause):
             reading.refused.append(clause)  # what the agent may do is not the reviewer's
             continue
-        admiring = mode == "comment" and _admires(parts, index)
+        admiring = mode == "comment" and (
+            _admires(parts, index) or bool(_KEEP_DOING.match(clause.lower()))
+        )
         damage = _damage(clause) if mode == "comment" and not admiring else None
         if damage:
             reading.wishes.append(damage)  # recorded as criticised when settled
@@ -451,6 +566,8 @@ def _read_other_language(text: str, reading: Reading) -> None:
     foreign = comment_languages.read(text)
     if foreign.language is None or (reading.wishes and not foreign.detected):
         return  # English, or English words read while the language is in doubt
+    if not foreign.detected and _matches(text.lower()):
+        return  # English cue words, refused or denied ("don't make it warmer"): still English
     reading.language = foreign.language
     if foreign.wishes or foreign.detected:
         # English cue words in another language's sentence mislead ("formal demais" is "too
@@ -488,6 +605,22 @@ def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
     return sorted(kept, key=lambda k: k[1].start())
 
 
+# "keep flagging the numbers": carry on doing what it does, approval, not a new wish
+_KEEP_DOING = re.compile(
+    r"^\W*(?:but |and |just |please )?(?:keep|continue|carry on)(?: on)? \w+ing\b"
+)
+# words before a comparative that say the answer has become so ("it's even longer", "it got
+# wordier"); "even shorter" alone asks for more of it
+_GROWN = re.compile(
+    r"\b(?:it's|it is|that's|is|was|are|were|got|gotten|getting|became|become|grown)\s+"
+    r"(?:now\s+)?(?:even\s+|still\s+)?(?:more\s+)?$"
+)
+# a comparative measured against a taste or a past version describes how it is: "wordier than
+# I'd like", "longer than last time" (a number after "than" is a limit asked for)
+_THAN_STATE = re.compile(
+    r"\s+than (?:(?:i|we)(?:'d| would)? |ever\b|before\b|usual\b|(?:the )?(?:last|previous)\b|"
+    r"yesterday\b|it (?:was|used to be)\b)"
+)
 # "the headings make it feel like…": a subject causing the effect, not a request to make it
 _CAUSED = re.compile(r"\b(?:the \w+|they|these|those|it|this|that) (?:make|makes|made)\b")
 _LACK_WORDS = re.compile(r"(?:no|missing|lacks|lacking|needs?)\b")
@@ -531,6 +664,8 @@ def _read_clause(
             or re.fullmatch(r"\w+er", word)
             or word.startswith("more ")
         )
+        if comparative and (_GROWN.search(lowered[:start]) or _THAN_STATE.match(lowered[end:])):
+            comparative = False  # "even wordier than before": how it is, a complaint, not a wish
         less = bool(re.search(r"\bless\s+$", lowered[:start]))
         frame = _cue_frame(read, cue, start, end)
         # coordinated words share the first one's frame: "keep it short and simple",
@@ -616,7 +751,8 @@ def _read_cue(
     """The wish (or the kept family) a cue's words carry in their frame; whether there is one."""
     start, end = match.span()
     if less:
-        family, weak = cue.fault, False
+        # "less hedging": the cue's fault, or the opposite of what the cue asks for
+        family, weak = cue.fault or opposite_of(cue.ask or ""), False
     else:
         change = bool(_CHANGE_VERB.match(match.group(0))) or comparative
         family, weak = _wish_of(cue, frame, read.mode, comparative, change)
@@ -641,6 +777,9 @@ def _read_cue(
             detail=detail,
             weak=weak or cue.weak,
             asked=frame == "ask" and not _CAUSED.search(read.lowered[:start]),
+            from_quality=cue.kind == "quality"
+            and frame in ("describe", "plain")
+            and not comparative,
         )
     )
     return True
@@ -651,6 +790,9 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 def _sentences(text: str) -> list[str]:
     return [s for s in _SENTENCE.split(text.translate(_QUOTES)) if s.strip()]
+
+
+sentences = _sentences
 
 
 def _is_praise(sentence: str) -> bool:
@@ -822,6 +964,22 @@ def _read_languages(text: str, reading: Reading) -> None:
     wanted = languages.wanted_language(text)
     if wanted:
         reading.wishes.append(Wish("language", "language", wanted, 0.9, detail=wanted))
+        return
+    cannot = languages.unreadable_language(text)
+    if cannot is None:
+        return
+    # readers who cannot read the answer's language, and where it goes: that place's language
+    quote = next((s.strip() for s in _sentences(text) if cannot.lower() in s.lower()), text)
+    place = places.destination(text)
+    others = [lang for lang in (place.languages if place else ()) if lang != cannot]
+    if place and len(others) == 1:
+        reading.wishes.append(Wish("language", "language", quote, 0.85, detail=others[0]))
+        return
+    why = f"its readers do not read {cannot}, but which language they read is not said"
+    if place and others:
+        spoken = " or ".join(others)
+        why = f"its readers do not read {cannot}; {place.name} reads {spoken}: which is not said"
+    reading.unsure.append(Unsure(quote, why))
 
 
 def _settle(reading: Reading) -> None:

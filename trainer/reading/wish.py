@@ -23,6 +23,9 @@ class Wish:
     action: WishAction = "add"
     amount: Amount | None = None
     asked: bool = False  # asked for outright ("use a table"), not inferred from a complaint
+    # read from a quality said to excess ("very bold" → steadier), which irony turns around;
+    # a named fault ("wordier") is a complaint however it is said
+    from_quality: bool = False
 
     @property
     def target(self) -> str:

@@ -240,6 +240,10 @@ _SHARE = [
     # "a third shorter", "a quarter less": the share taken off, not the share left
     (re.compile(r"\b(?:a |one )?third (?:shorter|smaller|briefer|less)\b"), 2 / 3),
     (re.compile(r"\b(?:a |one )?quarter (?:shorter|smaller|briefer|less)\b"), 3 / 4),
+    # "another third off": again the share taken off, of the output the rater read
+    (re.compile(r"\b(?:another|a further|one more|an?) (?:third|1/3) off\b"), 2 / 3),
+    (re.compile(r"\b(?:another|a further|one more|an?) (?:quarter|1/4) off\b"), 3 / 4),
+    (re.compile(r"\b(?:another|a further|one more) half off\b|\bhalf off\b"), 0.5),
     (re.compile(r"\b(?:a |one )?quarter (?:as long|of (?:the|its|that|this) (?:length|size)|of "
                 r"(?:it|this|that)\b)"), 0.25),
     (re.compile(r"\bto (?:about |roughly |around )?(?:a |one )?quarter\b"), 0.25),

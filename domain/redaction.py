@@ -1,4 +1,5 @@
-"""Credentials out of every text that leaves the process.
+"""Credentials out of every text that leaves the process, and out of every text people send
+(a key pasted into a comment is masked before it is stored, carried or said back).
 
 A model endpoint may echo a request's credentials in an error body ("invalid header
 Authorization: Bearer sk-…"); that text becomes an attempt's error, the lineage's
@@ -22,9 +23,11 @@ from functools import lru_cache
 
 MASK = "[redacted]"
 _SHAPES = re.compile(
-    r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"  # Authorization: Bearer …
-    r"|\b(?:sk|pk|rk)-(?:ant-)?[A-Za-z0-9_-]{8,}"  # sk-…, sk-ant-… keys
-    r"|\b(x-api-key|api[_-]?key|access[_-]?token|secret|password)(\"?\s*[:=]\s*\"?)"
+    # Authorization: Bearer …; a token has a digit or a capital past its first character
+    # (people's text passes through here too: "a basic introduction." is no token)
+    r"\b((?i:bearer|basic))\s+(?=.[a-z._~+/=-]*[A-Z0-9])[A-Za-z0-9._~+/=-]{8,}"
+    r"|(?i:\b(?:sk|pk|rk)-(?:ant-)?[A-Za-z0-9_-]{8,})"  # sk-…, sk-ant-… keys
+    r"|\b((?i:x-api-key|api[_-]?key|access[_-]?token|secret|password))(\"?\s*[:=]\s*\"?)"
     r"[^\s\"',;}]{6,}"
 )
 
