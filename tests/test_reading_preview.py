@@ -37,6 +37,8 @@ COMMENTS = [
     (2, "This misses the point entirely."),
     (7, "Put the recommendation up front, then a table comparing the options."),
     (4, "undo that last change, it was better before"),
+    (3, "Oh brilliant, so decisive, so bold."),
+    (4, "Was all of that really needed?"),
 ]
 
 
@@ -83,6 +85,10 @@ def test_what_the_reader_cannot_place_is_said_not_acted_on():
     assert seen.chips == [] and seen.said_back.endswith(f"not understood: {missed!r}")
     (unsure,) = seen.unsure
     assert unsure.quote == missed and "found nothing in it to act on" in unsure.why
+    # irony under a low score: said back, proposed nothing, acted on nothing
+    ironic = asyncio.run(preview.preview(RulesTrainer(), memory, 3, "Oh brilliant, so bold."))
+    assert ironic.chips == [] and [u.quote for u in ironic.unsure] == ["Oh brilliant, so bold."]
+    assert "meant the other way" in ironic.unsure[0].why
     # a wish no chip can carry is named: sending the chips alone would lose it
     french = asyncio.run(preview.preview(RulesTrainer(), memory, 4, "Answer in French please."))
     assert french.unsaid and "French" in french.unsaid[0] and not french.exact
