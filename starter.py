@@ -210,7 +210,10 @@ def score(
         if rater:
             payload["rater"] = rater
         if state.status == "awaiting_score":
-            payload["cycle"] = state.cycle  # the output whose reading was shown
+            # the output whose reading was shown: refused, not misapplied, once replaced
+            payload["cycle"] = state.cycle
+            if state.output_id:
+                payload["output_id"] = state.output_id
         if taken.as_wants and (comment or taken.wants):
             payload["wants"] = taken.wants
         try:

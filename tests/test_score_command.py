@@ -6,6 +6,7 @@ the step acting on exactly the wishes taken; `--yes` or no terminal takes the re
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pty
 import re
@@ -18,7 +19,13 @@ from client import start_session
 from domain import wants
 from domain.agent import AgentRef
 from domain.trainer import ScoreAnalysis
-from tests.conftest import awaiting, make_spec, threaded_starter_cli, wait_for_state
+from tests.conftest import (
+    awaiting,
+    lineage_history,
+    make_spec,
+    threaded_starter_cli,
+    wait_for_state,
+)
 from workflows.lineage import LineageWorkflow
 
 ROOT = Path(__file__).parent.parent
@@ -142,6 +149,17 @@ async def test_a_rater_edits_the_reading_at_the_prompt_and_the_step_acts_on_it(
         later = await wait_for_state(handle, awaiting(3))
     assert later.last_wants == ["shorter"]
 
+    # each names the output whose reading was shown
+    accepted = [
+        e.workflow_execution_update_accepted_event_attributes.accepted_request
+        async for e in lineage_history(client, handle)
+        if e.HasField("workflow_execution_update_accepted_event_attributes")
+    ]
+    sent = [json.loads(u.input.args.payloads[0].data) for u in accepted]
+    assert [(s["cycle"], s["output_id"]) for s in sent] == [
+        (1, f"{lineage}:c1"),
+        (2, f"{lineage}:c2"),
+    ]
     (first, second) = store.queries.evaluations(lineage)
     assert (first.score, first.comment, first.rater) == (3.0, COMMENT, "ana")
     assert (second.score, second.rater) == (4.0, "ana")
