@@ -49,6 +49,12 @@ def print_reading(console: Console, seen: ReadingPreview, chips: list[Chip] | No
             highlight=False,
             soft_wrap=True,
         )
+    if seen.handed_over:
+        console.print(
+            "  read by Claude: " + shown("; ".join(repr(c) for c in seen.handed_over)),
+            highlight=False,
+            soft_wrap=True,
+        )
     if seen.unsaid:
         console.print(
             "  also read, which no wish can carry (acted on only as read): "

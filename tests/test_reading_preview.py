@@ -151,3 +151,45 @@ def test_the_readme_lists_every_family_in_its_words():
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     missing = [f for f, words in want_labels.glossary() if f"`{f}` {words}" not in readme]
     assert missing == [], "list them as `family` words (domain/want_labels.glossary())"
+
+
+def test_rules_plus_claude_previews_the_abstained_clause_as_claude_reads_it():
+    """What the rules engine could not place goes to Claude, alone, with the session's
+    corrections most like it; the preview shows Claude's reading of it beside the rules'."""
+    ironic = "Oh marvellous, so confident, so punchy."
+    corrections = [
+        LabelledExample(
+            correction_id="c1",
+            session_id="s",
+            lineage_id="L",
+            evaluation_id="e1",
+            comment="So punchy it reads like a telegram.",
+            corrected=["hedge"],
+        )
+    ]
+    with FakeMessagesAPI() as api:
+        api.script = [
+            (
+                200,
+                tool_use_message(
+                    "claude-sonnet-5",
+                    "record_clause_readings",
+                    {"readings": [{"clause": ironic, "wants": ["hedge"]}]},
+                    "toolu_1",
+                ),
+            )
+        ]
+        settings = Settings(anthropic_api_key=SecretStr("sk-test"), anthropic_base_url=api.base_url)
+        backend = preview.backend_for(TrainerBackends(settings), "rules+claude", "claude-sonnet-5")
+        memory = LineageMemory(session_id="s", lineage_id="L", corrections=corrections)
+        seen = asyncio.run(preview.preview(backend, memory, 3, f"{ironic} Add a table."))
+    (request,) = api.requests
+    asked = str(request["messages"])
+    assert ironic in asked and "Add a table" not in asked and "telegram" in asked
+    assert set(seen.wants) == {"table", "hedge"} and seen.exact
+    assert seen.handed_over == [ironic] and seen.unsure == []
+    # without a key here, that clause is left to the step: the chips are not the whole reading
+    offline = preview.backend_for(TrainerBackends(Settings()), "rules+claude", "claude-sonnet-5")
+    alone = asyncio.run(preview.preview(offline, memory, 3, f"{ironic} Add a table."))
+    assert alone.wants == ["table"] and not alone.exact
+    assert "cannot be previewed here" in (alone.incomplete or "")

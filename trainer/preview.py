@@ -2,7 +2,7 @@
 
 Where a person scores (the review page, ``training-camp score``) the comment is read as the
 lineage's cycle step would read it — the same reader, the same corrections remembered, the same
-backend (``rules``, or ``rules+claude`` handing Claude the comments the rules cannot read) — and
+backend (``rules``, or ``rules+claude`` handing Claude what the rules engine cannot place) — and
 shown as wishes the rater confirms or edits. The confirmed wishes are sent with the score as
 ``wants``, which the step takes as given: it acts on exactly what the rater saw.
 """
@@ -50,6 +50,7 @@ class ReadingPreview(BaseModel):
     # words): the step acts on them only when it reads the comment itself
     unsaid: list[str] = Field(default_factory=list)
     read_by: Literal["rules", "claude"] = "rules"
+    handed_over: list[str] = Field(default_factory=list)  # the clauses Claude read
     undo_to: int | None = None  # the version an undo goes back to ("back to v1")
     # why the preview is not the reading the step would act on (Claude is not reachable from
     # here): the comment is then sent to be read by the step, and said back after
@@ -108,6 +109,7 @@ def _said(
         unsure=unsure,
         unsaid=[_described(a) for a in reading.aspects if a.want and wants.render(a) is None],
         read_by=reading.read_by,
+        handed_over=[_quote(c) for c in reading.handed_over],
         undo_to=undo_to,
         incomplete=incomplete,
     )

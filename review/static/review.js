@@ -367,6 +367,9 @@ function showReading(form) {
   }
   const notes = [];
   if (answer.incomplete) notes.push(answer.incomplete);
+  if (answer.handed_over && answer.handed_over.length) {
+    notes.push("Read by Claude: " + answer.handed_over.map((c) => `“${c}”`).join(", ") + ".");
+  }
   if (answer.unsaid && answer.unsaid.length) {
     notes.push("Also read, which no chip can carry: " + answer.unsaid.join("; ") +
       (edited(r) ? ". Dropped, since you edited the chips." : ". Kept while you leave the chips as they are."));
