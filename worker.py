@@ -46,7 +46,6 @@ from workflows.lightning import (
     OptimizationWorkflow,
     RolloutBatchWorkflow,
     RolloutDispatcherWorkflow,
-    RolloutTaskWorkflow,
 )
 from workflows.lineage import LineageWorkflow
 from workflows.rlm import RlmFanOutWorkflow, RlmReplWorkflow, RlmWorkerWorkflow
@@ -90,7 +89,6 @@ def build_worker(
         workflows=[
             LineageWorkflow,
             LightningServerWorkflow,
-            RolloutTaskWorkflow,
             RolloutBatchWorkflow,
             RolloutDispatcherWorkflow,
             OptimizationWorkflow,
@@ -110,11 +108,9 @@ def build_worker(
             records.record_correction,
             sharing.share_outcome,
             lightning.publish_resources,
-            lightning.record_task_queued,
-            lightning.record_task_attempt_started,
-            lightning.record_task_attempt_failed,
-            lightning.record_task_report,
-            lightning.record_tasks_queued,
+            lightning.store_samples,
+            lightning.store_tasks,
+            lightning.claim_tasks,
             lightning.record_task_attempts_started,
             lightning.record_task_attempts_failed,
             lightning.record_task_reports,

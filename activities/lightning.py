@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from domain.agent import AgentSnapshot
 from domain.content_hash import content_hash
@@ -12,33 +14,33 @@ from domain.cycle import attempt_of
 from domain.execution import Usage
 from domain.lightning import (
     LLM,
+    ClaimedTasks,
+    ClaimInput,
     PromptTemplate,
     ProposeInput,
     ProposeResult,
     PublishInput,
-    RolloutBatch,
-    RolloutTask,
-    TaskAttemptInput,
+    StoredSample,
+    StoreSamplesInput,
+    StoreTasksInput,
     TaskAttemptsInput,
-    TaskReportInput,
     TaskReportsInput,
 )
 from domain.rollout_report import RolloutReport
 from store import Store
 from store.records.attempt_records import AttemptStart
 from store.records.dataset_records import TaskReport
+from store.views.dataset_view import QueuedTaskRecord
 from trainer.backends import TrainerBackends
 from trainer.template_optimizer import propose_from_reports
-
-
-def _attempt_id(task: RolloutTask, attempt: int) -> str:
-    return attempt_of(task.rollout_id, attempt)
 
 
 class LightningActivities:
     def __init__(self, store: Store, trainers: TrainerBackends) -> None:
         self.store = store
         self.trainers = trainers
+        # a published resource set never changes: its snapshot is read once per worker
+        self._snapshot = functools.lru_cache(maxsize=1024)(self._read_snapshot)
 
     @activity.defn(name="publish_resources")
     def publish_resources(self, inp: PublishInput) -> str:
@@ -46,98 +48,97 @@ class LightningActivities:
             server_id=inp.server_id, version=inp.version, resource_set=inp.resource_set
         )
 
-    @activity.defn(name="record_task_queued")
-    def record_task_queued(self, task: RolloutTask) -> None:
-        self.record_tasks_queued(RolloutBatch(batch_id=task.rollout_id, tasks=[task]))
+    @activity.defn(name="store_samples")
+    def store_samples(self, inp: StoreSamplesInput) -> list[StoredSample]:
+        """An optimization's dataset, stored once: its samples' hashes and sizes."""
+        return [
+            StoredSample(sample_hash=digest, sample_bytes=size)
+            for digest, size in self.store.recorder.store_samples(inp.samples)
+        ]
 
-    @activity.defn(name="record_tasks_queued")
-    def record_tasks_queued(self, batch: RolloutBatch) -> None:
-        self.store.recorder.record_tasks_queued(batch.tasks)
+    @activity.defn(name="store_tasks")
+    def store_tasks(self, inp: StoreTasksInput) -> None:
+        self.store.recorder.store_tasks(inp)
 
-    @activity.defn(name="record_task_attempt_started")
-    def record_task_attempt_started(self, inp: TaskAttemptInput) -> None:
-        self.record_task_attempts_started(TaskAttemptsInput(attempts=[inp]))
+    @activity.defn(name="claim_tasks")
+    def claim_tasks(self, inp: ClaimInput) -> ClaimedTasks:
+        return self.store.recorder.claim_tasks(inp)
+
+    def _queued(self, rollout_ids: list[str]) -> list[QueuedTaskRecord]:
+        found = self.store.queries.queued_tasks(rollout_ids)
+        missing = [r for r in rollout_ids if r not in found]
+        if missing:  # a batch names only tasks it claimed: the store lost them
+            raise ApplicationError(f"tasks not in the store: {missing[:5]}", non_retryable=True)
+        return [found[r] for r in rollout_ids]
 
     @activity.defn(name="record_task_attempts_started")
     def record_task_attempts_started(self, inp: TaskAttemptsInput) -> None:
         """The attempts' snapshots: the resource set each ran with (read once per version)."""
-        snapshots: dict[tuple[str, int], tuple[AgentSnapshot, LLM | None]] = {}
         started: list[AttemptStart] = []
-        for one in inp.attempts:
-            task = one.task
-            key = (task.server_id, task.resources_version)
-            if key not in snapshots:
-                snapshots[key] = self._snapshot(task)
-            snapshot, llm = snapshots[key]
+        for task in self._queued(inp.rollout_ids):
+            snapshot, llm = self._snapshot(task.server_id, task.resources_version)
             started.append(
                 AttemptStart(
                     session_id=task.server_id,
                     lineage_id=task.server_id,
                     rollout_id=task.rollout_id,
                     cycle=task.iteration,
-                    attempt_id=_attempt_id(task, one.attempt),
-                    attempt_number=one.attempt,
+                    attempt_id=attempt_of(task.rollout_id, inp.attempt),
+                    attempt_number=inp.attempt,
                     snapshot=snapshot,
-                    input_hash=content_hash(task.sample),
+                    input_hash=task.sample_hash,
                     model_id=llm.model if llm else "none",
                     parameters=dict(llm.sampling_params) if llm else {},
                 )
             )
         self.store.recorder.record_attempts_started(started)
 
-    def _snapshot(self, task: RolloutTask) -> tuple[AgentSnapshot, LLM | None]:
-        resources = self.store.queries.resource_set(task.server_id, task.resources_version)
+    def _read_snapshot(self, server_id: str, version: int) -> tuple[AgentSnapshot, LLM | None]:
+        resources = self.store.queries.resource_set(server_id, version)
         llm = next((r for r in resources.resources.values() if isinstance(r, LLM)), None)
         template = next(
             (r for r in resources.resources.values() if isinstance(r, PromptTemplate)), None
         )
         set_hash = content_hash(resources.model_dump(mode="json"))
         snapshot = AgentSnapshot(
-            agent_id=task.server_id,
-            version=task.resources_version,
+            agent_id=server_id,
+            version=version,
             system_prompt_hash=content_hash(template.template) if template else set_hash,
             tools_hash=content_hash([]),
             flow_hash=set_hash,
         )
         return snapshot, llm
 
-    @activity.defn(name="record_task_attempt_failed")
-    def record_task_attempt_failed(self, inp: TaskAttemptInput) -> None:
-        self.record_task_attempts_failed(TaskAttemptsInput(attempts=[inp]))
-
     @activity.defn(name="record_task_attempts_failed")
     def record_task_attempts_failed(self, inp: TaskAttemptsInput) -> None:
-        for one in inp.attempts:
+        errors = inp.errors or ["unknown error"] * len(inp.rollout_ids)
+        for rollout_id, error in zip(inp.rollout_ids, errors, strict=True):
             self.store.recorder.record_attempt_failed(
-                session_id=one.task.server_id,
-                lineage_id=one.task.server_id,
-                attempt_id=_attempt_id(one.task, one.attempt),
-                error=one.error or "unknown error",
+                session_id=inp.server_id,
+                lineage_id=inp.server_id,
+                attempt_id=attempt_of(rollout_id, inp.attempt),
+                error=error or "unknown error",
                 error_type="ClientError",
                 retryable=True,
                 spans=[],
                 duration_ms=0,
             )
 
-    @activity.defn(name="record_task_report")
-    def record_task_report(self, inp: TaskReportInput) -> None:
-        self.record_task_reports(TaskReportsInput(reports=[inp]))
-
     @activity.defn(name="record_task_reports")
     def record_task_reports(self, inp: TaskReportsInput) -> None:
         """Reports that arrived together (a client activity's tasks), in one transaction."""
         reports: list[TaskReport] = []
         for one in inp.reports:
-            report = one.client_report.report
+            report = one.report
             metrics = report.metrics
             reports.append(
                 TaskReport(
-                    server_id=one.task.server_id,
-                    rollout_id=one.task.rollout_id,
-                    attempt_id=_attempt_id(one.task, one.attempt),
-                    client_id=one.client_report.client_id,
+                    server_id=inp.server_id,
+                    rollout_id=report.rollout_id,
+                    attempt_id=attempt_of(report.rollout_id, inp.attempt),
+                    client_id=one.client_id,
                     report=report,
-                    spans=one.client_report.spans,
+                    spans=one.spans,
                     usage=Usage(
                         prompt_tokens=int(metrics.get("prompt_tokens", 0)),
                         completion_tokens=int(metrics.get("completion_tokens", 0)),

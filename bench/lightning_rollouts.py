@@ -2,25 +2,40 @@
 client process, reported back and recorded in the store.
 
     .venv/bin/python -m bench.lightning_rollouts [--tasks 500] [--concurrency 8] [--one-by-one]
+    .venv/bin/python -m bench.lightning_rollouts --awaited [--rounds 2]
 
 One Temporal dev server, one worker (this process, which also drives the server SDK), one
 client process running a trivial agent (reward 1.0, no model call) with ``--concurrency``
-rollouts at once. Prints the wall time, CPU per rollout of the server, this process and the
-client, and as its last line ``rollouts/s: N``. ``--one-by-one`` queues with ``queue_task``
-per sample (all at once) instead of ``queue_tasks``, ``--awaited`` with ``queue_task`` awaited
-one after another, as a script written against the Agent Lightning API does. Target:
->= 190 rollouts/s on every path.
+rollouts at once, reading its tasks' samples from the store (SQLite, WAL). Prints the wall
+time, CPU per rollout of the server, this process and the client, and as its last line
+``rollouts/s: N``. ``--one-by-one`` queues with ``queue_task`` per sample (all at once)
+instead of ``queue_tasks``, ``--awaited`` with ``queue_task`` awaited one after another, as a
+script written against the Agent Lightning API does.
+
+``--awaited`` runs Agent Lightning 0.3 beside it, alternating ``--rounds`` times within the run
+(ours, theirs, ours, theirs): its LightningStoreServer (in-memory store, HTTP in a thread of
+this process) with ``enqueue_rollout`` awaited one after another, and a client process of
+``--concurrency`` runners over HTTP (LightningStoreClient) doing what its LitAgentRunner does
+for each rollout: dequeue, fetch the resources, run the agent, add the reward span, mark the
+attempt succeeded; runners poll an empty queue every 10 ms (its default is 5 s). The last
+lines give both sides' rates and their ratio (ours / theirs, medians). Agent Lightning is not
+a dependency of the project: install it into the venv for this bench
+(``.venv/bin/pip install agentlightning==0.3.0``). Target: >= 190 rollouts/s on every path;
+awaited >= 1.2x Agent Lightning.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import psutil
@@ -33,17 +48,23 @@ from services.dev_server import start_in_memory
 from store import Store
 from worker import build_worker
 
+AL_POLL_SECONDS = 0.01
+# Agent Lightning imports litellm, which fetches a model price list from the internet at import
+# (retrying for seconds when offline): its bundled copy serves the same
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 
 async def trivial_agent(task: dict[str, Any], resources: Resources) -> float:
     return 1.0
 
 
-async def client_main(address: str, queue: str, concurrency: int) -> None:
+async def client_main(address: str, queue: str, concurrency: int, database_url: str) -> None:
     from temporalio.client import Client
     from temporalio.contrib.pydantic import pydantic_data_converter
 
     client = await Client.connect(address, data_converter=pydantic_data_converter)
-    lightning = AgentLightningClient(client, "bench-client", task_queue=queue)
+    store = Store.open(database_url)
+    lightning = AgentLightningClient(client, "bench-client", task_queue=queue, store=store)
     await lightning.run(trivial_agent, max_concurrent=concurrency)
 
 
@@ -52,10 +73,25 @@ def cpu(process: psutil.Process) -> float:
     return times.user + times.system
 
 
-async def main(tasks: int, concurrency: int, one_by_one: str) -> None:
-    env = await start_in_memory()
+@dataclass
+class Figures:
+    wall: float
+    tasks: int
+    cpu_ms: dict[str, float]  # per rollout, by process
+    note: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.tasks / self.wall
+
+    def cpu_line(self) -> str:
+        line = ", ".join(f"{name} {ms:.1f} ms" for name, ms in self.cpu_ms.items())
+        return f"{line}{'; ' + self.note if self.note else ''}"
+
+
+async def ours(env: Any, tasks: int, concurrency: int, mode: str) -> Figures:
     me = psutil.Process()
-    servers = me.children(recursive=True)
+    servers = [p for p in me.children(recursive=True)]
     address = env.client.service_client.config.target_host
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.open(f"sqlite:///{tmp}/bench.db")
@@ -75,6 +111,8 @@ async def main(tasks: int, concurrency: int, one_by_one: str) -> None:
                 rollouts_queue,
                 "--concurrency",
                 str(concurrency),
+                "--database-url",
+                settings.database_url,
             ]
         )
         client = psutil.Process(client_process.pid)
@@ -92,40 +130,171 @@ async def main(tasks: int, concurrency: int, one_by_one: str) -> None:
                 samples = [{"x": i} for i in range(tasks)]
                 # warm up: the client connects, the first workflow code loads
                 await server.wait_for_rollouts(await server.queue_tasks(samples[:20]))
+                await server.wait_for_rollouts([await server.queue_task(s) for s in samples[:5]])
                 before = (sum(cpu(p) for p in servers), cpu(me), cpu(client))
+                wakeups = server.wakeups
                 started = time.perf_counter()
-                if one_by_one == "awaited":  # each queue_task awaited in turn, as scripts do
+                if mode == "awaited":  # each queue_task awaited in turn, as scripts do
                     ids = [await server.queue_task(s) for s in samples]
-                elif one_by_one:
+                elif mode == "gathered":
                     ids = list(await asyncio.gather(*(server.queue_task(s) for s in samples)))
                 else:
                     ids = await server.queue_tasks(samples)
                 reports = await server.wait_for_rollouts(ids)
                 wall = time.perf_counter() - started
                 after = (sum(cpu(p) for p in servers), cpu(me), cpu(client))
+                wakeups = server.wakeups - wakeups
                 await server.stop()
         finally:
             client_process.terminate()
             client_process.wait()
             store.close()
-    await env.shutdown()
     assert len(reports) == tasks, f"{len(reports)} of {tasks} reports"
-    server_ms, worker_ms, client_ms = (
-        (a - b) / tasks * 1000 for a, b in zip(after, before, strict=True)
+    names = ("Temporal server", "worker + server SDK", "client")
+    return Figures(
+        wall,
+        tasks,
+        {name: (a - b) / tasks * 1000 for name, a, b in zip(names, after, before, strict=True)},
+        f"{wakeups} dispatcher wake-ups" if mode else "",
     )
-    print(f"{tasks} rollouts, client concurrency {concurrency}, ", end="")
-    print(
-        {
-            "awaited": "queue_task awaited one after another",
-            "gathered": "queue_task one by one",
-        }.get(str(one_by_one), "queue_tasks")
+
+
+# ---- Agent Lightning 0.3, side by side -------------------------------------------------------
+
+
+async def al_client_main(endpoint: str, concurrency: int) -> None:
+    """Runners over HTTP doing a LitAgentRunner's calls for each rollout."""
+    from agentlightning.reward import emit_reward
+    from agentlightning.store.client_server import LightningStoreClient
+    from agentlightning.types import Span
+
+    store = LightningStoreClient(endpoint)
+
+    async def runner(worker_id: str) -> None:
+        while True:
+            rollout = await store.dequeue_rollout(worker_id=worker_id)
+            if rollout is None:
+                await asyncio.sleep(AL_POLL_SECONDS)
+                continue
+            resources = await store.get_resources_by_id(rollout.resources_id)
+            assert resources is not None
+            reward = await trivial_agent(rollout.input, None)  # type: ignore[arg-type]
+            attempt_id = rollout.attempt.attempt_id
+            fields = emit_reward(reward, propagate=False)
+            sequence_id = await store.get_next_span_sequence_id(rollout.rollout_id, attempt_id)
+            await store.add_span(
+                Span.from_core_fields(
+                    fields,
+                    rollout_id=rollout.rollout_id,
+                    attempt_id=attempt_id,
+                    sequence_id=sequence_id,
+                )
+            )
+            await store.update_attempt(rollout.rollout_id, attempt_id, status="succeeded")
+
+    await asyncio.gather(*(runner(f"runner-{i}") for i in range(concurrency)))
+
+
+async def theirs(tasks: int, concurrency: int) -> Figures:
+    import portpicker
+    from agentlightning.store.client_server import LightningStoreServer
+    from agentlightning.store.memory import InMemoryLightningStore
+    from agentlightning.types import PromptTemplate as AlPromptTemplate
+
+    port = portpicker.pick_unused_port()
+    server = LightningStoreServer(
+        InMemoryLightningStore(thread_safe=True), host="127.0.0.1", port=port
     )
-    print(f"wall: {wall:.2f} s")
-    print(
-        f"CPU per rollout: Temporal server {server_ms:.1f} ms, worker + server SDK "
-        f"{worker_ms:.1f} ms, client {client_ms:.1f} ms"
+    await server.start()
+    me = psutil.Process()
+    client_process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bench.lightning_rollouts",
+            "--al-client",
+            server.endpoint,
+            "--concurrency",
+            str(concurrency),
+        ]
     )
-    print(f"rollouts/s: {tasks / wall:.0f}")
+    client = psutil.Process(client_process.pid)
+    try:
+        update = await server.add_resources(
+            {"prompt_template": AlPromptTemplate(template="{x}", engine="f-string")}
+        )
+        samples = [{"x": i} for i in range(tasks)]
+
+        async def run(batch: list[dict[str, Any]]) -> int:
+            ids = []
+            for sample in batch:
+                rollout = await server.enqueue_rollout(
+                    input=sample, resources_id=update.resources_id
+                )
+                ids.append(rollout.rollout_id)
+            done = await server.wait_for_rollouts(rollout_ids=ids, timeout=600)
+            return sum(r.status == "succeeded" for r in done)
+
+        await run(samples[:25])  # warm up: the runners connect
+        before = (cpu(me), cpu(client))
+        started = time.perf_counter()
+        succeeded = await run(samples)
+        wall = time.perf_counter() - started
+        after = (cpu(me), cpu(client))
+    finally:
+        client_process.terminate()
+        client_process.wait()
+        await server.stop()
+    assert succeeded == tasks, f"{succeeded} of {tasks} rollouts succeeded"
+    names = ("store server + algorithm", "client")
+    return Figures(
+        wall,
+        tasks,
+        {name: (a - b) / tasks * 1000 for name, a, b in zip(names, after, before, strict=True)},
+    )
+
+
+def describe(mode: str) -> str:
+    return {
+        "awaited": "queue_task awaited one after another",
+        "gathered": "queue_task one by one",
+    }.get(mode, "queue_tasks")
+
+
+async def main(tasks: int, concurrency: int, mode: str, rounds: int) -> None:
+    env = await start_in_memory()
+    try:
+        if mode != "awaited":
+            figures = await ours(env, tasks, concurrency, mode)
+            print(f"{tasks} rollouts, client concurrency {concurrency}, {describe(mode)}")
+            print(f"wall: {figures.wall:.2f} s")
+            print(f"CPU per rollout: {figures.cpu_line()}")
+            print(f"rollouts/s: {figures.rate:.0f}")
+            return
+        mine: list[Figures] = []
+        other: list[Figures] = []
+        print(f"{tasks} rollouts, client concurrency {concurrency}, {describe(mode)}")
+        for n in range(rounds):
+            mine.append(await ours(env, tasks, concurrency, mode))
+            print(
+                f"round {n + 1} Training Camp: {mine[-1].rate:.0f} rollouts/s "
+                f"(wall {mine[-1].wall:.2f} s; CPU per rollout: {mine[-1].cpu_line()})",
+                flush=True,
+            )
+            other.append(await theirs(tasks, concurrency))
+            print(
+                f"round {n + 1} Agent Lightning 0.3: {other[-1].rate:.0f} rollouts/s "
+                f"(wall {other[-1].wall:.2f} s; CPU per rollout: {other[-1].cpu_line()})",
+                flush=True,
+            )
+    finally:
+        await env.shutdown()
+    ours_rate = statistics.median(f.rate for f in mine)
+    theirs_rate = statistics.median(f.rate for f in other)
+    print(f"Agent Lightning 0.3 rollouts/s: {', '.join(f'{f.rate:.0f}' for f in other)}")
+    print(f"Training Camp rollouts/s: {', '.join(f'{f.rate:.0f}' for f in mine)}")
+    print(f"ratio (medians): {ours_rate / theirs_rate:.2f}")
+    print(f"rollouts/s: {ours_rate:.0f}")
 
 
 if __name__ == "__main__":
@@ -134,13 +303,20 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--one-by-one", action="store_true")
     parser.add_argument(
-        "--awaited", action="store_true", help="one by one, each awaited before the next"
+        "--awaited",
+        action="store_true",
+        help="one by one, each awaited before the next; beside Agent Lightning 0.3",
     )
+    parser.add_argument("--rounds", type=int, default=2, help="--awaited: alternations")
     parser.add_argument("--client", help=argparse.SUPPRESS)  # the client process: an address
     parser.add_argument("--queue", help=argparse.SUPPRESS)
+    parser.add_argument("--database-url", help=argparse.SUPPRESS)
+    parser.add_argument("--al-client", help=argparse.SUPPRESS)  # Agent Lightning's client
     args = parser.parse_args()
     if args.client:
-        asyncio.run(client_main(args.client, args.queue, args.concurrency))
+        asyncio.run(client_main(args.client, args.queue, args.concurrency, args.database_url))
+    elif args.al_client:
+        asyncio.run(al_client_main(args.al_client, args.concurrency))
     else:
         mode = "awaited" if args.awaited else "gathered" if args.one_by_one else ""
-        asyncio.run(main(args.tasks, args.concurrency, mode))
+        asyncio.run(main(args.tasks, args.concurrency, mode, args.rounds))

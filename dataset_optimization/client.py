@@ -1,8 +1,10 @@
 """Client SDK: a Temporal worker on the rollouts task queue that runs the user's agent.
 
     async def agent(task: dict, resources: Resources) -> Rollout | float: ...
-    await AgentLightningClient(temporal_client, client_id="gpu-1").run(agent)
+    await AgentLightningClient(temporal_client, client_id="gpu-1", store=store).run(agent)
 
+Tasks arrive by id; the client reads their samples from the store (the server's database:
+``store``, or ``settings.database_url``), a few tasks in one read, samples kept by hash.
 Resources are fetched separately from tasks (a query to the workflow that publishes them) and
 cached by version, so each client fetches each version once. With ``automatic_trace`` the
 ``resources.llm`` the agent calls is traced by the runner's tracer, which fills the report's
@@ -12,9 +14,13 @@ triplets and trace_data.
 from __future__ import annotations
 
 import asyncio
+import copy
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio import activity
@@ -40,6 +46,7 @@ from runner.model_backend import ChatMessage, ModelRequest
 from runner.pricing import estimate_cost
 from runner.telemetry import collector, runner_tracer
 from runner.tracer import AgentTracer, set_if
+from store import Store
 
 DEFAULT_ROLLOUT_QUEUE = "lightning-rollouts"
 Agent = Callable[[dict[str, Any], "Resources"], Awaitable["RolloutReport | float"]]
@@ -67,6 +74,64 @@ class ResourceCache:
             self.fetches += 1
             self._sets[key] = found
             return found
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedTask:
+    """A task as the client runs it: its sample and the resource version it was queued with."""
+
+    rollout_id: str
+    sample: dict[str, Any]
+    resources_workflow_id: str
+    resources_version: int
+
+
+class TaskReader:
+    """Tasks read from the store by id, a client activity's few in one read; samples kept by
+    content hash up to ``max_bytes`` (read-through: a dataset runs again every iteration)."""
+
+    def __init__(self, store: Store, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.store = store
+        self.max_bytes = max_bytes
+        self._samples: OrderedDict[str, tuple[dict[str, Any], int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()  # activities read in threads of their own
+        self.reads = 0  # samples read from the store (the rest came from the cache)
+
+    def read(self, rollout_ids: list[str]) -> dict[str, QueuedTask]:
+        rows = self.store.queries.queued_tasks(rollout_ids)
+        sizes = {r.sample_hash: r.sample_bytes for r in rows.values()}
+        with self._lock:
+            found = {d: self._samples[d][0] for d in sizes if d in self._samples}
+            for digest in found:
+                self._samples.move_to_end(digest)
+        missing = sorted(sizes.keys() - found.keys())
+        if missing:
+            read = self.store.queries.payloads(missing)
+            with self._lock:
+                for digest, sample in read.items():
+                    self._keep(digest, sample, sizes[digest])
+                self.reads += len(missing)
+            found.update(read)
+        tasks = {}
+        for rollout_id, row in rows.items():
+            sample = found[row.sample_hash]
+            tasks[rollout_id] = QueuedTask(
+                rollout_id=rollout_id,
+                sample=copy.deepcopy(sample),  # the agent may change its task
+                resources_workflow_id=row.resources_workflow_id,
+                resources_version=row.resources_version,
+            )
+        return tasks
+
+    def _keep(self, digest: str, sample: dict[str, Any], size: int) -> None:
+        if size > self.max_bytes or digest in self._samples:
+            return
+        self._samples[digest] = (sample, size)
+        self._bytes += size
+        while self._bytes > self.max_bytes:
+            _, (_, dropped) = self._samples.popitem(last=False)
+            self._bytes -= dropped
 
 
 class TracedLLM:
@@ -157,13 +222,19 @@ class AgentLightningClient:
         task_queue: str = DEFAULT_ROLLOUT_QUEUE,
         automatic_trace: bool = True,
         settings: Settings | None = None,
+        store: Store | None = None,
     ) -> None:
+        """``store``: the server's store, where tasks wait (by default the database at
+        ``settings.database_url``, opened here)."""
         self.client = client
         self.client_id = client_id
         self.task_queue = task_queue
         self.automatic_trace = automatic_trace
         self.cache = ResourceCache(client)
-        self._backends = ModelBackends(settings or Settings.from_env())
+        settings = settings or Settings.from_env()
+        self._backends = ModelBackends(settings)
+        self.store = store or Store.open(settings.database_url)
+        self.tasks = TaskReader(self.store)
         self.completed = 0
 
     def worker(self, agent: Agent, max_concurrent: int = 4) -> Worker:
@@ -171,18 +242,22 @@ class AgentLightningClient:
         one per activity or a few (``execute_rollouts``, from batches queued together)."""
         slots = asyncio.Semaphore(max_concurrent)
 
-        async def one(assignment: ClientAssignment) -> ClientReport:
+        async def one(task: QueuedTask | None, assignment: ClientAssignment) -> ClientReport:
+            if task is None:
+                raise LookupError(
+                    f"task {assignment.rollout_id!r} is not in this client's store: does it "
+                    "read the server's database (TRAINING_CAMP_DATABASE_URL)?"
+                )
             async with slots:
-                return await self._execute(agent, assignment)
-
-        @activity.defn(name="execute_rollout")
-        async def execute_rollout(assignment: ClientAssignment) -> ClientReport:
-            return await one(assignment)
+                return await self._execute(agent, task, assignment.attempt)
 
         @activity.defn(name="execute_rollouts")
         async def execute_rollouts(batch: ClientBatch) -> ClientBatchReport:
+            ids = [a.rollout_id for a in batch.assignments]
+            tasks = await asyncio.to_thread(self.tasks.read, ids)
             done = await asyncio.gather(
-                *(one(a) for a in batch.assignments), return_exceptions=True
+                *(one(tasks.get(a.rollout_id), a) for a in batch.assignments),
+                return_exceptions=True,
             )
             reports = [d if isinstance(d, ClientReport) else None for d in done]
             errors = [
@@ -193,7 +268,7 @@ class AgentLightningClient:
         return Worker(
             self.client,
             task_queue=self.task_queue,
-            activities=[execute_rollout, execute_rollouts],
+            activities=[execute_rollouts],
             max_concurrent_activities=max_concurrent,
             activity_executor=ThreadPoolExecutor(max_concurrent),
         )
@@ -203,10 +278,9 @@ class AgentLightningClient:
         async with self.worker(agent, max_concurrent):
             await asyncio.Event().wait()
 
-    async def _execute(self, agent: Agent, assignment: ClientAssignment) -> ClientReport:
-        task = assignment.task
+    async def _execute(self, agent: Agent, task: QueuedTask, attempt: int) -> ClientReport:
         resource_set = await self.cache.get(task.resources_workflow_id, task.resources_version)
-        attempt_id = f"{task.rollout_id}:a{assignment.attempt}"
+        attempt_id = f"{task.rollout_id}:a{attempt}"
         tracer = (
             AgentTracer(runner_tracer(), attempt_id, "training-camp-client")
             if self.automatic_trace

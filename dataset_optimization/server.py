@@ -8,12 +8,16 @@
         completed = await server.wait_for_rollouts(rollout_ids)
         prompt = optimize(prompt, analyze(completed))
 
-Tasks are durable Temporal workflows; clients anywhere take them from the rollouts task queue.
+A queued task is a row in the store (one transaction: durable when ``queue_task`` returns);
+Temporal carries its id. Clients anywhere take tasks from the rollouts task queue and read the
+samples from the store.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import logging
 import uuid
 from typing import Any
 
@@ -22,15 +26,15 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from dataset_optimization.client import DEFAULT_ROLLOUT_QUEUE
 from domain.lightning import (
-    MAX_TASK_BYTES,
+    DEFAULT_MAX_WAITING_TASKS,
     DispatcherInput,
+    QueueFull,
     Resource,
     RolloutBatch,
     RolloutTask,
     ServerInput,
-    batches_of,
+    TaskRef,
 )
-from domain.payload_size import json_size
 from domain.rollout_report import RolloutReport
 from domain.settings import DEFAULT_TASK_QUEUE
 from store import Store
@@ -40,7 +44,11 @@ from workflows.lightning import (
     RolloutDispatcherWorkflow,
 )
 
-DISPATCHED_POLL_SECONDS = 0.05
+__all__ = ["AgentLightningServer", "QueueFull"]
+
+log = logging.getLogger(__name__)
+FINISHED_POLL_SECONDS = 0.05
+WAKE_RETRY_SECONDS = (0.5, 1, 2, 5, 10, 30)
 
 
 class AgentLightningServer:
@@ -54,21 +62,37 @@ class AgentLightningServer:
         max_attempts: int = 3,
         linger_ms: int = 5,
         tasks_per_activity: int = 8,
+        max_waiting: int = DEFAULT_MAX_WAITING_TASKS,
+        batch_size: int = 250,
     ) -> None:
+        """``linger_ms``: how long the wake-up of the dispatcher waits after a task is queued,
+        so that the tasks queued meanwhile leave with it (one signal per window).
+        ``max_waiting``: the tasks that may wait for a client (queued, not yet completed or
+        failed) before ``queue_task`` raises QueueFull."""
+        if max_waiting < 1:
+            raise ValueError(f"max_waiting must be at least 1, got {max_waiting}")
         self.client, self.store, self.server_id = client, store, server_id
         self.task_queue, self.client_task_queue = task_queue, client_task_queue
         self.max_attempts = max_attempts
+        self.max_waiting = max_waiting
         self.workflow_id = f"lightning-{server_id}"
         self._version: int | None = None
         self._handle: WorkflowHandle[Any, Any] | None = None
         self._iteration = 0
-        self._batches: dict[str, str] = {}  # rollout id -> the batch workflow that runs it
-        self._dispatched: set[str] = set()  # queued one at a time, through the dispatcher
+        self._batches: dict[str, str] = {}  # rollout id -> the batch workflow queue_tasks began
         self.dispatcher_id = f"dispatch-{server_id}"
         self.linger_ms = linger_ms
         self.tasks_per_activity = tasks_per_activity
+        self.batch_size = batch_size
+        self._wake_pending = False
+        self._waker: asyncio.Task[None] | None = None
+        self._to_write: list[tuple[RolloutTask, asyncio.Future[str]]] = []
+        self._writer: asyncio.Task[None] | None = None
+        self.wakeups = 0  # signals sent to the dispatcher
 
     async def start(self) -> None:
+        """Start (or rejoin) the server. Tasks stored earlier and never dispatched (a crash
+        between a task's write and its wake-up) leave now."""
         self._handle = await self.client.start_workflow(
             LightningServerWorkflow.run,
             ServerInput(server_id=self.server_id),
@@ -76,11 +100,21 @@ class AgentLightningServer:
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
+        if self._version is None:  # a restarted script queues with the version it published
+            try:
+                latest = await asyncio.to_thread(self.store.queries.resource_set, self.server_id)
+                self._version = latest.version
+            except KeyError:
+                pass
+        if await asyncio.to_thread(self.store.queries.undispatched_tasks, self.server_id):
+            await self._signal_dispatcher()
 
     async def stop(self) -> None:
         if self._handle is not None:
             await self._handle.signal(LightningServerWorkflow.stop)
-        if self._dispatched:  # tasks still waiting leave first; then the dispatcher ends
+        if self._waker is not None:
+            await self._waker  # the last wake-up goes out first
+        if self.wakeups:  # tasks still waiting leave first; then the dispatcher ends
             await self.client.get_workflow_handle(self.dispatcher_id).signal("stop")
 
     async def update_resources(self, **resources: Resource) -> int:
@@ -93,60 +127,121 @@ class AgentLightningServer:
         self._iteration += 1
         return self._version
 
-    async def queue_task(self, sample: dict[str, Any]) -> str:
-        """Queue one sample: a signal to the server's dispatcher, which sends what arrives
-        within a few milliseconds to clients as one batch (durable once this returns).
-        A task that could never fit a batch is refused here (ValueError with the reason)."""
-        if self._version is None:
-            raise RuntimeError("publish resources with update_resources() before queueing tasks")
-        task = self._task(sample)
-        if (size := json_size(task)) > MAX_TASK_BYTES:
-            raise ValueError(
-                f"task is {size:,} bytes; a task may be at most {MAX_TASK_BYTES:,} "
-                "(its sample, its ids): it could never leave in a batch"
-            )
-        await self.client.start_workflow(
-            RolloutDispatcherWorkflow.run,
-            DispatcherInput(
-                server_id=self.server_id,
-                linger_ms=self.linger_ms,
-                tasks_per_activity=self.tasks_per_activity,
-            ),
-            id=self.dispatcher_id,
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            start_signal="queue",
-            start_signal_args=[[task]],
-        )
-        self._dispatched.add(task.rollout_id)
-        return task.rollout_id
+    async def queue_task(self, sample: dict[str, Any], key: str | None = None) -> str:
+        """Queue one sample: written to the store in one transaction, so durable once this
+        returns; the dispatcher is woken after ``linger_ms`` (one signal for every task
+        queued in that window) and sends what waits to clients as one batch.
+
+        ``key``: queueing the same key again returns the same rollout id and queues nothing
+        (a retried call after a lost answer). A sample over MAX_SAMPLE_BYTES is a ValueError;
+        past ``max_waiting`` waiting tasks, QueueFull (nothing stored)."""
+        task = self._task(sample, key)
+        written: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._to_write.append((task, written))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_queued())
+        rollout_id = await written
+        self._wake_soon()
+        return rollout_id
+
+    async def _write_queued(self) -> None:
+        """Group commit: tasks queued while a write is under way go together in the next one
+        transaction, in the order queued (each caller returns once its own task is
+        committed). A task refused at the cap gets QueueFull; one whose write fails for a
+        reason of its own (its key queued with another sample) gets that error alone."""
+        while self._to_write:
+            group, self._to_write = self._to_write[:1000], self._to_write[1000:]
+            tasks = [task for task, _ in group]
+            try:
+                admitted = await asyncio.to_thread(
+                    self.store.recorder.queue_tasks, tasks, self.max_waiting, partial=True
+                )
+            except Exception as err:
+                if len(group) == 1:
+                    _settle(group[0][1], error=err)
+                    continue
+                for task, written in group:  # each on its own: whose error it is
+                    try:
+                        alone = await asyncio.to_thread(
+                            self.store.recorder.queue_tasks, [task], self.max_waiting
+                        )
+                        _settle(written, result=alone.rollout_ids[0])
+                    except Exception as error:
+                        _settle(written, error=error)
+                continue
+            taken = set(admitted.rollout_ids)
+            for task, written in group:
+                if task.rollout_id in taken:
+                    _settle(written, result=task.rollout_id)
+                else:
+                    _settle(
+                        written,
+                        error=QueueFull(self.server_id, admitted.waiting, self.max_waiting),
+                    )
 
     async def queue_tasks(
-        self, samples: list[dict[str, Any]], batch_size: int = 250, tasks_per_activity: int = 8
+        self,
+        samples: list[dict[str, Any]],
+        batch_size: int = 250,
+        tasks_per_activity: int = 8,
+        keys: list[str] | None = None,
     ) -> list[str]:
-        """Queue many samples: one workflow per ``batch_size`` of them (or fewer, so that a
-        batch stays within MAX_BATCH_BYTES), clients sent ``tasks_per_activity`` at a time;
-        each task's attempts are still its own."""
-        if self._version is None:
-            raise RuntimeError("publish resources with update_resources() before queueing tasks")
-        ids = []
-        for tasks in batches_of([self._task(sample) for sample in samples], batch_size):
+        """Queue many samples: stored in one transaction, then one workflow per
+        ``batch_size`` of them, clients sent ``tasks_per_activity`` at a time; each task's
+        attempts are still its own. Admits what fits under ``max_waiting``, in order: the ids
+        returned are those of the first ``len(ids)`` samples (the rest were refused; queue
+        them again once rollouts have finished)."""
+        if keys is not None and len(keys) != len(samples):
+            raise ValueError(f"{len(keys)} keys for {len(samples)} samples")
+        tasks = [
+            self._task(sample, keys[i] if keys is not None else None)
+            for i, sample in enumerate(samples)
+        ]
+        admitted = await asyncio.to_thread(
+            self.store.recorder.queue_tasks, tasks, self.max_waiting, partial=True
+        )
+        if admitted.refused:
+            log.warning(
+                "server %s: %d of %d tasks refused, %d waiting tasks at most (max_waiting)",
+                self.server_id,
+                admitted.refused,
+                len(tasks),
+                self.max_waiting,
+            )
+        ids = admitted.rollout_ids
+        for start in range(0, len(ids), batch_size):
+            chunk = ids[start : start + batch_size]
             batch_id = f"{self.server_id}:batch-{uuid.uuid4().hex[:12]}"
             handle = await self.client.start_workflow(
                 RolloutBatchWorkflow.run,
-                RolloutBatch(batch_id=batch_id, tasks=tasks, tasks_per_activity=tasks_per_activity),
+                RolloutBatch(
+                    batch_id=batch_id,
+                    server_id=self.server_id,
+                    client_task_queue=self.client_task_queue,
+                    max_attempts=self.max_attempts,
+                    tasks=[
+                        TaskRef(rollout_id=r, sample_bytes=admitted.sample_bytes[r]) for r in chunk
+                    ],
+                    tasks_per_activity=tasks_per_activity,
+                ),
                 id=f"tasks-{batch_id.replace(':', '-')}",
                 task_queue=self.task_queue,
             )
-            for task in tasks:
-                self._batches[task.rollout_id] = handle.id
-            ids += [task.rollout_id for task in tasks]
+            for rollout_id in chunk:
+                self._batches[rollout_id] = handle.id
         return ids
 
-    def _task(self, sample: dict[str, Any]) -> RolloutTask:
-        assert self._version is not None
+    def _task(self, sample: dict[str, Any], key: str | None) -> RolloutTask:
+        if self._version is None:
+            raise RuntimeError("publish resources with update_resources() before queueing tasks")
+        if key is not None and (not isinstance(key, str) or not key):
+            raise ValueError(f"a task's key is a non-empty string, got {type(key).__name__}")
+        if key is None:
+            rollout_id = f"{self.server_id}:{uuid.uuid4().hex[:12]}"
+        else:  # outside text: only its hash names the task
+            rollout_id = f"{self.server_id}:k-{hashlib.sha256(key.encode()).hexdigest()[:24]}"
         return RolloutTask(
-            rollout_id=f"{self.server_id}:{uuid.uuid4().hex[:12]}",
+            rollout_id=rollout_id,
             server_id=self.server_id,
             iteration=self._iteration,
             sample=sample,
@@ -156,6 +251,47 @@ class AgentLightningServer:
             max_attempts=self.max_attempts,
         )
 
+    def _wake_soon(self) -> None:
+        """One wake-up for the tasks queued within the linger: the first starts the window."""
+        self._wake_pending = True
+        if self._waker is None or self._waker.done():
+            self._waker = asyncio.create_task(self._wake())
+
+    async def _wake(self) -> None:
+        failures = 0
+        while self._wake_pending:
+            await asyncio.sleep(self.linger_ms / 1000)
+            self._wake_pending = False
+            try:
+                await self._signal_dispatcher()
+                failures = 0
+            except Exception as err:  # the tasks are stored: a later wake-up takes them
+                self._wake_pending = True
+                delay = WAKE_RETRY_SECONDS[min(failures, len(WAKE_RETRY_SECONDS) - 1)]
+                failures += 1
+                log.warning(
+                    "waking dispatcher %s failed (%s); again in %s s",
+                    self.dispatcher_id,
+                    err,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+
+    async def _signal_dispatcher(self) -> None:
+        await self.client.start_workflow(
+            RolloutDispatcherWorkflow.run,
+            DispatcherInput(
+                server_id=self.server_id,
+                batch_size=self.batch_size,
+                tasks_per_activity=self.tasks_per_activity,
+            ),
+            id=self.dispatcher_id,
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            start_signal="wake",
+        )
+        self.wakeups += 1
+
     async def get_completed_rollouts(self, rollout_ids: list[str]) -> list[RolloutReport]:
         """The reports of those that are done, from the store (possibly fewer than asked)."""
         return await asyncio.to_thread(self.store.queries.lightning_reports, rollout_ids)
@@ -163,32 +299,32 @@ class AgentLightningServer:
     async def wait_for_rollouts(
         self, rollout_ids: list[str], timeout: float | None = None
     ) -> list[RolloutReport]:
-        """Wait until every task has completed or failed; the completed ones' reports."""
+        """Wait until every task has completed or failed; the completed ones' reports. Tasks
+        queued by ``queue_tasks`` are awaited through their batch workflows, the rest (and any
+        another batch took) by the store."""
 
-        async def finished(workflow_id: str) -> None:
-            await self.client.get_workflow_handle(workflow_id).result()
-
-        async def dispatched(ids: list[str]) -> None:
-            # their batch is the dispatcher's to name: the store says when each is done
-            waiting = set(ids)
+        async def finished() -> None:
+            batches = sorted({self._batches[r] for r in rollout_ids if r in self._batches})
+            await asyncio.gather(*(self.client.get_workflow_handle(w).result() for w in batches))
+            waiting = set(rollout_ids)
             while waiting:
                 waiting -= await asyncio.to_thread(
                     self.store.queries.finished_rollouts, list(waiting)
                 )
                 if waiting:
-                    await asyncio.sleep(DISPATCHED_POLL_SECONDS)
+                    await asyncio.sleep(FINISHED_POLL_SECONDS)
 
-        through_dispatcher = [r for r in rollout_ids if r in self._dispatched]
-        # a task queued by this server is in a batch; otherwise it has a workflow of its own
-        workflows = {
-            self._batches.get(r, f"task-{r.replace(':', '-')}")
-            for r in rollout_ids
-            if r not in self._dispatched
-        }
-        await asyncio.wait_for(
-            asyncio.gather(
-                *(finished(w) for w in sorted(workflows)), dispatched(through_dispatcher)
-            ),
-            timeout,
-        )
+        await asyncio.wait_for(finished(), timeout)
         return await self.get_completed_rollouts(rollout_ids)
+
+
+def _settle(
+    future: asyncio.Future[str], result: str | None = None, error: BaseException | None = None
+) -> None:
+    """Answer a queue_task caller (unless it was cancelled meanwhile)."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result or "")

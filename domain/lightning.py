@@ -12,13 +12,30 @@ from domain.rollout_report import RolloutReport
 
 MAX_SAMPLE_BYTES = 64 * 1024
 MAX_REPORT_BYTES = 1_500_000  # under Temporal's 2 MB payload limit, with room to spare
-# A task's sample plus its ids (each at most 200 characters): what one task weighs at most
-MAX_TASK_BYTES = MAX_SAMPLE_BYTES + 4 * 1024
-# Batches are sized by bytes as well as by count: a batch's tasks cross Temporal together (the
-# batch workflow's input, its record steps, a client activity's assignments), and the
-# dispatcher carries at most this much across continue-as-new. Any one task fits.
+# Samples wait in the store; what crosses Temporal is a task's id and its sample's size. A
+# batch's references stay within this many bytes (its workflow's input, its outcomes); a
+# batch's count (at most 1,000 tasks) keeps it far below.
 MAX_BATCH_BYTES = 512 * 1024
-assert MAX_TASK_BYTES <= MAX_BATCH_BYTES < PAYLOAD_LIMIT_BYTES // 2
+# What one client activity reads from the store at most: its tasks are cut by count
+# (``tasks_per_activity``) and by their samples' bytes, whichever comes first. Any one fits.
+MAX_ACTIVITY_SAMPLE_BYTES = 1024 * 1024
+# Tasks waiting for a client (queued, not yet completed or failed) per server: past it
+# ``queue_task`` raises QueueFull and ``queue_tasks`` admits what fits (docs/reliability.md).
+DEFAULT_MAX_WAITING_TASKS = 10_000
+assert MAX_SAMPLE_BYTES <= MAX_ACTIVITY_SAMPLE_BYTES < PAYLOAD_LIMIT_BYTES
+assert MAX_BATCH_BYTES < PAYLOAD_LIMIT_BYTES // 2
+
+
+class QueueFull(Exception):
+    """A server's waiting tasks reached its cap: nothing of the refused task was stored.
+    Wait for rollouts to finish (``wait_for_rollouts``), then queue again."""
+
+    def __init__(self, server_id: str, waiting: int, cap: int) -> None:
+        self.server_id, self.waiting, self.cap = server_id, waiting, cap
+        super().__init__(
+            f"{waiting:,} tasks already wait for a client on server {server_id!r}; the cap is "
+            f"{cap:,} (max_waiting): wait for rollouts to finish, then queue again"
+        )
 
 
 class LLM(BaseModel):
@@ -53,7 +70,8 @@ class ResourceSet(BaseModel):
 
 
 class RolloutTask(BaseModel):
-    """One dataset sample to run, queued by the server for any client to take."""
+    """One dataset sample to run, as the server SDK queues it: written to the store
+    (``rollout_tasks``, the sample a payload blob), never sent through Temporal."""
 
     rollout_id: str = Field(max_length=200)
     server_id: str = Field(max_length=200)
@@ -75,34 +93,91 @@ def small_sample(sample: dict[str, Any]) -> dict[str, Any]:
     size = json_size(sample)
     if size > MAX_SAMPLE_BYTES:
         raise ValueError(
-            f"sample is {size:,} bytes; a task's sample crosses Temporal and may be at most "
-            f"{MAX_SAMPLE_BYTES:,} bytes (keep large data elsewhere and pass its id)"
+            f"sample is {size:,} bytes; a task's sample may be at most {MAX_SAMPLE_BYTES:,} "
+            "bytes (keep large data elsewhere and pass its id)"
         )
     return sample
 
 
-def batches_of(
-    tasks: list[RolloutTask], max_count: int, max_bytes: int = MAX_BATCH_BYTES
-) -> list[list[RolloutTask]]:
-    """``tasks`` in order, cut into batches of at most ``max_count`` tasks and ``max_bytes``
-    (a task heavier than ``max_bytes`` alone would be a batch of its own: none is, by
-    MAX_TASK_BYTES)."""
-    batches: list[list[RolloutTask]] = []
+class TaskRef(BaseModel):
+    """A stored task as it crosses Temporal: its id and its sample's size, never the sample."""
+
+    rollout_id: str = Field(max_length=200)
+    sample_bytes: int = Field(ge=0)
+
+
+def groups_of(
+    tasks: list[TaskRef], max_count: int, max_bytes: int = MAX_ACTIVITY_SAMPLE_BYTES
+) -> list[list[TaskRef]]:
+    """``tasks`` in order, cut into groups of at most ``max_count`` tasks whose samples weigh
+    at most ``max_bytes`` together (a heavier task alone is a group of its own: none is, by
+    MAX_SAMPLE_BYTES)."""
+    groups: list[list[TaskRef]] = []
     size = 0
     for task in tasks:
-        weight = json_size(task)
-        if not batches or len(batches[-1]) >= max_count or size + weight > max_bytes:
-            batches.append([])
+        if not groups or len(groups[-1]) >= max_count or size + task.sample_bytes > max_bytes:
+            groups.append([])
             size = 0
-        batches[-1].append(task)
-        size += weight
-    return batches
+        groups[-1].append(task)
+        size += task.sample_bytes
+    return groups
+
+
+class StoredTask(BaseModel):
+    """A task to write whose sample is in the store already (an optimization's dataset,
+    stored once): its id, its sample's hash and size, the batch that will run it."""
+
+    rollout_id: str = Field(max_length=200)
+    sample_hash: str = Field(max_length=64)
+    sample_bytes: int = Field(ge=0)
+    batch_id: str = Field(max_length=200)
+
+
+class StoredSample(BaseModel):
+    sample_hash: str
+    sample_bytes: int
+
+
+class StoreSamplesInput(BaseModel):
+    samples: list[dict[str, Any]]
+
+
+class StoreTasksInput(BaseModel):
+    """An optimization iteration's tasks, each already given to its batch."""
+
+    server_id: str
+    iteration: int
+    resources_workflow_id: str
+    resources_version: int
+    client_task_queue: str
+    max_attempts: int
+    tasks: list[StoredTask]
+
+
+class ClaimInput(BaseModel):
+    """Give waiting tasks to a batch: those of ``rollout_ids`` not taken by another batch,
+    or (None) the server's oldest waiting ones, up to ``limit``. Idempotent: a batch that
+    claimed already gets what it claimed."""
+
+    server_id: str
+    batch_id: str
+    rollout_ids: list[str] | None = None
+    limit: int = Field(default=250, ge=1, le=1000)
+
+
+class ClaimedTasks(BaseModel):
+    """A batch's tasks (all bound for one client queue, with one attempt budget)."""
+
+    tasks: list[TaskRef]
+    client_task_queue: str = ""
+    max_attempts: int = 3
 
 
 class ClientAssignment(BaseModel):
-    """What the client activity receives: the task and which attempt this is."""
+    """What the client activity receives for one task: its id (the client reads the sample
+    from the store) and which attempt this is."""
 
-    task: RolloutTask
+    rollout_id: str
     attempt: int
 
 
@@ -115,34 +190,36 @@ class ClientReport(BaseModel):
 
 
 class DispatcherInput(BaseModel):
-    """A server's dispatcher: tasks queued one at a time leave in batches."""
+    """A server's dispatcher: tasks queued one at a time wait in the store; on each wake-up
+    it gives the oldest (``batch_size`` at most) to a batch workflow, by id."""
 
     server_id: str
-    linger_ms: int = Field(default=5, ge=0, le=10_000)  # how long a lone task waits for others
     batch_size: int = Field(default=250, ge=1, le=1000)
     tasks_per_activity: int = Field(default=8, ge=1, le=64)
     continue_after: int = Field(default=200, ge=1)  # batches a run sends before continuing
-    batches_before: int = 0  # batches earlier runs sent: the next batch's number
-    # carried across continue-as-new: at most MAX_BATCH_BYTES (the rest leaves first)
-    pending: list[RolloutTask] = Field(default_factory=list)
 
 
 class RolloutBatch(BaseModel):
-    """Tasks queued together: one workflow, clients sent a few per activity (each task's
-    attempts still its own, recorded one by one)."""
+    """Tasks run together: one workflow, clients sent a few per activity (each task's attempts
+    still its own, recorded one by one). Carries ids and sizes; the samples stay in the store.
+    ``claimed``: the tasks are this batch's already (else its first step claims them)."""
 
     batch_id: str
-    tasks: list[RolloutTask] = Field(min_length=1, max_length=1000)
+    server_id: str
+    client_task_queue: str
+    max_attempts: int = Field(default=3, ge=1, le=20)
+    tasks: list[TaskRef] = Field(min_length=1, max_length=1000)
     tasks_per_activity: int = Field(default=8, ge=1, le=64)
+    claimed: bool = False
 
     @field_validator("tasks")
     @classmethod
-    def _within_bytes(cls, tasks: list[RolloutTask]) -> list[RolloutTask]:
+    def _within_bytes(cls, tasks: list[TaskRef]) -> list[TaskRef]:
         size = json_size(tasks)
         if size > MAX_BATCH_BYTES:
             raise ValueError(
-                f"the batch's tasks are {size:,} bytes; a batch may be at most "
-                f"{MAX_BATCH_BYTES:,} (cut it with domain.lightning.batches_of)"
+                f"the batch's task references are {size:,} bytes; a batch may be at most "
+                f"{MAX_BATCH_BYTES:,}"
             )
         return tasks
 
@@ -174,24 +251,22 @@ class PublishInput(BaseModel):
     resource_set: ResourceSet
 
 
-class TaskAttemptInput(BaseModel):
-    task: RolloutTask
-    attempt: int
-    error: str | None = None
-
-
-class TaskReportInput(BaseModel):
-    task: RolloutTask
-    attempt: int
-    client_report: ClientReport
-
-
 class TaskAttemptsInput(BaseModel):
-    attempts: list[TaskAttemptInput]
+    """Attempts of a batch's tasks, by id (the store has the rest); ``errors`` in order, for
+    failed ones."""
+
+    server_id: str
+    attempt: int
+    rollout_ids: list[str]
+    errors: list[str] | None = None
 
 
 class TaskReportsInput(BaseModel):
-    reports: list[TaskReportInput]
+    """Clients' reports of one attempt at each of a few tasks (each report names its task)."""
+
+    server_id: str
+    attempt: int
+    reports: list[ClientReport]
 
 
 class ProposeInput(BaseModel):

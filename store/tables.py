@@ -130,6 +130,8 @@ class AgentVersionRow(SQLModel, table=True):
 
 class RolloutRow(SQLModel, table=True):
     __tablename__ = "rollouts"
+    # a dataset server's waiting tasks (pending or running) are counted at every queue_task
+    __table_args__ = (Index("ix_rollouts_session_status", "session_id", "status"),)
 
     id: str = Field(primary_key=True, max_length=200)
     session_id: str = Field(index=True, max_length=128)
@@ -397,6 +399,37 @@ class ResourceSetRow(SQLModel, table=True):
     server_id: str = Field(index=True, max_length=128)
     version: int
     content_hash: str
+    created_at: int = Field(sa_type=BigInteger)
+
+
+# ---- the dataset task queue (operational state, not a projection) --------------------------
+
+
+class RolloutTaskRow(SQLModel, table=True):
+    """Dataset tasks as the server SDK queues them, in queue order: the sample (a payload
+    blob) and what a client needs to run it, and the batch that took it (None: waiting for
+    the dispatcher). Written with the task's ``task.queued`` event, in its transaction; like
+    Temporal's own state it is not rebuilt from the log (the log keeps each task's sample,
+    iteration and resource version; the ``rollouts`` projection its status)."""
+
+    __tablename__ = "rollout_tasks"
+    __table_args__ = (Index("ix_rollout_tasks_waiting", "server_id", "batch_id", "position"),)
+
+    position: int | None = Field(
+        default=None,
+        primary_key=True,
+        sa_type=BigInteger().with_variant(Integer(), "sqlite"),  # type: ignore[call-overload]
+    )
+    rollout_id: str = Field(unique=True, max_length=200)
+    server_id: str = Field(max_length=128)
+    iteration: int
+    sample_hash: str = Field(max_length=64)
+    sample_bytes: int
+    resources_workflow_id: str = Field(max_length=200)
+    resources_version: int
+    client_task_queue: str = Field(max_length=200)
+    max_attempts: int
+    batch_id: str | None = Field(default=None, index=True, max_length=200)
     created_at: int = Field(sa_type=BigInteger)
 
 

@@ -227,3 +227,23 @@ def test_a_complaint_under_ironic_praise_is_never_read_the_other_way():
         analysis = analyze(2, comment, [])
         wanted = [a.want for a in analysis.aspects if a.want]
         assert wanted == ["shorter"] or (wanted == [] and analysis.unsure)
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "Add a single worked case from a firm like ours, kept short.",
+        "One example from a shop our size would help, kept brief.",
+    ],
+)
+def test_a_size_said_after_a_part_sizes_the_part_not_the_answer(comment: str):
+    assert wishes(comment) == {"example"}
+
+
+def test_a_part_that_makes_the_answer_read_like_something_is_taken_out():
+    reading = _read("The bullet list makes it look like a shopping list.")
+    assert [(w.action, w.family) for w in reading.wishes] == [("remove", "bullets")]
+
+
+def test_better_without_a_part_is_praise_not_a_new_request():
+    assert wishes("Much better without the headings.") == set()

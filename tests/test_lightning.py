@@ -5,16 +5,21 @@ seed's pseudo-code."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import signal
 import sys
 import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import psutil
+import pytest
+from sqlmodel import select
 from temporalio.client import Client
 
 from dataset_optimization.client import AgentLightningClient, Resources
 from dataset_optimization.server import AgentLightningServer
-from domain.lightning import LLM, PromptTemplate
+from domain.lightning import LLM, PromptTemplate, QueueFull
 from domain.rollout_report import RolloutReport
 from examples.lightning_topics import DATASET, optimization_input
 from store.tables import RolloutRow
@@ -23,7 +28,9 @@ from workflows.lightning import OptimizationWorkflow
 ROOT = Path(__file__).parent.parent
 
 
-async def start_clients(address: str, queue: str, n: int) -> list[asyncio.subprocess.Process]:
+async def start_clients(
+    address: str, queue: str, n: int, database_url: str
+) -> list[asyncio.subprocess.Process]:
     procs = []
     for i in range(n):
         proc = await asyncio.create_subprocess_exec(
@@ -33,6 +40,7 @@ async def start_clients(address: str, queue: str, n: int) -> list[asyncio.subpro
             address,
             queue,
             f"proc-{i}",
+            database_url,
             cwd=ROOT,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
@@ -43,12 +51,29 @@ async def start_clients(address: str, queue: str, n: int) -> list[asyncio.subpro
     return procs
 
 
+async def started_server(
+    client: Client, store, settings, client_queue: str, prefix: str, **options: int
+) -> AgentLightningServer:
+    """A server SDK on the test's task queue, started, with a prompt template published."""
+    server = AgentLightningServer(
+        client,
+        store,
+        f"{prefix}-{uuid.uuid4().hex[:6]}",
+        task_queue=settings.task_queue,
+        client_task_queue=client_queue,
+        **options,
+    )
+    await server.start()
+    await server.update_resources(prompt_template=PromptTemplate(template="{n}"))
+    return server
+
+
 async def test_two_client_processes_optimize_a_50_task_dataset(
     client, store, settings, run_worker, temporal_address
 ):
     queue = f"rollouts-{uuid.uuid4().hex[:8]}"
     run_id = f"topics-{uuid.uuid4().hex[:8]}"
-    procs = await start_clients(temporal_address, queue, 2)
+    procs = await start_clients(temporal_address, queue, 2, settings.database_url)
     try:
         async with run_worker():
             inp = optimization_input(run_id, iterations=3, client_task_queue=queue)
@@ -168,6 +193,8 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
     japan = [r for r in rollouts if store.queries.payload(r.input_hash) == {"country": "Japan"}]
     assert [len(store.queries.attempts(r.id)) for r in japan] == [1, 1]
     assert lightning.cache.fetches == 2  # two versions, each fetched once
+    # the four samples ran twice (and some again after a failure): each read from the store once
+    assert lightning.tasks.reads == len(dataset)
     # tasks queued one at a time went to clients through the dispatcher, in batches: fewer
     # workflows than tasks, each task still recorded on its own (above)
     query = f'WorkflowId STARTS_WITH "tasks-{server.server_id}-d"'
@@ -179,3 +206,183 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
         await asyncio.sleep(0.1)
     assert set(started) == {"RolloutBatchWorkflow"} and len(started) < len(dataset)
     assert [store.queries.resource_set(server.server_id, v).version for v in (1, 2)] == [1, 2]
+
+
+async def test_a_worker_killed_between_a_task_s_write_and_its_dispatch_loses_nothing(
+    client, store, settings, run_worker, temporal_address
+):
+    """The server SDK's process (worker and script) dies right after `queue_task` stored a
+    task, before the dispatcher was woken. Restarted, the server finds the stored task: it runs
+    once, and its rollout is stored once."""
+    server_id = f"crash-{uuid.uuid4().hex[:6]}"
+    queue = f"rollouts-{uuid.uuid4().hex[:8]}"
+    doomed = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.lightning_queue_process",
+        temporal_address,
+        settings.database_url,
+        settings.task_queue,
+        queue,
+        server_id,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    line = await asyncio.wait_for(doomed.stdout.readline(), 120)
+    assert await doomed.wait() == -signal.SIGKILL
+    first, second = line.decode().split()
+    # the second task is in the store, acknowledged, and no batch has it
+    assert store.queries.queued_tasks([second])[second].batch_id is None
+    assert store.queries.queued_tasks([first])[first].batch_id is not None
+
+    ran: Counter[int] = Counter()
+
+    async def agent(task: dict, resources: Resources) -> float:
+        ran[task["n"]] += 1
+        return 1.0
+
+    lightning = AgentLightningClient(
+        Client(**client.config()), "after", task_queue=queue, settings=settings
+    )
+    async with run_worker(), lightning.worker(agent):  # the worker, restarted
+        server = AgentLightningServer(
+            client, store, server_id, task_queue=settings.task_queue, client_task_queue=queue
+        )
+        await server.start()
+        reports = await server.wait_for_rollouts([first, second], timeout=120)
+        await asyncio.sleep(0.5)  # anything run twice would have shown by now
+        await server.stop()
+    assert ran == {1: 1, 2: 1}
+    assert [r.rollout_id for r in reports] == [first, second]
+    for rollout_id in (first, second):
+        assert [a.status for a in store.queries.attempts(rollout_id)] == ["succeeded"]
+    reported = [
+        e.payload["rolloutId"] for e in store.queries.events(server_id, ["rollout.reported"])
+    ]
+    assert sorted(reported) == sorted([first, second])  # each stored once
+
+
+async def test_a_thousand_waiting_tasks_cost_the_worker_little_and_the_cap_holds(
+    client, store, settings, run_worker
+):
+    """1,000 tasks of 60 KB (60 MB of samples) queued with no client: the worker's memory
+    grows by at most 100 MB, since the samples wait in the store and batches carry ids. At the
+    cap, `queue_task` raises QueueFull and `queue_tasks` admits nothing; a client started
+    afterwards completes every accepted task, each with its whole sample."""
+    cap, size = 1000, 60_000
+    warm_queue, queue = (f"rollouts-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    seen: Counter[int] = Counter()
+
+    async def agent(task: dict, resources: Resources) -> float:
+        seen[task["n"]] += 1
+        return 1.0 if len(task["text"]) == size else 0.0
+
+    me = psutil.Process()
+    async with run_worker():
+        # warm up: the workflows' code loads into the worker, as for any server's first task
+        warm = await started_server(client, store, settings, warm_queue, "warm")
+        warm_client = AgentLightningClient(
+            Client(**client.config()), "warm", task_queue=warm_queue, settings=settings
+        )
+        async with warm_client.worker(agent):
+            ids = [await warm.queue_task({"n": -n, "text": "x" * size}) for n in range(1, 4)]
+            await warm.wait_for_rollouts(ids, timeout=60)
+            await warm.stop()
+
+        server = await started_server(client, store, settings, queue, "wait", max_waiting=cap)
+        server_id = server.server_id
+        gc.collect()
+        before = me.memory_info().rss
+        accepted: list[str] = []
+        for start in range(0, cap, 50):  # built as they are queued: the test holds none
+            accepted += await asyncio.gather(
+                *(
+                    server.queue_task({"n": n, "text": chr(97 + n % 26) * size})
+                    for n in range(start, start + 50)
+                )
+            )
+        with pytest.raises(QueueFull) as full:
+            await server.queue_task({"n": cap, "text": "z" * size})
+        assert (full.value.waiting, full.value.cap) == (cap, cap)
+        assert await server.queue_tasks([{"n": cap + 1, "text": ""}]) == []
+        # every waiting task is out with a batch, its attempt begun: as far as it goes
+        # without a client
+        for _ in range(600):
+            rows = store.queries._all(
+                select(RolloutRow.status).where(RolloutRow.session_id == server_id)
+            )
+            if rows.count("running") == cap and not store.queries.undispatched_tasks(server_id):
+                break
+            await asyncio.sleep(0.1)
+        assert rows.count("running") == cap
+        gc.collect()
+        grown = (me.memory_info().rss - before) / 2**20
+        print(f"worker RSS grew {grown:.0f} MB for {cap} waiting tasks of {size:,} bytes")
+        assert grown <= 100
+
+        lightning = AgentLightningClient(
+            Client(**client.config()), "late", task_queue=queue, settings=settings
+        )
+        async with lightning.worker(agent, max_concurrent=16):
+            reports = await server.wait_for_rollouts(accepted, timeout=300)
+        await server.stop()
+    assert len(reports) == cap and all(r.final_reward == 1.0 for r in reports)
+    assert seen.keys() >= set(range(cap)) and all(seen[n] == 1 for n in range(cap))
+    rows = store.queries._all(select(RolloutRow).where(RolloutRow.session_id == server_id))
+    assert len(rows) == cap and {r.status for r in rows} == {"completed"}
+    assert store.queries.waiting_tasks(server_id) == 0
+
+
+async def test_queue_task_is_idempotent_by_key_and_refuses_past_the_cap(
+    client, store, settings, run_worker
+):
+    """A key queued again returns its id and stores nothing, and a key reused for another
+    sample is refused. Calls made together share one transaction but answer one by one: with
+    a cap of 3 and one task waiting, five at once give two ids and three QueueFull."""
+    async with run_worker():
+        nobody = f"nobody-{uuid.uuid4().hex[:6]}"
+        server = await started_server(client, store, settings, nobody, "keys", max_waiting=3)
+        server_id = server.server_id
+        first = await server.queue_task({"n": 0}, key="sample-0")
+        assert await server.queue_task({"n": 0}, key="sample-0") == first  # a retried call
+        with pytest.raises(ValueError, match="another sample"):
+            await server.queue_task({"n": 1}, key="sample-0")
+        answers = await asyncio.gather(
+            *(server.queue_task({"n": n}, key=f"sample-{n}") for n in range(1, 6)),
+            return_exceptions=True,
+        )
+        assert [type(a).__name__ for a in answers] == ["str"] * 2 + ["QueueFull"] * 3
+        assert "3 tasks already wait" in str(answers[2])
+        # the same keys again (a retry of the whole call): the accepted ones are accepted
+        assert await server.queue_tasks(
+            [{"n": n} for n in range(3)], keys=[f"sample-{n}" for n in range(3)]
+        ) == [first, answers[0], answers[1]]
+        await server.stop()
+    rows = store.queries._all(select(RolloutRow).where(RolloutRow.session_id == server_id))
+    assert len(rows) == 3
+    assert len(store.queries.events(server_id, ["task.queued"])) == 3
+
+
+async def test_a_client_reading_another_database_says_so(
+    client, store, settings, run_worker, tmp_path
+):
+    """A client pointed at a database other than the server's cannot find its tasks: each
+    attempt fails with the reason, recorded in the store, and the rollout fails for good."""
+    queue = f"rollouts-{uuid.uuid4().hex[:8]}"
+    elsewhere = settings.model_copy(update={"database_url": f"sqlite:///{tmp_path}/other.db"})
+
+    async def agent(task: dict, resources: Resources) -> float:
+        return 1.0
+
+    lost = AgentLightningClient(
+        Client(**client.config()), "lost", task_queue=queue, settings=elsewhere
+    )
+    async with run_worker(), lost.worker(agent):
+        server = await started_server(client, store, settings, queue, "lost", max_attempts=1)
+        rollout_id = await server.queue_task({"n": 1})
+        assert await server.wait_for_rollouts([rollout_id], timeout=60) == []
+        await server.stop()
+    (attempt,) = store.queries.attempts(rollout_id)
+    assert attempt.status == "failed"
+    assert "not in this client's store" in attempt.error
+    assert "TRAINING_CAMP_DATABASE_URL" in attempt.error

@@ -20,7 +20,7 @@ from store.rlm_findings.findings import DatabaseFindingsStore
 from store.tables import PayloadBlob, SessionRow, SpanRow, TrainingEvent, TrainingExampleRow
 from tests.store_story import register, scored_cycle
 
-HEAD = "0011"
+HEAD = "0012"
 
 
 @pytest.fixture
@@ -351,6 +351,36 @@ def test_0008_indexes_evaluations_by_session_and_cycle(url):
     scored_cycle(store, "s1-B", ih[0], "a rambling essay", 3)
     (compared,) = store.queries.events(None, ["artifact.compared"])
     assert compared.payload["ranking"] == ["s1-A:c1:artifact", "s1-B:c1:artifact"]
+    store.close()
+
+
+def test_0012_adds_the_task_queue_and_keeps_what_was_queued_before(url):
+    """Down to 0011 with a lineage's rollout in the store, and up again: the task queue and the
+    waiting-count index come back, the rollout stays, and a task queues and is claimed."""
+    from alembic import command
+
+    from domain.lightning import ClaimInput
+    from store.backends.migrate import alembic_config
+    from tests.test_rollout_task_queue import task
+
+    store = Store.open(url)
+    ih = register(store, "s1-A")
+    scored_cycle(store, "s1-A", ih[0], "- three crisp bullets", 9)
+    config = alembic_config(url)
+    with store.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0011")
+    assert "rollout_tasks" not in inspect(store.engine).get_table_names()
+    store.close()
+
+    store = Store.open(url)  # migrates 0011 -> head
+    assert current_revision(store.engine) == HEAD
+    indexes = {ix["name"] for ix in inspect(store.engine).get_indexes("rollouts")}
+    assert "ix_rollouts_session_status" in indexes
+    assert len(store.queries.rollouts("s1-A")) == 1
+    store.recorder.queue_tasks([task(1)], max_waiting=5)
+    claimed = store.recorder.claim_tasks(ClaimInput(server_id="srv", batch_id="b"))
+    assert [t.rollout_id for t in claimed.tasks] == ["srv:t1"]
     store.close()
 
 

@@ -16,7 +16,6 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 
 from client import start_session
 from dataset_optimization.client import AgentLightningClient, Resources
-from dataset_optimization.server import AgentLightningServer
 from domain.agent import AgentRef
 from domain.feedback import (
     MAX_COMMENT_CHARS,
@@ -26,7 +25,6 @@ from domain.feedback import (
     CorrectionTaken,
     ScoreInput,
 )
-from domain.lightning import LLM, MAX_BATCH_BYTES, PromptTemplate
 from domain.lineage import (
     CORRECTIONS_REMEMBERED,
     DIRECTIVES_SHOWN,
@@ -47,6 +45,7 @@ from store.tables import RolloutRow
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text_message
 from tests.test_faults import claude_settings
+from tests.test_lightning import started_server
 from tests.test_rlm_repl import ROOT_MODEL, _cells
 from workflows import rlm as rlm_workflow
 from workflows.lineage import SCORE_HISTORY_CARRIED, LineageWorkflow
@@ -238,35 +237,26 @@ async def test_scores_past_the_queue_bound_are_refused_with_the_reason(
     assert len(store.queries.evaluations(lineage)) == MAX_QUEUED_SCORES
 
 
-async def test_the_dispatcher_sizes_batches_by_bytes_and_refuses_a_task_that_cannot_fit(
+async def test_samples_wait_in_the_store_and_never_cross_temporal(
     client, store, settings, run_worker
 ):
     """40 tasks of 60 KB queued one at a time (2.4 MB) and a small one after them all reach
-    the store: they leave in batches of at most 512 KB. A task too large for any batch is
-    refused at `queue_task` with the reason, and nothing of it reaches the store."""
+    the store and run; what crossed Temporal for them (the dispatcher's and the batches'
+    histories, the clients' activities) names them by id and holds none of their text. A task
+    over the sample limit is refused at `queue_task` with the reason, and nothing of it
+    reaches the store."""
     queue = f"rollouts-{uuid.uuid4().hex[:8]}"
     ran: list[str] = []
 
     async def agent(task: dict, resources: Resources) -> float:
         ran.append(task["name"])
-        return 1.0
+        return 1.0 if len(task.get("text", "")) in (0, 60_000) else 0.0
 
     own = Client(**client.config())
     lightning = AgentLightningClient(own, "local", task_queue=queue, settings=settings)
-    server_id = f"big-{uuid.uuid4().hex[:6]}"
     async with run_worker(), lightning.worker(agent):
-        server = AgentLightningServer(
-            client,
-            store,
-            server_id,
-            task_queue=settings.task_queue,
-            client_task_queue=queue,
-            linger_ms=2000,  # all of them arrive within one linger
-        )
-        await server.start()
-        await server.update_resources(
-            prompt_template=PromptTemplate(template="{name}"), llm=LLM(model="offline-x")
-        )
+        server = await started_server(client, store, settings, queue, "big")
+        server_id = server.server_id
         big = [{"name": f"big-{n}", "text": "x" * 60_000} for n in range(40)]
         assert sum(json_size(s) for s in big) > PAYLOAD_LIMIT
         ids = list(await asyncio.gather(*(server.queue_task(s) for s in big)))
@@ -275,28 +265,29 @@ async def test_the_dispatcher_sizes_batches_by_bytes_and_refuses_a_task_that_can
             await server.queue_task({"name": "huge", "text": "x" * 70_000})
         print(f"refused: {refused.value}")
         started = time.monotonic()
-        await asyncio.wait_for(server.wait_for_rollouts(ids), 120)
+        reports = await asyncio.wait_for(server.wait_for_rollouts(ids), 120)
         print(f"41 tasks through the dispatcher in {time.monotonic() - started:.1f} s")
         await server.stop()
 
+    assert [r.final_reward for r in reports] == [1.0] * 41  # each agent saw its whole sample
     rows = store.queries._all(select(RolloutRow).where(RolloutRow.session_id == server_id))
     assert len(rows) == 41 and all(r.status == "completed" for r in rows)
     assert sorted(ran) == sorted([s["name"] for s in big] + ["small"])  # "huge" never ran
-    # each batch crossed Temporal within the bound
-    query = f'WorkflowId STARTS_WITH "tasks-{server_id}-d"'
-    batches: list[str] = []
+    query = f'WorkflowId STARTS_WITH "tasks-{server_id}-d" OR WorkflowId = "dispatch-{server_id}"'
+    workflows: list[str] = []
     for _ in range(100):  # visibility catches up
-        batches = [w.id async for w in client.list_workflows(query)]
-        if len(batches) >= 5:
+        workflows = [w.id async for w in client.list_workflows(query)]
+        if len(workflows) >= 2:
             break
         await asyncio.sleep(0.1)
-    sizes = []
-    for workflow_id in batches:
+    crossed = 0
+    for workflow_id in workflows:
         history = await client.get_workflow_handle(workflow_id).fetch_history()
-        started_event = history.events[0].workflow_execution_started_event_attributes
-        sizes.append(sum(len(p.data) for p in started_event.input.payloads))
-    print(f"batch inputs: {sorted(sizes)}")
-    assert len(sizes) >= 5 and max(sizes) <= MAX_BATCH_BYTES + 1024
+        text = history.to_json()
+        assert "x" * 1_000 not in text, f"{workflow_id} carried a sample"
+        crossed += len(text)
+    print(f"{len(workflows)} workflows, {crossed:,} bytes of history for 2.4 MB of samples")
+    assert len(workflows) >= 2 and crossed < 1_000_000
 
 
 async def test_a_cell_s_calls_are_bounded_and_a_failed_call_says_why(

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from domain import wants
 from domain.agent import AgentDefinition, FlowStep
-from domain.change_families import contrary_of, opposite_of, working_against
+from domain.change_families import aspect_of, contrary_of, opposite_of, working_against
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleStep
 from domain.execution import SpanRecord, preview_of
@@ -125,7 +125,7 @@ async def take(
     read = rules_reading(memory, score, comment, spans)
     wished = credit_assignment.wishes(read)
     approved = [a.want for a in read.aspects if a.sentiment == "positive" and a.want]
-    taken_back = credit_assignment.takebacks(read)
+    taken_back = _about_earlier(credit_assignment.takebacks(read), memory)
     judged = outcome.judge(memory.pending, read, memory.session_id) if memory.pending else None
     if judged and memory.pending and memory.output_cut_off:
         judged = outcome.cut_off(memory.pending, judged, memory.session_id)
@@ -219,8 +219,16 @@ async def take(
     if backend.hands_over and analysis.read_by == "claude":
         report.append("read by Claude: the rules engine could not act on this comment")
     report += [f"not understood: {u.quote!r}: {u.why}" for u in analysis.unsure]
-    understood = wished or approved or taken_back or read.adversarial or read.refused
-    if not understood and not read.unsure and score < NOT_UNDERSTOOD_BELOW and read.comment:
+    praised = any(a.sentiment == "positive" for a in read.aspects)
+    understood = wished or approved or taken_back or praised or read.adversarial or read.refused
+    given = memory.wants is not None  # the rater's own wants: nothing to misunderstand
+    if (
+        not understood
+        and not given
+        and not read.unsure
+        and score < NOT_UNDERSTOOD_BELOW
+        and read.comment
+    ):
         report.append(_not_understood(read.comment, read.comment_language))
     asked_for = _asked_for(
         memory.asked_for, reversed_now, wished, [a for a in approved if a not in gone]
@@ -251,6 +259,21 @@ def rules_reading(
         reward_analyzer.analyze(score, comment, previous, memory.wants, memory.reading_memory()),
         _output_words(spans),
     )
+
+
+def _about_earlier(taken_back: list[Wish], memory: LineageMemory) -> list[Wish]:
+    """An undo that names an aspect the last change did not touch ("forget what I said about
+    the list" after the list came in earlier) takes back the families of that aspect the
+    reviewer asked for, at any age."""
+    pursued = {c.aspect for c in (memory.pending.changes if memory.pending else []) if c.want}
+    out: list[Wish] = []
+    for wish in taken_back:
+        if wish.family != "undo" or wish.aspect in ("overall", *pursued):
+            out.append(wish)
+            continue
+        earlier = [f for f in memory.asked_for if aspect_of(f) == wish.aspect]
+        out += [replace(wish, family=f, action="remove") for f in earlier] or [wish]
+    return out
 
 
 def _revert(
@@ -435,7 +458,11 @@ def say_back(analysis: ScoreAnalysis, report: Sequence[str] = ()) -> str:
         what = a.want + (f", {a.amount.says()}" if a.amount else "")
         said = f"{what} ({quote!r})" if quote else what
         if a.action == "remove":
-            taken.append(said if a.want != "undo" else f"the last change ({quote!r})")
+            if a.want == "revert":
+                where = "the start" if a.detail == "start" else f"v{a.detail}"
+                asked.append(f"back to {where}" + (f" ({quote!r})" if quote else ""))
+            else:
+                taken.append(said if a.want != "undo" else f"the last change ({quote!r})")
         elif a.sentiment == "positive":
             kept.append(said)
         else:

@@ -96,6 +96,13 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
     for family, aspect in _pursued(pending.changes):
         contrary = sorted(contrary_of(family) & set(wished))
         taken = taken_back.get(family) or _undoes(taken_back, aspect)
+        if taken is not None and taken.want == family and family in taken_earlier:
+            # "better without the numbering" after it was taken out: the removal is approved
+            quote = _quote(taken.quote)
+            verdicts.append(
+                _verdict(aspect, family, "validated", f"the reviewer approves: {quote!r}", quote)
+            )
+            continue
         if silent:
             verdicts.append(_verdict(aspect, family, "untested", _silent_reason(analysis)))
         elif taken is not None:

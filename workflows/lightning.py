@@ -6,7 +6,6 @@ iterates over a dataset."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -17,7 +16,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.agent_execution import AgentExecutionActivities
     from activities.lightning import LightningActivities
     from domain.lightning import (
-        MAX_BATCH_BYTES,
+        ClaimedTasks,
+        ClaimInput,
         ClientAssignment,
         ClientBatch,
         ClientBatchReport,
@@ -32,16 +32,17 @@ with workflow.unsafe.imports_passed_through():
         ResourceSet,
         RolloutBatch,
         RolloutOutcome,
-        RolloutTask,
         ServerInput,
-        TaskAttemptInput,
+        StoredSample,
+        StoredTask,
+        StoreSamplesInput,
+        StoreTasksInput,
         TaskAttemptsInput,
-        TaskReportInput,
+        TaskRef,
         TaskReportsInput,
-        batches_of,
+        groups_of,
     )
     from domain.lineage import RolloutFailedInput
-    from domain.payload_size import json_size
 
 STORE = {
     "start_to_close_timeout": timedelta(seconds=60),
@@ -49,6 +50,7 @@ STORE = {
 }
 CLIENT_TIMEOUT = timedelta(minutes=10)
 TASKS_PER_ACTIVITY = 8  # tasks sent to a client in one activity
+STORED_TASKS_PER_STEP = 1000  # an optimization's tasks written per activity (ids and hashes)
 # The batch's store steps run as local activities: one transaction each, no task queue between.
 LOCAL_STORE = {
     "start_to_close_timeout": timedelta(seconds=60),
@@ -110,165 +112,124 @@ class LightningServerWorkflow(ResourcePublisher):
         self._stopped = True
 
 
-@workflow.defn(name="RolloutTaskWorkflow")
-class RolloutTaskWorkflow:
-    """One dataset task: pending until a client takes it; each try is a recorded attempt."""
-
-    @workflow.run
-    async def run(self, task: RolloutTask) -> RolloutOutcome:
-        await workflow.execute_activity_method(
-            LightningActivities.record_task_queued, task, **STORE
-        )
-        error = ""
-        for attempt in range(1, task.max_attempts + 1):
-            await workflow.execute_activity_method(
-                LightningActivities.record_task_attempt_started,
-                TaskAttemptInput(task=task, attempt=attempt),
-                **STORE,
-            )
-            try:
-                report = await workflow.execute_activity(
-                    "execute_rollout",
-                    ClientAssignment(task=task, attempt=attempt),
-                    task_queue=task.client_task_queue,
-                    result_type=ClientReport,
-                    start_to_close_timeout=CLIENT_TIMEOUT,
-                    # the workflow owns retries, so that every attempt is recorded
-                    retry_policy=RetryPolicy(maximum_attempts=1),
-                )
-            except ActivityError as err:
-                error = str(err.cause or err)
-                await workflow.execute_activity_method(
-                    LightningActivities.record_task_attempt_failed,
-                    TaskAttemptInput(task=task, attempt=attempt, error=error),
-                    **STORE,
-                )
-                if attempt < task.max_attempts:
-                    await workflow.sleep(timedelta(seconds=min(30, 2 ** (attempt - 1))))
-                continue
-            await workflow.execute_activity_method(
-                LightningActivities.record_task_report,
-                TaskReportInput(task=task, attempt=attempt, client_report=report),
-                **STORE,
-            )
-            return RolloutOutcome(
-                rollout_id=task.rollout_id,
-                status="completed",
-                final_reward=report.report.final_reward,
-                attempts=attempt,
-            )
-        failed, outcome = _given_up(task, error)
-        await workflow.execute_activity_method(
-            AgentExecutionActivities.mark_rollout_failed, failed, **STORE
-        )
-        return outcome
-
-
 @workflow.defn(name="RolloutBatchWorkflow")
 class RolloutBatchWorkflow:
-    """Dataset tasks queued together. They are recorded in one step, sent to clients a few per
-    activity (``tasks_per_activity``), and each group's reports recorded in one step as it
-    returns; a task that fails is tried again on its own (its attempts recorded one by one),
-    the rest of its group done."""
+    """Dataset tasks run together, by id: their samples wait in the store, where the client
+    reads them. The batch claims its tasks (unless given them claimed), sends them to clients a
+    few per activity (``tasks_per_activity``, and at most MAX_ACTIVITY_SAMPLE_BYTES of samples),
+    and records each group's reports in one step as they return; a task that fails is tried
+    again on its own (its attempts recorded one by one), the rest of its group done."""
 
     @workflow.run
     async def run(self, batch: RolloutBatch) -> list[RolloutOutcome]:
-        await workflow.execute_local_activity_method(
-            LightningActivities.record_tasks_queued, batch, **LOCAL_STORE
-        )
-        k = batch.tasks_per_activity
-        groups = [batch.tasks[i : i + k] for i in range(0, len(batch.tasks), k)]
-        done = await asyncio.gather(*(self._group(g) for g in groups))
+        tasks = batch.tasks
+        if not batch.claimed:  # those another batch took already are that batch's to run
+            claimed: ClaimedTasks = await workflow.execute_local_activity_method(
+                LightningActivities.claim_tasks,
+                ClaimInput(
+                    server_id=batch.server_id,
+                    batch_id=batch.batch_id,
+                    rollout_ids=[t.rollout_id for t in tasks],
+                    limit=len(tasks),
+                ),
+                **LOCAL_STORE,
+            )
+            tasks = claimed.tasks
+        groups = groups_of(tasks, batch.tasks_per_activity)
+        done = await asyncio.gather(*(self._group(batch, g) for g in groups))
         return [outcome for group in done for outcome in group]
 
-    async def _group(self, tasks: list[RolloutTask]) -> list[RolloutOutcome]:
+    async def _group(self, batch: RolloutBatch, tasks: list[TaskRef]) -> list[RolloutOutcome]:
         outcomes: dict[str, RolloutOutcome] = {}
-        todo, attempt = tasks, 1
+        todo, attempt = [t.rollout_id for t in tasks], 1
         while todo:
             await workflow.execute_local_activity_method(
                 LightningActivities.record_task_attempts_started,
-                TaskAttemptsInput(
-                    attempts=[TaskAttemptInput(task=t, attempt=attempt) for t in todo]
-                ),
+                TaskAttemptsInput(server_id=batch.server_id, attempt=attempt, rollout_ids=todo),
                 **LOCAL_STORE,
             )
             try:
                 result = await workflow.execute_activity(
                     "execute_rollouts",
                     ClientBatch(
-                        assignments=[ClientAssignment(task=t, attempt=attempt) for t in todo]
+                        assignments=[ClientAssignment(rollout_id=r, attempt=attempt) for r in todo]
                     ),
-                    task_queue=todo[0].client_task_queue,
+                    task_queue=batch.client_task_queue,
                     result_type=ClientBatchReport,
                     start_to_close_timeout=CLIENT_TIMEOUT,
                     # the workflow owns retries, so that every attempt is recorded
                     retry_policy=RetryPolicy(maximum_attempts=1),
                 )
                 reports, failures = result.reports, result.errors
+                if len(reports) != len(todo) or len(failures) != len(todo):
+                    reports = [None] * len(todo)
+                    failures = ["the client answered for another number of tasks"] * len(todo)
             except ActivityError as err:
                 reports, failures = [None] * len(todo), [str(err.cause or err)] * len(todo)
-            arrived = [
-                TaskReportInput(task=t, attempt=attempt, client_report=r)
+            # a report counts for the task it was sent for, and only for it
+            reports = [
+                r if r is not None and r.report.rollout_id == t else None
                 for t, r in zip(todo, reports, strict=True)
-                if r is not None
             ]
+            arrived: list[ClientReport] = [r for r in reports if r is not None]
             if arrived:
                 await workflow.execute_local_activity_method(
                     LightningActivities.record_task_reports,
-                    TaskReportsInput(reports=arrived),
+                    TaskReportsInput(server_id=batch.server_id, attempt=attempt, reports=arrived),
                     **LOCAL_STORE,
                 )
             for one in arrived:
-                outcomes[one.task.rollout_id] = RolloutOutcome(
-                    rollout_id=one.task.rollout_id,
+                outcomes[one.report.rollout_id] = RolloutOutcome(
+                    rollout_id=one.report.rollout_id,
                     status="completed",
-                    final_reward=one.client_report.report.final_reward,
+                    final_reward=one.report.final_reward,
                     attempts=attempt,
                 )
             failed = [
-                TaskAttemptInput(task=t, attempt=attempt, error=e or "no report")
+                (t, e or "no report")
                 for t, r, e in zip(todo, reports, failures, strict=True)
                 if r is None
             ]
             if failed:
                 await workflow.execute_local_activity_method(
                     LightningActivities.record_task_attempts_failed,
-                    TaskAttemptsInput(attempts=failed),
+                    TaskAttemptsInput(
+                        server_id=batch.server_id,
+                        attempt=attempt,
+                        rollout_ids=[t for t, _ in failed],
+                        errors=[e for _, e in failed],
+                    ),
                     **LOCAL_STORE,
                 )
-            todo = [f.task for f in failed if attempt < f.task.max_attempts]
-            for f in failed:
-                if attempt >= f.task.max_attempts:
-                    outcomes[f.task.rollout_id] = await self._give_up(f.task, f.error or "")
+            todo = [t for t, _ in failed] if attempt < batch.max_attempts else []
+            if attempt >= batch.max_attempts:
+                for t, error in failed:
+                    outcomes[t] = await self._give_up(batch, t, error, attempt)
             if todo:
                 await workflow.sleep(timedelta(seconds=min(30, 2 ** (attempt - 1))))
                 attempt += 1
         return [outcomes[t.rollout_id] for t in tasks]
 
-    async def _give_up(self, task: RolloutTask, error: str) -> RolloutOutcome:
-        failed, outcome = _given_up(task, error)
+    async def _give_up(
+        self, batch: RolloutBatch, rollout_id: str, error: str, attempts: int
+    ) -> RolloutOutcome:
         await workflow.execute_local_activity_method(
-            AgentExecutionActivities.mark_rollout_failed, failed, **LOCAL_STORE
+            AgentExecutionActivities.mark_rollout_failed,
+            RolloutFailedInput(
+                session_id=batch.server_id,
+                lineage_id=batch.server_id,
+                rollout_id=rollout_id,
+                error=error,
+            ),
+            **LOCAL_STORE,
         )
-        return outcome
-
-
-def _given_up(task: RolloutTask, error: str) -> tuple[RolloutFailedInput, RolloutOutcome]:
-    """A task out of attempts: what marks its rollout failed, and its outcome."""
-    failed = RolloutFailedInput(
-        session_id=task.server_id,
-        lineage_id=task.server_id,
-        rollout_id=task.rollout_id,
-        error=error,
-    )
-    outcome = RolloutOutcome(
-        rollout_id=task.rollout_id,
-        status="failed",
-        final_reward=None,
-        attempts=task.max_attempts,
-        error=error,
-    )
-    return failed, outcome
+        return RolloutOutcome(
+            rollout_id=rollout_id,
+            status="failed",
+            final_reward=None,
+            attempts=attempts,
+            error=error,
+        )
 
 
 @workflow.defn(name="OptimizationWorkflow")
@@ -287,13 +248,17 @@ class OptimizationWorkflow(ResourcePublisher):
 
     @workflow.run
     async def run(self, inp: OptimizationInput) -> OptimizationResult:
+        # the dataset goes to the store once; every iteration's tasks name its samples there
+        samples: list[StoredSample] = await workflow.execute_activity_method(
+            LightningActivities.store_samples, StoreSamplesInput(samples=inp.dataset), **STORE
+        )
         template, struggling = inp.template, []
         for iteration in range(1, inp.max_iterations + 1):
             version = await self._publish({"prompt_template": template, "llm": inp.llm})
-            tasks = [self._task(inp, iteration, version, i, "") for i in range(len(inp.dataset))]
+            tasks = [(f"{inp.run_id}:it{iteration}:s{i}", i) for i in range(len(inp.dataset))]
             # curriculum: the samples the agent struggled with are run once more
-            repeats = [self._task(inp, iteration, version, i, "-again") for i in struggling]
-            outcomes = await self._run_all(inp, [*tasks, *repeats])
+            repeats = [(f"{inp.run_id}:it{iteration}:s{i}-again", i) for i in struggling]
+            outcomes = await self._run_all(inp, iteration, version, samples, [*tasks, *repeats])
             base = outcomes[: len(tasks)]
             rewards = [o.final_reward or 0.0 for o in base]
             result = IterationResult(
@@ -319,7 +284,7 @@ class OptimizationWorkflow(ResourcePublisher):
                     server_id=inp.run_id,
                     iteration=iteration,
                     template=template,
-                    rollout_ids=[t.rollout_id for t in tasks],
+                    rollout_ids=[rollout_id for rollout_id, _ in tasks],
                     target_reward=inp.target_reward,
                     trainer=inp.trainer,
                     trainer_model=inp.trainer_model,
@@ -338,38 +303,65 @@ class OptimizationWorkflow(ResourcePublisher):
             curve=self._curve,
         )
 
-    def _task(
-        self, inp: OptimizationInput, iteration: int, version: int, index: int, suffix: str
-    ) -> RolloutTask:
-        return RolloutTask(
-            rollout_id=f"{inp.run_id}:it{iteration}:s{index}{suffix}",
-            server_id=inp.run_id,
-            iteration=iteration,
-            sample=inp.dataset[index],
-            resources_workflow_id=workflow.info().workflow_id,
-            resources_version=version,
-            client_task_queue=inp.client_task_queue,
-            max_attempts=inp.max_attempts,
-        )
-
     async def _run_all(
-        self, inp: OptimizationInput, tasks: list[RolloutTask]
+        self,
+        inp: OptimizationInput,
+        iteration: int,
+        version: int,
+        samples: list[StoredSample],
+        tasks: list[tuple[str, int]],
     ) -> list[RolloutOutcome]:
-        """Every task, at most ``max_parallel`` at a time, in order: a few tasks to a child
-        batch workflow (one client activity for the few), each task's attempts still its own.
+        """Every task (rollout id, sample index), at most ``max_parallel`` at a time, in order:
+        the iteration's tasks written to the store, each given to its child batch workflow
+        (a few tasks, one client activity for the few), each task's attempts still its own.
         A workflow per task cost the Temporal server and the worker more than the rollout."""
         per_batch = max(1, min(TASKS_PER_ACTIVITY, inp.max_parallel))
         gate = asyncio.Semaphore(max(1, inp.max_parallel // per_batch))
-        chunks = batches_of(tasks, per_batch)
+        chunks = [tasks[i : i + per_batch] for i in range(0, len(tasks), per_batch)]
+        batch_ids = [f"{inp.run_id}:it{iteration}:b{n}" for n in range(len(chunks))]
+        stored = [
+            StoredTask(
+                rollout_id=rollout_id,
+                sample_hash=samples[i].sample_hash,
+                sample_bytes=samples[i].sample_bytes,
+                batch_id=batch_ids[n],
+            )
+            for n, chunk in enumerate(chunks)
+            for rollout_id, i in chunk
+        ]
+        for k in range(0, len(stored), STORED_TASKS_PER_STEP):
+            await workflow.execute_activity_method(
+                LightningActivities.store_tasks,
+                StoreTasksInput(
+                    server_id=inp.run_id,
+                    iteration=iteration,
+                    resources_workflow_id=workflow.info().workflow_id,
+                    resources_version=version,
+                    client_task_queue=inp.client_task_queue,
+                    max_attempts=inp.max_attempts,
+                    tasks=stored[k : k + STORED_TASKS_PER_STEP],
+                ),
+                **STORE,
+            )
         run = workflow.info().workflow_id
 
-        async def batch(number: int, chunk: list[RolloutTask]) -> list[RolloutOutcome]:
+        async def batch(number: int, chunk: list[tuple[str, int]]) -> list[RolloutOutcome]:
             async with gate:
-                batch_id = f"{inp.run_id}:{chunk[0].rollout_id.split(':')[1]}:b{number}"
                 return await workflow.execute_child_workflow(
                     RolloutBatchWorkflow.run,
-                    RolloutBatch(batch_id=batch_id, tasks=chunk, tasks_per_activity=per_batch),
-                    id=f"{run}-{batch_id.split(':', 1)[1]}".replace(":", "-"),
+                    RolloutBatch(
+                        batch_id=batch_ids[number],
+                        server_id=inp.run_id,
+                        client_task_queue=inp.client_task_queue,
+                        max_attempts=inp.max_attempts,
+                        tasks=[
+                            TaskRef(rollout_id=rollout_id, sample_bytes=samples[i].sample_bytes)
+                            for rollout_id, i in chunk
+                        ],
+                        tasks_per_activity=per_batch,
+                        claimed=True,
+                    ),
+                    id=f"{run}-it{iteration}-b{number}",
                 )
 
         done = await asyncio.gather(*(batch(n, c) for n, c in enumerate(chunks)))
@@ -378,73 +370,61 @@ class OptimizationWorkflow(ResourcePublisher):
 
 @workflow.defn(name="RolloutDispatcherWorkflow")
 class RolloutDispatcherWorkflow:
-    """Where tasks queued one at a time gather: each ``queue`` signal adds tasks, and what
-    arrived within ``linger`` (or a full batch) leaves as one child RolloutBatchWorkflow — so a
-    task queued alone costs a signal, not a workflow of its own, and is durable as soon as the
-    signal is. A batch is full at ``batch_size`` tasks or MAX_BATCH_BYTES, whichever comes
-    first (its tasks cross Temporal together). Continues as new after a number of batches,
-    carrying at most MAX_BATCH_BYTES of what is still waiting (the rest leaves first)."""
+    """Where tasks queued one at a time leave for clients. ``queue_task`` writes the task to
+    the store and then wakes this workflow (``wake``; the server SDK sends one signal per
+    linger window, however many tasks were queued in it). Each wake-up claims the server's
+    oldest waiting tasks, ``batch_size`` at most, and starts a child RolloutBatchWorkflow with
+    their ids; a full batch means more may wait, so it claims again at once. A run starts
+    awake: tasks stored before a crash, whose wake-up never came, leave when it starts (the
+    server SDK's ``start`` wakes it). Continues as new after a number of batches, carrying
+    nothing: the waiting tasks are in the store."""
 
     @workflow.init
     def __init__(self, inp: DispatcherInput) -> None:
-        self._pending: list[RolloutTask] = list(inp.pending)
-        self._pending_bytes = sum(json_size(t) for t in self._pending)
+        self._awake = True
         self._stopped = False
 
-    @workflow.signal(name="queue")
-    def queue(self, tasks: list[RolloutTask]) -> None:
-        self._pending.extend(tasks)
-        self._pending_bytes += sum(json_size(t) for t in tasks)
+    @workflow.signal(name="wake")
+    def wake(self) -> None:
+        self._awake = True
 
     @workflow.signal(name="stop")
     def stop(self) -> None:
-        self._stopped = True
+        self._stopped = True  # what waits leaves first
 
     @workflow.run
     async def run(self, inp: DispatcherInput) -> None:
         sent = 0
         while True:
-            await workflow.wait_condition(lambda: bool(self._pending) or self._stopped)
-            if not self._pending and self._stopped:
+            await workflow.wait_condition(lambda: self._awake or self._stopped)
+            self._awake = False  # a wake-up during the claim is another round
+            batch_id = f"{inp.server_id}:d-{workflow.uuid4().hex[:16]}"
+            claimed: ClaimedTasks = await workflow.execute_local_activity_method(
+                LightningActivities.claim_tasks,
+                ClaimInput(server_id=inp.server_id, batch_id=batch_id, limit=inp.batch_size),
+                **LOCAL_STORE,
+            )
+            if claimed.tasks:
+                await workflow.start_child_workflow(
+                    RolloutBatchWorkflow.run,
+                    RolloutBatch(
+                        batch_id=batch_id,
+                        server_id=inp.server_id,
+                        client_task_queue=claimed.client_task_queue,
+                        max_attempts=claimed.max_attempts,
+                        tasks=claimed.tasks,
+                        tasks_per_activity=inp.tasks_per_activity,
+                        claimed=True,
+                    ),
+                    id=f"tasks-{batch_id.replace(':', '-')}",
+                    parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                )
+                sent += 1
+                self._awake = self._awake or len(claimed.tasks) >= inp.batch_size
+            elif self._stopped and not self._awake:
                 return
-            # gather what arrives within the linger, unless a batch fills first
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(
-                    lambda: self._full(inp) or self._stopped,
-                    timeout=timedelta(milliseconds=inp.linger_ms),
-                )
-            await self._send(inp, inp.batches_before + sent)
-            sent += 1
+            if self._stopped:
+                continue  # drain what waits, then end (above); no new run
             if sent >= inp.continue_after or workflow.info().is_continue_as_new_suggested():
-                # what is carried stays within one batch's bytes: the rest leaves now
-                while self._pending_bytes > MAX_BATCH_BYTES:
-                    await self._send(inp, inp.batches_before + sent)
-                    sent += 1
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(
-                    inp.model_copy(
-                        update={
-                            "pending": self._pending,
-                            "batches_before": inp.batches_before + sent,
-                        }
-                    )
-                )
-
-    def _full(self, inp: DispatcherInput) -> bool:
-        return len(self._pending) >= inp.batch_size or self._pending_bytes >= MAX_BATCH_BYTES
-
-    async def _send(self, inp: DispatcherInput, number: int) -> None:
-        """The first batch of what is pending (by count and bytes) to a child workflow."""
-        batch = batches_of(self._pending[: inp.batch_size], inp.batch_size)[0]
-        self._pending = self._pending[len(batch) :]
-        self._pending_bytes -= sum(json_size(t) for t in batch)
-        await workflow.start_child_workflow(
-            RolloutBatchWorkflow.run,
-            RolloutBatch(
-                batch_id=f"{inp.server_id}:d{number}",
-                tasks=batch,
-                tasks_per_activity=inp.tasks_per_activity,
-            ),
-            id=f"tasks-{inp.server_id}-d{number}",
-            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-        )
+                workflow.continue_as_new(inp)

@@ -46,6 +46,10 @@ class Backend(ABC):
         """``column`` is one of ``values``: the SQL condition and its parameters."""
         return f"{column} IN ({', '.join('?' * len(values))})", list(values)
 
+    def lock_key(self, cursor: Any, key: str) -> None:  # noqa: B027 (SQLite: nothing to do)
+        """Take a lock named ``key`` until the transaction ends: writers that count before
+        they write, one at a time (SQLite's write lock, taken at BEGIN, does it already)."""
+
     @abstractmethod
     def json_text(self, column: str, key: str) -> str:
         """A top-level field of the JSON text in ``column``, as text."""
@@ -95,6 +99,9 @@ class PostgreSQLBackend(Backend):
 
     def json_text(self, column: str, key: str) -> str:
         return f"({column}::json ->> '{key}')"
+
+    def lock_key(self, cursor: Any, key: str) -> None:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
 
     def as_float(self, expression: str) -> str:
         return f"CAST({expression} AS DOUBLE PRECISION)"

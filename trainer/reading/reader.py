@@ -212,7 +212,8 @@ def _frame(before: str, after: str) -> Frame:
     counted = _QUANTITY.search(tail)
     if counted:
         # "give me exactly one example" asks for that many; "five paragraphs before…" counts
-        return "ask" if _ASK_VERB.search(tail[: counted.start()]) else "quantity"
+        asked = _ASK_VERB.search(tail[: counted.start()]) or _ASK_AFTER.search(after[:60])
+        return "ask" if asked else "quantity"
     if re.search(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely|at all)\s+$", tail):
         return "denied"  # "not too long": that is fine
     if re.search(r"\bnot\b[^,]*$", tail) and re.match(r"^\s*enough\b", after):
@@ -301,13 +302,25 @@ def asks(text: str) -> bool:
     """Whether ``text`` holds a request (see ``_REQUEST_FORM``), not only a description: a
     contrast asks unless it only concedes ("long, but every line earns it")."""
     lowered = text.lower().translate(_QUOTES)
-    if _REQUEST_FORM.search(lowered):
+    # "a little long, but every section earns its place": the fault before a contrast that
+    # concedes it is no request
+    conceding = [c for c in _sentences(lowered) if _concedes(c)]
+    if _REQUEST_FORM.search(" ".join(c for c in _sentences(lowered) if c not in conceding)):
         return True
     for contrast in _CONTRAST_WORD.finditer(lowered):
         rest = re.split(r"[.!?;]", lowered[contrast.end() :], maxsplit=1)[0]
         if not (_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest))):
             return True
     return any(_IMPERATIVE.search(c.lower()) for s in _sentences(text) for c in clauses(s))
+
+
+def _concedes(sentence: str) -> bool:
+    """A sentence of a fault and a contrast that concedes it, with no request of its own."""
+    contrast = _CONTRAST_WORD.search(sentence)
+    if contrast is None or _POLITE.search(sentence) or _IMPERATIVE.search(sentence):
+        return False
+    rest = re.split(r"[.!?;]", sentence[contrast.end() :], maxsplit=1)[0]
+    return bool(_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest)))
 
 
 _OUTRIGHT = re.compile(
@@ -412,6 +425,7 @@ def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> N
         return
     if _restores(sentence, reading, first):
         return  # "that example you cut, bring it back": the family, not the whole last change
+    _sized_part(reading, first)
     undone = wish_actions.undo(sentence)
     if undone is not None:
         reading.wishes[first:] = [w for w in reading.wishes[first:] if w.action != "add"]
@@ -425,6 +439,7 @@ _RESTORE = re.compile(
 # a size said of the thing brought back ("…but keep it short"), not of the whole answer
 _ITS_SIZE = re.compile(
     r"\b(?:keep|make) (?:it|them) (?:short|brief|tight|concise|small)\b"
+    r"|^\W*(?:but |and )?kept (?:short|brief|tight|concise|small)\b"
     r"|\b(?:but )?(?:short|brief)(?: this time)?$|\ba (?:short|brief|shorter) (?:one|version)\b"
 )
 
@@ -450,11 +465,40 @@ def _restores(sentence: str, reading: Reading, first: int) -> bool:
     return True
 
 
+_ABOUT = re.compile(
+    r"\b(?:said|asked|wrote|meant|complained|mentioned)\s+(?:\w+\s+){0,2}?about\s+"
+    r"(?P<what>[^,.;!?]+?)(?=\s*(?:[,.;!?]|\bbut\b|\band\b|\bthough\b|$))"
+)
+
+
+_PARTS = ("example", "summary_at_end", "key_points")
+
+
+def _sized_part(reading: Reading, first: int) -> None:
+    """ "Add one example, kept brief": a size said right after a part asked for sizes the part,
+    not the whole answer."""
+    parts = [w for w in reading.wishes[first:] if w.family in _PARTS and w.action == "add"]
+    sized = [
+        w for w in reading.wishes[first:]
+        if w.aspect == "length" and w.action == "add" and _ITS_SIZE.search(w.quote.lower())
+    ]  # fmt: skip
+    if parts and sized:
+        reading.wishes = [w for w in reading.wishes if w not in sized]
+
+
 def _undone_aspect(sentence: str, reading: Reading) -> str:
     """What an undo takes back: the one aspect the sentence names beside what it keeps ("forget
     what I said about rambling, … keep the sources" undoes the change to length only), or the
     whole last change ("overall")."""
     lowered = sentence.lower()
+    about = _ABOUT.search(lowered)
+    if about is not None:
+        # "forget what I said about the list, but keep …": what it is about decides
+        what = about.group("what")
+        named = {cue.aspect for cue, _ in _matches(what)}
+        named |= {aspect for pattern, aspect in _ASPECT_NOUNS if pattern.search(what)}
+        named -= {"overall"}
+        return named.pop() if len(named) == 1 else "overall"
     kept = {k.aspect for k in reading.kept if k.quote.lower() in lowered}
     named = {cue.aspect for cue, _ in _matches(lowered)}
     named |= {aspect for pattern, aspect in _ASPECT_NOUNS if pattern.search(lowered)}
@@ -605,6 +649,11 @@ def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
     return sorted(kept, key=lambda k: k[1].start())
 
 
+# after a part of the answer: what it does to the whole, a complaint about the part
+_MAKES_IT = re.compile(
+    r"^\s+(?:\w+\s+){0,2}(?:makes?|made|making) (?:it|this|the \w+|everything) "
+    r"(?:read|look|feel|sound|seem)\b"
+)
 # "keep flagging the numbers": carry on doing what it does, approval, not a new wish
 _KEEP_DOING = re.compile(
     r"^\W*(?:but |and |just |please )?(?:keep|continue|carry on)(?: on)? \w+ing\b"
@@ -762,6 +811,14 @@ def _read_cue(
         return False
     detail = _limit(match) or _topic(match)
     if detail and family == "longer" and _is_format_word(detail):
+        return True
+    if cue.kind == "state" and cue.ask and _MAKES_IT.match(read.lowered[end:]):
+        # "the numbered list makes it read like a form": the part is the problem, take it out
+        reading.wishes.append(
+            Wish(
+                cue.ask, cue.aspect, _around(read.text, start, end), cue.confidence, action="remove"
+            )
+        )
         return True
     if read.admiring:
         # "Shorter, good", "bullets are great": the change worked; keep it

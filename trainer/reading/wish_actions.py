@@ -95,6 +95,13 @@ def _family_nouns(text: str, cues: ActionCues) -> list[tuple[int, int, str]]:
     return sorted(hits)
 
 
+# praise of an answer as it now is, just before "without": "better without the numbering"
+_BETTER_BEFORE = re.compile(
+    r"\b(?:better|nicer|cleaner|clearer|good|great|fine|works?|reads? (?:better|well))\s+"
+    r"(?:now\s+|off\s+|as it is\s+)?$"
+)
+
+
 def takebacks(sentence: str, before: str = "") -> list[Wish]:
     """The families ``sentence`` takes back (or, with the removal denied, keeps), in any
     language with an actions file. A removal of a pronoun ("take it out") with no family named
@@ -115,6 +122,10 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
         for verb, postposed in verbs:
             if re.match(r"\s*(?:than|of)\b", lowered[verb.end() :]):
                 continue  # "no more than 80 words" is a limit, "no more of" a quantity
+            if verb.group(0).startswith("without") and _BETTER_BEFORE.search(
+                lowered[: verb.start()]
+            ):
+                continue  # "better without the numbering": the removal approved, asked again
             also: list[str] = []
             if nouns:
                 family = _object_of(lowered, verb, nouns, cues, postposed or cues.either_side)
@@ -241,13 +252,18 @@ _SHARE = [
     (re.compile(r"\b(?:a |one )?third (?:shorter|smaller|briefer|less)\b"), 2 / 3),
     (re.compile(r"\b(?:a |one )?quarter (?:shorter|smaller|briefer|less)\b"), 3 / 4),
     # "another third off": again the share taken off, of the output the rater read
-    (re.compile(r"\b(?:another|a further|one more|an?) (?:third|1/3) off\b"), 2 / 3),
-    (re.compile(r"\b(?:another|a further|one more|an?) (?:quarter|1/4) off\b"), 3 / 4),
+    (re.compile(r"\b(?:another|a further|one more|an?) (?:third|1/3) off\b"
+                r"|\b(?:take|knock|cut|shave|trim)\w* off (?:another|a further|one more|an?) "
+                r"(?:third|1/3)\b"), 2 / 3),
+    (re.compile(r"\b(?:another|a further|one more|an?) (?:quarter|1/4) off\b"
+                r"|\b(?:take|knock|cut|shave|trim)\w* off (?:another|a further|one more|an?) "
+                r"(?:quarter|1/4)\b"), 3 / 4),
     (re.compile(r"\b(?:another|a further|one more) half off\b|\bhalf off\b"), 0.5),
     (re.compile(r"\b(?:a |one )?quarter (?:as long|of (?:the|its|that|this) (?:length|size)|of "
                 r"(?:it|this|that)\b)"), 0.25),
     (re.compile(r"\bto (?:about |roughly |around )?(?:a |one )?quarter\b"), 0.25),
-    (re.compile(r"\bhalve\b|\bhalf (?:as long|the length|the size|as many words|of (?:the|its|"
+    (re.compile(r"\bhalve\b|\bhalf (?:this|that|its|the current) (?:length|size)\b"
+                r"|\bhalf (?:as long|the length|the size|as many words|of (?:the|its|"
                 r"that|this) length|of (?:it|this|that)\b)"
                 r"|\b(?:in|by) (?:about |roughly |around )?half\b"
                 r"|\b(?:cut|trim|shorten|reduce|chop)\w*\b[^.;]{0,20}\bhalf\b"), 0.5),
