@@ -4,6 +4,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 SPEC ?= examples/essay-session.yaml
+# The demo's ports: `make run PORT=7300 UI_PORT=8300 REVIEW_PORT=8380` (Temporal's frontend,
+# its Web UI, the review inbox). Set on make's command line only: a PORT the environment
+# happens to export (many hosts do) must not move the demo.
+PORT = 7233
+UI_PORT = 8233
+REVIEW_PORT = 8280
 
 .PHONY: run test lint clean bytecode browser sandbox
 
@@ -19,7 +25,7 @@ bytecode: $(STAMP)
 	@$(PY) -m compileall -q -x '/\.(venv|git)/' . > /dev/null
 
 run: bytecode sandbox
-	$(PY) starter.py demo $(SPEC)
+	$(PY) starter.py demo $(SPEC) --port $(PORT) --ui-port $(UI_PORT) --review-port $(REVIEW_PORT)
 
 # RLM cells (model-written code) run in a bubblewrap sandbox: Debian's bubblewrap package.
 sandbox:

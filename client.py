@@ -27,13 +27,18 @@ from temporalio.service import RPCError
 
 from codec.encryption import codec_from_env, data_converter
 from domain import search_attributes
+from domain.corrections import LabelledExample
 from domain.execution import CUT_OFF
-from domain.feedback import CorrectionAccepted, CorrectionTaken, redacted
-from domain.lineage import LineageInput, LineageState
+from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted, redacted
+from domain.lineage import LineageInput, LineageState, score_before
 from domain.settings import Settings
 from domain.spec import SessionSpec
 from domain.trainer import SegmentProvenance
 from runner.telemetry import tracing_interceptor
+from trainer import preview
+from trainer.backends import TrainerBackends
+from trainer.cycle_step import LineageMemory
+from trainer.preview import ReadingPreview
 from workflows.lineage import LineageWorkflow
 
 if TYPE_CHECKING:  # the store is the caller's: the library opens none
@@ -191,6 +196,19 @@ async def correction_outcome(
     return accepted.done
 
 
+async def submit_score(client: Client, lineage: str, payload: dict[str, object]) -> ScoreAccepted:
+    """Send a score through the lineage's ``submit_score`` update (its id or workflow id):
+    ValueError with the lineage's reason when it refuses."""
+    handle = client.get_workflow_handle(workflow_id(lineage.removeprefix("lineage-")))
+    try:
+        return await handle.execute_update(LineageWorkflow.submit_score, payload)
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        raise ValueError(
+            cause.message if isinstance(cause, ApplicationError) else str(cause)
+        ) from None
+
+
 async def last_reading(settings: Settings, lineage: str, timeout: float = 3.0) -> str | None:
     """How the lineage's last comment was read (its `state`), or None when Temporal does not
     answer within ``timeout``: a caller reading the store need not depend on it."""
@@ -204,6 +222,47 @@ async def last_reading(settings: Settings, lineage: str, timeout: float = 3.0) -
         return await asyncio.wait_for(ask(), timeout)
     except (TimeoutError, RuntimeError, RPCError):
         return None
+
+
+async def preview_reading(
+    client: Client,
+    store: Store,
+    backends: TrainerBackends,
+    lineage: str,
+    score: float,
+    comment: str | None,
+    shared_corrections: bool = False,
+) -> tuple[LineageState, ReadingPreview]:
+    """The lineage's `state`, and how its cycle step would read ``score`` and ``comment`` now:
+    the same reader, the corrections it would consult (the session's, or every session's
+    with ``shared_corrections``, as the worker's setting says) and the lineage's trainer.
+    Writes nothing. KeyError when no such lineage is known."""
+    lineage_id = await asyncio.to_thread(store.queries.resolve_lineage, lineage)
+    state: LineageState = await client.get_workflow_handle(workflow_id(lineage_id)).query(
+        LineageWorkflow.state
+    )
+    corrections, undo_to = await asyncio.to_thread(
+        _reading_context, store, state, shared_corrections
+    )
+    memory = LineageMemory(
+        session_id=state.session_id,
+        lineage_id=lineage_id,
+        previous_score=score_before(state.score_history, None),
+        corrections=corrections,
+    )
+    backend = preview.backend_for(backends, state.trainer, state.trainer_model)
+    return state, await preview.preview(backend, memory, score, comment, undo_to)
+
+
+def _reading_context(
+    store: Store, state: LineageState, shared_corrections: bool
+) -> tuple[list[LabelledExample], int | None]:
+    """The corrections the step's reader consults, and the version an undo goes back to (the
+    one the current version was made from)."""
+    q = store.queries
+    made = [r for r in q.evolution_records(state.lineage_id) if r.to_version == state.agent_version]
+    corrections = q.labelled_examples(None if shared_corrections else state.session_id)
+    return corrections, made[-1].from_version if made else None
 
 
 async def next_cycle(handle: LineageHandle) -> int:

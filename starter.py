@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -17,11 +18,14 @@ from client import (
     last_reading,
     lineage_output,
     next_cycle,
+    preview_reading,
     prompt_blame,
     start_session,
+    submit_score,
     workflow_id,
 )
 from demo.session import run_demo
+from domain import want_labels
 from domain import wants as structured
 from domain.settings import Settings
 from domain.spec import SessionSpec, SpecError, load_spec
@@ -30,9 +34,11 @@ from review.inbox_table import print_inbox
 from review.serve import review_token, serve
 from services import command_line
 from services.instructions import print_instructions
+from services.reading_prompt import Confirmed, confirm, print_reading
 from services.terminal import console as make_console
 from services.terminal import json_text, printable, shown
 from store import Store
+from trainer.backends import TrainerBackends
 from workflows.lineage import LineageWorkflow
 
 console = make_console()
@@ -143,7 +149,141 @@ def output(
         console.print(f"\n{shown(reading)} (misread? `training-camp correct {shown(lineage)}`)")
 
 
-@app.command()
+# The families a wish names, in the words the review page uses: in `score`, `read` and
+# `correct`'s help (\b keeps Click from re-wrapping the list)
+FAMILIES_HELP = (
+    "A wish is [ACTION:]FAMILY[:AMOUNT]: the action add (the default), more, less, remove or "
+    "keep; the amount half, third, quarter, two-thirds or a number (a word limit for "
+    "shorter, a count otherwise).\n\n\b\nFamilies:\n"
+    + "\n".join(f"  {family:17} {words}" for family, words in want_labels.glossary())
+)
+ScoreValue = Annotated[float, typer.Argument(metavar="SCORE", help="From 0 to 10.")]
+Rater = Annotated[str | None, typer.Option(help="Your name: the score is recorded under it.")]
+
+
+@app.command(
+    help="Score the output awaiting a score: your comment's reading is shown first, as the "
+    "lineage's step would act on it; on a terminal you take it, edit it (drop wishes, add "
+    "them as `correct` does) or cancel; with --yes, or no terminal, it is taken as read. "
+    "The step then acts on exactly the wishes taken.\n\n" + FAMILIES_HELP
+)
+def score(
+    lineage_id: LineageArg,
+    value: ScoreValue,
+    comment: Annotated[str | None, typer.Argument(help="What to keep, what to change.")] = None,
+    rater: Rater = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Take the reading as read.")] = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    settings = Settings.from_env()
+    if not 0 <= value <= 10:
+        console.print(f"[red]score: {value:g} is not from 0 to 10[/red]", highlight=False)
+        raise typer.Exit(2)
+    ask = None if yes or not sys.stdin.isatty() else _ask
+
+    async def go() -> int:
+        store = Store.open(database_url or settings.database_url)
+        try:
+            client = await connect(settings)
+            state, seen = await preview_reading(
+                client,
+                store,
+                TrainerBackends(settings),
+                lineage_id,
+                value,
+                comment,
+                settings.shared_corrections,
+            )
+        finally:
+            store.close()
+        print_reading(console, seen)
+        taken = Confirmed(seen.chips, seen.exact)
+        if ask is not None:
+            chosen = confirm(console, seen, ask, seen.undo_to)
+            if chosen is None:
+                console.print("Cancelled: nothing sent.")
+                return 1
+            taken = chosen
+        payload: dict[str, object] = {"score": value}
+        if comment:
+            payload["comment"] = comment
+        if rater:
+            payload["rater"] = rater
+        if state.status == "awaiting_score":
+            # the output whose reading was shown: refused, not misapplied, once replaced
+            payload["cycle"] = state.cycle
+            if state.output_id:
+                payload["output_id"] = state.output_id
+        if taken.as_wants and (comment or taken.wants):
+            payload["wants"] = taken.wants
+        try:
+            accepted = await submit_score(client, state.lineage_id, payload)
+        except ValueError as exc:
+            console.print(f"[red]refused: {shown(exc)}[/red]", highlight=False)
+            return 1
+        where = f"cycle {accepted.cycle}" if accepted.cycle else "the next output (queued)"
+        said = f". {accepted.reading}" if accepted.reading else ""
+        console.print(
+            f"score {accepted.score:g} accepted for {where}{shown(said)}", highlight=False
+        )
+        return 0
+
+    try:
+        code = asyncio.run(go())
+    except KeyError as exc:
+        console.print(f"[red]{shown(exc.args[0])}[/red]")
+        raise typer.Exit(1) from None
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command(
+    help="How a comment would be read for a lineage now, as its step would act on it, without "
+    "sending anything (from 8, a comment that asks for nothing is praise).\n\n" + FAMILIES_HELP
+)
+def read(
+    comment: Annotated[str, typer.Argument(help="The comment to read.")],
+    lineage: Annotated[str, typer.Option(help="The lineage whose reading to preview.")],
+    score: Annotated[float, typer.Option(help="The score it comes with.", min=0, max=10)] = 5,
+    database_url: DatabaseUrl = None,
+) -> None:
+    settings = Settings.from_env()
+
+    async def go() -> None:
+        store = Store.open(database_url or settings.database_url)
+        try:
+            _, seen = await preview_reading(
+                await connect(settings),
+                store,
+                TrainerBackends(settings),
+                lineage,
+                score,
+                comment,
+                settings.shared_corrections,
+            )
+        finally:
+            store.close()
+        print_reading(console, seen)
+
+    try:
+        asyncio.run(go())
+    except KeyError as exc:
+        console.print(f"[red]{shown(exc.args[0])}[/red]")
+        raise typer.Exit(1) from None
+
+
+def _ask(question: str) -> str:
+    try:
+        return console.input(shown(question))
+    except EOFError:
+        return "c"
+
+
+@app.command(
+    help="Correct how your last comment on a lineage was read (each option repeats; none: it "
+    "asked for nothing). The change is made again from the version before it, and a misread "
+    "version's output awaiting your score is produced again.\n\n" + FAMILIES_HELP
+)
 def correct(
     lineage_id: LineageArg,
     rater: Annotated[str, typer.Option(help="Your name: the correction is recorded under it.")],
@@ -155,9 +295,6 @@ def correct(
         typer.Option(help="The score corrected (state: score_history). Default: the latest."),
     ] = None,
 ) -> None:
-    """Correct how your last comment on a lineage was read (each option repeats; none: it
-    asked for nothing). The change is made again from the version before it, and a misread
-    version's output awaiting your score is produced again."""
     try:
         wants = structured.from_options(want, remove, amount)
         done = asyncio.run(
@@ -167,8 +304,7 @@ def correct(
         console.print(f"[red]{shown(exc)}[/red]", highlight=False)
         raise typer.Exit(1) from None
     console.print(shown(done.reading), highlight=False)
-    again = f"cycle {done.rerun_cycle} runs again on v{done.agent_version}"
-    console.print(again if done.rerun_cycle else f"the lineage runs v{done.agent_version}")
+    console.print(shown(done.outcome()), highlight=False)
 
 
 @app.command()
@@ -196,7 +332,7 @@ def blame(
         )
         table.add_row(
             shown(row.segment),
-            f"v{row.version}",
+            f"v{row.version}" + (f", rebuilt from v{b}" if (b := row.rebuilt_from) else ""),
             shown(row.evolution_id or "initial"),
             shown(feedback),
             shown(row.reason),

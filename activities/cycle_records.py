@@ -170,7 +170,8 @@ class CycleRecordActivities:
         current = self.store.queries.agent_definition(inp.current)
         if _same_agent(taken.agent, current):
             summary = (
-                f"corrected: kept v{inp.current.version}: the corrected reading makes it again"
+                f"corrected: nothing changes: the corrected reading makes "
+                f"v{inp.current.version} again"
             )
             return result.model_copy(update={"summary": summary})
         evolution_id = f"{step.lineage_id}:evolution:v{inp.current.version}"

@@ -54,8 +54,28 @@ async def review_screenshot(
     await await_output(b, 2)
     await asyncio.to_thread(browser.set_window_size, 1400, 1500)
     await asyncio.to_thread(browser.get, f"{server.url}/sessions/{spec.session_id}")
+    # A's next comment being typed: its reading previewed as chips, one removed by the rater
+    card = f"document.getElementById('lineage-{spec.lineage_id('A')}')"
     await asyncio.to_thread(
-        browser.execute_script, "document.activeElement.blur(); scrollTo(0, 0);"
+        browser.execute_script,
+        f"const f = {card}.querySelector('form.score');"
+        "f.querySelector('[name=score]').value = '6';"
+        "const c = f.querySelector('[name=comment]');"
+        "c.value = 'Better, but drop the headings, cite your sources, and about half as long.';"
+        "c.dispatchEvent(new Event('input'));",
+    )
+    for _ in range(100):
+        chips = await asyncio.to_thread(
+            browser.execute_script, f"return {card}.querySelectorAll('form.score .chip').length;"
+        )
+        if chips:
+            break
+        await asyncio.sleep(0.1)
+    # the bottom of the cards: the scores, and the comment with its reading as chips
+    await asyncio.to_thread(
+        browser.execute_script,
+        f"document.activeElement.blur(); {card}.querySelector('form.score')"
+        ".scrollIntoView({block: 'end'}); scrollBy(0, 40);",
     )
     await asyncio.to_thread(browser.save_screenshot, str(out / "review.png"))
 

@@ -101,7 +101,7 @@ async def _demo_session(
     tune_garbage_collector()  # this process is the demo's worker
     handles = await start_session(client, spec, settings.task_queue)
     # The embedded default: on this machine only, no token (use `review` elsewhere)
-    inbox = ReviewServer(create_app(client, store), "127.0.0.1", review_port)
+    inbox = ReviewServer(create_app(client, store, settings=settings), "127.0.0.1", review_port)
     await inbox.start()
     started.inbox = inbox
     print_instructions(spec, settings, server.ui_url, await next_cycle(handles[0]))

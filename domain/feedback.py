@@ -168,6 +168,14 @@ class CorrectionTaken(BaseModel):
     error: str | None = None  # why the correction could not be taken (nothing changed)
     rater: str | None = None  # who corrected it (validated at the door: plain text)
 
+    def outcome(self) -> str:
+        """What the correction did, in one line: a cycle run again, or nothing new."""
+        if self.error:
+            return f"not taken: {self.error}"
+        if self.rerun_cycle:
+            return f"cycle {self.rerun_cycle} runs again on v{self.agent_version}"
+        return f"nothing changes: the corrected reading makes v{self.agent_version} again"
+
 
 class CorrectionAccepted(BaseModel):
     """What ``correct_reading`` returns at once, without waiting for the re-plan (an update

@@ -201,6 +201,9 @@ class LineageState(BaseModel):
     run_cycles: int = 0
     sticky_count: int = 0
     oneshot_count: int = 0
+    # who reads its comments (the lineage's options): a preview reads them the same way
+    trainer: Literal["rules", "claude", "rules+claude"] = "rules"
+    trainer_model: str = ""
 
 
 class LineageResult(BaseModel):

@@ -309,3 +309,5 @@ class SegmentProvenance(BaseModel):
     trigger_score: float | None = None
     trigger_comment: str | None = None
     reason: str
+    # a correction's version: the one it was rebuilt from (the scored one, not the misread)
+    rebuilt_from: int | None = None

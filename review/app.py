@@ -28,13 +28,15 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from client import correction_outcome
-from domain import wants
+from client import correction_outcome, preview_reading
+from domain import want_labels, wants
 from domain.feedback import MAX_RATER_CHARS, redacted
 from domain.redaction import MASK
+from domain.settings import Settings
 from review import views
 from review.guard import LOOPBACK_HOSTS, Guard
 from store import Store
+from trainer.backends import TrainerBackends
 from workflows.lineage import LineageWorkflow
 
 HERE = Path(__file__).parent
@@ -52,9 +54,10 @@ NO_NAME = (
 )
 
 templates = Jinja2Templates(directory=HERE / "templates")  # autoescape on for .html
-# the correction picker's choices: every family a want may name, and its actions
-templates.env.globals["want_families"] = wants.families()
+# the pickers' choices: every family a want may name, in its words, and the actions
+templates.env.globals["want_families"] = want_labels.glossary()
 templates.env.globals["want_actions"] = ["add", "more", "less", "remove", "keep"]
+templates.env.filters["want_label"] = want_labels.label
 
 
 class TokenRequired(BaseHTTPMiddleware):
@@ -83,17 +86,22 @@ def create_app(
     store: Store,
     token: str | None = None,
     allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS,
+    settings: Settings | None = None,
 ) -> Any:
     """The app, behind its guard (``review/guard.py``): ``allowed_hosts`` are the host names it
-    answers to (None: any, for a deployment behind a proxy that checks them)."""
-    return Guard(_app(client, store, token), allowed_hosts=allowed_hosts)
+    answers to (None: any, for a deployment behind a proxy that checks them). ``settings``
+    give the previews their Claude key and corrections setting, as the worker's give the
+    step (default: no key, the session's corrections)."""
+    return Guard(_app(client, store, token, settings or Settings()), allowed_hosts=allowed_hosts)
 
 
 class _Handlers:
     """The app's request handlers, over one Temporal client and one store."""
 
-    def __init__(self, client: Client, store: Store, token: str | None) -> None:
+    def __init__(self, client: Client, store: Store, token: str | None, settings: Settings) -> None:
         self.client, self.store, self.token = client, store, token
+        self.backends = TrainerBackends(settings)
+        self.shared_corrections = settings.shared_corrections
 
     def rater_of(self, request: Request, form: Any) -> str | None:
         """The rater's name: the page's field, else the name given at sign-in. None when
@@ -126,7 +134,8 @@ class _Handlers:
         return templates.TemplateResponse(request, "_card_body.html", {"card": card})
 
     async def score(self, request: Request) -> Response:
-        form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
+        # a confirmed reading sends its wishes as fields of their own
+        form = await request.form(max_files=0, max_fields=wants.MAX_WANTS + MAX_FORM_FIELDS)
         rater = self.rater_of(request, form)
         if rater is None:
             return JSONResponse({"error": NO_NAME}, status_code=422)
@@ -147,6 +156,9 @@ class _Handlers:
         output_id = str(form.get("output_id") or "")
         if output_id:  # the output on the page: refused if a re-run has replaced it
             payload["output_id"] = output_id
+        if form.get("confirmed"):
+            # the reading the rater saw and confirmed: the step acts on exactly these wishes
+            payload["wants"] = [str(w).strip() for w in form.getlist("want") if str(w).strip()]
         handle = await self._handle(request)
         if handle is None:
             return JSONResponse({"error": "no such lineage"}, status_code=404)
@@ -158,6 +170,46 @@ class _Handlers:
             said += f" (something in your comment looked like a credential: kept as {MASK})"
         # how the comment was read, at once: a misreading is corrected before it costs a cycle
         return JSONResponse({"ok": f"{said}. {accepted.reading}" if accepted.reading else said})
+
+    async def read(self, request: Request) -> Response:
+        """How the lineage's step would read this score and comment (``trainer/preview.py``),
+        for the chips under the comment as the rater types. Changes nothing; a POST (behind
+        the guard's origin check) because it may ask Claude, which costs."""
+        form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
+        try:
+            score = float(str(form.get("score", "")).strip())
+        except ValueError:
+            score = -1.0
+        if not 0 <= score <= 10:
+            return JSONResponse(
+                {"error": "type a score from 0 to 10 to see how your comment is read"},
+                status_code=422,
+            )
+        comment = str(form.get("comment") or "").strip()[:MAX_COMMENT_CHARS] or None
+        try:
+            _, seen = await preview_reading(
+                self.client,
+                self.store,
+                self.backends,
+                request.path_params["lineage_id"],
+                score,
+                comment,
+                self.shared_corrections,
+            )
+        except KeyError:
+            return JSONResponse({"error": "no such lineage"}, status_code=404)
+        except RPCError as exc:
+            return JSONResponse({"error": f"Temporal refused: {exc.message}"}, status_code=502)
+        return JSONResponse({**seen.model_dump(), "exact": seen.exact})
+
+    async def want_label(self, request: Request) -> Response:
+        """A wish the rater adds, checked and in words ("shorter:half" → "shorter: about
+        half"), or the reason it is not one."""
+        want = request.query_params.get("want", "").strip().lower()
+        try:
+            return JSONResponse({"want": want, "label": want_labels.label(want)})
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=422)
 
     async def correct(self, request: Request) -> Response:
         """The rater's correction of how their last comment was read: the wishes they meant,
@@ -188,10 +240,8 @@ class _Handlers:
             )
         if done.error is not None:
             return JSONResponse({"error": done.error}, status_code=422)
-        rerun = (
-            f"; cycle {c} runs again on v{done.agent_version}" if (c := done.rerun_cycle) else ""
-        )
-        return JSONResponse({"ok": f"{done.reading}{rerun}"})
+        # at once, on the card: a cycle run again, or nothing new (the reading is refreshed)
+        return JSONResponse({"ok": f"{done.reading}; {done.outcome()}"})
 
     async def signal(self, request: Request) -> Response:
         """directive (sticky / oneshot), lock, unlock, stop, retry: signals, as from the CLI."""
@@ -261,8 +311,8 @@ class _Handlers:
         return response
 
 
-def _app(client: Client, store: Store, token: str | None) -> Starlette:
-    h = _Handlers(client, store, token)
+def _app(client: Client, store: Store, token: str | None, settings: Settings) -> Starlette:
+    h = _Handlers(client, store, token, settings)
     routes = [
         Route("/", h.inbox_page),
         Route("/inbox/rows", h.inbox_rows),
@@ -270,6 +320,8 @@ def _app(client: Client, store: Store, token: str | None) -> Starlette:
         Route("/lineages/{lineage_id}/card", h.card_fragment),
         Route("/lineages/{lineage_id}/score", h.score, methods=["POST"]),
         Route("/lineages/{lineage_id}/correct", h.correct, methods=["POST"]),
+        Route("/lineages/{lineage_id}/read", h.read, methods=["POST"]),
+        Route("/wants/label", h.want_label),
         Route("/lineages/{lineage_id}/{action}", h.signal, methods=["POST"]),
         Route("/events", h.events),
         Route("/login", h.login, methods=["GET", "POST"]),

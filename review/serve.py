@@ -40,7 +40,9 @@ async def serve(
     hosts = tuple(allowed_hosts) if allowed_hosts else None
     if hosts is None and host in ("127.0.0.1", "localhost", "::1"):
         hosts = LOOPBACK_HOSTS
-    server = ReviewServer(create_app(client, store, token=token, allowed_hosts=hosts), host, port)
+    server = ReviewServer(
+        create_app(client, store, token=token, allowed_hosts=hosts, settings=settings), host, port
+    )
     await server.start()
     console.print(f"Review inbox on {server.url} (Ctrl-C to stop)")
     try:

@@ -117,6 +117,7 @@ class LineageCard:
     previous_score: tuple[float, str | None] | None = None
     chart: Markup = field(default_factory=Markup)
     blame: list[SegmentProvenance] = field(default_factory=list)
+    undo_to: int | None = None  # the version the current one was made from: where undo goes
 
 
 async def session_cards(client: Client, store: Store, session_id: str) -> list[LineageCard]:
@@ -158,6 +159,9 @@ async def signatures(client: Client, store: Store, session_id: str) -> str:
                 len(s.corrections),
                 s.corrections_waiting,
                 s.output_id,
+                # a correction that makes nothing new changes only what the card says
+                s.last_reading,
+                s.last_evolution,
             ]
             if s
             else [row.id]
@@ -194,6 +198,8 @@ def _card(
         version = artifact.agent_version
     records = q.evolution_records(lineage_id)
     evaluations = q.evaluations(lineage_id)
+    current = [r for r in records if state and r.to_version == state.agent_version]
+    card.undo_to = current[-1].from_version if current else None
     if evaluations:
         card.previous_score = (evaluations[-1].score, evaluations[-1].comment)
     # The change that made that version stays on the card while its outputs are scored, a

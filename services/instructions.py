@@ -58,6 +58,9 @@ def print_instructions(
     first = workflow_id(spec.lineage_id(spec.lineages[0].label))
     default = settings.temporal_address in ("localhost:7233", "127.0.0.1:7233")
     address = "" if default else (f" --address {settings.temporal_address}")
+    # our commands find a server on another port through the environment
+    ours = "" if default else f"TEMPORAL_ADDRESS={settings.temporal_address} "
+    training_camp = ours + command("training-camp")
     score = json.dumps(
         {"score": 3, "comment": "Way too long, wanted quick bullets", "rater": "you"}
     )
@@ -70,8 +73,16 @@ def print_instructions(
     )
     console.print("Or with validation (update; a bad payload is refused, exit code 1):")
     console.print(
-        f"  {temporal_cli()} workflow update execute{address} --workflow-id {first} "
+        f"  {temporal_cli()} workflow update execute{address} -o json --workflow-id {first} "
         f"--name submit_score --input '{{\"score\": 8}}'",
+        soft_wrap=True,
+        highlight=False,
+    )
+    console.print("Or see how your comment is read, edit it, then send (on a terminal):")
+    lineage = spec.lineage_id(spec.lineages[0].label)
+    console.print(
+        f"  {training_camp} score {lineage} 3 {shlex.quote('Way too long, wanted quick bullets')}"
+        " --rater you",
         soft_wrap=True,
         highlight=False,
     )
@@ -85,12 +96,10 @@ def print_instructions(
         highlight=False,
     )
     console.print("Every output awaiting a score, across sessions:")
-    console.print(f"  {command('training-camp')} inbox", soft_wrap=True, highlight=False)
+    console.print(f"  {training_camp} inbox", soft_wrap=True, highlight=False)
     console.print("Read the whole output you are scoring, and where each instruction came from:")
-    lineage = spec.lineage_id(spec.lineages[0].label)
     console.print(
-        f"  {command('training-camp')} output {lineage}\n"
-        f"  {command('training-camp')} blame {lineage}",
+        f"  {training_camp} output {lineage}\n  {training_camp} blame {lineage}",
         soft_wrap=True,
         highlight=False,
     )

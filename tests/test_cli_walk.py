@@ -11,6 +11,7 @@ from client import start_session
 from tests.conftest import (
     awaiting,
     make_spec,
+    starter_cli,
     threaded_starter_cli,
     training_data_cli,
     wait_for_state,
@@ -32,12 +33,28 @@ async def test_the_cli_shows_each_cycles_question_names_parameters_and_agrees_wi
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
-        inbox, output = await asyncio.gather(
-            cli("inbox", "--session", spec.session_id), cli("output", lineage)
+        inbox, output, narrow = await asyncio.gather(
+            cli("inbox", "--session", spec.session_id),
+            cli("output", lineage),
+            asyncio.to_thread(
+                starter_cli,
+                "inbox",
+                "--session",
+                spec.session_id,
+                temporal_address=temporal_address,
+                database_url=settings.database_url,
+                columns=80,
+            ),
         )
         # the inbox row names the question its output answers
-        (row,) = [line for line in inbox.splitlines() if line.startswith(f"│ lineage-{lineage}")]
+        (row,) = [line for line in inbox.splitlines() if line.startswith("│ 1 │ A ")]
         assert QUESTIONS[0] in row
+        # at 80 columns the lineage's id is whole, beneath the table
+        assert (
+            f"#1 {lineage} (workflow lineage-{lineage}, output {lineage}:c1)" in narrow.splitlines()
+        )
+        table = [line for line in narrow.splitlines() if line[:1] in "┏┃┡│└"]
+        assert table and max(map(len, table)) <= 80
         assert output.startswith(f"Question (cycle 1):\n{QUESTIONS[0]}\n")
 
         await handle.signal(

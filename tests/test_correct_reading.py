@@ -17,6 +17,7 @@ from tests.conftest import (
     exported_corrections,
     make_spec,
     threaded_starter_cli,
+    training_data_cli,
     wait_for_state,
 )
 from workflows.lineage import LineageWorkflow
@@ -62,7 +63,8 @@ async def test_a_misread_comment_is_corrected_from_the_cli_and_the_cycle_runs_ag
         assert corrected.last_wants == ["warmer"]
         assert corrected.last_reading.startswith("Read as: warmer")
         assert corrected.last_reading.endswith("; corrected by ana")
-        assert corrected.last_evolution.startswith("corrected: v2→v3: ")
+        # planned on v1, the version the corrected score scored: the log says so
+        assert corrected.last_evolution.startswith("corrected: v2→v3 (rebuilt from v1): ")
         # the score judged no change (cycle 1 ran the first version): no verdict, before or after
         assert misread.last_verdict is None and corrected.last_verdict is None
         # `output` prints the output now awaiting a score, and how the comment was read
@@ -71,6 +73,10 @@ async def test_a_misread_comment_is_corrected_from_the_cli_and_the_cycle_runs_ag
         assert store.queries.artifact_text(store.queries.artifacts(lineage)[-1].id) in "\n".join(
             shown
         )
+
+        # blame names the version the correction was rebuilt from, not the misread one
+        blamed = (await cli("blame", lineage)).splitlines()
+        assert any("warm" in line.lower() and "v3, rebuilt from v1" in line for line in blamed)
 
         # sent again (a double click): the same correction, nothing made twice
         again = await handle.execute_update(
@@ -104,6 +110,34 @@ async def test_a_misread_comment_is_corrected_from_the_cli_and_the_cycle_runs_ag
     assert [(r["comment"], r["corrected"], r["rater"]) for r in rows] == [
         (MISREAD, ["warmer"], "ana")
     ]
+    history = await asyncio.to_thread(
+        training_data_cli, "history", lineage, url=settings.database_url, env={"COLUMNS": "1000"}
+    )
+    (evolved,) = [line for line in history.stdout.splitlines() if "v2 → v3" in line]
+    assert "(correction, rebuilt from v1)" in evolved
+
+
+async def test_a_correction_that_makes_nothing_new_says_so(client, store, settings, run_worker):
+    spec = make_spec(inputs=QUESTIONS)
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 4, "comment": MISREAD, "rater": "ana"})
+        misread = await wait_for_state(handle, awaiting(2))
+        # "corrected" to what it was read as: the same agent, no new version, no re-run
+        accepted = await handle.execute_update(
+            LineageWorkflow.correct_reading,
+            {"wants": misread.last_wants, "rater": "ana", "cycle": 1},
+        )
+        done = await correction_outcome(handle, accepted)
+        state = await handle.query(LineageWorkflow.state)
+    assert done.outcome() == "nothing changes: the corrected reading makes v2 again"
+    assert (done.rerun_cycle, state.agent_version, state.cycle) == (None, 2, 2)
+    assert (
+        state.last_evolution == "corrected: nothing changes: the corrected reading makes v2 again"
+    )
+    assert state.last_reading.endswith("; corrected by ana")
+    assert [a.agent_version for a in store.queries.artifacts(spec.lineage_id("A"))] == [1, 2]
 
 
 async def test_a_correction_before_any_score_or_with_a_bad_amount_is_refused(

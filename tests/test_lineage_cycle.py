@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -330,14 +331,20 @@ def inbox_cli(temporal_address: str, database_url: str) -> list[tuple[str, int]]
     shown = starter_cli(
         "inbox", temporal_address=temporal_address, database_url=database_url, columns=200
     )
-    rows = []
+    cycles, ids, outputs = {}, {}, {}
     for line in shown.splitlines():
         cells = [c.strip() for c in line.strip("│┃ ").split("│")]
-        if len(cells) == 6 and cells[0].startswith("lineage-"):
-            # the output's id, which a score names: its lineage's and its cycle's
-            assert cells[2] == f"{cells[0].removeprefix('lineage-')}:c{cells[1]}", cells
-            rows.append((cells[0], int(cells[1])))
-    return rows
+        if len(cells) == 6 and cells[0].isdigit():
+            cycles[cells[0]] = int(cells[2])
+        # beneath the table, each row's ids whole: "#1 s-…-A (workflow lineage-s-…-A, output
+        # s-…-A:c1)", the output's id, which a score names, its lineage's and its cycle's
+        if found := re.fullmatch(r"#(\d+) (\S+) \(workflow (\S+), output (\S+)\)", line):
+            ids[found.group(1)] = found.group(3)
+            outputs[found.group(1)] = (found.group(2), found.group(4))
+    for n, cycle in cycles.items():
+        lineage, output_id = outputs[n]
+        assert output_id == f"{lineage}:c{cycle}", (lineage, output_id, cycle)
+    return [(ids[n], cycle) for n, cycle in cycles.items()]
 
 
 async def test_the_inbox_lists_what_awaits_a_score_and_visibility_the_lifecycle(

@@ -21,6 +21,9 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from client import start_session
+from domain import wants
+from domain.agent import AgentRef
+from domain.trainer import ScoreAnalysis
 from review.app import create_app
 from review.server import ReviewServer
 from tests.browser import headless_chromium
@@ -71,6 +74,17 @@ async def until(browser: WebDriver, script: str, timeout: float = 30.0) -> Any:
         await asyncio.sleep(0.1)
 
 
+async def first_visit(browser: WebDriver, page: str, score: str) -> Any:
+    """A session's page opened for the first time: the name typed (ana), Tab, ``score``, Tab;
+    the comment field, which has the focus."""
+    await on(browser, browser.get, page)
+    await until(browser, "document.activeElement.id == 'rater'")
+    await on(browser, browser.switch_to.active_element.send_keys, "ana", Keys.TAB)
+    await until(browser, "document.activeElement.classList.contains('score-input')")
+    await on(browser, browser.switch_to.active_element.send_keys, score, Keys.TAB)
+    return await on(browser, lambda: browser.switch_to.active_element)
+
+
 def card(lineage_id: str) -> str:
     return f"document.getElementById('lineage-{lineage_id}')"
 
@@ -83,7 +97,9 @@ QUESTIONS = [
 COMMENT = "Way too long, <b>wanted</b> quick bullets. It wanders off on tangents."
 
 
-def post(origin: str, path: str, form: dict[str, str]) -> tuple[int, dict[str, str]]:
+def post(
+    origin: str, path: str, form: dict[str, str] | list[tuple[str, str]]
+) -> tuple[int, dict[str, str]]:
     """A form posted as the page posts it (from its origin, without a browser), and the JSON
     answer."""
     body = urllib.parse.urlencode(form).encode()
@@ -275,13 +291,15 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
     ]
     sent = json.loads(updates[0].input.args.payloads[0].data)
     assert updates[0].input.name == "submit_score"
-    # naming the output on the page: a re-run of its cycle cannot take the score
+    # naming the output on the page (a re-run of its cycle cannot take the score), with the
+    # reading the page previewed, confirmed as it was
     assert sent == {
         "rater": "ana",
         "score": 3.0,
         "comment": COMMENT,
         "cycle": 1,
         "output_id": f"{a}:c1",
+        "wants": ["shorter", "steadier"],
     }
     first, *_ = store.queries.evaluations(a)
     assert (first.score, first.rater) == (3.0, "ana")
@@ -296,12 +314,7 @@ async def test_a_rater_corrects_a_reading_from_the_keyboard_and_sees_the_cycle_r
         (handle,) = await start_session(client, spec, settings.task_queue)
         await wait_for_state(handle, awaiting(1))
         server = await inbox_server()
-        await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
-        await until(browser, "document.activeElement.id == 'rater'")
-        await on(browser, browser.switch_to.active_element.send_keys, "ana", Keys.TAB)
-        await until(browser, "document.activeElement.classList.contains('score-input')")
-        await on(browser, browser.switch_to.active_element.send_keys, "4", Keys.TAB)
-        comment = await on(browser, lambda: browser.switch_to.active_element)
+        comment = await first_visit(browser, f"{server.url}/sessions/{spec.session_id}", "4")
         await on(browser, comment.send_keys, "This sounds like a legal disclaimer.", Keys.ENTER)
         said = await until(
             browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
@@ -350,13 +363,167 @@ async def test_a_rater_corrects_a_reading_from_the_keyboard_and_sees_the_cycle_r
             f" {card(a)}.querySelector('.last-reading').textContent,"
             f" {card(a)}.querySelector('section.evolution h3').textContent];",
         )
+        # corrected again, to wishes that make the same agent (an approval of what it does not
+        # carry changes nothing): the card says so at once
+        said = f"{card(a)}.querySelector('form.correct .message.ok')?.textContent"
+        assert "cycle 2 runs again on v3" in await until(browser, said)
+        assert await until(browser, f"{chips}.join() == 'warmer'")
+        await on(
+            browser,
+            browser.execute_script,
+            f"{card(a)}.querySelector('form.correct .pick-action').focus();",
+        )
+        await on(browser, browser.switch_to.active_element.send_keys, "keep", Keys.TAB)
+        await on(browser, browser.switch_to.active_element.send_keys, "table", Keys.TAB)
+        await on(browser, browser.switch_to.active_element.send_keys, Keys.ENTER)
+        assert await until(browser, f"{chips}.join() == 'warmer,keep:table'")
+        await on(
+            browser,
+            browser.execute_script,
+            f"{card(a)}.querySelector('form.correct button[type=submit]').focus();",
+        )
+        await on(browser, browser.switch_to.active_element.send_keys, Keys.ENTER)
+        nothing = await until(browser, f"{said}?.includes('nothing changes') && {said}")
+        assert nothing.startswith("Read as: warmer")
+        assert nothing.endswith(
+            "kept: table; corrected by ana; nothing changes: the corrected reading makes v3 again"
+        )
         state = await handle.query(LineageWorkflow.state)
     assert rerun_output != misread_output
     assert reading.startswith("Read as: warmer")
     assert "v2 → v3 (correction)" in " ".join(heading.split())
-    assert (state.cycle, state.agent_version, state.last_wants) == (2, 3, ["warmer"])
-    (example,) = store.queries.labelled_examples(spec.session_id)
-    assert (example.corrected, example.read_as, example.rater) == (["warmer"], ["hedge"], "ana")
+    # the second correction made no new version and ran nothing again
+    assert (state.cycle, state.agent_version) == (2, 3)
+    assert state.last_wants == ["warmer", "keep:table"]
+    assert [a.agent_version for a in store.queries.artifacts(a) if a.cycle == 2] == [2, 3]
+    first, second = store.queries.labelled_examples(spec.session_id)
+    assert (first.corrected, first.read_as, first.rater) == (["warmer"], ["hedge"], "ana")
+    assert (second.corrected, second.read_as) == (["warmer", "keep:table"], ["warmer"])
+
+
+async def test_the_reading_is_previewed_as_chips_edited_and_acted_on_exactly(
+    client, store, settings, run_worker, browser, inbox_server
+):
+    spec = make_spec(inputs=QUESTIONS)
+    a = spec.lineage_id("A")
+    chips = f"Array.from({card(a)}.querySelectorAll('form.score .chip'), c => c.dataset.want)"
+    words = (
+        f"Array.from({card(a)}.querySelectorAll('form.score .chip'),"
+        " c => c.getAttribute('aria-label'))"
+    )
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        server = await inbox_server()
+        comment = await first_visit(browser, f"{server.url}/sessions/{spec.session_id}", "3")
+        await on(browser, comment.send_keys, "Way too long, wanted quick bullets. It wanders off")
+
+        # as the rater types, the reading appears under the comment, in human words
+        assert await until(browser, f"{chips}.join() == 'shorter,bullets,steadier' && {words}")
+        assert await on(browser, browser.execute_script, f"return {words};") == [
+            "remove shorter",
+            "remove bullet points",
+            "remove stay on topic",
+        ]
+        said = await on(
+            browser,
+            browser.execute_script,
+            f"return {card(a)}.querySelector('form.score .reading .said').textContent;",
+        )
+        assert said.startswith("Read as: shorter ('Way too long')")
+        assert (await handle.query(LineageWorkflow.state)).score_history == []  # nothing sent
+
+        # Enter on a chip removes it; the picker adds one, from the keyboard
+        await on(
+            browser,
+            browser.execute_script,
+            f"{card(a)}.querySelector('form.score .chip[data-want=bullets]').focus();",
+        )
+        await on(browser, browser.switch_to.active_element.send_keys, Keys.ENTER)
+        assert await until(browser, f"{chips}.join() == 'shorter,steadier'")
+        await on(
+            browser,
+            browser.execute_script,
+            f"{card(a)}.querySelector('form.score .pick-family').focus();",
+        )
+        await on(browser, browser.switch_to.active_element.send_keys, "table", Keys.TAB)
+        await on(browser, browser.switch_to.active_element.send_keys, Keys.ENTER)  # amount: add
+        assert await until(browser, f"{chips}.join() == 'shorter,steadier,table'")
+        # typing on keeps the edits: a fresh reading, the rater's removal and addition over it
+        await on(browser, comment.send_keys, " on tangents.")
+        await asyncio.sleep(0.6)
+        assert await until(browser, f"{chips}.join() == 'shorter,steadier,table'")
+
+        # Enter sends the score, the comment and exactly these wishes
+        await on(browser, comment.send_keys, Keys.ENTER)
+        message = await until(
+            browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
+        )
+        assert message.startswith("score 3 accepted for cycle 1. Read as: shorter ('Way too long')")
+        state = await wait_for_state(handle, awaiting(2))
+
+        # a wish no chip can carry (a language): while the chips are left as read, Enter sends
+        # the comment for the step to read as shown, and the wish is not lost
+        await until(browser, f"{card(a)}.querySelector('header').dataset.cycle == '2'")
+        field = await on(
+            browser,
+            lambda: browser.execute_script(f"return {card(a)}.querySelector('.score-input');"),
+        )
+        await on(browser, field.send_keys, "5", Keys.TAB)
+        await on(browser, comment.send_keys, "Answer in French please, and drop the table.")
+        lead = f"{card(a)}.querySelector('form.score .reading .lead').textContent"
+        assert (await until(browser, f"{chips}.join() == 'remove:table' && {lead}")).startswith(
+            "Read so far"
+        )
+        note = await on(
+            browser,
+            browser.execute_script,
+            f"return {card(a)}.querySelector('form.score .reading .note').textContent;",
+        )
+        assert "no chip can carry: language: French" in note
+        await on(browser, comment.send_keys, Keys.ENTER)
+        await wait_for_state(handle, awaiting(3))
+    assert state.last_wants == ["shorter", "steadier", "table"]
+    v3 = store.queries.agent_definition(AgentRef(agent_id=a, version=3)).system_prompt
+    assert "in French" in v3 and "table" not in v3
+    updates = [
+        e.workflow_execution_update_accepted_event_attributes.accepted_request
+        async for e in lineage_history(client, handle)
+        if e.HasField("workflow_execution_update_accepted_event_attributes")
+    ]
+    sent, french = (json.loads(u.input.args.payloads[0].data) for u in updates)
+    assert sent["wants"] == ["shorter", "steadier", "table"]
+    assert sent["comment"] == "Way too long, wanted quick bullets. It wanders off on tangents."
+    assert "wants" not in french and french["comment"].startswith("Answer in French")
+    # the store: the step read exactly the confirmed wishes, and v2 carries them, not bullets
+    evolution, _ = store.queries.evolution_records(a)
+    read = ScoreAnalysis.model_validate_json(evolution.score_analysis)
+    assert wants.wants_of(read.aspects) == ["shorter", "steadier", "table"]
+    v2 = store.queries.agent_definition(AgentRef(agent_id=a, version=2)).system_prompt
+    assert "table" in v2 and "bullet" not in v2.lower()
+    evaluation, _ = store.queries.evaluations(a)
+    assert (evaluation.score, evaluation.rater) == (3.0, "ana")
+
+
+async def test_a_confirmed_reading_of_ten_wishes_is_taken_whole(
+    client, store, settings, run_worker, inbox_server
+):
+    spec = make_spec(inputs=QUESTIONS)
+    a = spec.lineage_id("A")
+    meant = [
+        "shorter:half", "table", "warmer", "example:1", "cite_sources",
+        "conclusion_first", "summary_at_end", "simpler", "proofread", "steadier",
+    ]  # fmt: skip
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        server = await inbox_server()
+        fields = [("rater", "ana"), ("score", "3"), ("comment", "see the chips"), ("cycle", "1")]
+        fields += [("confirmed", "1"), *(("want", w) for w in meant)]
+        status, answer = await asyncio.to_thread(post, server.url, f"/lineages/{a}/score", fields)
+        assert status == 200, answer
+        state = await wait_for_state(handle, awaiting(2))
+    assert state.last_wants == meant
 
 
 async def test_with_a_token_the_inbox_refuses_strangers(client, store, browser, inbox_server):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import json
 import socket
 import time
 from typing import Any
@@ -144,3 +145,40 @@ async def test_live_views_are_capped(serve, monkeypatch):
     finally:
         for conn in conns:
             conn.close()
+
+
+async def test_only_the_apps_own_page_may_ask_for_a_reading(
+    client, store, settings, run_worker, serve
+):
+    """The preview writes nothing but may ask Claude, which costs: another site cannot make a
+    rater's browser ask for one. The app's own page gets the reading; a score out of range, a
+    lineage nobody knows and a wish that does not parse get their reasons."""
+    spec = make_spec()
+    lineage = spec.lineage_id("A")
+    server = await serve()
+    own = f"http://127.0.0.1:{server.port}"
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        body, headers = form(score="3", comment="Far+too+long.")
+        path = f"/lineages/{lineage}/read"
+        sent = {**headers, "Origin": "http://evil.example"}
+        assert (await call(server, "POST", path, body, sent))[0] == 403
+        status, _, said = await call(server, "POST", path, body, {**headers, "Origin": own})
+        assert status == 200, said
+        reading = json.loads(said)
+        assert reading["chips"] == [{"want": "shorter", "label": "shorter"}] and reading["exact"]
+        assert reading["said_back"] == "Read as: shorter ('Far too long')"
+        for (sent_body, sent_headers), where, expected in [
+            (form(score="11", comment="x"), path, 422),
+            (form(score="3", comment="x"), "/lineages/nobody/read", 404),
+        ]:
+            sent = {**sent_headers, "Origin": own}
+            status, _, said = await call(server, "POST", where, sent_body, sent)
+            assert status == expected, said
+        status, _, said = await call(server, "GET", "/wants/label?want=shorter:lots")
+        assert status == 422 and b"an amount is half" in said
+        status, _, said = await call(server, "GET", "/wants/label?want=remove:table")
+        assert status == 200 and json.loads(said) == {"want": "remove:table", "label": "no table"}
+        state = await handle.query(LineageWorkflow.state)
+    assert state.score_history == [] and state.agent_version == 1  # nothing was sent

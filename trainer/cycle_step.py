@@ -121,12 +121,8 @@ async def take(
     """The whole cycle step (see the module's doc). ``credit_of`` replaces the backend's credit
     assignment (a long trajectory's, fanned out); ``versions`` gives the lineage's earlier
     versions, for a reviewer who asks to go back to one."""
-    previous = [] if memory.previous_score is None else [memory.previous_score]
     # the mechanical reading: verdicts and the keep-list rest on it whatever the backend
-    read = _measured(
-        reward_analyzer.analyze(score, comment, previous, memory.wants, memory.reading_memory()),
-        _output_words(spans),
-    )
+    read = rules_reading(memory, score, comment, spans)
     wished = credit_assignment.wishes(read)
     approved = [a.want for a in read.aspects if a.sentiment == "positive" and a.want]
     taken_back = _about_earlier(credit_assignment.takebacks(read), memory)
@@ -152,7 +148,7 @@ async def take(
     wished = [w for w in wished if w.family not in gone | undone] + instead
 
     # 3. read, credit and propose on the agent as restored
-    analysis = await _analysis(backend, memory, read, score, comment, previous)
+    analysis = await backend_reading(backend, memory, read, score, comment)
     if analysis.handed_over:
         # what Claude read in the clauses the rules engine abstained on joins the reading
         handed = [a for a in analysis.aspects if a.quote in analysis.handed_over]
@@ -253,6 +249,18 @@ async def take(
     )
 
 
+def rules_reading(
+    memory: LineageMemory, score: float, comment: str | None, spans: Sequence[SpanRecord] = ()
+) -> ScoreAnalysis:
+    """The mechanical reading of a score's comment: the wants sent with it, else a correction
+    it is close to, else the cue tables; shares made absolute against the scored output."""
+    previous = [] if memory.previous_score is None else [memory.previous_score]
+    return _measured(
+        reward_analyzer.analyze(score, comment, previous, memory.wants, memory.reading_memory()),
+        _output_words(spans),
+    )
+
+
 def _about_earlier(taken_back: list[Wish], memory: LineageMemory) -> list[Wish]:
     """An undo that names an aspect the last change did not touch ("forget what I said about
     the list" after the list came in earlier) takes back the families of that aspect the
@@ -347,18 +355,19 @@ def _changes_to(
     return changes
 
 
-async def _analysis(
+async def backend_reading(
     backend: TrainerBackend,
     memory: LineageMemory,
     read: ScoreAnalysis,
     score: float,
     comment: str | None,
-    previous: list[float],
 ) -> ScoreAnalysis:
-    """The reading the change is planned on: the rules engine's (already made), or the
-    backend's; a hand-over backend is given the corrections to show Claude."""
+    """The reading the change is planned on: the rules engine's ``read`` (already made), or the
+    backend's; a hand-over backend is given the corrections to show Claude. The preview of a
+    reading (``trainer/preview.py``) calls it as the step does."""
     if backend.reads_with_rules or memory.wants is not None or memory.recalled(comment):
         return read
+    previous = [] if memory.previous_score is None else [memory.previous_score]
     if backend.hands_over:
         return await backend.analyze(score, comment, previous, memory.reading_memory())
     return await backend.analyze(score, comment, previous)
@@ -387,8 +396,9 @@ def pending_after(step: CycleStep, evolution_id: str) -> PendingEvolution | None
     return PendingEvolution.of(evolution_id, step.analysis, step.plan.changes)
 
 
-def summary(step: CycleStep, from_version: int) -> str:
-    """One line for people: what changed and why, or why nothing did."""
+def summary(step: CycleStep, from_version: int, rebuilt_from: int | None = None) -> str:
+    """One line for people: what changed and why, or why nothing did; ``rebuilt_from`` names
+    the version a correction planned on, when it is not ``from_version``."""
     if not step.changed:
         said = [r for r in step.report if not r.startswith("kept '")]
         why = "; ".join(said or step.plan.notes) or "nothing to change"
@@ -407,7 +417,8 @@ def summary(step: CycleStep, from_version: int) -> str:
     ]
     parts += [describe_change(c) for c in new]
     parts += [r for r in step.report if r.startswith("back to v")]  # a revert says where to
-    line = f"v{from_version}→v{from_version + 1}: " + "; ".join(parts)
+    base = f" (rebuilt from v{rebuilt_from})" if rebuilt_from not in (None, from_version) else ""
+    line = f"v{from_version}→v{from_version + 1}{base}: " + "; ".join(parts)
     # what was protected is in the record's notes; the line says what did not happen
     skipped = [r for r in step.report if not r.startswith(("rolled back", "kept '", "back to v"))]
     return line + (f" (also: {'; '.join(skipped)})" if skipped else "")
@@ -419,7 +430,7 @@ def corrected_summary(step: CycleStep, before: int, current: int) -> str:
     if not step.changed and current != before:
         made = f"v{current}→v{current + 1}: back to v{before}, the corrected reading asks nothing"
     else:
-        made = summary(step, current)
+        made = summary(step, current, rebuilt_from=before)
     return f"corrected: {made}"
 
 
@@ -431,8 +442,14 @@ def said_back(step: CycleStep) -> str:
     """How the comment was read, in one line: "Read as: warmer ('make it warmer'), example,
     one example ('one real example'); kept: casual ('better tone'); taken back: table ('scrap
     the table'); not understood: '…'"."""
+    return say_back(step.analysis, step.report)
+
+
+def say_back(analysis: ScoreAnalysis, report: Sequence[str] = ()) -> str:
+    """``said_back`` of a reading and the step's report lines (the preview says a reading
+    before any step is taken)."""
     asked, kept, taken = [], [], []
-    for a in step.analysis.aspects:
+    for a in analysis.aspects:
         if not a.want:
             continue
         quote = preview_of(" ".join((a.quote or "").split()), SAID_QUOTE_CHARS)
@@ -455,9 +472,9 @@ def said_back(step: CycleStep) -> str:
         parts.append(f"kept: {', '.join(kept)}")
     if taken:
         parts.append(f"taken back: {', '.join(taken)}")
-    if step.analysis.adversarial:
+    if analysis.adversarial:
         parts.append("set aside: words addressed to the trainer")
-    missed = [r.removeprefix("not understood: ").split(": ")[0] for r in step.report
+    missed = [r.removeprefix("not understood: ").split(": ")[0] for r in report
               if r.startswith("not understood")]  # fmt: skip
     if missed:
         parts.append(f"not understood: {missed[0]}")
@@ -492,6 +509,16 @@ def _refusal(request: str) -> str:
         "may do (its tools, permissions or system), not its answer; only the agent's owner "
         "changes those"
     )
+
+
+def not_understood(reading: ScoreAnalysis) -> list[str]:
+    """The step's "not understood" lines for a reading, as the preview says them: each clause
+    it could not place, else the whole comment of a low score in which it found nothing."""
+    lines = [f"not understood: {u.quote!r}: {u.why}" for u in reading.unsure]
+    understood = any(a.want for a in reading.aspects) or reading.adversarial or reading.refused
+    if not (lines or understood) and reading.score < NOT_UNDERSTOOD_BELOW and reading.comment:
+        lines.append(_not_understood(reading.comment, reading.comment_language))
+    return lines
 
 
 def _not_understood(comment: str, language: str | None) -> str:

@@ -37,7 +37,7 @@ def analyze(
             score=score,
             comment=comment or None,
             sentiment=_sentiment(score),
-            aspects=[wants.parse(w) for w in wanted],
+            aspects=_as_given(wanted, score, comment, memory),
             trend=trend_of(score, previous_scores)[0],
             delta_from_previous=trend_of(score, previous_scores)[1],
         )
@@ -126,6 +126,22 @@ def analyze(
             for u in reading.unsure[:10]
         ],
     )
+
+
+def _as_given(
+    wanted: list[str], score: float, comment: str, memory: ReadingMemory | None
+) -> list[FeedbackAspect]:
+    """The wants taken as given, each quoting the rater's words where the comment's own
+    reading found the same wish (a reading confirmed on the review page, or at the
+    ``training-camp score`` prompt, says back what the rater wrote, not "wants shorter")."""
+    given = [wants.parse(w) for w in wanted]
+    if not comment:
+        return given
+    read = {wants.render(a): a for a in analyze(score, comment, [], None, memory).aspects}
+    return [
+        found if (found := read.get(wants.render(a))) and found.amount == a.amount else a
+        for a in given
+    ]
 
 
 def _ironic(score: float, comment: str, reading: feedback_reader.Reading) -> None:

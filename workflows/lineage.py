@@ -571,6 +571,8 @@ class LineageWorkflow:
             run_cycles=self._run_cycles,
             sticky_count=s.sticky_count,
             oneshot_count=s.oneshot_count,
+            trainer=self._inp.options.trainer,
+            trainer_model=self._inp.options.trainer_model,
         )
 
     # ---- details ---------------------------------------------------------------------------

@@ -27,16 +27,23 @@ async function send(form) {
     return;
   }
   if (rater) data.set("rater", raterName());
-  // a correction sends the wishes its chips hold, in their order
-  form.querySelectorAll(".chip").forEach((chip) => data.append("want", chip.dataset.want));
   message.textContent = "…";
   message.className = "message";
+  if (form.classList.contains("correct")) {
+    // a correction sends the wishes its chips hold, in their order
+    form.querySelectorAll(".chip").forEach((chip) => data.append("want", chip.dataset.want));
+  } else if (form.classList.contains("score")) {
+    await confirmReading(form, data);
+  }
   try {
     const response = await fetch(form.action, { method: "POST", body: data });
     const answer = await response.json();
     message.textContent = answer.ok || answer.error;
     message.className = "message " + (answer.ok ? "ok" : "error");
-    if (answer.ok && form.classList.contains("score")) form.reset();
+    if (answer.ok && form.classList.contains("score")) {
+      form.reset();
+      forgetReading(form);
+    }
   } catch (err) {
     message.textContent = "Not sent: " + err;
     message.className = "message error";
@@ -94,13 +101,19 @@ async function refreshCard(body) {
   const form = body.querySelector("form.correct");
   const focused = form && form.contains(document.activeElement) ? document.activeElement : null;
   const editing = form && (focused || form.classList.contains("edited")) ? form : null;
+  // what the last correction did stays said while the card shows the same cycle
+  const said = form && form.querySelector(".message");
+  const before = body.querySelector("header") && body.querySelector("header").dataset.cycle;
   body.innerHTML = await response.text();
   const fresh = body.querySelector("form.correct");
+  const header = body.querySelector("header");
   if (editing && fresh) {
     fresh.replaceWith(editing);
     if (focused) focused.focus();
+  } else if (fresh && said && said.textContent && header && header.dataset.cycle === before) {
+    const message = fresh.querySelector(".message");
+    [message.textContent, message.className] = [said.textContent, said.className];
   }
-  const header = body.querySelector("header");
   // the score form names the output the card now shows (a re-run replaces it)
   const card = body.closest(".card");
   const cycle = card.querySelector("input[name=cycle]");
@@ -138,52 +151,250 @@ if (live && window.EventSource) {
   });
 }
 
-// Correcting a reading: each chip is a wish as it was read (Enter or a click removes it); the
-// picker adds the one meant ("less" + "formal", "shorter" + "half"). The card body is replaced
-// when the lineage changes, so the listeners sit on the document.
-function chipFor(want) {
+// Chips: each is a wish, in words ("shorter: about half", "no table"); Enter or a click removes
+// it; the picker adds one ("less" + "formal tone", "shorter" + "half"), checked and put in words
+// by the app. The card body is replaced when the lineage changes, so the listeners sit on the
+// document.
+function chipFor(want, label) {
   const chip = document.createElement("button");
   chip.type = "button";
   chip.className = "chip";
   chip.dataset.want = want;
-  chip.setAttribute("aria-label", "remove " + want);
-  chip.textContent = want + " ×";  // text, never markup
+  chip.setAttribute("aria-label", "remove " + label);
+  chip.textContent = label + " ×";  // text, never markup
   return chip;
 }
 
-function addWant(form) {
+// the wish the picker names, checked by the app: {want, label} or {error}
+async function picked(form) {
   const action = form.querySelector(".pick-action").value;
   const family = form.querySelector(".pick-family").value;
   const amount = form.querySelector(".pick-amount").value.trim().toLowerCase();
   const want = (action === "add" ? "" : action + ":") + family + (amount ? ":" + amount : "");
-  form.querySelector(".chips").appendChild(chipFor(want));
+  try {
+    const response = await fetch("/wants/label?want=" + encodeURIComponent(want));
+    return await response.json();
+  } catch (err) {
+    return { error: "Not checked: " + err };
+  }
+}
+
+async function addWant(form) {
+  const wish = await picked(form);
+  const note = form.querySelector(".reading .note") || form.querySelector(".message");
+  if (wish.error) {
+    note.textContent = wish.error;
+    note.classList.add("error");
+    return;
+  }
+  note.classList.remove("error");
   form.querySelector(".pick-amount").value = "";
+  if (form.classList.contains("score")) {
+    addToReading(form, wish);
+  } else {
+    form.querySelector(".chips").appendChild(chipFor(wish.want, wish.label));
+  }
 }
 
 document.addEventListener("click", (event) => {
-  const form = event.target.closest("form.correct");
+  const form = event.target.closest("form.correct, form.score");
   if (!form) return;
-  form.classList.add("edited");
   const chip = event.target.closest(".chip");
+  const proposed = event.target.closest(".propose");
+  if (form.classList.contains("correct")) form.classList.add("edited");
   if (chip) {
     const next = chip.nextElementSibling || form.querySelector(".pick-action");
-    chip.remove();
-    next.focus();
+    if (form.classList.contains("score")) {
+      removeFromReading(form, chip.dataset.want);
+      const same = next.dataset && next.dataset.want &&
+        form.querySelector(`.chip[data-want="${CSS.escape(next.dataset.want)}"]`);
+      (same || form.querySelector(".pick-action")).focus();
+    } else {
+      chip.remove();
+      next.focus();
+    }
+  } else if (proposed) {
+    addToReading(form, { want: proposed.dataset.want, label: proposed.dataset.label });
   } else if (event.target.closest(".add-want")) {
     addWant(form);
   }
 });
 document.addEventListener("keydown", (event) => {
-  if (event.key === "Enter" && event.target.matches("form.correct .pick-amount")) {
+  if (event.key === "Enter" && event.target.matches(".pick-amount")) {
     event.preventDefault();  // Enter in the amount adds the wish; the button sends them
-    addWant(event.target.closest("form.correct"));
+    addWant(event.target.closest("form"));
   }
   const form = event.target.closest && event.target.closest("form.correct");
   if (form) form.classList.add("edited");
 });
+
+// The reading previewed as the rater types: the lineage's step reads the score and comment as
+// it would act on them (the same reader, corrections and trainer), and the chips show it. The
+// rater's edits (wishes removed, wishes added) are kept apart and laid over every fresh
+// reading; Enter sends the chips as the score's wants, so the step acts on exactly them.
+const READ_DELAY_MS = 300;
+const readings = new WeakMap();
+
+function readingOf(form) {
+  if (!readings.has(form)) {
+    readings.set(form, { timer: null, seq: 0, pending: null, answer: null,
+      removed: new Set(), added: [] });
+  }
+  return readings.get(form);
+}
+
+function chipsOf(r) {
+  const read = (r.answer && r.answer.chips ? r.answer.chips : [])
+    .filter((c) => !r.removed.has(c.want));
+  return read.concat(r.added.filter((c) => !read.some((d) => d.want === c.want)));
+}
+
+function edited(r) {
+  return r.removed.size > 0 || r.added.length > 0;
+}
+
+function readLater(form) {
+  const r = readingOf(form);
+  clearTimeout(r.timer);
+  r.timer = setTimeout(() => readNow(form), READ_DELAY_MS);
+}
+
+function readNow(form) {
+  const r = readingOf(form);
+  clearTimeout(r.timer);
+  r.timer = null;
+  const seq = ++r.seq;
+  const comment = form.querySelector("[name=comment]").value;
+  if (!comment.trim()) {
+    r.answer = null;
+    r.pending = null;
+    showReading(form);
+    return Promise.resolve();
+  }
+  const data = new FormData();
+  data.set("score", form.querySelector("[name=score]").value);
+  data.set("comment", comment);
+  const url = form.action.replace(/\/score$/, "/read");
+  const pending = fetch(url, { method: "POST", body: data })
+    .then((response) => response.json())
+    .catch((err) => ({ error: "No preview: " + err }))
+    .then((answer) => {
+      if (seq !== r.seq) return;  // a later keystroke asked again
+      r.answer = answer;
+      r.pending = null;
+      showReading(form);
+    });
+  r.pending = pending;
+  return pending;
+}
+
+// the reading of what is typed now (waiting for the one in flight)
+async function settled(form) {
+  const r = readingOf(form);
+  if (r.timer) readNow(form);
+  while (r.pending) await r.pending;
+  return r.answer && !r.answer.error ? r.answer : null;
+}
+
+async function confirmReading(form, data) {
+  const r = readingOf(form);
+  const answer = await settled(form);
+  // wishes no chip can carry (a language, a topic): sent as a comment for the step to read,
+  // as previewed, unless the rater edited the chips
+  if ((answer && answer.exact) || edited(r)) {
+    data.set("confirmed", "1");
+    chipsOf(r).forEach((c) => data.append("want", c.want));
+  }
+}
+
+function forgetReading(form) {
+  const r = readingOf(form);
+  r.seq++;
+  r.answer = null;
+  r.pending = null;
+  r.removed.clear();
+  r.added = [];
+  showReading(form);
+}
+
+function addToReading(form, wish) {
+  const r = readingOf(form);
+  r.removed.delete(wish.want);
+  if (!chipsOf(r).some((c) => c.want === wish.want)) r.added.push(wish);
+  showReading(form);
+}
+
+function removeFromReading(form, want) {
+  const r = readingOf(form);
+  r.added = r.added.filter((c) => c.want !== want);
+  r.removed.add(want);
+  showReading(form);
+}
+
+function showReading(form) {
+  const r = readingOf(form);
+  const box = form.querySelector(".reading");
+  if (!box) return;
+  const answer = r.answer || {};
+  box.hidden = !r.answer && !edited(r);
+  const said = box.querySelector(".said");
+  said.textContent = answer.error || answer.said_back || "";
+  said.className = "said" + (answer.error ? " error" : "");
+  // chips left as read, with more in the comment than they carry: the step reads the comment
+  box.querySelector(".lead").textContent = answer.error || answer.exact || edited(r)
+    ? "Enter acts on these, and only these:"
+    : "Read so far (Enter sends the comment for the step to read as shown):";
+  const holder = box.querySelector(".chips");
+  holder.textContent = "";
+  const chips = chipsOf(r);
+  chips.forEach((c) => holder.appendChild(chipFor(c.want, c.label)));
+  if (!chips.length) holder.textContent = "nothing to change";
+  const unsure = box.querySelector(".unsure");
+  unsure.textContent = "";
+  for (const u of answer.unsure || []) {
+    const item = document.createElement("li");
+    item.textContent = `not understood: “${u.quote}” (${u.why})`;
+    for (const c of u.proposed) {
+      const add = document.createElement("button");
+      add.type = "button";
+      add.className = "propose";
+      add.dataset.want = c.want;
+      add.dataset.label = c.label;
+      add.textContent = "+ " + c.label;
+      item.append(" ", add);
+    }
+    unsure.appendChild(item);
+  }
+  const notes = [];
+  if (answer.incomplete) notes.push(answer.incomplete);
+  if (answer.handed_over && answer.handed_over.length) {
+    notes.push("Read by Claude: " + answer.handed_over.map((c) => `“${c}”`).join(", ") + ".");
+  }
+  if (answer.unsaid && answer.unsaid.length) {
+    notes.push("Also read, which no chip can carry: " + answer.unsaid.join("; ") +
+      (edited(r) ? ". Dropped, since you edited the chips." : ". Kept while you leave the chips as they are."));
+  }
+  const note = box.querySelector(".note");
+  note.textContent = notes.join(" ");
+  note.classList.remove("error");
+}
+
+document.querySelectorAll("form.score").forEach((form) => {
+  form.querySelectorAll("[name=score], [name=comment]").forEach((field) => {
+    field.addEventListener("input", () => readLater(form));
+  });
+});
 document.addEventListener("submit", async (event) => {
   if (!event.target.matches("form.correct")) return;
   event.preventDefault();
-  await send(event.target);
-  event.target.classList.remove("edited");  // sent: the next refresh shows the new reading
+  const form = event.target;
+  await send(form);
+  form.classList.remove("edited");  // sent: the card shows the new reading
+  const said = form.querySelector(".message");
+  const body = form.closest(".card-body");
+  if (!said.classList.contains("ok") || !body) return;
+  // at once, even when nothing new was made (no new version: nothing else would refresh it),
+  // with what the correction did kept on the fresh card
+  if (form.contains(document.activeElement)) document.activeElement.blur();
+  await refreshCard(body);
 });

@@ -20,7 +20,7 @@ from domain.trainer import (
     PastChange,
     SegmentProvenance,
 )
-from store.tables import EvolutionRecordRow, LearningInsightRow, LineageRow
+from store.tables import EvaluationRow, EvolutionRecordRow, LearningInsightRow, LineageRow
 from store.views.lineage_view import LineageView
 
 _evolutions = EvolutionRecordRow.__table__  # type: ignore[attr-defined]
@@ -155,10 +155,21 @@ class EvolutionView(LineageView):
                     trigger_score=record.trigger_score if record else None,
                     trigger_comment=record.trigger_comment if record else None,
                     reason=_provenance_reason(made, record is not None),
+                    rebuilt_from=self._rebuilt_from(record),
                 )
                 ever.setdefault(segment, current[segment])
             known = current
         return list(known.values())
+
+    def _rebuilt_from(self, record: EvolutionRecordRow | None) -> int | None:
+        """The version a correction was rebuilt from: the one whose output the corrected
+        score scored (None for any other evolution)."""
+        if record is None or record.kind != "correction":
+            return None
+        scored = self._all(
+            select(EvaluationRow.agent_version).where(EvaluationRow.id == record.evaluation_id)
+        )
+        return scored[0] if scored else None
 
 
 def _provenance_reason(change: dict[str, Any] | None, evolved: bool) -> str:

@@ -104,16 +104,21 @@ def as_of(
     )
 
 
-def _summary(event: Event | None) -> str:
+def _summary(event: Event | None, scored: dict[str, int | None] | None = None) -> str:
+    """One line for an event; ``scored`` (evaluation id → the version whose output it scored)
+    names the version a correction was rebuilt from."""
     match event:
         case AgentCreated():
             return f"v{event.version} created"
         case AgentEvolved():
             changed = "; ".join(describe_change(c, limit=HISTORY_TEXT_CHARS) for c in event.changes)
-            return (
-                f"v{event.from_version} → v{event.to_version} ({event.kind}): {event.hypothesis}"
-                + (f" Changes: {changed}" if changed else "")
-            )
+            kind = event.kind
+            base = (scored or {}).get(event.trigger.evaluation_id)
+            if kind == "correction" and base is not None:
+                # planned on the version the corrected score scored, not on the misread one
+                kind = f"correction, rebuilt from v{base}"
+            line = f"v{event.from_version} → v{event.to_version} ({kind}): {event.hypothesis}"
+            return line + (f" Changes: {changed}" if changed else "")
         case ArtifactScored():
             comment = f": {event.comment}" if event.comment else ""
             return f"cycle {event.cycle} scored {event.score:g}{comment}"
@@ -132,17 +137,23 @@ def _summary(event: Event | None) -> str:
 
 def history(engine: Engine, lineage_id: str) -> list[HistoryEntry]:
     """The lineage's events, oldest first, spans left out."""
+    scored: dict[str, int | None] = {}
+    entries = []
     with engine.connect() as conn:
-        return [
-            HistoryEntry(
-                position=e.position,
-                timestamp=e.timestamp,
-                event_type=e.event_type,
-                summary=_summary(e.data),
+        for e in event_log.read(conn, lineage_id=lineage_id):
+            if e.event_type == SpansRecorded.event_type:
+                continue
+            if isinstance(e.data, ArtifactScored):
+                scored[e.data.evaluation_id] = e.data.agent_version
+            entries.append(
+                HistoryEntry(
+                    position=e.position,
+                    timestamp=e.timestamp,
+                    event_type=e.event_type,
+                    summary=_summary(e.data, scored),
+                )
             )
-            for e in event_log.read(conn, lineage_id=lineage_id)
-            if e.event_type != SpansRecorded.event_type
-        ]
+    return entries
 
 
 def projection_digests(conn: Connection) -> dict[str, tuple[int, str]]:

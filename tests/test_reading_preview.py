@@ -1,0 +1,195 @@
+"""The reading previewed before anything changes: what the preview shows is what the cycle step
+acts on (the same reader, corrections and backend), every family has its words, the preview
+of a `rules+claude` lineage asks Claude only for a comment the rules cannot read (through the
+real SDK and a local Messages API) and, with no key where the rater scores, says the step will
+read it rather than guess."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from domain import want_labels, wants
+from domain.agent import AgentConstraints, AgentDefinition, AgentParameters
+from domain.corrections import LabelledExample
+from domain.settings import Settings
+from tests.fake_messages_api import FakeMessagesAPI, tool_use_message
+from trainer import cycle_step, preview
+from trainer.backends import RulesTrainer, TrainerBackends
+from trainer.cycle_step import LineageMemory
+
+AGENT = AgentDefinition(
+    name="Writer",
+    system_prompt="You are a helpful writer. Use bullet points, not paragraphs.",
+    parameters=AgentParameters(model="offline-analyst-1", temperature=0.7, max_tokens=1200),
+    constraints=AgentConstraints(max_tokens=4096),
+)
+# My own wording, in kinds a rater writes: asks, amounts, take-backs, praise, mixed, nothing
+COMMENTS = [
+    (3, "Far too wordy, about half as long please, and lose the bullets."),
+    (4, "Sounds like a robot wrote it. Friendlier, and one worked example."),
+    (9, "Lovely, the bullet points are spot on."),
+    (5, "Good start but it rambles; stick to the question."),
+    (6, "Could you cite where the numbers come from?"),
+    (2, "This misses the point entirely."),
+    (7, "Put the recommendation up front, then a table comparing the options."),
+    (4, "undo that last change, it was better before"),
+    (3, "Oh brilliant, so decisive, so bold."),
+    (4, "Was all of that really needed?"),
+]
+
+
+def test_every_family_has_its_words_and_a_want_reads_as_a_rater_would_say_it():
+    assert [f for f, _ in want_labels.glossary()] == wants.families()
+    assert all(words for _, words in want_labels.glossary())
+    assert want_labels.label("shorter:half") == "shorter: about half"
+    assert want_labels.label("remove:table") == "no table"
+    assert want_labels.label("undo", undo_to=1) == "back to v1"
+    assert want_labels.label("example:1") == "one example"
+    assert want_labels.label("less:formal") == "less: formal tone"
+    with pytest.raises(ValueError, match="unknown family 'tabel'"):
+        want_labels.label("tabel")
+
+
+@pytest.mark.parametrize(("score", "comment"), COMMENTS)
+def test_the_preview_is_the_reading_the_step_acts_on(score: float, comment: str):
+    corrections = [
+        LabelledExample(
+            correction_id="c1",
+            session_id="s",
+            lineage_id="L",
+            evaluation_id="e1",
+            comment="sounds like a robot wrote it",
+            corrected=["warmer"],
+        )
+    ]
+    memory = LineageMemory(session_id="s", lineage_id="L", corrections=corrections)
+    seen = asyncio.run(preview.preview(RulesTrainer(), memory, score, comment, undo_to=1))
+    step = asyncio.run(cycle_step.take(RulesTrainer(), AGENT, memory, score, comment))
+    assert seen.wants == wants.wants_of(step.analysis.aspects)
+    assert seen.said_back == cycle_step.said_back(step)
+    # sent back as confirmed wants, the step makes the same agent
+    confirmed = memory.model_copy(update={"wants": seen.wants})
+    again = asyncio.run(cycle_step.take(RulesTrainer(), AGENT, confirmed, score, comment))
+    if seen.exact:
+        assert again.agent.system_prompt == step.agent.system_prompt
+
+
+def test_what_the_reader_cannot_place_is_said_not_acted_on():
+    memory = LineageMemory(session_id="s", lineage_id="L")
+    missed = "This misses the point entirely."
+    seen = asyncio.run(preview.preview(RulesTrainer(), memory, 2, missed))
+    assert seen.chips == [] and seen.said_back.endswith(f"not understood: {missed!r}")
+    (unsure,) = seen.unsure
+    assert unsure.quote == missed and "found nothing in it to act on" in unsure.why
+    # irony under a low score: said back, proposed nothing, acted on nothing
+    ironic = asyncio.run(preview.preview(RulesTrainer(), memory, 3, "Oh brilliant, so bold."))
+    assert ironic.chips == [] and [u.quote for u in ironic.unsure] == ["Oh brilliant, so bold."]
+    assert "meant the other way" in ironic.unsure[0].why
+    # a wish no chip can carry is named: sending the chips alone would lose it
+    french = asyncio.run(preview.preview(RulesTrainer(), memory, 4, "Answer in French please."))
+    assert french.unsaid and "French" in french.unsaid[0] and not french.exact
+
+
+def _claude_reads_it(api: FakeMessagesAPI) -> None:
+    api.script = [
+        (
+            200,
+            tool_use_message(
+                "claude-sonnet-5",
+                "record_score_analysis",
+                {
+                    "sentiment": "negative",
+                    "aspects": [
+                        {
+                            "aspect": "tone",
+                            "sentiment": "negative",
+                            "quote": "not what I had in mind",
+                            "confidence": 0.9,
+                            "want": "warmer",
+                        }
+                    ],
+                },
+                "toolu_1",
+            ),
+        )
+    ]
+
+
+def test_rules_plus_claude_previews_with_claude_only_what_the_rules_cannot_read():
+    with FakeMessagesAPI() as api:
+        _claude_reads_it(api)
+        settings = Settings(anthropic_api_key=SecretStr("sk-test"), anthropic_base_url=api.base_url)
+        backend = preview.backend_for(TrainerBackends(settings), "rules+claude", "claude-sonnet-5")
+        memory = LineageMemory(session_id="s", lineage_id="L")
+        read = asyncio.run(preview.preview(backend, memory, 5, "Far too long."))
+        assert read.read_by == "rules" and read.wants == ["shorter"] and api.requests == []
+        handed = asyncio.run(preview.preview(backend, memory, 3, "Nope, not what I had in mind."))
+    assert handed.read_by == "claude" and handed.wants == ["warmer"]
+    assert (
+        len(api.requests) == 1
+        and "not what I had in mind" in api.requests[0]["messages"][0]["content"]
+    )
+    assert handed.exact
+
+
+def test_without_a_key_the_preview_says_the_step_will_read_it():
+    backend = preview.backend_for(TrainerBackends(Settings()), "rules+claude", "claude-sonnet-5")
+    memory = LineageMemory(session_id="s", lineage_id="L")
+    readable = asyncio.run(preview.preview(backend, memory, 5, "Far too long."))
+    assert readable.exact and readable.wants == ["shorter"]
+    unreadable = asyncio.run(preview.preview(backend, memory, 3, "Nope, not what I had in mind."))
+    assert not unreadable.exact and unreadable.wants == []
+    assert "Claude reads this comment when the step runs" in (unreadable.incomplete or "")
+    assert "ANTHROPIC_API_KEY" in (unreadable.incomplete or "")
+
+
+def test_the_readme_lists_every_family_in_its_words():
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    missing = [f for f, words in want_labels.glossary() if f"`{f}` {words}" not in readme]
+    assert missing == [], "list them as `family` words (domain/want_labels.glossary())"
+
+
+def test_rules_plus_claude_previews_the_abstained_clause_as_claude_reads_it():
+    """What the rules engine could not place goes to Claude, alone, with the session's
+    corrections most like it; the preview shows Claude's reading of it beside the rules'."""
+    ironic = "Oh marvellous, so confident, so punchy."
+    corrections = [
+        LabelledExample(
+            correction_id="c1",
+            session_id="s",
+            lineage_id="L",
+            evaluation_id="e1",
+            comment="So punchy it reads like a telegram.",
+            corrected=["hedge"],
+        )
+    ]
+    with FakeMessagesAPI() as api:
+        api.script = [
+            (
+                200,
+                tool_use_message(
+                    "claude-sonnet-5",
+                    "record_clause_readings",
+                    {"readings": [{"clause": ironic, "wants": ["hedge"]}]},
+                    "toolu_1",
+                ),
+            )
+        ]
+        settings = Settings(anthropic_api_key=SecretStr("sk-test"), anthropic_base_url=api.base_url)
+        backend = preview.backend_for(TrainerBackends(settings), "rules+claude", "claude-sonnet-5")
+        memory = LineageMemory(session_id="s", lineage_id="L", corrections=corrections)
+        seen = asyncio.run(preview.preview(backend, memory, 3, f"{ironic} Add a table."))
+    (request,) = api.requests
+    asked = str(request["messages"])
+    assert ironic in asked and "Add a table" not in asked and "telegram" in asked
+    assert set(seen.wants) == {"table", "hedge"} and seen.exact
+    assert seen.handed_over == [ironic] and seen.unsure == []
+    # without a key here, that clause is left to the step: the chips are not the whole reading
+    offline = preview.backend_for(TrainerBackends(Settings()), "rules+claude", "claude-sonnet-5")
+    alone = asyncio.run(preview.preview(offline, memory, 3, f"{ironic} Add a table."))
+    assert alone.wants == ["table"] and not alone.exact
+    assert "cannot be previewed here" in (alone.incomplete or "")

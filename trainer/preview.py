@@ -1,0 +1,185 @@
+"""The reading previewed: what a score's comment would change, before anything changes.
+
+Where a person scores (the review page, ``training-camp score``) the comment is read as the
+lineage's cycle step would read it — the same reader, the same corrections remembered, the same
+backend (``rules``, or ``rules+claude`` handing Claude what the rules engine cannot place) — and
+shown as wishes the rater confirms or edits. The confirmed wishes are sent with the score as
+``wants``, which the step takes as given: it acts on exactly what the rater saw.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from domain import want_labels, wants
+from domain.corrections import LabelledExample
+from domain.execution import preview_of
+from domain.trainer import FeedbackAspect, ScoreAnalysis
+from trainer import cycle_step
+from trainer.backends import HandOverTrainer, TrainerBackend, TrainerBackends, TrainerConfigError
+from trainer.cycle_step import LineageMemory
+
+QUOTE_CHARS = 120
+
+
+class Chip(BaseModel):
+    """One wish as the rater sees it: the want it sends, and its words ("no table")."""
+
+    want: str
+    label: str
+
+
+class Unplaced(BaseModel):
+    """A clause the reader could not place: nothing is changed for it unless the rater adds
+    one of the ``proposed`` wishes."""
+
+    quote: str
+    why: str
+    proposed: list[Chip] = Field(default_factory=list)
+
+
+class ReadingPreview(BaseModel):
+    """What a score's comment would change, as the step reads it."""
+
+    chips: list[Chip]  # the wishes the step would act on, as wants
+    said_back: str  # "Read as: shorter ('way too long'); kept: table ('the table works')"
+    unsure: list[Unplaced] = Field(default_factory=list)
+    # wishes read that no want can name (a language, a topic, a request in the rater's own
+    # words): the step acts on them only when it reads the comment itself
+    unsaid: list[str] = Field(default_factory=list)
+    read_by: Literal["rules", "claude"] = "rules"
+    handed_over: list[str] = Field(default_factory=list)  # the clauses Claude read
+    undo_to: int | None = None  # the version an undo goes back to ("back to v1")
+    # why the preview is not the reading the step would act on (Claude is not reachable from
+    # here): the comment is then sent to be read by the step, and said back after
+    incomplete: str | None = None
+
+    @property
+    def wants(self) -> list[str]:
+        return [c.want for c in self.chips]
+
+    @property
+    def exact(self) -> bool:
+        """Whether sending ``wants`` makes the step act on exactly what the comment says."""
+        return self.incomplete is None and not self.unsaid
+
+
+def chip(want: str, undo_to: int | None = None) -> Chip:
+    return Chip(want=want, label=want_labels.label(want, undo_to))
+
+
+async def preview(
+    backend: TrainerBackend,
+    memory: LineageMemory,
+    score: float,
+    comment: str | None,
+    undo_to: int | None = None,
+) -> ReadingPreview:
+    """The reading the cycle step would act on for ``score`` and ``comment`` (``memory``
+    holds the corrections the reader consults; ``undo_to`` is the version an undo goes back
+    to, for its chip's words)."""
+    memory = memory.model_copy(update={"wants": None})
+    read = cycle_step.rules_reading(memory, score, comment)
+    try:
+        analysis = await cycle_step.backend_reading(backend, memory, read, score, comment)
+    except ModelNotHere as missing:
+        return _said(read, undo_to, incomplete=str(missing))
+    return _said(analysis, undo_to)
+
+
+def _said(
+    reading: ScoreAnalysis, undo_to: int | None, incomplete: str | None = None
+) -> ReadingPreview:
+    report = cycle_step.not_understood(reading)
+    unsure = [
+        Unplaced(
+            quote=_quote(u.quote),
+            why=u.why,
+            proposed=[chip(w, undo_to) for w in u.proposed if _valid(w)],
+        )
+        for u in reading.unsure
+    ]
+    if report and not unsure:  # the whole comment: nothing in it could be read
+        unsure = [Unplaced(quote=_quote(reading.comment), why=_why(report[0]))]
+    return ReadingPreview(
+        chips=[chip(w, undo_to) for w in wants.wants_of(reading.aspects)],
+        said_back=cycle_step.say_back(reading, report),
+        unsure=unsure,
+        unsaid=[_described(a) for a in reading.aspects if a.want and wants.render(a) is None],
+        read_by=reading.read_by,
+        handed_over=[_quote(c) for c in reading.handed_over],
+        undo_to=undo_to,
+        incomplete=incomplete,
+    )
+
+
+def _quote(text: str | None) -> str:
+    return preview_of(" ".join((text or "").split()), QUOTE_CHARS)
+
+
+def _why(note: str) -> str:
+    """The reason part of a "not understood: '…': why" note."""
+    return note.rsplit("': ", 1)[-1]
+
+
+def _valid(want: str) -> bool:
+    try:
+        wants.parse(want)
+    except ValueError:
+        return False
+    return True
+
+
+def _described(aspect: FeedbackAspect) -> str:
+    """A wish no want names, in words: "language: French ('answer in French')"."""
+    what = f"{aspect.want}: {aspect.detail}" if aspect.detail else str(aspect.want)
+    quote = _quote(aspect.quote)
+    return f"{what} ({quote!r})" if quote else what
+
+
+# ---- the backend, where the preview runs --------------------------------------------------
+
+
+class ModelNotHere(Exception):
+    """The lineage's step would ask Claude, and this process has no key to ask it."""
+
+
+class _NoModel:
+    """Stands for Claude where the preview runs without ANTHROPIC_API_KEY: a comment the step
+    would hand to Claude is said to be read by the step instead (never read another way). The
+    preview only reads: it never asks a backend for credit or a plan."""
+
+    name = "claude"
+    reads_with_rules = False
+    hands_over = False
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    async def analyze(
+        self, score: float, comment: str | None, previous_scores: list[float]
+    ) -> ScoreAnalysis:
+        raise ModelNotHere(
+            "Claude reads this comment when the step runs; it cannot be previewed here "
+            f"({self.reason})"
+        )
+
+    async def read_clauses(
+        self, score: float, clauses: list[str], examples: list[LabelledExample]
+    ) -> dict[str, list[str]]:
+        raise ModelNotHere(
+            "Claude reads what the rules engine could not place when the step runs; it cannot "
+            f"be previewed here ({self.reason})"
+        )
+
+
+def backend_for(backends: TrainerBackends, trainer: str, model: str) -> TrainerBackend:
+    """The lineage's backend as the preview uses it: the step's own, or, without a key here,
+    the same backend with Claude's reading left to the step."""
+    try:
+        return backends.get(trainer, model)
+    except TrainerConfigError:
+        missing: Any = _NoModel("ANTHROPIC_API_KEY is not set where you score")
+        return HandOverTrainer(backends.rules, missing) if trainer == "rules+claude" else missing
