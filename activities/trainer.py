@@ -112,6 +112,8 @@ class TrainerActivities:
             lineage_id=inp.lineage_id,
             pending=context.pending,
             asked_for=inp.asked_for,
+            wishes=inp.wishes,
+            cycle=inp.cycle,
             previous_score=inp.previous_score,
             sticky_directives=context.sticky_directives,
             oneshot_directives=context.oneshot_directives,

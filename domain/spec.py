@@ -51,6 +51,9 @@ class LineageOptions(CamelModel):
     # Roll a change back automatically when the next score refutes it: only the changes for a
     # refuted aspect, or the whole evolution when the score fell and no aspect says why.
     rollback_refuted: bool = True
+    # An output that fails a check of the reviewer's active wishes gets this many revisions in
+    # the same cycle (0: none); the output shown for scoring passes the most checks
+    revision_attempts: int = Field(default=1, ge=0, le=3)
 
 
 class LineageSpec(CamelModel):

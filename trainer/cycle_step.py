@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 from domain import wants
 from domain.agent import AgentDefinition, FlowStep
 from domain.change_families import contrary_of, opposite_of, working_against
+from domain.checks import ActiveWish
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleStep
 from domain.execution import SpanRecord, preview_of
@@ -40,6 +41,7 @@ from domain.trainer import (
     describe_change,
 )
 from trainer import (
+    active_wishes,
     credit_assignment,
     evolution_planner,
     instructions,
@@ -48,6 +50,7 @@ from trainer import (
 )
 from trainer.backends import TrainerBackend
 from trainer.change_patterns import pattern
+from trainer.checks import Document
 from trainer.evolution import (
     STRENGTHEN_REASON,
     TAKE_BACK_REASON,
@@ -72,6 +75,9 @@ class LineageMemory(BaseModel):
     pending: PendingEvolution | None = None
     # Families the reviewer asked for or approved and has not reversed since: kept
     asked_for: list[str] = Field(default_factory=list)
+    # The wishes outputs are checked against (with their amounts), and the scored cycle
+    wishes: list[ActiveWish] = Field(default_factory=list)
+    cycle: int = 0
     previous_score: float | None = None
     sticky_directives: list[str] = Field(default_factory=list)
     oneshot_directives: list[str] = Field(default_factory=list)
@@ -209,6 +215,16 @@ async def take(
     asked_for = _asked_for(
         memory.asked_for, reversed_now, wished, [a for a in approved if a not in gone]
     )
+    wishes = active_wishes.fold(
+        memory.wishes,
+        wished=wished,
+        approved=[a for a in read.aspects if a.sentiment == "positive" and a.want not in gone],
+        taken_back=taken_back,
+        asked_for=asked_for,
+        comment=read.comment,
+        cycle=memory.cycle,
+        words=_output_words(spans),
+    )
     # the record keeps what the rater is told beside the planner's own notes
     plan.notes = [*plan.notes, *(r for r in report if r not in plan.notes)]
     return CycleStep(
@@ -218,6 +234,7 @@ async def take(
         plan=plan,
         agent=after,
         asked_for=asked_for,
+        wishes=wishes,
         rolled_back=refuted,
         taken_back=list(dict.fromkeys(taken)),
         strengthened=strengthened,
@@ -379,11 +396,12 @@ def _asked_for(
 
 
 def _output_words(spans: Sequence[SpanRecord]) -> int | None:
-    """The length in words of the scored output (its output span, else the last model call)."""
+    """The length in words of the scored output (its output span, else the last model call),
+    its Markdown markup not counted (a table's pipes are not words)."""
     for kind in ("output", "llm_call"):
         texts = [s.output for s in sorted(spans, key=lambda s: s.sequence) if s.span_type == kind]
         if texts and texts[-1]:
-            return len(texts[-1].split())
+            return Document.of(texts[-1]).words
     return None
 
 
