@@ -47,6 +47,7 @@ from trainer import (
     instructions,
     outcome,
     reward_analyzer,
+    wish_guard,
 )
 from trainer.backends import TrainerBackend
 from trainer.change_patterns import pattern
@@ -134,9 +135,10 @@ async def take(
     if judged and memory.pending and memory.output_cut_off:
         judged = outcome.cut_off(memory.pending, judged, memory.session_id)
 
-    # 2. roll back what the reviewer refuted
-    refuted, undo, base = _roll_back(agent, memory, judged)
+    # 2. roll back what the reviewer refuted, never a wish the reviewer has not taken back
+    standing = wish_guard.protected(memory.wishes, taken_back, memory.cycle)
     report: list[str] = []
+    refuted, undo, base = _roll_back(agent, memory, judged, standing, report)
     # 2b. take back what the reviewer takes back, at any age: the instructions its family put
     # there; a family nothing carries is refused instead ("lose the bullets" → prose)
     removals, instead = _take_back(base, taken_back, refuted, report)
@@ -160,6 +162,10 @@ async def take(
     if analysis.read_by == "claude":  # its reading of the wishes is the one acted on
         wished = credit_assignment.wishes(analysis)
         approved = [a.want for a in analysis.aspects if a.sentiment == "positive" and a.want]
+    # 4. no wish may break an active one the reviewer has not taken back
+    refused = wish_guard.breaking(standing, wished)
+    report += [wish_guard.kept(broken, family) for family, broken in refused.items()]
+    wished = [w for w in wished if w.family not in refused]
     if credit_of is not None:
         credit = await credit_of(base, analysis)
     else:
@@ -172,7 +178,7 @@ async def take(
     # a family asked for again may have its instruction rewritten (made firmer), not removed
     requested = {w.family for w in wished}
     guarded = keep - requested
-    proposal.changes = [c for c in proposal.changes if _keeps(base, c, guarded, report)]
+    proposal.changes = [c for c in proposal.changes if _keeps(base, c, guarded, report, standing)]
     # a model-backed trainer decides for itself how to go further; the rules engine is told
     if memory.output_cut_off:
         # what the reviewer misses may be what the cut took: more room, not firmer words
@@ -183,7 +189,9 @@ async def take(
         strengthened = []
     if analysis.read_by == "rules":
         _ground_the_step(base, wished, list(spans), read.comment or "", proposal)
-    proposal.changes = removals + [c for c in proposal.changes if c.want not in gone | undone]
+    proposal.changes = removals + [
+        c for c in proposal.changes if c.want not in gone | undone | set(refused)
+    ]
 
     # 5. history (never vetoing a request), directives, constraints
     plan = evolution_planner.finalize(
@@ -235,6 +243,7 @@ async def take(
         agent=after,
         asked_for=asked_for,
         wishes=wishes,
+        kept_wishes=wish_guard.said(report),
         rolled_back=refuted,
         taken_back=list(dict.fromkeys(taken)),
         strengthened=strengthened,
@@ -268,7 +277,7 @@ def pending_after(step: CycleStep, evolution_id: str) -> PendingEvolution | None
 def summary(step: CycleStep, from_version: int) -> str:
     """One line for people: what changed and why, or why nothing did."""
     if not step.changed:
-        said = [r for r in step.report if not r.startswith("kept '")]
+        said = [r for r in step.report if not r.startswith("kept '") or r in step.kept_wishes]
         why = "; ".join(said or step.plan.notes) or "nothing to change"
         return f"kept v{from_version}: {why}"
     parts = []
@@ -286,7 +295,11 @@ def summary(step: CycleStep, from_version: int) -> str:
     parts += [describe_change(c) for c in new]
     line = f"v{from_version}→v{from_version + 1}: " + "; ".join(parts)
     # what was protected is in the record's notes; the line says what did not happen
-    skipped = [r for r in step.report if not r.startswith(("rolled back", "kept '"))]
+    skipped = [
+        r
+        for r in step.report
+        if not r.startswith(("rolled back", "kept '")) or r in step.kept_wishes
+    ]
     return line + (f" (also: {'; '.join(skipped)})" if skipped else "")
 
 
@@ -328,6 +341,7 @@ def said_back(step: CycleStep) -> str:
         parts.append(f"kept: {', '.join(kept)}")
     if taken:
         parts.append(f"taken back: {', '.join(taken)}")
+    parts += step.kept_wishes
     if step.analysis.adversarial:
         parts.append("set aside: words addressed to the trainer")
     missed = [r.removeprefix("not understood: ").split(": ")[0] for r in step.report
@@ -338,15 +352,22 @@ def said_back(step: CycleStep) -> str:
 
 
 def _roll_back(
-    agent: AgentDefinition, memory: LineageMemory, judged: JudgedEvolution | None
+    agent: AgentDefinition,
+    memory: LineageMemory,
+    judged: JudgedEvolution | None,
+    guarded: dict[str, ActiveWish],
+    report: list[str],
 ) -> tuple[list[str], list[EvolutionChange], AgentDefinition]:
     """(refuted, undo, base): the families the verdict refuted (when the lineage rolls back),
-    the inverses of the pending changes that brought them, and the agent with those undone."""
+    the inverses of the pending changes that brought them, and the agent with those undone.
+    A refuted family the reviewer asked for and has not taken back stays (said back)."""
     refuted = [
         v.family or v.aspect
         for v in (judged.verdict.aspects if judged and memory.rollback_refuted else [])
         if v.verdict == "refuted"
     ]
+    report += [wish_guard.kept(guarded[f]) for f in refuted if f in guarded]
+    refuted = [f for f in refuted if f not in guarded]
     undo = [
         inverse(c)
         for c in reversed(memory.pending.changes if memory.pending else [])
@@ -525,7 +546,11 @@ def _applied(agent: AgentDefinition, changes: list[EvolutionChange]) -> AgentDef
 
 
 def _keeps(
-    agent: AgentDefinition, change: EvolutionChange, keep: set[str], report: list[str]
+    agent: AgentDefinition,
+    change: EvolutionChange,
+    keep: set[str],
+    report: list[str],
+    standing: dict[str, ActiveWish],
 ) -> bool:
     """False (with a note) when ``change`` would take away a family the reviewer asked for."""
     if change.component == "parameters":
@@ -536,7 +561,9 @@ def _keeps(
         lost = (before - after) & keep
     else:
         lost = set()
-    if lost:
+    if lost & standing.keys():
+        report += [wish_guard.kept(standing[f]) for f in sorted(lost & standing.keys())]
+    elif lost:
         report.append(f"kept {change.before!r}: the reviewer asked for {', '.join(sorted(lost))}")
     return not lost
 

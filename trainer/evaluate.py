@@ -180,6 +180,7 @@ async def play(backend: TrainerBackend, agent: AgentDefinition, sequence: Feedba
     current, memory, version = start, _memory(), 1
     steps = []
     for number, given in enumerate(sequence.steps, start=1):
+        memory = memory.model_copy(update={"cycle": number})
         step = await cycle_step.take(backend, current, memory, given.score, given.comment)
         judged = step.judged.verdict if step.judged else None
         steps.append(
@@ -200,6 +201,7 @@ async def play(backend: TrainerBackend, agent: AgentDefinition, sequence: Feedba
             update={
                 "pending": pending if step.changed else memory.pending,
                 "asked_for": step.asked_for,
+                "wishes": step.wishes,  # checked wishes: no later change may break them
                 "previous_score": given.score,
                 "oneshot_directives": [],
             }

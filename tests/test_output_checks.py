@@ -1,0 +1,92 @@
+"""Wishes become checks, through the dev server: a reviewer asks for about 100 words, no hedging
+and a table; every later output is checked against those wishes, an output that fails a check
+is revised once in the same cycle (recorded as an attempt of its own, with its spans), the
+checklist shows in `state`, and a misread comment whose plan would drop the table is refused
+and said back."""
+
+from __future__ import annotations
+
+from client import start_session
+from domain.agent import AgentRef
+from domain.checks import ActiveWish
+from tests.conftest import awaiting, make_spec, wait_for_state
+from trainer.checks import Document
+
+
+async def score(handle, cycle: int, value: float, comment: str):
+    await wait_for_state(handle, awaiting(cycle), timeout=60)
+    return await handle.execute_update("submit_score", {"score": value, "comment": comment})
+
+
+def checked(store, lineage: str, cycle: int) -> list[dict]:
+    """The output.checked events of one cycle's tries, from the store's log."""
+    return [
+        e.payload
+        for e in store.queries.events(lineage, ["output.checked"])
+        if e.payload["cycle"] == cycle
+    ]
+
+
+async def test_wishes_are_checked_revised_once_and_guarded(client, store, settings, run_worker):
+    spec = make_spec()  # the analyst: "comprehensive, detailed" (about 500 words)
+    lineage = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        first = await wait_for_state(handle, awaiting(1))
+        assert first.latest_checklist is None and first.latest_checks == []  # nothing asked yet
+        await score(handle, 1, 4, "About 100 words please, and no hedging.")
+
+        # cycle 2: the output failed the length (and a hedge), was revised once, and the
+        # revision passes: it is the one shown, and `state` says so
+        second = await wait_for_state(handle, awaiting(2))
+        assert [w.family for w in second.active_wishes] == ["shorter", "direct"]
+        assert second.latest_revised
+        assert second.latest_checklist == (
+            f"✓ about 100 words ({second.latest_output_words}) · ✓ no hedging"
+        )
+        tries = checked(store, lineage, 2)
+        original, revision = sorted(tries, key=lambda p: p["revision"])
+        length = next(c for c in original["checks"] if c["family"] == "shorter")
+        assert (
+            not length["passed"] and length["value"] > 115 and "words over" in length["shortfall"]
+        )
+        assert (original["chosen"], revision["chosen"]) == (False, True)
+        attempts = {a.id: a for a in store.queries.attempts(f"{lineage}:c2")}
+        assert set(attempts) == {f"{lineage}:c2:a1", f"{lineage}:c2:a1:r1"}
+        assert all(a.status == "succeeded" for a in attempts.values())
+        # the revision has its own spans: the model was told what failed and by how much
+        spans = store.queries.span_records(f"{lineage}:c2:a1:r1")
+        call = next(s for s in spans if s.span_type == "llm_call")
+        assert call.input is not None and call.input.startswith("Revise this answer: ")
+        # the artifact scored is the revision's output
+        artifact = store.queries.artifact(f"{lineage}:c2:artifact")
+        assert artifact.attempt_id == f"{lineage}:c2:a1:r1"
+        shown = store.queries.artifact_text(artifact.id)
+        assert Document.of(shown).words == second.latest_output_words
+        assert 85 <= second.latest_output_words <= 115
+
+        await score(handle, 2, 6, "Better. Now put it in a table.")
+        third = await wait_for_state(handle, awaiting(3))
+        assert "✓ a table" in (third.latest_checklist or "")
+        await score(handle, 3, 8, "Good, the table works.")
+
+        # cycle 4: a comment misread as a wish for prose would drop the table: refused, and
+        # said back in the reading
+        await wait_for_state(handle, awaiting(4))
+        answer = await score(handle, 4, 5, "The table is hard to read on my phone.")
+        assert "kept 'put it in a table': you asked for it in cycle 2" in answer["reading"]
+        fifth = await wait_for_state(handle, awaiting(5))
+        assert "table" in fifth.asked_for
+        assert "kept 'put it in a table'" in (fifth.last_evolution or "")
+        assert any(w.family == "table" and w.cycle == 2 for w in fifth.active_wishes)
+        assert "✓ a table" in (fifth.latest_checklist or "")
+    latest = store.queries.agent_versions(lineage)[-1]
+    agent = store.queries.agent_definition(
+        AgentRef(agent_id=latest.agent_id, version=latest.version)
+    )
+    assert "as a table" in agent.system_prompt  # the table's instruction is still there
+
+
+def test_a_wish_carried_is_bounded():
+    wish = ActiveWish(family="table", quote="x" * 200, cycle=1)
+    assert len(wish.model_dump_json()) < 400
