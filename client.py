@@ -27,6 +27,7 @@ from temporalio.service import RPCError
 
 from codec.encryption import codec_from_env, data_converter
 from domain import search_attributes
+from domain.checks import OutputChecks
 from domain.execution import CUT_OFF
 from domain.feedback import CorrectionTaken
 from domain.lineage import LineageInput, LineageState
@@ -188,6 +189,8 @@ class LineageOutput:
     text: str
     question: str | None  # the cycle's input, when the store has it
     cut_off: bool  # the model stopped at the token limit: the output is unfinished
+    # its checks against the reviewer's active wishes (None: no wish to check yet)
+    checks: OutputChecks | None = None
 
 
 def lineage_output(
@@ -209,6 +212,7 @@ def lineage_output(
             a.id == artifact.attempt_id and a.stop_reason == CUT_OFF
             for a in q.attempts(artifact.rollout_id)
         ),
+        checks=q.output_checks(lineage_id).get(artifact.id),
     )
 
 

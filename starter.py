@@ -136,6 +136,8 @@ def output(
         highlight=False,
     )
     print(printable(found.text))
+    if found.checks is not None:  # what the reviewer asked for, honoured or not
+        console.print(f"\n[bold]Checks[/bold]: {shown(found.checks.line())}", highlight=False)
     reading = None if cycle else asyncio.run(last_reading(Settings.from_env(), lineage))
     if reading:  # said back; a misreading is corrected before the next score
         console.print(f"\n{shown(reading)} (misread? `training-camp correct {shown(lineage)}`)")

@@ -75,3 +75,21 @@ def passes(results: list[CheckResult]) -> int:
 
 def failed(results: list[CheckResult]) -> list[CheckResult]:
     return [r for r in results if not r.passed]
+
+
+class OutputChecks(BaseModel):
+    """What the checks found of the output shown for scoring, for the card, the inbox and
+    ``training-camp output``."""
+
+    checks: list[CheckResult]
+    tries: int = 1  # the output and its revisions in the cycle
+    revised: bool = False  # the output shown is a revision
+
+    def line(self) -> str:
+        """The checklist, and when a revision was tried, what became of it."""
+        said = checklist(self.checks)
+        if self.revised:
+            return f"{said} · revised once in the cycle"
+        if self.tries > 1:
+            return f"{said} · a revision was tried and did no better"
+        return said

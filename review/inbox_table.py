@@ -23,7 +23,7 @@ def print_inbox(found: Inbox) -> None:
     if not found.items:
         console.print("No output awaits a score.")
         return
-    table = Table("workflow id", "cycle", "waiting since (UTC)", "question", "output")
+    table = Table("workflow id", "cycle", "waiting since (UTC)", "question", "output", "checks")
     for item in found.items:
         table.add_row(
             shown(workflow_id(item.lineage_id)),
@@ -31,6 +31,7 @@ def print_inbox(found: Inbox) -> None:
             f"{item.waiting_since:%Y-%m-%d %H:%M:%S}",
             shown(preview_of(" ".join(item.question.split()), 60)),
             shown(preview_of(" ".join(item.preview.split()), 80)),
+            shown(item.checks.line()) if item.checks else "",
         )
     console.print(table)
     first = found.items[0]

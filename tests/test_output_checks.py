@@ -1,16 +1,28 @@
 """Wishes become checks, through the dev server: a reviewer asks for about 100 words, no hedging
 and a table; every later output is checked against those wishes, an output that fails a check
 is revised once in the same cycle (recorded as an attempt of its own, with its spans), the
-checklist shows in `state`, and a misread comment whose plan would drop the table is refused
-and said back."""
+checklist shows in `state`, on the review card (headless Chromium), in `training-camp output`
+and the inbox, a misread comment whose plan would drop the table is refused and said back, and
+the reward export carries the checks."""
 
 from __future__ import annotations
 
-from client import start_session
+import json
+from pathlib import Path
+
+from client import lineage_output, start_session
 from domain.agent import AgentRef
 from domain.checks import ActiveWish
+from review import views
+from store.exports.exporter import ExportFilters, export
+from tests import test_review_app
 from tests.conftest import awaiting, make_spec, wait_for_state
+from tests.test_review_app import card, on, until
 from trainer.checks import Document
+
+# the review app's fixtures: headless Chromium, and the app on a free port
+browser = test_review_app.browser
+inbox_server = test_review_app.inbox_server
 
 
 async def score(handle, cycle: int, value: float, comment: str):
@@ -27,7 +39,15 @@ def checked(store, lineage: str, cycle: int) -> list[dict]:
     ]
 
 
-async def test_wishes_are_checked_revised_once_and_guarded(client, store, settings, run_worker):
+async def test_wishes_are_checked_revised_once_and_guarded(
+    client,
+    store,
+    settings,
+    run_worker,
+    browser,
+    inbox_server,
+    tmp_path: Path,
+):
     spec = make_spec()  # the analyst: "comprehensive, detailed" (about 500 words)
     lineage = spec.lineage_id("A")
     async with run_worker():
@@ -64,6 +84,27 @@ async def test_wishes_are_checked_revised_once_and_guarded(client, store, settin
         shown = store.queries.artifact_text(artifact.id)
         assert Document.of(shown).words == second.latest_output_words
         assert 85 <= second.latest_output_words <= 115
+        # the checklist on the card, in the inbox and with the whole output, and the card
+        # says a revision happened
+        server = await inbox_server()
+        await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
+        shown_checks = await until(
+            browser, f"{card(lineage)}.querySelector('ul.checks')?.innerText"
+        )
+        assert shown_checks.split("\n") == second.latest_checklist.split(" · ")
+        passed = await on(
+            browser,
+            browser.execute_script,
+            f"return [...{card(lineage)}.querySelectorAll('ul.checks li')].map(i => i.className);",
+        )
+        assert passed == ["pass", "pass"]
+        note = await until(browser, f"{card(lineage)}.querySelector('p.revised')?.textContent")
+        assert note.startswith("Revised once in the cycle")
+        _, found = lineage_output(store, lineage)
+        assert found is not None and found.checks is not None
+        assert found.checks.line() == f"{second.latest_checklist} · revised once in the cycle"
+        inbox = await views.inbox(client, store, spec.session_id)
+        assert [i.checks.line() if i.checks else None for i in inbox.items] == [found.checks.line()]
 
         await score(handle, 2, 6, "Better. Now put it in a table.")
         third = await wait_for_state(handle, awaiting(3))
@@ -80,6 +121,21 @@ async def test_wishes_are_checked_revised_once_and_guarded(client, store, settin
         assert "kept 'put it in a table'" in (fifth.last_evolution or "")
         assert any(w.family == "table" and w.cycle == 2 for w in fifth.active_wishes)
         assert "✓ a table" in (fifth.latest_checklist or "")
+    # the reward rows carry the checks of the output each score judged (none before a wish)
+    out = export(
+        store.engine, "reward", tmp_path, ExportFilters(lineage_id=lineage, eval_fraction=0)
+    )
+    rows = [json.loads(line) for line in (tmp_path / "reward.train.jsonl").read_text().splitlines()]
+    assert [len(r["checks"]) for r in rows] == [0, 2, 3, 3] and out.counts["train"] == 4
+    assert rows[1]["checks"][0] == {
+        "family": "shorter",
+        "wish": "about 100 words",
+        "passed": True,
+        "measure": str(second.latest_output_words),
+        "value": float(second.latest_output_words),
+        "target": 100.0,
+    }
+    assert rows[1]["completion"][0]["content"] == shown
     latest = store.queries.agent_versions(lineage)[-1]
     agent = store.queries.agent_definition(
         AgentRef(agent_id=latest.agent_id, version=latest.version)
