@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 from activities.error_classification import failure_reason, is_transient
 from domain import wants
 from domain.agent import AgentDefinition
+from domain.checks import CheckResult, OutputChecks
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleDecision, CycleStep
 from domain.execution import CUT_OFF, SpanRecord
@@ -59,6 +60,7 @@ class StepContext:
     oneshot_directives: list[str]
     cut_off: bool = False  # the scored output stopped at the token limit
     corrections: list[LabelledExample] = field(default_factory=list)  # the reader's examples
+    checks: list[CheckResult] = field(default_factory=list)  # of the scored output
 
 
 class TrainerActivities:
@@ -114,6 +116,7 @@ class TrainerActivities:
             asked_for=inp.asked_for,
             wishes=inp.wishes,
             cycle=inp.cycle,
+            checks=context.checks,
             previous_score=inp.previous_score,
             sticky_directives=context.sticky_directives,
             oneshot_directives=context.oneshot_directives,
@@ -172,6 +175,7 @@ class TrainerActivities:
             oneshot_directives=oneshot,
             # the latest corrections only (labelled_examples is bounded)
             corrections=q.labelled_examples(None if self.shared_corrections else inp.session_id),
+            checks=_checks_of(q.output_checks(inp.lineage_id).get(inp.artifact_id)),
         )
 
     # ---- the step --------------------------------------------------------------------------
@@ -222,6 +226,10 @@ class TrainerActivities:
             self.store.engine, f"credit:{context.artifact.attempt_id}", self.store.read_engine
         )
         return rlm_credit.trajectory_credit(backend, agent, analysis, context.spans, findings)
+
+
+def _checks_of(found: OutputChecks | None) -> list[CheckResult]:
+    return found.checks if found is not None else []
 
 
 def _fans_out(spans: list[SpanRecord]) -> bool:

@@ -109,6 +109,9 @@ async def test_wishes_are_checked_revised_once_and_guarded(
         await score(handle, 2, 6, "Better. Now put it in a table.")
         third = await wait_for_state(handle, awaiting(3))
         assert "✓ a table" in (third.latest_checklist or "")
+        # the verdict on the change that asked for the length cites what the output measured
+        words = second.latest_output_words
+        assert f"validated by the output: {words} words for about 100" in third.last_verdict
         await score(handle, 3, 8, "Good, the table works.")
 
         # cycle 4: a comment misread as a wish for prose would drop the table: refused, and

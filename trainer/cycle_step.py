@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 from domain import wants
 from domain.agent import AgentDefinition, FlowStep
 from domain.change_families import contrary_of, opposite_of, working_against
-from domain.checks import ActiveWish
+from domain.checks import ActiveWish, CheckResult
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleStep
 from domain.execution import SpanRecord, preview_of
@@ -79,6 +79,8 @@ class LineageMemory(BaseModel):
     # The wishes outputs are checked against (with their amounts), and the scored cycle
     wishes: list[ActiveWish] = Field(default_factory=list)
     cycle: int = 0
+    # the scored output's checks against those wishes: the verdict cites what they measured
+    checks: list[CheckResult] = Field(default_factory=list)
     previous_score: float | None = None
     sticky_directives: list[str] = Field(default_factory=list)
     oneshot_directives: list[str] = Field(default_factory=list)
@@ -134,6 +136,8 @@ async def take(
     judged = outcome.judge(memory.pending, read, memory.session_id) if memory.pending else None
     if judged and memory.pending and memory.output_cut_off:
         judged = outcome.cut_off(memory.pending, judged, memory.session_id)
+    if judged and memory.pending and memory.checks:
+        judged = outcome.measured(memory.pending, judged, memory.checks, memory.session_id)
 
     # 2. roll back what the reviewer refuted, never a wish the reviewer has not taken back
     standing = wish_guard.protected(memory.wishes, taken_back, memory.cycle)
@@ -258,7 +262,10 @@ def judge(memory: LineageMemory, score: float, comment: str | None) -> JudgedEvo
         return None
     previous = [] if memory.previous_score is None else [memory.previous_score]
     read = reward_analyzer.analyze(score, comment, previous, memory.wants, memory.reading_memory())
-    return outcome.judge(memory.pending, read, memory.session_id)
+    judged = outcome.judge(memory.pending, read, memory.session_id)
+    if memory.checks:
+        judged = outcome.measured(memory.pending, judged, memory.checks, memory.session_id)
+    return judged
 
 
 def applied_insights(
