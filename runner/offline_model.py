@@ -334,15 +334,26 @@ class OfflineModel:
             avoided = any(phrase in sentence.lower() for phrase in style.avoid)
             if sentence and sentence not in sentences and not sentence.startswith("##"):
                 sentences += [] if avoided else [sentence]
+        # what the instructions put around the body stays around it: the recommendation first,
+        # the summary last
+        lead = [s for s in sentences if style.conclusion_first and s.startswith(_LEAD)][:1]
+        close = [s for s in sentences if style.summary_at_end and s.startswith(_CLOSE)][-1:]
+        sentences = [s for s in sentences if s not in lead + close]
         ranked = [s for s in sentences if re.search(r"\d", s)]
         ranked += [s for s in sentences if s not in ranked]
-        chosen, words = [], 0
+        chosen, words = [], sum(len(s.split()) for s in lead + close)
         for sentence in ranked:
             if words + len(sentence.split()) > style.target_words and chosen:
                 break
             chosen.append(sentence)
             words += len(sentence.split())
         chosen.sort(key=sentences.index)  # keep the material's order
+        text, stop = self._reformat(style, chosen, max_tokens)
+        if not lead and not close:
+            return text, stop
+        return self._fit("\n\n".join([*lead, text, *close]), max_tokens)
+
+    def _reformat(self, style: Style, chosen: list[str], max_tokens: int) -> tuple[str, str]:
         if style.format == "table":
             text = _table({}, [s.replace("{", "(").replace("}", ")") for s in chosen], 10**6)
         elif style.format == "bullets":
@@ -365,6 +376,7 @@ class OfflineModel:
 
 
 REWRITE_MIN_CHARS = 160
+_LEAD, _CLOSE = "Recommendation:", "Summary:"  # how _frame opens and closes an answer
 _WARM_OPENER = "I know this matters to you, so here is what I would do."
 _NUMBERS = {
     word: n

@@ -12,13 +12,15 @@ from pathlib import Path
 
 from client import lineage_output, start_session
 from domain.agent import AgentRef
-from domain.checks import ActiveWish
+from domain.checks import ActiveWish, checklist
 from review import views
 from store.exports.exporter import ExportFilters, export
 from tests import test_review_app
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.test_review_app import card, on, until
-from trainer.checks import Document
+from trainer.checks import Document, check_all, checkable
+from trainer.credit_assignment import families_of
+from trainer.prompt_segments import segments
 
 # the review app's fixtures: headless Chromium, and the app on a free port
 browser = test_review_app.browser
@@ -149,3 +151,69 @@ async def test_wishes_are_checked_revised_once_and_guarded(
 def test_a_wish_carried_is_bounded():
     wish = ActiveWish(family="table", quote="x" * 200, cycle=1)
     assert len(wish.model_dump_json()) < 400
+
+
+# A startup CTO who wants short, direct comparisons, in her own words, cycle after cycle
+PERSONA = [
+    (4, "This is far too long for me. About 90 words, and no hedging please."),
+    (5, "Better. Compare the options side by side in a table."),
+    (6, "Lead with the recommendation, I decide fast."),
+    (6, "Oh wonderful, another table. Riveting."),
+    (7, "Good. Close with a one-line summary."),
+    (7, "Fine."),
+    (5, "Still longer than I like."),
+    (8, "Good."),
+]
+
+
+async def test_persona_walk(client, store, settings, run_worker):
+    """Eight cycles of a persona: no output is shown that fails an active checkable wish
+    without its ✗ (the checks recorded are what the output measures), the length is within
+    ±15 % of the amount by the second cycle after the wish and stays there (a misread "longer"
+    cannot undo it), and no instruction is in the final prompt twice."""
+    spec = make_spec(
+        inputs=[
+            "Should a ten-person startup pick PostgreSQL or MongoDB for its first product?",
+            "Should we build our own auth or buy a hosted service?",
+            "Should a seed-stage team adopt Kubernetes now or later?",
+        ]
+    )
+    lineage = spec.lineage_id("A")
+    states = {}
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        for cycle, (value, comment) in enumerate(PERSONA, start=1):
+            states[cycle] = await wait_for_state(handle, awaiting(cycle), timeout=60)
+            answer = await score(handle, cycle, value, comment)
+            if cycle == 7:  # "longer" misread from a complaint of length: refused, said back
+                assert "kept 'About 90 words': you asked for it in cycle 1" in answer["reading"]
+        states[9] = await wait_for_state(handle, awaiting(9), timeout=60)
+    checks = store.queries.output_checks(lineage)
+    for cycle in range(2, 10):
+        state = states[cycle]
+        artifact = store.queries.artifact(f"{lineage}:c{cycle}:artifact")
+        # every checkable active wish was checked on the output shown, and the checks recorded
+        # are what that output measures: a failure shows as ✗ wherever the output is shown
+        wanted = [w for w in state.active_wishes if checkable(w)]
+        assert [c.family for c in checks[artifact.id].checks] == [w.family for w in wanted]
+        measured = check_all(store.queries.artifact_text(artifact.id), wanted)
+        assert measured == checks[artifact.id].checks == state.latest_checks
+        assert state.latest_checklist == checklist(measured)
+        assert all(f"✗ {c.wish}" in state.latest_checklist for c in measured if not c.passed)
+        if cycle >= 3:  # the second cycle after "about 90 words"
+            assert 77 <= state.latest_output_words <= 103, (cycle, state.latest_output_words)
+    assert [w.family for w in states[9].active_wishes] == [
+        "shorter",
+        "direct",
+        "table",
+        "conclusion_first",
+        "summary_at_end",
+    ]
+    latest = store.queries.agent_versions(lineage)[-1]
+    agent = store.queries.agent_definition(
+        AgentRef(agent_id=latest.agent_id, version=latest.version)
+    )
+    instructions = segments(agent.system_prompt)
+    assert len(instructions) == len(set(instructions)), instructions
+    carried = [f for s in instructions[1:] for f in families_of(s)]
+    assert len(carried) == len(set(carried)), instructions  # one instruction per wish

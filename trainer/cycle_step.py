@@ -221,7 +221,7 @@ async def take(
     report += [_refusal(request) for request in read.refused]
     if backend.hands_over and analysis.read_by == "claude":
         report.append("read by Claude: the rules engine could not act on this comment")
-    understood = wished or approved or taken_back or read.adversarial or read.refused
+    understood = wished or approved or taken_back or read.adversarial or read.refused or refused
     if not understood and score < NOT_UNDERSTOOD_BELOW and read.comment:
         report.append(_not_understood(read.comment, read.comment_language))
     asked_for = _asked_for(

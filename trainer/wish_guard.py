@@ -5,8 +5,8 @@ it in cycle 2").
 An active wish (``domain.checks.ActiveWish``) is taken back only by the reviewer saying so — a
 take-back ("drop the table", ``remove:table``) — never by a wish read as its contrary: a
 complaint misread ("so many columns" read as a wish for prose) must not undo what was asked
-for plainly. The length is the exception: a new length wish replaces the amount of the last one
-(the latest length asked for is the one checked).
+for plainly. A length is changed by naming another: a new amount replaces the last one, and a
+vague contrary ("longer") never undoes an amount the reviewer named ("about 90 words").
 """
 
 from __future__ import annotations
@@ -35,17 +35,21 @@ def protected(
         w.family: w
         for w in active
         if w.action != "remove"
-        and w.family not in LENGTH | {"banned"} | gone
+        and w.family != "banned"
+        and w.family not in gone
+        and (w.family not in LENGTH or w.amount is not None)  # a length the reviewer named
         and w.cycle < cycle - 1
     }
 
 
 def breaking(guarded: dict[str, ActiveWish], wished: list[Wish]) -> dict[str, ActiveWish]:
     """The families wished now whose instructions would contradict a guarded wish: each with
-    the wish it would break."""
+    the wish it would break. A length wish with an amount of its own replaces the last one."""
     found: dict[str, ActiveWish] = {}
     for wish in wished:
-        if wish.family in LENGTH or wish.action in ("remove", "less", "keep"):
+        if wish.action in ("remove", "less", "keep"):
+            continue
+        if wish.family in LENGTH and wish.amount is not None:
             continue
         broken = [guarded[f] for f in sorted(contrary_of(wish.family)) if f in guarded]
         if broken:
@@ -58,12 +62,18 @@ def kept(wish: ActiveWish, instead: str | None = None) -> str:
     break it; take it back to change it)"."""
     said = preview_of(wish.quote or wish.family, QUOTE_CHARS)
     why = f"{instead} would break it" if instead else "a change would break it"
-    return (
-        f"kept {said!r}: {ASKED} {wish.cycle} ({why}; take it back to change "
-        f"it: 'remove:{wish.family}')"
+    how = (
+        "name another amount to change it"
+        if wish.family in LENGTH
+        else f"take it back to change it: 'remove:{wish.family}'"
     )
+    return f"kept {said!r}: {ASKED} {wish.cycle} ({why}; {how})"
 
 
 def said(report: list[str]) -> list[str]:
-    """The lines of a step's report that say a wish was kept against a change, each once."""
-    return list(dict.fromkeys(r for r in report if ASKED in r))
+    """The lines of a step's report that say a wish was kept against a change, one a wish."""
+    lines: dict[str, str] = {}
+    for line in report:
+        if ASKED in line:
+            lines.setdefault(line.split(f": {ASKED}")[0], line)
+    return list(lines.values())
