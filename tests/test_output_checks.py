@@ -14,9 +14,10 @@ from client import lineage_output, start_session
 from domain.agent import AgentRef
 from domain.checks import ActiveWish, checklist
 from review import views
+from services.training_data import check_rates
 from store.exports.exporter import ExportFilters, export
 from tests import test_review_app
-from tests.conftest import awaiting, make_spec, wait_for_state
+from tests.conftest import awaiting, make_spec, training_data_cli, wait_for_state
 from tests.test_review_app import card, on, until
 from trainer.checks import Document, check_all, checkable
 from trainer.credit_assignment import families_of
@@ -141,6 +142,16 @@ async def test_wishes_are_checked_revised_once_and_guarded(
         "target": 100.0,
     }
     assert rows[1]["completion"][0]["content"] == shown
+    # the report: per version, how often each check passed, as a chart and a table
+    made = training_data_cli(
+        "report", spec.session_id, "--out", str(tmp_path / "report"), url=settings.database_url
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert (tmp_path / "report" / "checks-A.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert '<tr class="check"><td>A</td><td>v2</td><td>about 100 words</td><td>1/1</td>' in page
+    rates = check_rates(store, lineage)
+    assert rates[2] == {"shorter": ("about 100 words", 1, 1), "direct": ("no hedging", 1, 1)}
     latest = store.queries.agent_versions(lineage)[-1]
     agent = store.queries.agent_definition(
         AgentRef(agent_id=latest.agent_id, version=latest.version)
