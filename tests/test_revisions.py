@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from client import start_session
 from domain.checks import ActiveWish, failed, passes
 from domain.content_hash import content_hash
 from domain.execution import Usage
@@ -16,7 +17,10 @@ from runner.offline_model import OfflineModel
 from runner.revision import REVISION_PROMPT, fix, reviser, revision_of
 from store import Store
 from store.records.attempt_records import CheckedTry
+from tests.conftest import awaiting, make_spec, wait_for_state
+from tests.fake_messages_api import FakeMessagesAPI, text_message
 from tests.store_story import AGENT, register, spans_of, start_attempt
+from tests.test_faults import MODEL, claude_settings
 from tests.test_wish_checks import AGENTS, SPEC, answer
 from trainer.checks import Document, check_all
 
@@ -158,3 +162,40 @@ def test_the_artifact_is_the_try_that_passes_most_and_a_lost_revision_is_marked(
     assert "attempt lost" in (status[revision_of(f"{other}:a1", 1)][1] or "")
     assert status[f"{other}:a2"][0] == "running"
     assert AGENT.name and SPEC.inputs  # the example session's agents answer above
+
+
+async def test_a_claude_agent_is_told_what_failed_and_its_revision_is_shown(
+    client, store, settings, run_worker
+):
+    """Through the real `anthropic` SDK against the local Messages API: an output over the
+    reviewer's hard limit is sent back with the check that failed and by how much, the model's
+    revision is recorded as an attempt with its own model call, and it is the output shown."""
+    spec = make_spec(model=MODEL)
+    lineage = spec.lineage_id("A")
+    long_answer = " ".join(["Long answer sentence with words."] * 24)  # 120 words
+    short_answer = " ".join(["Short revised answer here."] * 8)  # 32 words
+    with FakeMessagesAPI() as api:
+        api.script = [
+            (200, text_message(long_answer, MODEL)),  # cycle 1: nothing asked yet
+            (200, text_message(long_answer, MODEL)),  # cycle 2: over the limit
+            (200, text_message(short_answer, MODEL)),  # its revision
+        ]
+        async with run_worker(claude_settings(settings, api)):
+            (handle,) = await start_session(client, spec, settings.task_queue)
+            await wait_for_state(handle, awaiting(1))
+            await handle.execute_update("submit_score", {"score": 4, "wants": ["shorter:50"]})
+            state = await wait_for_state(handle, awaiting(2), timeout=60)
+    assert state.latest_checklist == "✓ under 50 words (32)" and state.latest_revised
+    revision = api.requests[2]
+    assert "- Keep it under 50 words: it has 120 (70 words over the limit)." in revision["system"]
+    assert revision["messages"] == [
+        {"role": "user", "content": REVISION_PROMPT.format(input=long_answer)}
+    ]
+    attempts = {a.id: a for a in store.queries.attempts(f"{lineage}:c2")}
+    assert set(attempts) == {f"{lineage}:c2:a1", f"{lineage}:c2:a1:r1"}
+    calls = [
+        s for s in store.queries.span_records(f"{lineage}:c2:a1:r1") if s.span_type == "llm_call"
+    ]
+    assert len(calls) == 1 and calls[0].output == short_answer
+    artifact = store.queries.artifact(f"{lineage}:c2:artifact")
+    assert store.queries.artifact_text(artifact.id) == short_answer
