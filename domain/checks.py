@@ -84,6 +84,8 @@ class OutputChecks(BaseModel):
     checks: list[CheckResult]
     tries: int = 1  # the output and its revisions in the cycle
     revised: bool = False  # the output shown is a revision
+    # the checks of the agent's own try, before any revision (what its prompt alone produced)
+    own: list[CheckResult] = Field(default_factory=list)
 
     def line(self) -> str:
         """The checklist, and when a revision was tried, what became of it."""

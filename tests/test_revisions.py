@@ -5,10 +5,13 @@ by a dead worker marked lost like any attempt."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from client import start_session
-from domain.checks import ActiveWish, failed, passes
+from domain.agent import AgentConstraints, AgentDefinition, AgentParameters
+from domain.checks import ActiveWish, CheckResult, failed, passes
 from domain.content_hash import content_hash
 from domain.execution import Usage
 from domain.trainer import Amount
@@ -22,7 +25,10 @@ from tests.fake_messages_api import FakeMessagesAPI, text_message
 from tests.store_story import AGENT, register, spans_of, start_attempt
 from tests.test_faults import MODEL, claude_settings
 from tests.test_wish_checks import AGENTS, SPEC, answer
+from trainer import cycle_step
+from trainer.backends import RulesTrainer
 from trainer.checks import Document, check_all
+from trainer.cycle_step import LineageMemory
 
 ABOUT_100 = ActiveWish(
     family="shorter", amount=Amount(kind="limit", value=100), quote="about 100 words", cycle=1
@@ -199,3 +205,52 @@ async def test_a_claude_agent_is_told_what_failed_and_its_revision_is_shown(
     assert len(calls) == 1 and calls[0].output == short_answer
     artifact = store.queries.artifact(f"{lineage}:c2:artifact")
     assert store.queries.artifact_text(artifact.id) == short_answer
+
+
+# ---- the lever a check pulls when its instruction is already in the prompt -------------------
+
+WRITER = AgentDefinition(
+    name="Writer",
+    system_prompt="You are a helpful writer. Cover the question in depth. Write in a warm tone. "
+    "Keep answers short: about 90 words.",
+    parameters=AgentParameters(model="offline-analyst-1", temperature=0.7, max_tokens=1200),
+    constraints=AgentConstraints(max_tokens=4096),
+)
+OVER = CheckResult(
+    family="shorter", wish="about 90 words", passed=False, measure="131", value=131, target=90
+)
+
+
+def step(comment: str, own: list[CheckResult]):
+    memory = LineageMemory(session_id="s", lineage_id="L", own_checks=own, cycle=3)
+    return asyncio.run(cycle_step.take(RulesTrainer(), WRITER, memory, 6, comment))
+
+
+def test_a_failed_check_moves_its_instruction_up_never_writes_it_twice():
+    taken = step("Fine.", [OVER])
+    assert taken.agent.system_prompt == (
+        "You are a helpful writer. Keep answers short: about 90 words. Cover the question in "
+        "depth. Write in a warm tone."
+    )
+    assert all(
+        c.reason.startswith("check: about 90 words (131) failed") for c in taken.plan.changes
+    )
+    # moved up once, it leads: the next failure says so and changes nothing
+    again = asyncio.run(
+        cycle_step.take(
+            RulesTrainer(),
+            taken.agent,
+            LineageMemory(session_id="s", lineage_id="L", own_checks=[OVER], cycle=4),
+            6,
+            "Fine.",
+        )
+    )
+    assert not again.changed
+    assert any("already leads the prompt" in r for r in again.report)
+
+
+def test_a_wish_the_comment_asks_for_again_takes_the_comments_way():
+    taken = step("Still too long.", [OVER])
+    prompt = taken.agent.system_prompt
+    assert not any(c.reason.startswith("check: ") for c in taken.plan.changes)
+    assert prompt.count("about 90 words") <= 1 and "Cover the question in depth." in prompt

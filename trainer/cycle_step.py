@@ -42,6 +42,7 @@ from domain.trainer import (
 )
 from trainer import (
     active_wishes,
+    check_levers,
     credit_assignment,
     evolution_planner,
     instructions,
@@ -81,6 +82,9 @@ class LineageMemory(BaseModel):
     cycle: int = 0
     # the scored output's checks against those wishes: the verdict cites what they measured
     checks: list[CheckResult] = Field(default_factory=list)
+    # the checks of the agent's own try at it, before a revision: a failure there while the
+    # prompt carries the wish moves its instruction up (trainer/check_levers.py)
+    own_checks: list[CheckResult] = Field(default_factory=list)
     previous_score: float | None = None
     sticky_directives: list[str] = Field(default_factory=list)
     oneshot_directives: list[str] = Field(default_factory=list)
@@ -193,6 +197,13 @@ async def take(
         strengthened = []
     if analysis.read_by == "rules":
         _ground_the_step(base, wished, list(spans), read.comment or "", proposal)
+    if analysis.read_by == "rules" and not memory.output_cut_off:
+        own_failures = [
+            c for c in memory.own_checks if not c.passed and c.family not in gone | set(refused)
+        ]
+        proposal.changes = (
+            check_levers.levers(base, own_failures, proposal.changes, report) + proposal.changes
+        )
     proposal.changes = removals + [
         c for c in proposal.changes if c.want not in gone | undone | set(refused)
     ]

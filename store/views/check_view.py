@@ -27,9 +27,15 @@ class CheckView(ViewReader):
             shown = next((c for c in checked if c.chosen), None)
             if shown is None:
                 continue
+            own = min(checked, key=lambda c: c.revision)
             found[artifact_id] = OutputChecks(
-                checks=[CheckResult.model_validate(c.model_dump()) for c in shown.checks],
+                checks=_results(shown),
                 tries=len({c.revision for c in checked}),
                 revised=shown.revision > 0,
+                own=_results(own),
             )
         return found
+
+
+def _results(checked: OutputChecked) -> list[CheckResult]:
+    return [CheckResult.model_validate(c.model_dump()) for c in checked.checks]
