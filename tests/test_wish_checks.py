@@ -4,6 +4,7 @@ trainer writes; and the fold of a lineage's active wishes (trainer/active_wishes
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -332,3 +333,25 @@ def test_fold_keeps_amounts_replaces_them_and_takes_back():
         words=100,
     )
     assert {w.family for w in third} == {"shorter", "direct", "table", "banned", "prose"}
+
+
+def test_any_output_checks_within_bounds():
+    """Outputs full of what the checks count (a hundred hedges, a banned phrase everywhere,
+    deep nesting, a long first sentence) give results within their bounds: they cross
+    Temporal, and an unbounded one would fail the agent's activity."""
+    every_hedge = json.loads(checks.CUES_FILE.read_text())["hedges"]
+    hedges = " ".join(f"{h.capitalize()}, {n}." for n in range(20) for h in every_hedge)
+    nested = "\n".join("  " * n + "- item" for n in range(60))
+    long_first = "This sentence goes on " + "and on " * 400 + "without a recommendation."
+    wishes = [
+        wish("direct"),
+        wish("banned", "remove", detail="it seems"),
+        wish("conclusion_first"),
+        wish("bullets", "remove"),
+        wish("language", detail="German"),
+        about(90),
+    ]
+    for text in (hedges, nested, long_first, "", "|||\n|-|\n" * 50):
+        for result in check_all(text, wishes):
+            for said in (result.wish, result.measure, result.shortfall or ""):
+                assert len(said) <= 160

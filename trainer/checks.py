@@ -279,13 +279,20 @@ CHECKED = frozenset(
 
 
 def _result(
-    wish: ActiveWish, said: str, passed: bool, measure: str = "", **rest: object
+    wish: ActiveWish,
+    said: str,
+    passed: bool,
+    measure: str = "",
+    shortfall: str | None = None,
+    **rest: object,
 ) -> CheckResult:
+    """A check's result, every text cut to its bound (it crosses Temporal)."""
     return CheckResult(
         family=wish.family,
         wish=_cut(said),
         passed=passed,
         measure=_cut(measure),
+        shortfall=_cut(shortfall) if shortfall else None,
         cycle=wish.cycle,
         **rest,  # type: ignore[arg-type]
     )
