@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from domain.change_families import FAMILIES
-from domain.checks import ActiveWish, checklist
+from domain.checks import ActiveWish, OutputChecks, checklist
 from domain.spec import load_spec
 from domain.trainer import Amount, FeedbackAspect
 from runner.model_backend import ChatMessage, ModelRequest
@@ -355,3 +355,12 @@ def test_any_output_checks_within_bounds():
         for result in check_all(text, wishes):
             for said in (result.wish, result.measure, result.shortfall or ""):
                 assert len(said) <= 160
+
+
+def test_the_checklist_says_what_became_of_a_revision():
+    results = check_all("| a | b |\n|---|---|\n| c | d |\n", [wish("table"), wish("direct")])
+    assert OutputChecks(checks=results).line() == "✓ a table · ✓ no hedging"
+    revised = OutputChecks(checks=results, tries=2, revised=True).line()
+    assert revised == "✓ a table · ✓ no hedging · revised once in the cycle"
+    kept = OutputChecks(checks=results, tries=2).line()
+    assert kept.endswith("a revision was tried and did no better")
