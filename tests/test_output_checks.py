@@ -7,6 +7,7 @@ the reward export carries the checks."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -17,7 +18,13 @@ from review import views
 from services.training_data import check_rates
 from store.exports.exporter import ExportFilters, export
 from tests import test_review_app
-from tests.conftest import awaiting, make_spec, training_data_cli, wait_for_state
+from tests.conftest import (
+    awaiting,
+    make_spec,
+    starter_cli,
+    training_data_cli,
+    wait_for_state,
+)
 from tests.test_review_app import card, on, until
 from trainer.checks import Document, check_all, checkable
 from trainer.credit_assignment import families_of
@@ -47,6 +54,7 @@ async def test_wishes_are_checked_revised_once_and_guarded(
     store,
     settings,
     run_worker,
+    temporal_address,
     browser,
     inbox_server,
     tmp_path: Path,
@@ -108,6 +116,14 @@ async def test_wishes_are_checked_revised_once_and_guarded(
         assert found.checks.line() == f"{second.latest_checklist} · revised once in the cycle"
         inbox = await views.inbox(client, store, spec.session_id)
         assert [i.checks.line() if i.checks else None for i in inbox.items] == [found.checks.line()]
+        printed = await asyncio.to_thread(
+            starter_cli,
+            "output",
+            lineage,
+            temporal_address=temporal_address,
+            database_url=settings.database_url,
+        )
+        assert f"Checks: {found.checks.line()}" in printed
 
         await score(handle, 2, 6, "Better. Now put it in a table.")
         third = await wait_for_state(handle, awaiting(3))
