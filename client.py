@@ -212,7 +212,7 @@ def lineage_output(
             a.id == artifact.attempt_id and a.stop_reason == CUT_OFF
             for a in q.attempts(artifact.rollout_id)
         ),
-        checks=q.output_checks(lineage_id).get(artifact.id),
+        checks=q.output_checks_of(lineage_id, artifact.id),
     )
 
 

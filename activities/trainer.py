@@ -159,7 +159,7 @@ class TrainerActivities:
                     ScoreAnalysis.model_validate_json(record.score_analysis),
                     [EvolutionChange.model_validate(c) for c in json.loads(record.changes)],
                 )
-        found = q.output_checks(inp.lineage_id).get(inp.artifact_id)
+        found = q.output_checks_of(inp.lineage_id, inp.artifact_id)
         sticky, oneshot = q.step_directives(
             inp.lineage_id, inp.directives_through, inp.oneshot_after
         )

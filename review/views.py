@@ -72,7 +72,7 @@ async def inbox(client: Client, store: Store, session: str | None = None) -> Inb
     for lineage, artifact in rows:
         if session is not None and lineage.session_id != session:
             continue
-        checks = await asyncio.to_thread(store.queries.output_checks, lineage.id)
+        checks = await asyncio.to_thread(store.queries.output_checks_of, lineage.id, artifact.id)
         text = await asyncio.to_thread(store.queries.payload, artifact.content_hash)
         question = await asyncio.to_thread(store.queries.rollout_input, artifact.rollout_id)
         items.append(
@@ -84,7 +84,7 @@ async def inbox(client: Client, store: Store, session: str | None = None) -> Inb
                 waiting_since=datetime.fromtimestamp(artifact.created_at / 1000, UTC),
                 preview=preview_of(str(text), 280),
                 question=question or "",
-                checks=checks.get(artifact.id),
+                checks=checks,
             )
         )
     return Inbox(items=items, counts=dict(sorted(counts.items())), session=session)
@@ -190,7 +190,7 @@ def _card(
             for a in q.attempts(artifact.rollout_id)
         )
         version = artifact.agent_version
-        card.checks = q.output_checks(lineage_id).get(artifact.id)
+        card.checks = q.output_checks_of(lineage_id, artifact.id)
     records = q.evolution_records(lineage_id)
     evaluations = q.evaluations(lineage_id)
     if evaluations:

@@ -157,6 +157,8 @@ def test_the_artifact_is_the_try_that_passes_most_and_a_lost_revision_is_marked(
         and found.tries == 2
         and found.line() == ("✓ about 100 words (95) · revised once in the cycle")
     )
+    assert store.queries.output_checks_of(lineage, artifact.id) == found
+    assert store.queries.output_checks_of(lineage, "s1-A:c9:artifact") is None
     assert len(store.queries.events(lineage, ["output.checked"])) == 2
     # another cycle: its revision's worker died; the next Temporal attempt marks it lost
     other = "s1-A:c2"
