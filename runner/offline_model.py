@@ -342,9 +342,9 @@ class OfflineModel:
         ranked = [s for s in sentences if re.search(r"\d", s)]
         ranked += [s for s in sentences if s not in ranked]
         chosen, words = [], sum(len(s.split()) for s in lead + close)
-        for sentence in ranked:
+        for sentence in ranked:  # as many as fit the length, a shorter one after a long one
             if words + len(sentence.split()) > style.target_words and chosen:
-                break
+                continue
             chosen.append(sentence)
             words += len(sentence.split())
         chosen.sort(key=sentences.index)  # keep the material's order

@@ -234,21 +234,22 @@ def test_a_failed_check_moves_its_instruction_up_never_writes_it_twice():
         "You are a helpful writer. Keep answers short: about 90 words. Cover the question in "
         "depth. Write in a warm tone."
     )
-    assert all(
-        c.reason.startswith("check: about 90 words (131) failed") for c in taken.plan.changes
+    reasons = [c.reason for c in taken.plan.changes]
+    assert all(r.startswith("check: about 90 words (131) failed") for r in reasons)
+
+    def again(agent: AgentDefinition, cycle: int):
+        memory = LineageMemory(session_id="s", lineage_id="L", own_checks=[OVER], cycle=cycle)
+        return asyncio.run(cycle_step.take(RulesTrainer(), agent, memory, 6, "Fine."))
+
+    # it leads now: failing again adds a one-line example of the wanted form, once
+    second = again(taken.agent, 4)
+    assert second.agent.system_prompt == (
+        f"{taken.agent.system_prompt} Like this: about 90 words is 6 short sentences."
     )
-    # moved up once, it leads: the next failure says so and changes nothing
-    again = asyncio.run(
-        cycle_step.take(
-            RulesTrainer(),
-            taken.agent,
-            LineageMemory(session_id="s", lineage_id="L", own_checks=[OVER], cycle=4),
-            6,
-            "Fine.",
-        )
-    )
-    assert not again.changed
-    assert any("already leads the prompt" in r for r in again.report)
+    third = again(second.agent, 5)
+    assert not third.changed
+    assert any("already leads the prompt with an example" in r for r in third.report)
+    assert third.agent.system_prompt.count("about 90 words") == 2  # the instruction, its example
 
 
 def test_a_wish_the_comment_asks_for_again_takes_the_comments_way():

@@ -186,6 +186,8 @@ class Cues:
     example: re.Pattern[str]
     hedges: re.Pattern[str]
     ban: re.Pattern[str]
+    # a one-line example of the wanted form, by family (trainer/check_levers.py)
+    form_examples: dict[str, str]
 
 
 @lru_cache(maxsize=1)
@@ -209,6 +211,11 @@ def cues() -> Cues:
             rf"\s+)?(?:of\s+)?{opening}(?P<phrase>[^\"'\u201d\u2019]{{2,60}}?){closing}",
             re.I,
         ),
+        form_examples={
+            family: line
+            for family, line in data.get("form_examples", {}).items()
+            if family != "comment"
+        },
     )
 
 

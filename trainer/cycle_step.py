@@ -202,7 +202,10 @@ async def take(
             c for c in memory.own_checks if not c.passed and c.family not in gone | set(refused)
         ]
         proposal.changes = (
-            check_levers.levers(base, own_failures, proposal.changes, report) + proposal.changes
+            check_levers.levers(
+                base, own_failures, proposal.changes, report, {w.family for w in memory.wishes}
+            )
+            + proposal.changes
         )
     proposal.changes = removals + [
         c for c in proposal.changes if c.want not in gone | undone | set(refused)
