@@ -27,6 +27,7 @@ from temporalio.service import RPCError
 
 from codec.encryption import codec_from_env, data_converter
 from domain import search_attributes
+from domain.checks import OutputChecks
 from domain.corrections import LabelledExample
 from domain.execution import CUT_OFF
 from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted, redacted
@@ -286,6 +287,8 @@ class LineageOutput:
     question: str | None  # the cycle's input, when the store has it
     cut_off: bool  # the model stopped at the token limit: the output is unfinished
     output_id: str = ""  # its rollout's id: a score naming it (`output_id`) lands on it or none
+    # its checks against the reviewer's active wishes (None: no wish to check yet)
+    checks: OutputChecks | None = None
 
 
 def lineage_output(
@@ -308,6 +311,7 @@ def lineage_output(
             a.id == artifact.attempt_id and a.stop_reason == CUT_OFF
             for a in q.attempts(artifact.rollout_id)
         ),
+        checks=q.output_checks_of(lineage_id, artifact.id),
     )
 
 

@@ -142,6 +142,8 @@ def output(
         highlight=False,
     )
     print(printable(found.text))
+    if found.checks is not None:  # what the reviewer asked for, honoured or not
+        console.print(f"\n[bold]Checks[/bold]: {shown(found.checks.line())}", highlight=False)
     # what a score names to land on this output (and on no re-run of its cycle)
     console.print(f"\noutput id: {shown(found.output_id)}", highlight=False)
     reading = None if cycle else asyncio.run(last_reading(Settings.from_env(), lineage))

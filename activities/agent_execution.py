@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -15,14 +16,18 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exp
 
 from activities.error_classification import is_transient
 from domain.agent import AgentDefinition, AgentSnapshot
+from domain.checks import CheckResult, failed, passes
+from domain.content_hash import content_hash
 from domain.cycle import artifact_of, attempt_of
 from domain.execution import preview_of
 from domain.lineage import RolloutFailedInput, RunAgentInput, RunAgentResult
 from domain.redaction import redact
 from runner.executor import AgentRunError, ExecutionResult, Executor
+from runner.revision import REVISION_PROMPT, reviser, revision_of
 from runner.tools import ToolContext
 from store import Store
-from store.records.attempt_records import AttemptStart
+from store.records.attempt_records import AttemptStart, CheckedTry
+from trainer.checks import Document, check_all
 
 ResultT = TypeVar("ResultT")
 
@@ -42,6 +47,14 @@ class FinishedRun(BaseModel):
     duration_ms: int
 
 
+@dataclass(frozen=True)
+class Tried:
+    """A try at the cycle's output (the first, or a revision) and its checks."""
+
+    run: FinishedRun
+    checks: list[CheckResult]
+
+
 class AgentExecutionActivities:
     def __init__(self, store: Store, executor: Executor) -> None:
         self.store = store
@@ -51,34 +64,127 @@ class AgentExecutionActivities:
     async def run_agent(self, inp: RunAgentInput) -> RunAgentResult:
         async with _Heartbeat() as beat:
             finished = _finished_earlier() or await self._run(inp)
+            checks = check_all(finished.result.output, inp.wishes)
+            revise = bool(failed(checks)) and inp.revision_attempts > 0
             # Only when its write has to wait does the finished run ride the heartbeats: a
             # write that goes through at once costs Temporal nothing.
             await _stored(
                 self.store.recorder.record_attempt_succeeded,
                 on_wait=lambda: beat.carry(finished),
-                session_id=inp.session_id,
-                lineage_id=inp.lineage_id,
-                rollout_id=inp.rollout_id,
-                cycle=inp.cycle,
-                agent_version=inp.agent.version,
-                attempt_id=finished.attempt_id,
-                artifact_id=artifact_of(inp.rollout_id),
-                output=finished.result.output,
-                spans=finished.result.spans,
-                usage=finished.result.usage,
-                duration_ms=finished.duration_ms,
-                stop_reason=finished.result.stop_reason,
+                artifact=not revise,  # with a revision to come, the output shown is chosen then
+                checks=checks,
+                **self._succeeded(inp, finished),
             )
-        output = finished.result.output
+            shown = Tried(finished, checks)
+            runs: list[FinishedRun] = []
+            if revise:
+                shown, revisions = await self._revise(inp, shown)
+                runs = [t.run for t in revisions]
+        output = shown.run.result.output
         return RunAgentResult(
             rollout_id=inp.rollout_id,
-            attempt_id=finished.attempt_id,
+            attempt_id=shown.run.attempt_id,
             artifact_id=artifact_of(inp.rollout_id),
             output_preview=preview_of(output),
             output_chars=len(output),
-            output_words=len(output.split()),
-            total_tokens=finished.result.usage.total_tokens,
-            cut_off=finished.result.cut_off,
+            output_words=Document.of(output).words,
+            total_tokens=sum(r.result.usage.total_tokens for r in [finished, *runs]),
+            cut_off=shown.run.result.cut_off,
+            checks=shown.checks,
+            revised=shown.run is not finished,
+        )
+
+    @staticmethod
+    def _succeeded(inp: RunAgentInput, run: FinishedRun) -> dict[str, Any]:
+        return {
+            "session_id": inp.session_id,
+            "lineage_id": inp.lineage_id,
+            "rollout_id": inp.rollout_id,
+            "cycle": inp.cycle,
+            "agent_version": inp.agent.version,
+            "attempt_id": run.attempt_id,
+            "artifact_id": artifact_of(inp.rollout_id),
+            "output": run.result.output,
+            "spans": run.result.spans,
+            "usage": run.result.usage,
+            "duration_ms": run.duration_ms,
+            "stop_reason": run.result.stop_reason,
+        }
+
+    async def _revise(self, inp: RunAgentInput, first: Tried) -> tuple[Tried, list[Tried]]:
+        """Up to ``revision_attempts`` revisions of an output that failed a check, each told
+        which checks failed and by how much and recorded as an attempt with its spans; then the
+        artifact: the try that passes the most checks (the earliest of equals). A revision
+        that fails is recorded as a failed attempt, and the output before it stands."""
+        tried = [first]
+        for number in range(1, inp.revision_attempts + 1):
+            run = await self._revision(inp, tried[-1], revision_of(first.run.attempt_id, number))
+            if run is None:
+                break
+            checks = check_all(run.result.output, inp.wishes)
+            await _stored(
+                self.store.recorder.record_attempt_succeeded,
+                artifact=False,
+                **self._succeeded(inp, run),
+            )
+            tried.append(Tried(run, checks))
+            if not failed(checks):
+                break
+        chosen = max(range(len(tried)), key=lambda i: (passes(tried[i].checks), -i))
+        await _stored(
+            self.store.recorder.record_output_chosen,
+            session_id=inp.session_id,
+            lineage_id=inp.lineage_id,
+            rollout_id=inp.rollout_id,
+            cycle=inp.cycle,
+            agent_version=inp.agent.version,
+            artifact_id=artifact_of(inp.rollout_id),
+            tried=[
+                CheckedTry(
+                    attempt_id=t.run.attempt_id,
+                    content_hash=content_hash(t.run.result.output),
+                    checks=t.checks,
+                )
+                for t in tried
+            ],
+            chosen=chosen,
+        )
+        return tried[chosen], tried[1:]
+
+    async def _revision(
+        self, inp: RunAgentInput, last: Tried, attempt_id: str
+    ) -> FinishedRun | None:
+        """One revision of ``last``'s output, recorded as attempt ``attempt_id``."""
+        number = activity.info().attempt
+        agent, _, documents = await _stored(self._prepare, inp, attempt_id, number)
+        tools = ToolContext(session_id=inp.session_id, documents=lambda: documents)
+        started = time.perf_counter()
+        try:
+            result = await self.executor.run(
+                reviser(agent, failed(last.checks)),
+                REVISION_PROMPT.format(input=last.run.result.output),
+                attempt_id,
+                tools,
+            )
+        except asyncio.CancelledError:
+            ended = AgentRunError(
+                "cancelled: the lineage stopped or the try timed out", retryable=True
+            )
+            await asyncio.shield(self._record_failure(inp, attempt_id, ended, started))
+            raise
+        except Exception as exc:
+            # the output before it stands: a revision is a second chance, not a requirement
+            error = (
+                exc
+                if isinstance(exc, AgentRunError)
+                else AgentRunError(f"{type(exc).__name__}: {exc}", retryable=True)
+            )
+            await self._record_failure(inp, attempt_id, error, started)
+            return None
+        return FinishedRun(
+            attempt_id=attempt_id,
+            result=result,
+            duration_ms=int((time.perf_counter() - started) * 1000),
         )
 
     async def _run(self, inp: RunAgentInput) -> FinishedRun:

@@ -96,7 +96,9 @@ class CycleRecordActivities:
         """The new version, or the record of why the lineage keeps the one it has."""
         taken = decision.step
         assert taken is not None
-        kept = kept.model_copy(update={"asked_for": taken.asked_for, "report": taken.report})
+        kept = kept.model_copy(
+            update={"asked_for": taken.asked_for, "wishes": taken.wishes, "report": taken.report}
+        )
         if not taken.changed:
             self.store.recorder.record_kept(
                 session_id=step.session_id,
@@ -166,7 +168,9 @@ class CycleRecordActivities:
         taken = decision.step
         if taken is None or decision.attempt_id is None:
             return result  # locked, or the training failed: the version stays
-        result = result.model_copy(update={"asked_for": taken.asked_for, "report": taken.report})
+        result = result.model_copy(
+            update={"asked_for": taken.asked_for, "wishes": taken.wishes, "report": taken.report}
+        )
         current = self.store.queries.agent_definition(inp.current)
         if _same_agent(taken.agent, current):
             summary = (
@@ -199,6 +203,7 @@ def _unchanged(step: CycleStepInput, decision: CycleDecision, agent: AgentRef) -
     return CycleStepResult(
         agent=agent,
         asked_for=step.asked_for,
+        wishes=step.wishes,
         summary=decision.summary,
         reading=decision.reading,
         wants=decision.wants,

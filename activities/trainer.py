@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 from activities.error_classification import failure_reason, is_transient
 from domain import wants
 from domain.agent import AgentDefinition, AgentRef
+from domain.checks import CheckResult
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleDecision, CycleStep
 from domain.execution import CUT_OFF, SpanRecord
@@ -59,6 +60,8 @@ class StepContext:
     oneshot_directives: list[str]
     cut_off: bool = False  # the scored output stopped at the token limit
     corrections: list[LabelledExample] = field(default_factory=list)  # the reader's examples
+    checks: list[CheckResult] = field(default_factory=list)  # of the scored output
+    own_checks: list[CheckResult] = field(default_factory=list)  # of the agent's own try
 
 
 class TrainerActivities:
@@ -112,6 +115,10 @@ class TrainerActivities:
             lineage_id=inp.lineage_id,
             pending=context.pending,
             asked_for=inp.asked_for,
+            wishes=inp.wishes,
+            cycle=inp.cycle,
+            checks=context.checks,
+            own_checks=context.own_checks,
             previous_score=inp.previous_score,
             sticky_directives=context.sticky_directives,
             oneshot_directives=context.oneshot_directives,
@@ -152,6 +159,7 @@ class TrainerActivities:
                     ScoreAnalysis.model_validate_json(record.score_analysis),
                     [EvolutionChange.model_validate(c) for c in json.loads(record.changes)],
                 )
+        found = q.output_checks_of(inp.lineage_id, inp.artifact_id)
         sticky, oneshot = q.step_directives(
             inp.lineage_id, inp.directives_through, inp.oneshot_after
         )
@@ -170,6 +178,8 @@ class TrainerActivities:
             oneshot_directives=oneshot,
             # the latest corrections only (labelled_examples is bounded)
             corrections=q.labelled_examples(None if self.shared_corrections else inp.session_id),
+            checks=found.checks if found else [],
+            own_checks=found.own if found else [],
         )
 
     # ---- the step --------------------------------------------------------------------------

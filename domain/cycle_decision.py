@@ -8,6 +8,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from domain.agent import AgentDefinition
+from domain.checks import ActiveWish
 from domain.trainer import (
     ROLLBACK_REASON,
     CreditAssignment,
@@ -28,6 +29,9 @@ class CycleStep(BaseModel):
     plan: EvolutionPlan  # changes: the rollback's inverse changes first, then the new ones
     agent: AgentDefinition  # after every change
     asked_for: list[str] = Field(default_factory=list)
+    wishes: list[ActiveWish] = Field(default_factory=list)  # checked on every later output
+    # what no change was let break, said back: "kept 'in a table': you asked for it in cycle 2"
+    kept_wishes: list[str] = Field(default_factory=list)
     rolled_back: list[str] = Field(default_factory=list)  # families undone
     # families whose older instructions the reviewer took back ("drop the example")
     taken_back: list[str] = Field(default_factory=list)

@@ -403,6 +403,32 @@ class ArtifactCreated(Event):
     content_hash: str
 
 
+class LoggedCheck(Logged):
+    family: str
+    wish: str
+    passed: bool
+    measure: str = ""
+    value: float | None = None
+    target: float | None = None
+    shortfall: str | None = None
+    cycle: int = 0
+
+
+class OutputChecked(Event):
+    """An attempt's output checked against the wishes its lineage's reviewer made and has not
+    taken back: each check passed or failed, with what it measured. A revision made in the
+    cycle after a failed check (``revision`` 1) is checked too; ``chosen`` marks the output
+    shown for scoring (the one that passes the most checks)."""
+
+    event_type = "output.checked"
+    rollout_id: str
+    cycle: int
+    agent_version: int
+    revision: int = 0
+    chosen: bool = True
+    checks: list[LoggedCheck]
+
+
 # Human feedback
 
 
@@ -537,6 +563,7 @@ EVENT_CLASSES: dict[str, type[Event]] = {
         AttemptCompleted,
         AttemptFailed,
         ArtifactCreated,
+        OutputChecked,
         ArtifactScored,
         ArtifactsCompared,
         FeedbackRejected,

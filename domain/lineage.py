@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from domain.agent import AgentDefinition, AgentRef
+from domain.checks import ActiveWish, CheckResult
 from domain.content_hash import canonical_json
 from domain.feedback import CorrectionTaken, ScoreInput
 from domain.spec import LineageOptions, SessionDocument
@@ -128,6 +129,9 @@ class CarriedState(BaseModel):
     # The output awaiting a score (its rollout's id), None while none does: one being scored,
     # or replaced by a correction's re-run. A score naming another output is refused.
     output_id: str | None = None
+    # The latest output's checks against the active wishes, and whether it was revised
+    latest_checks: list[CheckResult] = Field(default_factory=list)  # MAX_ACTIVE_WISHES at most
+    latest_revised: bool = False
     last_evolution: str | None = None
     # The verdict of the last score on the change before it, with the words it rests on
     last_verdict: str | None = None
@@ -142,6 +146,8 @@ class CarriedState(BaseModel):
     corrections_done: list[CorrectionTaken] = Field(default_factory=list)  # the latest few
     # Families the reviewer asked for or approved and has not reversed: no change removes them
     asked_for: list[str] = Field(default_factory=list)
+    # The wishes every output is checked against, with their amounts (MAX_ACTIVE_WISHES at most)
+    active_wishes: list[ActiveWish] = Field(default_factory=list)
     rejected_count: int = 0
     # What the `state` query surfaces until it is superseded, whichever run reports it
     last_rejection: str | None = None
@@ -179,11 +185,16 @@ class LineageState(BaseModel):
     # the output awaiting a score (its rollout's id; a score may name it as `output_id`), None
     # while none does
     output_id: str | None = None
+    # the latest output checked against the active wishes: "✓ about 90 words (88) · ✗ no table"
+    latest_checklist: str | None = None
+    latest_checks: list[CheckResult] = Field(default_factory=list)
+    latest_revised: bool = False  # it is a revision, made in the cycle after a failed check
     last_evolution: str | None
     last_verdict: str | None = None
     last_reading: str | None = None  # how the last comment was read: "Read as: …"
     last_wants: list[str] = Field(default_factory=list)  # that reading as wants, to correct
     asked_for: list[str] = Field(default_factory=list)
+    active_wishes: list[ActiveWish] = Field(default_factory=list)
     score_history: list[ScorePoint]
     queued_scores: int
     # Corrections waiting to be taken, and what the latest few did (a correction's update
@@ -241,6 +252,10 @@ class RunAgentInput(BaseModel):
     agent: AgentRef
     input_hash: str
     max_attempts: int
+    # the lineage's active wishes, which the output is checked against, and how many revisions
+    # a failed check earns in this cycle
+    wishes: list[ActiveWish] = Field(default_factory=list)
+    revision_attempts: int = 0
 
 
 class RunAgentResult(BaseModel):
@@ -252,6 +267,8 @@ class RunAgentResult(BaseModel):
     output_words: int = 0
     total_tokens: int
     cut_off: bool = False  # the model stopped at the token limit
+    checks: list[CheckResult] = Field(default_factory=list)  # of the output shown
+    revised: bool = False  # the output shown is a revision
 
 
 class RolloutFailedInput(BaseModel):
@@ -305,6 +322,8 @@ class CycleStepInput(BaseModel):
     pending_evolution_id: str | None = None
     # Families the reviewer asked for or approved in earlier cycles: no change takes them away
     asked_for: list[str] = Field(default_factory=list)
+    # The wishes outputs are checked against before this step (with their amounts)
+    wishes: list[ActiveWish] = Field(default_factory=list)
     # The score before this one, for the reward analyzer's trend (None on the first)
     previous_score: float | None = None
     # The directives are read from the store, not carried here (there may be thousands):
@@ -329,6 +348,7 @@ class CycleStepResult(BaseModel):
     evolution_id: str | None = None  # the new evolution, awaiting its own verdict
     agent: AgentRef  # the version the next cycle runs
     asked_for: list[str] = Field(default_factory=list)
+    wishes: list[ActiveWish] = Field(default_factory=list)  # active after the step
     summary: str = ""  # one line for people: what changed and why, or why nothing did
     # how the comment was read, said back in one line ("Read as: warmer ('make it warmer')"),
     # and as wants ("warmer", "remove:example")

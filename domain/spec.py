@@ -54,6 +54,9 @@ class LineageOptions(CamelModel):
     # Who may correct how a score's comment was read: its scorer only (a correction relabels
     # someone's words and re-plans the change they set off), or any rater
     corrections_by: Literal["scorer", "any"] = "scorer"
+    # An output that fails a check of the reviewer's active wishes gets this many revisions in
+    # the same cycle (0: none); the output shown for scoring passes the most checks
+    revision_attempts: int = Field(default=1, ge=0, le=3)
 
 
 class LineageSpec(CamelModel):

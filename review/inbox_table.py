@@ -24,7 +24,7 @@ def print_inbox(found: Inbox) -> None:
     if not found.items:
         console.print("No output awaits a score.")
         return
-    table = Table("#", "lineage", "cycle", "waiting since (UTC)", "question", "output")
+    table = Table("#", "lineage", "cycle", "waiting since (UTC)", "question", "output", "checks")
     for n, item in enumerate(found.items, 1):
         table.add_row(
             str(n),
@@ -33,6 +33,7 @@ def print_inbox(found: Inbox) -> None:
             f"{item.waiting_since:%Y-%m-%d %H:%M}",
             shown(preview_of(" ".join(item.question.split()), 60)),
             shown(preview_of(" ".join(item.preview.split()), 80)),
+            shown(item.checks.line()) if item.checks else "",
         )
     console.print(table)
     # ids are what commands take: never cut, whatever the terminal's width

@@ -17,6 +17,7 @@ from temporalio.service import RPCError
 
 from domain import search_attributes
 from domain.agent import AgentRef
+from domain.checks import OutputChecks
 from domain.execution import CUT_OFF, preview_of
 from domain.lineage import LineageState
 from domain.trainer import EvolutionChange, SegmentProvenance, describe_change, verdict_word
@@ -43,6 +44,7 @@ class InboxItem:
     preview: str
     question: str  # the cycle's input: what the output answers (it changes every cycle)
     output_id: str = ""  # its rollout's id: a score naming it lands on this output or none
+    checks: OutputChecks | None = None  # against the reviewer's active wishes
 
 
 @dataclass
@@ -71,6 +73,7 @@ async def inbox(client: Client, store: Store, session: str | None = None) -> Inb
     for lineage, artifact in rows:
         if session is not None and lineage.session_id != session:
             continue
+        checks = await asyncio.to_thread(store.queries.output_checks_of, lineage.id, artifact.id)
         text = await asyncio.to_thread(store.queries.payload, artifact.content_hash)
         question = await asyncio.to_thread(store.queries.rollout_input, artifact.rollout_id)
         items.append(
@@ -83,6 +86,7 @@ async def inbox(client: Client, store: Store, session: str | None = None) -> Inb
                 preview=preview_of(str(text), 280),
                 question=question or "",
                 output_id=artifact.rollout_id,
+                checks=checks,
             )
         )
     return Inbox(items=items, counts=dict(sorted(counts.items())), session=session)
@@ -113,6 +117,7 @@ class LineageCard:
     question: str | None = None  # the cycle's input: what the output answers
     output: Markup | None = None
     cut_off: bool = False  # the model stopped at the token limit: the output is unfinished
+    checks: OutputChecks | None = None  # against the reviewer's active wishes
     evolution: EvolutionView | None = None
     previous_score: tuple[float, str | None] | None = None
     chart: Markup = field(default_factory=Markup)
@@ -196,6 +201,7 @@ def _card(
             for a in q.attempts(artifact.rollout_id)
         )
         version = artifact.agent_version
+        card.checks = q.output_checks_of(lineage_id, artifact.id)
     records = q.evolution_records(lineage_id)
     evaluations = q.evaluations(lineage_id)
     current = [r for r in records if state and r.to_version == state.agent_version]

@@ -132,6 +132,10 @@ class Style:
         language = re.search(
             r"\b(?:answer|reply|respond|write)\w*[^.]{0,20}\bin ([A-Z]\w+)", instructions
         )
+        # Phrases it is told never to write (a revision after a failed check): it drops the
+        # sentences that hold them
+        never = re.search(r"never write these phrases: (.+)", instructions, re.I)
+        self.avoid = [p.lower() for p in re.findall(r"'([^']+)'", never.group(1))] if never else []
         # A template model cannot write another language: it says so instead of pretending
         self.language = (
             language.group(1)
@@ -321,24 +325,38 @@ class OfflineModel:
     def _rewrite(self, style: Style, material: str, max_tokens: int) -> tuple[str, str]:
         """Condense or reformat earlier output: sentences with numbers first, then the rest."""
         sentences = []
-        for raw in re.split(r"(?<=[.!?])\s+|\n+", material):
+        for raw in re.split(r"(?<=[.!?])\s+|\n+", _without_table_markup(material)):
             sentence = (
                 raw.strip().lstrip("-*0123456789. ").strip()
                 if raw.strip()[:2] in ("- ", "* ") or re.match(r"^\d+\.\s", raw.strip())
                 else raw.strip()
             )
+            avoided = any(phrase in sentence.lower() for phrase in style.avoid)
             if sentence and sentence not in sentences and not sentence.startswith("##"):
-                sentences.append(sentence)
+                sentences += [] if avoided else [sentence]
+        # what the instructions put around the body stays around it: the recommendation first,
+        # the summary last
+        lead = [s for s in sentences if style.conclusion_first and s.startswith(_LEAD)][:1]
+        close = [s for s in sentences if style.summary_at_end and s.startswith(_CLOSE)][-1:]
+        sentences = [s for s in sentences if s not in lead + close]
         ranked = [s for s in sentences if re.search(r"\d", s)]
         ranked += [s for s in sentences if s not in ranked]
-        chosen, words = [], 0
-        for sentence in ranked:
+        chosen, words = [], sum(len(s.split()) for s in lead + close)
+        for sentence in ranked:  # as many as fit the length, a shorter one after a long one
             if words + len(sentence.split()) > style.target_words and chosen:
-                break
+                continue
             chosen.append(sentence)
             words += len(sentence.split())
         chosen.sort(key=sentences.index)  # keep the material's order
-        if style.format == "bullets":
+        text, stop = self._reformat(style, chosen, max_tokens)
+        if not lead and not close:
+            return text, stop
+        return self._fit("\n\n".join([*lead, text, *close]), max_tokens)
+
+    def _reformat(self, style: Style, chosen: list[str], max_tokens: int) -> tuple[str, str]:
+        if style.format == "table":
+            text = _table({}, [s.replace("{", "(").replace("}", ")") for s in chosen], 10**6)
+        elif style.format == "bullets":
             text = "\n".join(f"- {s}" for s in chosen)
         elif style.format == "numbered":
             text = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(chosen))
@@ -358,11 +376,29 @@ class OfflineModel:
 
 
 REWRITE_MIN_CHARS = 160
+_LEAD, _CLOSE = "Recommendation:", "Summary:"  # how _frame opens and closes an answer
 _WARM_OPENER = "I know this matters to you, so here is what I would do."
 _NUMBERS = {
     word: n
     for n, word in enumerate(["one", "two", "three", "four", "five", "six", "seven"], start=1)
 } | {str(n): n for n in range(1, 10)}
+
+
+def _without_table_markup(material: str) -> str:
+    """A table's rows as sentences (its header and rule dropped), for a rewrite."""
+    lines, out = material.splitlines(), []
+    for i, line in enumerate(lines):
+        row = line.strip()
+        if not row.startswith("|"):
+            out.append(line)
+            continue
+        if set(row) <= set("|-: "):
+            continue  # the rule under the header
+        if i + 1 < len(lines) and set(lines[i + 1].strip()) <= set("|-: ") and lines[i + 1].strip():
+            continue  # the header
+        cells = [c.strip() for c in row.strip("|").split("|") if c.strip()]
+        out.append(" ".join(cells).rstrip(".") + ".")
+    return "\n".join(out)
 
 
 def _split_instruction(user: str) -> tuple[str, str]:

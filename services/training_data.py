@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -380,6 +380,7 @@ def report(
     fig.tight_layout()
     fig.savefig(out / "scores.png")
     plt.close(fig)
+    checks = "\n".join(_check_report(store, lineage, out, plt) for lineage in lineages)
     cells = "\n".join(
         f"<tr><td>{html.escape(label)}</td><td>{cycle}</td><td>v{version}</td>"
         f"<td>{score:g}</td><td>{html.escape(comment)}</td></tr>"
@@ -393,11 +394,63 @@ def report(
 <p>Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC from the training-signal store.</p>
 <img src="scores.png" alt="score per cycle, one line per lineage">
 <table><tr><th>lineage</th><th>cycle</th><th>agent</th><th>score</th><th>comment</th></tr>
-{cells}</table></body></html>
+{cells}</table>
+{checks}</body></html>
 """,
         encoding="utf-8",
     )
     console.print(f"wrote {shown(out / 'scores.png')} and {shown(out / 'index.html')}")
+
+
+def check_rates(store: Store, lineage_id: str) -> dict[int, dict[str, tuple[str, int, int]]]:
+    """Per agent version, per wish family checked: (the wish as last said, outputs that passed,
+    outputs checked), over the outputs shown for scoring."""
+    found = store.queries.output_checks(lineage_id)
+    rates: dict[int, dict[str, tuple[str, int, int]]] = {}
+    for artifact in store.queries.artifacts(lineage_id):
+        for check in found[artifact.id].checks if artifact.id in found else []:
+            version = rates.setdefault(artifact.agent_version, {})
+            _, passed, total = version.get(check.family, ("", 0, 0))
+            version[check.family] = (check.wish, passed + check.passed, total + 1)
+    return rates
+
+
+def _check_report(store: Store, lineage: Any, out: Path, plt: Any) -> str:
+    """One lineage's checks: pass rate per wish and version, as a small chart
+    (``checks-<label>.png``) and a table; empty when no output was checked."""
+    rates = check_rates(store, lineage.id)
+    if not rates:
+        return ""
+    versions = sorted(rates)
+    families = list(dict.fromkeys(f for v in versions for f in rates[v]))
+    fig, ax = plt.subplots(figsize=(6, 2.8), dpi=100)
+    for family in families:
+        points = [(v, rates[v][family]) for v in versions if family in rates[v]]
+        ax.plot(
+            [v for v, _ in points],
+            [passed / total for v, (_, passed, total) in points],
+            marker="o",
+            label=points[-1][1][0],
+        )
+    ax.set(xlabel="agent version", ylabel="passed", ylim=(-0.05, 1.05))
+    ax.set_title(f"{lineage.label}: checks of what the reviewer asked for", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    chart = f"checks-{lineage.label}.png"
+    fig.savefig(out / chart)
+    plt.close(fig)
+    cells = "\n".join(
+        f'<tr class="check"><td>{html.escape(lineage.label)}</td><td>v{v}</td>'
+        f"<td>{html.escape(wish)}</td><td>{passed}/{total}</td></tr>"
+        for v in versions
+        for wish, passed, total in rates[v].values()
+    )
+    return (
+        f"<h2>{html.escape(lineage.label)}: checks</h2>"
+        f'<img src="{html.escape(chart)}" alt="pass rate of each check per version">'
+        f"<table><tr><th>lineage</th><th>agent</th><th>check</th><th>passed</th></tr>"
+        f"{cells}</table>"
+    )
 
 
 def main() -> None:

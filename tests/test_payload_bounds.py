@@ -17,6 +17,14 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from client import start_session
 from dataset_optimization.client import AgentLightningClient, Resources
 from domain.agent import AgentRef
+from domain.checks import (
+    MAX_ACTIVE_WISHES,
+    MAX_CHECK_TEXT_CHARS,
+    MAX_WISH_DETAIL_CHARS,
+    MAX_WISH_QUOTE_CHARS,
+    ActiveWish,
+    CheckResult,
+)
 from domain.feedback import (
     MAX_COMMENT_CHARS,
     MAX_DIRECTIVE_CHARS,
@@ -38,6 +46,7 @@ from domain.lineage import (
     ScorePoint,
 )
 from domain.payload_size import json_size
+from domain.trainer import Amount
 from domain.wants import MAX_WANT_CHARS, MAX_WANTS
 from rlm.repl import ReplConfig, ReplMessage, ReplRunInput, ReplRunResult
 from rlm.sandbox import MAX_TRANSCRIPT_BYTES, CellLimits, run_cell
@@ -119,6 +128,30 @@ def test_the_largest_carried_state_is_far_below_the_payload_limit():
             )
         ]
         * CORRECTIONS_REMEMBERED,
+        active_wishes=[
+            ActiveWish(
+                family=wide * 40,
+                amount=Amount(kind="share", value=0.5, of_words=10**6),
+                detail=wide * MAX_WISH_DETAIL_CHARS,
+                quote=wide * MAX_WISH_QUOTE_CHARS,
+                cycle=10**6,
+                made_on_words=10**6,
+            )
+        ]
+        * MAX_ACTIVE_WISHES,
+        latest_checks=[
+            CheckResult(
+                family=wide * 40,
+                wish=wide * MAX_CHECK_TEXT_CHARS,
+                passed=False,
+                measure=wide * MAX_CHECK_TEXT_CHARS,
+                value=10**6,
+                target=10**6,
+                shortfall=wide * MAX_CHECK_TEXT_CHARS,
+                cycle=10**6,
+            )
+        ]
+        * MAX_ACTIVE_WISHES,
     )
     size = len(carried.model_dump_json().encode("utf-8"))
     print(f"largest carried state: {size:,} bytes")

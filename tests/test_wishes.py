@@ -74,7 +74,8 @@ async def test_an_output_cut_off_at_the_token_limit_raises_the_ceiling(
 ):
     """An answer the model stopped at the token limit is recorded as cut off, says so in
     `state`, and a reviewer missing what the cut took gets more room, not firmer words."""
-    spec = make_spec(prompt=NEUTRAL, max_tokens=200)
+    # no revision inside the cycle: the attempts are the cycles' own (tests/test_output_checks.py)
+    spec = make_spec(prompt=NEUTRAL, max_tokens=200, options={"revisionAttempts": 0})
     lineage = spec.lineage_id("A")
     async with run_worker():
         (handle,) = await start_session(client, spec, settings.task_queue)

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 from domain import wants
 from domain.agent import AgentDefinition, FlowStep
 from domain.change_families import aspect_of, contrary_of, opposite_of, working_against
+from domain.checks import ActiveWish, CheckResult
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleStep
 from domain.execution import SpanRecord, preview_of
@@ -41,14 +42,18 @@ from domain.trainer import (
     describe_change,
 )
 from trainer import (
+    active_wishes,
+    check_levers,
     credit_assignment,
     evolution_planner,
     instructions,
     outcome,
     reward_analyzer,
+    wish_guard,
 )
 from trainer.backends import TrainerBackend
 from trainer.change_patterns import pattern
+from trainer.checks import Document
 from trainer.evolution import (
     PARAMETER_TARGETS,
     ROLLBACK_REASON,
@@ -75,6 +80,14 @@ class LineageMemory(BaseModel):
     pending: PendingEvolution | None = None
     # Families the reviewer asked for or approved and has not reversed since: kept
     asked_for: list[str] = Field(default_factory=list)
+    # The wishes outputs are checked against (with their amounts), and the scored cycle
+    wishes: list[ActiveWish] = Field(default_factory=list)
+    cycle: int = 0
+    # the scored output's checks against those wishes: the verdict cites what they measured
+    checks: list[CheckResult] = Field(default_factory=list)
+    # the checks of the agent's own try at it, before a revision: a failure there while the
+    # prompt carries the wish moves its instruction up (trainer/check_levers.py)
+    own_checks: list[CheckResult] = Field(default_factory=list)
     previous_score: float | None = None
     sticky_directives: list[str] = Field(default_factory=list)
     oneshot_directives: list[str] = Field(default_factory=list)
@@ -129,14 +142,17 @@ async def take(
     judged = outcome.judge(memory.pending, read, memory.session_id) if memory.pending else None
     if judged and memory.pending and memory.output_cut_off:
         judged = outcome.cut_off(memory.pending, judged, memory.session_id)
+    if judged and memory.pending and memory.checks:
+        judged = outcome.measured(memory.pending, judged, memory.checks, memory.session_id)
 
     reverting = next((w for w in taken_back if w.family == "revert"), None)
     if reverting is not None:
         return _revert(agent, memory, read, judged, reverting, versions)
 
-    # 2. roll back what the reviewer refuted
-    refuted, undo, base = _roll_back(agent, memory, judged)
+    # 2. roll back what the reviewer refuted, never a wish the reviewer has not taken back
+    standing = wish_guard.protected(memory.wishes, taken_back, memory.cycle)
     report: list[str] = []
+    refuted, undo, base = _roll_back(agent, memory, judged, standing, report)
     # 2b. take back what the reviewer takes back, at any age: the instructions its family put
     # there; a family nothing carries is refused instead ("lose the bullets" → prose)
     removals, instead = _take_back(base, taken_back, refuted, report)
@@ -149,20 +165,12 @@ async def take(
 
     # 3. read, credit and propose on the agent as restored
     analysis = await backend_reading(backend, memory, read, score, comment)
-    if analysis.handed_over:
-        # what Claude read in the clauses the rules engine abstained on joins the reading
-        handed = [a for a in analysis.aspects if a.quote in analysis.handed_over]
-        more = credit_assignment.wishes(analysis.model_copy(update={"aspects": handed}))
-        wished += [w for w in more if w.family not in gone | undone]
-        approved += [a.want for a in handed if a.sentiment == "positive" and a.want]
-        report += [f"read by Claude: {c!r}" for c in analysis.handed_over]
-    if instead:
-        analysis = analysis.model_copy(
-            update={"aspects": [*analysis.aspects, *(_aspect(w) for w in instead)]}
-        )
-    if analysis.read_by == "claude":  # its reading of the wishes is the one acted on
-        wished = credit_assignment.wishes(analysis)
-        approved = [a.want for a in analysis.aspects if a.sentiment == "positive" and a.want]
+    analysis, wished, approved = _joined(analysis, wished, approved, instead, gone | undone)
+    report += [f"read by Claude: {c!r}" for c in analysis.handed_over]
+    # 4. no wish may break an active one the reviewer has not taken back
+    refused = wish_guard.breaking(standing, wished)
+    report += [wish_guard.kept(broken, family) for family, broken in refused.items()]
+    wished = [w for w in wished if w.family not in refused]
     if credit_of is not None:
         credit = await credit_of(base, analysis)
     else:
@@ -175,7 +183,7 @@ async def take(
     # a family asked for again may have its instruction rewritten (made firmer), not removed
     requested = {w.family for w in wished}
     guarded = keep - requested
-    proposal.changes = [c for c in proposal.changes if _keeps(base, c, guarded, report)]
+    proposal.changes = [c for c in proposal.changes if _keeps(base, c, guarded, report, standing)]
     # a model-backed trainer decides for itself how to go further; the rules engine is told
     if memory.output_cut_off:
         # what the reviewer misses may be what the cut took: more room, not firmer words
@@ -186,7 +194,19 @@ async def take(
         strengthened = []
     if analysis.read_by == "rules":
         _ground_the_step(base, wished, list(spans), read.comment or "", proposal)
-    proposal.changes = removals + [c for c in proposal.changes if c.want not in gone | undone]
+    if analysis.read_by == "rules" and not memory.output_cut_off:
+        own_failures = [
+            c for c in memory.own_checks if not c.passed and c.family not in gone | set(refused)
+        ]
+        proposal.changes = (
+            check_levers.levers(
+                base, own_failures, proposal.changes, report, {w.family for w in memory.wishes}
+            )
+            + proposal.changes
+        )
+    proposal.changes = removals + [
+        c for c in proposal.changes if c.want not in gone | undone | set(refused)
+    ]
 
     # 5. history (never vetoing a request), directives, constraints
     plan = evolution_planner.finalize(
@@ -219,19 +239,20 @@ async def take(
     if backend.hands_over and analysis.read_by == "claude":
         report.append("read by Claude: the rules engine could not act on this comment")
     report += [f"not understood: {u.quote!r}: {u.why}" for u in analysis.unsure]
-    praised = any(a.sentiment == "positive" for a in read.aspects)
-    understood = wished or approved or taken_back or praised or read.adversarial or read.refused
-    given = memory.wants is not None  # the rater's own wants: nothing to misunderstand
-    if (
-        not understood
-        and not given
-        and not read.unsure
-        and score < NOT_UNDERSTOOD_BELOW
-        and read.comment
-    ):
-        report.append(_not_understood(read.comment, read.comment_language))
+    acted = bool(wished or approved or taken_back or refused)
+    report += _not_understood_notes(read, memory, score, acted)
     asked_for = _asked_for(
         memory.asked_for, reversed_now, wished, [a for a in approved if a not in gone]
+    )
+    wishes = active_wishes.fold(
+        memory.wishes,
+        wished=wished,
+        approved=[a for a in read.aspects if a.sentiment == "positive" and a.want not in gone],
+        taken_back=taken_back,
+        asked_for=asked_for,
+        comment=read.comment,
+        cycle=memory.cycle,
+        words=_output_words(spans),
     )
     # the record keeps what the rater is told beside the planner's own notes
     plan.notes = [*plan.notes, *(r for r in report if r not in plan.notes)]
@@ -242,6 +263,8 @@ async def take(
         plan=plan,
         agent=after,
         asked_for=asked_for,
+        wishes=wishes,
+        kept_wishes=wish_guard.said(report),
         rolled_back=refuted,
         taken_back=list(dict.fromkeys(taken)),
         strengthened=strengthened,
@@ -296,7 +319,7 @@ def _revert(
         plan = EvolutionPlan(notes=report)
         return CycleStep(
             judged=judged, analysis=read, credit=credit, plan=plan, agent=agent,
-            asked_for=memory.asked_for, report=report,
+            asked_for=memory.asked_for, wishes=memory.wishes, report=report,
         )  # fmt: skip
     changes = _changes_to(agent, target, f"the reviewer goes back to v{number} ({quote!r})")
     after = apply_changes(agent, changes) if changes else agent
@@ -307,7 +330,8 @@ def _revert(
     )
     return CycleStep(
         judged=judged, analysis=read, credit=credit, plan=plan, agent=after,
-        asked_for=[f for f in memory.asked_for if f in kept], report=report,
+        asked_for=[f for f in memory.asked_for if f in kept],
+        wishes=[w for w in memory.wishes if w.family in kept], report=report,
     )  # fmt: skip
 
 
@@ -355,6 +379,31 @@ def _changes_to(
     return changes
 
 
+def _joined(
+    analysis: ScoreAnalysis,
+    wished: list[Wish],
+    approved: list[str],
+    instead: list[Wish],
+    gone: set[str],
+) -> tuple[ScoreAnalysis, list[Wish], list[str]]:
+    """(analysis, wished, approved) the change is planned on: what Claude read in the clauses
+    the rules engine abstained on joins the reading; the opposites of take-backs join the
+    analysis; a reading Claude made of the whole comment is the one acted on."""
+    if analysis.handed_over:
+        handed = [a for a in analysis.aspects if a.quote in analysis.handed_over]
+        more = credit_assignment.wishes(analysis.model_copy(update={"aspects": handed}))
+        wished = wished + [w for w in more if w.family not in gone]
+        approved = approved + [a.want for a in handed if a.sentiment == "positive" and a.want]
+    if instead:
+        analysis = analysis.model_copy(
+            update={"aspects": [*analysis.aspects, *(_aspect(w) for w in instead)]}
+        )
+    if analysis.read_by == "claude":  # its reading of the wishes is the one acted on
+        wished = credit_assignment.wishes(analysis)
+        approved = [a.want for a in analysis.aspects if a.sentiment == "positive" and a.want]
+    return analysis, wished, approved
+
+
 async def backend_reading(
     backend: TrainerBackend,
     memory: LineageMemory,
@@ -380,7 +429,10 @@ def judge(memory: LineageMemory, score: float, comment: str | None) -> JudgedEvo
         return None
     previous = [] if memory.previous_score is None else [memory.previous_score]
     read = reward_analyzer.analyze(score, comment, previous, memory.wants, memory.reading_memory())
-    return outcome.judge(memory.pending, read, memory.session_id)
+    judged = outcome.judge(memory.pending, read, memory.session_id)
+    if memory.checks:
+        judged = outcome.measured(memory.pending, judged, memory.checks, memory.session_id)
+    return judged
 
 
 def applied_insights(
@@ -400,7 +452,7 @@ def summary(step: CycleStep, from_version: int, rebuilt_from: int | None = None)
     """One line for people: what changed and why, or why nothing did; ``rebuilt_from`` names
     the version a correction planned on, when it is not ``from_version``."""
     if not step.changed:
-        said = [r for r in step.report if not r.startswith("kept '")]
+        said = [r for r in step.report if not r.startswith("kept '") or r in step.kept_wishes]
         why = "; ".join(said or step.plan.notes) or "nothing to change"
         return f"kept v{from_version}: {why}"
     parts = []
@@ -420,7 +472,11 @@ def summary(step: CycleStep, from_version: int, rebuilt_from: int | None = None)
     base = f" (rebuilt from v{rebuilt_from})" if rebuilt_from not in (None, from_version) else ""
     line = f"v{from_version}→v{from_version + 1}{base}: " + "; ".join(parts)
     # what was protected is in the record's notes; the line says what did not happen
-    skipped = [r for r in step.report if not r.startswith(("rolled back", "kept '", "back to v"))]
+    skipped = [
+        r
+        for r in step.report
+        if not r.startswith(("rolled back", "kept '", "back to v")) or r in step.kept_wishes
+    ]
     return line + (f" (also: {'; '.join(skipped)})" if skipped else "")
 
 
@@ -442,10 +498,12 @@ def said_back(step: CycleStep) -> str:
     """How the comment was read, in one line: "Read as: warmer ('make it warmer'), example,
     one example ('one real example'); kept: casual ('better tone'); taken back: table ('scrap
     the table'); not understood: '…'"."""
-    return say_back(step.analysis, step.report)
+    return say_back(step.analysis, step.report, step.kept_wishes)
 
 
-def say_back(analysis: ScoreAnalysis, report: Sequence[str] = ()) -> str:
+def say_back(
+    analysis: ScoreAnalysis, report: Sequence[str] = (), kept_wishes: Sequence[str] = ()
+) -> str:
     """``said_back`` of a reading and the step's report lines (the preview says a reading
     before any step is taken)."""
     asked, kept, taken = [], [], []
@@ -472,6 +530,7 @@ def say_back(analysis: ScoreAnalysis, report: Sequence[str] = ()) -> str:
         parts.append(f"kept: {', '.join(kept)}")
     if taken:
         parts.append(f"taken back: {', '.join(taken)}")
+    parts += kept_wishes
     if analysis.adversarial:
         parts.append("set aside: words addressed to the trainer")
     missed = [r.removeprefix("not understood: ").split(": ")[0] for r in report
@@ -482,15 +541,22 @@ def say_back(analysis: ScoreAnalysis, report: Sequence[str] = ()) -> str:
 
 
 def _roll_back(
-    agent: AgentDefinition, memory: LineageMemory, judged: JudgedEvolution | None
+    agent: AgentDefinition,
+    memory: LineageMemory,
+    judged: JudgedEvolution | None,
+    guarded: dict[str, ActiveWish],
+    report: list[str],
 ) -> tuple[list[str], list[EvolutionChange], AgentDefinition]:
     """(refuted, undo, base): the families the verdict refuted (when the lineage rolls back),
-    the inverses of the pending changes that brought them, and the agent with those undone."""
+    the inverses of the pending changes that brought them, and the agent with those undone.
+    A refuted family the reviewer asked for and has not taken back stays (said back)."""
     refuted = [
         v.family or v.aspect
         for v in (judged.verdict.aspects if judged and memory.rollback_refuted else [])
         if v.verdict == "refuted"
     ]
+    report += [wish_guard.kept(guarded[f]) for f in refuted if f in guarded]
+    refuted = [f for f in refuted if f not in guarded]
     undo = [
         inverse(c)
         for c in reversed(memory.pending.changes if memory.pending else [])
@@ -519,6 +585,19 @@ def not_understood(reading: ScoreAnalysis) -> list[str]:
     if not (lines or understood) and reading.score < NOT_UNDERSTOOD_BELOW and reading.comment:
         lines.append(_not_understood(reading.comment, reading.comment_language))
     return lines
+
+
+def _not_understood_notes(
+    read: ScoreAnalysis, memory: LineageMemory, score: float, acted: bool
+) -> list[str]:
+    """The note for a low score whose comment gave nothing to act on or keep, unless the
+    reading already said what it could not place or came from the rater's own wants."""
+    praised = any(a.sentiment == "positive" for a in read.aspects)
+    understood = acted or praised or read.adversarial or read.refused
+    given = memory.wants is not None  # the rater's own wants: nothing to misunderstand
+    if understood or given or read.unsure or score >= NOT_UNDERSTOOD_BELOW or not read.comment:
+        return []
+    return [_not_understood(read.comment, read.comment_language)]
 
 
 def _not_understood(comment: str, language: str | None) -> str:
@@ -550,11 +629,12 @@ def _asked_for(
 
 
 def _output_words(spans: Sequence[SpanRecord]) -> int | None:
-    """The length in words of the scored output (its output span, else the last model call)."""
+    """The length in words of the scored output (its output span, else the last model call),
+    its Markdown markup not counted (a table's pipes are not words)."""
     for kind in ("output", "llm_call"):
         texts = [s.output for s in sorted(spans, key=lambda s: s.sequence) if s.span_type == kind]
         if texts and texts[-1]:
-            return len(texts[-1].split())
+            return Document.of(texts[-1]).words
     return None
 
 
@@ -680,7 +760,11 @@ def _applied(agent: AgentDefinition, changes: list[EvolutionChange]) -> AgentDef
 
 
 def _keeps(
-    agent: AgentDefinition, change: EvolutionChange, keep: set[str], report: list[str]
+    agent: AgentDefinition,
+    change: EvolutionChange,
+    keep: set[str],
+    report: list[str],
+    standing: dict[str, ActiveWish],
 ) -> bool:
     """False (with a note) when ``change`` would take away a family the reviewer asked for."""
     if change.component == "parameters":
@@ -691,7 +775,9 @@ def _keeps(
         lost = (before - after) & keep
     else:
         lost = set()
-    if lost:
+    if lost & standing.keys():
+        report += [wish_guard.kept(standing[f]) for f in sorted(lost & standing.keys())]
+    elif lost:
         report.append(f"kept {change.before!r}: the reviewer asked for {', '.join(sorted(lost))}")
     return not lost
 

@@ -181,6 +181,7 @@ async def play(backend: TrainerBackend, agent: AgentDefinition, sequence: Feedba
     versions = {1: start}  # what the lineage's store would give a reviewer going back
     steps = []
     for number, given in enumerate(sequence.steps, start=1):
+        memory = memory.model_copy(update={"cycle": number})
         step = await cycle_step.take(
             backend, current, memory, given.score, given.comment, versions=versions.get
         )
@@ -204,6 +205,7 @@ async def play(backend: TrainerBackend, agent: AgentDefinition, sequence: Feedba
             update={
                 "pending": pending if step.changed else memory.pending,
                 "asked_for": step.asked_for,
+                "wishes": step.wishes,  # checked wishes: no later change may break them
                 "previous_score": given.score,
                 "oneshot_directives": [],
             }

@@ -22,6 +22,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from domain.change_families import contrary_of
+from domain.checks import CheckResult
 from domain.execution import preview_of
 from domain.trainer import (
     AspectVerdict,
@@ -219,6 +220,39 @@ def cut_off(pending: PendingEvolution, judged: JudgedEvolution, session_id: str)
         verdict=outcome,
         insights=_lessons(pending, outcome, session_id),
     )
+
+
+def measured(
+    pending: PendingEvolution,
+    judged: JudgedEvolution,
+    checks: list[CheckResult],
+    session_id: str,
+) -> JudgedEvolution:
+    """The verdict citing what the scored output measured of each family it judges (its check
+    against the reviewer's wish): "validated by the output: 88 words for about 90", "not
+    honoured: 131 words for about 90". The verdict itself stays the reviewer's words'."""
+    by_family = {c.family: c for c in checks}
+    verdicts = [
+        v.model_copy(update={"reason": f"{v.reason}; {_measure(by_family[v.family])}"})
+        if v.family in by_family
+        else v
+        for v in judged.verdict.aspects
+    ]
+    outcome = _outcome(judged.verdict.next_score, judged.verdict.score_delta, verdicts)
+    return JudgedEvolution(
+        evolution_id=judged.evolution_id,
+        verdict=outcome,
+        insights=_lessons(pending, outcome, session_id),
+    )
+
+
+def _measure(check: CheckResult) -> str:
+    said = check.wish
+    if check.family in ("shorter", "longer") and check.value is not None:
+        found = f"{int(check.value)} words for {said.removesuffix(' words')}"
+    else:
+        found = f"{said} ({check.measure})" if check.measure else said
+    return f"{'validated by the output' if check.passed else 'not honoured'}: {found}"
 
 
 def _outcome(score: float, delta: float, verdicts: list[AspectVerdict]) -> EvolutionOutcome:

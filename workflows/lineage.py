@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.trainer import TrainerActivities
     from domain import search_attributes
     from domain.agent import AgentRef
+    from domain.checks import MAX_ACTIVE_WISHES, checklist
     from domain.cycle import Cycle
     from domain.cycle_decision import CycleDecision
     from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted
@@ -198,6 +199,8 @@ class LineageWorkflow:
                             agent=self._s.agent,
                             input_hash=self._cycle_input_hash(),
                             max_attempts=self._inp.options.max_attempts,
+                            wishes=list(self._s.active_wishes),
+                            revision_attempts=self._inp.options.revision_attempts,
                         ),
                         **self._agent_activity_options(),
                     )
@@ -246,6 +249,8 @@ class LineageWorkflow:
         self._s.latest_output_words = rollout.output_words
         self._s.latest_output_cut_off = rollout.cut_off
         self._s.output_id = rollout.rollout_id
+        self._s.latest_checks = rollout.checks[:MAX_ACTIVE_WISHES]
+        self._s.latest_revised = rollout.revised
 
     async def _await_score(self) -> QueuedScore | QueuedCorrection | None:
         """The next score for this cycle's output, or a correction of the last one's reading
@@ -300,6 +305,7 @@ class LineageWorkflow:
             score=queued.score,
             pending_evolution_id=self._s.pending_evolution_id,
             asked_for=list(self._s.asked_for),
+            wishes=list(self._s.active_wishes),
             previous_score=score_before(self._s.score_history, None),
             directives_through=self._s.feedback_seq,
             oneshot_after=self._s.oneshot_after,
@@ -381,6 +387,7 @@ class LineageWorkflow:
         self._s.last_verdict = self._verdict_line(taken)
         if again.train and taken.training_error is None:
             self._s.asked_for = taken.asked_for
+            self._s.active_wishes = taken.wishes[-MAX_ACTIVE_WISHES:]
             self._s.last_evolution = cut(taken.summary, MAX_SUMMARY_CHARS)
             if taken.agent.version != superseded:
                 self._s.agent = taken.agent
@@ -443,6 +450,7 @@ class LineageWorkflow:
         self._s.oneshot_directives = shown[len(shown) - min(len(shown), self._s.oneshot_count) :]
         self._s.oneshot_after = step.directives_through
         self._s.asked_for = taken.asked_for
+        self._s.active_wishes = taken.wishes[-MAX_ACTIVE_WISHES:]
         self._s.last_evolution = cut(taken.summary, MAX_SUMMARY_CHARS)
         self._s.agent = taken.agent
         self._s.pending_evolution_id = taken.evolution_id
@@ -553,11 +561,15 @@ class LineageWorkflow:
             latest_output_words=s.latest_output_words,
             latest_output_cut_off=s.latest_output_cut_off,
             output_id=s.output_id,
+            latest_checklist=checklist(s.latest_checks) or None,
+            latest_checks=s.latest_checks,
+            latest_revised=s.latest_revised,
             last_evolution=s.last_evolution,
             last_verdict=s.last_verdict,
             last_reading=s.last_reading,
             last_wants=s.last_wants,
             asked_for=s.asked_for,
+            active_wishes=s.active_wishes,
             score_history=s.score_history,
             queued_scores=len(s.queued_scores),
             corrections_waiting=len(s.queued_corrections),

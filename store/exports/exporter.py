@@ -107,6 +107,11 @@ def check_openai_preference(row: dict[str, Any]) -> None:
 
 
 def check_reward(row: dict[str, Any]) -> None:
+    checks = row.get("checks", [])
+    if not isinstance(checks, list) or not all(
+        isinstance(c, dict) and isinstance(c.get("passed"), bool) and c.get("wish") for c in checks
+    ):
+        raise FormatError("checks: a list of {family, wish, passed, measure, value, target}")
     _check_messages(row.get("prompt"), "prompt", "user")
     _check_one_answer(row.get("completion"), "completion")
     if not isinstance(row.get("reward"), int | float) or not 0 <= row["reward"] <= 10:
@@ -163,6 +168,7 @@ def _reward(e: dict[str, Any]) -> dict[str, Any]:
         "prompt": _prompt(e["system"], e["user"]),
         "completion": _answer(e["completion"]),
         "reward": e["score"],
+        "checks": e.get("checks") or [],
     }
 
 
@@ -210,9 +216,10 @@ def _number_json(x: Any) -> str:
 
 
 def _reward_line(e: dict[str, Any]) -> str:
+    checks = json.dumps(e.get("checks") or [], ensure_ascii=False)
     return (
         f'{{"prompt": {_prompt_json(e, True)}, "completion": {_answer_json(e, "completion")}, '
-        f'"reward": {_number_json(e["score"])}}}'
+        f'"reward": {_number_json(e["score"])}, "checks": {checks}}}'
     )
 
 
@@ -260,6 +267,12 @@ class _JsonlWriter:
         self._file.close()
 
 
+def _arrow_fields(pa: Any) -> list[tuple[str, Any]]:
+    """A check's fields as Parquet columns."""
+    kinds = {str: pa.string(), bool: pa.bool_(), float: pa.float64()}
+    return [(name, kinds[kind]) for name, kind in CHECK_FIELDS.items()]
+
+
 class _ParquetWriter:
     BATCH = 2000
 
@@ -271,7 +284,12 @@ class _ParquetWriter:
         fields = {
             "sft": [("messages", messages)],
             "preference": [("prompt", messages), ("chosen", messages), ("rejected", messages)],
-            "reward": [("prompt", messages), ("completion", messages), ("reward", pa.float64())],
+            "reward": [
+                ("prompt", messages),
+                ("completion", messages),
+                ("reward", pa.float64()),
+                ("checks", pa.list_(pa.struct(_arrow_fields(pa)))),
+            ],
         }[example_type]
         self._pa = pa
         self._schema = pa.schema(fields)
@@ -331,6 +349,7 @@ def _examples(
     sql += " ORDER BY ex.created_at, ex.id"
     shared = _SharedTexts()
     with engine.connect() as conn:
+        checks = _checks_by_evaluation(conn) if example_type == "reward" else {}
         rows = stream_rows(conn, DriverSQL(sql), params, _CHUNK)
         while chunk := list(islice(rows, _CHUNK)):
             shared.load(conn, {h for row in chunk for h in (row[1], row[4]) if h})
@@ -349,6 +368,8 @@ def _examples(
                 }
                 if system:
                     example["json"]["system"] = shared.json[system]
+                if checks:
+                    example["checks"] = checks.get(row[0].removeprefix("reward:"), [])
                 answers = zip(("completion", "chosen", "rejected"), row[5:8], strict=True)
                 for key, text_json in answers:
                     example[key] = None
@@ -356,6 +377,39 @@ def _examples(
                         example[key] = json.loads(text_json)
                         example["json"][key] = text_json
                 yield example
+
+
+# A reward row's checks: the scored output's checks against its lineage's active wishes
+# (``output.checked``), each as these fields (docs/training-data.md)
+CHECK_FIELDS: dict[str, type] = {
+    "family": str,
+    "wish": str,
+    "passed": bool,
+    "measure": str,
+    "value": float,
+    "target": float,
+}
+_CHECKED_SQL = (
+    "SELECT ev.id, p.content FROM training_events e"
+    " JOIN payload_blobs p ON p.hash = e.payload_hash"
+    " JOIN evaluations ev ON ev.artifact_id = e.artifact_id"
+    " WHERE e.event_type = 'output.checked'"
+)
+
+
+def _checks_by_evaluation(conn: Any) -> dict[str, list[dict[str, Any]]]:
+    """evaluation id → the checks of the output it scored (the output shown: ``chosen``). One
+    query by event type, per export; outputs never checked (no wish yet) have none."""
+    cur, dialect = driver_cursor(conn)
+    cur.execute(DriverSQL(_CHECKED_SQL).text(dialect))
+    found: dict[str, list[dict[str, Any]]] = {}
+    for evaluation_id, content in cur.fetchall():
+        payload = json.loads(content)
+        if payload.get("chosen", True):
+            found[evaluation_id] = [
+                {key: check.get(key) for key in CHECK_FIELDS} for check in payload["checks"]
+            ]
+    return found
 
 
 class _SharedTexts:

@@ -8,12 +8,14 @@ from typing import Any
 from sqlalchemy import select
 
 from domain.agent import AgentSnapshot
-from domain.cycle import attempt_of
+from domain.checks import CheckResult
 from domain.events import (
     ArtifactCreated,
     AttemptFailed,
     AttemptStarted,
     LoggedAgentSnapshot,
+    LoggedCheck,
+    OutputChecked,
     RolloutFailed,
     RolloutStarted,
 )
@@ -23,6 +25,39 @@ from store.eventstore.event_log import EventRefs, NewEvent
 from store.eventstore.event_writer import EventWriter, now_ms
 from store.records.attempt_events import attempt_tags, completed_event, span_events
 from store.tables import AttemptRow
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedTry:
+    """One try at a rollout's output (the first, or a revision) and its checks."""
+
+    attempt_id: str
+    content_hash: str
+    checks: list[CheckResult]
+
+
+def checked_event(
+    created: ArtifactCreated,
+    attempt_id: str,
+    artifact_id: str,
+    revision: int,
+    chosen: bool,
+    checks: list[CheckResult],
+    refs: EventRefs,
+) -> NewEvent:
+    return NewEvent.of(
+        OutputChecked(
+            rollout_id=created.rollout_id,
+            cycle=created.cycle,
+            agent_version=created.agent_version,
+            revision=revision,
+            chosen=chosen,
+            checks=[LoggedCheck.of(c) for c in checks],
+        ),
+        f"{attempt_id}:checked",
+        artifact_id=artifact_id,
+        **refs,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,13 +131,14 @@ class AttemptRecords(EventWriter):
         if before is not None and before <= 1:
             return []
         attempts = AttemptRow.__table__  # type: ignore[attr-defined]
-        query = select(attempts.c.attempt_number).where(
+        # by id: a revision tried within attempt n shares its number (``{a_n}:r1``)
+        query = select(attempts.c.id).where(
             attempts.c.rollout_id == rollout_id, attempts.c.status == "running"
         )
         if before is not None:
             query = query.where(attempts.c.attempt_number < before)
         with self.engine.connect() as conn:
-            numbers = list(conn.execute(query).scalars())
+            ids = list(conn.execute(query).scalars())
         return [
             NewEvent.of(
                 AttemptFailed(
@@ -111,13 +147,13 @@ class AttemptRecords(EventWriter):
                     error_type="AttemptLost",
                     retryable=True,
                 ),
-                attempt_of(rollout_id, n),
+                attempt_id,
                 agent_id=agent_id,
-                attempt_id=attempt_of(rollout_id, n),
+                attempt_id=attempt_id,
                 tags=["error"],
                 **refs,
             )
-            for n in numbers
+            for attempt_id in ids
         ]
 
     def record_spans(
@@ -142,26 +178,70 @@ class AttemptRecords(EventWriter):
         usage: Usage,
         duration_ms: int,
         stop_reason: str | None = None,
+        artifact: bool = True,
+        checks: list[CheckResult] | None = None,
     ) -> str:
+        """The attempt's spans, its completion and (unless ``artifact`` is False: a revision
+        may follow, and the output shown is chosen then) the rollout's artifact with the
+        output's checks against the lineage's active wishes, in one transaction."""
         refs = _attempt_refs(session_id, lineage_id, attempt_id)
         span_batch = span_events(spans, refs)
         output_hash = payload_store.encode(output)[0]
         completed = completed_event(
             attempt_id, output_hash, usage, duration_ms, spans, refs, stop_reason
         )
-        artifact = NewEvent.of(
-            ArtifactCreated(
+        events = [*span_batch, completed]
+        if artifact:
+            created = ArtifactCreated(
                 rollout_id=rollout_id,
                 cycle=cycle,
                 agent_version=agent_version,
                 content_hash=output_hash,
-            ),
-            artifact_id,
-            artifact_id=artifact_id,
-            **refs,
-        )
-        self._write([*span_batch, completed, artifact], [output])
+            )
+            events.append(NewEvent.of(created, artifact_id, artifact_id=artifact_id, **refs))
+            if checks:
+                events.append(
+                    checked_event(created, attempt_id, artifact_id, 0, True, checks, refs)
+                )
+        self._write(events, [output])
         return output_hash
+
+    def record_output_chosen(
+        self,
+        *,
+        session_id: str,
+        lineage_id: str,
+        rollout_id: str,
+        cycle: int,
+        agent_version: int,
+        artifact_id: str,
+        tried: list[CheckedTry],
+        chosen: int,
+    ) -> None:
+        """A rollout's tries (the output and its revisions, each recorded as an attempt),
+        each one's checks, and the artifact: the output of try ``chosen``."""
+        best = tried[chosen]
+        refs = _attempt_refs(session_id, lineage_id, best.attempt_id)
+        created = ArtifactCreated(
+            rollout_id=rollout_id,
+            cycle=cycle,
+            agent_version=agent_version,
+            content_hash=best.content_hash,
+        )
+        events = [NewEvent.of(created, artifact_id, artifact_id=artifact_id, **refs)]
+        for revision, attempt in enumerate(tried):
+            events.append(
+                checked_event(
+                    created,
+                    attempt.attempt_id,
+                    artifact_id,
+                    revision,
+                    revision == chosen,
+                    attempt.checks,
+                    _attempt_refs(session_id, lineage_id, attempt.attempt_id),
+                )
+            )
+        self._write(events)
 
     def record_attempt_failed(
         self,

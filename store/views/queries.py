@@ -3,6 +3,7 @@ the store (``Store.queries``). Each view's reads live in its own module beside i
 
 from __future__ import annotations
 
+from store.views.check_view import CheckView
 from store.views.correction_view import CorrectionView
 from store.views.dataset_view import DatasetView
 from store.views.evolution_view import EvolutionView
@@ -13,7 +14,14 @@ from store.views.rollout_view import RolloutView
 
 
 class StoreQueries(
-    FeedbackView, CorrectionView, EvolutionView, LineageView, RolloutView, DatasetView, LogView
+    FeedbackView,
+    CorrectionView,
+    EvolutionView,
+    LineageView,
+    RolloutView,
+    DatasetView,
+    LogView,
+    CheckView,
 ):
     """Lineages and agent versions, rollouts and attempts, feedback and its corrections,
     evolutions, Lightning datasets and the log, over one read engine and one payload cache."""

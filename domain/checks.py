@@ -1,0 +1,97 @@
+"""Wishes as checks, as they cross Temporal: the wishes a lineage checks every output against
+(asked for and not taken back, with their amounts), and what a check found.
+
+The checks themselves are pure functions in ``trainer/checks.py``. Every list here is bounded
+by count and each entry by the length of its text, so that a lineage's carried state, the
+agent activity's input and its result stay far below Temporal's payload limit however long the
+lineage lives (tests/test_payload_bounds.py measures the largest).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from domain.trainer import Amount, WishAction
+
+MAX_ACTIVE_WISHES = 24  # one per checkable family and a few banned phrases
+MAX_WISH_QUOTE_CHARS = 200
+MAX_WISH_DETAIL_CHARS = 120
+MAX_CHECK_TEXT_CHARS = 160
+PASS, FAIL = "✓", "✗"
+
+
+class ActiveWish(BaseModel):
+    """A wish the reviewer made and has not taken back, with what it takes to check it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    family: str = Field(max_length=40)
+    # add/more/keep: the output shows it; remove: the output must not ("no table")
+    action: WishAction = "add"
+    amount: Amount | None = None
+    # what else the wish names: a language ("German"), a phrase banned ("worth noting")
+    detail: str | None = Field(default=None, max_length=MAX_WISH_DETAIL_CHARS)
+    quote: str = Field(default="", max_length=MAX_WISH_QUOTE_CHARS)
+    cycle: int = 0  # the cycle whose score asked for it
+    # the length in words of the output the wish was made on ("shorter": shorter than that)
+    made_on_words: int | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """One active wish per key: a family, or a family and the phrase it bans."""
+        return (self.family, (self.detail or "").lower() if self.family == "banned" else "")
+
+
+class CheckResult(BaseModel):
+    """One wish checked on one output: passed or not, and what was measured."""
+
+    model_config = ConfigDict(frozen=True)
+
+    family: str = Field(max_length=40)
+    wish: str = Field(max_length=MAX_CHECK_TEXT_CHARS)  # "about 90 words", "no table"
+    passed: bool
+    measure: str = Field(default="", max_length=MAX_CHECK_TEXT_CHARS)  # "88", "one found"
+    # the number measured and the number wished, where there are numbers (words, a count)
+    value: float | None = None
+    target: float | None = None
+    # how far it is off, said to the model in a revision ("31 words over")
+    shortfall: str | None = Field(default=None, max_length=MAX_CHECK_TEXT_CHARS)
+    cycle: int = 0  # the cycle whose score asked for the wish
+
+    def line(self) -> str:
+        """``✓ about 90 words (88)``, ``✗ no table (one found)``."""
+        mark = PASS if self.passed else FAIL
+        return f"{mark} {self.wish}" + (f" ({self.measure})" if self.measure else "")
+
+
+def checklist(results: list[CheckResult]) -> str:
+    """The results in one line: ``✓ about 90 words (88) · ✗ no table (one found)``."""
+    return " · ".join(r.line() for r in results)
+
+
+def passes(results: list[CheckResult]) -> int:
+    return sum(r.passed for r in results)
+
+
+def failed(results: list[CheckResult]) -> list[CheckResult]:
+    return [r for r in results if not r.passed]
+
+
+class OutputChecks(BaseModel):
+    """What the checks found of the output shown for scoring, for the card, the inbox and
+    ``training-camp output``."""
+
+    checks: list[CheckResult]
+    tries: int = 1  # the output and its revisions in the cycle
+    revised: bool = False  # the output shown is a revision
+    # the checks of the agent's own try, before any revision (what its prompt alone produced)
+    own: list[CheckResult] = Field(default_factory=list)
+
+    def line(self) -> str:
+        """The checklist, and when a revision was tried, what became of it."""
+        said = checklist(self.checks)
+        if self.revised:
+            return f"{said} · revised once in the cycle"
+        if self.tries > 1:
+            return f"{said} · a revision was tried and did no better"
+        return said

@@ -1,0 +1,366 @@
+"""Wishes as checks (trainer/checks.py): each check on hand-written Markdown and on real outputs
+of the offline model answering as the example session's agents, after the instructions the
+trainer writes; and the fold of a lineage's active wishes (trainer/active_wishes.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from domain.change_families import FAMILIES
+from domain.checks import ActiveWish, OutputChecks, checklist
+from domain.spec import load_spec
+from domain.trainer import Amount, FeedbackAspect
+from runner.model_backend import ChatMessage, ModelRequest
+from runner.offline_model import OfflineModel
+from trainer import checks
+from trainer.active_wishes import fold
+from trainer.checks import Document, banned_phrases, check, check_all
+from trainer.reading.wish import Wish
+
+ROOT = Path(__file__).parent.parent
+SPEC = load_spec(ROOT / "examples" / "essay-session.yaml")
+AGENTS = {lineage.label: lineage.agent for lineage in SPEC.lineages}  # A: analyst, B: coach
+
+
+def answer(label: str, instructions: str = "", question: int = 0) -> str:
+    """What the offline model answers as the example session's agent ``label`` after the
+    trainer added ``instructions`` to its prompt."""
+    agent = AGENTS[label]
+    request = ModelRequest(
+        model=agent.parameters.model,
+        system=f"{agent.system_prompt} {instructions}".strip(),
+        max_tokens=agent.parameters.max_tokens,
+        temperature=agent.parameters.temperature,
+        messages=[ChatMessage(role="user", content=SPEC.inputs[question])],
+    )
+    return OfflineModel().reply(request).text
+
+
+def wish(family: str, action: str = "add", **rest: object) -> ActiveWish:
+    return ActiveWish.model_validate({"family": family, "action": action, **rest})
+
+
+def about(words: int) -> ActiveWish:
+    return wish(
+        "shorter", amount=Amount(kind="limit", value=words), quote=f"about {words} words please"
+    )
+
+
+TABLE = """\
+| Option | Cost | Risk |
+|:-------|-----:|------|
+| Four-day week | low | **some** |
+| Status quo | none | none |
+"""
+LISTS = """\
+# Plan
+
+* first point, with `code`
+* second point
+  - a nested point
+
+1. step one
+2. step two
+"""
+
+
+# ---- length ---------------------------------------------------------------------------------
+
+
+def test_table_words_are_counted_without_pipes_rules_or_emphasis():
+    doc = Document.of(TABLE)
+    # the cells' words only: Option Cost Risk Four-day week low some Status quo none none
+    assert doc.words == 11
+    assert len(TABLE.split()) == 24  # what a plain split counts: pipes and rules as words
+    assert doc.tables == 1
+
+
+def test_list_and_heading_words_are_counted_without_markers():
+    doc = Document.of(LISTS)
+    # Plan | first point, with code | second point | a nested point | step one | step two
+    assert doc.words == 1 + 4 + 2 + 3 + 2 + 2
+    assert (doc.bullet_items, doc.numbered_items, doc.headings) == (3, 2, 1)
+
+
+def test_about_an_amount_passes_within_fifteen_percent():
+    words = " ".join(["word"] * 88)
+    result = check(words, about(90))
+    assert result is not None and result.passed and result.line() == "✓ about 90 words (88)"
+    too_long = check(" ".join(["word"] * 131), about(90))
+    assert too_long is not None and not too_long.passed
+    assert too_long.line() == "✗ about 90 words (131)"
+    assert too_long.shortfall == "41 words over (±15 % is 77 to 103 words)"
+    assert not check(" ".join(["word"] * 70), about(90)).passed  # type: ignore[union-attr]
+
+
+def test_a_plain_number_is_a_hard_limit():
+    limit = wish("shorter", amount=Amount(kind="limit", value=150), quote="under 150 words")
+    assert check(" ".join(["w"] * 20), limit).passed  # type: ignore[union-attr]
+    over = check(" ".join(["w"] * 151), limit)
+    assert over is not None and not over.passed and over.wish == "under 150 words"
+
+
+def test_a_share_is_measured_against_the_output_it_was_asked_on():
+    half = wish("shorter", amount=Amount(kind="share", value=0.5, of_words=240), quote="half")
+    assert check(" ".join(["w"] * 118), half).passed  # type: ignore[union-attr]
+    result = check(" ".join(["w"] * 200), half)
+    assert result is not None and not result.passed and result.wish == "about 120 words"
+
+
+def test_shorter_without_an_amount_means_shorter_than_before():
+    shorter = wish("shorter", made_on_words=130, quote="shorter")
+    assert check(" ".join(["w"] * 104), shorter).passed  # type: ignore[union-attr]
+    same = check(" ".join(["w"] * 131), shorter)
+    assert same is not None and not same.passed and same.line() == "✗ shorter than 130 words (131)"
+    longer = wish("longer", made_on_words=50)
+    assert not check(" ".join(["w"] * 50), longer).passed  # type: ignore[union-attr]
+
+
+def test_a_count_of_sentences_is_a_most():
+    two = wish("shorter", amount=Amount(kind="count", value=2, unit="sentences"))
+    assert check("One thing. Another thing.", two).passed  # type: ignore[union-attr]
+    assert not check("One. Two. Three.", two).passed  # type: ignore[union-attr]
+
+
+# ---- forms ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("family", "present", "absent"),
+    [
+        ("table", TABLE, LISTS),
+        ("bullets", LISTS, TABLE),
+        ("numbered", LISTS, TABLE),
+        ("headings", LISTS, TABLE),
+        ("code_block", "Run:\n\n```sh\nmake test\n```\n", "Run `make test` (inline code only)."),
+    ],
+)
+def test_each_form_present_or_absent(family: str, present: str, absent: str):
+    assert check(present, wish(family)).passed  # type: ignore[union-attr]
+    missing = check(absent, wish(family))
+    assert missing is not None and not missing.passed and missing.measure == "none found"
+    assert check(absent, wish(family, "remove")).passed  # type: ignore[union-attr]
+    found = check(present, wish(family, "remove"))
+    assert found is not None and not found.passed and found.measure.endswith("found")
+
+
+def test_indented_code_counts_as_a_code_block_and_a_pipe_in_prose_is_no_table():
+    assert Document.of("Intro.\n\n    make test\n").code_blocks == 1
+    assert Document.of("Choose A | B, whichever is cheaper.").tables == 0
+
+
+def test_a_count_of_bullets_is_the_number_of_items():
+    three = wish("bullets", amount=Amount(kind="count", value=3, unit="bullets"))
+    result = check(LISTS, three)
+    assert result is not None and result.passed and result.wish == "three bullets"
+    assert not check("- one\n- two\n", three).passed  # type: ignore[union-attr]
+
+
+def test_prose_means_neither_lists_nor_tables():
+    assert check("Two paragraphs.\n\nOf prose.", wish("prose")).passed  # type: ignore[union-attr]
+    result = check(LISTS, wish("prose"))
+    assert result is not None and not result.passed and result.measure == "5 list items"
+    assert check(TABLE, wish("prose")).measure == "one table"  # type: ignore[union-attr]
+
+
+# ---- language, summary, recommendation, examples, hedging, banned phrases ---------------------
+
+
+def test_language_is_told_by_the_readers_detector():
+    german = "Die Viertagewoche lohnt sich für kleine Teams, wenn man sie sorgfältig misst."
+    assert check(german, wish("language", detail="German")).passed  # type: ignore[union-attr]
+    english = check(answer("A"), wish("language", detail="German"))
+    assert english is not None and english.line() == "✗ in German (English)"
+
+
+def test_summary_at_the_end():
+    ends = "The detail comes first.\n\nIn short: try it for a quarter."
+    assert check(ends, wish("summary_at_end")).passed  # type: ignore[union-attr]
+    under = "Body text.\n\n## Summary\n\nTry it for a quarter and measure."
+    assert check(under, wish("summary_at_end")).passed  # type: ignore[union-attr]
+    assert not check("Summary: first.\n\nThen detail.", wish("summary_at_end")).passed  # type: ignore[union-attr]
+
+
+def test_recommendation_in_the_first_sentence():
+    first = "## Answer\n\nI recommend a four-day trial. The reasons follow."
+    assert check(first, wish("conclusion_first")).passed  # type: ignore[union-attr]
+    late = "There are many factors. In the end I recommend it."
+    result = check(late, wish("conclusion_first"))
+    assert result is not None and not result.passed
+    assert result.measure == "not in the first sentence"
+
+
+def test_number_of_examples():
+    two = wish("example", amount=Amount(kind="count", value=2, unit="examples"))
+    text = "For example, a team of five. For instance, a team of ten."
+    result = check(text, two)
+    assert result is not None and result.passed and result.line() == "✓ two examples (2)"
+    assert not check("For example, one.", two).passed  # type: ignore[union-attr]
+    assert check("For example, one.", wish("example")).passed  # type: ignore[union-attr]
+    assert not check("For example, one.", wish("example", "remove")).passed  # type: ignore[union-attr]
+
+
+def test_hedging_is_found_and_counted():
+    text = "The evidence is mixed. Perhaps try it; the evidence is mixed, after all."
+    result = check(text, wish("direct"))
+    assert result is not None and not result.passed
+    assert result.measure == "'the evidence is mixed' \u00d72, 'perhaps'"
+    assert check("Do it. It pays off within a quarter.", wish("direct")).passed  # type: ignore[union-attr]
+
+
+def test_quoted_phrases_are_banned():
+    assert banned_phrases("Fine, but no 'worth noting' and stop saying “to be fair”.") == [
+        "worth noting",
+        "to be fair",
+    ]
+    assert banned_phrases("I liked the 'quick win' part.") == []
+    banned = wish("banned", "remove", detail="worth noting")
+    result = check("It is worth  noting that Worth noting is banned.", banned)
+    assert result is not None and not result.passed and result.measure == "found \u00d72"
+
+
+def test_families_without_a_measurable_form_have_no_check_and_say_why():
+    for family in FAMILIES:
+        assert (family in checks.CHECKED) != (family in checks.UNCHECKABLE), family
+        if family in checks.UNCHECKABLE:
+            assert check("Some text.", wish(family)) is None
+    assert check("Some text.", wish("bullets", "less")) is None  # softened: no firm measure
+
+
+# ---- real outputs of the example session's agents --------------------------------------------
+
+
+def test_the_analysts_long_answer_fails_a_short_length_and_shows_hedging():
+    text = answer("A")
+    results = check_all(text, [about(90), wish("direct"), wish("table", "remove")])
+    length, hedging, no_table = results
+    assert not length.passed and length.value == Document.of(text).words > 300
+    assert not hedging.passed and "'it is worth noting'" in hedging.measure
+    assert no_table.passed
+    assert checklist(results).startswith(
+        f"✗ about 90 words ({int(length.value or 0)}) · ✗ no hedging"
+    )
+
+
+def test_the_offline_models_table_and_bullets_are_seen_and_counted_without_markup():
+    table = answer("A", FAMILIES["table"].instruction or "")
+    doc = Document.of(table)
+    assert doc.tables == 1 and doc.words < len(table.split())  # pipes were not words
+    assert check(table, wish("table")).passed  # type: ignore[union-attr]
+    bullets = answer("B", "Use bullet points, not paragraphs. Keep answers brief.")
+    assert Document.of(bullets).bullet_items >= 3
+    assert not check(bullets, wish("prose")).passed  # type: ignore[union-attr]
+
+
+def test_the_coachs_answer_with_the_recommendation_and_summary_instructions_passes():
+    text = answer(
+        "B",
+        "Lead with the recommendation or answer, then give the reasoning. End with a summary "
+        "of the key points and next steps. Illustrate each main point with a concrete example.",
+        question=1,
+    )
+    results = check_all(text, [wish("conclusion_first"), wish("summary_at_end"), wish("example")])
+    assert [r.passed for r in results] == [True, True, True], checklist(results)
+
+
+def test_an_amount_the_model_overshoots_fails_and_says_by_how_much():
+    text = answer("A", "Keep answers to about 100 words.", question=2)
+    result = check(text, about(100))
+    assert result is not None and not result.passed
+    assert result.value == Document.of(text).words > 115
+    assert (
+        result.shortfall == f"{Document.of(text).words - 100} words over (±15 % is 85 to 115 words)"
+    )
+
+
+# ---- active wishes ---------------------------------------------------------------------------
+
+
+def _wished(family: str, quote: str, amount: Amount | None = None, **rest: object) -> Wish:
+    return Wish(family=family, aspect="x", quote=quote, confidence=0.9, amount=amount, **rest)  # type: ignore[arg-type]
+
+
+def test_fold_keeps_amounts_replaces_them_and_takes_back():
+    first = fold(
+        [],
+        wished=[
+            _wished("shorter", "about 100 words", Amount(kind="limit", value=100)),
+            _wished("table", "a table"),
+            _wished("direct", "no hedging"),
+            _wished("warmer", "warmer"),  # no measurable form: not checked
+        ],
+        approved=[],
+        taken_back=[],
+        asked_for=["shorter", "table", "direct", "warmer"],
+        comment="About 100 words, a table, no hedging, and no 'worth noting'.",
+        cycle=1,
+        words=400,
+    )
+    assert [(w.family, w.action, w.cycle) for w in first] == [
+        ("shorter", "add", 1),
+        ("table", "add", 1),
+        ("direct", "add", 1),
+        ("banned", "remove", 1),
+    ]
+    second = fold(
+        first,
+        wished=[_wished("shorter", "shorter still")],
+        approved=[
+            FeedbackAspect(aspect="format", sentiment="positive", confidence=1, want="table")
+        ],
+        taken_back=[_wished("table", "drop the table", action="remove")],
+        asked_for=["shorter", "direct"],
+        comment="Shorter still, and drop the table.",
+        cycle=2,
+        words=131,
+    )
+    by_family = {w.family: w for w in second}
+    assert by_family["shorter"].amount is None and by_family["shorter"].made_on_words == 131
+    assert by_family["table"].action == "remove"  # its absence is checked from now on
+    assert by_family["banned"].detail == "worth noting"
+    # a contrary wish the keep-list took on drops the form it reverses
+    third = fold(
+        second,
+        wished=[_wished("prose", "in paragraphs")],
+        approved=[],
+        taken_back=[],
+        asked_for=["shorter", "direct", "prose"],
+        comment="Write it in paragraphs.",
+        cycle=3,
+        words=100,
+    )
+    assert {w.family for w in third} == {"shorter", "direct", "table", "banned", "prose"}
+
+
+def test_any_output_checks_within_bounds():
+    """Outputs full of what the checks count (a hundred hedges, a banned phrase everywhere,
+    deep nesting, a long first sentence) give results within their bounds: they cross
+    Temporal, and an unbounded one would fail the agent's activity."""
+    every_hedge = json.loads(checks.CUES_FILE.read_text())["hedges"]
+    hedges = " ".join(f"{h.capitalize()}, {n}." for n in range(20) for h in every_hedge)
+    nested = "\n".join("  " * n + "- item" for n in range(60))
+    long_first = "This sentence goes on " + "and on " * 400 + "without a recommendation."
+    wishes = [
+        wish("direct"),
+        wish("banned", "remove", detail="it seems"),
+        wish("conclusion_first"),
+        wish("bullets", "remove"),
+        wish("language", detail="German"),
+        about(90),
+    ]
+    for text in (hedges, nested, long_first, "", "|||\n|-|\n" * 50):
+        for result in check_all(text, wishes):
+            for said in (result.wish, result.measure, result.shortfall or ""):
+                assert len(said) <= 160
+
+
+def test_the_checklist_says_what_became_of_a_revision():
+    results = check_all("| a | b |\n|---|---|\n| c | d |\n", [wish("table"), wish("direct")])
+    assert OutputChecks(checks=results).line() == "✓ a table · ✓ no hedging"
+    revised = OutputChecks(checks=results, tries=2, revised=True).line()
+    assert revised == "✓ a table · ✓ no hedging · revised once in the cycle"
+    kept = OutputChecks(checks=results, tries=2).line()
+    assert kept.endswith("a revision was tried and did no better")

@@ -1,0 +1,91 @@
+"""The wishes a lineage checks every output against: asked for and not taken back.
+
+After each cycle step the active wishes are folded from the ones before and what the comment
+asked: a wish asked again replaces the older one of its family (a new amount wins; "shorter"
+without one means shorter than the output it was asked on), a take-back removes it — and for a
+form ("drop the table") leaves its absence to check — and a phrase quoted to ban ("no 'worth
+noting'") is checked from then on. A wish for a form stays active exactly while its family is
+on the trainer's keep-list (``asked_for``), so the checks and the guard against changes that
+break a wish agree.
+"""
+
+from __future__ import annotations
+
+from domain.checks import MAX_ACTIVE_WISHES, MAX_WISH_QUOTE_CHARS, ActiveWish
+from domain.trainer import FeedbackAspect
+from trainer.checks import CHECKED, FORMS, banned_phrases
+from trainer.reading.wish import Wish
+
+# a take-back of one of these leaves its absence to check ("drop the table": no table)
+ABSENCE_CHECKED = frozenset({*FORMS, "example", "summary_at_end"})
+MAX_BANNED = 8  # phrases banned at once: the latest stay
+
+
+def fold(
+    before: list[ActiveWish],
+    *,
+    wished: list[Wish],
+    approved: list[FeedbackAspect],
+    taken_back: list[Wish],
+    asked_for: list[str],
+    comment: str | None,
+    cycle: int,
+    words: int | None,
+) -> list[ActiveWish]:
+    """The active wishes after a step (see the module's doc), at most ``MAX_ACTIVE_WISHES``."""
+    active = {w.key: w for w in before}
+    for wish in taken_back:
+        for key in [k for k in active if k[0] == wish.family]:
+            del active[key]
+        if wish.family in ABSENCE_CHECKED:
+            absent = _wish(wish.family, "remove", None, None, wish.quote, cycle, words)
+            active[absent.key] = absent
+    for wish in wished:
+        if wish.weak or wish.family not in CHECKED:
+            continue
+        if wish.action == "less":
+            active.pop((wish.family, ""), None)
+            continue
+        if wish.action == "remove":
+            continue  # a take-back: above
+        detail = wish.detail if wish.family == "language" else None
+        new = _wish(wish.family, "add", wish.amount, detail, wish.quote, cycle, words)
+        active[new.key] = new
+    for aspect in approved:
+        family = aspect.want or ""
+        if family in CHECKED and family not in ("shorter", "longer") and (family, "") not in active:
+            # praise of a form that is there: keep checking it is ("the table works")
+            detail = aspect.detail if family == "language" else None
+            kept = _wish(family, "add", aspect.amount, detail, aspect.quote or "", cycle, words)
+            active[kept.key] = kept
+    for phrase in banned_phrases(comment):
+        banned = _wish("banned", "remove", None, phrase, f"no {phrase!r}", cycle, words)
+        active.pop(banned.key, None)
+        active[banned.key] = banned  # the latest last
+    kept_wishes = [w for w in active.values() if w.action == "remove" or w.family in asked_for]
+    banned_now = [w for w in kept_wishes if w.family == "banned"]
+    for old in banned_now[:-MAX_BANNED]:
+        kept_wishes.remove(old)
+    return kept_wishes[-MAX_ACTIVE_WISHES:]
+
+
+def _wish(
+    family: str,
+    action: str,
+    amount: object,
+    detail: str | None,
+    quote: str,
+    cycle: int,
+    words: int | None,
+) -> ActiveWish:
+    return ActiveWish.model_validate(
+        {
+            "family": family,
+            "action": action,
+            "amount": amount,
+            "detail": detail[:120] if detail else None,
+            "quote": quote[:MAX_WISH_QUOTE_CHARS],
+            "cycle": cycle,
+            "made_on_words": words,
+        }
+    )

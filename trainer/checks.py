@@ -1,0 +1,573 @@
+"""Wishes as checks: every wish family with a measurable form, checked on an output.
+
+Each check is a pure function of an output (parsed once, as Markdown) and an active wish with
+its amount (``domain.checks.ActiveWish``); it answers pass or fail with what it measured
+(``domain.checks.CheckResult``). ``check`` checks one wish, ``check_all`` a lineage's wishes.
+
+What is measured, and how:
+
+- **length** (``shorter``, ``longer``): words of the text a reader reads, Markdown markup
+  ignored (table pipes and rules, bullets, numbers of a list, heading marks, emphasis, fences):
+  markdown-it parses the output and only its text and code count; a token is a word when it has
+  a letter or a digit. An amount said approximately ("about 90 words") passes within ±15 %; a
+  plain number ("under 150 words", "150 words max") is a hard limit; a share ("about half") is
+  made absolute against the output it was asked on, ±15 %; a count of sentences or paragraphs
+  is a most; with no amount, ``shorter`` passes when the output is shorter than the output the
+  wish was made on (``longer``: longer).
+- **form** (``table``, ``bullets``, ``numbered``, ``headings``, ``code_block``): present, or
+  absent for a wish that removes it; a count of bullets is the number of items. ``prose``:
+  neither lists nor tables.
+- **language**: the language detector the reader already uses (lingua, over the same
+  languages), on the output's text.
+- **summary at the end** (heuristic): the last block of text opens with a summary cue
+  ("Summary", "In short", "Overall", "To sum up"…), or sits under a heading that names one.
+- **recommendation first** (heuristic): the first sentence of the first block of text (headings
+  skipped) holds a recommending cue ("recommend", "should", "go with", "Recommendation:"…).
+- **examples**: how many example cues ("for example", "for instance", "e.g."…) the text has,
+  against the count asked for (at least one when none is said; none for a removal).
+- **no hedging** (``direct``): no hedge phrase ("the evidence is mixed", "perhaps"…).
+- **banned phrases** (``banned``): a phrase the reviewer quoted to ban ("no 'worth noting'")
+  does not occur, case and spacing aside.
+
+The cue words are data (``trainer/check_cues.json``). Families with no measurable form (tone,
+audience, sources, accuracy, focus, tools…) have no check: ``UNCHECKABLE`` says why.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from lingua import Language, LanguageDetectorBuilder
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from domain.checks import MAX_CHECK_TEXT_CHARS, ActiveWish, CheckResult
+from trainer.reading import comment_languages
+
+CUES_FILE = Path(__file__).parent / "check_cues.json"
+TIMES = "\u00d7"
+TOLERANCE = 0.15  # an approximate amount passes within ±15 %
+LANGUAGE_SAMPLE_CHARS = 1_000  # the detector reads this much of the text: enough, and fast
+FORMS = {
+    "table": ("a table", "no table"),
+    "bullets": ("bullets", "no bullets"),
+    "numbered": ("numbered steps", "no numbered list"),
+    "headings": ("headings", "no headings"),
+    "code_block": ("a code block", "no code block"),
+}
+# Why a family has no check: what it asks for is a judgement no count settles
+UNCHECKABLE = {
+    "casual": "tone has no measurable form",
+    "formal": "tone has no measurable form",
+    "warmer": "tone has no measurable form",
+    "hedge": "saying where it is unsure is a judgement, not a count",
+    "cite_sources": "whether claims carry sources needs the sources",
+    "no_fabrication": "whether a claim is invented needs the facts",
+    "proofread": "spelling and grammar need a proofreader",
+    "simpler": "how plain the language is is a judgement",
+    "technical": "how expert the register is is a judgement",
+    "steadier": "staying on topic is a judgement",
+    "creative": "freshness is a judgement",
+    "check_step": "a checking pass happens before the output, not in it",
+    "focus": "the topic is a judgement",
+    "preserve": "what later steps keep needs the earlier steps",
+    "key_points": "which points are key is a judgement",
+    "tool_use": "tool use is in the trace, not the output",
+    "custom": "a free-form request has no fixed measure",
+}
+_NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+# ---- the output, parsed once ------------------------------------------------------------------
+
+
+@dataclass
+class Block:
+    kind: str  # heading, paragraph, item (of a list), cell (of a table), code
+    text: str
+    under: str = ""  # the text of the heading it sits under
+
+
+@dataclass
+class Document:
+    """What the checks measure of an output: its text without markup, block by block."""
+
+    text: str
+    blocks: list[Block] = field(default_factory=list)
+    words: int = 0
+    tables: int = 0
+    bullet_items: int = 0
+    numbered_items: int = 0
+    headings: int = 0
+    code_blocks: int = 0
+
+    @classmethod
+    def of(cls, output: str) -> Document:
+        doc = cls(text=output)
+        kinds: list[str] = []  # the enclosing blocks, innermost last
+        heading, opener = "", ""
+        for token in _markdown().parse(output):
+            kind = token.type
+            if kind == "table_open":
+                doc.tables += 1
+            elif kind in ("bullet_list_open", "ordered_list_open"):
+                kinds.append(kind)
+            elif kind in ("bullet_list_close", "ordered_list_close"):
+                kinds.pop()
+            elif kind == "list_item_open":
+                if kinds and kinds[-1] == "ordered_list_open":
+                    doc.numbered_items += 1
+                else:
+                    doc.bullet_items += 1
+            elif kind == "heading_open":
+                doc.headings += 1
+            elif kind in ("fence", "code_block"):
+                doc.code_blocks += 1
+                doc.blocks.append(Block("code", token.content, heading))
+            elif kind == "inline":
+                text = _inline_text(token)
+                block = _OPENED.get(opener) or ("item" if kinds else "paragraph")
+                if block == "heading":
+                    heading = text
+                doc.blocks.append(Block(block, text, heading))
+            opener = kind
+        doc.words = sum(_count_words(b.text) for b in doc.blocks)
+        return doc
+
+    @property
+    def prose(self) -> list[Block]:
+        """Blocks of running text (paragraphs and list items), in order."""
+        return [b for b in self.blocks if b.kind in ("paragraph", "item", "cell") and b.text]
+
+    def plain(self) -> str:
+        return "\n".join(b.text for b in self.blocks)
+
+
+@lru_cache(maxsize=1)
+def _markdown() -> MarkdownIt:
+    # CommonMark and GitHub tables, raw HTML off: the same parser the review page renders with
+    return MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
+def _inline_text(token: Token) -> str:
+    parts: list[str] = []
+    for child in token.children or []:
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+    return "".join(parts).strip()
+
+
+# where an inline token sits, from the token that opens it (markdown-it's tokens are flat)
+_OPENED = {"heading_open": "heading", "th_open": "cell", "td_open": "cell"}
+
+
+_WORD = re.compile(r"\S*[^\W_]\S*")
+
+
+def _count_words(text: str) -> int:
+    return len(_WORD.findall(text))
+
+
+# ---- cues (data) ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cues:
+    approximate: re.Pattern[str]
+    recommendation: re.Pattern[str]
+    summary: re.Pattern[str]
+    example: re.Pattern[str]
+    hedges: re.Pattern[str]
+    ban: re.Pattern[str]
+    # a one-line example of the wanted form, by family (trainer/check_levers.py)
+    form_examples: dict[str, str]
+
+
+@lru_cache(maxsize=1)
+def cues() -> Cues:
+    data = json.loads(CUES_FILE.read_text(encoding="utf-8"))
+    missing = {"approximate", "recommendation", "summary", "example", "hedges", "ban_frames"} - set(
+        data
+    )
+    if missing:
+        raise ValueError(f"{CUES_FILE}: missing {sorted(missing)}")
+    opening, closing = "[\"'\u201c\u2018]", "[\"'\u201d\u2019]"
+    return Cues(
+        approximate=_phrases(data["approximate"]),
+        recommendation=_phrases(data["recommendation"]),
+        summary=_phrases(data["summary"]),
+        example=_phrases(data["example"]),
+        hedges=_phrases(data["hedges"]),
+        ban=re.compile(
+            rf"(?<![\w'\u2019])(?:{_alternation(data['ban_frames'])})\s+(?:more\s+)?"
+            rf"(?:(?:the|that|this|any)\s+)?(?:(?:phrase|phrases|words?|expression|line|saying)"
+            rf"\s+)?(?:of\s+)?{opening}(?P<phrase>[^\"'\u201d\u2019]{{2,60}}?){closing}",
+            re.I,
+        ),
+        form_examples={
+            family: line
+            for family, line in data.get("form_examples", {}).items()
+            if family != "comment"
+        },
+    )
+
+
+def _alternation(phrases: list[str]) -> str:
+    return "|".join(re.escape(p) for p in sorted(phrases, key=len, reverse=True))
+
+
+def _phrases(phrases: list[str]) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w])(?:{_alternation(phrases)})(?![\w])", re.I)
+
+
+def banned_phrases(comment: str | None) -> list[str]:
+    """The phrases a comment quotes to ban ("no 'worth noting'", "stop saying "to be fair""),
+    lowercased, each once, in order."""
+    if not comment:
+        return []
+    found = [" ".join(m.group("phrase").split()).lower() for m in cues().ban.finditer(comment)]
+    return list(dict.fromkeys(p for p in found if p))
+
+
+# ---- the checks -------------------------------------------------------------------------------
+
+
+def check_all(output: str, wishes: list[ActiveWish]) -> list[CheckResult]:
+    """Every checkable wish checked on ``output`` (parsed once), in the wishes' order."""
+    if not wishes:
+        return []
+    doc = Document.of(output)
+    return [r for w in wishes if (r := check(doc, w)) is not None]
+
+
+def check(output: str | Document, wish: ActiveWish) -> CheckResult | None:
+    """One wish checked on one output; None for a wish with no measurable form (``UNCHECKABLE``
+    says why) or an amount the check cannot measure."""
+    doc = output if isinstance(output, Document) else Document.of(output)
+    family = wish.family
+    if wish.action == "less":
+        return None  # softened: no longer a firm wish with a measure
+    if family in ("shorter", "longer"):
+        return _length(doc, wish) if wish.action != "remove" else None
+    if family in FORMS:
+        return _form(doc, wish)
+    if family == "prose":
+        return _prose(doc, wish)
+    if family == "language":
+        return _language(doc, wish)
+    if family == "summary_at_end":
+        return _summary(doc, wish)
+    if family == "conclusion_first":
+        return _recommendation(doc, wish)
+    if family == "example":
+        return _examples(doc, wish)
+    if family == "direct":
+        return _hedging(doc, wish)
+    if family == "banned":
+        return _banned(doc, wish)
+    return None
+
+
+def checkable(wish: ActiveWish) -> bool:
+    return wish.family in CHECKED and wish.action != "less"
+
+
+CHECKED = frozenset(
+    {"shorter", "longer", *FORMS, "prose", "language", "summary_at_end", "conclusion_first"}
+    | {"example", "direct", "banned"}
+)
+
+
+def _result(
+    wish: ActiveWish,
+    said: str,
+    passed: bool,
+    measure: str = "",
+    shortfall: str | None = None,
+    **rest: object,
+) -> CheckResult:
+    """A check's result, every text cut to its bound (it crosses Temporal)."""
+    return CheckResult(
+        family=wish.family,
+        wish=_cut(said),
+        passed=passed,
+        measure=_cut(measure),
+        shortfall=_cut(shortfall) if shortfall else None,
+        cycle=wish.cycle,
+        **rest,  # type: ignore[arg-type]
+    )
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_CHECK_TEXT_CHARS else text[: MAX_CHECK_TEXT_CHARS - 1] + "…"
+
+
+def _length(doc: Document, wish: ActiveWish) -> CheckResult | None:
+    words = doc.words
+    amount = wish.amount
+    if amount is not None and amount.kind == "count" and amount.unit in ("sentences", "paragraphs"):
+        counted = _sentences(doc) if amount.unit == "sentences" else len(doc.prose)
+        limit = int(amount.value)
+        return _result(
+            wish,
+            f"at most {amount.says()}",
+            counted <= limit,
+            str(counted),
+            value=counted,
+            target=limit,
+            shortfall=None if counted <= limit else f"{counted - limit} {amount.unit} too many",
+        )
+    target = amount.target_words() if amount is not None else None
+    if target is not None and amount is not None:
+        approximate = amount.kind == "share" or _approximate(wish.quote, target)
+        if approximate:
+            # whole words: 90 ± 15 % is 77 to 103
+            low = math.ceil(round(target * (1 - TOLERANCE), 6))
+            high = math.floor(round(target * (1 + TOLERANCE), 6))
+            passed = low <= words <= high
+            off = words - target
+            return _result(
+                wish,
+                f"about {target} words",
+                passed,
+                str(words),
+                value=words,
+                target=target,
+                shortfall=None
+                if passed
+                else f"{abs(off)} words {'over' if off > 0 else 'under'} (±15 % is "
+                f"{low} to {high} words)",
+            )
+        return _result(
+            wish,
+            f"under {target} words",
+            words <= target,
+            str(words),
+            value=words,
+            target=target,
+            shortfall=None if words <= target else f"{words - target} words over the limit",
+        )
+    if wish.made_on_words:
+        before = wish.made_on_words
+        if wish.family == "shorter":
+            passed = words < before
+            return _result(
+                wish,
+                f"shorter than {before} words",
+                passed,
+                str(words),
+                value=words,
+                target=before,
+                shortfall=None if passed else f"{words - before + 1} words too long",
+            )
+        passed = words > before
+        return _result(
+            wish,
+            f"longer than {before} words",
+            passed,
+            str(words),
+            value=words,
+            target=before,
+            shortfall=None if passed else f"{before - words + 1} words too short",
+        )
+    return None
+
+
+def _approximate(quote: str, target: int) -> bool:
+    """The amount was said approximately: an approximating word near its number in the quote
+    ("about 90 words", "90-ish words"); a bare number is a limit."""
+    del target
+    return bool(cues().approximate.search(quote))
+
+
+def _sentences(doc: Document) -> int:
+    return sum(len(_split_sentences(b.text)) for b in doc.prose)
+
+
+_SENTENCE_END = re.compile('(?<=[.!?])["\u201d\u2019)]*\\s+(?=["\u201c(]*[A-Z0-9])')
+
+
+def _split_sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+
+
+def _form(doc: Document, wish: ActiveWish) -> CheckResult:
+    present, absent = FORMS[wish.family]
+    found = {
+        "table": doc.tables,
+        "bullets": doc.bullet_items,
+        "numbered": doc.numbered_items,
+        "headings": doc.headings,
+        "code_block": doc.code_blocks,
+    }[wish.family]
+    if wish.action == "remove":
+        return _result(wish, absent, found == 0, _found(found) if found else "", value=found)
+    amount = wish.amount
+    if wish.family == "bullets" and amount is not None and amount.kind == "count":
+        wanted = int(amount.value)
+        return _result(
+            wish,
+            amount.says(),
+            found == wanted,
+            str(found),
+            value=found,
+            target=wanted,
+            shortfall=None if found == wanted else f"{found} bullets for {wanted}",
+        )
+    return _result(
+        wish,
+        present,
+        found > 0,
+        "" if found else "none found",
+        value=found,
+        shortfall=None if found else f"{present}: none found",
+    )
+
+
+def _found(count: int) -> str:
+    return f"{_NUMBER_WORDS.get(count, str(count))} found"
+
+
+def _prose(doc: Document, wish: ActiveWish) -> CheckResult:
+    lists = doc.bullet_items + doc.numbered_items
+    what = [f"{lists} list items"] if lists else []
+    what += [f"{_plural(doc.tables, 'table')}"] if doc.tables else []
+    if wish.action == "remove":  # prose taken back: nothing to check
+        return _result(wish, "lists or tables allowed", True)
+    return _result(
+        wish,
+        "prose, no lists",
+        not what,
+        ", ".join(what),
+        value=lists + doc.tables,
+        shortfall=None if not what else f"found {' and '.join(what)}",
+    )
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{_NUMBER_WORDS.get(count, str(count))} {noun}{'' if count == 1 else 's'}"
+
+
+@lru_cache(maxsize=1)
+def _detector():  # type: ignore[no-untyped-def]
+    # the reader's languages, so a comment and an output are told apart alike
+    return LanguageDetectorBuilder.from_languages(*comment_languages.DETECTED).build()
+
+
+def language_of(text: str) -> str | None:
+    """The language ``text`` is written in, by its English name, or None when no telling."""
+    sample = text[:LANGUAGE_SAMPLE_CHARS]
+    found: Language | None = _detector().detect_language_of(sample) if sample.strip() else None
+    if found is None:
+        return None
+    return found.name.capitalize().replace("Bokmal", "Norwegian")
+
+
+def _language(doc: Document, wish: ActiveWish) -> CheckResult | None:
+    wanted = (wish.detail or "").strip()
+    if not wanted or wish.action == "remove":
+        return None
+    found = language_of(doc.plain()) or "no language told"
+    passed = found.lower() == wanted.lower()
+    return _result(
+        wish,
+        f"in {wanted}",
+        passed,
+        "" if passed else found,
+        shortfall=None if passed else f"written in {found}",
+    )
+
+
+def _summary(doc: Document, wish: ActiveWish) -> CheckResult:
+    blocks = [b for b in doc.blocks if b.kind != "code" and b.text]
+    last = blocks[-1] if blocks else None
+    found = last is not None and (
+        bool(cues().summary.match(last.text.lstrip("*_ ")))
+        or (last.kind != "heading" and bool(cues().summary.search(last.under)))
+    )
+    if wish.action == "remove":
+        return _result(wish, "no closing summary", not found, "one found" if found else "")
+    return _result(
+        wish,
+        "summary at the end",
+        found,
+        "" if found else "not found",
+        shortfall=None if found else "the last paragraph is not a summary",
+    )
+
+
+def _recommendation(doc: Document, wish: ActiveWish) -> CheckResult:
+    first = next((b for b in doc.blocks if b.kind not in ("heading", "code") and b.text), None)
+    sentence = _split_sentences(first.text)[0] if first else ""
+    found = bool(cues().recommendation.search(sentence))
+    return _result(
+        wish,
+        "recommendation first",
+        found,
+        "" if found else "not in the first sentence",
+        shortfall=None if found else f"the first sentence recommends nothing: {sentence[:80]!r}",
+    )
+
+
+def _examples(doc: Document, wish: ActiveWish) -> CheckResult:
+    found = len(cues().example.findall(doc.plain()))
+    if wish.action == "remove":
+        return _result(wish, "no example", found == 0, _found(found) if found else "", value=found)
+    amount = wish.amount
+    wanted = int(amount.value) if amount is not None and amount.kind == "count" else 1
+    said = amount.says() if amount is not None and amount.kind == "count" else "an example"
+    exact = amount is not None and amount.kind == "count"
+    passed = found == wanted if exact else found >= wanted
+    return _result(
+        wish,
+        said,
+        passed,
+        str(found),
+        value=found,
+        target=wanted,
+        shortfall=None if passed else f"{found} examples for {wanted}",
+    )
+
+
+def _hedging(doc: Document, wish: ActiveWish) -> CheckResult | None:
+    if wish.action == "remove":
+        return None
+    hits = [m.group(0).lower() for m in cues().hedges.finditer(doc.plain())]
+    return _result(
+        wish,
+        "no hedging",
+        not hits,
+        _tally(hits),
+        value=len(hits),
+        shortfall=None if not hits else f"hedges to remove: {_tally(hits)}",
+    )
+
+
+def _banned(doc: Document, wish: ActiveWish) -> CheckResult | None:
+    phrase = " ".join((wish.detail or "").split()).lower()
+    if not phrase:
+        return None
+    text = " ".join(doc.text.split()).lower()
+    count = text.count(phrase)
+    return _result(
+        wish,
+        f"no {phrase!r}",
+        count == 0,
+        "" if count == 0 else f"found {TIMES}{count}",
+        value=count,
+        shortfall=None if count == 0 else f"{phrase!r} appears {count} times",
+    )
+
+
+def _tally(hits: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for hit in hits:
+        counts[hit] = counts.get(hit, 0) + 1
+    return ", ".join(f"{h!r}" + (f" {TIMES}{n}" if n > 1 else "") for h, n in counts.items())
