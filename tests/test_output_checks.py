@@ -212,8 +212,8 @@ async def test_persona_walk(client, store, settings, run_worker):
         for cycle, (value, comment) in enumerate(PERSONA, start=1):
             states[cycle] = await wait_for_state(handle, awaiting(cycle), timeout=60)
             answer = await score(handle, cycle, value, comment)
-            if cycle == 7:  # "longer" misread from a complaint of length: refused, said back
-                assert "kept 'About 90 words': you asked for it in cycle 1" in answer["reading"]
+            if cycle == 7:  # a complaint of length, read as one; the amount named stays (below)
+                assert answer["reading"].startswith("Read as: shorter"), answer["reading"]
         states[9] = await wait_for_state(handle, awaiting(9), timeout=60)
     checks = store.queries.output_checks(lineage)
     for cycle in range(2, 10):

@@ -76,7 +76,11 @@ async def test_sequences_through_the_workflows_answer_with_the_stores_agents(
         assert set(expected) == set(answer)
         for theirs, ours in zip(expected["steps"], answer["steps"], strict=True):
             assert set(theirs) | {"reading", "evolution", "agent_version"} == set(ours)
-            assert theirs["verdict"] == ours["verdict"]
+            # a lineage's verdict also cites what its output measured (the evaluation has no
+            # output): the reviewer's part is the same
+            assert ours["verdict"] == theirs["verdict"] or ours["verdict"].startswith(
+                f"{theirs['verdict']}; "
+            )
         assert json.dumps(answer["agent_after"]) == json.dumps(expected["agent_after"])
 
 

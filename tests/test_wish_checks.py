@@ -364,3 +364,13 @@ def test_the_checklist_says_what_became_of_a_revision():
     assert revised == "✓ a table · ✓ no hedging · revised once in the cycle"
     kept = OutputChecks(checks=results, tries=2).line()
     assert kept.endswith("a revision was tried and did no better")
+
+
+def test_every_form_example_opens_as_the_planner_recognises_it():
+    """The planner tells a form example from an instruction by its opening words: an example
+    that opened otherwise would be taken for a second instruction of its family."""
+    from trainer.check_levers import FORM_EXAMPLE
+    from trainer.checks import cues
+
+    assert cues().form_examples
+    assert all(line.startswith(FORM_EXAMPLE) for line in cues().form_examples.values())

@@ -80,6 +80,14 @@ def levers(
     return changes + examples
 
 
+FORM_EXAMPLE = "Like this:"  # how every form example of the data opens (checked at load)
+
+
+def is_form_example(segment: str) -> bool:
+    """Whether a prompt segment is a form example the levers wrote, not an instruction."""
+    return segment.startswith(FORM_EXAMPLE)
+
+
 def example_of(check: CheckResult) -> str | None:
     """The one-line example of the form ``check`` wants (None: the data has none)."""
     line = cues().form_examples.get(check.family)

@@ -32,6 +32,7 @@ from domain.trainer import (
     ScoreAnalysis,
 )
 from trainer import credit_assignment, history_check, instructions
+from trainer.check_levers import is_form_example
 from trainer.evolution import STRENGTHEN_REASON, EvolutionError, apply_changes
 from trainer.reading.wish import Wish
 
@@ -182,7 +183,9 @@ class _Proposal:
         # family; a wish it already carries, asked again, is made firmer by the cycle step
         # (``_strengthen``), never said a second time beside it.
         support = [
-            seg for seg in self.kept_segments if wish.family in credit_assignment.families_of(seg)
+            seg
+            for seg in self.kept_segments
+            if wish.family in credit_assignment.families_of(seg) and not is_form_example(seg)
         ]
         # the family's own instruction; a sentence that asks for more than it ("brief,
         # scannable analysis") stays as it is, beside it
@@ -222,6 +225,7 @@ class _Proposal:
                 ),
             )
             self.kept_segments[self.kept_segments.index(support[-1])] = text
+            self._drop_form_examples(wish)  # they showed the amount this one replaces
             return
         reason = f"feedback asked for {wish.family} ({wish.quote!r})"
         self.made_for(
@@ -236,6 +240,15 @@ class _Proposal:
                 confidence=wish.confidence,
             ),
         )
+
+    def _drop_form_examples(self, wish: Wish) -> None:
+        for seg in [
+            s
+            for s in self.kept_segments
+            if is_form_example(s) and wish.family in credit_assignment.families_of(s)
+        ]:
+            self.made_for(wish, _remove(seg, wish, "its amount changed", "example", 0.9))
+            self.kept_segments.remove(seg)
 
     def plan(self) -> EvolutionPlan:
         changes, wanted, analysis = self.changes, self.wanted, self.analysis
