@@ -247,3 +247,18 @@ def test_a_part_that_makes_the_answer_read_like_something_is_taken_out():
 
 def test_better_without_a_part_is_praise_not_a_new_request():
     assert wishes("Much better without the headings.") == set()
+
+
+def test_forgetting_what_one_said_about_a_part_takes_that_part_back():
+    from trainer.reward_analyzer import analyze
+
+    analysis = analyze(4, "Scratch what I said about the grid; running text suits the board.", [])
+    assert {(a.action, a.want) for a in analysis.aspects if a.want} == {
+        ("remove", "table"),
+        ("add", "prose"),
+    }
+    assert analysis.unsure == []  # a preference under a low score is not irony
+
+
+def test_ending_with_the_decisions_to_take_asks_for_a_closing_summary():
+    assert "summary_at_end" in wishes("Could it finish with the three actions we need to take?")

@@ -6,6 +6,7 @@ praise is recorded as a positive aspect so the planner keeps what the reviewer l
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from domain import wants
@@ -16,6 +17,7 @@ from trainer.reading.memory import ReadingMemory
 TREND_EPSILON = 0.5
 KEEP_SCORE = 8  # from this score, a comment that asks for nothing changes nothing
 IRONY_AT_MOST = 4  # praise under a score this low may be irony
+_PREFERS = re.compile(r"\b(?:reads?|works?|looks?|would be|is|are)\s+(?:much\s+|far\s+)?better\b")
 QUOTE_CHARS = 200
 Trend = Literal["improving", "stable", "declining"]
 
@@ -155,6 +157,8 @@ def _ironic(score: float, comment: str, reading: feedback_reader.Reading) -> Non
     for sentence in feedback_reader.sentences(comment):
         if sentence not in praising and feedback_reader.asks(sentence):
             continue
+        if _PREFERS.search(sentence.lower()):
+            continue  # "paragraphs read better": a preference, not irony
         lowered = sentence.lower()
         inside = [
             w

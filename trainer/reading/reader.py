@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from domain.change_families import contrary_of, opposite_of
+from domain.change_families import aspect_of, contrary_of, opposite_of
 from trainer.instructions import third_person
 from trainer.reading import comment_languages, cue_tables, languages, places, wish_actions
 from trainer.reading.cue_tables import Cue
@@ -429,7 +429,14 @@ def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> N
     undone = wish_actions.undo(sentence)
     if undone is not None:
         reading.wishes[first:] = [w for w in reading.wishes[first:] if w.action != "add"]
-        reading.wishes.append(replace(undone, aspect=_undone_aspect(sentence, reading)))
+        named = _about_family(sentence)
+        if named is not None:
+            # "forget what I said about the table": that family taken back, at any age
+            reading.wishes.append(
+                Wish(named, aspect_of(named), undone.quote, undone.confidence, action="remove")
+            )
+        else:
+            reading.wishes.append(replace(undone, aspect=_undone_aspect(sentence, reading)))
 
 
 _RESTORE = re.compile(
@@ -484,6 +491,15 @@ def _sized_part(reading: Reading, first: int) -> None:
     ]  # fmt: skip
     if parts and sized:
         reading.wishes = [w for w in reading.wishes if w not in sized]
+
+
+def _about_family(sentence: str) -> str | None:
+    """The one family a "what I said about …" phrase names by its noun ("the table"), if any."""
+    about = _ABOUT.search(sentence.lower())
+    if about is None:
+        return None
+    families = set(wish_actions.families_named(about.group("what")))
+    return families.pop() if len(families) == 1 else None
 
 
 def _undone_aspect(sentence: str, reading: Reading) -> str:

@@ -85,6 +85,12 @@ def action_cues() -> tuple[ActionCues, ...]:
     return tuple(found)
 
 
+def families_named(text: str) -> list[str]:
+    """The families ``text`` names by their nouns ("the table", "die Beispiele"), in order."""
+    lowered = text.lower()
+    return [family for cues in action_cues() for _, _, family in _family_nouns(lowered, cues)]
+
+
 def _family_nouns(text: str, cues: ActionCues) -> list[tuple[int, int, str]]:
     """(start, end, family) of every family noun in ``text``, in order."""
     hits = [
