@@ -68,7 +68,8 @@ _ASKING_BEFORE = re.compile(
 )
 _ASKING_AFTER = re.compile(r"^\s*,?\s*(?:please|only|speakers?|readers?|version|translation)\b")
 _REFUSED_BEFORE = re.compile(
-    r"(?:\bwhy\s+(?:\w+\s+){0,2}$|\b(?:nobody|no one|noone|few|hardly anyone|not everyone)\s+"
+    r"(?:\bwhy\s+(?:\w+\s+){0,2}$|\b(?:nobody|no one|noone|few|hardly anyone|hardly any|"
+    r"almost none|not everyone)\s+"
     r"(?:\w+\s+){0,3}$|\b(?:not|no|never|instead of|rather than|than)\s+(?:in\s+)?$"
     r"|(?:n't|\bnot|\bnever|\bno longer)\s+(?:\w+\s+){1,3}$)"
 )
@@ -115,7 +116,8 @@ def wanted_language(text: str) -> str | None:
 # "they don't read English well"
 _CANNOT_BEFORE = re.compile(
     r"\b(?:nobody|no one|noone|none of (?:them|us|the \w+)|few(?: of them| people)?|hardly "
-    r"anyone|not everyone|not all of them|(?:do|does|can|could)(?:n't| not)|cannot)\s+"
+    r"(?:anyone|any(?: of (?:them|us))?)|almost none(?: of them)?|not everyone|not all of them|"
+    r"(?:do|does|can|could)(?:n't| not)|cannot)\s+"
     r"(?:\w+\s+){0,2}(?:reads?|speaks?|understands?|knows?|is fluent in|are fluent in)\s+$"
 )
 
