@@ -118,7 +118,8 @@ _CANNOT_BEFORE = re.compile(
     r"\b(?:nobody|no one|noone|none of (?:them|us|the \w+)|few(?: of them| people)?|hardly "
     r"(?:anyone|any(?: of (?:them|us))?)|almost none(?: of them)?|not everyone|not all of them|"
     r"(?:do|does|can|could)(?:n't| not)|cannot)\s+"
-    r"(?:\w+\s+){0,2}(?:reads?|speaks?|understands?|knows?|is fluent in|are fluent in)\s+$"
+    r"(?:\w+\s+){0,2}(?:reads?|speaks?|understands?|knows?|(?:is|are) (?:fluent|comfortable|"
+    r"at home|confident) (?:in|with))\s+$"
 )
 
 
