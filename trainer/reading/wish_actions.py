@@ -272,7 +272,9 @@ _SHARE = [
                 r"|\bhalf (?:as long|the length|the size|as many words|of (?:the|its|"
                 r"that|this) length|of (?:it|this|that)\b)"
                 r"|\b(?:in|by) (?:about |roughly |around )?half\b"
-                r"|\b(?:cut|trim|shorten|reduce|chop)\w*\b[^.;]{0,20}\bhalf\b"), 0.5),
+                r"|\b(?:cut|trim|shorten|reduce|chop)\w*\b[^.;]{0,20}\bhalf\b"
+                r"|\b(?:get|bring|take)\w*(?: it| this| that)?(?: down)? to (?:about |roughly |"
+                r"around )?(?:a )?half\b"), 0.5),
 ]  # fmt: skip
 _NUMBER = {
     "one": 1, "a single": 1, "single": 1, "a": 1, "an": 1, "two": 2, "a couple of": 2,
@@ -312,6 +314,9 @@ _SHARE_ALONE = re.compile(
     r"|(?:^|[,;:!?.]\s*|\b(?:please|you|just|and|then)\s+)"
     r"(?:cut|trim|shorten|reduce|chop|slash)\b[^.;!?]{0,20}?\bby (?:about |roughly |around )?"
     r"(?:half|(?:a |one )?third|(?:a |one )?quarter)\b"
+    # the share to keep, asked: "get it to about half", "bring it down to a third"
+    r"|\b(?:get|bring|take|cut|trim)\w*(?: it| this| that)?(?: down)? to (?:about |roughly |"
+    r"around )?(?:a |one )?(?:half|third|quarter)\b"
 )
 
 
