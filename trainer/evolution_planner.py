@@ -193,38 +193,14 @@ class _Proposal:
         if own and not _counted(wish):
             firmer = instructions.firmer_than(own[-1], wish)
             if firmer and firmer.lower() not in " ".join(self.kept_segments).lower():
-                self.made_for(
-                    wish,
-                    EvolutionChange(
-                        component="systemPrompt",
-                        change_type="modify",
-                        target="instruction",
-                        before=own[-1],
-                        after=firmer,
-                        reason=f"{STRENGTHEN_REASON}feedback asked for {wish.family} "
-                        f"({wish.quote!r}), which {own[-1]!r} already asks for",
-                        confidence=wish.confidence,
-                    ),
-                )
-                self.kept_segments[self.kept_segments.index(own[-1])] = firmer
+                why = f"{STRENGTHEN_REASON}feedback asked for {wish.family} ({wish.quote!r}), "
+                self._rewrite(wish, own[-1], firmer, f"{why}which {own[-1]!r} already asks for")
             return
         if support and _counted(wish):
             # the amount replaces what the instruction said before ("brief" → "about 250
             # words", "each point" → "exactly one"): one instruction, the reviewer's latest
-            self.made_for(
-                wish,
-                EvolutionChange(
-                    component="systemPrompt",
-                    change_type="modify",
-                    target="instruction",
-                    before=support[-1],
-                    after=text,
-                    reason=f"feedback asked for {wish.family}, {wish.amount.says()} "
-                    f"({wish.quote!r})",
-                    confidence=wish.confidence,
-                ),
-            )
-            self.kept_segments[self.kept_segments.index(support[-1])] = text
+            why = f"feedback asked for {wish.family}, {wish.amount.says()} ({wish.quote!r})"
+            self._rewrite(wish, support[-1], text, why)
             self._drop_form_examples(wish)  # they showed the amount this one replaces
             return
         reason = f"feedback asked for {wish.family} ({wish.quote!r})"
@@ -240,6 +216,20 @@ class _Proposal:
                 confidence=wish.confidence,
             ),
         )
+
+    def _rewrite(self, wish: Wish, before: str, after: str, reason: str) -> None:
+        """The family's instruction ``before`` said as ``after``: one instruction, rewritten."""
+        change = EvolutionChange(
+            component="systemPrompt",
+            change_type="modify",
+            target="instruction",
+            before=before,
+            after=after,
+            reason=reason,
+            confidence=wish.confidence,
+        )
+        self.made_for(wish, change)
+        self.kept_segments[self.kept_segments.index(before)] = after
 
     def _drop_form_examples(self, wish: Wish) -> None:
         for seg in [
