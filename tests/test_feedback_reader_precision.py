@@ -262,3 +262,13 @@ def test_forgetting_what_one_said_about_a_part_takes_that_part_back():
 
 def test_ending_with_the_decisions_to_take_asks_for_a_closing_summary():
     assert "summary_at_end" in wishes("Could it finish with the three actions we need to take?")
+
+
+def test_a_polite_refusal_still_refuses():
+    assert wishes("No tables please.") == {"prose"}
+
+
+def test_liking_a_part_keeps_it():
+    reading = _read("We like the headings, but trim the intro.")
+    assert {k.family for k in reading.kept} == {"headings"}
+    assert "headings" not in {w.family for w in reading.wishes}

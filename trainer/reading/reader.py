@@ -220,8 +220,8 @@ def _frame(before: str, after: str) -> Frame:
         return "lacking"
     if _COMPLAINT_AFTER.search(after) and not _REFUSE.search(tail[-25:]):
         return "describe"
-    if _ASK_AFTER.search(after[:40]):
-        return "ask"
+    if _ASK_AFTER.search(after[:40]) and not _REFUSE.search(tail[-25:]):
+        return "ask"  # "a table, please" (but "no bullets, please" refuses them)
     best: tuple[int, int, Frame] | None = None
     for rank, (name, pattern) in enumerate(_FRAME_ORDER):
         for match in pattern.finditer(tail):
