@@ -172,10 +172,14 @@ def from_options(wanted: list[str], removed: list[str], amounts: list[str]) -> l
     each ``--remove F`` is ``remove:F``, each ``--amount F=A`` is ``F:A`` (``length`` stands for
     ``shorter``). ValueError says which one is wrong."""
     found = [*wanted, *(f"remove:{family}" for family in removed)]
+    measured: list[str] = []
     for given in amounts:
         family, sep, amount = given.partition("=")
         if not sep or not family.strip() or not amount.strip():
             raise ValueError(f"--amount {given!r}: expected FAMILY=AMOUNT, e.g. length=half")
         family = family.strip().lower()
-        found.append(f"{'shorter' if family == 'length' else family}:{amount.strip().lower()}")
-    return validated([w.strip().lower() for w in found])
+        measured.append(f"{'shorter' if family == 'length' else family}:{amount.strip().lower()}")
+    # "--want shorter --amount length=half" is one wish, with its amount
+    sized = {m.split(":")[0] for m in measured}
+    found = [w for w in found if w.strip().lower() not in sized]
+    return validated([w.strip().lower() for w in [*found, *measured]])

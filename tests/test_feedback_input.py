@@ -231,3 +231,13 @@ def test_rejections_and_directives_list_in_the_order_the_lineage_took_them(store
         "directive 2",
         "directive 3",
     ]
+
+
+def test_a_wish_named_with_its_amount_on_the_command_line_is_one_wish():
+    from domain import wants
+
+    assert wants.from_options(["shorter", "warmer"], ["example"], ["length=half"]) == [
+        "warmer",
+        "remove:example",
+        "shorter:half",
+    ]
