@@ -272,3 +272,18 @@ def test_liking_a_part_keeps_it():
     reading = _read("We like the headings, but trim the intro.")
     assert {k.family for k in reading.kept} == {"headings"}
     assert "headings" not in {w.family for w in reading.wishes}
+
+
+@pytest.mark.parametrize(
+    "comment",
+    ["Don't clutter it with disclaimers; tell me what to do.", "Stop padding it with caveats."],
+)
+def test_padding_refused_is_not_asked_for(comment: str):
+    assert "hedge" not in wishes(comment)
+
+
+def test_keep_it_after_a_conceded_fault_leaves_the_answer_alone():
+    from trainer.reward_analyzer import analyze
+
+    analysis = analyze(9, "Wordier than I wanted, but all of it is useful. Keep it.", [])
+    assert [a.want for a in analysis.aspects if a.want and a.action != "keep"] == []

@@ -672,7 +672,8 @@ _MAKES_IT = re.compile(
 )
 # "keep flagging the numbers": carry on doing what it does, approval, not a new wish
 _KEEP_DOING = re.compile(
-    r"^\W*(?:but |and |just |please )?(?:keep|continue|carry on)(?: on)? \w+ing\b"
+    r"^\W*(?:but |and |just |please |though |yet |still )?(?:do )?(?:keep|continue|carry on)"
+    r"(?: on)? \w+ing\b"
 )
 # words before a comparative that say the answer has become so ("it's even longer", "it got
 # wordier"); "even shorter" alone asks for more of it
