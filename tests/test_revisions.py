@@ -257,3 +257,13 @@ def test_a_wish_the_comment_asks_for_again_takes_the_comments_way():
     prompt = taken.agent.system_prompt
     assert not any(c.reason.startswith("check: ") for c in taken.plan.changes)
     assert prompt.count("about 90 words") <= 1 and "Cover the question in depth." in prompt
+
+
+def test_a_reviewer_content_with_the_answer_changes_nothing_even_after_a_failed_try():
+    """The levers answer a failed check at a middling score; at a score of 8 with nothing
+    asked ("That's right, I'll print it") the agent stays as it is."""
+    memory = LineageMemory(session_id="s", lineage_id="L", own_checks=[OVER], cycle=3)
+    content = asyncio.run(
+        cycle_step.take(RulesTrainer(), WRITER, memory, 8, "That's right. I'll print it.")
+    )
+    assert not content.changed and content.agent == WRITER

@@ -194,7 +194,10 @@ async def take(
         strengthened = []
     if analysis.read_by == "rules":
         _ground_the_step(base, wished, list(spans), read.comment or "", proposal)
-    if analysis.read_by == "rules" and not memory.output_cut_off:
+    # a reviewer content with the answer ("That's right. I'll print it.") changes nothing,
+    # not even through the levers of a check the agent's first try failed
+    content = score >= reward_analyzer.KEEP_SCORE and not (wished or taken_back)
+    if analysis.read_by == "rules" and not memory.output_cut_off and not content:
         own_failures = [
             c for c in memory.own_checks if not c.passed and c.family not in gone | set(refused)
         ]

@@ -260,9 +260,11 @@ _SHARE = [
     # "another third off": again the share taken off, of the output the rater read
     (re.compile(r"\b(?:another|a further|one more|an?) (?:third|1/3) off\b"
                 r"|\b(?:take|knock|cut|shave|trim)\w* off (?:another|a further|one more|an?) "
+                r"(?:third|1/3)\b"
+                r"|\b(?:take|knock|cut|shave|trim)\w* (?:another|a further|one more) "
                 r"(?:third|1/3)\b"), 2 / 3),
     (re.compile(r"\b(?:another|a further|one more|an?) (?:quarter|1/4) off\b"
-                r"|\b(?:take|knock|cut|shave|trim)\w* off (?:another|a further|one more|an?) "
+                r"|\b(?:take|knock|cut|shave|trim)\w* (?:off )?(?:another|a further|one more) "
                 r"(?:quarter|1/4)\b"), 3 / 4),
     (re.compile(r"\b(?:another|a further|one more) half off\b|\bhalf off\b"), 0.5),
     (re.compile(r"\b(?:a |one )?quarter (?:as long|of (?:the|its|that|this) (?:length|size)|of "
@@ -314,6 +316,9 @@ _SHARE_ALONE = re.compile(
     r"|(?:^|[,;:!?.]\s*|\b(?:please|you|just|and|then)\s+)"
     r"(?:cut|trim|shorten|reduce|chop|slash)\b[^.;!?]{0,20}?\bby (?:about |roughly |around )?"
     r"(?:half|(?:a |one )?third|(?:a |one )?quarter)\b"
+    # the share taken off again: "cut another quarter", "another third off"
+    r"|\b(?:take|knock|cut|shave|trim)\w* (?:off )?(?:another|a further|one more) "
+    r"(?:third|quarter)\b|\b(?:another|a further|one more) (?:third|quarter) off\b"
     # the share to keep, asked: "get it to about half", "bring it down to a third"
     r"|\b(?:get|bring|take|cut|trim)\w*(?: it| this| that)?(?: down)? to (?:about |roughly |"
     r"around )?(?:a |one )?(?:half|third|quarter)\b"
