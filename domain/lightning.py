@@ -171,6 +171,9 @@ class ClaimedTasks(BaseModel):
     tasks: list[TaskRef]
     client_task_queue: str = ""
     max_attempts: int = 3
+    # the batch had claimed these before (a retried or replayed claim): tasks stored since,
+    # whose wake-up this round may have absorbed, are still waiting
+    repeated: bool = False
 
 
 class ClientAssignment(BaseModel):

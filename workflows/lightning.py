@@ -420,7 +420,11 @@ class RolloutDispatcherWorkflow:
                     parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 )
                 sent += 1
-                self._awake = self._awake or len(claimed.tasks) >= inp.batch_size
+                # a full batch may have left more behind; a repeated claim (this round replayed
+                # after a crash) may have absorbed the wake-up of tasks stored since
+                self._awake = (
+                    self._awake or claimed.repeated or len(claimed.tasks) >= inp.batch_size
+                )
             elif self._stopped and not self._awake:
                 return
             if self._stopped:

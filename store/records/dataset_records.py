@@ -230,6 +230,7 @@ class DatasetRecords(EventWriter):
             # claims of one server one at a time (the dispatcher's and queue_tasks' batches)
             _lock_server(conn, inp.server_id)
             rows = conn.execute(mine).all()
+            repeated = bool(rows)
             if not rows:
                 query = select(*refs).where(c.server_id == inp.server_id, c.batch_id.is_(None))
                 if inp.rollout_ids is not None:
@@ -254,6 +255,7 @@ class DatasetRecords(EventWriter):
             tasks=[TaskRef(rollout_id=r.rollout_id, sample_bytes=r.sample_bytes) for r in rows],
             client_task_queue=rows[0].client_task_queue,
             max_attempts=rows[0].max_attempts,
+            repeated=repeated,
         )
 
     def record_task_reports(self, reports: list[TaskReport]) -> None:
