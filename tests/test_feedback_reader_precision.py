@@ -287,3 +287,73 @@ def test_keep_it_after_a_conceded_fault_leaves_the_answer_alone():
 
     analysis = analyze(9, "Wordier than I wanted, but all of it is useful. Keep it.", [])
     assert [a.want for a in analysis.aspects if a.want and a.action != "keep"] == []
+
+
+@pytest.mark.parametrize(
+    ("comment", "proposed"),
+    [
+        ("Great work. A touch long.", "shorter"),
+        ("Excellent answer. A little too formal.", "casual"),
+    ],
+)
+def test_a_fault_only_remarked_under_a_high_score_is_proposed_not_acted_on(
+    comment: str, proposed: str
+):
+    from trainer.reward_analyzer import analyze
+
+    analysis = analyze(9, comment, [])
+    assert [a.want for a in analysis.aspects if a.want and a.action == "add"] == []
+    (unsure,) = analysis.unsure
+    assert "score of 9" in unsure.why and unsure.proposed == [proposed]
+
+
+@pytest.mark.parametrize(
+    ("comment", "family"),
+    [
+        ("Great piece, but a shade too stiff.", "casual"),
+        ("Very good. Could the ending be shorter?", "shorter"),
+        ("Near perfect. Next time put the totals in a table.", "table"),
+    ],
+)
+def test_a_fault_after_a_but_or_an_outright_ask_under_a_high_score_is_acted_on(
+    comment: str, family: str
+):
+    from trainer.reward_analyzer import analyze
+
+    analysis = analyze(9, comment, [])
+    assert family in {a.want for a in analysis.aspects if a.action == "add"}
+    assert analysis.unsure == []
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "We never asked for a list here.",
+        "Please don't squash the whole plan into a table.",
+        "Whatever you do, don't add more examples.",
+    ],
+)
+def test_a_negation_that_does_not_frame_the_cue_changes_nothing_and_is_said_back(comment: str):
+    reading = feedback_reader.read(comment)
+    assert reading.wishes == []
+    assert [u.why for u in reading.unsure] == [feedback_reader._NEGATION_UNPLACED]
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "Describe them properly.",
+        "Give me one, with notes.",
+        "Describe the risk register ('high', 'medium'",
+        "Mention the budget and you get a lecture on accounting.",
+    ],
+)
+def test_a_request_that_cannot_stand_alone_in_the_prompt_is_not_copied_into_it(comment: str):
+    reading = feedback_reader.read(comment)
+    assert [w for w in reading.wishes if w.family == "custom"] == []
+    assert reading.unsure and reading.unsure[0].quote in comment
+
+
+def test_a_request_that_stands_alone_is_still_taken_as_written():
+    (wish,) = feedback_reader.read("Mention the parking arrangements for visitors.").wishes
+    assert (wish.family, wish.detail) == ("custom", "Mention the parking arrangements for visitors.")

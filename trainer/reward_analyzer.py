@@ -13,6 +13,7 @@ from domain import wants
 from domain.trainer import FeedbackAspect, ScoreAnalysis, UnsureClause
 from trainer.reading import reader as feedback_reader
 from trainer.reading.memory import ReadingMemory
+from trainer.reading.wish import Wish
 
 TREND_EPSILON = 0.5
 KEEP_SCORE = 8  # from this score, a comment that asks for nothing changes nothing
@@ -68,23 +69,14 @@ def analyze(
         reading.praised += reading.criticised
         reading.wishes = [w for w in reading.wishes if w.action != "add"]
         reading.criticised = []
+    elif score >= KEEP_SCORE and comment:
+        _remarks(score, comment, reading)
     if score <= IRONY_AT_MOST and comment:
         _ironic(score, comment, reading)
     found: list[FeedbackAspect] = []
     named: set[str] = set()
     for wish in reading.wishes:
-        found.append(
-            FeedbackAspect(
-                aspect=wish.aspect,
-                sentiment="negative",
-                quote=wish.quote[:QUOTE_CHARS],
-                confidence=wish.confidence,
-                want=wish.family,
-                detail=wish.detail,
-                action=wish.action,
-                amount=wish.amount,
-            )
-        )
+        found.append(_aspect_of(wish))
         named.add(wish.aspect)
     for kept in reading.kept:
         # what the reviewer approves of, by family: the verdict on a change reads it
@@ -130,6 +122,19 @@ def analyze(
     )
 
 
+def _aspect_of(wish: Wish) -> FeedbackAspect:
+    return FeedbackAspect(
+        aspect=wish.aspect,
+        sentiment="negative",
+        quote=wish.quote[:QUOTE_CHARS],
+        confidence=wish.confidence,
+        want=wish.family,
+        detail=wish.detail,
+        action=wish.action,
+        amount=wish.amount,
+    )
+
+
 def _as_given(
     wanted: list[str], score: float, comment: str, memory: ReadingMemory | None
 ) -> list[FeedbackAspect]:
@@ -144,6 +149,33 @@ def _as_given(
         found if (found := read.get(wants.render(a))) and found.amount == a.amount else a
         for a in given
     ]
+
+
+def _remarks(score: float, comment: str, reading: feedback_reader.Reading) -> None:
+    """Under a high score, a fault only described ("a touch long", "more formal than I'd
+    write") may be a remark, not a request: what its sentence names is proposed, not changed.
+    A sentence that asks outright ("Cut the intro.", "could it be warmer?"), and a fault said
+    after a "but", are acted on."""
+    for sentence in feedback_reader.sentences(comment):
+        if feedback_reader.requests_outright(sentence):
+            continue
+        lowered = sentence.lower()
+        # what follows a "but" is the sentence's point ("Lovely, but a touch long"); a fault
+        # before it is conceded ("A little long, but every section earns its place")
+        turn = feedback_reader.contrast_at(lowered)
+        inside = [
+            w
+            for w in reading.wishes
+            if w.action == "add"
+            and w.quote.lower() in lowered
+            and not (turn is not None and lowered.find(w.quote.lower()) >= turn)
+        ]
+        if not inside:
+            continue
+        reading.wishes = [w for w in reading.wishes if w not in inside]
+        why = f"said under a score of {score:g} without asking: a remark, or a wish?"
+        proposed = tuple(dict.fromkeys(filter(None, (wants.render(_aspect_of(w)) for w in inside))))
+        reading.unsure.append(feedback_reader.Unsure(sentence.strip(), why, proposed))
 
 
 def _ironic(score: float, comment: str, reading: feedback_reader.Reading) -> None:

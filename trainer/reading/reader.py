@@ -328,6 +328,30 @@ _OUTRIGHT = re.compile(
 )
 
 
+def requests_outright(sentence: str) -> bool:
+    """Whether a sentence asks for a change by its form — an imperative, "please", "could
+    you", "I want", "should", "next time" — rather than only describing the answer ("a touch
+    long", "more formal than I'd write")."""
+    lowered = sentence.lower().translate(_QUOTES)
+    if re.search(
+        r"\bnext time\b|\b(?:i|we)(?:'d| would) (?:love|rather|appreciate)\b|\bif only\b"
+        r"|\bstill (?:a (?:bit|touch|tad|little) |too |not |no |missing\b)"
+        r"|\b(?:nit|(?:one|only|tiny|small|little) (?:thing|request|nit)|if anything|except)\b",
+        lowered,
+    ):
+        return True  # "still a bit long": a wish said before and not yet met
+    return any(
+        _IMPERATIVE.search(c) or _POLITE.search(c) or _OUTRIGHT.search(c)
+        for c in (c.lower() for c in clauses(sentence))
+    )
+
+
+def contrast_at(lowered: str) -> int | None:
+    """Where a sentence turns ("but", "though", "yet"…), if it does."""
+    turn = _CONTRAST_WORD.search(lowered)
+    return turn.start() if turn else None
+
+
 def keeps_whole(text: str) -> bool:
     """Whether ``text`` asks to leave the whole answer as it is ("Long, but it earns it. Don't
     touch it.") and asks for nothing else: its other sentences hold no request."""
@@ -386,6 +410,8 @@ def _unsure(text: str, reading: Reading) -> None:
         question = sentence.strip()
         if not question.endswith("?") or _POLITE.search(question.lower()):
             continue
+        if any(u.quote.rstrip("?") == question.rstrip("?") for u in reading.unsure):
+            continue  # said back already, with what it could not place
         why = "a question: what it asks of the answer is not said"
         reading.unsure.append(Unsure(question, why))
 
@@ -750,6 +776,9 @@ def _read_clause(
         found = True
     if mode == "comment" and not found and not praising:
         request = _request(clause)
+        if request and _leans_outside(clause):
+            reading.unsure.append(Unsure(clause.strip(), _LEANING))
+            return
         if request:
             reading.wishes.append(Wish("custom", "content", clause, 0.6, detail=request))
             return
@@ -837,6 +866,13 @@ def _read_cue(
             )
         )
         return True
+    if (
+        read.mode == "comment"
+        and cue.kind != "fault"
+        and _negation_unplaced(read.lowered[:start], frame)
+    ):
+        reading.unsure.append(Unsure(read.text.strip(), _NEGATION_UNPLACED))
+        return True
     if read.admiring:
         # "Shorter, good", "bullets are great": the change worked; keep it
         kept = cue.ask if cue.ask and family == cue.fault and cue.kind != "fault" else family
@@ -857,6 +893,21 @@ def _read_cue(
         )
     )
     return True
+
+
+# a negation a word or more before the cue ("no source" right before it is the cue's frame)
+_NEGATION = re.compile(r"(?:\b(?:not|never|no|without|nor|hardly|cannot)\b|n't\b)\s*\w.*$")
+_NEGATION_UNPLACED = "a negation it cannot place: what is refused is not clear"
+
+
+def _negation_unplaced(before: str, frame: Frame) -> bool:
+    """A negation before a cue that did not set the cue's frame ("it can't sound like a text
+    message", "don't pad it out with caveats"): which way the wish goes is not certain."""
+    if frame not in ("ask", "plain"):
+        return False  # "shouldn't read like a contract" complains as "reads like a contract" does
+    before = re.split(r"\b(?:and|or|but)\b|,", before)[-1]  # a negation of the cue's own phrase
+    before = re.sub(r"\bwhy not\b|\bnot (?:only|just)\b|\b(?:is|are|was|were)n't in\b", "", before)
+    return bool(_NEGATION.search(before))
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -984,6 +1035,27 @@ def _request(clause: str) -> str | None:
     return None
 
 
+# What makes a request no family covers unfit to stand in the agent's prompt on its own: a
+# pronoun pointing back at words outside it ("Name them.", "Show me one, annotated."), a
+# quotation or bracket the clause split cut open, an imperative that only sets up a
+# description ("Ask it for X and you get Y"), or a comparative a family should have read
+# ("the answer in fewer lines")
+_LEANS = re.compile(
+    r"\b(?:them|they|those|these|ones)\b|\bone\s*(?:[,.;]|$)"
+    r"|\band you(?:'ll| will)? (?:get|see|end up)\b"
+    r"|\b(?:more|less|fewer|shorter|longer|simpler|clearer)\b|\w+er than\b"
+)
+
+
+_LEANING = "a request that leans on words outside it: what it asks for is not said"
+
+
+def _leans_outside(request: str) -> bool:
+    lowered = request.lower()
+    unbalanced = lowered.count("(") != lowered.count(")") or lowered.count('"') % 2
+    return bool(unbalanced or _LEANS.search(lowered))
+
+
 def _read_sentiment(clause: str, reading: Reading) -> None:
     lowered = clause.lower()
     aspect = next((a for p, a in _ASPECT_NOUNS if p.search(lowered)), "overall")
@@ -1065,6 +1137,8 @@ def _settle(reading: Reading) -> None:
     # feedback that spoke to the trainer
     if reading.injection or any(w.family != "custom" for w in reading.wishes):
         reading.wishes = [w for w in reading.wishes if w.family != "custom"]
+        # and so is one that could not stand alone: what else was read is what it pointed at
+        reading.unsure = [u for u in reading.unsure if u.why != _LEANING]
     focused = [
         part[3:]
         for w in reading.wishes
