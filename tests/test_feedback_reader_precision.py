@@ -355,5 +355,6 @@ def test_a_request_that_cannot_stand_alone_in_the_prompt_is_not_copied_into_it(c
 
 
 def test_a_request_that_stands_alone_is_still_taken_as_written():
-    (wish,) = feedback_reader.read("Mention the parking arrangements for visitors.").wishes
-    assert (wish.family, wish.detail) == ("custom", "Mention the parking arrangements for visitors.")
+    request = "Mention the parking arrangements for visitors."
+    (wish,) = feedback_reader.read(request).wishes
+    assert (wish.family, wish.detail) == ("custom", request)
