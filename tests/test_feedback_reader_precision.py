@@ -330,7 +330,7 @@ def test_a_fault_after_a_but_or_an_outright_ask_under_a_high_score_is_acted_on(
     [
         "We never asked for a list here.",
         "Please don't squash the whole plan into a table.",
-        "Whatever you do, don't add more examples.",
+        "Nobody here has ever needed a table.",
     ],
 )
 def test_a_negation_that_does_not_frame_the_cue_changes_nothing_and_is_said_back(comment: str):
@@ -358,3 +358,63 @@ def test_a_request_that_stands_alone_is_still_taken_as_written():
     request = "Mention the parking arrangements for visitors."
     (wish,) = feedback_reader.read(request).wishes
     assert (wish.family, wish.detail) == ("custom", request)
+
+
+@pytest.mark.parametrize(
+    ("comment", "families"),
+    [
+        ("Trim it down, but go into much more depth on each supplier.", {"shorter", "longer"}),
+        ("Be more confident, and say where you're unsure.", {"direct", "hedge"}),
+    ],
+)
+def test_a_wish_and_its_opposite_in_one_comment_change_nothing_and_are_offered_both(
+    comment: str, families: set[str]
+):
+    reading = feedback_reader.read(comment)
+    assert reading.wishes == []
+    (unsure,) = reading.unsure
+    assert set(unsure.proposed) == families
+
+
+@pytest.mark.parametrize(
+    ("comment", "family"),
+    [
+        ("Never use tables for this.", "prose"),
+        ("Don't use bullet points.", "prose"),
+        ("Please do not give me a table.", "prose"),
+    ],
+)
+def test_an_imperative_refusal_of_a_form_never_asks_for_that_form(comment: str, family: str):
+    assert wishes(comment) == {family}
+
+
+def test_a_form_asked_for_beside_one_refused_is_the_one_meant():
+    assert wishes("Lay the figures out as a table, don't write paragraphs.") == {"table"}
+
+
+def test_a_quoted_opening_with_its_own_sentences_is_read_as_one_quotation():
+    comment = "'Hi all! Big news!' is not how we write to a county court. Far more formal."
+    assert wishes(comment) == {"formal"}
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "The Rotterdam crew are fluent in English, so that's fine.",
+        "Our readers in Brussels read English and French.",
+    ],
+)
+def test_what_the_readers_read_asks_for_no_language_when_it_is_english_or_two(comment: str):
+    assert "language" not in wishes(comment)
+
+
+def test_readers_who_barely_read_english_ask_for_their_place_s_language():
+    (wish,) = feedback_reader.read("The depot team in Lyon barely read English.").wishes
+    assert (wish.family, wish.detail) == ("language", "French")
+
+
+def test_a_form_counted_in_ironic_praise_is_not_asked_for():
+    from trainer.reward_analyzer import analyze
+
+    analysis = analyze(2, "Oh splendid, an eleven-bullet reply to a yes-or-no question.", [])
+    assert [a.want for a in analysis.aspects if a.want and a.action == "add"] == []

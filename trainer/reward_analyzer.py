@@ -195,7 +195,7 @@ def _ironic(score: float, comment: str, reading: feedback_reader.Reading) -> Non
         inside = [
             w
             for w in reading.wishes
-            if w.action == "add" and w.from_quality and w.quote.lower() in lowered
+            if w.action == "add" and w.described and w.quote.lower() in lowered
         ]
         praised = [(a, q) for a, q in reading.praised if q.lower() in lowered and a != "overall"]
         if not inside and not praised:

@@ -66,6 +66,10 @@ _ASKING_BEFORE = re.compile(
     r"asked for|asks for|requested|switch to|answer in|reply in|respond in|write in|only|auf|en|"
     r"em|op|na|po|w)\s+(?:\w+\s+)?$)"
 )
+_DESCRIBING = re.compile(
+    r"^(?:reads?|speaks?|speak|understands?|knows?|prefers?)\b|\bonly (?:reads?|speaks?)\b"
+)
+_FLUENT = re.compile(r"\b(?:fluent|comfortable|at home|confident|proficient|good) in\s+$")
 _ASKING_AFTER = re.compile(r"^\s*,?\s*(?:please|only|speakers?|readers?|version|translation)\b")
 _REFUSED_BEFORE = re.compile(
     r"(?:\bwhy\s+(?:\w+\s+){0,2}$|\b(?:nobody|no one|noone|few|hardly anyone|hardly any|"
@@ -81,6 +85,7 @@ def wanted_language(text: str) -> str | None:
     normal = text.replace("\u2019", "'")
     lowered = normal.lower()
     wanted: list[str] = []
+    described: list[str] = []
     native = _may_name_natively(normal)
     names = _names(native)
     for match in _pattern(native).finditer(normal):
@@ -105,8 +110,19 @@ def wanted_language(text: str) -> str | None:
             continue
         if re.search(r"\b(?:plain|simple|proper|good|clear|everyday)\s+$", before):
             continue  # "plain English" asks for simple words, not for a language
-        if _ASKING_BEFORE.search(before[-40:]) or _ASKING_AFTER.match(after):
+        asking = _ASKING_BEFORE.search(before[-40:])
+        describing = _DESCRIBING.search(asking.group(0)) if asking else None
+        describing = describing or _FLUENT.search(before[-40:])
+        if asking and describing and not polite:
+            # what the readers read is a reason, not a request: never for English, the
+            # answer's own language, nor when it names more than one ("read English and French")
+            if name != "English":
+                described.append(name)
+            continue
+        if asking or _ASKING_AFTER.match(after):
             wanted.append(name)
+    if len(set(described)) == 1:
+        wanted.append(described[0])
     # English is what an answer defaults to: another language named beside it is the wish
     others = [name for name in wanted if name != "English"]
     return (others or wanted)[-1] if wanted else None
@@ -117,9 +133,13 @@ def wanted_language(text: str) -> str | None:
 _CANNOT_BEFORE = re.compile(
     r"\b(?:nobody|no one|noone|none of (?:them|us|the \w+)|few(?: of them| people)?|hardly "
     r"(?:anyone|any(?: of (?:them|us))?)|almost none(?: of them)?|not everyone|not all of them|"
-    r"(?:do|does|can|could)(?:n't| not)|cannot)\s+"
-    r"(?:\w+\s+){0,2}(?:reads?|speaks?|understands?|knows?|(?:is|are) (?:fluent|comfortable|"
-    r"at home|confident) (?:in|with))\s+$"
+    r"(?:do|does|can|could)(?:n't| not)|cannot|barely|scarcely|rarely|seldom|hardly)\s+"
+    r"(?:\w+\s+){0,2}(?:reads?|speaks?|understands?|knows?|follows?|(?:is|are) (?:fluent|"
+    r"comfortable|at home|confident) (?:in|with))\s+$"
+    # "they struggle with English", "few are really at home in German"
+    r"|\bstruggl\w* (?:with|to (?:read|follow|understand))\s+$"
+    r"|\b(?:is|are|was|were)(?:n't| not)\s+(?:very\s+|really\s+|at all\s+)?(?:fluent|comfortable|"
+    r"at home|confident) (?:in|with)\s+$"
 )
 
 

@@ -385,7 +385,7 @@ def read(text: str, mode: Mode = "comment") -> Reading:
         for sentence in _sentences(text or ""):
             for clause in clauses(sentence):
                 reading.kept += wish_actions.approvals(clause)
-    _settle(reading)
+    _settle(reading, mode)
     if mode == "comment":
         _unsure(text or "", reading)
     return reading
@@ -887,9 +887,9 @@ def _read_cue(
             detail=detail,
             weak=weak or cue.weak,
             asked=frame == "ask" and not _CAUSED.search(read.lowered[:start]),
-            from_quality=cue.kind == "quality"
-            and frame in ("describe", "plain")
-            and not comparative,
+            instead=cue.kind == "state" and frame == "refuse",
+            described=(cue.kind == "quality" and frame in ("describe", "plain") and not comparative)
+            or (cue.kind == "state" and frame == "quantity"),
         )
     )
     return True
@@ -897,24 +897,38 @@ def _read_cue(
 
 # a negation a word or more before the cue ("no source" right before it is the cue's frame)
 _NEGATION = re.compile(r"(?:\b(?:not|never|no|without|nor|hardly|cannot)\b|n't\b)\s*\w.*$")
+# nobody asking: "nobody here has ever needed a table" (but "nobody stands there for long"
+# describes the reader, and so the answer: too long)
+_NOBODY = re.compile(r"\b(?:nobody|no one|none of \w+|neither)\b\s*\w.*$")
+_NEVER_MET = re.compile(
+    r"(?:\bnever|\bnot|n't)\s+(?:\w+\s+)?(?:used|seen|opened|touched|heard of|worked with|come "
+    r"across|dealt with)\s+(?:\w+\s+){0,3}$"
+)
 _NEGATION_UNPLACED = "a negation it cannot place: what is refused is not clear"
 
 
 def _negation_unplaced(before: str, frame: Frame) -> bool:
     """A negation before a cue that did not set the cue's frame ("it can't sound like a text
     message", "don't pad it out with caveats"): which way the wish goes is not certain."""
+    if _NEVER_MET.search(before):
+        return True  # "they have never used a spreadsheet": what they know, not what they want
     if frame not in ("ask", "plain"):
         return False  # "shouldn't read like a contract" complains as "reads like a contract" does
     before = re.split(r"\b(?:and|or|but)\b|,", before)[-1]  # a negation of the cue's own phrase
     before = re.sub(r"\bwhy not\b|\bnot (?:only|just)\b|\b(?:is|are|was|were)n't in\b", "", before)
-    return bool(_NEGATION.search(before))
+    return bool(_NEGATION.search(before) or (frame == "ask" and _NOBODY.search(before)))
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def _sentences(text: str) -> list[str]:
-    return [s for s in _SENTENCE.split(text.translate(_QUOTES)) if s.strip()]
+    """The sentences of ``text``; a quotation stays whole ("'Hey there! Great news' is not how
+    we write")."""
+    held = _QUOTED.sub(
+        lambda m: re.sub(r"([.!?])\s", r"\1" + _HOLD, m.group(0)), text.translate(_QUOTES)
+    )
+    return [s.replace(_HOLD, " ") for s in _SENTENCE.split(held) if s.strip()]
 
 
 sentences = _sentences
@@ -1128,7 +1142,7 @@ def _read_languages(text: str, reading: Reading) -> None:
     reading.unsure.append(Unsure(quote, why))
 
 
-def _settle(reading: Reading) -> None:
+def _settle(reading: Reading, mode: Mode) -> None:
     """A topic a change of focus asks more of is not a wish for a longer answer. One wish a
     family; a weak wish yields to an explicit one in its aspect or family; of two
     opposite wishes the later one stands (the reviewer's last word). Every aspect a kept wish
@@ -1155,6 +1169,10 @@ def _settle(reading: Reading) -> None:
     removed = {w.family: w for w in reading.wishes if w.action == "remove"}
     reading.wishes = [w for w in reading.wishes if w.family not in removed]
     reading.criticised += [(w.aspect, w.quote) for w in removed.values()]
+    # a form refused asks for its opposite only when no other form is asked for beside it
+    # ("use a table, don't write paragraphs" wants the table, not bullets)
+    named = {w.aspect for w in reading.wishes if not w.instead}
+    reading.wishes = [w for w in reading.wishes if not (w.instead and w.aspect in named)]
     strong_aspects = {w.aspect for w in reading.wishes if not w.weak}
     strong_families = {w.family for w in reading.wishes if not w.weak}
     kept: dict[str, Wish] = {}
@@ -1162,9 +1180,35 @@ def _settle(reading: Reading) -> None:
         if wish.weak and (wish.aspect in strong_aspects or wish.family in strong_families):
             continue
         reading.criticised.append((wish.aspect, wish.quote))
-        # every family this one contradicts yields to it ("the table is cramped; prose again")
-        for contrary in contrary_of(wish.family) | {opposite_of(wish.family) or ""}:
-            kept.pop(contrary, None)
+        # every family this one contradicts yields to it ("the table is cramped; prose again");
+        # but a wish and its very opposite in one comment ("shorter, but cover the risks in
+        # more depth", "more confident, and say where you're unsure") leave which is meant
+        # unclear: neither stands
+        against = [
+            kept[c]
+            for c in contrary_of(wish.family) | {opposite_of(wish.family) or ""}
+            if c in kept
+        ]
+        if mode == "comment" and any(
+            (o.weak, o.described) < (wish.weak, wish.described) for o in against
+        ):
+            # a situation's hint, or a quality merely named ("Concise, zero padding"), yields
+            # to what is said outright, in any order
+            continue
+        torn = [
+            o
+            for o in against
+            if mode == "comment" and o.family == opposite_of(wish.family)
+            and o.aspect != "format" and (o.weak, o.described) == (wish.weak, wish.described)
+        ]  # fmt: skip
+        for other in against:
+            kept.pop(other.family)
+        if torn:
+            families = tuple(dict.fromkeys([*(o.family for o in torn), wish.family]))
+            quote = " … ".join(dict.fromkeys([*(o.quote for o in torn), wish.quote]))
+            why = f"asks for both {' and '.join(families)}: which one is meant is not clear"
+            reading.unsure.append(Unsure(quote, why, families))
+            continue
         old = kept.get(wish.family)
         if old is not None and wish.family == "focus" and old.detail and wish.detail:
             wish = Wish(

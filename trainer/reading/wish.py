@@ -23,9 +23,12 @@ class Wish:
     action: WishAction = "add"
     amount: Amount | None = None
     asked: bool = False  # asked for outright ("use a table"), not inferred from a complaint
-    # read from a quality said to excess ("very bold" → steadier), which irony turns around;
-    # a named fault ("wordier") is a complaint however it is said
-    from_quality: bool = False
+    # read from what the answer is said to be or hold ("very bold" → steadier, "a
+    # twelve-bullet answer"), which irony turns around; a named fault ("wordier") is a
+    # complaint however it is said
+    described: bool = False
+    # the opposite of a form refused ("no bullets" → prose): a form asked for beside it wins
+    instead: bool = False
 
     @property
     def target(self) -> str:
