@@ -418,3 +418,22 @@ def test_a_form_counted_in_ironic_praise_is_not_asked_for():
 
     analysis = analyze(2, "Oh splendid, an eleven-bullet reply to a yes-or-no question.", [])
     assert [a.want for a in analysis.aspects if a.want and a.action == "add"] == []
+
+
+def test_what_the_answer_is_for_after_a_complaint_is_its_reason_not_a_wish():
+    assert wishes("A shade too starchy for a team chat message.") == {"casual"}
+    assert wishes("Much too long for a board paper.") == {"shorter"}
+
+
+def test_a_part_buried_in_a_sentence_is_not_a_late_conclusion():
+    assert "conclusion_first" not in wishes("The shell command is buried inside a sentence.")
+    assert wishes("The decision is buried in paragraph nine.") == {"conclusion_first"}
+
+
+def test_keeping_a_named_part_beside_a_cut_approves_the_part():
+    reading = feedback_reader.read("Tighter, but keep the three diagrams.")
+    assert {(w.family, w.action) for w in reading.wishes} == {("shorter", "add")}
+
+
+def test_without_a_single_part_finds_it_missing():
+    assert wishes("Forty lines without a single heading.") == {"headings"}

@@ -182,16 +182,31 @@ def clauses(text: str) -> list[str]:
     return [c.strip(' .!?;:,"') for c in parts if c.strip(" .!?;:,\"'")]
 
 
-def _frame(before: str, after: str) -> Frame:
-    """How the words after ``before`` are meant (``after``: the rest of the clause). The frame
-    word nearest the cue decides: "don't make it more formal" is refused, "I need it more
-    formal" asked for, "it reads like a text message" described."""
-    tail = before.lower()[-60:]
+def _set_aside(tail: str, after: str) -> Frame | None:
+    """The frames a phrase sets whatever frame word comes nearest: a part still missing, a
+    diagnosis set aside for another ("not so much formal as cold")."""
     if re.search(r"\b(?:still|there are|there's|there is|again) (?:no|without)\s+$", tail) or (
         re.search(r"\bno\s+$", tail)
         and re.match(r"^\s*(?:\w+\s+)?(?:yet|anymore|any more)\b", after)
     ):
         return "lacking"  # "still no bullets": they are missing, and wanted
+    if re.search(r"\bnot (?:so much|so|exactly|really|quite)\s+$", tail) and re.match(
+        r"^\s*(?:as|but|so much as)\b", after
+    ):
+        return "denied"  # "not so much formal as cold": the diagnosis set aside, not refused
+    if re.search(r"\b(?:not (?:so much )?|less )[\w-]+\s+(?:as|but|than|so much as)\s+$", tail):
+        return "describe"  # "…as cold", "less a report than a sales pitch": what it is instead
+    return None
+
+
+def _frame(before: str, after: str) -> Frame:
+    """How the words after ``before`` are meant (``after``: the rest of the clause). The frame
+    word nearest the cue decides: "don't make it more formal" is refused, "I need it more
+    formal" asked for, "it reads like a text message" described."""
+    tail = before.lower()[-60:]
+    set_aside = _set_aside(tail, after)
+    if set_aside is not None:
+        return set_aside
     if re.search(
         r"\b(?:our|my|the company's|house|brand) (?:\w+ )?(?:voice|tone|style|register) (?:is|"
         r"should be|needs to be)\s+(?:\w+\s+)?$",
@@ -612,7 +627,8 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
             reading.refused.append(clause)  # what the agent may do is not the reviewer's
             continue
         admiring = mode == "comment" and (
-            _admires(parts, index) or bool(_KEEP_DOING.match(clause.lower()))
+            _admires(parts, index)
+            or bool(_KEEP_DOING.match(clause.lower()) or _KEEP_PART.match(clause.lower()))
         )
         damage = _damage(clause) if mode == "comment" and not admiring else None
         if damage:
@@ -691,6 +707,8 @@ def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
     return sorted(kept, key=lambda k: k[1].start())
 
 
+# what the answer is for, after a complaint: "too chatty for a legal memo"
+_PURPOSE = re.compile(r"\bfor (?:a|an|the|our|my|their|this|that)?\s*(?:[\w'-]+\s+){0,3}$")
 # after a part of the answer: what it does to the whole, a complaint about the part
 _MAKES_IT = re.compile(
     r"^\s+(?:\w+\s+){0,2}(?:makes?|made|making) (?:it|this|the \w+|everything) "
@@ -700,6 +718,11 @@ _MAKES_IT = re.compile(
 _KEEP_DOING = re.compile(
     r"^\W*(?:but |and |just |please |though |yet |still )?(?:do )?(?:keep|continue|carry on)"
     r"(?: on)? \w+ing\b"
+)
+# "but keep the two worked examples": a part of the answer approved as it is, not asked for
+_KEEP_PART = re.compile(
+    r"^\W*(?:but |and |just |though |yet |please )*keep (?:the|those|these|your|its|both|all)\s+"
+    r"(?:[\w-]+\s+){0,3}[\w-]+\s*$"
 )
 # words before a comparative that say the answer has become so ("it's even longer", "it got
 # wordier"); "even shorter" alone asks for more of it
@@ -768,6 +791,15 @@ def _read_clause(
         if mode == "comment" and _passed_over(
             read, cue, match, frame, comparative or less, reading
         ):
+            continue
+        if (
+            mode == "comment"
+            and found
+            and cue.kind == "state"
+            and (_PURPOSE.search(lowered[:start]) or word.startswith("for "))
+        ):
+            # "a touch stiff for an internal Slack post": what it is for is the reason for the
+            # complaint before it, not a wish of its own
             continue
         found = _read_cue(read, cue, match, frame, comparative, less, reading) or found
     focus = _focus(clause)
