@@ -437,3 +437,13 @@ def test_keeping_a_named_part_beside_a_cut_approves_the_part():
 
 def test_without_a_single_part_finds_it_missing():
     assert wishes("Forty lines without a single heading.") == {"headings"}
+
+
+def test_one_named_paragraph_refused_is_a_part_not_a_wish_for_another_form():
+    reading = feedback_reader.read("Skip the 'what is a VPN' paragraph, I run the network.")
+    assert [w.family for w in reading.wishes if w.aspect == "format"] == []
+
+
+def test_briefings_are_not_a_wish_for_brevity_and_agreement_errors_are_grammar():
+    assert "shorter" not in wishes("Please write the weekly briefings in Dutch.")
+    assert wishes("Tense errors in every other line.") == {"proofread"}

@@ -900,6 +900,16 @@ def _read_cue(
         return True
     if (
         read.mode == "comment"
+        and frame in ("refuse", "describe")
+        and cue.kind == "state"
+        and _ONE_PART.search(read.lowered[:start])
+        and not match.group(0).endswith("s")
+    ):
+        # "I don't need the 'what is a firewall' paragraph": one part of it, not the form
+        reading.criticised.append((cue.aspect, read.text))
+        return True
+    if (
+        read.mode == "comment"
         and cue.kind != "fault"
         and _negation_unplaced(read.lowered[:start], frame)
     ):
@@ -932,6 +942,8 @@ _NEGATION = re.compile(r"(?:\b(?:not|never|no|without|nor|hardly|cannot)\b|n't\b
 # nobody asking: "nobody here has ever needed a table" (but "nobody stands there for long"
 # describes the reader, and so the answer: too long)
 _NOBODY = re.compile(r"\b(?:nobody|no one|none of \w+|neither)\b\s*\w.*$")
+# the one part named: "the 'what is a firewall' paragraph", "that intro paragraph"
+_ONE_PART = re.compile(r"\b(?:the|that|this)\s+(?:'[^']+'\s+|[\w-]+\s+){1,4}$")
 _NEVER_MET = re.compile(
     r"(?:\bnever|\bnot|n't)\s+(?:\w+\s+)?(?:used|seen|opened|touched|heard of|worked with|come "
     r"across|dealt with)\s+(?:\w+\s+){0,3}$"
