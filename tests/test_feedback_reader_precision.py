@@ -447,3 +447,29 @@ def test_one_named_paragraph_refused_is_a_part_not_a_wish_for_another_form():
 def test_briefings_are_not_a_wish_for_brevity_and_agreement_errors_are_grammar():
     assert "shorter" not in wishes("Please write the weekly briefings in Dutch.")
     assert wishes("Tense errors in every other line.") == {"proofread"}
+
+
+def test_a_rhetorical_comparative_complains_of_too_much():
+    assert wishes("Could this possibly get any wordier?") == {"shorter"}
+
+
+def test_sparing_a_part_from_a_cut_keeps_it():
+    reading = feedback_reader.read("Drop the anecdotes, not the caveats.")
+    assert "direct" not in {w.family for w in reading.wishes}
+    assert "hedge" in {k.family for k in reading.kept}
+
+
+def test_a_part_that_falls_flat_is_a_complaint_about_it():
+    assert "casual" not in wishes("The puns don't land with a grieving family.")
+
+
+def test_readers_who_are_not_experts_ask_for_a_simpler_answer_and_keep_no_expert_pitch():
+    reading = feedback_reader.read("Fine for specialists; our readers are not specialists.")
+    assert {w.family for w in reading.wishes} == {"simpler"}
+    assert reading.kept == []
+
+
+def test_a_general_fault_said_of_the_tone_is_no_claim_of_made_up_facts():
+    reading = feedback_reader.read("The facts hold up, but the register is wrong for a hospice.")
+    assert "no_fabrication" not in {w.family for w in reading.wishes}
+    assert any(u.why == feedback_reader._OTHER_ASPECT for u in reading.unsure)

@@ -627,7 +627,8 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
             reading.refused.append(clause)  # what the agent may do is not the reviewer's
             continue
         admiring = mode == "comment" and (
-            _admires(parts, index)
+            _spared(parts, index)
+            or _admires(parts, index)
             or bool(_KEEP_DOING.match(clause.lower()) or _KEEP_PART.match(clause.lower()))
         )
         damage = _damage(clause) if mode == "comment" and not admiring else None
@@ -719,6 +720,7 @@ _KEEP_DOING = re.compile(
     r"^\W*(?:but |and |just |please |though |yet |still )?(?:do )?(?:keep|continue|carry on)"
     r"(?: on)? \w+ing\b"
 )
+_KEEP_SAID = re.compile(r"\b(?:keep|keeping|continue|carry on|still|don't (?:drop|lose|cut))\b")
 # "but keep the two worked examples": a part of the answer approved as it is, not asked for
 _KEEP_PART = re.compile(
     r"^\W*(?:but |and |just |though |yet |please )*keep (?:the|those|these|your|its|both|all)\s+"
@@ -734,7 +736,8 @@ _GROWN = re.compile(
 # I'd like", "longer than last time" (a number after "than" is a limit asked for)
 _THAN_STATE = re.compile(
     r"\s+than (?:(?:i|we)(?:'d| would)? |ever\b|before\b|usual\b|(?:the )?(?:last|previous)\b|"
-    r"yesterday\b|it (?:was|used to be)\b)"
+    r"yesterday\b|it (?:was|used to be|needs to be|has to be|ought to be|should be)\b"
+    r"|(?:is )?needed\b)"
 )
 # "the headings make it feel like…": a subject causing the effect, not a request to make it
 _CAUSED = re.compile(r"\b(?:the \w+|they|these|those|it|this|that) (?:make|makes|made)\b")
@@ -898,6 +901,10 @@ def _read_cue(
             )
         )
         return True
+    if read.mode == "comment" and _said_of_another_aspect(cue, read.lowered[:start]):
+        # "the tone is wrong": a general fault word said of an aspect it does not name
+        reading.unsure.append(Unsure(read.text.strip(), _OTHER_ASPECT))
+        return True
     if (
         read.mode == "comment"
         and frame in ("refuse", "describe")
@@ -942,6 +949,26 @@ _NEGATION = re.compile(r"(?:\b(?:not|never|no|without|nor|hardly|cannot)\b|n't\b
 # nobody asking: "nobody here has ever needed a table" (but "nobody stands there for long"
 # describes the reader, and so the answer: too long)
 _NOBODY = re.compile(r"\b(?:nobody|no one|none of \w+|neither)\b\s*\w.*$")
+_OTHER_ASPECT = "a fault said of another part of the answer: which change it asks for is not said"
+# a general fault word ("wrong", "off", "errors") right after the noun it is said of
+_GENERAL_FAULT_OF = re.compile(
+    r"\b(?P<noun>\w+)\s+(?:is|are|was|were|feels?|seems?|sounds?)\s+(?:\w+\s+)?$"
+)
+
+
+def _said_of_another_aspect(cue: Cue, before: str) -> bool:
+    """Whether a fault cue is said of a noun naming another aspect ("the tone is wrong" is no
+    claim of made-up facts)."""
+    if cue.kind != "fault" or cue.aspect != "accuracy" or re.search(r"\ban?\s+$", before):
+        return False  # "the numbering was a mistake" judges a change, not a fact
+    said_of = _GENERAL_FAULT_OF.search(before)
+    if said_of is None:
+        return False
+    noun = said_of.group("noun")
+    named = {aspect for pattern, aspect in _ASPECT_NOUNS if pattern.fullmatch(noun)}
+    return bool(named) and cue.aspect not in named
+
+
 # the one part named: "the 'what is a firewall' paragraph", "that intro paragraph"
 _ONE_PART = re.compile(r"\b(?:the|that|this)\s+(?:'[^']+'\s+|[\w-]+\s+){1,4}$")
 _NEVER_MET = re.compile(
@@ -986,6 +1013,23 @@ def _is_praise(sentence: str) -> bool:
         bool(_PRAISE.search(lowered))
         and not _CONTRAST.search(lowered)
         and not (_CRITICISM.search(lowered))
+    )
+
+
+_CUTTING = re.compile(
+    r"^\W*(?:just |please |so )?(?:skip|cut|drop|lose|remove|trim|scrap|ditch|delete|shorten|"
+    r"get rid of|take out)\b"
+)
+_NOT_THAT = re.compile(r"^\W*(?:but |and )?not (?:the|your|its|any|those|these|that|this)\b")
+
+
+def _spared(parts: list[str], index: int) -> bool:
+    """Whether clause ``index`` spares a part from the cut the clause before it asks for: in
+    "Skip the preamble, not the caveats" the caveats stay."""
+    return (
+        index > 0
+        and bool(_NOT_THAT.match(parts[index].lower()))
+        and bool(_CUTTING.match(parts[index - 1].lower()))
     )
 
 
@@ -1263,3 +1307,9 @@ def _settle(reading: Reading, mode: Mode) -> None:
         kept[wish.family] = wish
     reading.wishes = list(kept.values()) + list(removed.values())
     reading.kept = [k for k in reading.kept if k.family not in removed]
+    # what is asked for overrides what a concession approved ("Great for experts; our readers
+    # are not experts" keeps nothing of the expert pitch)
+    against = {c for w in reading.wishes for c in contrary_of(w.family) | {opposite_of(w.family)}}
+    reading.kept = [
+        k for k in reading.kept if k.family not in against or _KEEP_SAID.search(k.quote.lower())
+    ]
