@@ -473,3 +473,15 @@ def test_a_general_fault_said_of_the_tone_is_no_claim_of_made_up_facts():
     reading = feedback_reader.read("The facts hold up, but the register is wrong for a hospice.")
     assert "no_fabrication" not in {w.family for w in reading.wishes}
     assert any(u.why == feedback_reader._OTHER_ASPECT for u in reading.unsure)
+
+
+@pytest.mark.parametrize(
+    ("comment", "families"),
+    [
+        ("It's not wrong, just long.", {"shorter"}),
+        ("It isn't warm enough.", {"warmer"}),
+        ("Stop apologising in every paragraph.", set()),
+    ],
+)
+def test_a_denied_fault_a_lack_and_a_place_in_the_answer(comment: str, families: set[str]):
+    assert wishes(comment) == families

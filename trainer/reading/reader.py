@@ -148,8 +148,8 @@ def _damage(clause: str) -> Wish | None:
 
 # The answer described as not being something: "it doesn't ramble", "the tone isn't stiff"
 _DESCRIBED_NOT = re.compile(
-    r"\b(?:it|this|that|which|the \w+|answer|reply|text)\s+(?:doesn't|does not|didn't|did not|"
-    r"isn't|is not|wasn't|was not|never|no longer)\s+(?:\w+\s+)?$"
+    r"\b(?:it|this|that|which|the \w+|answer|reply|text)\s*(?:doesn't|does not|didn't|did not|"
+    r"isn't|is not|wasn't|was not|never|no longer|'s not|'s never|s not)\s+(?:\w+\s+)?$"
 )
 _AT_ALL = re.compile(r"^[\w-]*\s*(?:at all|whatsoever|in the least)\b")
 # The frames a cue's preceding words may set: the frame word nearest the cue decides; of two
@@ -859,9 +859,9 @@ def _passed_over(
             if read.praising:
                 reading.praised.append((cue.aspect, read.text[start:end]))
             return True
-    denied = _DESCRIBED_NOT.search(lowered[:start]) or (
-        _AT_ALL.match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
-    )
+    denied = (
+        _DESCRIBED_NOT.search(lowered[:start]) and not re.match(r"^\s*enough\b", lowered[end:])
+    ) or (_AT_ALL.match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start]))
     if cue.kind in ("fault", "quality") and not comparative and denied:
         # "it doesn't ramble", "not long-winded at all": a fault denied is praise
         reading.praised.append((cue.aspect, read.text))
