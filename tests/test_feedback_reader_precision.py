@@ -485,3 +485,8 @@ def test_a_general_fault_said_of_the_tone_is_no_claim_of_made_up_facts():
 )
 def test_a_denied_fault_a_lack_and_a_place_in_the_answer(comment: str, families: set[str]):
     assert wishes(comment) == families
+
+
+def test_what_is_said_of_a_part_the_answer_has_is_no_wish_for_more_of_it():
+    assert wishes("Fine, but the examples are all from Silicon Valley.") == set()
+    assert wishes("The examples are missing.") == {"example"}

@@ -720,6 +720,11 @@ _KEEP_DOING = re.compile(
     r"^\W*(?:but |and |just |please |though |yet |still )?(?:do )?(?:keep|continue|carry on)"
     r"(?: on)? \w+ing\b"
 )
+# a part the answer has, then what is said of it: "the examples are all American"
+_DESCRIBED_PART = re.compile(r"(?:^|\b(?:the|your|its|these|those|his|her|their))\s*$")
+_SAID_OF_IT = re.compile(
+    r"^\s+(?:is|are|was|were)\s+(?!(?:missing|gone|absent|lacking|too few|not there|needed)\b)"
+)
 _KEEP_SAID = re.compile(r"\b(?:keep|keeping|continue|carry on|still|don't (?:drop|lose|cut))\b")
 # "but keep the two worked examples": a part of the answer approved as it is, not asked for
 _KEEP_PART = re.compile(
@@ -833,6 +838,14 @@ def _cue_frame(read: _Clause, cue: Cue, start: int, end: int) -> Frame:
         frame = "describe"  # inside a quotation of the answer: what it did
     elif read.polite and frame in ("plain", "quantity"):
         frame = "ask"  # "A professional register, please.", "just one example, please"
+    elif (
+        frame == "plain"
+        and cue.kind == "state"
+        and not read.admiring
+        and _DESCRIBED_PART.search(lowered[:start])
+        and _SAID_OF_IT.match(lowered[end:])
+    ):
+        frame = "describe"  # "the examples are all American": the part there, described
     return frame
 
 
