@@ -490,3 +490,20 @@ def test_a_denied_fault_a_lack_and_a_place_in_the_answer(comment: str, families:
 def test_what_is_said_of_a_part_the_answer_has_is_no_wish_for_more_of_it():
     assert wishes("Fine, but the examples are all from Silicon Valley.") == set()
     assert wishes("The examples are missing.") == {"example"}
+
+
+@pytest.mark.parametrize(
+    ("comment", "family"),
+    [
+        ("Lovely. Maybe a shade warmer.", "warmer"),
+        ("Still great; a diagram would finish it off.", None),
+        ("Very nice. Could the ending be shorter?", "shorter"),
+    ],
+)
+def test_a_mild_request_under_a_high_score_is_still_a_request(comment: str, family: str | None):
+    from trainer.reward_analyzer import analyze
+
+    analysis = analyze(8, comment, [])
+    assert not any("score of 8" in u.why for u in analysis.unsure)
+    if family:
+        assert family in {a.want for a in analysis.aspects if a.action == "add"}

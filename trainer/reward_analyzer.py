@@ -69,7 +69,8 @@ def analyze(
         reading.praised += reading.criticised
         reading.wishes = [w for w in reading.wishes if w.action != "add"]
         reading.criticised = []
-    elif score >= KEEP_SCORE and comment:
+    elif score >= KEEP_SCORE and comment and reading.language is None:
+        # (a comment in another language is read by that language's own frames)
         _remarks(score, comment, reading)
     if score <= IRONY_AT_MOST and comment:
         _ironic(score, comment, reading)

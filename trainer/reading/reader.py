@@ -351,7 +351,8 @@ def requests_outright(sentence: str) -> bool:
     if re.search(
         r"\bnext time\b|\b(?:i|we)(?:'d| would) (?:love|rather|appreciate)\b|\bif only\b"
         r"|\bstill (?:a (?:bit|touch|tad|little) |too |not |no |missing\b)"
-        r"|\b(?:nit|(?:one|only|tiny|small|little) (?:thing|request|nit)|if anything|except)\b",
+        r"|\b(?:nit|(?:one|only|tiny|small|little) (?:thing|request|nit)|if anything|except)\b"
+        r"|\b(?:maybe|perhaps|how about|what about)\b|(?<!\bi )(?<!\bwe )\bwould\b|\?",
         lowered,
     ):
         return True  # "still a bit long": a wish said before and not yet met
