@@ -236,3 +236,15 @@ def test_documents_not_read_and_facts_not_in_them_change_the_tool_and_the_step()
     step = take(agent, memory(), 3, "That 12% growth appears nowhere in the files we gave you.")
     draft = next(s.prompt for s in step.agent.flow if s.name == "draft")
     assert "never invent" in draft.lower()
+
+
+def test_less_of_a_family_takes_its_instruction_back_and_never_makes_it_firmer():
+    agent, steps = play((4, "Way too formal, loosen it up."))
+    casual = steps[0].agent.system_prompt
+    mem = memory(asked_for=steps[0].asked_for, previous_score=4, wants=["less:casual"])
+    step = take(agent, mem, 5, "Too chirpy now, tone the cheerfulness down a notch.")
+    assert step.changed
+    added = set(cycle_step.segments(step.agent.system_prompt)) - set(cycle_step.segments(casual))
+    assert not any("casual" in s.lower() or "relaxed" in s.lower() for s in added)
+    assert len(step.agent.system_prompt) < len(casual)  # the casual instruction is gone
+    assert "casual" not in step.asked_for

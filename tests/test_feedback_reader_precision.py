@@ -507,3 +507,9 @@ def test_a_mild_request_under_a_high_score_is_still_a_request(comment: str, fami
     assert not any("score of 8" in u.why for u in analysis.unsure)
     if family:
         assert family in {a.want for a in analysis.aspects if a.action == "add"}
+
+
+def test_forget_or_skip_a_part_takes_it_back_and_plain_words_ask_for_simpler():
+    reading = feedback_reader.read("Forget the table, the printers mangle it.")
+    assert [(w.family, w.action) for w in reading.wishes] == [("table", "remove")]
+    assert wishes("Plain words, please: the supervisors are not engineers.") == {"simpler"}

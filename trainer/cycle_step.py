@@ -135,7 +135,7 @@ async def take(
     assignment (a long trajectory's, fanned out); ``versions`` gives the lineage's earlier
     versions, for a reviewer who asks to go back to one."""
     # the mechanical reading: verdicts and the keep-list rest on it whatever the backend
-    read = rules_reading(memory, score, comment, spans)
+    read = _softened(rules_reading(memory, score, comment, spans))
     wished = credit_assignment.wishes(read)
     approved = [a.want for a in read.aspects if a.sentiment == "positive" and a.want]
     taken_back = _about_earlier(credit_assignment.takebacks(read), memory)
@@ -380,6 +380,18 @@ def _changes_to(
             if had[name] != want[name]:
                 change(component, "modify", name, json.dumps(had[name]), json.dumps(want[name]))
     return changes
+
+
+def _softened(read: ScoreAnalysis) -> ScoreAnalysis:
+    """A wish for less of a family ("less:casual", "tone the cheerfulness down") takes back
+    the instruction that asks for it, or where none does asks for its opposite, as any
+    take-back does: it never makes that instruction firmer."""
+    if not any(a.action == "less" for a in read.aspects):
+        return read
+    aspects = [
+        a.model_copy(update={"action": "remove"}) if a.action == "less" else a for a in read.aspects
+    ]
+    return read.model_copy(update={"aspects": aspects})
 
 
 def _joined(
