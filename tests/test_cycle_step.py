@@ -248,3 +248,20 @@ def test_less_of_a_family_takes_its_instruction_back_and_never_makes_it_firmer()
     assert not any("casual" in s.lower() or "relaxed" in s.lower() for s in added)
     assert len(step.agent.system_prompt) < len(casual)  # the casual instruction is gone
     assert "casual" not in step.asked_for
+
+
+def test_an_undo_with_the_family_taken_back_leaves_no_instruction_for_it():
+    # casual asked for, then asked again (made firmer); the rater undoes the firmer words and
+    # takes casual back altogether: the rollback's older casual instruction goes too
+    agent, steps = play((4, "Way too formal, loosen it up."), (4, "Still far too stiff."))
+    assert steps[1].changed
+    mem = memory(
+        asked_for=steps[1].asked_for,
+        previous_score=4,
+        pending=cycle_step.pending_after(steps[1], "L1:evolution:2"),
+        wants=["undo", "remove:casual"],
+    )
+    step = take(agent, mem, 3, "Worse. Undo that, and drop the chatty tone altogether.")
+    assert START.system_prompt in step.agent.system_prompt
+    remaining = cycle_step.segments(step.agent.system_prompt)
+    assert not [s for s in remaining if "casual" in cycle_step.credit_assignment.families_of(s)]

@@ -513,3 +513,11 @@ def test_forget_or_skip_a_part_takes_it_back_and_plain_words_ask_for_simpler():
     reading = feedback_reader.read("Forget the table, the printers mangle it.")
     assert [(w.family, w.action) for w in reading.wishes] == [("table", "remove")]
     assert wishes("Plain words, please: the supervisors are not engineers.") == {"simpler"}
+
+
+def test_a_tone_named_as_a_thing_to_drop_is_taken_back():
+    reading = feedback_reader.read("Undo that, and drop the chatty tone altogether.")
+    assert {(w.family, w.action) for w in reading.wishes} == {
+        ("undo", "remove"),
+        ("casual", "remove"),
+    }

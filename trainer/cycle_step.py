@@ -719,8 +719,8 @@ def _aspect(wish: Wish) -> FeedbackAspect:
 def _take_back(
     agent: AgentDefinition, taken_back: list[Wish], refuted: list[str], report: list[str]
 ) -> tuple[list[EvolutionChange], list[Wish]]:
-    """(changes, wishes): the removal of every instruction that carries a family taken back
-    and not already rolled back with the last change; and for a family nothing carries, a
+    """(changes, wishes): the removal of every instruction that carries a family taken back,
+    on the agent as the rollback left it; and for a family nothing carries, a
     wish for its opposite, if it has one ("no more tables" on an agent never told to use
     them asks for prose)."""
     changes: list[EvolutionChange] = []
@@ -734,13 +734,18 @@ def _take_back(
                     f"nothing to undo: the last score's evolution changed nothing ({wish.quote!r})"
                 )
             continue
-        if wish.family in refuted:
-            continue
         carrying = [
             s
             for s in segments(agent.system_prompt)
             if wish.family in credit_assignment.families_of(s)
         ]
+        if wish.family in refuted:
+            # the rollback took it out; one that restored an older instruction of its own
+            # ("undo that, and drop the chatty tone altogether") leaves that one to take back,
+            # never a sentence that asks for more than it ("brief, scannable analysis")
+            carrying = [s for s in carrying if credit_assignment.families_of(s) == {wish.family}]
+            if not carrying:
+                continue
         for segment in carrying:
             changes.append(
                 EvolutionChange(
