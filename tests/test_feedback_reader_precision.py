@@ -521,3 +521,8 @@ def test_a_tone_named_as_a_thing_to_drop_is_taken_back():
         ("undo", "remove"),
         ("casual", "remove"),
     }
+
+
+def test_a_noun_ending_in_er_is_no_comparative():
+    # "disclaimer" is not "more disclaim": what the answer sounds like is the complaint
+    assert wishes("It sounds like a legal disclaimer.") == {"direct"}

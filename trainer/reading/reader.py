@@ -785,7 +785,7 @@ def _read_clause(
         word = match.group(0)
         comparative = bool(
             re.search(r"\b(?:more|less)\s+$", lowered[:start])
-            or re.fullmatch(r"\w+er", word)
+            or (re.fullmatch(r"\w+er", word) and cue.kind != "state")  # not "disclaimer"
             or word.startswith("more ")
         )
         if comparative and (_GROWN.search(lowered[:start]) or _THAN_STATE.match(lowered[end:])):
@@ -984,7 +984,10 @@ def _said_of_another_aspect(cue: Cue, before: str) -> bool:
 
 
 # the one part named: "the 'what is a firewall' paragraph", "that intro paragraph"
-_ONE_PART = re.compile(r"\b(?:the|that|this)\s+(?:'[^']+'\s+|[\w-]+\s+){1,4}$")
+_ONE_PART = re.compile(
+    r"\b(?:the|that|this)\s+(?:'[^']+'\s+|(?!(?:like|as|is|are|was|were|sounds?|reads?|looks?"
+    r"|feels?|seems?)\b)[\w-]+\s+){1,4}$"
+)
 _NEVER_MET = re.compile(
     r"(?:\bnever|\bnot|n't)\s+(?:\w+\s+)?(?:used|seen|opened|touched|heard of|worked with|come "
     r"across|dealt with)\s+(?:\w+\s+){0,3}$"
