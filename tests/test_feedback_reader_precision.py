@@ -526,3 +526,7 @@ def test_a_tone_named_as_a_thing_to_drop_is_taken_back():
 def test_a_noun_ending_in_er_is_no_comparative():
     # "disclaimer" is not "more disclaim": what the answer sounds like is the complaint
     assert wishes("It sounds like a legal disclaimer.") == {"direct"}
+
+
+def test_what_will_do_is_asked_for():
+    assert wishes("Plain and polite will do.") == {"simpler"}
