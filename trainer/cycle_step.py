@@ -207,8 +207,14 @@ async def take(
             )
             + proposal.changes
         )
+    # a sentence the take-back already removes is not removed a second time by the plan (a
+    # wish for prose also takes out the table instruction the rater took back)
+    removed = {c.before for c in removals}
     proposal.changes = removals + [
-        c for c in proposal.changes if c.want not in gone | undone | set(refused)
+        c
+        for c in proposal.changes
+        if c.want not in gone | undone | set(refused)
+        and not (c.change_type == "remove" and c.before in removed)
     ]
 
     # 5. history (never vetoing a request), directives, constraints
