@@ -250,6 +250,9 @@ async def preview_reading(
         lineage_id=lineage_id,
         previous_score=score_before(state.score_history, None),
         corrections=corrections,
+        # the standing wishes: a wish they would keep the step from acting on is said now
+        wishes=state.active_wishes,
+        cycle=state.cycle,
     )
     backend = preview.backend_for(backends, state.trainer, state.trainer_model)
     return state, await preview.preview(backend, memory, score, comment, undo_to)

@@ -43,8 +43,9 @@ def print_reading(console: Console, seen: ReadingPreview, chips: list[Chip] | No
     console.print(f"Wishes: {listed or 'none, nothing changes'}", highlight=False, soft_wrap=True)
     for u in seen.unsure:
         proposed = ", ".join(f"--want {shown(c.want)} ({shown(c.label)})" for c in u.proposed)
+        said = "in the way" if u.standing else "not understood"
         console.print(
-            f"  not understood: {shown(repr(u.quote))} ({shown(u.why)})"
+            f"  {said}: {shown(repr(u.quote))} ({shown(u.why)})"
             + (f"; to add: {proposed}" if proposed else ""),
             highlight=False,
             soft_wrap=True,

@@ -270,6 +270,7 @@ def test_an_undo_with_the_family_taken_back_leaves_no_instruction_for_it():
 def test_a_part_taken_back_with_its_replacement_asked_is_removed_once():
     agent, steps = play((5, "Put the options in a table."))
     mem = memory(asked_for=steps[0].asked_for, previous_score=5)
-    step = take(agent, mem, 4, "Forget the table, the printers mangle it. Short paragraphs instead.")
+    comment = "Forget the table, the printers mangle it. Short paragraphs instead."
+    step = take(agent, mem, 4, comment)
     assert "table" not in step.agent.system_prompt.lower().replace("tables", "")
     assert not any("refused" in line for line in step.report)

@@ -193,3 +193,19 @@ def test_rules_plus_claude_previews_the_abstained_clause_as_claude_reads_it():
     alone = asyncio.run(preview.preview(offline, memory, 3, f"{ironic} Add a table."))
     assert alone.wants == ["table"] and not alone.exact
     assert "cannot be previewed here" in (alone.incomplete or "")
+
+
+def test_a_wish_a_standing_one_would_block_is_said_before_sending_with_the_take_back():
+    from domain.checks import ActiveWish
+
+    table = ActiveWish(family="table", quote="the options side by side in a table", cycle=2)
+    memory = LineageMemory(session_id="s", lineage_id="L", wishes=[table], cycle=5)
+    seen = asyncio.run(preview.preview(RulesTrainer(), memory, 5, "Short paragraphs instead."))
+    assert seen.wants == ["prose"]
+    (blocked,) = seen.unsure
+    assert blocked.why.startswith("kept 'the options side by side in a table': you asked for it")
+    assert [c.want for c in blocked.proposed] == ["remove:table"] and blocked.standing
+    # taken back in the same comment, nothing stands in the way
+    both = "Forget the table. Short paragraphs instead."
+    seen = asyncio.run(preview.preview(RulesTrainer(), memory, 5, both))
+    assert seen.wants == ["prose", "remove:table"] and seen.unsure == []

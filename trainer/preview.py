@@ -17,7 +17,7 @@ from domain import want_labels, wants
 from domain.corrections import LabelledExample
 from domain.execution import preview_of
 from domain.trainer import FeedbackAspect, ScoreAnalysis
-from trainer import cycle_step
+from trainer import credit_assignment, cycle_step, wish_guard
 from trainer.backends import HandOverTrainer, TrainerBackend, TrainerBackends, TrainerConfigError
 from trainer.cycle_step import LineageMemory
 
@@ -38,6 +38,9 @@ class Unplaced(BaseModel):
     quote: str
     why: str
     proposed: list[Chip] = Field(default_factory=list)
+    # not a clause misread but a standing wish the reading would run into ("kept 'in a
+    # table': you asked for it in cycle 2"): said as what stands in the way
+    standing: bool = False
 
 
 class ReadingPreview(BaseModel):
@@ -85,8 +88,27 @@ async def preview(
     try:
         analysis = await cycle_step.backend_reading(backend, memory, read, score, comment)
     except ModelNotHere as missing:
-        return _said(read, undo_to, incomplete=str(missing))
-    return _said(analysis, undo_to)
+        return _guarded(_said(read, undo_to, incomplete=str(missing)), read, memory)
+    return _guarded(_said(analysis, undo_to), analysis, memory)
+
+
+def _guarded(said: ReadingPreview, reading: ScoreAnalysis, memory: LineageMemory) -> ReadingPreview:
+    """The wishes a standing one would keep the step from acting on, said before sending
+    ("prose would break 'the options in a table', asked for in cycle 2"), with the take-back
+    that lets them through offered as a chip."""
+    taken_back = credit_assignment.takebacks(reading)
+    standing = wish_guard.protected(memory.wishes, taken_back, memory.cycle)
+    blocked = wish_guard.breaking(standing, credit_assignment.wishes(reading))
+    for family, wish in blocked.items():
+        said.unsure.append(
+            Unplaced(
+                quote=_quote(wish.quote or wish.family),
+                why=wish_guard.kept(wish, family),
+                proposed=[chip(f"remove:{wish.family}")],
+                standing=True,
+            )
+        )
+    return said
 
 
 def _said(

@@ -353,7 +353,8 @@ function showReading(form) {
   unsure.textContent = "";
   for (const u of answer.unsure || []) {
     const item = document.createElement("li");
-    item.textContent = `not understood: “${u.quote}” (${u.why})`;
+    const said = u.standing ? "in the way" : "not understood";
+    item.textContent = `${said}: “${u.quote}” (${u.why})`;
     for (const c of u.proposed) {
       const add = document.createElement("button");
       add.type = "button";
