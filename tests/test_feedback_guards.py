@@ -137,7 +137,7 @@ async def test_a_late_correction_cannot_rewrite_another_raters_reading(
             await h.signal("score", {"score": 5, "comment": MISREAD, "rater": "bob"})
         late = await wait_for_state(handle, awaiting(3))
         anas, bobs = late.score_history
-        assert late.last_wants == ["hedge"]
+        assert late.last_wants == ["direct"]
 
         # ana corrects her own score, but bob has scored since: not the latest
         why = await refused(

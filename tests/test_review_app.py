@@ -319,7 +319,7 @@ async def test_a_rater_corrects_a_reading_from_the_keyboard_and_sees_the_cycle_r
         said = await until(
             browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
         )
-        assert "Read as: hedge" in said  # not what the rater meant: they wanted warmth
+        assert "Read as: direct" in said  # not what the rater meant: they wanted warmth
         await until(
             browser,
             f"{card(a)}.querySelector('header').dataset.cycle == '2'"
@@ -333,7 +333,7 @@ async def test_a_rater_corrects_a_reading_from_the_keyboard_and_sees_the_cycle_r
 
         # the misread wish is a chip: Enter removes it; the picker adds the one meant
         chips = f"Array.from({card(a)}.querySelectorAll('form.correct .chip'), c => c.dataset.want)"
-        assert await until(browser, chips) == ["hedge"]
+        assert await until(browser, chips) == ["direct"]
         await on(
             browser,
             browser.execute_script,
@@ -397,7 +397,7 @@ async def test_a_rater_corrects_a_reading_from_the_keyboard_and_sees_the_cycle_r
     assert state.last_wants == ["warmer", "keep:table"]
     assert [a.agent_version for a in store.queries.artifacts(a) if a.cycle == 2] == [2, 3]
     first, second = store.queries.labelled_examples(spec.session_id)
-    assert (first.corrected, first.read_as, first.rater) == (["warmer"], ["hedge"], "ana")
+    assert (first.corrected, first.read_as, first.rater) == (["warmer"], ["direct"], "ana")
     assert (second.corrected, second.read_as) == (["warmer", "keep:table"], ["warmer"])
 
 
