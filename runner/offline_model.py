@@ -325,12 +325,14 @@ class OfflineModel:
     def _rewrite(self, style: Style, material: str, max_tokens: int) -> tuple[str, str]:
         """Condense or reformat earlier output: sentences with numbers first, then the rest."""
         sentences = []
-        for raw in re.split(r"(?<=[.!?])\s+|\n+", _without_table_markup(material)):
-            sentence = (
-                raw.strip().lstrip("-*0123456789. ").strip()
-                if raw.strip()[:2] in ("- ", "* ") or re.match(r"^\d+\.\s", raw.strip())
-                else raw.strip()
-            )
+        # a list's markers come off each line before it is split into sentences: "1. Start
+        # small." must not leave "1." as a sentence of its own
+        lines = [
+            re.sub(r"^\s*(?:[-*]|\d+[.)])\s+", "", line)
+            for line in re.split(r"\n+", _without_table_markup(material))
+        ]
+        for raw in (part for line in lines for part in re.split(r"(?<=[.!?])\s+", line)):
+            sentence = raw.strip()
             avoided = any(phrase in sentence.lower() for phrase in style.avoid)
             if sentence and sentence not in sentences and not sentence.startswith("##"):
                 sentences += [] if avoided else [sentence]

@@ -6,6 +6,7 @@ by a dead worker marked lost like any attempt."""
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
@@ -107,6 +108,32 @@ def test_the_offline_model_turns_a_list_into_a_table_and_may_still_miss():
     table, summary = check_all(revised, wishes)
     assert table.passed and Document.of(revised).bullet_items == 0
     assert not summary.passed  # what a rewrite cannot add, it misses: the card shows ✗
+
+
+def test_a_numbered_answer_revised_keeps_one_number_a_line():
+    # seen on the persona walk: a revision of a warm, numbered answer left "2. 1.", "4. 2."
+    prompt = (
+        "You are an expert analyst. Write warmly, with empathy for the reader's situation. "
+        "Present any steps as a numbered list."
+    )
+    agent = AGENTS["A"].model_copy(update={"system_prompt": prompt})
+    numbered = answer("A", prompt[len("You are an expert analyst. ") :], question=1)
+    assert re.search(r"^1\. ", numbered, re.M) and not numbered.startswith("1.")
+    about_60 = ActiveWish(
+        family="shorter", amount=Amount(kind="limit", value=60), quote="about 60", cycle=1
+    )
+    told = reviser(agent, failed(check_all(numbered, [about_60])))
+    request = ModelRequest(
+        model=told.parameters.model,
+        system=told.system_prompt,
+        max_tokens=told.parameters.max_tokens,
+        temperature=told.parameters.temperature,
+        messages=[ChatMessage(role="user", content=REVISION_PROMPT.format(input=numbered))],
+    )
+    lines = [line.strip() for line in OfflineModel().reply(request).text.splitlines()]
+    assert re.match(r"^1\. \w", "\n".join(line for line in lines if line[:1].isdigit()))
+    assert not [line for line in lines if re.fullmatch(r"[\d.\s]+", line)]
+    assert not [line for line in lines if re.match(r"^\d+\.\s+\d+\.", line)]
 
 
 @pytest.mark.every_backend
