@@ -274,3 +274,13 @@ def test_a_part_taken_back_with_its_replacement_asked_is_removed_once():
     step = take(agent, mem, 4, comment)
     assert "table" not in step.agent.system_prompt.lower().replace("tables", "")
     assert not any("refused" in line for line in step.report)
+
+
+def test_less_warmth_said_in_words_takes_the_warmth_instruction_back():
+    agent, steps = play((4, "It's cold. Show some compassion."))
+    assert "warmer" in steps[0].asked_for
+    mem = memory(asked_for=steps[0].asked_for, previous_score=4)
+    step = take(agent, mem, 6, "Less warmth; keep the rest.")
+    assert "warmer" not in step.asked_for
+    assert len(step.agent.system_prompt) < len(agent.system_prompt)
+    assert "keep the rest" not in step.agent.system_prompt.lower()

@@ -530,3 +530,13 @@ def test_a_noun_ending_in_er_is_no_comparative():
 
 def test_what_will_do_is_asked_for():
     assert wishes("Plain and polite will do.") == {"simpler"}
+
+
+def test_less_of_a_quality_with_no_opposite_softens_it_and_keep_the_rest_approves():
+    reading = feedback_reader.read("Less warmth, please; keep the rest.")
+    assert [(w.family, w.action) for w in reading.wishes] == [("warmer", "less")]
+
+
+def test_a_list_gone_wrong_is_no_claim_of_made_up_facts():
+    reading = feedback_reader.read("The numbering has gone wrong: every other line is a number.")
+    assert "no_fabrication" not in {w.family for w in reading.wishes}

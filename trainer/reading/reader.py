@@ -895,8 +895,15 @@ def _read_cue(
     """The wish (or the kept family) a cue's words carry in their frame; whether there is one."""
     start, end = match.span()
     if less:
-        # "less hedging": the cue's fault, or the opposite of what the cue asks for
+        # "less hedging": the cue's fault, or the opposite of what the cue asks for; "less
+        # warmth", with neither, softens what asks for it (a take-back in the cycle step)
         family, weak = cue.fault or opposite_of(cue.ask or ""), False
+        if family is None and cue.ask and read.mode == "comment":
+            quote = _around(read.text, start, end)
+            reading.wishes.append(
+                Wish(cue.ask, cue.aspect, quote, cue.confidence, action="less", asked=True)
+            )
+            return True
     else:
         change = bool(_CHANGE_VERB.match(match.group(0))) or comparative
         family, weak = _wish_of(cue, frame, read.mode, comparative, change)
@@ -966,7 +973,8 @@ _NOBODY = re.compile(r"\b(?:nobody|no one|none of \w+|neither)\b\s*\w.*$")
 _OTHER_ASPECT = "a fault said of another part of the answer: which change it asks for is not said"
 # a general fault word ("wrong", "off", "errors") right after the noun it is said of
 _GENERAL_FAULT_OF = re.compile(
-    r"\b(?P<noun>\w+)\s+(?:is|are|was|were|feels?|seems?|sounds?)\s+(?:\w+\s+)?$"
+    r"\b(?P<noun>\w+)\s+(?:is|are|was|were|feels?|seems?|sounds?|looks?|(?:has|have) gone|"
+    r"went|goes|got|gets)\s+(?:\w+\s+)?$"
 )
 
 
