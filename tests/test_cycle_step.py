@@ -284,3 +284,18 @@ def test_less_warmth_said_in_words_takes_the_warmth_instruction_back():
     assert "warmer" not in step.asked_for
     assert len(step.agent.system_prompt) < len(agent.system_prompt)
     assert "keep the rest" not in step.agent.system_prompt.lower()
+
+
+def test_going_back_to_a_version_forgets_a_take_back_of_what_that_version_asks_for():
+    # seen on the persona walk: bullets asked (v2), taken back (v3), then "go back to v2":
+    # the old take-back was still checked ("✓ no bullets") and the revision removed them
+    from domain.checks import ActiveWish
+
+    _, steps = play((4, "Use bullet points."))
+    v2 = steps[0].agent
+    no_bullets = ActiveWish(family="bullets", action="remove", quote="no bullets", cycle=2)
+    no_table = ActiveWish(family="table", action="remove", quote="no table", cycle=2)
+    mem = memory(asked_for=[], previous_score=4, cycle=3, wishes=[no_bullets, no_table])
+    step = take(START, mem, 4, "Go back to v2.", versions={2: v2}.get)
+    assert step.agent.system_prompt == v2.system_prompt
+    assert [(w.family, w.action) for w in step.wishes] == [("table", "remove")]

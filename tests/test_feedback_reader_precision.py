@@ -540,3 +540,9 @@ def test_less_of_a_quality_with_no_opposite_softens_it_and_keep_the_rest_approve
 def test_a_list_gone_wrong_is_no_claim_of_made_up_facts():
     reading = feedback_reader.read("The numbering has gone wrong: every other line is a number.")
     assert "no_fabrication" not in {w.family for w in reading.wishes}
+
+
+def test_a_part_taken_out_with_the_verb_split_around_it_is_taken_back():
+    reading = feedback_reader.read("The bullet points chop up the times. Take the bullets out.")
+    assert ("bullets", "remove") in {(w.family, w.action) for w in reading.wishes}
+    assert "bullets" not in {w.family for w in reading.wishes if w.action == "add"}

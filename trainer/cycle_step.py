@@ -340,7 +340,10 @@ def _revert(
     return CycleStep(
         judged=judged, analysis=read, credit=credit, plan=plan, agent=after,
         asked_for=[f for f in memory.asked_for if f in kept],
-        wishes=[w for w in memory.wishes if w.family in kept], report=report,
+        # a wish for a form that version asks for is checked on; a take-back of one it asks
+        # for ("no bullets" before going back to a version with bullets) is not
+        wishes=[w for w in memory.wishes if (w.action == "remove") != (w.family in kept)],
+        report=report,
     )  # fmt: skip
 
 

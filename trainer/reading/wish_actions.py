@@ -51,6 +51,14 @@ class ActionCues:
     nouns: dict[str, re.Pattern[str]]
 
 
+# a phrasal verb split by its object ("take the bullets out") said as the removal words know it
+# ("take out the bullets")
+_SEPARATED = re.compile(
+    r"\b(take|leave|cut|strip|pull|throw)\s+((?:the|those|these|all the|your)\s+"
+    r"(?:[\w-]+\s+){0,3}?[\w-]+)\s+out\b"
+)
+
+
 def _alternation(phrases: list[str], bounded: bool) -> re.Pattern[str] | None:
     if not phrases:
         return None
@@ -112,7 +120,7 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
     """The families ``sentence`` takes back (or, with the removal denied, keeps), in any
     language with an actions file. A removal of a pronoun ("take it out") with no family named
     in the sentence points at the last one named in the sentence ``before``."""
-    lowered = sentence.lower()
+    lowered = _SEPARATED.sub(r"\1 out \2", sentence.lower())
     wishes: dict[str, Wish] = {}
     for cues in action_cues():
         if cues.remove is None:
