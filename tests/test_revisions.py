@@ -37,9 +37,11 @@ ABOUT_100 = ActiveWish(
 NO_HEDGING = ActiveWish(family="direct", quote="no hedging", cycle=1)
 
 
-def revise(label: str, text: str, wishes: list[ActiveWish]) -> str:
-    """The offline model's revision of ``text`` as agent ``label``, told what failed."""
-    agent = reviser(AGENTS[label], failed(check_all(text, wishes)))
+def revise(label: str | AgentDefinition, text: str, wishes: list[ActiveWish]) -> str:
+    """The offline model's revision of ``text`` as agent ``label`` (or that agent), told what
+    failed."""
+    base = AGENTS[label] if isinstance(label, str) else label
+    agent = reviser(base, failed(check_all(text, wishes)))
     request = ModelRequest(
         model=agent.parameters.model,
         system=agent.system_prompt,
@@ -122,15 +124,7 @@ def test_a_numbered_answer_revised_keeps_one_number_a_line():
     about_60 = ActiveWish(
         family="shorter", amount=Amount(kind="limit", value=60), quote="about 60", cycle=1
     )
-    told = reviser(agent, failed(check_all(numbered, [about_60])))
-    request = ModelRequest(
-        model=told.parameters.model,
-        system=told.system_prompt,
-        max_tokens=told.parameters.max_tokens,
-        temperature=told.parameters.temperature,
-        messages=[ChatMessage(role="user", content=REVISION_PROMPT.format(input=numbered))],
-    )
-    lines = [line.strip() for line in OfflineModel().reply(request).text.splitlines()]
+    lines = [line.strip() for line in revise(agent, numbered, [about_60]).splitlines()]
     assert re.match(r"^1\. \w", "\n".join(line for line in lines if line[:1].isdigit()))
     assert not [line for line in lines if re.fullmatch(r"[\d.\s]+", line)]
     assert not [line for line in lines if re.match(r"^\d+\.\s+\d+\.", line)]
