@@ -108,7 +108,7 @@ _REQUEST_FORM, _IMPERATIVE, _CONTRAST_WORD, _CONCEDED = _words(
 _REQUEST, _WISH_FOR, _KEEP_AS_IS, _KEEP_WHOLE, _REVERT = _words(
     "requests", "request", "wish_for", "keep_as_is", "keep_whole", "revert"
 )
-_POLITE, _CONTRAST = _words("requests", "polite", "contrast")
+_POLITE, _CONTRAST, _ASKS_OUTRIGHT = _words("requests", "polite", "contrast", "asks_outright")
 (_CHANGE_VERB,) = _words("frames", "change_verb")
 _LOCATION, _PART, _INTENSIFIER_OR_COPULA, _NOT_A_NOUN = _words(
     "attributes", "location", "part", "intensifier_or_copula", "not_a_noun"
@@ -347,14 +347,7 @@ def requests_outright(sentence: str) -> bool:
     """Whether a sentence asks for a change by its form — an imperative, "please", "could
     you", "I want", "should", "next time" — rather than only describing the answer ("a touch
     long", "more formal than I'd write")."""
-    lowered = sentence.lower().translate(_QUOTES)
-    if re.search(
-        r"\bnext time\b|\b(?:i|we)(?:'d| would) (?:love|rather|appreciate)\b|\bif only\b"
-        r"|\bstill (?:a (?:bit|touch|tad|little) |too |not |no |missing\b)"
-        r"|\b(?:nit|(?:one|only|tiny|small|little) (?:thing|request|nit)|if anything|except)\b"
-        r"|\b(?:maybe|perhaps|how about|what about)\b|(?<!\bi )(?<!\bwe )\bwould\b|\?",
-        lowered,
-    ):
+    if _ASKS_OUTRIGHT.search(sentence.lower().translate(_QUOTES)):
         return True  # "still a bit long": a wish said before and not yet met
     return any(
         _IMPERATIVE.search(c) or _POLITE.search(c) or _OUTRIGHT.search(c)
