@@ -208,10 +208,13 @@ async def take(
             + proposal.changes
         )
     # a sentence the take-back already removes is not removed a second time by the plan (a
-    # wish for prose also takes out the table instruction the rater took back)
+    # wish for prose also takes out the table instruction the rater took back), and one the
+    # plan would rewrite is added afresh ("a chatty voice instead of a formal register")
     removed = {c.before for c in removals}
     proposal.changes = removals + [
-        c
+        c.model_copy(update={"change_type": "add", "target": "instruction", "before": None})
+        if c.change_type == "modify" and c.before in removed
+        else c
         for c in proposal.changes
         if c.want not in gone | undone | set(refused)
         and not (c.change_type == "remove" and c.before in removed)

@@ -34,7 +34,14 @@ from typing import Literal
 
 from domain.change_families import aspect_of, contrary_of, opposite_of
 from trainer.instructions import third_person
-from trainer.reading import comment_languages, cue_tables, languages, places, wish_actions
+from trainer.reading import (
+    comment_languages,
+    constructions,
+    cue_tables,
+    languages,
+    places,
+    wish_actions,
+)
 from trainer.reading.cue_tables import Cue
 from trainer.reading.wish import Wish
 
@@ -378,8 +385,23 @@ def read(text: str, mode: Mode = "comment") -> Reading:
     """Every wish, praise and criticism in ``text``."""
     reading = Reading()
     before = ""
-    for sentence in _sentences(text or ""):
+    joined: set[int] = set()
+    sentences = _sentences(text or "")
+    for index, sentence in enumerate(sentences):
         first = len(reading.wishes)
+        if index in joined:
+            continue  # read with the sentence before ("No thanks." after its question)
+        # "The bulleted list? No thanks. A table.", "Not the bullets. A table.": one unit
+        unit = sentences[index : index + 1 + constructions.joins(sentences[index:])]
+        if mode == "comment" and _read_construction(" ".join(unit), reading):
+            _amounts(" ".join(unit), reading, first)
+            joined |= set(range(index + 1, index + len(unit)))
+            before = sentence
+            continue
+        following = sentences[index + 1] if index + 1 < len(sentences) else ""
+        if mode == "comment" and _read_answered(sentence, following, reading):
+            joined.add(index + 1)
+            continue
         _read_sentence(sentence, mode, reading)
         if mode == "comment":
             _read_actions(sentence, before, reading, first)
@@ -397,7 +419,63 @@ def read(text: str, mode: Mode = "comment") -> Reading:
     _settle(reading, mode)
     if mode == "comment":
         _unsure(text or "", reading)
+        # rivals left unplaced in one sentence that another sentence places are settled
+        placed = {w.family for w in reading.wishes}
+        reading.unsure = [
+            u for u in reading.unsure if u.why != _UNSETTLED or not placed & set(u.proposed)
+        ]
     return reading
+
+
+_UNSETTLED = "names rival forms or registers, but which one is wanted is not clear"
+
+
+def _read_construction(sentence: str, reading: Reading) -> bool:
+    """A sentence naming rival families, read by the roles its constructions give them (see
+    ``trainer/reading/constructions.py``): wanted is asked for, rejected taken back, kept
+    approved; a role it cannot settle is said back with a chip for each reading."""
+    built = constructions.place(sentence)
+    if built is None:
+        return False
+    if built.unsettled:
+        chips = [f"{action}{f}" for action in ("", "remove:") for f in built.unsettled[:2]]
+        reading.unsure.append(Unsure(sentence.strip(), _UNSETTLED, tuple(chips)))
+        return True
+    for placed in built.placed:
+        mention = placed.mention
+        wish = Wish(
+            mention.family,
+            mention.aspect,
+            _around(sentence, mention.start, mention.end),
+            mention.confidence,
+            action="add" if placed.role == "wanted" else "remove",
+            asked=placed.role == "wanted",
+        )
+        (reading.kept if placed.role == "kept" else reading.wishes).append(
+            replace(wish, action="add") if placed.role == "kept" else wish
+        )
+    return True
+
+
+def _read_answered(question: str, answer: str, reading: Reading) -> bool:
+    """ "The bulleted list? No thanks.": what the question names is taken back."""
+    rejected = constructions.rejects_by_answer(question, answer)
+    for mention in rejected:
+        quote = f"{question.strip()} {answer.strip()}"
+        reading.wishes.append(
+            Wish(mention.family, mention.aspect, quote, mention.confidence, action="remove")
+        )
+    return bool(rejected)
+
+
+def _amounts(sentence: str, reading: Reading, first: int) -> None:
+    """The amounts a sentence gives the wishes just read from it ("half as long")."""
+    for index in range(first, len(reading.wishes)):
+        wish = reading.wishes[index]
+        if wish.amount is None:
+            amount = wish_actions.amount_of(sentence, wish.family, wish.detail)
+            if amount is not None:
+                reading.wishes[index] = replace(wish, amount=amount)
 
 
 def _unsure(text: str, reading: Reading) -> None:
@@ -438,12 +516,7 @@ def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> N
     ("add a summary so I can skim") is the request's reason, not a wish of its own."""
     if any(not w.weak for w in reading.wishes[first:]):
         reading.wishes[first:] = [w for w in reading.wishes[first:] if not w.weak]
-    for index in range(first, len(reading.wishes)):
-        wish = reading.wishes[index]
-        if wish.amount is None:
-            amount = wish_actions.amount_of(sentence, wish.family, wish.detail)
-            if amount is not None:
-                reading.wishes[index] = replace(wish, amount=amount)
+    _amounts(sentence, reading, first)
     for taken in wish_actions.takebacks(sentence, before):
         reading.wishes[first:] = [w for w in reading.wishes[first:] if w.family != taken.family]
         reading.kept = [k for k in reading.kept if k.family != taken.family]

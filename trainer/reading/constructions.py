@@ -1,0 +1,295 @@
+"""The construction layer: each mention of a family gets a role from the construction it sits
+in, before any wish is chosen.
+
+A *mention* is a cue's words that name a family ("a table", "the chatty voice", "a short
+answer"). Its *role* comes from the words around it, not from the words themselves:
+
+- comparison: "a table would suit this better than bullets", "X beats Y", "X over Y",
+  "I prefer X to Y", "Y is harder to skim than X", "between X and Y, Y wins";
+- substitution: "X instead of Y", "X in place of Y", "replace/swap/switch/turn Y with/for/into X";
+- contrast: "X, not Y", "not Y but X", "Y? No. X.";
+- rejection of one mention: "Y has to go", "lose Y", "Y isn't helping", "Y is the problem";
+- keeping: "keep Y", "Y is fine", "leave Y".
+
+Swapping the two families of a construction swaps the reading: nothing here depends on which
+family is named. A sentence naming rival families (a form and another form, a register and its
+opposite, a length and its opposite) whose roles the constructions cannot settle is *not
+understood*: it is said back with a chip for each reading, never guessed. A sentence with no
+rival mentions is left to the reader's frames (``trainer/reading/reader.py``).
+
+The words are data: ``trainer/reading/cues/en/vocabulary/constructions.json``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from domain.change_families import contrary_of, opposite_of
+from trainer.reading import cue_tables
+from trainer.reading.cue_tables import Cue
+
+Role = Literal["wanted", "rejected", "kept"]
+
+CUES: tuple[Cue, ...] = cue_tables.english_cues()
+_WORDS = cue_tables.vocabulary("constructions")
+_P = _WORDS.patterns
+_FORMS = frozenset(_WORDS.tables["rival_forms"])
+(_LOCATION,) = (cue_tables.vocabulary("attributes").patterns["location"],)
+
+
+def cue_matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
+    """Every cue's matches, overlaps resolved longest first (on a tie, by the cues' priority):
+    "waded through four paragraphs of background before" is one complaint about order, not a
+    mention of paragraphs. Locations ("paragraph two") claim their words and name nothing."""
+    claimed: list[tuple[int, int]] = []
+    found: list[tuple[int, float, Cue | None, re.Match[str]]] = [
+        (match.end() - match.start(), -cue.priority, cue, match)
+        for cue in CUES
+        for match in cue.pattern.finditer(lowered)
+        if match.end() > match.start()
+    ]
+    found += [(m.end() - m.start(), -math.inf, None, m) for m in _LOCATION.finditer(lowered)]
+    kept: list[tuple[Cue, re.Match[str]]] = []
+    for _, _, cue, match in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
+        start, end = match.span()
+        if any(start < e and s < end for s, e in claimed):
+            continue
+        claimed.append((start, end))
+        if cue is not None:
+            kept.append((cue, match))
+    return sorted(kept, key=lambda k: k[1].start())
+
+
+@dataclass(frozen=True)
+class Mention:
+    """Words naming a family, where they sit in their sentence."""
+
+    family: str
+    aspect: str
+    start: int
+    end: int
+    confidence: float
+
+
+@dataclass(frozen=True)
+class Placed:
+    mention: Mention
+    role: Role
+
+
+@dataclass(frozen=True)
+class Construction:
+    """What the constructions of one sentence settle: a role for every mention, or (when
+    ``unsettled``) the rival families whose roles they could not place."""
+
+    placed: tuple[Placed, ...] = ()
+    unsettled: tuple[str, ...] = ()
+
+
+def rivals(one: str, other: str) -> bool:
+    """Families a comment can prefer one over the other: opposites, contraries, two forms."""
+    if one == other:
+        return False
+    return other in contrary_of(one) | contrary_of(other) | {
+        opposite_of(one),
+        opposite_of(other),
+    } or (one in _FORMS and other in _FORMS)
+
+
+def mentions(lowered: str) -> list[Mention]:
+    """The families a sentence names (a cue that names a state or a quality), an adjective in
+    front of a named form left out ("the long paragraphs" names paragraphs), and so is a
+    quality said of the answer ("too brief", "it's formal": a description, no preference)."""
+    quoted = [q.span() for q in _QUOTED.finditer(lowered)]
+    found = [
+        Mention(cue.ask, cue.aspect, m.start(), m.end(), cue.confidence)
+        for cue, m in cue_matches(lowered)
+        if cue.kind != "fault" and cue.ask is not None and _names(cue, m, lowered, quoted)
+    ]
+    named: list[Mention] = []
+    for index, mention in enumerate(found):
+        after = found[index + 1] if index + 1 < len(found) else None
+        attribute = (
+            after is not None
+            and after.aspect == "format"
+            and mention.aspect != "format"
+            and re.fullmatch(r"\s*(?:\w+\s+)?", lowered[mention.end : after.start]) is not None
+        )
+        same = named and named[-1].family == mention.family
+        if not attribute and not (same and lowered[named[-1].end : mention.start].strip() == ""):
+            named.append(mention)
+    return named
+
+
+# the answer's own words, quoted: what it said, not what is wanted
+_QUOTED = re.compile(r"(?<![\w'])'[^'\n]{1,120}'(?![\w'])|\"[^\"\n]{1,120}\"")
+
+
+def _names(cue: Cue, match: re.Match[str], lowered: str, quoted: list[tuple[int, int]]) -> bool:
+    """Whether a cue's words name a family a comment may prefer: not a quality said of the
+    answer ("too brief"), a state it is said to resemble ("reads like a chat"), what it is for
+    ("a letter to the court"), a change refused ("not more formal") or quoted words."""
+    before = re.split(r"[,;:.!?]", lowered[: match.start()])[-1]
+    if any(s <= match.start() and match.end() <= e for s, e in quoted):
+        return False
+    if _P["situation"].search(match.group(0)) or _P["comparative"].search(before):
+        return False
+    if cue.kind == "quality":
+        return bool(_P["house_voice"].search(before)) or not _P["described"].search(before)
+    return not _P["described_state"].search(before)
+
+
+def _gap(lowered: str, left: Mention, right: Mention) -> str:
+    return lowered[left.end : right.start]
+
+
+def _pivot(lowered: str, left: Mention, right: Mention, first: Mention) -> tuple[Role, Role] | None:
+    """The roles a construction between two mentions gives them."""
+    gap = _gap(lowered, left, right)
+    if re.search(r"[.!?]", gap):
+        return None
+    if _P["than"].search(gap):
+        # "Y is harder to skim than X", "less Y than X": what follows "than" is preferred
+        worse = _P["worse"].search(gap.split(" than")[0]) or _P["worse"].search(
+            lowered[max(0, left.start - 12) : left.start]
+        )
+        return ("rejected", "wanted") if worse else ("wanted", "rejected")
+    if _P["to"].search(gap) and _P["prefer_to"].search(lowered[: left.start]):
+        return "wanted", "rejected"  # "I'd prefer a table to bullets"
+    if left is first and _P["swap_link"].search(gap):
+        before = lowered[: left.start]
+        if _P["swap_in"].search(before):
+            return "wanted", "rejected"  # "swap in a table for the bullets"
+        if _P["swap_verb"].search(before):
+            return "rejected", "wanted"  # "switch the list to a table", "go from Y to X"
+    if _P["left_wins"].search(gap):
+        return "wanted", "rejected"
+    return None
+
+
+def _own_role(lowered: str, mention: Mention, start: int, end: int) -> Role | None:
+    """The role the words right around one mention give it (``start``/``end``: where its
+    neighbours' words begin and end)."""
+    before = re.split(r"[,;:]|\bbut\b", lowered[start : mention.start])[-1]
+    after = re.split(r"[,;:.!]|\bbut\b", lowered[mention.end : end] or "")[0]
+    after_full = lowered[mention.end : end]
+    # the words before decide (a negation scopes over a verb of wanting: "I don't want
+    # more depth"); then the words after
+    for role, pattern in (("rejected", "rejected_before"), ("kept", "kept_before")):
+        if _P[pattern].search(before):
+            return role
+    if _P["wanted_before"].search(before):
+        return "wanted"
+    if _P["rejected_after"].match(after_full):
+        return "rejected"
+    if _P["kept_after"].match(after):
+        return "kept"
+    return "wanted" if _P["wanted_after"].match(after) else None
+
+
+def place(sentence: str) -> Construction | None:
+    """The roles of a sentence's mentions, when it names rival families; None when it names
+    none (the reader's frames read it)."""
+    lowered = sentence.lower()
+    found = mentions(lowered)
+    families = list(dict.fromkeys(m.family for m in found))
+    if not any(rivals(a, b) for a in families for b in families):
+        return None
+    roles = _construction_roles(lowered, found)
+    for index, mention in enumerate(found):
+        if index not in roles:
+            start = found[index - 1].end if index else 0
+            end = found[index + 1].start if index + 1 < len(found) else len(lowered)
+            own = _own_role(lowered, mention, start, end)
+            if own is not None:
+                roles[index] = own
+    _share_coordinated(lowered, found, roles)
+    # a rival beside one rejected, in no construction of its own, is what comes instead
+    # ("Y has to go; X."); beside one wanted it is left as it is, neither added nor removed
+    # ("quit with the bullets everywhere; give me paragraphs")
+    for index, mention in enumerate(found):
+        if index not in roles and any(
+            roles.get(i) == "rejected" and rivals(o.family, mention.family)
+            for i, o in enumerate(found)
+        ):
+            roles[index] = "wanted"
+    return _settled(found, roles, families)
+
+
+def _construction_roles(lowered: str, found: list[Mention]) -> dict[int, Role]:
+    """The roles a choice, a leading rejection or a pivot between two mentions gives."""
+    roles: dict[int, Role] = {}
+    if _P["between"].search(lowered) and "," in lowered:
+        # "between X and Y, Y wins": the family named again after the choice is chosen
+        comma = lowered.index(",")
+        chosen = {m.family for m in found if m.start > comma}
+        if len(chosen) == 1:
+            return {i: "wanted" if m.family in chosen else "rejected" for i, m in enumerate(found)}
+    if _P["lead_rejects"].search(lowered[: found[0].start]):
+        # "Rather than Y, X": the first mention is what goes (a rival after it, what comes)
+        return {0: "rejected"}
+    for index in range(len(found) - 1):
+        pivot = _pivot(lowered, found[index], found[index + 1], found[0])
+        if pivot is not None:
+            roles.setdefault(index, pivot[0])
+            roles.setdefault(index + 1, pivot[1])
+    return roles
+
+
+def _settled(found: list[Mention], roles: dict[int, Role], families: list[str]) -> Construction:
+    """The placed mentions, or the families left unsettled: a family given two roles, two
+    rivals both wanted, or no rival wanted or rejected at all."""
+    by_family: dict[str, set[Role]] = {}
+    for index, mention in enumerate(found):
+        if index in roles:
+            by_family.setdefault(mention.family, set()).add(roles[index])
+    wanted = [f for f, r in by_family.items() if r == {"wanted"}]
+    torn = [f for f, r in by_family.items() if len(r) > 1]
+    torn += [f for f in wanted if any(rivals(f, o) for o in wanted)]
+    if torn or (not wanted and not any("rejected" in r for r in by_family.values())):
+        return Construction(unsettled=tuple(dict.fromkeys([*torn, *families])))
+    return Construction(tuple(Placed(m, roles[i]) for i, m in enumerate(found) if i in roles))
+
+
+def _share_coordinated(lowered: str, found: list[Mention], roles: dict[int, Role]) -> None:
+    """Mentions joined by "and", "or" or a comma share a role: "a friendly, informal tone"."""
+    for _ in range(2):
+        for index in range(len(found) - 1):
+            if not _P["coordinated"].match(_gap(lowered, found[index], found[index + 1])):
+                continue
+            left, right = roles.get(index), roles.get(index + 1)
+            if left is not None and right is None:
+                roles[index + 1] = left
+            elif right is not None and left is None:
+                roles[index] = right
+
+
+MAX_REJECTION_WORDS = 6
+
+
+def joins(sentences: list[str]) -> int:
+    """How many sentences after the first belong to its construction: a question answered
+    "no" and what comes instead ("Y? No thanks. X."), or a bare rejection and what comes
+    instead ("Not the bullets. A table.")."""
+    if len(sentences) >= 3 and rejects_by_answer(sentences[0], sentences[1]):
+        return 2
+    first = sentences[0].lower()
+    if (
+        len(sentences) >= 2
+        and len(first.split()) <= MAX_REJECTION_WORDS
+        and _P["lead_rejects"].search(first)
+        and mentions(first)
+    ):
+        return 1
+    return 0
+
+
+def rejects_by_answer(question: str, answer: str) -> list[Mention]:
+    """The mentions of a question answered "no" by the next sentence ("The bulleted list? No
+    thanks."): what the rater rejects."""
+    if not question.rstrip().endswith("?") or not _P["negative_answer"].match(answer.lower()):
+        return []
+    return mentions(question.lower())
