@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         RecordDirectiveInput,
         RecordLockInput,
     )
+    from domain.refusals import bounded
     from workflows.lineage_store import LineageStoreSteps
 
 # await_output: how far ahead a caller may wait, and how many may wait at once (Temporal admits
@@ -130,11 +131,18 @@ def not_correctable(
     later_score: bool,
     corrections_by: str,
 ) -> str | None:
-    """Why a correction may not replace the reading of the score it names: that score is not
-    the lineage's latest, a later one has arrived, or the rater is not its scorer (unless the
-    lineage lets any rater correct)."""
+    """Why a correction may not replace the reading of the score it names: its evaluation_id
+    and cycle name different scores, that score is not the lineage's latest, a later one has
+    arrived, or the rater is not its scorer (unless the lineage lets any rater correct)."""
     if latest is None:
         return "nothing to correct: no score on this lineage has been read yet"
+    both = named.evaluation_id is not None and named.cycle is not None
+    if both and (named.evaluation_id == latest.evaluation_id) != (named.cycle == latest.cycle):
+        return (
+            f"evaluation_id {excerpt(named.evaluation_id)} and cycle {named.cycle} name "
+            f"different scores (cycle {latest.cycle}'s is {latest.evaluation_id}); name the "
+            "score once, or both of the same score"
+        )
     if named.evaluation_id is not None:
         names = f"score {excerpt(named.evaluation_id)}"
         latest_named = named.evaluation_id == latest.evaluation_id
@@ -183,7 +191,7 @@ def check_await_output(cycle: int, at_cycle: int, waiters: int) -> None:
 
 def _invalid(reason: str, kind: str = "InvalidScore") -> ApplicationError:
     """An update refused: not retryable, sending the same payload again cannot succeed."""
-    return ApplicationError(reason, type=kind, non_retryable=True)
+    return ApplicationError(bounded(reason), type=kind, non_retryable=True)
 
 
 # ---- the inbox -------------------------------------------------------------------------------
