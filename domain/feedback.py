@@ -21,6 +21,7 @@ from pydantic import (
 
 from domain import wants as structured
 from domain.redaction import redact
+from domain.refusals import EXCERPT_CHARS, MAX_REASON_CHARS, bounded, excerpt
 
 MAX_COMMENT_CHARS = 4_000
 MAX_DIRECTIVE_CHARS = 2_000
@@ -29,8 +30,9 @@ MAX_ID_CHARS = 300  # an output's or a score's id, as a score or a correction na
 # Characters that act on a terminal or reorder the text around them (controls, bidi and other
 # format characters, line and paragraph separators): never in a name, escaped when said back
 _UNSHOWN = ("Cc", "Cf", "Zl", "Zp")
-# How much of a bad input a rejection quotes: enough to recognise it, never the input itself
-EXCERPT_CHARS = 80
+# A payload's problems said back: at most this many, in at most this many characters
+EXPLAINED = 5
+EXPLAIN_CHARS = MAX_REASON_CHARS - 40
 
 
 def storable(text: str) -> str:
@@ -221,25 +223,26 @@ class ScoreAccepted(BaseModel):
 
 
 def explain(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
+    """What is wrong with a payload, field by field, within a refusal's bound: the first few
+    problems, the rest counted. Pydantic's messages are followed by the input they refuse; the
+    project's validators' messages ("Value error, …") quote what they refuse themselves, so
+    their input is not quoted again."""
+    errors = exc.errors()
+    parts: list[str] = []
+    for shown, err in enumerate(errors):
         field = ".".join(str(p) for p in err["loc"]) or "payload"
+        if len(field) > EXCERPT_CHARS:  # an unknown key is input too
+            field = excerpt(field)
         got = err.get("input")
-        shown = "" if isinstance(got, dict) else f" (got {excerpt(got)})"
-        parts.append(f"{field}: {err['msg']}{shown}")
-    return "; ".join(parts)
-
-
-def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
-    """A short, printable quotation of a value, with its size when it was cut."""
-    if isinstance(value, str) and len(value) > limit:
-        return f"{value[:limit]!r}… ({len(value):,} characters)"
-    text = (
-        repr(value)
-        if not isinstance(value, (dict, list)) or len(value) < 50
-        else type(value).__name__ + f" of {len(value):,} items"
-    )
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        quoted = err["type"] == "value_error" or isinstance(got, dict)
+        part = f"{field}: {err['msg'].removeprefix('Value error, ')}"
+        part += "" if quoted else f" (got {excerpt(got)})"
+        # room kept for the count of the rest, and for the kind a signal's record adds
+        if parts and (shown == EXPLAINED or len("; ".join([*parts, part])) > EXPLAIN_CHARS):
+            parts.append(f"and {len(errors) - shown} more")
+            break
+        parts.append(part)
+    return bounded("; ".join(parts))
 
 
 def _validate(model: type[F], payload: Any) -> F:
@@ -253,7 +256,7 @@ def _validate(model: type[F], payload: Any) -> F:
         return model.model_validate(payload)
     except ValidationError as exc:
         # the reason quotes the input: nothing credential-shaped is quoted back or recorded
-        raise ValueError(redact(explain(exc))) from None
+        raise ValueError(bounded(redact(explain(exc)))) from None
 
 
 def parse_score(payload: Any) -> ScoreInput:

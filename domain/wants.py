@@ -12,7 +12,10 @@ an unknown family, action or amount is refused with the reason, and nothing chan
 
 from __future__ import annotations
 
-from domain.change_families import FAMILIES, aspect_of
+import difflib
+
+from domain.change_families import FAMILIES, aspect_of, opposite_of
+from domain.refusals import excerpt
 from domain.trainer import WISH_ACTIONS, Amount, FeedbackAspect
 
 MAX_WANTS = 10
@@ -39,17 +42,17 @@ def parse(want: str) -> FeedbackAspect:
         raise ValueError(f"a want is 1 to {MAX_WANT_CHARS} characters, got {len(text)}")
     parts = text.split(":")
     if len(parts) > 3:
-        raise ValueError(f"{want!r}: a want is [action:]family[:amount]")
+        raise ValueError(f"{excerpt(want)}: a want is [action:]family[:amount]")
     action = "add"
     if parts[0] in WISH_ACTIONS:
         action = parts.pop(0)
     if not parts:
-        raise ValueError(f"{want!r}: names no family")
+        raise ValueError(f"{excerpt(want)}: names no family")
     family, *rest = parts
     if family not in families():
-        raise ValueError(f"{want!r}: unknown family {family!r}; known: {', '.join(families())}")
+        raise ValueError(unknown_family(family))
     if family in TAKES_BACK and action not in ("add", "remove"):
-        raise ValueError(f"{want!r}: {family} takes no action")
+        raise ValueError(f"{action}:{family}: {family} takes no action")
     if family == "revert":
         return _revert(want, rest[0] if rest else "")
     amount = _amount(family, rest[0]) if rest else None
@@ -65,11 +68,19 @@ def parse(want: str) -> FeedbackAspect:
     )
 
 
+def unknown_family(family: str) -> str:
+    """Why a family is refused: quoted once, with the known ones it is closest to (the list of
+    every family is long, and in ``training-camp score --help`` and domain/want_labels.json)."""
+    close = difflib.get_close_matches(family, families(), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}?" if close else "see `training-camp score --help`"
+    return f"unknown family {excerpt(family)}; {hint}"
+
+
 def _revert(want: str, version: str) -> FeedbackAspect:
     """``revert:start`` or ``revert:vN``: back to the lineage's first version, or to version N."""
     number = version.removeprefix("v")
     if version != "start" and not (number.isdigit() and 0 < int(number) <= 100_000):
-        raise ValueError(f"{want!r}: revert to what? revert:start or revert:vN (a version)")
+        raise ValueError(f"{excerpt(want)}: revert to what? revert:start or revert:vN (a version)")
     return FeedbackAspect(
         aspect="overall",
         sentiment="negative",
@@ -95,7 +106,8 @@ def _amount(family: str, text: str) -> Amount:
         return Amount(kind="share", value=SHARES[text])
     if not text.isdigit() or not 0 < int(text) <= 10_000:
         raise ValueError(
-            f"{family}:{text}: an amount is {', '.join(SHARES)} or a number from 1 to 10000"
+            f"{family}: amount {excerpt(text)}: an amount is {', '.join(SHARES)} or a number "
+            "from 1 to 10000"
         )
     if family == "shorter":
         return Amount(kind="limit", value=int(text), unit="words")
@@ -110,7 +122,9 @@ _DIRECTION = {"add": "up", "more": "up", "keep": "up", "less": "down", "remove":
 
 def validated(wants: list[str]) -> list[str]:
     """``wants`` if every one of them parses (at most ``MAX_WANTS``) and none contradicts
-    another ("bullets" and "remove:bullets"), else ValueError."""
+    another: one family moved two ways or by two amounts ("bullets" and "remove:bullets"), or
+    a family and its registered opposite moved the same way ("shorter" and "longer",
+    "keep:prose" and "bullets"; ``domain/change_families.py``), else ValueError."""
     if len(wants) > MAX_WANTS:
         raise ValueError(f"at most {MAX_WANTS} wants, got {len(wants)}")
     seen: dict[str, tuple[str, str, str | None]] = {}  # family → (want, direction, amount)
@@ -124,13 +138,32 @@ def validated(wants: list[str]) -> list[str]:
             first, first_direction, first_amount = seen[family]
             amounts_differ = None not in (amount, first_amount) and amount != first_amount
             if direction != first_direction or amounts_differ:
-                raise ValueError(
-                    f"{first.strip().lower()} and {want.strip().lower()} contradict each other; "
-                    "say which you meant"
-                )
+                raise _contradiction(first, want)
+        for other in opposites(family):
+            # "shorter" and "longer", "less:formal" and "less:casual"; a take-back of each
+            # ("remove:shorter", "remove:longer") asks for neither, and "shorter" with
+            # "less:longer" for the same thing
+            if other in seen and seen[other][1] == direction != "out":
+                raise _contradiction(seen[other][0], want, "opposite families")
         if family not in seen or amount is not None:
             seen[family] = (want, direction, amount)
     return wants
+
+
+def opposites(family: str) -> set[str]:
+    """The families registered as ``family``'s opposite, or as having it for theirs."""
+    return {f for f in FAMILIES if opposite_of(f) == family} | (
+        {opposite} if (opposite := opposite_of(family)) else set()
+    )
+
+
+def _contradiction(first: str, second: str, why: str | None = None) -> ValueError:
+    """Two wants that cannot both be acted on, named (each parsed, so short and plain)."""
+    because = f" ({why})" if why else ""
+    return ValueError(
+        f"{first.strip().lower()} and {second.strip().lower()} contradict each other{because}; "
+        "say which you meant"
+    )
 
 
 def render(aspect: FeedbackAspect) -> str | None:
@@ -176,7 +209,7 @@ def from_options(wanted: list[str], removed: list[str], amounts: list[str]) -> l
     for given in amounts:
         family, sep, amount = given.partition("=")
         if not sep or not family.strip() or not amount.strip():
-            raise ValueError(f"--amount {given!r}: expected FAMILY=AMOUNT, e.g. length=half")
+            raise ValueError(f"--amount {excerpt(given)}: expected FAMILY=AMOUNT, e.g. length=half")
         family = family.strip().lower()
         measured.append(f"{'shorter' if family == 'length' else family}:{amount.strip().lower()}")
     # "--want shorter --amount length=half" is one wish, with its amount

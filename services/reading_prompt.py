@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from rich.console import Console
 
 from domain import wants
+from domain.refusals import excerpt
 from services.terminal import shown
 from trainer.preview import Chip, ReadingPreview, chip
 
@@ -72,7 +73,7 @@ def edited(chips: list[Chip], line: str, undo_to: int | None = None) -> list[Chi
     try:
         tokens = shlex.split(line)
     except ValueError as exc:
-        raise ValueError(f"cannot read {line!r}: {exc}") from None
+        raise ValueError(f"cannot read {excerpt(line)}: {exc}") from None
     if not tokens:
         return chips
     if tokens[0] == "drop":
@@ -85,14 +86,16 @@ def edited(chips: list[Chip], line: str, undo_to: int | None = None) -> list[Chi
                 if n == at or name.lower() in (c.want, wants.parse(c.want).want)
             ]
             if not found:
-                raise ValueError(f"drop {name!r}: no such wish (give its number or its name)")
+                raise ValueError(
+                    f"drop {excerpt(name)}: no such wish (give its number or its name)"
+                )
             kept = [c for c in kept if c not in found]
         return kept
     options: dict[str, list[str]] = {"--want": [], "--remove": [], "--amount": []}
     pairs = iter(tokens)
     for option in pairs:
         if option not in options:
-            raise ValueError(f"{option!r}: expected drop, --want, --remove or --amount")
+            raise ValueError(f"{excerpt(option)}: expected drop, --want, --remove or --amount")
         value = next(pairs, None)
         if value is None:
             raise ValueError(f"{option} needs a value")

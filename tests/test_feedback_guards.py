@@ -385,7 +385,7 @@ async def test_a_rater_name_with_control_characters_is_refused_at_the_door(
         why = await refused(
             handle, LineageWorkflow.submit_score, {"score": 4, "comment": MISREAD, "rater": hostile}
         )
-        assert "rater: Value error, a name may not contain control or bidi characters" in why
+        assert "rater: a name may not contain control or bidi characters" in why
         assert "U+001B at position 3" in why
         assert "\x1b" not in why and "\u202e" not in why  # quoted as escapes
         why = await refused(handle, LineageWorkflow.submit_score, {"score": 4, "rater": "a" * 101})
@@ -447,3 +447,138 @@ async def test_contradictory_wants_are_refused_with_the_reason(
         after = await handle.query(LineageWorkflow.state)
     assert after.corrections == [] and after.agent_version == state.agent_version
     assert store.queries.labelled_examples(spec.session_id) == []
+
+
+async def concurrent_scores(handle: Any, payloads: list[dict[str, Any]]) -> list[asyncio.Task[Any]]:
+    """Each payload's answer (the accepted score, or the refusal's reason), sent as
+    ``submit_score`` updates at once: the worker is down as they arrive (``run_worker`` is
+    entered after), so that the lineage reads them in one workflow task, as a double click or
+    two raters' scores arriving together are read."""
+    sent = [asyncio.create_task(refused_or_accepted(handle, p)) for p in payloads]
+    await asyncio.sleep(1.0)  # the requests reach the server before a worker polls for them
+    return sent
+
+
+async def refused_or_accepted(handle: Any, payload: dict[str, Any]) -> Any:
+    try:
+        return await handle.execute_update(LineageWorkflow.submit_score, payload)
+    except WorkflowUpdateFailedError as error:
+        cause = error.cause
+        return cause.message if isinstance(cause, ApplicationError) else str(cause)
+
+
+async def test_two_scores_for_one_output_one_is_taken_and_the_other_refused_at_once(
+    client, store, settings, run_worker
+):
+    spec = make_spec(inputs=QUESTIONS)
+    lineage = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        first = await wait_for_state(handle, awaiting(1))
+    # two raters score the output on the page (which names it) at the same moment
+    sent = await concurrent_scores(
+        handle,
+        [
+            {"score": 4, "comment": "Too long.", "rater": "ana", "output_id": first.output_id},
+            {"score": 8, "comment": "Good.", "rater": "bob", "output_id": first.output_id},
+        ],
+    )
+    async with run_worker():
+        answers = await asyncio.gather(*sent)
+        taken = [a for a in answers if not isinstance(a, str)]
+        reasons = [a for a in answers if isinstance(a, str)]
+        assert len(taken) == 1 and len(reasons) == 1, answers
+        assert taken[0].cycle == 1 and taken[0].evaluation_id is not None
+        assert "already has a score" in reasons[0] and len(reasons[0]) < 400, reasons[0]
+        second = await wait_for_state(handle, awaiting(2))
+    # a double click on a score naming its cycle (`training-camp score`, the preview)
+    sent = await concurrent_scores(
+        handle, [{"score": 6, "rater": "ana", "cycle": 2}, {"score": 6, "rater": "ana", "cycle": 2}]
+    )
+    async with run_worker():
+        answers = await asyncio.gather(*sent)
+        taken += [a for a in answers if not isinstance(a, str)]
+        reasons = [a for a in answers if isinstance(a, str)]
+        assert len(taken) == 2 and len(reasons) == 1, answers
+        assert "cycle 2's output already has a score" in reasons[0], reasons[0]
+        third = await wait_for_state(handle, awaiting(3))
+    assert second.rejected_feedback == third.rejected_feedback == 0
+    # the store holds exactly what the answers said: the two scores taken, nothing refused later
+    evaluations = store.queries.evaluations(lineage)
+    assert [(e.id, e.score) for e in evaluations] == [(t.evaluation_id, t.score) for t in taken]
+    assert store.queries.rejected_feedback(lineage) == []
+    assert [p.evaluation_id for p in third.score_history] == [t.evaluation_id for t in taken]
+
+
+async def test_opposite_wants_and_a_correction_naming_two_scores_are_refused(
+    client, store, settings, run_worker, temporal_address
+):
+    spec = make_spec(inputs=QUESTIONS)
+    lineage = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        # a family and its registered opposite: the checklist could never pass
+        why = await refused(
+            handle,
+            LineageWorkflow.submit_score,
+            {"score": 4, "wants": ["shorter", "longer"], "rater": "ana"},
+        )
+        assert "shorter and longer contradict each other (opposite families)" in why
+        await handle.signal("score", {"score": 4, "wants": ["prose", "keep:bullets"]})
+        await handle.signal("score", {"score": 4, "comment": "Too long.", "rater": "ana"})
+        scored = await wait_for_state(handle, awaiting(2))
+        assert "prose and keep:bullets contradict each other" in scored.last_rejection
+        why = await refused(
+            handle,
+            LineageWorkflow.correct_reading,
+            {"wants": ["casual", "formal"], "rater": "ana", "cycle": 1},
+        )
+        assert "casual and formal contradict each other" in why
+        said = await training_camp(
+            temporal_address,
+            settings.database_url,
+            *("correct", lineage, "--rater", "ana", "--want", "simpler", "--want", "technical"),
+        )
+        assert said.returncode == 1
+        assert "simpler and technical contradict each other" in " ".join(said.stdout.split())
+
+        # a correction naming its score twice, by evaluation_id and by cycle, that disagree
+        (first,) = scored.score_history
+        for named in ({"evaluation_id": first.evaluation_id, "cycle": 999}, {"cycle": 1}):
+            why = await refused(
+                handle,
+                LineageWorkflow.correct_reading,
+                {"wants": ["warmer"], "rater": "ana", "evaluation_id": "no-such-score", **named},
+            )
+            assert "name different scores" in why and len(why) < 400, why
+        after = await handle.query(LineageWorkflow.state)
+        assert after.corrections == [] and after.agent_version == scored.agent_version
+        # both, agreeing: taken
+        accepted = await handle.execute_update(
+            LineageWorkflow.correct_reading,
+            {"wants": ["warmer"], "rater": "ana", "evaluation_id": first.evaluation_id, "cycle": 1},
+        )
+        assert accepted.evaluation_id == first.evaluation_id
+    assert [e.score for e in store.queries.evaluations(lineage)] == [4]
+
+
+async def test_refusals_of_bad_wants_are_short_and_quote_the_want_once(
+    client, store, settings, run_worker
+):
+    spec = make_spec(inputs=QUESTIONS)
+    lineage = spec.lineage_id("A")
+    bad = ["x" * 25, "y" * 60]
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        for want in bad:
+            why = await refused(
+                handle, LineageWorkflow.submit_score, {"score": 4, "wants": [want], "rater": "ana"}
+            )
+            assert len(why) < 400 and why.count(want) == 1 and "unknown family" in why, why
+            await handle.signal("score", {"score": 4, "wants": [want]})
+        state = await wait_for_state(handle, lambda s: s.rejected_feedback == 2)
+        assert all(len(r) < 400 for r in state.recent_rejections)
+    for want, record in zip(bad, rejections(store, lineage), strict=True):
+        assert len(record.reason) < 400 and record.reason.count(want) == 1, record.reason

@@ -481,10 +481,10 @@ class LineageWorkflow:
         """Queue a score; when it is the one the awaiting output waits for, return once it is
         taken, with how its comment was read (the rater sees a misreading at once)."""
         accepted = self._inbox.queue_score(payload)
-        if accepted.cycle is None or accepted.queued_position != 1:
-            return accepted  # taken later: `state` says how it was read then
-        # the score being read (a locked lineage reads it while awaiting) is done before this
-        ticket = self._scores_done + (2 if self._inbox.scoring else 1)
+        if self._status != "awaiting_score" or accepted.cycle != self._s.cycle:
+            return accepted  # for an output to come: `state` says how it was read then
+        # for the output awaiting one, which had none (the inbox refuses a second): next taken
+        ticket = self._scores_done + 1
         await workflow.wait_condition(lambda: self._scores_done >= ticket or self._s.stop_requested)
         if self._scores_done < ticket:
             return accepted

@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         RecordDirectiveInput,
         RecordLockInput,
     )
+    from domain.refusals import bounded
     from workflows.lineage_store import LineageStoreSteps
 
 # await_output: how far ahead a caller may wait, and how many may wait at once (Temporal admits
@@ -78,6 +79,36 @@ def wrong_cycle(score: ScoreInput, awaiting: int) -> str | None:
     return f"cycle: score is for cycle {score.cycle}, but cycle {awaiting} is awaiting its score"
 
 
+def not_its_turn(score: ScoreInput, at_cycle: int, awaiting: bool, next_cycle: int) -> str | None:
+    """Why a score cannot be taken for the output it is for: the cycle it names, or the output
+    awaiting a score as it is sent (named by ``output_id`` or not). Scores are taken one per
+    output, in the order they arrive, and ``next_cycle`` is the cycle the next one queued is
+    taken for (``at_cycle``, the cycle now produced or awaiting a score, past the scores that
+    already wait). A lineage has one rater: a score for an output that already has one, waiting
+    or being read (a double click, a second rater), is refused at once, never answered
+    "accepted" and dropped later; so is one for a cycle the queue would never give it."""
+    if score.cycle is not None:
+        target = score.cycle
+    elif awaiting or score.output_id is not None:
+        target = at_cycle
+    else:
+        return None  # for whichever output comes next: `state` says how it was read then
+    if target == next_cycle:
+        return None
+    if at_cycle <= target < next_cycle:
+        return (
+            f"cycle {target}'s output already has a score, waiting or being read; a lineage "
+            "takes one score per output: score the next output once it shows, or correct that "
+            "score's reading (correct_reading) once it is read"
+        )
+    if awaiting and next_cycle == at_cycle:
+        return wrong_cycle(score, at_cycle)
+    return (
+        f"cycle: score is for cycle {target}, but the next score this lineage takes is for "
+        f"cycle {next_cycle}'s output"
+    )
+
+
 def wrong_output(score: ScoreInput, awaiting: str | None, cycle: int) -> str | None:
     """Why a score that names its output does not fit: that output is no longer the one
     awaiting a score (a correction's re-run replaced it, or it has been scored)."""
@@ -100,11 +131,18 @@ def not_correctable(
     later_score: bool,
     corrections_by: str,
 ) -> str | None:
-    """Why a correction may not replace the reading of the score it names: that score is not
-    the lineage's latest, a later one has arrived, or the rater is not its scorer (unless the
-    lineage lets any rater correct)."""
+    """Why a correction may not replace the reading of the score it names: its evaluation_id
+    and cycle name different scores, that score is not the lineage's latest, a later one has
+    arrived, or the rater is not its scorer (unless the lineage lets any rater correct)."""
     if latest is None:
         return "nothing to correct: no score on this lineage has been read yet"
+    both = named.evaluation_id is not None and named.cycle is not None
+    if both and (named.evaluation_id == latest.evaluation_id) != (named.cycle == latest.cycle):
+        return (
+            f"evaluation_id {excerpt(named.evaluation_id)} and cycle {named.cycle} name "
+            f"different scores (cycle {latest.cycle}'s is {latest.evaluation_id}); name the "
+            "score once, or both of the same score"
+        )
     if named.evaluation_id is not None:
         names = f"score {excerpt(named.evaluation_id)}"
         latest_named = named.evaluation_id == latest.evaluation_id
@@ -153,7 +191,7 @@ def check_await_output(cycle: int, at_cycle: int, waiters: int) -> None:
 
 def _invalid(reason: str, kind: str = "InvalidScore") -> ApplicationError:
     """An update refused: not retryable, sending the same payload again cannot succeed."""
-    return ApplicationError(reason, type=kind, non_retryable=True)
+    return ApplicationError(bounded(reason), type=kind, non_retryable=True)
 
 
 # ---- the inbox -------------------------------------------------------------------------------
@@ -324,23 +362,42 @@ class LineageInbox:
             raise _invalid(f"{ended}; it accepts no more scores")
         if (full := queue_full(self._s)) is not None:
             raise _invalid(full, "ScoreQueueFull")
-        # a score for another cycle is refused now only while an output awaits its score;
-        # queued, it is checked when its cycle's turn comes (LineageWorkflow._await_score)
-        if status == "awaiting_score" and (wrong := wrong_cycle(parsed, self._s.cycle)):
+        # one for an output that has a score, or for a cycle its turn would not be
+        if (wrong := self._not_its_turn(parsed)) is not None:
             raise _invalid(wrong)
         # one naming its output is refused as soon as that output is not the one awaiting
         if (wrong := wrong_output(parsed, self._s.output_id, self._s.cycle)) is not None:
             raise _invalid(wrong)
+
+    def _not_its_turn(self, score: ScoreInput) -> str | None:
+        status = self._status()
+        # before its first cycle a run is at the cycle after the one it carries
+        at_cycle = self._s.cycle + (1 if status == "starting" else 0)
+        ahead = len(self._s.queued_scores) + (1 if self.scoring else 0)
+        return not_its_turn(score, at_cycle, status == "awaiting_score", at_cycle + ahead)
+
+    def _score_cycle(self, score: ScoreInput) -> int | None:
+        """The cycle whose output a score just queued is taken for, when known: the one it
+        names, or the output awaiting a score as it was sent (None: whichever comes next)."""
+        if score.cycle is not None:
+            return score.cycle
+        if self._status() == "awaiting_score" or score.output_id is not None:
+            return self._s.cycle
+        return None
 
     def queue_score(self, payload: Any) -> ScoreAccepted:
         """submit_score: the score queued for the output awaiting one (or the next)."""
         parsed = parse_score(payload)
         if (full := queue_full(self._s)) is not None:  # the validator saw room; keep the bound
             raise _invalid(full, "ScoreQueueFull")
+        # the validator's verdict holds for the handler too: one score per output, whatever
+        # else arrived in the same workflow task
+        if (wrong := self._not_its_turn(parsed)) is not None:
+            raise _invalid(wrong)
+        cycle = self._score_cycle(parsed)
         self._s.queued_scores.append(QueuedScore(score=parsed, received_via="update"))
-        named = parsed.output_id is not None  # checked against the output awaiting a score
         return ScoreAccepted(
-            cycle=self._s.cycle if self._status() == "awaiting_score" or named else None,
+            cycle=cycle,
             score=parsed.score,
             comment=parsed.comment,
             rater=parsed.rater,

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         feedback_key,
         note,
     )
+    from domain.refusals import bounded
 
 ArgT = TypeVar("ArgT")
 ResultT = TypeVar("ResultT")
@@ -87,10 +88,10 @@ class LineageStoreSteps:
         """What a human sent, refused: counted, shown in ``state`` and recorded with why. The
         quotation and the reason are redacted: a key pasted into a refused payload is no more
         kept than one in an accepted one."""
-        reason = redacted(reason)
+        reason = bounded(redacted(reason))
         self._s.rejected_count += 1
         # "score: Input should be …", not "score: score: Input should be …"
-        shown = note(reason if reason.startswith(f"{kind}:") else f"{kind}: {reason}")
+        shown = bounded(reason if reason.startswith(f"{kind}:") else f"{kind}: {reason}")
         self._s.last_rejection = shown
         self._s.recent_rejections = [*self._s.recent_rejections, shown][-RECENT_REJECTIONS:]
         await self.recorded(
