@@ -20,8 +20,14 @@ from domain.trainer import FeedbackAspect, ScoreAnalysis
 from trainer import credit_assignment, cycle_step, wish_guard
 from trainer.backends import HandOverTrainer, TrainerBackend, TrainerBackends, TrainerConfigError
 from trainer.cycle_step import LineageMemory
+from trainer.measure_budget import OverBudget, within_budget
 
 QUOTE_CHARS = 120
+READ_BUDGET_SECONDS = 5.0  # a 4,000-character comment is read in well under a second
+NOT_READ = (
+    "not read here: the comment took too long to read in time; the step reads it when you "
+    "send the score, and says back how"
+)
 
 
 class Chip(BaseModel):
@@ -84,7 +90,15 @@ async def preview(
     holds the corrections the reader consults; ``undo_to`` is the version an undo goes back
     to, for its chip's words)."""
     memory = memory.model_copy(update={"wants": None})
-    read = cycle_step.rules_reading(memory, score, comment)
+    try:
+        # the reading is CPU work: in a measuring thread, so the review app's event loop
+        # answers every other rater meanwhile; a comment it cannot read in time is left to
+        # the step, said so
+        read = await within_budget(
+            READ_BUDGET_SECONDS, cycle_step.rules_reading, memory, score, comment
+        )
+    except OverBudget:
+        return ReadingPreview(chips=[], said_back=NOT_READ, incomplete=NOT_READ)
     try:
         analysis = await cycle_step.backend_reading(backend, memory, read, score, comment)
     except ModelNotHere as missing:
