@@ -276,6 +276,13 @@ def measure(output: str, wishes: list[ActiveWish]) -> Measured:
     return Measured(doc.words, [r for w in wishes if (r := check(doc, w)) is not None])
 
 
+def warm() -> None:
+    """Load what the checks read (the parser, the cues, the language detector) once."""
+    _markdown()
+    cues()
+    _detector()
+
+
 def check(output: str | Document, wish: ActiveWish) -> CheckResult | None:
     """One wish checked on one output; None for a wish with no measurable form (``UNCHECKABLE``
     says why) or an amount the check cannot measure."""

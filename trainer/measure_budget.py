@@ -58,6 +58,18 @@ async def within_budget(
     return found
 
 
+async def warmed(warm: Callable[[], object]) -> None:
+    """``warm`` run once per process, in a measuring thread and with no budget: loading the
+    tables and models a measure reads (the language detector, the reader's cues: seconds, cold)
+    is not measuring, and must not be said to overrun. Later calls return at once."""
+    if warm not in _warm:
+        await asyncio.get_running_loop().run_in_executor(_pool, warm)
+        _warm.add(warm)
+
+
+_warm: set[Callable[[], object]] = set()
+
+
 async def measured(
     output: str,
     wishes: list[ActiveWish],
@@ -68,13 +80,14 @@ async def measured(
     parse; list markers and table rules hold no letter, so they are not counted either) and,
     with wishes to check, one result saying ``NOT_CHECKED``."""
     if len(output) <= MAX_MEASURED_CHARS:
+        await warmed(checks.warm)
         try:
             return await within_budget(budget, checks.measure, output, wishes)
         except OverBudget:
             pass
     unchecked = [not_checked()] if any(checks.checkable(w) for w in wishes) else []
     try:
-        words = await within_budget(budget, checks.count_words, output)
+        words = await within_budget(MEASURE_BUDGET_SECONDS, checks.count_words, output)
     except OverBudget:  # the measuring threads are all taken by overruns: no count to give
         words = 0
     return checks.Measured(words, unchecked)
