@@ -27,7 +27,7 @@ from runner.revision import REVISION_PROMPT, reviser, revision_of
 from runner.tools import ToolContext
 from store import Store
 from store.records.attempt_records import AttemptStart, CheckedTry
-from trainer.checks import Document, check_all
+from trainer.measure_budget import MEASURE_BUDGET_SECONDS, measured
 
 ResultT = TypeVar("ResultT")
 
@@ -53,18 +53,25 @@ class Tried:
 
     run: FinishedRun
     checks: list[CheckResult]
+    words: int  # its length in words, Markdown markup not counted
 
 
 class AgentExecutionActivities:
-    def __init__(self, store: Store, executor: Executor) -> None:
+    def __init__(
+        self, store: Store, executor: Executor, measure_budget: float = MEASURE_BUDGET_SECONDS
+    ) -> None:
         self.store = store
         self.executor = executor
+        # how long an output's checks may take, measured in a thread: the worker's event loop
+        # answers `state` queries and heartbeats meanwhile
+        self.measure_budget = measure_budget
 
     @activity.defn(name="run_agent")
     async def run_agent(self, inp: RunAgentInput) -> RunAgentResult:
         async with _Heartbeat() as beat:
             finished = _finished_earlier() or await self._run(inp)
-            checks = check_all(finished.result.output, inp.wishes)
+            found = await measured(finished.result.output, inp.wishes, self.measure_budget)
+            checks = found.checks
             revise = bool(failed(checks)) and inp.revision_attempts > 0
             # Only when its write has to wait does the finished run ride the heartbeats: a
             # write that goes through at once costs Temporal nothing.
@@ -75,7 +82,7 @@ class AgentExecutionActivities:
                 checks=checks,
                 **self._succeeded(inp, finished),
             )
-            shown = Tried(finished, checks)
+            shown = Tried(finished, checks, found.words)
             runs: list[FinishedRun] = []
             if revise:
                 shown, revisions = await self._revise(inp, shown)
@@ -87,7 +94,7 @@ class AgentExecutionActivities:
             artifact_id=artifact_of(inp.rollout_id),
             output_preview=preview_of(output),
             output_chars=len(output),
-            output_words=Document.of(output).words,
+            output_words=shown.words,
             total_tokens=sum(r.result.usage.total_tokens for r in [finished, *runs]),
             cut_off=shown.run.result.cut_off,
             checks=shown.checks,
@@ -121,14 +128,14 @@ class AgentExecutionActivities:
             run = await self._revision(inp, tried[-1], revision_of(first.run.attempt_id, number))
             if run is None:
                 break
-            checks = check_all(run.result.output, inp.wishes)
+            found = await measured(run.result.output, inp.wishes, self.measure_budget)
             await _stored(
                 self.store.recorder.record_attempt_succeeded,
                 artifact=False,
                 **self._succeeded(inp, run),
             )
-            tried.append(Tried(run, checks))
-            if not failed(checks):
+            tried.append(Tried(run, found.checks, found.words))
+            if not failed(found.checks):
                 break
         chosen = max(range(len(tried)), key=lambda i: (passes(tried[i].checks), -i))
         await _stored(

@@ -18,6 +18,10 @@ MAX_WISH_QUOTE_CHARS = 200
 MAX_WISH_DETAIL_CHARS = 120
 MAX_CHECK_TEXT_CHARS = 160
 PASS, FAIL = "✓", "✗"
+# What stands for the checks of an output its measures could not finish within their budget
+# (trainer/measure_budget.py): said back, never a pass or a fail, never a reason to revise
+UNMEASURED = "unmeasured"
+NOT_CHECKED = "not checked: output too large to measure in time"
 
 
 class ActiveWish(BaseModel):
@@ -58,8 +62,14 @@ class CheckResult(BaseModel):
     shortfall: str | None = Field(default=None, max_length=MAX_CHECK_TEXT_CHARS)
     cycle: int = 0  # the cycle whose score asked for the wish
 
+    @property
+    def measured(self) -> bool:
+        return self.family != UNMEASURED
+
     def line(self) -> str:
-        """``✓ about 90 words (88)``, ``✗ no table (one found)``."""
+        """``✓ about 90 words (88)``, ``✗ no table (one found)``, or ``NOT_CHECKED``."""
+        if not self.measured:
+            return self.wish
         mark = PASS if self.passed else FAIL
         return f"{mark} {self.wish}" + (f" ({self.measure})" if self.measure else "")
 
@@ -74,7 +84,13 @@ def passes(results: list[CheckResult]) -> int:
 
 
 def failed(results: list[CheckResult]) -> list[CheckResult]:
-    return [r for r in results if not r.passed]
+    """The checks the output failed (an output not measured failed none)."""
+    return [r for r in results if not r.passed and r.measured]
+
+
+def not_checked(cycle: int = 0) -> CheckResult:
+    """The one result of an output whose measures overran their budget."""
+    return CheckResult(family=UNMEASURED, wish=NOT_CHECKED, passed=False, cycle=cycle)
 
 
 class OutputChecks(BaseModel):

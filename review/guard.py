@@ -6,8 +6,10 @@ streams pass through it unbuffered):
 - **Origin**: a request that changes state (any POST) must come from a page of this very origin
   (scheme, host and port: another port on the same machine is another origin), or carry the
   token as a bearer header, which no other site can make a browser send;
-- **size**: a request body over ``max_body`` bytes is refused before it is read, declared or
-  not, so nothing large is spooled to disk;
+- **size**: a request body over ``max_body`` bytes is refused with 413, declared or chunked:
+  a declared one before it is read, any other as soon as it passes the bound (the guard reads
+  the body, at most ``max_body`` bytes and one chunk, before the app sees it, so the refusal
+  depends on no exception crossing the app's middleware), and nothing large is spooled to disk;
 - **live views**: at most ``max_streams`` live-update streams at once;
 - **headers**: every response forbids framing and other sites' scripts (Content-Security-Policy,
   X-Frame-Options) and content sniffing.
@@ -74,22 +76,20 @@ class Guard:
             await _refuse(send, 503, f"{self.max_streams} live views are open; reload later")
             return
 
-        started = False
+        body = await self._body(receive)
+        if body is None:
+            await _refuse(send, 413, f"the request body is over {self.max_body} bytes")
+            return
 
         async def send_with_headers(message: Message) -> None:
-            nonlocal started
             if message["type"] == "http.response.start":
-                started = True
                 message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
             await send(message)
 
         if streaming:
             self.streams += 1
         try:
-            await self.app(scope, self._bounded(receive), send_with_headers)
-        except BodyTooLarge:
-            if not started:  # else the app's own error response went out
-                await _refuse(send, 413, f"the request body is over {self.max_body} bytes")
+            await self.app(scope, _replayed(body, receive), send_with_headers)
         finally:
             if streaming:
                 self.streams -= 1
@@ -111,24 +111,32 @@ class Guard:
             return 403, "a request that changes anything must come from this review app's own page"
         return None
 
-    def _bounded(self, receive: Receive) -> Receive:
-        """The body as the app reads it, refused once it passes ``max_body`` (chunked too)."""
+    async def _body(self, receive: Receive) -> list[Message] | None:
+        """The request's body messages, read whole before the app runs; None as soon as they
+        pass ``max_body`` bytes (a chunked body declares no size). A disconnect ends it."""
+        messages: list[Message] = []
         seen = 0
-
-        async def bounded() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_body:
-                    raise BodyTooLarge
-            return message
+            messages.append(message)
+            if message["type"] != "http.request":
+                return messages
+            seen += len(message.get("body", b""))
+            if seen > self.max_body:
+                return None
+            if not message.get("more_body", False):
+                return messages
 
-        return bounded
 
+def _replayed(messages: list[Message], receive: Receive) -> Receive:
+    """The body read by the guard, given to the app as it came; then the server's own
+    messages (a disconnect, which a live stream waits for)."""
+    pending = list(messages)
 
-class BodyTooLarge(Exception):
-    pass
+    async def replay() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
 
 
 def _host_name(host: str) -> str:

@@ -7,19 +7,29 @@ read it rather than guess."""
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
+import urllib.parse
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
+from client import start_session
 from domain import want_labels, wants
 from domain.agent import AgentConstraints, AgentDefinition, AgentParameters
 from domain.corrections import LabelledExample
 from domain.settings import Settings
+from tests import test_review_app
+from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, tool_use_message
+from tests.test_review_guard import call
 from trainer import cycle_step, preview
 from trainer.backends import RulesTrainer, TrainerBackends
 from trainer.cycle_step import LineageMemory
+
+# the review app's fixture: the app on a free port
+inbox_server = test_review_app.inbox_server
 
 AGENT = AgentDefinition(
     name="Writer",
@@ -209,3 +219,45 @@ def test_a_wish_a_standing_one_would_block_is_said_before_sending_with_the_take_
     both = "Forget the table. Short paragraphs instead."
     seen = asyncio.run(preview.preview(RulesTrainer(), memory, 5, both))
     assert seen.wants == ["prose", "remove:table"] and seen.unsure == []
+
+
+async def test_a_long_preview_is_read_off_the_apps_event_loop(
+    client, store, settings, run_worker, inbox_server, monkeypatch
+):
+    """A 4,000-character comment's preview is held while it is read, until another rater's
+    request has been answered: a reading on the app's event loop would hold that request too.
+    Then the preview itself answers with what the comment asks."""
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+    read = cycle_step.rules_reading
+
+    def held(*args, **kwargs):  # type: ignore[no-untyped-def]
+        started.set()
+        release.wait(60)  # bounded: read on the loop, it holds every request here, then goes on
+        try:
+            return read(*args, **kwargs)
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(cycle_step, "rules_reading", held)
+    spec = make_spec()
+    lineage = spec.lineage_id("A")
+    comment = ("Far too wordy, about half as long please, and lose the bullets. " * 70)[:4000]
+    server = await inbox_server()
+    body = urllib.parse.urlencode({"score": "3", "comment": comment}).encode()
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": server.url}
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        previewing = asyncio.create_task(
+            call(server, "POST", f"/lineages/{lineage}/read", body, headers)
+        )
+        assert await asyncio.to_thread(started.wait, 60)
+        other = await call(server, "GET", "/wants/label?want=table")
+        answered_while_reading = not finished.is_set()
+        release.set()
+        status, _, said = await previewing
+    assert other[0] == 200 and json.loads(other[2])["label"]
+    assert answered_while_reading
+    assert status == 200, said
+    seen = json.loads(said)
+    assert {"shorter:half", "remove:bullets"} <= {c["want"] for c in seen["chips"]}, seen

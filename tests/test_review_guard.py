@@ -7,9 +7,12 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import logging
 import socket
 import time
 from typing import Any
+
+import pytest
 
 from client import start_session
 from review.guard import MAX_BODY_BYTES, MAX_STREAMS
@@ -182,3 +185,30 @@ async def test_only_the_apps_own_page_may_ask_for_a_reading(
         assert status == 200 and json.loads(said) == {"want": "remove:table", "label": "no table"}
         state = await handle.query(LineageWorkflow.state)
     assert state.score_history == [] and state.agent_version == 1  # nothing was sent
+
+
+def chunked(server: ReviewServer, path: str, body: bytes, headers: dict[str, str]) -> int:
+    """``body`` sent in chunks, with no Content-Length: the size is known only as it comes."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    pieces = (body[i : i + 8192] for i in range(0, len(body), 8192))
+    try:
+        connection.request("POST", path, body=pieces, headers=headers, encode_chunked=True)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("token", [None, TOKEN], ids=["no-token", "token"])
+async def test_an_oversized_body_gets_413_declared_or_chunked_and_logs_no_traceback(
+    serve, caplog, token
+):
+    server = await serve(token=token)
+    body = b"comment=" + b"x" * MAX_BODY_BYTES + b"&score=7"
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    headers |= {"Authorization": f"Bearer {token}"} if token else {"Origin": server.url}
+    caplog.set_level(logging.DEBUG)
+    for path in ("/lineages/none/read", "/lineages/none/score"):
+        declared, _, said = await call(server, "POST", path, body, headers)
+        assert declared == 413 and b"over" in said, (path, declared)
+        assert await asyncio.to_thread(chunked, server, path, body, headers) == 413, path
+    assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]

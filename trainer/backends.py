@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
 from domain import wants
@@ -135,7 +136,10 @@ class HandOverTrainer:
         previous_scores: list[float],
         memory: ReadingMemory | None = None,
     ) -> ScoreAnalysis:
-        read = reward_analyzer.analyze(score, comment, previous_scores, memory=memory)
+        # the rules engine's reading is CPU work: off the event loop, which answers meanwhile
+        read = await asyncio.to_thread(
+            reward_analyzer.analyze, score, comment, previous_scores, memory=memory
+        )
         if rules_cannot_read(read) and not read.unsure:
             return await self.claude.analyze(score, comment, previous_scores)
         if not read.unsure:

@@ -39,7 +39,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from lingua import Language, LanguageDetectorBuilder
@@ -53,6 +53,7 @@ CUES_FILE = Path(__file__).parent / "check_cues.json"
 TIMES = "\u00d7"
 TOLERANCE = 0.15  # an approximate amount passes within ±15 %
 LANGUAGE_SAMPLE_CHARS = 1_000  # the detector reads this much of the text: enough, and fast
+FIRST_SENTENCE_CHARS = 2_000  # the recommendation is looked for in this much of the first block
 FORMS = {
     "table": ("a table", "no table"),
     "bullets": ("bullets", "no bullets"),
@@ -136,7 +137,7 @@ class Document:
                     heading = text
                 doc.blocks.append(Block(block, text, heading))
             opener = kind
-        doc.words = sum(_count_words(b.text) for b in doc.blocks)
+        doc.words = sum(count_words(b.text) for b in doc.blocks)
         return doc
 
     @property
@@ -146,6 +147,11 @@ class Document:
 
     def plain(self) -> str:
         return "\n".join(b.text for b in self.blocks)
+
+    @cached_property
+    def lowered(self) -> str:
+        """The text lowercased, as the cue patterns read it."""
+        return self.plain().lower()
 
 
 @lru_cache(maxsize=1)
@@ -168,10 +174,15 @@ def _inline_text(token: Token) -> str:
 _OPENED = {"heading_open": "heading", "th_open": "cell", "td_open": "cell"}
 
 
-_WORD = re.compile(r"\S*[^\W_]\S*")
+# A word: a run of non-space holding a letter or a digit, found from its first letter or digit
+# to the run's end. The pattern opens on one letter or digit, so a failed start costs one
+# character and a match is never retried: linear, however long a run of punctuation (the
+# earlier ``\S*[^\W_]\S*`` retried every start of such a run, quadratic: 9 s for 20 KB).
+_WORD = re.compile(r"[^\W_]\S*+")
 
 
-def _count_words(text: str) -> int:
+def count_words(text: str) -> int:
+    """The words of ``text`` (runs of non-space holding a letter or a digit), in linear time."""
     return len(_WORD.findall(text))
 
 
@@ -224,7 +235,10 @@ def _alternation(phrases: list[str]) -> str:
 
 
 def _phrases(phrases: list[str]) -> re.Pattern[str]:
-    return re.compile(rf"(?<![\w])(?:{_alternation(phrases)})(?![\w])", re.I)
+    """A cue list as one pattern over lowercased text: literal phrases between non-word
+    characters, so a start costs at most the longest phrase (linear in the text); matched
+    without ``re.I``, which is five times slower over a megabyte of output."""
+    return re.compile(rf"(?<![\w])(?:{_alternation([p.lower() for p in phrases])})(?![\w])")
 
 
 def banned_phrases(comment: str | None) -> list[str]:
@@ -245,6 +259,28 @@ def check_all(output: str, wishes: list[ActiveWish]) -> list[CheckResult]:
         return []
     doc = Document.of(output)
     return [r for w in wishes if (r := check(doc, w)) is not None]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What an output measured: its words (Markdown markup not counted) and its checks."""
+
+    words: int
+    checks: list[CheckResult]
+
+
+def measure(output: str, wishes: list[ActiveWish]) -> Measured:
+    """``output`` parsed once, its words counted and every checkable wish checked. Linear in
+    the output; run within a time budget, off the event loop (``trainer/measure_budget.py``)."""
+    doc = Document.of(output)
+    return Measured(doc.words, [r for w in wishes if (r := check(doc, w)) is not None])
+
+
+def warm() -> None:
+    """Load what the checks read (the parser, the cues, the language detector) once."""
+    _markdown()
+    cues()
+    _detector()
 
 
 def check(output: str | Document, wish: ActiveWish) -> CheckResult | None:
@@ -384,7 +420,7 @@ def _approximate(quote: str, target: int) -> bool:
     """The amount was said approximately: an approximating word near its number in the quote
     ("about 90 words", "90-ish words"); a bare number is a limit."""
     del target
-    return bool(cues().approximate.search(quote))
+    return bool(cues().approximate.search(quote.lower()))
 
 
 def _sentences(doc: Document) -> int:
@@ -489,8 +525,8 @@ def _summary(doc: Document, wish: ActiveWish) -> CheckResult:
     blocks = [b for b in doc.blocks if b.kind != "code" and b.text]
     last = blocks[-1] if blocks else None
     found = last is not None and (
-        bool(cues().summary.match(last.text.lstrip("*_ ")))
-        or (last.kind != "heading" and bool(cues().summary.search(last.under)))
+        bool(cues().summary.match(last.text.lstrip("*_ ")[:FIRST_SENTENCE_CHARS].lower()))
+        or (last.kind != "heading" and bool(cues().summary.search(last.under.lower())))
     )
     if wish.action == "remove":
         return _result(wish, "no closing summary", not found, "one found" if found else "")
@@ -505,8 +541,9 @@ def _summary(doc: Document, wish: ActiveWish) -> CheckResult:
 
 def _recommendation(doc: Document, wish: ActiveWish) -> CheckResult:
     first = next((b for b in doc.blocks if b.kind not in ("heading", "code") and b.text), None)
-    sentence = _split_sentences(first.text)[0] if first else ""
-    found = bool(cues().recommendation.search(sentence))
+    # the first sentence, from the block's opening only: a sentence is far shorter than this
+    sentence = _split_sentences(first.text[:FIRST_SENTENCE_CHARS])[0] if first else ""
+    found = bool(cues().recommendation.search(sentence.lower()))
     return _result(
         wish,
         "recommendation first",
@@ -517,7 +554,7 @@ def _recommendation(doc: Document, wish: ActiveWish) -> CheckResult:
 
 
 def _examples(doc: Document, wish: ActiveWish) -> CheckResult:
-    found = len(cues().example.findall(doc.plain()))
+    found = len(cues().example.findall(doc.lowered))
     if wish.action == "remove":
         return _result(wish, "no example", found == 0, _found(found) if found else "", value=found)
     amount = wish.amount
@@ -539,7 +576,7 @@ def _examples(doc: Document, wish: ActiveWish) -> CheckResult:
 def _hedging(doc: Document, wish: ActiveWish) -> CheckResult | None:
     if wish.action == "remove":
         return None
-    hits = [m.group(0).lower() for m in cues().hedges.finditer(doc.plain())]
+    hits = cues().hedges.findall(doc.lowered)
     return _result(
         wish,
         "no hedging",

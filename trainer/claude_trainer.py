@@ -82,8 +82,9 @@ class PlanOutput(BaseModel):
     expected_impact: list[ExpectedImpact] = Field(default_factory=list)
 
 
-# The tags that frame untrusted text in the trainer's prompts
-_FRAMING = re.compile(r"<\s*(/?)\s*(untrusted_feedback|agent_output)\s*>", re.IGNORECASE)
+# The tags that frame untrusted text in the trainer's prompts. The spaces are taken whole
+# (possessive): "<" and a long run of spaces was retried at every split of the run, quadratic.
+_FRAMING = re.compile(r"<\s*+(/?)\s*+(untrusted_feedback|agent_output)\s*+>", re.IGNORECASE)
 
 
 def defang(text: str) -> str:

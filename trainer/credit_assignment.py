@@ -348,11 +348,18 @@ def trajectory_credit(
     return out
 
 
+# A sum, as a tool's arguments say it: nothing but digits and operators (then perhaps "?"), or
+# a number, an operator and a number. Runs are taken whole (possessive) and a number is looked
+# for from its first digit only, so neither pattern retries a long run of digits or spaces.
+_ONLY_ARITHMETIC = re.compile(r"[\d\s.+\-*/()%^=x\u00d7]++\??")
+_OPERATION = re.compile(r"(?<!\d)\d++\s*+[-+*/x\u00d7]\s*+\d")
+ARITHMETIC_ARGS_CHARS = 2_000  # a sum is short: a tool call's arguments are read this far
+
+
 def _is_arithmetic(args: dict[str, object] | None) -> bool:
-    text = " ".join(str(v) for v in (args or {}).values())
-    return bool(re.fullmatch(r"[\d\s.+\-*/()%^=x\u00d7]+(?:\s*\?)?", text.strip())) or bool(
-        re.search(r"\d+\s*[-+*/x\u00d7]\s*\d+", text)
-    )
+    text = " ".join(str(v) for v in (args or {}).values()).strip()
+    only = len(text) <= ARITHMETIC_ARGS_CHARS and bool(_ONLY_ARITHMETIC.fullmatch(text))
+    return only or bool(_OPERATION.search(text[:ARITHMETIC_ARGS_CHARS]))
 
 
 def _args(args: dict[str, object] | None) -> str:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 from domain import wants
 from domain.agent import AgentDefinition, FlowStep
 from domain.change_families import aspect_of, contrary_of, opposite_of, working_against
-from domain.checks import ActiveWish, CheckResult
+from domain.checks import ActiveWish, CheckResult, failed
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleStep
 from domain.execution import SpanRecord, preview_of
@@ -198,9 +198,7 @@ async def take(
     # not even through the levers of a check the agent's first try failed
     content = score >= reward_analyzer.KEEP_SCORE and not (wished or taken_back)
     if analysis.read_by == "rules" and not memory.output_cut_off and not content:
-        own_failures = [
-            c for c in memory.own_checks if not c.passed and c.family not in gone | set(refused)
-        ]
+        own_failures = [c for c in failed(memory.own_checks) if c.family not in gone | set(refused)]
         proposal.changes = (
             check_levers.levers(
                 base, own_failures, proposal.changes, report, {w.family for w in memory.wishes}

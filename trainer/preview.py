@@ -20,8 +20,14 @@ from domain.trainer import FeedbackAspect, ScoreAnalysis
 from trainer import credit_assignment, cycle_step, wish_guard
 from trainer.backends import HandOverTrainer, TrainerBackend, TrainerBackends, TrainerConfigError
 from trainer.cycle_step import LineageMemory
+from trainer.measure_budget import OverBudget, warmed, within_budget
 
 QUOTE_CHARS = 120
+READ_BUDGET_SECONDS = 10.0  # a 4,000-character comment is read in under a second, idle
+NOT_READ = (
+    "not read here: the comment took too long to read in time; the step reads it when you "
+    "send the score, and says back how"
+)
 
 
 class Chip(BaseModel):
@@ -84,12 +90,28 @@ async def preview(
     holds the corrections the reader consults; ``undo_to`` is the version an undo goes back
     to, for its chip's words)."""
     memory = memory.model_copy(update={"wants": None})
-    read = cycle_step.rules_reading(memory, score, comment)
+    await warmed(_warm_reader)
+    try:
+        # the reading is CPU work: in a measuring thread, so the review app's event loop
+        # answers every other rater meanwhile; a comment it cannot read in time is left to
+        # the step, said so
+        read = await within_budget(
+            READ_BUDGET_SECONDS, cycle_step.rules_reading, memory, score, comment
+        )
+    except OverBudget:
+        return ReadingPreview(chips=[], said_back=NOT_READ, incomplete=NOT_READ)
     try:
         analysis = await cycle_step.backend_reading(backend, memory, read, score, comment)
     except ModelNotHere as missing:
         return _guarded(_said(read, undo_to, incomplete=str(missing)), read, memory)
     return _guarded(_said(analysis, undo_to), analysis, memory)
+
+
+def _warm_reader() -> None:
+    """The reader's tables and models loaded (seconds, cold), so the budget times reading."""
+    memory = LineageMemory(session_id="", lineage_id="")
+    for comment in ("Shorter.", "This misses the point entirely."):  # placed, and not
+        cycle_step.rules_reading(memory, 5.0, comment)
 
 
 def _guarded(said: ReadingPreview, reading: ScoreAnalysis, memory: LineageMemory) -> ReadingPreview:
