@@ -93,11 +93,19 @@ def test_each_kind_of_credential_is_masked_and_the_words_around_it_stay(kind: st
         assert piece not in said, (kind, said)
 
 
+DEV_SETS = Path(__file__).resolve().parent.parent.parent / "shared" / "feedback-dev"
+
+
 def _dev_comments() -> list[str]:
-    folder = Path("/work/shared/feedback-dev")
+    """Every comment of the public development sets (beside the repository, as
+    ``tests/reading_snapshot.py`` finds them)."""
+    folder = DEV_SETS
+    if not folder.is_dir():
+        pytest.skip(f"the development sets are not at {folder}")
     comments = []
-    for line in (folder / "cases.jsonl").read_text(encoding="utf-8").splitlines():
-        comments.append(json.loads(line)["comment"])
+    for name in ("cases.jsonl", "contrast.jsonl"):
+        for line in (folder / name).read_text(encoding="utf-8").splitlines():
+            comments.append(json.loads(line)["comment"])
     for line in (folder / "sequences.jsonl").read_text(encoding="utf-8").splitlines():
         comments += [s["comment"] for s in json.loads(line)["steps"] if s.get("comment")]
     return comments
@@ -105,7 +113,7 @@ def _dev_comments() -> list[str]:
 
 def test_nothing_else_is_masked_the_development_sets_hashes_and_ids_come_through():
     comments = _dev_comments()
-    assert len(comments) > 100
+    assert len(comments) > 200
     changed = [c for c in comments if redact(c) != c]
     assert changed == []
     innocent = [
