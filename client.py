@@ -160,7 +160,11 @@ async def correct_reading(
         if not state.score_history:
             raise ValueError("nothing to correct: no score on this lineage has been read yet")
         evaluation_id = state.score_history[-1].evaluation_id
-    payload = {"wants": wants, "rater": redacted(rater), "evaluation_id": evaluation_id}
+    payload = {
+        "wants": [redacted(w) for w in wants],
+        "rater": redacted(rater),
+        "evaluation_id": evaluation_id,
+    }
     try:
         accepted = await handle.execute_update(LineageWorkflow.correct_reading, payload)
     except WorkflowUpdateFailedError as exc:
@@ -199,15 +203,30 @@ async def correction_outcome(
 
 async def submit_score(client: Client, lineage: str, payload: dict[str, object]) -> ScoreAccepted:
     """Send a score through the lineage's ``submit_score`` update (its id or workflow id):
-    ValueError with the lineage's reason when it refuses."""
+    ValueError with the lineage's reason when it refuses. A credential in its texts is masked
+    before it leaves: Temporal's history keeps an update's input as sent."""
     handle = client.get_workflow_handle(workflow_id(lineage.removeprefix("lineage-")))
     try:
-        return await handle.execute_update(LineageWorkflow.submit_score, payload)
+        return await handle.execute_update(LineageWorkflow.submit_score, _masked(payload))
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         raise ValueError(
             cause.message if isinstance(cause, ApplicationError) else str(cause)
         ) from None
+
+
+def _masked(payload: dict[str, object]) -> dict[str, object]:
+    """``payload`` with its texts (comment, rater, wants) redacted; the rest as it is (the
+    lineage's validation names what is wrong with it)."""
+    masked = dict(payload)
+    for field in ("comment", "rater"):
+        value = masked.get(field)
+        if isinstance(value, str):
+            masked[field] = redacted(value)
+    wants = masked.get("wants")
+    if isinstance(wants, list):
+        masked["wants"] = [redacted(w) if isinstance(w, str) else w for w in wants]
+    return masked
 
 
 async def last_reading(settings: Settings, lineage: str, timeout: float = 3.0) -> str | None:

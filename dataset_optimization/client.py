@@ -14,6 +14,7 @@ triplets and trace_data.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import threading
 import time
@@ -49,6 +50,7 @@ from runner.tracer import AgentTracer, set_if
 from store import Store
 
 DEFAULT_ROLLOUT_QUEUE = "lightning-rollouts"
+HEARTBEAT_EVERY_SECONDS = 10.0  # when the activity sets no heartbeat timeout
 Agent = Callable[[dict[str, Any], "Resources"], Awaitable["RolloutReport | float"]]
 
 
@@ -214,6 +216,34 @@ def _bounded(batch: ClientBatchReport) -> ClientBatchReport:
     return batch
 
 
+class _Heartbeat:
+    """Beats while a client activity runs, so that the server notices a dead client within
+    the activity's heartbeat timeout and gives its tasks to another. Beats at least three
+    times per timeout (the SDK sends them no more often than it needs to)."""
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> _Heartbeat:
+        self._task = asyncio.create_task(self._beat())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _beat(self) -> None:
+        timeout = activity.info().heartbeat_timeout
+        every = HEARTBEAT_EVERY_SECONDS
+        if timeout:
+            every = min(every, timeout.total_seconds() / 3)
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(every)
+
+
 class AgentLightningClient:
     def __init__(
         self,
@@ -254,11 +284,12 @@ class AgentLightningClient:
         @activity.defn(name="execute_rollouts")
         async def execute_rollouts(batch: ClientBatch) -> ClientBatchReport:
             ids = [a.rollout_id for a in batch.assignments]
-            tasks = await asyncio.to_thread(self.tasks.read, ids)
-            done = await asyncio.gather(
-                *(one(tasks.get(a.rollout_id), a) for a in batch.assignments),
-                return_exceptions=True,
-            )
+            async with _Heartbeat():  # this client is alive while its tasks run
+                tasks = await asyncio.to_thread(self.tasks.read, ids)
+                done = await asyncio.gather(
+                    *(one(tasks.get(a.rollout_id), a) for a in batch.assignments),
+                    return_exceptions=True,
+                )
             reports = [d if isinstance(d, ClientReport) else None for d in done]
             errors = [
                 None if isinstance(d, ClientReport) else f"{type(d).__name__}: {d}" for d in done

@@ -26,6 +26,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from dataset_optimization.client import DEFAULT_ROLLOUT_QUEUE
 from domain.lightning import (
+    CLIENT_HEARTBEAT_TIMEOUT_SECONDS,
     DEFAULT_MAX_WAITING_TASKS,
     DispatcherInput,
     QueueFull,
@@ -64,17 +65,24 @@ class AgentLightningServer:
         tasks_per_activity: int = 8,
         max_waiting: int = DEFAULT_MAX_WAITING_TASKS,
         batch_size: int = 250,
+        heartbeat_timeout: float = CLIENT_HEARTBEAT_TIMEOUT_SECONDS,
     ) -> None:
         """``linger_ms``: how long the wake-up of the dispatcher waits after a task is queued,
         so that the tasks queued meanwhile leave with it (one signal per window).
         ``max_waiting``: the tasks that may wait for a client (queued, not yet completed or
-        failed) before ``queue_task`` raises QueueFull."""
+        failed) before ``queue_task`` raises QueueFull. ``heartbeat_timeout``: seconds a
+        client running a task may go without a heartbeat before it is taken for dead and the
+        task is tried again on another client (the dispatcher keeps the value it started
+        with)."""
         if max_waiting < 1:
             raise ValueError(f"max_waiting must be at least 1, got {max_waiting}")
         self.client, self.store, self.server_id = client, store, server_id
         self.task_queue, self.client_task_queue = task_queue, client_task_queue
         self.max_attempts = max_attempts
         self.max_waiting = max_waiting
+        if not 0 < heartbeat_timeout <= 600:
+            raise ValueError(f"heartbeat_timeout is from 0 to 600 seconds, got {heartbeat_timeout}")
+        self.heartbeat_timeout = heartbeat_timeout
         self.workflow_id = f"lightning-{server_id}"
         self._version: int | None = None
         self._handle: WorkflowHandle[Any, Any] | None = None
@@ -223,6 +231,7 @@ class AgentLightningServer:
                         TaskRef(rollout_id=r, sample_bytes=admitted.sample_bytes[r]) for r in chunk
                     ],
                     tasks_per_activity=tasks_per_activity,
+                    heartbeat_timeout_seconds=self.heartbeat_timeout,
                 ),
                 id=f"tasks-{batch_id.replace(':', '-')}",
                 task_queue=self.task_queue,
@@ -284,6 +293,7 @@ class AgentLightningServer:
                 server_id=self.server_id,
                 batch_size=self.batch_size,
                 tasks_per_activity=self.tasks_per_activity,
+                heartbeat_timeout_seconds=self.heartbeat_timeout,
             ),
             id=self.dispatcher_id,
             task_queue=self.task_queue,

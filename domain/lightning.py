@@ -22,6 +22,10 @@ MAX_ACTIVITY_SAMPLE_BYTES = 1024 * 1024
 # Tasks waiting for a client (queued, not yet completed or failed) per server: past it
 # ``queue_task`` raises QueueFull and ``queue_tasks`` admits what fits (docs/reliability.md).
 DEFAULT_MAX_WAITING_TASKS = 10_000
+# A client beats while it runs a task; one silent this long is taken for dead, and the task is
+# tried again on another client (its attempt recorded as failed)
+CLIENT_HEARTBEAT_TIMEOUT_SECONDS = 30.0
+HeartbeatTimeout = Annotated[float, Field(gt=0, le=600)]
 assert MAX_SAMPLE_BYTES <= MAX_ACTIVITY_SAMPLE_BYTES < PAYLOAD_LIMIT_BYTES
 assert MAX_BATCH_BYTES < PAYLOAD_LIMIT_BYTES // 2
 
@@ -200,6 +204,7 @@ class DispatcherInput(BaseModel):
     batch_size: int = Field(default=250, ge=1, le=1000)
     tasks_per_activity: int = Field(default=8, ge=1, le=64)
     continue_after: int = Field(default=200, ge=1)  # batches a run sends before continuing
+    heartbeat_timeout_seconds: HeartbeatTimeout = CLIENT_HEARTBEAT_TIMEOUT_SECONDS
 
 
 class RolloutBatch(BaseModel):
@@ -214,6 +219,7 @@ class RolloutBatch(BaseModel):
     tasks: list[TaskRef] = Field(min_length=1, max_length=1000)
     tasks_per_activity: int = Field(default=8, ge=1, le=64)
     claimed: bool = False
+    heartbeat_timeout_seconds: HeartbeatTimeout = CLIENT_HEARTBEAT_TIMEOUT_SECONDS
 
     @field_validator("tasks")
     @classmethod
@@ -302,6 +308,7 @@ class OptimizationInput(BaseModel):
     curriculum: bool = True
     client_task_queue: str = "lightning-rollouts"
     max_attempts: int = Field(default=3, ge=1, le=20)
+    heartbeat_timeout_seconds: HeartbeatTimeout = CLIENT_HEARTBEAT_TIMEOUT_SECONDS
     trainer: Literal["rules", "claude"] = "rules"
     trainer_model: str = "claude-sonnet-5"
 

@@ -218,7 +218,7 @@ class _Handlers:
         rater = self.rater_of(request, form)
         if rater is None:
             return JSONResponse({"error": NO_NAME}, status_code=422)
-        meant = [str(w).strip() for w in form.getlist("want") if str(w).strip()]
+        meant = [redacted(str(w).strip()) for w in form.getlist("want") if str(w).strip()]
         handle = await self._handle(request)
         if handle is None:
             return JSONResponse({"error": "no such lineage"}, status_code=404)

@@ -386,3 +386,59 @@ async def test_a_client_reading_another_database_says_so(
     assert attempt.status == "failed"
     assert "not in this client's store" in attempt.error
     assert "TRAINING_CAMP_DATABASE_URL" in attempt.error
+
+
+async def test_a_client_killed_while_holding_a_task_leaves_it_to_another_client_once(
+    client, store, settings, run_worker, temporal_address
+):
+    """A client process dies (SIGKILL) while its agent runs a task. Its heartbeats stop, the
+    activity's heartbeat timeout (30 s by default) ends that attempt, and another client runs
+    the task: once, its rollout stored once."""
+    queue = f"rollouts-{uuid.uuid4().hex[:8]}"
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.lightning_holding_client",
+        temporal_address,
+        queue,
+        settings.database_url,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    ran: Counter[int] = Counter()
+
+    async def agent(task: dict, resources: Resources) -> float:
+        ran[task["n"]] += 1
+        return 1.0
+
+    try:
+        assert await asyncio.wait_for(holder.stdout.readline(), 60) == b"ready\n"
+        async with run_worker():
+            server = await started_server(client, store, settings, queue, "held")
+            rollout_id = await server.queue_task({"n": 7})
+            line = await asyncio.wait_for(holder.stdout.readline(), 60)
+            assert line == b"holding 7\n"
+            holder.kill()
+            await holder.wait()
+            # another client, started after the holder died: the task reaches it
+            lightning = AgentLightningClient(
+                Client(**client.config()), "survivor", task_queue=queue, settings=settings
+            )
+            async with lightning.worker(agent):
+                (report,) = await server.wait_for_rollouts([rollout_id], timeout=60)
+                await asyncio.sleep(0.5)  # anything run twice would have shown by now
+            await server.stop()
+    finally:
+        if holder.returncode is None:
+            holder.kill()
+            await holder.wait()
+    assert report.rollout_id == rollout_id and report.final_reward == 1.0
+    assert ran == {7: 1}
+    attempts = store.queries.attempts(rollout_id)
+    assert [a.status for a in attempts] == ["failed", "succeeded"]
+    assert "heartbeat" in (attempts[0].error or "").lower()
+    reported = [
+        e.payload["rolloutId"] for e in store.queries.events(server.server_id, ["rollout.reported"])
+    ]
+    assert reported == [rollout_id]  # stored once

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from domain import want_labels, wants
 from domain.corrections import LabelledExample
 from domain.execution import preview_of
+from domain.redaction import redact
 from domain.trainer import FeedbackAspect, ScoreAnalysis
 from trainer import credit_assignment, cycle_step, wish_guard
 from trainer.backends import HandOverTrainer, TrainerBackend, TrainerBackends, TrainerConfigError
@@ -88,7 +89,9 @@ async def preview(
 ) -> ReadingPreview:
     """The reading the cycle step would act on for ``score`` and ``comment`` (``memory``
     holds the corrections the reader consults; ``undo_to`` is the version an undo goes back
-    to, for its chip's words)."""
+    to, for its chip's words). A credential in the comment is masked first, as the lineage's
+    door masks it: the step reads it so, and no model endpoint is sent it."""
+    comment = redact(comment) if comment else comment
     memory = memory.model_copy(update={"wants": None})
     await warmed(_warm_reader)
     try:

@@ -157,6 +157,9 @@ class RolloutBatchWorkflow:
                     task_queue=batch.client_task_queue,
                     result_type=ClientBatchReport,
                     start_to_close_timeout=CLIENT_TIMEOUT,
+                    # the client beats while it runs: a dead one is noticed within this, and
+                    # its tasks are tried again (on another client) below
+                    heartbeat_timeout=timedelta(seconds=batch.heartbeat_timeout_seconds),
                     # the workflow owns retries, so that every attempt is recorded
                     retry_policy=RetryPolicy(maximum_attempts=1),
                 )
@@ -360,6 +363,7 @@ class OptimizationWorkflow(ResourcePublisher):
                         ],
                         tasks_per_activity=per_batch,
                         claimed=True,
+                        heartbeat_timeout_seconds=inp.heartbeat_timeout_seconds,
                     ),
                     id=f"{run}-it{iteration}-b{number}",
                 )
@@ -415,6 +419,7 @@ class RolloutDispatcherWorkflow:
                         tasks=claimed.tasks,
                         tasks_per_activity=inp.tasks_per_activity,
                         claimed=True,
+                        heartbeat_timeout_seconds=inp.heartbeat_timeout_seconds,
                     ),
                     id=f"tasks-{batch_id.replace(':', '-')}",
                     parent_close_policy=workflow.ParentClosePolicy.ABANDON,
