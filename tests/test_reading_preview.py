@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+import tempfile
 import threading
 import urllib.parse
 from pathlib import Path
@@ -20,7 +23,7 @@ from domain import want_labels, wants
 from domain.agent import AgentConstraints, AgentDefinition, AgentParameters
 from domain.corrections import LabelledExample
 from domain.settings import Settings
-from tests import test_review_app
+from tests import reading_snapshot, test_review_app
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, tool_use_message
 from tests.test_review_guard import call
@@ -261,3 +264,45 @@ async def test_a_long_preview_is_read_off_the_apps_event_loop(
     assert status == 200, said
     seen = json.loads(said)
     assert {"shorter:half", "remove:bullets"} <= {c["want"] for c in seen["chips"]}, seen
+
+
+def _public_comments() -> list[tuple[float, str]]:
+    """Every (score, comment) of the public development sets: the cases, each step of the
+    sequences, and the contrast set as its generator writes it."""
+    shared = reading_snapshot.SHARED
+    found: list[tuple[float, str]] = []
+    for line in (shared / "cases.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            case = json.loads(line)
+            found.append((case["score"], case["comment"]))
+    for line in (shared / "sequences.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            found += [(s["score"], s["comment"]) for s in json.loads(line)["steps"]]
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "contrast.jsonl"
+        subprocess.run(
+            [sys.executable, str(shared / "contrast.py"), "gen", str(out)],
+            check=True,
+            capture_output=True,
+        )
+        found += [(c["score"], c["comment"]) for c in map(json.loads, out.open())]
+    return found
+
+
+def test_the_preview_and_the_step_read_every_public_case_alike():
+    """One reading path: for every comment of the public sets the preview proposes exactly
+    the wants the step reads, and says them back in the same words."""
+    memory = LineageMemory(session_id="s", lineage_id="L")
+    comments = _public_comments()
+    assert len(comments) >= 70 + 120
+    differing = []
+    for score, comment in comments:
+        seen = asyncio.run(preview.preview(RulesTrainer(), memory, score, comment, undo_to=1))
+        step = asyncio.run(cycle_step.take(RulesTrainer(), AGENT, memory, score, comment))
+        # a revert's words name the version it goes back to, which this memory has none of
+        reverting = any(w.startswith("revert") for w in seen.wants)
+        if seen.wants != wants.wants_of(step.analysis.aspects) or (
+            not reverting and seen.said_back != cycle_step.said_back(step)
+        ):
+            differing.append(comment)
+    assert differing == []

@@ -155,7 +155,7 @@ async def take(
     refuted, undo, base = _roll_back(agent, memory, judged, standing, report)
     # 2b. take back what the reviewer takes back, at any age: the instructions its family put
     # there; a family nothing carries is refused instead ("lose the bullets" → prose)
-    removals, instead = _take_back(base, taken_back, refuted, report)
+    removals, instead = _take_back(base, taken_back, refuted, report, wished)
     gone = {w.family for w in taken_back} | set(refuted)
     undone: set[str] = set()
     if any(w.family == "undo" for w in taken_back):
@@ -727,12 +727,18 @@ def _aspect(wish: Wish) -> FeedbackAspect:
 
 
 def _take_back(
-    agent: AgentDefinition, taken_back: list[Wish], refuted: list[str], report: list[str]
+    agent: AgentDefinition,
+    taken_back: list[Wish],
+    refuted: list[str],
+    report: list[str],
+    wished: list[Wish],
 ) -> tuple[list[EvolutionChange], list[Wish]]:
     """(changes, wishes): the removal of every instruction that carries a family taken back,
     on the agent as the rollback left it; and for a family nothing carries, a
-    wish for its opposite, if it has one ("no more tables" on an agent never told to use
-    them asks for prose)."""
+    wish for its opposite, if it has one and nothing else of its aspect is asked for ("no
+    more tables" on an agent never told to use them asks for prose; "a table, not
+    paragraphs" asks for the table only)."""
+    asked = {w.aspect for w in wished}
     changes: list[EvolutionChange] = []
     instead: list[Wish] = []
     for wish in taken_back:
@@ -772,7 +778,7 @@ def _take_back(
                 )
             )
         opposite = opposite_of(wish.family)
-        if not carrying and opposite:
+        if not carrying and opposite and wish.aspect not in asked:
             instead.append(replace(wish, family=opposite, action="add"))
         elif not carrying:
             report.append(f"{wish.family}: taken back, and no instruction of the agent asks for it")

@@ -138,7 +138,11 @@ def _names(cue: Cue, match: re.Match[str], lowered: str, quoted: list[tuple[int,
     if _P["situation"].search(match.group(0)) or _P["comparative"].search(before):
         return False
     if cue.kind == "quality":
-        return bool(_P["house_voice"].search(before)) or not _P["described"].search(before)
+        # before a noun it names a thing ("this deep dive", "a short answer")
+        attributive = _P["noun_after"].match(lowered[match.end() :])
+        return bool(_P["house_voice"].search(before) or attributive) or not _P["described"].search(
+            before
+        )
     return not _P["described_state"].search(before)
 
 
@@ -196,9 +200,15 @@ def place(sentence: str) -> Construction | None:
     lowered = sentence.lower()
     found = mentions(lowered)
     families = list(dict.fromkeys(m.family for m in found))
-    if not any(rivals(a, b) for a in families for b in families):
+    if len(families) < 2:
         return None
     roles = _construction_roles(lowered, found)
+    if not any(rivals(a, b) for a in families for b in families):
+        # no rivals: only a comparison or substitution between two of them is read here
+        # ("plain wording in place of the legal formality")
+        if "rejected" not in roles.values() or "wanted" not in roles.values():
+            return None
+        return Construction(tuple(Placed(found[i], r) for i, r in sorted(roles.items())))
     for index, mention in enumerate(found):
         if index not in roles:
             start = found[index - 1].end if index else 0
@@ -276,15 +286,21 @@ def joins(sentences: list[str]) -> int:
     instead ("Not the bullets. A table.")."""
     if len(sentences) >= 3 and rejects_by_answer(sentences[0], sentences[1]):
         return 2
+    if len(sentences) < 2:
+        return 0
     first = sentences[0].lower()
-    if (
-        len(sentences) >= 2
-        and len(first.split()) <= MAX_REJECTION_WORDS
-        and _P["lead_rejects"].search(first)
-        and mentions(first)
-    ):
+    named = mentions(first)
+    if not named:
+        return 0
+    if len(first.split()) <= MAX_REJECTION_WORDS and _P["lead_rejects"].search(first):
         return 1
-    return 0
+    # "The beginner-level hand-holding has to go. Talk to us as engineers: proper terms."
+    rejected = all(
+        _own_role(first, m, named[i - 1].end if i else 0, len(first)) == "rejected"
+        for i, m in enumerate(named)
+    )
+    after = {m.family for m in mentions(sentences[1].lower())}
+    return int(rejected and any(rivals(m.family, f) for m in named for f in after))
 
 
 def rejects_by_answer(question: str, answer: str) -> list[Mention]:

@@ -451,8 +451,9 @@ def _read_construction(sentence: str, reading: Reading) -> bool:
             action="add" if placed.role == "wanted" else "remove",
             asked=placed.role == "wanted",
         )
+        # a keep said outright ("keep the table, drop the paragraphs") stays a keep
         (reading.kept if placed.role == "kept" else reading.wishes).append(
-            replace(wish, action="add") if placed.role == "kept" else wish
+            replace(wish, action="add", asked=True) if placed.role == "kept" else wish
         )
     return True
 
@@ -639,7 +640,7 @@ def _read_whole(text: str, reading: Reading) -> None:
     # approval of the contrary of what is taken back is a wish for it: "scrap the table;
     # paragraphs read better" asks for paragraphs, it does not keep what is not there
     instead = {c for f in gone for c in contrary_of(f) | {opposite_of(f) or ""}}
-    for kept in [k for k in reading.kept if k.family in instead]:
+    for kept in [k for k in reading.kept if k.family in instead and not k.asked]:
         reading.kept.remove(kept)
         reading.wishes.append(replace(kept, action="add", asked=True))
     reading.wishes = [w for w in reading.wishes if w.action == "remove" or w.family not in gone]

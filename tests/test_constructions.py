@@ -1,0 +1,125 @@
+"""Metamorphic tests of the construction layer (``trainer/reading/constructions.py``): for every
+construction and every pair of rival families, the preferred family is asked for, its rival is
+never asked for, and swapping the two families swaps the reading. The templates are this file's
+own wordings (none is one of the public contrast set's), so they test the grammar, not a set."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainer.reading import reader
+
+# family -> a noun phrase naming it
+PHRASES = {
+    "table": "a table",
+    "bullets": "bullet points",
+    "prose": "paragraphs",
+    "numbered": "numbered steps",
+    "formal": "a formal register",
+    "casual": "a casual tone",
+    "shorter": "a brief answer",
+    "longer": "a detailed answer",
+    "simpler": "plain words",
+    "technical": "the technical terms",
+    "direct": "a direct answer",
+    "hedge": "caveats",
+}
+# forms, registers, lengths, audience level, directness
+PAIRS = [
+    ("table", "prose"),
+    ("bullets", "prose"),
+    ("table", "bullets"),
+    ("numbered", "prose"),
+    ("formal", "casual"),
+    ("shorter", "longer"),
+    ("simpler", "technical"),
+    ("direct", "hedge"),
+]
+# construction -> a template preferring {a} (wanted) to {b} (its rival)
+TEMPLATES = {
+    "comparison: than": "{A} reads far better here than {b}.",
+    "comparison: worse than": "{B} is harder to follow than {a}.",
+    "comparison: prefer to": "I prefer {a} to {b}.",
+    "comparison: over": "I'd pick {a} over {b} every time.",
+    "comparison: between": "If it's between {a} and {b}, I'd go with {a}.",
+    "substitution: replace with": "Replace {b} with {a}.",
+    "substitution: swap for": "Swap {b} for {a}.",
+    "substitution: in place of": "Use {a} in place of {b}.",
+    "substitution: from to": "Go from {b} to {a}, please.",
+    "contrast: X, not Y": "{A}, not {b}.",
+    "contrast: not Y but X": "Not {b} but {a}.",
+    "contrast: Y? No. X.": "{B}? Nope. {A} this time.",
+    "rejection: isn't helping": "{B} isn't helping; use {a}.",
+    "rejection: ditch": "Ditch {b} and give me {a}.",
+    "rejection: makes it hard": "{B} makes it hard to read. {A}, please.",
+}
+
+
+def comment(template: str, wanted: str, rival: str) -> str:
+    a, b = PHRASES[wanted], PHRASES[rival]
+    return template.format(a=a, b=b, A=a[0].upper() + a[1:], B=b[0].upper() + b[1:])
+
+
+def roles(text: str, families: tuple[str, str]) -> dict[str, str]:
+    """What the reading does with each of the two families: add, remove, keep or nothing."""
+    reading = reader.read(text)
+    done = {w.family: w.action for w in reading.wishes if w.family in families}
+    done |= {k.family: "keep" for k in reading.kept if k.family in families}
+    return {f: done.get(f, "nothing") for f in families}
+
+
+CASES = [
+    pytest.param(template, wanted, rival, id=f"{name} | {wanted} over {rival}")
+    for name, template in TEMPLATES.items()
+    for pair in PAIRS
+    for wanted, rival in (pair, pair[::-1])
+]
+
+
+@pytest.mark.parametrize(("template", "wanted", "rival"), CASES)
+def test_the_preferred_family_is_asked_for_and_its_rival_never(
+    template: str, wanted: str, rival: str
+) -> None:
+    text = comment(template, wanted, rival)
+    read = roles(text, (wanted, rival))
+    assert read[wanted] == "add", text
+    assert read[rival] in ("remove", "nothing"), text
+
+
+@pytest.mark.parametrize(
+    ("template", "pair"),
+    [
+        pytest.param(template, pair, id=f"{name} | {pair[0]}/{pair[1]}")
+        for name, template in TEMPLATES.items()
+        for pair in PAIRS
+    ],
+)
+def test_swapping_the_two_families_swaps_the_reading(template: str, pair: tuple[str, str]) -> None:
+    one, other = pair
+    forward = roles(comment(template, one, other), pair)
+    backward = roles(comment(template, other, one), pair)
+    assert backward == {one: forward[other], other: forward[one]}
+
+
+@pytest.mark.parametrize(("wanted", "rival"), PAIRS)
+def test_a_kept_family_beside_a_rejected_rival_is_kept_not_asked_for_again(
+    wanted: str, rival: str
+) -> None:
+    text = f"Keep {PHRASES[wanted]} and drop {PHRASES[rival]}."
+    assert roles(text, (wanted, rival)) == {wanted: "keep", rival: "remove"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A table or bullet points, whatever suits.",
+        "Paragraphs and a table would both work.",
+    ],
+)
+def test_rivals_it_cannot_place_are_said_back_with_a_chip_for_each_reading(text: str) -> None:
+    reading = reader.read(text)
+    assert reading.wishes == []
+    (unsure,) = reading.unsure
+    families = {"table", "bullets", "prose"} & set(unsure.proposed)
+    assert len(families) == 2
+    assert {f"remove:{f}" for f in families} <= set(unsure.proposed)
