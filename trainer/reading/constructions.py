@@ -37,7 +37,8 @@ CUES: tuple[Cue, ...] = cue_tables.english_cues()
 _WORDS = cue_tables.vocabulary("constructions")
 _P = _WORDS.patterns
 _FORMS = frozenset(_WORDS.tables["rival_forms"])
-(_LOCATION,) = (cue_tables.vocabulary("attributes").patterns["location"],)
+_LOCATION = cue_tables.vocabulary("attributes").patterns["location"]
+_QUOTED = cue_tables.vocabulary("grammar").patterns["quoted"]
 
 
 def cue_matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
@@ -103,7 +104,7 @@ def mentions(lowered: str) -> list[Mention]:
     """The families a sentence names (a cue that names a state or a quality), an adjective in
     front of a named form left out ("the long paragraphs" names paragraphs), and so is a
     quality said of the answer ("too brief", "it's formal": a description, no preference)."""
-    quoted = [q.span() for q in _QUOTED.finditer(lowered)]
+    quoted = [q.span() for q in _QUOTED.finditer(lowered)]  # the answer's own words
     found = [
         Mention(cue.ask, cue.aspect, m.start(), m.end(), cue.confidence)
         for cue, m in cue_matches(lowered)
@@ -122,10 +123,6 @@ def mentions(lowered: str) -> list[Mention]:
         if not attribute and not (same and lowered[named[-1].end : mention.start].strip() == ""):
             named.append(mention)
     return named
-
-
-# the answer's own words, quoted: what it said, not what is wanted
-_QUOTED = re.compile(r"(?<![\w'])'[^'\n]{1,120}'(?![\w'])|\"[^\"\n]{1,120}\"")
 
 
 def _names(cue: Cue, match: re.Match[str], lowered: str, quoted: list[tuple[int, int]]) -> bool:
