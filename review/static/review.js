@@ -104,7 +104,11 @@ async function refreshCard(body) {
   // what the last correction did stays said while the card shows the same cycle
   const said = form && form.querySelector(".message");
   const before = body.querySelector("header") && body.querySelector("header").dataset.cycle;
+  // a trace the rater opened stays open
+  const traceOpen = Boolean(body.querySelector("details.trace[open]"));
   body.innerHTML = await response.text();
+  const trace = body.querySelector("details.trace");
+  if (trace && traceOpen) trace.open = true;
   const fresh = body.querySelector("form.correct");
   const header = body.querySelector("header");
   if (editing && fresh) {
