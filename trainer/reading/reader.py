@@ -603,12 +603,6 @@ def _read_whole(text: str, reading: Reading) -> None:
     ("It rambles. Cut it roughly in half.") belongs to the wish it measures."""
     removals = [w for w in reading.wishes if w.action == "remove"]
     gone = {w.family for w in removals}
-    # approval of the contrary of what is taken back is a wish for it: "scrap the table;
-    # paragraphs read better" asks for paragraphs, it does not keep what is not there
-    instead = {c for f in gone for c in contrary_of(f) | {opposite_of(f) or ""}}
-    for kept in [k for k in reading.kept if k.family in instead and not k.asked]:
-        reading.kept.remove(kept)
-        reading.wishes.append(replace(kept, action="add", asked=True))
     reading.wishes = [w for w in reading.wishes if w.action == "remove" or w.family not in gone]
     # what the words a take-back covers complain of is its reason, answered by the removal
     # ("the headings make it feel like a manual. Get rid of them."); an outright ask stays
