@@ -199,6 +199,11 @@ async def take(
     content = score >= reward_analyzer.KEEP_SCORE and not (wished or taken_back)
     if analysis.read_by == "rules" and not memory.output_cut_off and not content:
         own_failures = [c for c in failed(memory.own_checks) if c.family not in gone | set(refused)]
+        if memory.wants is not None:
+            # the rater confirmed what the step acts on: no lever (a moved instruction, a form
+            # example) for a check whose wish the rater did not confirm this time
+            confirmed = {w.family for w in wished} | {w.family for w in taken_back}
+            own_failures = [c for c in own_failures if c.family in confirmed]
         proposal.changes = (
             check_levers.levers(
                 base, own_failures, proposal.changes, report, {w.family for w in memory.wishes}
