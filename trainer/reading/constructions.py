@@ -88,6 +88,9 @@ class Construction:
 
     placed: tuple[Placed, ...] = ()
     unsettled: tuple[str, ...] = ()
+    # families named beside the rivals, in no construction and rival to none ("put the answer
+    # at the top and give me bullets rather than paragraphs"): the reader's frames read them
+    left: tuple[str, ...] = ()
 
 
 def rivals(one: str, other: str) -> bool:
@@ -258,7 +261,15 @@ def _settled(found: list[Mention], roles: dict[int, Role], families: list[str]) 
     torn += [f for f in wanted if any(rivals(f, o) for o in wanted)]
     if torn or (not wanted and not any("rejected" in r for r in by_family.values())):
         return Construction(unsettled=tuple(dict.fromkeys([*torn, *families])))
-    return Construction(tuple(Placed(m, roles[i]) for i, m in enumerate(found) if i in roles))
+    left = {
+        m.family
+        for i, m in enumerate(found)
+        if i not in roles and not any(rivals(m.family, f) for f in families)
+    }
+    return Construction(
+        tuple(Placed(m, roles[i]) for i, m in enumerate(found) if i in roles),
+        left=tuple(sorted(left - set(by_family))),
+    )
 
 
 def _share_coordinated(lowered: str, found: list[Mention], roles: dict[int, Role]) -> None:

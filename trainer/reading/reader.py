@@ -439,6 +439,11 @@ def _read_construction(sentence: str, reading: Reading) -> bool:
         (reading.kept if placed.role == "kept" else reading.wishes).append(
             replace(wish, action="add", asked=True) if placed.role == "kept" else wish
         )
+    if built.left:
+        beside = Reading()
+        _read_sentence(sentence, "comment", beside)
+        reading.wishes += [w for w in beside.wishes if w.family in built.left]
+        reading.kept += [k for k in beside.kept if k.family in built.left]
     return True
 
 
