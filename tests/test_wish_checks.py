@@ -11,9 +11,9 @@ import pytest
 
 from domain.change_families import FAMILIES
 from domain.checks import ActiveWish, OutputChecks, checklist, failed, passes
-from domain.words import words_of
 from domain.spec import load_spec
 from domain.trainer import Amount, FeedbackAspect
+from domain.words import words_of
 from runner.model_backend import ChatMessage, ModelRequest
 from runner.offline_model import OfflineModel
 from trainer import checks
