@@ -15,7 +15,7 @@ from domain import want_labels, wants
 from domain.agent import AgentConstraints, AgentDefinition, AgentParameters, AgentRef
 from domain.answer_parts import LANGUAGES
 from tests.conftest import awaiting, make_spec, starter_cli, wait_for_state
-from trainer import cycle_step
+from trainer import cycle_step, preview
 from trainer.backends import RulesTrainer
 from trainer.checks import checkable
 from trainer.credit_assignment import families_of
@@ -154,6 +154,23 @@ def test_languages_for_two_parts_stand_side_by_side_and_are_taken_back_one_by_on
     assert "German" not in dropped.agent.system_prompt
     assert "Write the whole answer in Norwegian." in dropped.agent.system_prompt
     assert [w.detail for w in dropped.wishes if w.family == "language"] == ["Norwegian"]
+
+
+def test_a_sentence_quoted_as_the_problem_is_offered_to_avoid_and_checked_gone():
+    comment = 'Plain language please. This is jargon: "Leverage synergies to optimise throughput."'
+    memory = LineageMemory(session_id="s", lineage_id="L")
+    seen = asyncio.run(preview.preview(RulesTrainer(), memory, 4, comment))
+    assert [c.want for c in seen.chips] == [
+        "simpler",
+        'avoid:"leverage synergies to optimise throughput"',
+    ]
+    step = asyncio.run(cycle_step.take(RulesTrainer(), _agent(BRIEF), memory, 4, comment))
+    active = {w.family: w.detail for w in step.wishes}
+    quoted = "Leverage synergies to optimise throughput"
+    assert active == {"simpler": quoted, "banned": quoted.lower()}
+    # praised under a high score, a quotation is no problem to avoid
+    liked = asyncio.run(preview.preview(RulesTrainer(), memory, 9, f'Love "{quoted}".'))
+    assert not [c for c in liked.chips if c.want.startswith("avoid:")]
 
 
 # ---- through the dev server -------------------------------------------------------------------
