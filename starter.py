@@ -31,6 +31,7 @@ from domain import wants as structured
 from domain.settings import Settings
 from domain.spec import SessionSpec, SpecError, load_spec
 from domain.trace import TracedAttempt
+from domain.words import words_of
 from review import views
 from review.inbox_table import print_inbox
 from review.serve import review_token, serve
@@ -138,7 +139,7 @@ def output(
         print(printable(found.question))
         print()
     console.print(
-        f"[bold]{shown(lineage)}[/bold], cycle {found.cycle} ({len(found.text.split())} words"
+        f"[bold]{shown(lineage)}[/bold], cycle {found.cycle} ({words_of(found.text)} words"
         + (", cut off at the token limit" if found.cut_off else "")
         + "):",
         highlight=False,

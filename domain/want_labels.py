@@ -9,6 +9,7 @@ from functools import cache
 from pathlib import Path
 
 from domain import wants
+from domain.answer_parts import part_words, unscoped
 
 FILE = Path(__file__).with_name("want_labels.json")
 
@@ -37,9 +38,18 @@ def label(want: str, undo_to: int | None = None) -> str:
     """The words for a want (ValueError for one that does not parse): ``shorter:half`` →
     "shorter: about half", ``remove:table`` → "no table", ``example:1`` → "one example",
     ``undo`` → "back to v1" when ``undo_to`` says which version that is, ``revert:v2`` →
-    "back to v2"."""
+    "back to v2", ``language:german@summary`` → "the closing summary in German",
+    ``avoid:"to be fair"`` → "avoid 'to be fair'"."""
     aspect = wants.parse(want)
     family = aspect.want or ""
+    if family == "banned":  # avoid:"…"
+        return f"avoid {aspect.detail!r}"
+    if family == "language":
+        language, part = unscoped(aspect.detail)
+        said = f"{part_words(part)} in {language}" if part else f"in {language}"
+        return {"remove": f"no longer {said}", "keep": f"keep: {said}"}.get(
+            aspect.action or "", said
+        )
     entry = _labels()[family]
     if family == "undo":
         return f"back to v{undo_to}" if undo_to else entry["label"]

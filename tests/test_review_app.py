@@ -464,30 +464,35 @@ async def test_the_reading_is_previewed_as_chips_edited_and_acted_on_exactly(
         assert message.startswith("score 3 accepted for cycle 1. Read as: shorter ('Way too long')")
         state = await wait_for_state(handle, awaiting(2))
 
-        # a wish no chip can carry (a language): while the chips are left as read, Enter sends
-        # the comment for the step to read as shown, and the wish is not lost
+        # a language is a chip like the others; a wish no chip can carry (a topic): while the
+        # chips are left as read, Enter sends the comment for the step to read as shown, and
+        # the wish is not lost
         await until(browser, f"{card(a)}.querySelector('header').dataset.cycle == '2'")
         field = await on(
             browser,
             lambda: browser.execute_script(f"return {card(a)}.querySelector('.score-input');"),
         )
         await on(browser, field.send_keys, "5", Keys.TAB)
-        await on(browser, comment.send_keys, "Answer in French please, and drop the table.")
-        lead = f"{card(a)}.querySelector('form.score .reading .lead').textContent"
-        assert (await until(browser, f"{chips}.join() == 'remove:table' && {lead}")).startswith(
-            "Read so far"
+        await on(
+            browser,
+            comment.send_keys,
+            "Answer in French please and focus on the costs. Drop the table.",
         )
+        lead = f"{card(a)}.querySelector('form.score .reading .lead').textContent"
+        assert (
+            await until(browser, f"{chips}.join() == 'language:french,remove:table' && {lead}")
+        ).startswith("Read so far")
         note = await on(
             browser,
             browser.execute_script,
             f"return {card(a)}.querySelector('form.score .reading .note').textContent;",
         )
-        assert "no chip can carry: language: French" in note
+        assert "no chip can carry: focus: on:the costs" in note
         await on(browser, comment.send_keys, Keys.ENTER)
         await wait_for_state(handle, awaiting(3))
     assert state.last_wants == ["shorter", "steadier", "table"]
     v3 = store.queries.agent_definition(AgentRef(agent_id=a, version=3)).system_prompt
-    assert "in French" in v3 and "table" not in v3
+    assert "in French" in v3 and "costs" in v3 and "table" not in v3
     updates = [
         e.workflow_execution_update_accepted_event_attributes.accepted_request
         async for e in lineage_history(client, handle)

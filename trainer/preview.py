@@ -56,7 +56,7 @@ class ReadingPreview(BaseModel):
     chips: list[Chip]  # the wishes the step would act on, as wants
     said_back: str  # "Read as: shorter ('way too long'); kept: table ('the table works')"
     unsure: list[Unplaced] = Field(default_factory=list)
-    # wishes read that no want can name (a language, a topic, a request in the rater's own
+    # wishes read that no want can name (a topic, a request in the rater's own
     # words): the step acts on them only when it reads the comment itself
     unsaid: list[str] = Field(default_factory=list)
     read_by: Literal["rules", "claude"] = "rules"
@@ -180,7 +180,7 @@ def _valid(want: str) -> bool:
 
 
 def _described(aspect: FeedbackAspect) -> str:
-    """A wish no want names, in words: "language: French ('answer in French')"."""
+    """A wish no want names, in words: "focus: on:the costs ('focus on the costs')"."""
     what = f"{aspect.want}: {aspect.detail}" if aspect.detail else str(aspect.want)
     quote = _quote(aspect.quote)
     return f"{what} ({quote!r})" if quote else what

@@ -303,7 +303,7 @@ async function settled(form) {
 async function confirmReading(form, data) {
   const r = readingOf(form);
   const answer = await settled(form);
-  // wishes no chip can carry (a language, a topic): sent as a comment for the step to read,
+  // wishes no chip can carry (a topic, a request in the rater's words): sent as a comment for the step to read,
   // as previewed, unless the rater edited the chips
   if ((answer && answer.exact) || edited(r)) {
     data.set("confirmed", "1");
