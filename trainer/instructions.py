@@ -120,7 +120,16 @@ def language_part(instruction_text: str) -> str | None:
 def approximate(quote: str) -> bool:
     """Whether a length was said approximately ("about 90 words"); a plain number ("under
     60 words", "60 words max") is a hard limit."""
-    return bool(cues().approximate.search(quote.lower()))
+    lowered = quote.lower()
+    # a hard limit said anywhere beside it wins ("cuts off after about 60 words, so no more
+    # than 60"): what is cut off is no approximation
+    return bool(cues().approximate.search(lowered)) and not _HARD_LIMIT.search(lowered)
+
+
+_HARD_LIMIT = re.compile(
+    r"\b(?:under|below|at most|no more than|no longer than|max(?:imum)?|less than|fewer than|"
+    r"tops|cuts? (?:\w+ )?off|cut off|off after|hard limit|character limit|word limit)\b"
+)
 
 
 def preserved(wish: Wish) -> str:

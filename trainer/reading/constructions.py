@@ -153,8 +153,8 @@ def _gap(lowered: str, left: Mention, right: Mention) -> str:
 def _pivot(lowered: str, left: Mention, right: Mention, first: Mention) -> tuple[Role, Role] | None:
     """The roles a construction between two mentions gives them."""
     gap = _gap(lowered, left, right)
-    if re.search(r"[.!?]", gap):
-        return None
+    if re.search(r"[.!?;:]|,\s*(?:and|but|then|so|or)\b", gap):
+        return None  # a construction never spans two clauses
     if _P["than"].search(gap):
         # "Y is harder to skim than X", "less Y than X": what follows "than" is preferred
         worse = _P["worse"].search(gap.split(" than")[0]) or _P["worse"].search(
@@ -201,7 +201,10 @@ def place(sentence: str) -> Construction | None:
     found = mentions(lowered)
     families = list(dict.fromkeys(m.family for m in found))
     if len(families) < 2:
-        return None
+        # "a short answer over the full history lesson": one mention preferred to words
+        # that name no family
+        preferred = found and _P["prefers_over"].match(lowered[found[0].end :])
+        return Construction((Placed(found[0], "wanted"),)) if preferred else None
     roles = _construction_roles(lowered, found)
     if not any(rivals(a, b) for a in families for b in families):
         # no rivals: only a comparison or substitution between two of them is read here
