@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -15,48 +16,60 @@ from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
 )
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
 )
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as TimeoutError_
 from temporalio.runtime import Runtime
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from codec.encryption import codec_from_env, data_converter
 from domain import search_attributes
-from domain.checks import OutputChecks
-from domain.corrections import LabelledExample
-from domain.execution import CUT_OFF
-from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted, redacted
-from domain.lineage import LineageInput, LineageState, score_before
+from domain.reading_preview import PREVIEW_TIMEOUT, PREVIEW_WORKFLOW, LineagePreview, PreviewAsked
 from domain.settings import Settings
-from domain.spec import SessionSpec
-from domain.trainer import SegmentProvenance
-from runner.telemetry import tracing_interceptor
-from trainer import preview
-from trainer.backends import TrainerBackends
-from trainer.cycle_step import LineageMemory
-from trainer.preview import ReadingPreview
-from workflows.lineage import LineageWorkflow
 
-if TYPE_CHECKING:  # the store is the caller's: the library opens none
-    from store import Store
+# What the reader, the lineage workflow and the store need is imported where it is used: a
+# command that prints a reading (`training-camp score`) loads none of it (about 4 s), since
+# the lineage's worker reads the comment (``preview_on_worker``)
+if TYPE_CHECKING:
+    from domain.checks import OutputChecks
+    from domain.corrections import LabelledExample
+    from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted
+    from domain.lineage import LineageState
+    from domain.spec import SessionSpec
+    from domain.trainer import SegmentProvenance
+    from store import Store  # the store is the caller's: the library opens none
+    from trainer.backends import TrainerBackends
+    from trainer.preview import ReadingPreview
+    from workflows.lineage import LineageWorkflow
+
+    LineageHandle = WorkflowHandle[LineageWorkflow, object]
 
 log = logging.getLogger(__name__)
-LineageHandle = WorkflowHandle[LineageWorkflow, object]
 
 
 async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
     """A client for ``settings``' Temporal; payloads are encrypted when a key is configured
     (every client and worker alike)."""
+    interceptors = []
+    if settings.temporal_tracing:
+        from runner.telemetry import tracing_interceptor
+
+        interceptors.append(tracing_interceptor())
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         data_converter=data_converter(codec_from_env()),
-        interceptors=[tracing_interceptor()] if settings.temporal_tracing else [],
+        interceptors=interceptors,
         runtime=runtime,
     )
 
@@ -94,6 +107,9 @@ async def start_session(client: Client, spec: SessionSpec, task_queue: str) -> l
     """Start every lineage of ``spec``; a lineage already running is resumed, not restarted.
     A worker on ``task_queue`` sharing ``client`` (the demo's) takes a lineage's first
     workflow task with the start call's answer (eager start) instead of through the queue."""
+    from domain.lineage import LineageInput
+    from workflows.lineage import LineageWorkflow
+
     await ensure_search_attributes(client)
     handles = []
     for lineage in spec.lineages:
@@ -131,6 +147,8 @@ async def start_session(client: Client, spec: SessionSpec, task_queue: str) -> l
 async def await_output(handle: LineageHandle, cycle: int) -> LineageState:
     """Block until cycle ``cycle``'s output awaits its score (or the lineage stops or fails),
     without polling; asks again when a run continues as new meanwhile."""
+    from workflows.lineage import LineageWorkflow
+
     while True:
         state = await handle.execute_update(LineageWorkflow.await_output, cycle)
         if state.cycle >= cycle or state.status in ("failed", "stopped", "completed"):
@@ -154,6 +172,9 @@ async def correct_reading(
     by ``evaluation_id``, by default the latest (whose reading ``state`` and ``training-camp
     output`` show) — and wait until the lineage has taken the correction: ValueError with the
     lineage's reason when it refuses (an unknown family, a later score, another rater's)."""
+    from domain.feedback import redacted
+    from workflows.lineage import LineageWorkflow
+
     handle = await _lineage_handle(settings, lineage)
     if evaluation_id is None:
         state: LineageState = await handle.query(LineageWorkflow.state)
@@ -205,6 +226,8 @@ async def submit_score(client: Client, lineage: str, payload: dict[str, object])
     """Send a score through the lineage's ``submit_score`` update (its id or workflow id):
     ValueError with the lineage's reason when it refuses. A credential in its texts is masked
     before it leaves: Temporal's history keeps an update's input as sent."""
+    from workflows.lineage import LineageWorkflow
+
     handle = client.get_workflow_handle(workflow_id(lineage.removeprefix("lineage-")))
     try:
         return await handle.execute_update(LineageWorkflow.submit_score, _masked(payload))
@@ -218,6 +241,8 @@ async def submit_score(client: Client, lineage: str, payload: dict[str, object])
 def _masked(payload: dict[str, object]) -> dict[str, object]:
     """``payload`` with its texts (comment, rater, wants) redacted; the rest as it is (the
     lineage's validation names what is wrong with it)."""
+    from domain.feedback import redacted
+
     masked = dict(payload)
     for field in ("comment", "rater"):
         value = masked.get(field)
@@ -232,6 +257,8 @@ def _masked(payload: dict[str, object]) -> dict[str, object]:
 async def last_reading(settings: Settings, lineage: str, timeout: float = 3.0) -> str | None:
     """How the lineage's last comment was read (its `state`), or None when Temporal does not
     answer within ``timeout``: a caller reading the store need not depend on it."""
+
+    from workflows.lineage import LineageWorkflow
 
     async def ask() -> str | None:
         handle = await _lineage_handle(settings, lineage)
@@ -257,6 +284,11 @@ async def preview_reading(
     the same reader, the corrections it would consult (the session's, or every session's
     with ``shared_corrections``, as the worker's setting says) and the lineage's trainer.
     Writes nothing. KeyError when no such lineage is known."""
+    from domain.lineage import score_before
+    from trainer import preview
+    from trainer.cycle_step import LineageMemory
+    from workflows.lineage import LineageWorkflow
+
     lineage_id = await asyncio.to_thread(store.queries.resolve_lineage, lineage)
     state: LineageState = await client.get_workflow_handle(workflow_id(lineage_id)).query(
         LineageWorkflow.state
@@ -277,6 +309,45 @@ async def preview_reading(
     return state, await preview.preview(backend, memory, score, comment, undo_to)
 
 
+async def preview_on_worker(
+    client: Client, lineage: str, score: float, comment: str | None
+) -> LineagePreview:
+    """``preview_reading`` made by a worker of the lineage (its id or workflow id), on its task
+    queue: the reader there is loaded, and the corrections, setting and trainer backend are the
+    step's own. The comment is masked before it leaves (the reading's workflow keeps it in its
+    history). KeyError when Temporal has no such lineage, TimeoutError when no worker read it
+    within ``PREVIEW_TIMEOUT`` (none polls the queue)."""
+    from domain.redaction import redact
+
+    handle = client.get_workflow_handle(workflow_id(lineage.removeprefix("lineage-")))
+    try:
+        queue = (await handle.describe()).task_queue
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        raise KeyError(f"no lineage {lineage!r} in Temporal (by lineage or workflow id)") from None
+    asked = PreviewAsked(lineage=lineage, score=score, comment=redact(comment) if comment else None)
+    try:
+        return await client.execute_workflow(
+            PREVIEW_WORKFLOW,
+            asked,
+            result_type=LineagePreview,
+            id=f"reading-preview-{handle.id.removeprefix('lineage-')}-{uuid.uuid4().hex[:12]}",
+            task_queue=queue,
+            execution_timeout=PREVIEW_TIMEOUT,
+        )
+    except WorkflowFailureError as exc:
+        cause = exc.cause.cause if isinstance(exc.cause, ActivityError) else exc.cause
+        if isinstance(cause, ApplicationError) and cause.type == "UnknownLineage":
+            raise KeyError(cause.message) from None
+        if isinstance(cause, TimeoutError_):
+            raise TimeoutError(
+                f"no worker read the comment within {PREVIEW_TIMEOUT.seconds} s: is a worker "
+                f"running on the lineage's task queue {queue!r}?"
+            ) from None
+        raise
+
+
 def _reading_context(
     store: Store, state: LineageState, shared_corrections: bool
 ) -> tuple[list[LabelledExample], int | None]:
@@ -290,6 +361,8 @@ def _reading_context(
 
 async def next_cycle(handle: LineageHandle) -> int:
     """The cycle after the one a lineage is in (2 for a new one)."""
+    from workflows.lineage import LineageWorkflow
+
     try:
         state: LineageState = await handle.query(LineageWorkflow.state)
     except RPCError:
@@ -318,6 +391,8 @@ def lineage_output(
 ) -> tuple[str, LineageOutput | None]:
     """The lineage named by its id or workflow id, and its output of ``cycle`` (default: the
     latest), None when it has none; KeyError when no such lineage is known."""
+    from domain.execution import CUT_OFF
+
     q = store.queries
     lineage_id = q.resolve_lineage(lineage)
     chosen = [a for a in q.artifacts(lineage_id) if cycle is None or a.cycle == cycle]

@@ -7,39 +7,19 @@ import asyncio
 import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from client import (
-    connect,
-    correct_reading,
-    last_reading,
-    lineage_output,
-    next_cycle,
-    preview_reading,
-    prompt_blame,
-    start_session,
-    submit_score,
-    workflow_id,
-)
-from demo.session import run_demo
 from domain import want_labels
-from domain import wants as structured
-from domain.settings import Settings
-from domain.spec import SessionSpec, SpecError, load_spec
-from review import views
-from review.inbox_table import print_inbox
-from review.serve import review_token, serve
 from services import command_line
-from services.instructions import print_instructions
-from services.reading_prompt import Confirmed, confirm, print_reading
 from services.terminal import console as make_console
-from services.terminal import json_text, printable, shown
-from store import Store
-from trainer.backends import TrainerBackends
-from workflows.lineage import LineageWorkflow
+from services.terminal import shown
+
+# Each command imports what it needs when it runs: `score` and `read` print a reading without
+# loading the lineage workflow, the store, the reader or the review app (seconds, together)
+if TYPE_CHECKING:
+    from domain.spec import SessionSpec
 
 console = make_console()
 SpecPath = Annotated[Path, typer.Argument(help="Session spec (YAML or JSON).")]
@@ -55,6 +35,8 @@ app = typer.Typer(
 
 
 def _load(spec_path: Path) -> SessionSpec:
+    from domain.spec import SpecError, load_spec
+
     try:
         return load_spec(spec_path)
     except SpecError as exc:
@@ -65,6 +47,10 @@ def _load(spec_path: Path) -> SessionSpec:
 @app.command()
 def start(spec_path: SpecPath) -> None:
     """Start (or resume) every lineage of a session on $TEMPORAL_ADDRESS."""
+    from client import connect, next_cycle, start_session
+    from domain.settings import Settings
+    from services.instructions import print_instructions
+
     spec = _load(spec_path)
     settings = Settings.from_env()
 
@@ -79,6 +65,11 @@ def start(spec_path: SpecPath) -> None:
 @app.command()
 def status(spec_path: SpecPath) -> None:
     """Print each lineage's state (the `state` query)."""
+    from client import connect, workflow_id
+    from domain.settings import Settings
+    from services.terminal import json_text
+    from workflows.lineage import LineageWorkflow
+
     spec = _load(spec_path)
     settings = Settings.from_env()
 
@@ -98,6 +89,12 @@ def inbox(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Outputs awaiting a score, oldest first, across sessions (the review inbox)."""
+    from client import connect
+    from domain.settings import Settings
+    from review import views
+    from review.inbox_table import print_inbox
+    from store import Store
+
     settings = Settings.from_env()
 
     async def go() -> views.Inbox:
@@ -118,6 +115,11 @@ def output(
 ) -> None:
     """Print a lineage's whole output — the one awaiting your score, or cycle N's — from the
     store (the `state` query carries a preview only)."""
+    from client import last_reading, lineage_output
+    from domain.settings import Settings
+    from services.terminal import printable
+    from store import Store
+
     store = Store.open(database_url or Settings.from_env().database_url)
     try:
         lineage, found = lineage_output(store, lineage_id, cycle)
@@ -175,8 +177,11 @@ def score(
     comment: Annotated[str | None, typer.Argument(help="What to keep, what to change.")] = None,
     rater: Rater = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Take the reading as read.")] = False,
-    database_url: DatabaseUrl = None,
 ) -> None:
+    from client import connect, preview_on_worker, submit_score
+    from domain.settings import Settings
+    from services.reading_prompt import Confirmed, confirm, print_reading
+
     settings = Settings.from_env()
     if not 0 <= value <= 10:
         console.print(f"[red]score: {value:g} is not from 0 to 10[/red]", highlight=False)
@@ -184,20 +189,10 @@ def score(
     ask = None if yes or not sys.stdin.isatty() else _ask
 
     async def go() -> int:
-        store = Store.open(database_url or settings.database_url)
-        try:
-            client = await connect(settings)
-            state, seen = await preview_reading(
-                client,
-                store,
-                TrainerBackends(settings),
-                lineage_id,
-                value,
-                comment,
-                settings.shared_corrections,
-            )
-        finally:
-            store.close()
+        client = await connect(settings)
+        # read by the lineage's worker, as its step would read it
+        previewed = await preview_on_worker(client, lineage_id, value, comment)
+        seen = previewed.reading
         print_reading(console, seen)
         taken = Confirmed(seen.chips, seen.exact)
         if ask is not None:
@@ -211,15 +206,15 @@ def score(
             payload["comment"] = comment
         if rater:
             payload["rater"] = rater
-        if state.status == "awaiting_score":
+        if previewed.status == "awaiting_score":
             # the output whose reading was shown: refused, not misapplied, once replaced
-            payload["cycle"] = state.cycle
-            if state.output_id:
-                payload["output_id"] = state.output_id
+            payload["cycle"] = previewed.cycle
+            if previewed.output_id:
+                payload["output_id"] = previewed.output_id
         if taken.as_wants and (comment or taken.wants):
             payload["wants"] = taken.wants
         try:
-            accepted = await submit_score(client, state.lineage_id, payload)
+            accepted = await submit_score(client, previewed.lineage_id, payload)
         except ValueError as exc:
             console.print(f"[red]refused: {shown(exc)}[/red]", highlight=False)
             return 1
@@ -232,7 +227,7 @@ def score(
 
     try:
         code = asyncio.run(go())
-    except KeyError as exc:
+    except (KeyError, TimeoutError) as exc:
         console.print(f"[red]{shown(exc.args[0])}[/red]")
         raise typer.Exit(1) from None
     if code:
@@ -247,29 +242,18 @@ def read(
     comment: Annotated[str, typer.Argument(help="The comment to read.")],
     lineage: Annotated[str, typer.Option(help="The lineage whose reading to preview.")],
     score: Annotated[float, typer.Option(help="The score it comes with.", min=0, max=10)] = 5,
-    database_url: DatabaseUrl = None,
 ) -> None:
-    settings = Settings.from_env()
+    from client import connect, preview_on_worker
+    from domain.settings import Settings
+    from services.reading_prompt import print_reading
 
     async def go() -> None:
-        store = Store.open(database_url or settings.database_url)
-        try:
-            _, seen = await preview_reading(
-                await connect(settings),
-                store,
-                TrainerBackends(settings),
-                lineage,
-                score,
-                comment,
-                settings.shared_corrections,
-            )
-        finally:
-            store.close()
-        print_reading(console, seen)
+        client = await connect(Settings.from_env())
+        print_reading(console, (await preview_on_worker(client, lineage, score, comment)).reading)
 
     try:
         asyncio.run(go())
-    except KeyError as exc:
+    except (KeyError, TimeoutError) as exc:
         console.print(f"[red]{shown(exc.args[0])}[/red]")
         raise typer.Exit(1) from None
 
@@ -297,6 +281,10 @@ def correct(
         typer.Option(help="The score corrected (state: score_history). Default: the latest."),
     ] = None,
 ) -> None:
+    from client import correct_reading
+    from domain import wants as structured
+    from domain.settings import Settings
+
     try:
         wants = structured.from_options(want, remove, amount)
         done = asyncio.run(
@@ -316,6 +304,11 @@ def blame(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Where each segment of a lineage's prompt came from: version, evolution, feedback."""
+    from rich.table import Table
+
+    from client import prompt_blame
+    from domain.settings import Settings
+    from store import Store
 
     store = Store.open(database_url or Settings.from_env().database_url)
     try:
@@ -354,6 +347,8 @@ def demo(
 ) -> None:
     """Dev server with Web UI + a worker + the review inbox + the session; Ctrl-C (or SIGTERM)
     stops what it started, and so does the dev server stopping."""
+    from demo.session import run_demo
+
     spec = _load(spec_path)
     code = run_demo(spec, data_dir, port=port, ui_port=ui_port, review_port=review_port)
     if code:
@@ -375,6 +370,9 @@ def review(
 ) -> None:
     """The review inbox for raters, on $TEMPORAL_ADDRESS and $TRAINING_CAMP_DATABASE_URL. It
     requires a token (TRAINING_CAMP_REVIEW_TOKEN): raters sign in with it and their name."""
+    from domain.settings import Settings
+    from review.serve import review_token, serve
+
     try:
         token = review_token()
     except ValueError as exc:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from rich.console import Console
 
 from domain import wants
+from domain.reading_preview import Chip, ReadingPreview, chip
 from domain.refusals import excerpt
 from services.terminal import shown
-from trainer.preview import Chip, ReadingPreview, chip
 
 EDIT_HELP = (
     "One edit a line: 'drop 2' or 'drop bullets' removes a wish; '--want table', '--remove "
