@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain import wants
+from domain import want_labels, wants
 from domain.corrections import LabelledExample
 from domain.execution import preview_of
 from domain.reading_preview import ReadingPreview, Unplaced, chip
@@ -130,8 +130,8 @@ def _valid(want: str) -> bool:
 
 
 def _described(aspect: FeedbackAspect) -> str:
-    """A wish no want names, in words: "language: French ('answer in French')"."""
-    what = f"{aspect.want}: {aspect.detail}" if aspect.detail else str(aspect.want)
+    """A wish no want names, in words: "in French ('answer in French')"."""
+    what = want_labels.wish_words(aspect)
     quote = _quote(aspect.quote)
     return f"{what} ({quote!r})" if quote else what
 
