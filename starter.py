@@ -9,15 +9,41 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+import lazy_loader as lazy
 import typer
+from rich.table import Table
 
+from client import (
+    connect,
+    correct_reading,
+    last_reading,
+    lineage_output,
+    next_cycle,
+    preview_on_worker,
+    prompt_blame,
+    start_session,
+    submit_score,
+    workflow_id,
+)
 from domain import want_labels
+from domain import wants as structured
+from domain.settings import Settings
 from services import command_line
+from services.reading_prompt import Confirmed, confirm, print_reading
 from services.terminal import console as make_console
-from services.terminal import shown
+from services.terminal import json_text, printable, shown
 
-# Each command imports what it needs when it runs: `score` and `read` print a reading without
-# loading the lineage workflow, the store, the reader or the review app (seconds, together)
+# What other commands need loads on first use: `score` and `read` print a reading without
+# loading the lineage workflow, the store, the review app or the demo (seconds, together)
+spec_files = lazy.load("domain.spec", suppress_warning=True)
+instructions = lazy.load("services.instructions", suppress_warning=True)
+views = lazy.load("review.views", suppress_warning=True)
+inbox_table = lazy.load("review.inbox_table", suppress_warning=True)
+review_app = lazy.load("review.serve", suppress_warning=True)
+demo_session = lazy.load("demo.session", suppress_warning=True)
+stores = lazy.load("store", suppress_warning=True)
+lineage_workflow = lazy.load("workflows.lineage", suppress_warning=True)
+
 if TYPE_CHECKING:
     from domain.spec import SessionSpec
 
@@ -35,11 +61,10 @@ app = typer.Typer(
 
 
 def _load(spec_path: Path) -> SessionSpec:
-    from domain.spec import SpecError, load_spec
 
     try:
-        return load_spec(spec_path)
-    except SpecError as exc:
+        return spec_files.load_spec(spec_path)
+    except spec_files.SpecError as exc:
         console.print(f"[red]{shown(exc)}[/red]", highlight=False)
         raise typer.Exit(2) from None
 
@@ -47,9 +72,6 @@ def _load(spec_path: Path) -> SessionSpec:
 @app.command()
 def start(spec_path: SpecPath) -> None:
     """Start (or resume) every lineage of a session on $TEMPORAL_ADDRESS."""
-    from client import connect, next_cycle, start_session
-    from domain.settings import Settings
-    from services.instructions import print_instructions
 
     spec = _load(spec_path)
     settings = Settings.from_env()
@@ -57,7 +79,7 @@ def start(spec_path: SpecPath) -> None:
     async def go() -> None:
         client = await connect(settings)
         handles = await start_session(client, spec, settings.task_queue)
-        print_instructions(spec, settings, None, await next_cycle(handles[0]))
+        instructions.print_instructions(spec, settings, None, await next_cycle(handles[0]))
 
     asyncio.run(go())
 
@@ -65,10 +87,6 @@ def start(spec_path: SpecPath) -> None:
 @app.command()
 def status(spec_path: SpecPath) -> None:
     """Print each lineage's state (the `state` query)."""
-    from client import connect, workflow_id
-    from domain.settings import Settings
-    from services.terminal import json_text
-    from workflows.lineage import LineageWorkflow
 
     spec = _load(spec_path)
     settings = Settings.from_env()
@@ -77,7 +95,7 @@ def status(spec_path: SpecPath) -> None:
         client = await connect(settings)
         for lineage in spec.lineages:
             handle = client.get_workflow_handle(workflow_id(spec.lineage_id(lineage.label)))
-            state = await handle.query(LineageWorkflow.state)
+            state = await handle.query(lineage_workflow.LineageWorkflow.state)
             console.print(json_text(state.model_dump_json()))
 
     asyncio.run(go())
@@ -89,22 +107,17 @@ def inbox(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Outputs awaiting a score, oldest first, across sessions (the review inbox)."""
-    from client import connect
-    from domain.settings import Settings
-    from review import views
-    from review.inbox_table import print_inbox
-    from store import Store
 
     settings = Settings.from_env()
 
     async def go() -> views.Inbox:
-        store = Store.open(database_url or settings.database_url)
+        store = stores.Store.open(database_url or settings.database_url)
         try:
             return await views.inbox(await connect(settings), store, session)
         finally:
             store.close()
 
-    print_inbox(asyncio.run(go()))
+    inbox_table.print_inbox(asyncio.run(go()))
 
 
 @app.command()
@@ -115,12 +128,8 @@ def output(
 ) -> None:
     """Print a lineage's whole output — the one awaiting your score, or cycle N's — from the
     store (the `state` query carries a preview only)."""
-    from client import last_reading, lineage_output
-    from domain.settings import Settings
-    from services.terminal import printable
-    from store import Store
 
-    store = Store.open(database_url or Settings.from_env().database_url)
+    store = stores.Store.open(database_url or Settings.from_env().database_url)
     try:
         lineage, found = lineage_output(store, lineage_id, cycle)
     except KeyError as exc:
@@ -178,9 +187,6 @@ def score(
     rater: Rater = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Take the reading as read.")] = False,
 ) -> None:
-    from client import connect, preview_on_worker, submit_score
-    from domain.settings import Settings
-    from services.reading_prompt import Confirmed, confirm, print_reading
 
     settings = Settings.from_env()
     if not 0 <= value <= 10:
@@ -243,9 +249,6 @@ def read(
     lineage: Annotated[str, typer.Option(help="The lineage whose reading to preview.")],
     score: Annotated[float, typer.Option(help="The score it comes with.", min=0, max=10)] = 5,
 ) -> None:
-    from client import connect, preview_on_worker
-    from domain.settings import Settings
-    from services.reading_prompt import print_reading
 
     async def go() -> None:
         client = await connect(Settings.from_env())
@@ -281,9 +284,6 @@ def correct(
         typer.Option(help="The score corrected (state: score_history). Default: the latest."),
     ] = None,
 ) -> None:
-    from client import correct_reading
-    from domain import wants as structured
-    from domain.settings import Settings
 
     try:
         wants = structured.from_options(want, remove, amount)
@@ -304,13 +304,8 @@ def blame(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Where each segment of a lineage's prompt came from: version, evolution, feedback."""
-    from rich.table import Table
 
-    from client import prompt_blame
-    from domain.settings import Settings
-    from store import Store
-
-    store = Store.open(database_url or Settings.from_env().database_url)
+    store = stores.Store.open(database_url or Settings.from_env().database_url)
     try:
         rows = prompt_blame(store, lineage_id, version)
     except KeyError as exc:
@@ -347,10 +342,11 @@ def demo(
 ) -> None:
     """Dev server with Web UI + a worker + the review inbox + the session; Ctrl-C (or SIGTERM)
     stops what it started, and so does the dev server stopping."""
-    from demo.session import run_demo
 
     spec = _load(spec_path)
-    code = run_demo(spec, data_dir, port=port, ui_port=ui_port, review_port=review_port)
+    code = demo_session.run_demo(
+        spec, data_dir, port=port, ui_port=ui_port, review_port=review_port
+    )
     if code:
         raise typer.Exit(code)
 
@@ -370,16 +366,14 @@ def review(
 ) -> None:
     """The review inbox for raters, on $TEMPORAL_ADDRESS and $TRAINING_CAMP_DATABASE_URL. It
     requires a token (TRAINING_CAMP_REVIEW_TOKEN): raters sign in with it and their name."""
-    from domain.settings import Settings
-    from review.serve import review_token, serve
 
     try:
-        token = review_token()
+        token = review_app.review_token()
     except ValueError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from None
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(Settings.from_env(), host, port, token, allowed_host))
+        asyncio.run(review_app.serve(Settings.from_env(), host, port, token, allowed_host))
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from typing import NoReturn
 import typer
 from temporalio.service import RPCError, RPCStatusCode
 
+from domain.redaction import redact
 from services.terminal import console, shown
 
 _UNREACHABLE = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
@@ -63,8 +64,6 @@ def run(app: typer.Typer) -> NoReturn:
         if line is None:
             raise
         # the reason may quote a URL or a server's answer: credentials masked
-        from domain.redaction import redact
-
         line = redact(line, [os.environ.get("ANTHROPIC_API_KEY")])
         console(stderr=True).print(
             f"[red]error:[/red] {shown(line)}", highlight=False, soft_wrap=True
