@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted
     from domain.lineage import LineageState
     from domain.spec import SessionSpec
+    from domain.trace import Trace
     from domain.trainer import SegmentProvenance
     from store import Store  # the store is the caller's: the library opens none
     from workflows.lineage import LineageWorkflow
@@ -316,7 +317,7 @@ async def next_cycle(handle: LineageHandle) -> int:
     return max(state.cycle, 1) + 1
 
 
-# ---- reading a lineage's outputs and prompt from the store (the CLI's `output` and `blame`) ----
+# ---- a lineage's outputs, traces and prompt, from the store (`output`, `trace`, `blame`) ----
 
 
 @dataclass(frozen=True)
@@ -354,6 +355,36 @@ def lineage_output(
             for a in q.attempts(artifact.rollout_id)
         ),
         checks=q.output_checks_of(lineage_id, artifact.id),
+    )
+
+
+@dataclass(frozen=True)
+class LineageTrace:
+    """The trace of one cycle's run: each attempt's flow steps with their calls."""
+
+    cycle: int
+    question: str | None  # the cycle's input, when the store has it
+    trace: Trace
+
+
+def lineage_trace(
+    store: Store, lineage: str, cycle: int | None = None
+) -> tuple[str, LineageTrace | None]:
+    """The lineage named by its id or workflow id, and the trace of ``cycle``'s run (default:
+    the run of the latest output; a cycle whose run failed has no output but a trace), None
+    when there is none; KeyError when no such lineage is known."""
+    q = store.queries
+    lineage_id = q.resolve_lineage(lineage)
+    outputs = [a for a in q.artifacts(lineage_id) if cycle is None or a.cycle == cycle]
+    runs = [r for r in q.rollouts(lineage_id) if cycle is None or r.cycle == cycle]
+    if outputs:  # a cycle run again after a corrected reading: its later output
+        run = next(r for r in runs if r.id == outputs[-1].rollout_id)
+    elif runs:
+        run = runs[-1]
+    else:
+        return lineage_id, None
+    return lineage_id, LineageTrace(
+        cycle=run.cycle, question=q.rollout_input(run.id), trace=q.rollout_trace(run.id)
     )
 
 

@@ -18,6 +18,7 @@ from client import (
     correct_reading,
     last_reading,
     lineage_output,
+    lineage_trace,
     next_cycle,
     preview_on_worker,
     prompt_blame,
@@ -42,10 +43,12 @@ inbox_table = lazy.load("review.inbox_table", suppress_warning=True)
 review_app = lazy.load("review.serve", suppress_warning=True)
 demo_session = lazy.load("demo.session", suppress_warning=True)
 stores = lazy.load("store", suppress_warning=True)
+words = lazy.load("domain.words", suppress_warning=True)
 lineage_workflow = lazy.load("workflows.lineage", suppress_warning=True)
 
 if TYPE_CHECKING:
     from domain.spec import SessionSpec
+    from domain.trace import TracedAttempt
 
 console = make_console()
 SpecPath = Annotated[Path, typer.Argument(help="Session spec (YAML or JSON).")]
@@ -147,7 +150,7 @@ def output(
         print(printable(found.question))
         print()
     console.print(
-        f"[bold]{shown(lineage)}[/bold], cycle {found.cycle} ({len(found.text.split())} words"
+        f"[bold]{shown(lineage)}[/bold], cycle {found.cycle} ({words.words_of(found.text)} words"
         + (", cut off at the token limit" if found.cut_off else "")
         + "):",
         highlight=False,
@@ -160,6 +163,63 @@ def output(
     reading = None if cycle else asyncio.run(last_reading(Settings.from_env(), lineage))
     if reading:  # said back; a misreading is corrected before the next score
         console.print(f"\n{shown(reading)} (misread? `training-camp correct {shown(lineage)}`)")
+
+
+@app.command()
+def trace(
+    lineage_id: LineageArg,
+    cycle: Annotated[int | None, typer.Option(help="Default: the latest output's run.")] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Print how an output was made: each flow step with its model calls and tool calls — the
+    tool, its arguments, what came back (cut short) and how long it took — from the store."""
+    store = stores.Store.open(database_url or Settings.from_env().database_url)
+    try:
+        lineage, found = lineage_trace(store, lineage_id, cycle)
+    except KeyError as exc:
+        console.print(f"[red]{shown(exc.args[0])}[/red]")
+        raise typer.Exit(1) from None
+    finally:
+        store.close()
+    if found is None:
+        which = f"in cycle {cycle}" if cycle is not None else "yet"
+        console.print(f"[red]{shown(lineage)} has run nothing {which}[/red]")
+        raise typer.Exit(1)
+    if found.question is not None:
+        console.print(f"[bold]Question[/bold] (cycle {found.cycle}):", highlight=False)
+        print(printable(found.question))
+        print()
+    console.print(
+        f"[bold]{shown(lineage)}[/bold], cycle {found.cycle}: {found.trace.summary()} "
+        f"(output id: {shown(found.trace.rollout_id)})",
+        highlight=False,
+    )
+    several = len(found.trace.attempts) > 1
+    for attempt in found.trace.attempts:
+        _print_attempt(attempt, several)
+
+
+def _print_attempt(attempt: TracedAttempt, labelled: bool) -> None:
+    """One attempt's steps and calls; labelled when the cycle ran more than one."""
+    if labelled or attempt.status != "succeeded":
+        said = "the output shown" if attempt.shown else attempt.status
+        if attempt.error:
+            said += f": {attempt.error}"
+        console.print(f"\n[bold]{attempt.label}[/bold] ({shown(said)})", highlight=False)
+    if not attempt.steps:
+        console.print("  no calls recorded", highlight=False)
+    for step in attempt.steps:
+        console.print(f"\n[bold]step {shown(step.name)}[/bold]", highlight=False)
+        for call in step.calls:
+            took = [f"{call.duration_ms} ms"] + ([call.tokens] if call.tokens else [])
+            asked = f" {shown(call.arguments)}" if call.arguments is not None else ""
+            console.print(
+                f"  {call.number}. {call.kind} [bold]{shown(call.name)}[/bold]{asked} "
+                f"({', '.join(took)})",
+                highlight=False,
+            )
+            mark = "[red]✗ error:[/red]" if call.error else "→"
+            console.print(f"     {mark} {shown(call.result)}", highlight=False, soft_wrap=True)
 
 
 # The families a wish names, in the words the review page uses: in `score`, `read` and

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from domain.answer_parts import unscoped
 from domain.trainer import Amount, WishAction
 
 MAX_ACTIVE_WISHES = 24  # one per checkable family and a few banned phrases
@@ -22,6 +23,7 @@ PASS, FAIL = "✓", "✗"
 # (trainer/measure_budget.py): said back, never a pass or a fail, never a reason to revise
 UNMEASURED = "unmeasured"
 NOT_CHECKED = "not checked: output too large to measure in time"
+NOT_MEASURED = "not checked:"  # how a wish this output gives no measure of is said
 
 
 class ActiveWish(BaseModel):
@@ -42,8 +44,13 @@ class ActiveWish(BaseModel):
 
     @property
     def key(self) -> tuple[str, str]:
-        """One active wish per key: a family, or a family and the phrase it bans."""
-        return (self.family, (self.detail or "").lower() if self.family == "banned" else "")
+        """One active wish per key: a family, a family and the phrase it bans, or a language
+        and the part it is asked of (several languages stand side by side, one per part)."""
+        if self.family == "banned":
+            return (self.family, (self.detail or "").lower())
+        if self.family == "language":
+            return (self.family, unscoped(self.detail)[1] or "")
+        return (self.family, "")
 
 
 class CheckResult(BaseModel):
@@ -61,15 +68,21 @@ class CheckResult(BaseModel):
     # how far it is off, said to the model in a revision ("31 words over")
     shortfall: str | None = Field(default=None, max_length=MAX_CHECK_TEXT_CHARS)
     cycle: int = 0  # the cycle whose score asked for the wish
+    # False: a wish this output gives no measure of (plain language in a language with no
+    # readability measure), said as "not checked", never a pass or a fail
+    checked: bool = True
 
     @property
     def measured(self) -> bool:
-        return self.family != UNMEASURED
+        return self.family != UNMEASURED and self.checked
 
     def line(self) -> str:
-        """``✓ about 90 words (88)``, ``✗ no table (one found)``, or ``NOT_CHECKED``."""
-        if not self.measured:
+        """``✓ about 90 words (88)``, ``✗ no table (one found)``, ``not checked: plain
+        language (no readability measure for Norwegian)``, or ``NOT_CHECKED``."""
+        if self.family == UNMEASURED:
             return self.wish
+        if not self.checked:
+            return f"{NOT_MEASURED} {self.wish}" + (f" ({self.measure})" if self.measure else "")
         mark = PASS if self.passed else FAIL
         return f"{mark} {self.wish}" + (f" ({self.measure})" if self.measure else "")
 
@@ -80,7 +93,7 @@ def checklist(results: list[CheckResult]) -> str:
 
 
 def passes(results: list[CheckResult]) -> int:
-    return sum(r.passed for r in results)
+    return sum(r.passed and r.measured for r in results)
 
 
 def failed(results: list[CheckResult]) -> list[CheckResult]:

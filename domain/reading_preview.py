@@ -44,8 +44,8 @@ class ReadingPreview(BaseModel):
     chips: list[Chip]  # the wishes the step would act on, as wants
     said_back: str  # "Read as: shorter ('way too long'); kept: table ('the table works')"
     unsure: list[Unplaced] = Field(default_factory=list)
-    # wishes read that no want can name (a language, a topic, a request in the rater's own
-    # words): the step acts on them only when it reads the comment itself
+    # wishes read that no want can name (a topic, a request in the rater's own words): the
+    # step acts on them only when it reads the comment itself
     unsaid: list[str] = Field(default_factory=list)
     read_by: Literal["rules", "claude"] = "rules"
     handed_over: list[str] = Field(default_factory=list)  # the clauses Claude read

@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 
 from domain import wants
+from domain.answer_parts import part_words, unscoped
 from domain.trainer import FeedbackAspect
 
 FILE = Path(__file__).with_name("want_labels.json")
@@ -39,9 +40,17 @@ def label(want: str, undo_to: int | None = None) -> str:
     """The words for a want (ValueError for one that does not parse): ``shorter:half`` →
     "shorter: about half", ``remove:table`` → "no table", ``example:1`` → "one example",
     ``undo`` → "back to v1" when ``undo_to`` says which version that is, ``revert:v2`` →
-    "back to v2"."""
+    "back to v2", ``language:german@summary`` → "the closing summary in German",
+    ``avoid:"to be fair"`` → "avoid 'to be fair'"."""
     aspect = wants.parse(want)
     family = aspect.want or ""
+    if family == "banned":  # avoid:"…"
+        return _avoid(aspect.detail or "")
+    if family == "language":
+        said = _language(aspect.detail or "")
+        return {"remove": f"no longer {said}", "keep": f"keep: {said}"}.get(
+            aspect.action or "", said
+        )
     entry = _labels()[family]
     if family == "undo":
         return f"back to v{undo_to}" if undo_to else entry["label"]
@@ -62,8 +71,9 @@ def wish_words(aspect: FeedbackAspect) -> str:
     """The words for a wish as read, whatever its action (the say-back groups wishes by it):
     ``shorter`` with a share → "shorter: about half", ``example`` with a count → "one example",
     ``conclusion_first`` → "answer first"; and the wishes no want names, from what they are
-    about: a topic ("more on phone length, less on history"), a language ("in German"), a
-    tool ("use the search tool less, for arithmetic"), a request in the rater's own words."""
+    about: a topic ("more on phone length, less on history"), a language ("in German", "the
+    closing summary in German"), a phrase to avoid ("avoid 'to be fair'"), a tool ("use the
+    search tool less, for arithmetic"), a request in the rater's own words."""
     family = aspect.want or ""
     detail = aspect.detail or ""
     if family in _READ_ONLY:
@@ -80,6 +90,19 @@ def wish_words(aspect: FeedbackAspect) -> str:
     if amount.kind == "count" and amount.unit == wants.UNITS.get(family):
         return amount.says()  # "one example": the unit names the family
     return f"{said}: {amount.says()}"
+
+
+def _language(detail: str) -> str:
+    """``German`` → "in German", ``German@summary`` → "the closing summary in German"."""
+    language, part = unscoped(detail)
+    if not language:
+        return "in another language"
+    return f"{part_words(part)} in {language}" if part else f"in {language}"
+
+
+def _avoid(phrase: str) -> str:
+    """``to be fair`` (a ``banned`` wish, sent as ``avoid:"to be fair"``) → "avoid 'to be fair'"."""
+    return f"avoid {phrase!r}" if phrase else "a phrase to avoid"
 
 
 def _focus(detail: str) -> str:
@@ -117,7 +140,8 @@ def _preserve(detail: str) -> str:
 # The wishes the reader finds that no want names: said from what they are about
 _READ_ONLY = {
     "focus": _focus,
-    "language": lambda detail: f"in {detail}" if detail else "in another language",
+    "language": _language,
+    "banned": _avoid,
     "tool_use": _tool,
     "preserve": _preserve,
     "custom": lambda detail: "a request in your own words",

@@ -1,6 +1,11 @@
 """Structured wishes sent with a score: ``"warmer"``, ``"remove:example"``, ``"shorter:half"``,
 ``"example:1"``, ``"shorter:150"``, ``"keep:bullets"``, ``"undo"``, ``"revert:v1"``,
-``"revert:start"``.
+``"revert:start"``, ``"language:german"``, ``"language:german@summary"``,
+``'avoid:"the evidence is mixed"'``.
+
+A language is asked of the whole answer, or of a part after ``@`` (``@summary``: the closing
+summary); several stand side by side, one per part. ``avoid:"…"`` names a phrase (or a
+sentence of the output) that must not appear: checked on every later output.
 
 A want is ``[action:]family[:amount]``: the action one of add (the default), more, less,
 remove, keep; the family one of the trainer's change families; the amount a share of the last
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 
+from domain.answer_parts import LANGUAGES, PARTS, SCOPE_MARK, scoped, unscoped
 from domain.change_families import FAMILIES, aspect_of, opposite_of
 from domain.refusals import excerpt
 from domain.trainer import WISH_ACTIONS, Amount, FeedbackAspect
@@ -23,7 +29,9 @@ MAX_WANT_CHARS = 60
 SHARES = {"half": 0.5, "third": 0.33, "quarter": 0.25, "two-thirds": 0.67, "three-quarters": 0.75}
 # families a want may name beyond the registry: a take-back of the last change, and a return
 # to an earlier version ("revert:v2", "revert:start": the prompt and parameters it had)
-EXTRA = ("undo", "revert")
+EXTRA = ("undo", "revert", "avoid")
+AVOID = "avoid"  # a want's word for a phrase to avoid; the wish's family is ``banned``
+MAX_AVOID_CHARS = 200  # a sentence quoted from the output fits
 TAKES_BACK = ("undo", "revert")  # what they take back is changes, not a family's instruction
 # the counted unit of a family's count
 UNITS = {"example": "examples", "bullets": "bullets", "key_points": "points"}
@@ -32,11 +40,13 @@ UNITS_DEFAULT = "lines"
 
 def families() -> list[str]:
     """Every family a want may name."""
-    return sorted({*FAMILIES, *EXTRA} - {"custom", "focus", "language", "tool_use", "preserve"})
+    return sorted({*FAMILIES, *EXTRA} - {"custom", "focus", "tool_use", "preserve"})
 
 
 def parse(want: str) -> FeedbackAspect:
     """The wish a want stands for, or ValueError saying what is wrong with it."""
+    if want.strip().lower().startswith(f"{AVOID}:"):
+        return _avoid(want)
     text = want.strip().lower()
     if not text or len(text) > MAX_WANT_CHARS:
         raise ValueError(f"a want is 1 to {MAX_WANT_CHARS} characters, got {len(text)}")
@@ -55,6 +65,10 @@ def parse(want: str) -> FeedbackAspect:
         raise ValueError(f"{action}:{family}: {family} takes no action")
     if family == "revert":
         return _revert(want, rest[0] if rest else "")
+    if family == "language":
+        return _language(want, action, rest[0] if rest else "")
+    if family == AVOID:
+        raise ValueError('avoid what? avoid:"a phrase"')
     amount = _amount(family, rest[0]) if rest else None
     return FeedbackAspect(
         aspect="overall" if family == "undo" else aspect_of(family),
@@ -89,6 +103,45 @@ def _revert(want: str, version: str) -> FeedbackAspect:
         want="revert",
         detail="start" if version == "start" else number,
         action="remove",
+    )
+
+
+def _language(want: str, action: str, said: str) -> FeedbackAspect:
+    """``language:german`` (the whole answer) or ``language:german@summary`` (one part)."""
+    name, _, part = said.partition(SCOPE_MARK)
+    language = next((lang for lang in LANGUAGES if lang.lower() == name.strip()), None)
+    if language is None:
+        close = difflib.get_close_matches(name.strip().capitalize(), LANGUAGES, n=2, cutoff=0.6)
+        hint = f"did you mean {' or '.join(c.lower() for c in close)}?" if close else ""
+        raise ValueError(f"{excerpt(want)}: which language? {hint}".strip())
+    if part and part not in PARTS:
+        raise ValueError(f"{excerpt(want)}: a part is {', '.join('@' + p for p in PARTS)}")
+    if action not in ("add", "remove", "keep"):
+        raise ValueError(f"{action}:language: a language takes add, remove or keep")
+    return FeedbackAspect(
+        aspect=aspect_of("language"),
+        sentiment="positive" if action == "keep" else "negative",
+        quote=f"wants {want.strip().lower()}",
+        confidence=1.0,
+        want="language",
+        detail=scoped(language, part or None),
+        action=action,  # type: ignore[arg-type]
+    )
+
+
+def _avoid(want: str) -> FeedbackAspect:
+    """``avoid:"a phrase"``: the phrase (quotes optional) must not appear in the output."""
+    phrase = " ".join(want.strip()[len(AVOID) + 1 :].split()).strip("\"'\u201c\u201d\u2018\u2019 ")
+    if len(phrase) < 2 or len(phrase) > MAX_AVOID_CHARS:
+        raise ValueError(f'avoid:"…" names a phrase of 2 to {MAX_AVOID_CHARS} characters')
+    return FeedbackAspect(
+        aspect="overall",
+        sentiment="negative",
+        quote=f'wants avoid:"{phrase}"',
+        confidence=1.0,
+        want="banned",
+        detail=phrase.lower(),
+        action="add",
     )
 
 
@@ -130,7 +183,7 @@ def validated(wants: list[str]) -> list[str]:
     seen: dict[str, tuple[str, str, str | None]] = {}  # family → (want, direction, amount)
     for want in wants:
         wish = parse(want)
-        family = wish.want or ""
+        family = _kind(wish)
         direction = _DIRECTION[wish.action or "add"]
         # how much, or which version a revert goes back to
         amount = wish.amount.model_dump_json() if wish.amount else wish.detail
@@ -148,6 +201,17 @@ def validated(wants: list[str]) -> list[str]:
         if family not in seen or amount is not None:
             seen[family] = (want, direction, amount)
     return wants
+
+
+def _kind(wish: FeedbackAspect) -> str:
+    """What two wants must not both move: a family; a language per part (several languages
+    for several parts stand side by side); each phrase to avoid."""
+    family = wish.want or ""
+    if family == "language":
+        return f"language{SCOPE_MARK}{unscoped(wish.detail)[1] or ''}"
+    if family == "banned":
+        return f"banned:{wish.detail}"
+    return family
 
 
 def opposites(family: str) -> set[str]:
@@ -171,6 +235,10 @@ def render(aspect: FeedbackAspect) -> str | None:
     want can say: criticism or praise without a wish, a family wants do not name. An amount
     wants cannot say (a count on ``shorter``, an odd share) is left off: the wish stays."""
     family = aspect.want
+    if family == "banned" and aspect.detail:
+        return f'{AVOID}:"{aspect.detail}"'
+    if family == "language":
+        return _language_text(aspect)
     if not family or family not in families():
         return None
     if family == "undo":
@@ -181,6 +249,15 @@ def render(aspect: FeedbackAspect) -> str | None:
     text = family if action == "add" else f"{action}:{family}"
     amount = _amount_text(family, aspect.amount)
     return f"{text}:{amount}" if amount else text
+
+
+def _language_text(aspect: FeedbackAspect) -> str | None:
+    language, part = unscoped(aspect.detail)
+    if language not in LANGUAGES:
+        return None  # a language the checks cannot tell: the step reads it from the comment
+    action = aspect.action or ("keep" if aspect.sentiment == "positive" else "add")
+    said = f"language:{language.lower()}" + (f"{SCOPE_MARK}{part}" if part in PARTS else "")
+    return said if action == "add" else f"{action}:{said}"
 
 
 def _amount_text(family: str, amount: Amount | None) -> str | None:

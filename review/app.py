@@ -36,6 +36,7 @@ from domain.redaction import MASK
 from domain.settings import Settings
 from review import views
 from review.guard import LOOPBACK_HOSTS, Guard
+from services.terminal import printable
 from store import Store
 from trainer.backends import TrainerBackends
 from workflows.lineage import LineageWorkflow
@@ -59,6 +60,8 @@ templates = Jinja2Templates(directory=HERE / "templates")  # autoescape on for .
 templates.env.globals["want_families"] = want_labels.glossary()
 templates.env.globals["want_actions"] = ["add", "more", "less", "remove", "keep"]
 templates.env.filters["want_label"] = want_labels.label
+# text from outside (a tool's result, a document) with its control characters shown escaped
+templates.env.filters["printable"] = printable
 
 
 class TokenRequired(BaseHTTPMiddleware):

@@ -20,6 +20,7 @@ from domain.agent import AgentRef
 from domain.checks import OutputChecks
 from domain.execution import CUT_OFF, preview_of
 from domain.lineage import LineageState
+from domain.trace import Trace
 from domain.trainer import EvolutionChange, SegmentProvenance, describe_change, verdict_word
 from review.render import ChartPoint, markdown, prompt_diff, score_chart
 from store import Store
@@ -118,6 +119,7 @@ class LineageCard:
     output: Markup | None = None
     cut_off: bool = False  # the model stopped at the token limit: the output is unfinished
     checks: OutputChecks | None = None  # against the reviewer's active wishes
+    trace: Trace | None = None  # how the output was made: each step's model and tool calls
     evolution: EvolutionView | None = None
     previous_score: tuple[float, str | None] | None = None
     chart: Markup = field(default_factory=Markup)
@@ -202,6 +204,7 @@ def _card(
         )
         version = artifact.agent_version
         card.checks = q.output_checks_of(lineage_id, artifact.id)
+        card.trace = q.rollout_trace(artifact.rollout_id)
     records = q.evolution_records(lineage_id)
     evaluations = q.evaluations(lineage_id)
     current = [r for r in records if state and r.to_version == state.agent_version]

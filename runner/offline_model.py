@@ -3,23 +3,23 @@
 It is not a language model and never claims to be one (replies report model ``offline-…``). It
 reads the instruction families a trainer writes — length, format, tone — from the system prompt,
 honours ``max_tokens``, and builds an answer about the input's topic from fixed sentence
-templates, so the demo loop visibly responds to evolution.
+templates, so the demo loop visibly responds to evolution. It uses the tools a step offers as
+``runner/offline_tools.py`` says (the calculator, the document search, the document the search
+cites, in the order its instructions give) and opens its answer with what they found.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 import re
 
 from domain.change_families import FAMILIES
+from runner.instruction_words import last_mentioned, mentions
 from runner.model_backend import ChatMessage, ContentBlock, ModelReply, ModelRequest
-
-# An arithmetic expression in the prompt, for the offline model's use of a calculator tool.
-_EXPRESSION = re.compile(r"\(?\d[\d.\s()]*(?:[-+*/%^]\s*\(?\s*\d[\d.\s()]*)+")
-
-_NEGATION = r"(?:not|no|never|avoid|without|instead of|rather than)\s+(?:\w+\s+){0,2}"
+from runner.offline_tools import Call, calls_made, findings, next_call
 
 _STOPWORD_TEXT = """
 a an the and or of for to in on at by with about from into over under why how what when which
@@ -79,27 +79,6 @@ def approx_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4)) if text else 0
 
 
-def _mentions(text: str, pattern: str) -> bool:
-    """True when ``pattern`` occurs and at least one occurrence is not negated."""
-    for match in re.finditer(pattern, text):
-        before = text[max(0, match.start() - 40) : match.start()]
-        if not re.search(_NEGATION + r"$", before):
-            return True
-    return False
-
-
-def _last_mentioned(text: str, patterns: dict[str, str], default: str) -> str:
-    """The name whose pattern has the latest occurrence that is not negated: the trainer appends
-    newer instructions after older ones."""
-    best, where = default, -1
-    for name, pattern in patterns.items():
-        for match in re.finditer(pattern, text):
-            before = text[max(0, match.start() - 40) : match.start()]
-            if not re.search(_NEGATION + r"$", before) and match.start() > where:
-                best, where = name, match.start()
-    return best
-
-
 class Style:
     def __init__(self, instructions: str) -> None:
         text = instructions.lower()
@@ -123,10 +102,10 @@ class Style:
                 continue
             if effect.attribute == "format":
                 formats[str(effect.value)] = effect.pattern
-            elif effect.attribute not in seen and _mentions(text, effect.pattern):
+            elif effect.attribute not in seen and mentions(text, effect.pattern):
                 setattr(self, effect.attribute, effect.value)
                 seen.add(effect.attribute)
-        self.format = _last_mentioned(text, formats, "paragraphs")
+        self.format = last_mentioned(text, formats, "paragraphs")
         points = re.search(r"\bonly the (one|two|three|four|five|six|seven|\d) key points\b", text)
         self.max_points = _NUMBERS.get(points.group(1), None) if points else None
         language = re.search(
@@ -188,39 +167,31 @@ class OfflineModel:
 
     def reply(self, request: ModelRequest) -> ModelReply:
         user = _first_user_text(request.messages)
-        results = _tool_results(request.messages)
-        tool_names = {t.name for t in request.tools}
-        expression = _EXPRESSION.search(user)
-        if "calculator" in tool_names and expression and not results:
-            # Like a real model with tools: ask for the calculation instead of guessing it.
-            expr = expression.group(0).strip()
-            call_id = "toolu_offline_" + hashlib.sha256(expr.encode()).hexdigest()[:12]
-            return ModelReply(
-                content=[
-                    ContentBlock(type="text", text=f"I will compute {expr} with the calculator."),
-                    ContentBlock(
-                        type="tool_use", id=call_id, name="calculator", input={"expression": expr}
-                    ),
-                ],
-                model=request.model,
-                prompt_tokens=_prompt_tokens(request),
-                completion_tokens=approx_tokens(expr) + 12,
-                stop_reason="tool_use",
-            )
+        instruction, material = _split_instruction(user)
+        topic, keywords = _topic(material or user)
+        done = calls_made(request.messages)
+        call = next_call(
+            {t.name for t in request.tools},
+            request.system,
+            instruction if material else "",
+            material or user,
+            keywords,
+            done,
+        )
+        if call is not None:
+            # Like a real model with tools: ask for the calculation, the passage, the document
+            # instead of guessing them
+            return self._call(request, call)
         seed_src = f"{request.system}\x00{user}\x00{request.temperature}"
         rng = random.Random(int(hashlib.sha256(seed_src.encode()).hexdigest()[:16], 16))
-        instruction, material = _split_instruction(user)
         style = Style(request.system + "\n" + instruction)
-        prefix = "".join(
-            f"The {'tool reported an error' if r.is_error else 'result is'}: {r.content}. "
-            for r in results
-        )
+        found = findings(done, keywords)
+        prefix = f"{found} " if found else ""
         budget = max(1, request.max_tokens - approx_tokens(prefix))
         if len(material) >= REWRITE_MIN_CHARS:
             # A flow step over earlier output: rework that material instead of starting afresh.
             text, stop = self._rewrite(style, material, budget)
-            return self._reply(request, prefix + text, stop)
-        topic, keywords = _topic(material or user)
+            return self._reply(request, *self._capped(prefix + text, stop, request.max_tokens))
         fields = {
             "topic": topic,
             "Topic": topic[0].upper() + topic[1:],
@@ -230,7 +201,27 @@ class OfflineModel:
             "kw2": keywords[-1] if len(keywords) > 1 else "follow-through",
         }
         text, stop = self._compose(style, rng, fields, budget)
-        return self._reply(request, prefix + text, stop)
+        return self._reply(request, *self._capped(prefix + text, stop, request.max_tokens))
+
+    def _call(self, request: ModelRequest, call: Call) -> ModelReply:
+        """A tool call, said first; a call that does not fit the token limit is not made: the
+        reply stops there, saying so (stop reason ``max_tokens``)."""
+        tokens = approx_tokens(call.said) + approx_tokens(json.dumps(call.arguments)) + 8
+        if tokens > request.max_tokens:
+            return self._reply(request, *self._fit(call.said, request.max_tokens))
+        return ModelReply(
+            content=[ContentBlock(type="text", text=call.said), call.block()],
+            model=request.model,
+            prompt_tokens=_prompt_tokens(request),
+            completion_tokens=tokens,
+            stop_reason="tool_use",
+        )
+
+    def _capped(self, text: str, stop: str, max_tokens: int) -> tuple[str, str]:
+        """What the tools found and the answer, within the token limit."""
+        if approx_tokens(text) <= max_tokens:
+            return text, stop
+        return self._fit(text, max_tokens)
 
     @staticmethod
     def _reply(request: ModelRequest, text: str, stop: str) -> ModelReply:
@@ -418,16 +409,6 @@ def _first_user_text(messages: list[ChatMessage]) -> str:
         if message.role == "user" and isinstance(message.content, str):
             return message.content
     return ""
-
-
-def _tool_results(messages: list[ChatMessage]) -> list[ContentBlock]:
-    return [
-        block
-        for m in messages
-        if not isinstance(m.content, str)
-        for block in m.content
-        if block.type == "tool_result"
-    ]
 
 
 def _prompt_tokens(request: ModelRequest) -> int:

@@ -48,6 +48,12 @@ def fix(check: CheckResult) -> str:
         return _FIXES[family, absent].format(wish=wish, why=why)
     if family in ("direct", "banned"):
         return f"State it directly; never write these phrases: {_quoted(check)}."
+    if family == "language":
+        # "in German" (the whole answer) or "the closing summary in German" (one part)
+        whole = wish.startswith("in ")
+        return f"Write {'the whole answer ' if whole else ''}{wish}{why}."
+    if family == "summary_at_end" and check.target is not None:
+        return f"End with {wish.removesuffix(' at the end')}, no more, no less{why}."
     return f"{wish}{why}."
 
 
@@ -60,7 +66,7 @@ _FIXES = {
     ("code_block", False): "Put the code in a fenced code block.",
     ("code_block", True): "Leave out code blocks{why}.",
     ("prose", False): "Write it in flowing paragraphs only; no lists, no tables{why}.",
-    ("language", False): "Write the whole answer {wish}{why}.",
+    ("simpler", False): "Say it in plain, everyday words and short sentences{why}.",
     ("summary_at_end", False): "End with a summary of the key points.",
     ("summary_at_end", True): "Leave out the closing summary.",
     ("conclusion_first", False): "Lead with the recommendation, in the first sentence, then "

@@ -1,9 +1,14 @@
-"""The offline model is deterministic and follows the instructions a trainer writes."""
+"""The offline model is deterministic, follows the instructions a trainer writes, and uses the
+tools it is offered as those instructions say."""
 
 from __future__ import annotations
 
-from runner.model_backend import ChatMessage, ModelRequest
+import asyncio
+import json
+
+from runner.model_backend import ChatMessage, ContentBlock, ModelReply, ModelRequest, ToolSpec
 from runner.offline_model import OfflineModel, approx_tokens
+from runner.tools import ToolContext, default_registry
 
 QUESTION = "Explain the four-day work week for small software teams."
 
@@ -94,3 +99,95 @@ def test_it_says_plainly_that_it_cannot_write_another_language():
     assert french.startswith("(The offline model writes English only")
     assert "French" in french.splitlines()[0]
     assert not ask("Be helpful. Answer in plain English.").startswith("(The offline model")
+
+
+HANDBOOK = (
+    "# Team handbook\n\nCore hours are 10:00 to 15:00 in every time zone the team works in.\n\n"
+    "Remote work saves the company office rent of 1,200 euros per person per month.\n"
+)
+RENT = "Estimate the monthly rent saved by 12 remote engineers, 12 * 1200."
+
+
+def tool_loop(system: str, prompt: str, max_tokens: int = 1500) -> tuple[list[str], ModelReply]:
+    """The tools the offline model calls, in order, run as the executor runs them, and its
+    answer."""
+    tools = [
+        ToolSpec(name=name, description="", input_schema={})
+        for name in ("calculator", "search_documents", "read_document")
+    ]
+    context = ToolContext(session_id="s", documents=lambda: {"handbook.md": HANDBOOK})
+    messages = [ChatMessage(role="user", content=prompt)]
+    called: list[str] = []
+    for _ in range(5):
+        reply = OfflineModel().reply(
+            ModelRequest(
+                model="offline-test",
+                system=system,
+                messages=messages,
+                max_tokens=max_tokens,
+                temperature=0.3,
+                tools=tools,
+            )
+        )
+        if not reply.tool_uses:
+            return called, reply
+        (use,) = reply.tool_uses
+        called.append(f"{use.name} {json.dumps(use.input, sort_keys=True)}")
+        result = asyncio.run(default_registry().call(use.name or "", use.input or {}, context))
+        messages += [
+            ChatMessage(role="assistant", content=reply.content),
+            ChatMessage(
+                role="user",
+                content=[ContentBlock(type="tool_result", tool_use_id=use.id, content=result)],
+            ),
+        ]
+    raise AssertionError(f"still calling tools: {called}")
+
+
+def test_it_searches_reads_and_computes_in_the_order_it_is_told():
+    # facts first, by default: search, read what the search cites, then compute
+    called, reply = tool_loop("You are a precise analyst.", f"Search the handbook for: {RENT}")
+    assert called == [
+        'search_documents {"query": "monthly rent saved remote engineers"}',
+        'read_document {"name": "handbook.md"}',
+        'calculator {"expression": "12 * 1200"}',
+    ]
+    assert reply.text.startswith(
+        "From handbook.md: Remote work saves the company office rent of 1,200 euros per person "
+        "per month. The result is: 14400."
+    )
+    told = "Use the calculator before you search the handbook"
+    called, _ = tool_loop(f"You are a precise analyst. {told}.", f"Answer: {RENT}")
+    assert [c.split()[0] for c in called] == ["calculator", "search_documents", "read_document"]
+    # the step's prompt counts over the system prompt, and both over the question
+    called, _ = tool_loop(
+        f"{told}.",
+        "Look it up in the handbook first, then compute: "
+        "Estimate the rent saved by 12 remote engineers; compute 12 * 1200 first.",
+    )
+    assert [c.split()[0] for c in called] == ["search_documents", "read_document", "calculator"]
+    # what to search for, when the instructions say
+    called, _ = tool_loop("Search the handbook for core hours.", "Answer: Explain remote work.")
+    assert called[0] == 'search_documents {"query": "core hours"}'
+
+
+def test_it_leaves_the_documents_alone_unless_asked_or_named():
+    called, reply = tool_loop("You are a precise analyst.", "Explain remote work for small teams.")
+    assert called == [] and "1,200" not in reply.text
+    called, _ = tool_loop(
+        "Answer from memory, not from the handbook.", "Explain remote work for small teams."
+    )
+    assert called == []
+    # the question names the documents: a fact they may hold
+    called, _ = tool_loop("You are a precise analyst.", "What does the handbook say on core hours?")
+    assert [c.split()[0] for c in called] == ["search_documents", "read_document"]
+
+
+def test_with_tools_it_still_stops_at_the_token_limit_and_says_so():
+    called, reply = tool_loop("Check the facts in the handbook.", RENT, max_tokens=8)
+    assert called == []  # a call that does not fit is not made
+    assert reply.stop_reason == "max_tokens" and approx_tokens(reply.text) <= 8
+    called, reply = tool_loop("Check the facts in the handbook.", RENT, max_tokens=45)
+    assert len(called) == 3
+    assert reply.stop_reason == "max_tokens" and approx_tokens(reply.text) <= 45
+    assert reply.model == "offline-test"  # never passed off as Claude

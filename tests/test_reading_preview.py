@@ -103,8 +103,12 @@ def test_what_the_reader_cannot_place_is_said_not_acted_on():
     assert ironic.chips == [] and [u.quote for u in ironic.unsure] == ["Oh brilliant, so bold."]
     assert "meant the other way" in ironic.unsure[0].why
     # a wish no chip can carry is named: sending the chips alone would lose it
+    topic = asyncio.run(preview.preview(RulesTrainer(), memory, 4, "Focus on the costs, not X."))
+    assert topic.unsaid and "the costs" in topic.unsaid[0] and not topic.exact
+    # a language is a chip like the others: editing the chips keeps it
     french = asyncio.run(preview.preview(RulesTrainer(), memory, 4, "Answer in French please."))
-    assert french.unsaid and "French" in french.unsaid[0] and not french.exact
+    assert [(c.want, c.label) for c in french.chips] == [("language:french", "in French")]
+    assert french.exact
 
 
 def _claude_reads_it(api: FakeMessagesAPI) -> None:

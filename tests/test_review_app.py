@@ -2,7 +2,8 @@
 rater's name asked once and required, scoring from the keyboard, the question each output
 answers, the next output arriving without a reload, the prompt diff (parameters named) and the
 chart, the change behind the output kept on the card and the verdict of the last score only,
-the lineage's own validation answering inline, what raters wrote shown as text, and the token
+the lineage's own validation answering inline, what raters wrote shown as text, the trace of
+each output (every step's model and tool calls) beside it, collapsed until opened, and the token
 required when one is set."""
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from review.server import ReviewServer
 from tests.browser import headless_chromium
 from tests.conftest import awaiting, lineage_history, make_spec, wait_for_state
 from tests.test_demo_command import free_port
+from tests.test_tool_trace import HANDBOOK, research_spec
 from workflows.lineage import LineageWorkflow
 
 TOKEN = "a-review-token-of-some-length"
@@ -462,30 +464,35 @@ async def test_the_reading_is_previewed_as_chips_edited_and_acted_on_exactly(
         assert message.startswith("score 3 accepted for cycle 1. Read as: shorter ('Way too long')")
         state = await wait_for_state(handle, awaiting(2))
 
-        # a wish no chip can carry (a language): while the chips are left as read, Enter sends
-        # the comment for the step to read as shown, and the wish is not lost
+        # a language is a chip like the others; a wish no chip can carry (a topic): while the
+        # chips are left as read, Enter sends the comment for the step to read as shown, and
+        # the wish is not lost
         await until(browser, f"{card(a)}.querySelector('header').dataset.cycle == '2'")
         field = await on(
             browser,
             lambda: browser.execute_script(f"return {card(a)}.querySelector('.score-input');"),
         )
         await on(browser, field.send_keys, "5", Keys.TAB)
-        await on(browser, comment.send_keys, "Answer in French please, and drop the table.")
-        lead = f"{card(a)}.querySelector('form.score .reading .lead').textContent"
-        assert (await until(browser, f"{chips}.join() == 'remove:table' && {lead}")).startswith(
-            "Read so far"
+        await on(
+            browser,
+            comment.send_keys,
+            "Answer in French please and focus on the costs. Drop the table.",
         )
+        lead = f"{card(a)}.querySelector('form.score .reading .lead').textContent"
+        assert (
+            await until(browser, f"{chips}.join() == 'language:french,remove:table' && {lead}")
+        ).startswith("Read so far")
         note = await on(
             browser,
             browser.execute_script,
             f"return {card(a)}.querySelector('form.score .reading .note').textContent;",
         )
-        assert "no chip can carry: in French" in note  # words, not the family "language"
+        assert "no chip can carry: more on the costs" in note  # words, not the family "focus"
         await on(browser, comment.send_keys, Keys.ENTER)
         await wait_for_state(handle, awaiting(3))
     assert state.last_wants == ["shorter", "steadier", "table"]
     v3 = store.queries.agent_definition(AgentRef(agent_id=a, version=3)).system_prompt
-    assert "in French" in v3 and "table" not in v3
+    assert "in French" in v3 and "costs" in v3 and "table" not in v3
     updates = [
         e.workflow_execution_update_accepted_event_attributes.accepted_request
         async for e in lineage_history(client, handle)
@@ -589,6 +596,77 @@ async def test_a_confirmed_reading_of_ten_wishes_is_taken_whole(
         assert status == 200, answer
         state = await wait_for_state(handle, awaiting(2))
     assert state.last_wants == meant
+
+
+async def test_the_card_shows_the_trace_beside_the_output_collapsed_until_opened(
+    client, store, settings, run_worker, browser, inbox_server, tmp_path
+):
+    # a document with a terminal escape and markup in it: what a tool read is shown as text
+    spec = research_spec(
+        tmp_path, handbook=HANDBOOK.replace("(excerpt)", "(excerpt)\x1b[2J<b>bold</b>")
+    )
+    a = spec.lineage_id("A")
+    trace = f"{card(a)}.querySelector('details.trace')"
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        server = await inbox_server()
+        comment = await first_visit(browser, f"{server.url}/sessions/{spec.session_id}", "8")
+        summary = await until(browser, f"{trace}?.querySelector('summary').textContent")
+        assert summary == "Trace: 3 steps · 6 model calls · 3 tool calls"
+        calls = await on(
+            browser,
+            browser.execute_script,
+            f"return Array.from({trace}.querySelectorAll('li.call'));",
+        )
+        assert len(calls) == 9
+        # collapsed: listed, not shown, until the rater opens it
+        assert not await on(browser, calls[1].is_displayed)
+        await on(
+            browser,
+            lambda: browser.execute_script(f"return {trace}.querySelector('summary')").click(),
+        )
+        await until(browser, f"{trace}.open")
+        assert await on(browser, calls[1].is_displayed)
+        texts = [await on(browser, lambda c=c: c.text) for c in calls]
+        assert texts[0].startswith("model offline-researcher-1")
+        assert texts[1].startswith('tool calculator {"expression": "12 * 1200"}')
+        assert texts[1].endswith("→ 14400")
+        tools = await on(
+            browser,
+            browser.execute_script,
+            f"return Array.from({trace}.querySelectorAll('li.call.tool strong'),"
+            " e => e.textContent);",
+        )
+        assert tools == ["calculator", "search_documents", "read_document"]
+        steps = await on(
+            browser,
+            browser.execute_script,
+            f"return Array.from({trace}.querySelectorAll('.step-name'), e => e.textContent);",
+        )
+        assert steps == ["step research", "step draft", "step polish"]
+        assert "(excerpt)\\x1b[2J<b>bold</b> Core hours" in texts[5]
+        assert (
+            await on(browser, browser.execute_script, f"return {trace}.querySelector('b');") is None
+        )
+        # beside the output, not under it
+        left, right = await on(
+            browser,
+            browser.execute_script,
+            f"return [{trace}.getBoundingClientRect().left,"
+            f" {card(a)}.querySelector('.output').getBoundingClientRect().right];",
+        )
+        assert left >= right
+        # the next output arrives: its trace (no sum to compute in cycle 2's question), still open
+        await on(browser, comment.send_keys, "Good.", Keys.ENTER)
+        await until(browser, f"{card(a)}.querySelector('header').dataset.cycle == '2'")
+        summary = await until(
+            browser,
+            f"{trace}?.querySelector('summary').textContent.includes('5 model calls')"
+            f" && {trace}.querySelector('summary').textContent",
+        )
+        assert summary == "Trace: 3 steps · 5 model calls · 2 tool calls"
+        assert await on(browser, browser.execute_script, f"return {trace}.open;")
 
 
 async def test_with_a_token_the_inbox_refuses_strangers(client, store, browser, inbox_server):

@@ -288,3 +288,20 @@ def test_a_reviewer_content_with_the_answer_changes_nothing_even_after_a_failed_
         cycle_step.take(RulesTrainer(), WRITER, memory, 8, "That's right. I'll print it.")
     )
     assert not content.changed and content.agent == WRITER
+
+
+def test_confirmed_wants_bind_the_step_no_lever_for_a_check_nobody_confirmed():
+    """A rater who confirms "warmer" gets exactly that: the failed length check of an earlier
+    wish moves no instruction and adds no form example (seen on a walk: 'Like this: about 80
+    words is 5 short sentences.' came in with a version nobody confirmed it for)."""
+    memory = LineageMemory(
+        session_id="s", lineage_id="L", own_checks=[OVER], cycle=4, wants=["warmer"]
+    )
+    taken = asyncio.run(cycle_step.take(RulesTrainer(), WRITER, memory, 6, "Warmer, please."))
+    assert {c.want for c in taken.plan.changes} == {"warmer"}
+    assert not any(c.reason.startswith("check: ") for c in taken.plan.changes)
+    assert "Like this:" not in taken.agent.system_prompt
+    # confirmed, the same failed check's wish is carried out with its lever
+    confirmed = memory.model_copy(update={"wants": ["shorter"]})
+    again = asyncio.run(cycle_step.take(RulesTrainer(), WRITER, confirmed, 6, "Shorter."))
+    assert again.changed and {c.want for c in again.plan.changes} <= {"shorter"}

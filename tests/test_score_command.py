@@ -212,28 +212,29 @@ async def test_the_lineages_worker_reads_the_comment_in_the_raters_words(
         first, wishes, *rest = said.splitlines()
         assert first.startswith("Read as: answer first ('Put the recommendation first')")
         assert "more on phone length" in first and "in German" in first
-        assert wishes.startswith("Wishes: [1] answer first")
+        # a language is a wish like the others; a topic is read, but no wish carries it
+        assert wishes.startswith("Wishes: [1] answer first") and "in German" in wishes
         also = next(line for line in rest if "also read" in line)
-        assert "more on phone length" in also and "in German ('German')" in also
+        assert "more on phone length" in also and "German" not in also
         assert ids_in(first) == [] and ids_in(also) == [], said
 
         # a wish no chip carries is acted on: not "nothing changes" beside it
-        german = await cli("read", "Write it in German.", "--lineage", lineage, "--score", "4")
-        assert german.startswith("Read as: in German")
-        assert "nothing changes" not in german
-        assert "Wishes: none to list; the step acts on what is also read (below)" in german
+        costs = await cli("read", "Focus on the costs.", "--lineage", lineage, "--score", "4")
+        assert costs.startswith("Read as: more on the costs")
+        assert "nothing changes" not in costs
+        assert "Wishes: none to list; the step acts on what is also read (below)" in costs
         nothing = await cli("read", "Fine.", "--lineage", lineage, "--score", "6")
         assert "Wishes: none, nothing changes" in nothing
 
-        # edited at the prompt, the wishes are sent as listed: the language is said dropped
+        # edited at the prompt, the wishes are sent as listed: the topic is said dropped
         code, printed = await asyncio.to_thread(
             on_a_terminal,
-            ["score", lineage, "3", "Too long. Write it in German.", "--rater", "ana"],
+            ["score", lineage, "3", "Too long. Focus on the costs.", "--rater", "ana"],
             env,
             [(TAKE, "e"), ("edit> ", "drop 1"), ("edit> ", ""), (TAKE, "c")],
         )
         assert code == 1 and "Cancelled: nothing sent." in printed
-        assert "dropped, since you edited the wishes: in German ('German')" in printed
+        assert "dropped, since you edited the wishes: more on the costs" in printed
         assert "Wishes: none, nothing changes" in printed  # true now: nothing else is sent
 
         unknown = run_starter(

@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 
 from domain.change_families import FAMILIES
-from domain.checks import ActiveWish, OutputChecks, checklist
+from domain.checks import ActiveWish, OutputChecks, checklist, failed, passes
 from domain.spec import load_spec
 from domain.trainer import Amount, FeedbackAspect
+from domain.words import words_of
 from runner.model_backend import ChatMessage, ModelRequest
 from runner.offline_model import OfflineModel
 from trainer import checks
 from trainer.active_wishes import fold
-from trainer.checks import Document, banned_phrases, check, check_all
+from trainer.checks import Document, banned_phrases, check, check_all, quoted_sentences
 from trainer.reading.wish import Wish
 
 ROOT = Path(__file__).parent.parent
@@ -222,6 +223,82 @@ def test_quoted_phrases_are_banned():
     assert result is not None and not result.passed and result.measure == "found \u00d72"
 
 
+NORWEGIAN_WITH_GERMAN_SUMMARY = """\
+Vi anbefaler en fire dagers arbeidsuke for små team. Det gir mer fokus og færre møter.
+
+## Zusammenfassung
+
+Kurz gesagt: Die Vier-Tage-Woche lohnt sich für kleine Teams.
+Sie spart Zeit und hält die Leute frisch.
+"""
+
+
+def test_a_language_is_checked_on_the_part_it_is_asked_of():
+    summary = check_all(
+        NORWEGIAN_WITH_GERMAN_SUMMARY,
+        [wish("language", detail="Norwegian"), wish("language", detail="German@summary")],
+    )
+    # the whole answer's language is told without the part another language is asked of
+    assert [r.line() for r in summary] == ["✓ in Norwegian", "✓ the closing summary in German"]
+    english = check(NORWEGIAN_WITH_GERMAN_SUMMARY, wish("language", detail="English@summary"))
+    assert english is not None and english.line() == "✗ the closing summary in English (German)"
+    # no heading: the closing summary is the last paragraph
+    last = "Die Woche lohnt sich für kleine Teams.\n\nIn short, it pays off for small teams."
+    assert check(last, wish("language", detail="English@summary")).passed  # type: ignore[union-attr]
+    assert not check(last, wish("language", detail="German@summary")).passed  # type: ignore[union-attr]
+
+
+def test_the_size_of_a_summary_is_its_lines():
+    two = wish("summary_at_end", amount=Amount(kind="count", value=2, unit="lines"))
+    one = wish("summary_at_end", amount=Amount(kind="count", value=1, unit="lines"))
+    result = check(NORWEGIAN_WITH_GERMAN_SUMMARY, two)
+    assert result is not None and result.line() == "✓ a two-line summary at the end (two lines)"
+    short = check("Body.\n\nIn short: try it for a quarter.", two)
+    assert short is not None and short.line() == "✗ a two-line summary at the end (one line)"
+    assert check("Body.\n\nIn short: try it for a quarter.", one).passed  # type: ignore[union-attr]
+    assert not check(NORWEGIAN_WITH_GERMAN_SUMMARY, one).passed  # type: ignore[union-attr]
+
+
+def test_plain_language_is_a_reading_ease_and_the_quoted_sentence_gone():
+    plain = "Try a four-day week for one quarter. Count what gets done. Then decide."
+    result = check(plain, wish("simpler"))
+    assert result is not None and result.passed and result.line().startswith("✓ plain language")
+    dense = (
+        "Organisations should operationalise cross-functional synergies, leveraging "
+        "heterogeneous infrastructural capabilities to maximise organisational throughput."
+    )
+    hard = check(dense, wish("simpler"))
+    assert hard is not None and not hard.passed and hard.value is not None and hard.value < 60
+    # the sentence the rater quoted as the problem is back: ✗, however plain the rest
+    quoted = quoted_sentences('Too much jargon: "Count what gets done across every team."')
+    assert quoted == ["Count what gets done across every team"]
+    back = check(
+        "Try it for a quarter. Count what gets done across every team.",
+        wish("simpler", detail=quoted[0]),
+    )
+    assert back is not None and not back.passed and "is back" in back.measure
+    # a language with no readability measure: not checked, never a pass or a fail
+    norwegian = check(NORWEGIAN_WITH_GERMAN_SUMMARY.split("##")[0], wish("simpler"))
+    assert norwegian is not None and not norwegian.measured
+    assert norwegian.line() == "not checked: plain language (no readability measure for Norwegian)"
+    assert failed([norwegian]) == [] and passes([norwegian]) == 0
+    # German has its own formula (Amstad's)
+    german = "Die Woche ist kurz. Das Team ist froh. Es klappt gut."
+    assert check(german, wish("simpler")).passed  # type: ignore[union-attr]
+
+
+def test_a_phrase_to_avoid_is_checked_absent():
+    avoid = wish("banned", "remove", detail="the evidence is mixed")
+    found = check("The evidence is mixed. Try it.", avoid)
+    assert found is not None and found.line() == "✗ no 'the evidence is mixed' (found \u00d71)"
+    assert check("Try it for a quarter.", avoid).line() == "✓ no 'the evidence is mixed'"  # type: ignore[union-attr]
+
+
+def test_the_header_the_checklist_and_the_card_count_words_alike():
+    for text in (TABLE, LISTS, NORWEGIAN_WITH_GERMAN_SUMMARY, answer("A"), answer("B")):
+        assert words_of(text) == Document.of(text).words
+
+
 def test_families_without_a_measurable_form_have_no_check_and_say_why():
     for family in FAMILIES:
         assert (family in checks.CHECKED) != (family in checks.UNCHECKABLE), family
@@ -318,7 +395,19 @@ def test_fold_keeps_amounts_replaces_them_and_takes_back():
         words=131,
     )
     by_family = {w.family: w for w in second}
-    assert by_family["shorter"].amount is None and by_family["shorter"].made_on_words == 131
+    # "shorter still" after "about 100 words": the amount named stays (a new one replaces it)
+    assert by_family["shorter"].amount == Amount(kind="limit", value=100)
+    vague = fold(
+        [],
+        wished=[_wished("shorter", "shorter still")],
+        approved=[],
+        taken_back=[],
+        asked_for=["shorter"],
+        comment="Shorter still.",
+        cycle=2,
+        words=131,
+    )
+    assert vague[0].amount is None and vague[0].made_on_words == 131  # shorter than that
     assert by_family["table"].action == "remove"  # its absence is checked from now on
     assert by_family["banned"].detail == "worth noting"
     # a contrary wish the keep-list took on drops the form it reverses

@@ -2,7 +2,8 @@
 
 After each cycle step the active wishes are folded from the ones before and what the comment
 asked: a wish asked again replaces the older one of its family (a new amount wins; "shorter"
-without one means shorter than the output it was asked on), a take-back removes it — and for a
+without one means shorter than the output it was asked on, unless an amount stands: that
+stays), a take-back removes it — and for a
 form ("drop the table") leaves its absence to check — and a phrase quoted to ban ("no 'worth
 noting'") is checked from then on. A wish for a form stays active exactly while its family is
 on the trainer's keep-list (``asked_for``), so the checks and the guard against changes that
@@ -11,9 +12,10 @@ break a wish agree.
 
 from __future__ import annotations
 
+from domain.answer_parts import unscoped
 from domain.checks import MAX_ACTIVE_WISHES, MAX_WISH_QUOTE_CHARS, ActiveWish
 from domain.trainer import FeedbackAspect
-from trainer.checks import CHECKED, FORMS, banned_phrases
+from trainer.checks import CHECKED, FORMS, banned_phrases, quoted_sentences
 from trainer.reading.wish import Wish
 
 # a take-back of one of these leaves its absence to check ("drop the table": no table)
@@ -35,7 +37,9 @@ def fold(
     """The active wishes after a step (see the module's doc), at most ``MAX_ACTIVE_WISHES``."""
     active = {w.key: w for w in before}
     for wish in taken_back:
-        for key in [k for k in active if k[0] == wish.family]:
+        # a language taken back for one part leaves the others ("no German summary")
+        part = unscoped(wish.detail)[1] if wish.family == "language" and wish.detail else None
+        for key in [k for k in active if k[0] == wish.family and part in (None, k[1])]:
             del active[key]
         if wish.family in ABSENCE_CHECKED:
             absent = _wish(wish.family, "remove", None, None, wish.quote, cycle, words)
@@ -48,7 +52,18 @@ def fold(
             continue
         if wish.action == "remove":
             continue  # a take-back: above
+        if wish.family == "banned":  # a phrase to avoid (``avoid:"…"``): checked absent
+            banned = _wish("banned", "remove", None, wish.detail, wish.quote, cycle, words)
+            active.pop(banned.key, None)
+            active[banned.key] = banned
+            continue
+        standing = active.get((wish.family, ""))
+        if wish.amount is None and standing is not None and standing.amount is not None:
+            continue  # "still too long" after "about 90 words": the amount named stays
         detail = wish.detail if wish.family == "language" else None
+        if wish.family == "simpler":
+            # the sentence the rater quoted as the problem must not come back
+            detail = next(iter(quoted_sentences(comment)), None)
         new = _wish(wish.family, "add", wish.amount, detail, wish.quote, cycle, words)
         active[new.key] = new
     for aspect in approved:
@@ -62,7 +77,13 @@ def fold(
         banned = _wish("banned", "remove", None, phrase, f"no {phrase!r}", cycle, words)
         active.pop(banned.key, None)
         active[banned.key] = banned  # the latest last
-    kept_wishes = [w for w in active.values() if w.action == "remove" or w.family in asked_for]
+    # a language is taken back part by part (above): a German summary taken back leaves the
+    # answer's Norwegian, though the keep-list no longer names the family
+    kept_wishes = [
+        w
+        for w in active.values()
+        if w.action == "remove" or w.family in asked_for or w.family == "language"
+    ]
     banned_now = [w for w in kept_wishes if w.family == "banned"]
     for old in banned_now[:-MAX_BANNED]:
         kept_wishes.remove(old)

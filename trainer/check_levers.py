@@ -94,7 +94,7 @@ def example_of(check: CheckResult) -> str | None:
     if line is None or (check.family == "shorter" and check.target is None):
         return None
     target = int(check.target or 0)
-    return line.format(target=target, sentences=max(1, round(target / 15)))
+    return line.format(target=target, sentences=max(1, round(target / 15)), wish=check.wish)
 
 
 def _change(

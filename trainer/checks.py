@@ -43,10 +43,11 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from lingua import Language, LanguageDetectorBuilder
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
+from textstat.textstat import textstatistics
 
+from domain.answer_parts import part_words, unscoped
 from domain.checks import MAX_CHECK_TEXT_CHARS, ActiveWish, CheckResult
+from domain.words import count_words, inline_text, markdown
 from trainer.reading import comment_languages
 
 CUES_FILE = Path(__file__).parent / "check_cues.json"
@@ -70,7 +71,6 @@ UNCHECKABLE = {
     "cite_sources": "whether claims carry sources needs the sources",
     "no_fabrication": "whether a claim is invented needs the facts",
     "proofread": "spelling and grammar need a proofreader",
-    "simpler": "how plain the language is is a judgement",
     "technical": "how expert the register is is a judgement",
     "steadier": "staying on topic is a judgement",
     "creative": "freshness is a judgement",
@@ -92,6 +92,7 @@ class Block:
     kind: str  # heading, paragraph, item (of a list), cell (of a table), code
     text: str
     under: str = ""  # the text of the heading it sits under
+    lines: int = 1  # the lines it is written on (its line breaks, plus one)
 
 
 @dataclass
@@ -112,7 +113,7 @@ class Document:
         doc = cls(text=output)
         kinds: list[str] = []  # the enclosing blocks, innermost last
         heading, opener = "", ""
-        for token in _markdown().parse(output):
+        for token in markdown().parse(output):
             kind = token.type
             if kind == "table_open":
                 doc.tables += 1
@@ -131,11 +132,12 @@ class Document:
                 doc.code_blocks += 1
                 doc.blocks.append(Block("code", token.content, heading))
             elif kind == "inline":
-                text = _inline_text(token)
+                text = inline_text(token)
                 block = _OPENED.get(opener) or ("item" if kinds else "paragraph")
                 if block == "heading":
                     heading = text
-                doc.blocks.append(Block(block, text, heading))
+                breaks = sum(c.type in ("softbreak", "hardbreak") for c in token.children or [])
+                doc.blocks.append(Block(block, text, heading, lines=breaks + 1))
             opener = kind
         doc.words = sum(count_words(b.text) for b in doc.blocks)
         return doc
@@ -154,37 +156,8 @@ class Document:
         return self.plain().lower()
 
 
-@lru_cache(maxsize=1)
-def _markdown() -> MarkdownIt:
-    # CommonMark and GitHub tables, raw HTML off: the same parser the review page renders with
-    return MarkdownIt("commonmark", {"html": False}).enable("table")
-
-
-def _inline_text(token: Token) -> str:
-    parts: list[str] = []
-    for child in token.children or []:
-        if child.type in ("text", "code_inline"):
-            parts.append(child.content)
-        elif child.type in ("softbreak", "hardbreak"):
-            parts.append(" ")
-    return "".join(parts).strip()
-
-
 # where an inline token sits, from the token that opens it (markdown-it's tokens are flat)
 _OPENED = {"heading_open": "heading", "th_open": "cell", "td_open": "cell"}
-
-
-# A word: a run of non-space holding a letter or a digit, found from its first letter or digit
-# to the run's end. The pattern opens on one letter or digit, so a failed start costs one
-# character and a match is never retried: linear, however long a run of punctuation (the
-# earlier ``\S*[^\W_]\S*`` retried every start of such a run, quadratic: 9 s for 20 KB).
-_WORD = re.compile(r"[^\W_]\S*+")
-
-
-def count_words(text: str) -> int:
-    """The words of ``text`` (runs of non-space holding a letter or a digit), in linear time."""
-    return len(_WORD.findall(text))
-
 
 # ---- cues (data) ------------------------------------------------------------------------------
 
@@ -258,7 +231,18 @@ def check_all(output: str, wishes: list[ActiveWish]) -> list[CheckResult]:
     if not wishes:
         return []
     doc = Document.of(output)
-    return [r for w in wishes if (r := check(doc, w)) is not None]
+    aside = _scoped_parts(wishes)
+    return [r for w in wishes if (r := check(doc, w, aside)) is not None]
+
+
+def _scoped_parts(wishes: list[ActiveWish]) -> frozenset[str]:
+    """The parts a language of their own is asked of: the whole answer's language is measured
+    without them ("in Norwegian, with a German summary")."""
+    return frozenset(
+        part
+        for w in wishes
+        if w.family == "language" and w.action != "remove" and (part := unscoped(w.detail)[1])
+    )
 
 
 @dataclass(frozen=True)
@@ -273,19 +257,25 @@ def measure(output: str, wishes: list[ActiveWish]) -> Measured:
     """``output`` parsed once, its words counted and every checkable wish checked. Linear in
     the output; run within a time budget, off the event loop (``trainer/measure_budget.py``)."""
     doc = Document.of(output)
-    return Measured(doc.words, [r for w in wishes if (r := check(doc, w)) is not None])
+    aside = _scoped_parts(wishes)
+    return Measured(doc.words, [r for w in wishes if (r := check(doc, w, aside)) is not None])
 
 
 def warm() -> None:
     """Load what the checks read (the parser, the cues, the language detector) once."""
-    _markdown()
+    markdown()
     cues()
     _detector()
+    for language in READABILITY:
+        _readability(language)
 
 
-def check(output: str | Document, wish: ActiveWish) -> CheckResult | None:
+def check(
+    output: str | Document, wish: ActiveWish, aside: frozenset[str] = frozenset()
+) -> CheckResult | None:
     """One wish checked on one output; None for a wish with no measurable form (``UNCHECKABLE``
-    says why) or an amount the check cannot measure."""
+    says why) or an amount the check cannot measure. ``aside``: the parts another wish asks a
+    language of, which the whole answer's language is measured without."""
     doc = output if isinstance(output, Document) else Document.of(output)
     family = wish.family
     if wish.action == "less":
@@ -297,7 +287,7 @@ def check(output: str | Document, wish: ActiveWish) -> CheckResult | None:
     if family == "prose":
         return _prose(doc, wish)
     if family == "language":
-        return _language(doc, wish)
+        return _language(doc, wish, aside)
     if family == "summary_at_end":
         return _summary(doc, wish)
     if family == "conclusion_first":
@@ -308,6 +298,8 @@ def check(output: str | Document, wish: ActiveWish) -> CheckResult | None:
         return _hedging(doc, wish)
     if family == "banned":
         return _banned(doc, wish)
+    if family == "simpler":
+        return _plain(doc, wish)
     return None
 
 
@@ -317,7 +309,7 @@ def checkable(wish: ActiveWish) -> bool:
 
 CHECKED = frozenset(
     {"shorter", "longer", *FORMS, "prose", "language", "summary_at_end", "conclusion_first"}
-    | {"example", "direct", "banned"}
+    | {"example", "direct", "banned", "simpler"}
 )
 
 
@@ -418,7 +410,8 @@ def _length(doc: Document, wish: ActiveWish) -> CheckResult | None:
 
 def _approximate(quote: str, target: int) -> bool:
     """The amount was said approximately: an approximating word near its number in the quote
-    ("about 90 words", "90-ish words"); a bare number is a limit."""
+    ("about 90 words", "90-ish words"); a bare number is a limit. (The phrasebook words the
+    instruction alike: trainer/instructions.py.)"""
     del target
     return bool(cues().approximate.search(quote.lower()))
 
@@ -506,19 +499,52 @@ def language_of(text: str) -> str | None:
     return found.name.capitalize().replace("Bokmal", "Norwegian")
 
 
-def _language(doc: Document, wish: ActiveWish) -> CheckResult | None:
-    wanted = (wish.detail or "").strip()
+def _language(doc: Document, wish: ActiveWish, aside: frozenset[str]) -> CheckResult | None:
+    wanted, part = unscoped(wish.detail)
     if not wanted or wish.action == "remove":
         return None
-    found = language_of(doc.plain()) or "no language told"
+    said = f"in {wanted}" if part is None else f"{part_words(part)} in {wanted}"
+    if part is None:
+        left_out = [id(b) for p in aside for b in _part(doc, p)]
+        blocks = [b for b in doc.blocks if id(b) not in left_out] or doc.blocks
+    else:
+        blocks = _part(doc, part)
+    if not blocks:
+        return _result(
+            wish, said, False, "no summary found", shortfall=f"{part_words(part)}: none found"
+        )
+    found = language_of("\n".join(b.text for b in blocks)) or "no language told"
     passed = found.lower() == wanted.lower()
     return _result(
         wish,
-        f"in {wanted}",
+        said,
         passed,
         "" if passed else found,
-        shortfall=None if passed else f"written in {found}",
+        shortfall=None if passed else f"{part_words(part)} is written in {found}",
     )
+
+
+def _part(doc: Document, part: str) -> list[Block]:
+    """The blocks of a part of the output: for the closing summary, the blocks under the last
+    heading that names a summary, else the last block of text (a summary's place)."""
+    del part  # the closing summary is the one part a wish names (domain/answer_parts.py)
+    text = [b for b in doc.blocks if b.kind != "code" and b.text]
+    headed = [
+        i
+        for i, b in enumerate(text)
+        if b.kind == "heading" and cues().summary.search(b.text.lower()[:FIRST_SENTENCE_CHARS])
+    ]
+    if headed:
+        after = text[headed[-1] + 1 :]
+        ends = next((i for i, b in enumerate(after) if b.kind == "heading"), len(after))
+        return after[:ends]
+    return text[-1:] if text and text[-1].kind != "heading" else []
+
+
+def _lines(blocks: list[Block]) -> int:
+    """The lines a part takes: each block's line breaks, or its sentences when it runs more
+    sentences than lines (a "two-line summary" written as two sentences on one line)."""
+    return sum(max(b.lines, len(_split_sentences(b.text))) for b in blocks)
 
 
 def _summary(doc: Document, wish: ActiveWish) -> CheckResult:
@@ -530,6 +556,23 @@ def _summary(doc: Document, wish: ActiveWish) -> CheckResult:
     )
     if wish.action == "remove":
         return _result(wish, "no closing summary", not found, "one found" if found else "")
+    amount = wish.amount
+    if found and amount is not None and amount.kind == "count":
+        # the size of the part: a "two-line summary" is two lines, not one
+        size = _lines(_part(doc, "summary"))
+        wanted = int(amount.value)
+        unit = amount.unit if amount.unit in ("lines", "sentences") else "lines"
+        if unit == "sentences":
+            size = sum(len(_split_sentences(b.text)) for b in _part(doc, "summary"))
+        return _result(
+            wish,
+            f"a {_NUMBER_WORDS.get(wanted, str(wanted))}-{unit[:-1]} summary at the end",
+            size == wanted,
+            _plural(size, unit[:-1]),
+            value=size,
+            target=wanted,
+            shortfall=None if size == wanted else f"the summary has {_plural(size, unit[:-1])}",
+        )
     return _result(
         wish,
         "summary at the end",
@@ -608,3 +651,86 @@ def _tally(hits: list[str]) -> str:
     for hit in hits:
         counts[hit] = counts.get(hit, 0) + 1
     return ", ".join(f"{h!r}" + (f" {TIMES}{n}" if n > 1 else "") for h, n in counts.items())
+
+
+# ---- plain language ----------------------------------------------------------------------------
+
+# Flesch reading ease (in the language's own version: Amstad's for German, Kandel and Moles'
+# for French, Douma's for Dutch…) at or above this reads as plain: 60 to 70 is "plain English"
+PLAIN_READING_EASE = 60
+# the languages textstat has a reading-ease formula for, with the hyphenation dictionary
+# (pyphen's, shipped in its wheel) that counts their syllables; plain language in any other
+# is "not checked", never a pass
+READABILITY = {
+    "English": "en_US",
+    "German": "de_DE",
+    "French": "fr_FR",
+    "Dutch": "nl_NL",
+    "Spanish": "es_ES",
+    "Italian": "it_IT",
+    "Russian": "ru_RU",
+}
+READABILITY_SAMPLE_CHARS = 20_000  # enough to measure, and linear in what it reads
+
+
+@lru_cache(maxsize=len(READABILITY))
+def _readability(language: str) -> textstatistics:
+    # one instance per language: textstat's language is state of the instance, and a check
+    # runs in threads
+    measure = textstatistics()
+    measure.set_lang(READABILITY[language])
+    return measure
+
+
+def reading_ease(text: str, language: str) -> float | None:
+    """The Flesch reading ease of ``text`` in ``language``'s own formula (higher is plainer),
+    or None for a language with no formula here."""
+    if language not in READABILITY or not text.strip():
+        return None
+    return float(_readability(language).flesch_reading_ease(text[:READABILITY_SAMPLE_CHARS]))
+
+
+def quoted_sentences(comment: str | None) -> list[str]:
+    """The sentences a comment quotes, each at least a few words ("'Leverage cross-functional
+    synergies to optimise throughput' is jargon"), in order: what the rater shows as the
+    problem, which must not come back."""
+    if not comment:
+        return []
+    found = [" ".join(m.group(1).split()) for m in _QUOTED.finditer(comment)]
+    return list(dict.fromkeys(q.rstrip(".!?,;: ") for q in found if count_words(q) >= 4))
+
+
+_QUOTED = re.compile('["\u201c\u201e]([^"\u201c\u201d\u201e]{12,400})["\u201d\u201c]')
+
+
+def _plain(doc: Document, wish: ActiveWish) -> CheckResult | None:
+    if wish.action == "remove":
+        return None
+    quoted = " ".join((wish.detail or "").split()).lower()
+    if quoted and quoted in " ".join(doc.text.split()).lower():
+        return _result(
+            wish,
+            "plain language",
+            False,
+            f"{quoted[:60]!r} is back",
+            shortfall=f"the sentence quoted as the problem is still there: {quoted[:80]!r}",
+        )
+    prose = "\n".join(t if t[-1] in ".!?" else f"{t}." for b in doc.prose if (t := b.text))
+    language = language_of(prose) if prose else None
+    ease = reading_ease(prose, language) if language else None
+    if ease is None:
+        why = f"no readability measure for {language}" if language else "no text to measure"
+        return _result(wish, "plain language", False, why, checked=False)
+    passed = ease >= PLAIN_READING_EASE
+    return _result(
+        wish,
+        "plain language",
+        passed,
+        f"reading ease {ease:.0f}",
+        value=round(ease, 1),
+        target=PLAIN_READING_EASE,
+        shortfall=None
+        if passed
+        else f"reading ease {ease:.0f}, under {PLAIN_READING_EASE}: shorter sentences, "
+        "everyday words",
+    )

@@ -17,6 +17,7 @@ import re
 from functools import lru_cache
 
 from domain.agent import AgentDefinition, FlowStep
+from domain.answer_parts import unscoped
 from domain.change_families import FAMILIES, contrary_of
 from domain.execution import SpanRecord
 from domain.prompt_segments import segments
@@ -101,13 +102,31 @@ def _languages_of(text: str) -> frozenset[str]:
     return _instruction(text)[1]
 
 
+def carries(text: str, wish: Wish, only: bool = False) -> bool:
+    """Whether instruction ``text`` carries ``wish`` (``only``: and nothing else): its family,
+    and for a language the same language for the same part ("Write the whole answer in
+    Norwegian." does not carry a German summary)."""
+    families = families_of(text)
+    if wish.family not in families or (only and families != {wish.family}):
+        return False
+    if wish.family != "language" or not wish.detail:
+        return True
+    language, part = unscoped(wish.detail)
+    return instructions.language_part(text) == part and language in _languages_of(text)
+
+
 def _blame(text: str, wish: Wish) -> tuple[str, str] | None:
     """("high" | "none", reason) when ``text`` pushes against ``wish`` or supports it."""
     asked = families_of(text)
     if wish.family == "language":
-        others = _languages_of(text) - {wish.detail or ""}
+        # only a language asked of the same part stands in the way: a German summary leaves
+        # a Norwegian answer as it is
+        language, part = unscoped(wish.detail)
+        if instructions.language_part(text) != part:
+            return None
+        others = _languages_of(text) - {language}
         if others:
-            return "high", f"asks for {', '.join(sorted(others))}, not {wish.detail}"
+            return "high", f"asks for {', '.join(sorted(others))}, not {language}"
         return None
     if wish.family in asked:
         return "none", f"already asks for {wish.family} (keep it)"

@@ -183,7 +183,10 @@ async def take(
     # a family asked for again may have its instruction rewritten (made firmer), not removed
     requested = {w.family for w in wished}
     guarded = keep - requested
-    proposal.changes = [c for c in proposal.changes if _keeps(base, c, guarded, report, standing)]
+    still = _carried_after(base, proposal.changes)
+    proposal.changes = [
+        c for c in proposal.changes if _keeps(base, c, guarded, report, standing, still)
+    ]
     # a model-backed trainer decides for itself how to go further; the rules engine is told
     if memory.output_cut_off:
         # what the reviewer misses may be what the cut took: more room, not firmer words
@@ -199,6 +202,11 @@ async def take(
     content = score >= reward_analyzer.KEEP_SCORE and not (wished or taken_back)
     if analysis.read_by == "rules" and not memory.output_cut_off and not content:
         own_failures = [c for c in failed(memory.own_checks) if c.family not in gone | set(refused)]
+        if memory.wants is not None:
+            # the rater confirmed what the step acts on: no lever (a moved instruction, a form
+            # example) for a check whose wish the rater did not confirm this time
+            confirmed = {w.family for w in wished} | {w.family for w in taken_back}
+            own_failures = [c for c in own_failures if c.family in confirmed]
         proposal.changes = (
             check_levers.levers(
                 base, own_failures, proposal.changes, report, {w.family for w in memory.wishes}
@@ -762,11 +770,7 @@ def _take_back(
                     f"nothing to undo: the last score's evolution changed nothing ({wish.quote!r})"
                 )
             continue
-        carrying = [
-            s
-            for s in segments(agent.system_prompt)
-            if wish.family in credit_assignment.families_of(s)
-        ]
+        carrying = [s for s in segments(agent.system_prompt) if credit_assignment.carries(s, wish)]
         if wish.family in refuted:
             # the rollback took it out; one that restored an older instruction of its own
             # ("undo that, and drop the chatty tone altogether") leaves that one to take back,
@@ -813,14 +817,16 @@ def _keeps(
     keep: set[str],
     report: list[str],
     standing: dict[str, ActiveWish],
+    still: frozenset[str] = frozenset(),
 ) -> bool:
-    """False (with a note) when ``change`` would take away a family the reviewer asked for."""
+    """False (with a note) when ``change`` would take away a family the reviewer asked for:
+    one its sentence carried and no other sentence of the prompt still carries (``still``)."""
     if change.component == "parameters":
         lost = _parameter_loss(change) & keep
     elif change.component == "systemPrompt" and change.change_type != "add":
         before = credit_assignment.families_of(change.before or "")
         after = credit_assignment.families_of(change.after or "")
-        lost = (before - after) & keep
+        lost = (before - after - still) & keep
     else:
         lost = set()
     if lost & standing.keys():
@@ -828,6 +834,16 @@ def _keeps(
     elif lost:
         report.append(f"kept {change.before!r}: the reviewer asked for {', '.join(sorted(lost))}")
     return not lost
+
+
+def _carried_after(agent: AgentDefinition, changes: list[EvolutionChange]) -> frozenset[str]:
+    """The families the prompt's sentences carry that no change of the plan touches: a
+    sentence rewritten may let one go that another still asks for."""
+    touched = {
+        c.before for c in changes if c.component == "systemPrompt" and c.change_type != "add"
+    }
+    kept = [s for s in segments(agent.system_prompt) if s not in touched]
+    return frozenset(f for s in kept for f in credit_assignment.families_of(s))
 
 
 def _parameter_loss(change: EvolutionChange) -> set[str]:
@@ -867,7 +883,7 @@ def _strengthen(
         carrying = [
             s
             for s in segments(agent.system_prompt)
-            if credit_assignment.families_of(s) == {wish.family}
+            if credit_assignment.carries(s, wish, only=True)
         ]
         if not carrying:
             continue  # only sentences that ask for more than it: the planner adds its own

@@ -185,11 +185,11 @@ class _Proposal:
         support = [
             seg
             for seg in self.kept_segments
-            if wish.family in credit_assignment.families_of(seg) and not is_form_example(seg)
+            if credit_assignment.carries(seg, wish) and not is_form_example(seg)
         ]
         # the family's own instruction; a sentence that asks for more than it ("brief,
         # scannable analysis") stays as it is, beside it
-        own = [seg for seg in support if credit_assignment.families_of(seg) == {wish.family}]
+        own = [seg for seg in support if credit_assignment.carries(seg, wish, only=True)]
         if own and not _counted(wish):
             firmer = instructions.firmer_than(own[-1], wish)
             if firmer and firmer.lower() not in " ".join(self.kept_segments).lower():
@@ -197,10 +197,24 @@ class _Proposal:
                 self._rewrite(wish, own[-1], firmer, f"{why}which {own[-1]!r} already asks for")
             return
         if support and _counted(wish):
-            # the amount replaces what the instruction said before ("brief" → "about 250
-            # words", "each point" → "exactly one"): one instruction, the reviewer's latest
+            # the amount replaces what the instructions said before ("brief" → "under 60
+            # words", "each point" → "exactly one"): one instruction, the reviewer's latest,
+            # and no other sentence left asking for the family ("Provide brief, scannable
+            # analysis." keeps only what else it asks: its bullets, unless another has them)
             why = f"feedback asked for {wish.family}, {wish.amount.says()} ({wish.quote!r})"
-            self._rewrite(wish, support[-1], text, why)
+            target = own[-1] if own else support[-1]
+            for seg in support:
+                rest = self._besides(seg, wish)
+                if seg == target:
+                    self._rewrite(wish, seg, " ".join([text, *rest]), why)
+                elif rest:
+                    self._rewrite(wish, seg, " ".join(rest), f"{why}: one instruction for it")
+                else:
+                    self.made_for(
+                        wish,
+                        _remove(seg, wish, f"{why}: one instruction for it", "instruction", 1.0),
+                    )
+                    self.kept_segments.remove(seg)
             self._drop_form_examples(wish)  # they showed the amount this one replaces
             return
         reason = f"feedback asked for {wish.family} ({wish.quote!r})"
@@ -216,6 +230,19 @@ class _Proposal:
                 confidence=wish.confidence,
             ),
         )
+
+    def _besides(self, segment: str, wish: Wish) -> list[str]:
+        """The instructions of what else ``segment`` asks for than ``wish``'s family, for the
+        families no other kept sentence carries (so that rewriting it loses none)."""
+        others = " ".join(s for s in self.kept_segments if s != segment)
+        elsewhere = credit_assignment.families_of(others) if others else frozenset()
+        return [
+            record.instruction
+            for family in sorted(credit_assignment.families_of(segment) - {wish.family})
+            if family not in elsewhere
+            and (record := FAMILIES.get(family)) is not None
+            and record.instruction
+        ]
 
     def _rewrite(self, wish: Wish, before: str, after: str, reason: str) -> None:
         """The family's instruction ``before`` said as ``after``: one instruction, rewritten."""
@@ -440,9 +467,15 @@ def finalize(
     return result
 
 
+def tokens_needed(words: int) -> int:
+    """The tokens an answer of ``words`` words needs, with room for its markup."""
+    return words * TOKENS_PER_WORD
+
+
 def ceiling_for(words: int) -> int:
-    """The token budget for answers of ``words`` words: half again as much as they need."""
-    return math.ceil(words * TOKENS_PER_WORD * CEILING_ROOM)
+    """The token budget for answers of ``words`` words: half again as much as they need, so
+    that the budget never cuts an answer the amount allows."""
+    return math.ceil(tokens_needed(words) * CEILING_ROOM)
 
 
 def _parameter_change(
@@ -457,8 +490,8 @@ def _parameter_change(
         if effect.direction == "down":
             # the budget is a ceiling, never the length control: it comes down only to a hard
             # limit the reviewer named, with room to spare, so that it never cuts an answer
-            if not (wish.detail and wish.detail.isdigit()):
-                return None
+            if not (wish.detail and wish.detail.isdigit()) or instructions.approximate(wish.quote):
+                return None  # "about 90 words" names no limit: the instruction carries it
             new = max(SHORTEST_MAX_TOKENS, ceiling_for(int(wish.detail)))
             if new >= current:
                 return None

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import re
 
+from domain.answer_parts import PARTS, part_words, unscoped
 from domain.change_families import FAMILIES
 from domain.trainer import Amount
+from trainer.checks import cues
 from trainer.reading.wish import Wish
 
 _PERSON = [
@@ -40,7 +42,7 @@ def instruction(wish: Wish, tools: list[str] | None = None) -> str | None:
     f, d = wish.family, wish.detail
     amount = wish.amount
     if f == "shorter" and d:
-        return f"Keep every answer under {d} words."
+        return _word_limit(wish, d)
     if amount is not None:
         counted = _counted(f, amount)
         if counted:
@@ -58,7 +60,10 @@ def instruction(wish: Wish, tools: list[str] | None = None) -> str | None:
             return f"Focus on what the question asks; leave out {third_person(off)}."
         return "Focus on what the question asks."
     if f == "language":
-        return f"Write the whole answer in {d}."
+        language, part = unscoped(d)
+        if part:  # one part: the rest keeps whatever language it is asked in
+            return f"Write {part_words(part)} in {language}, whatever the language of the rest."
+        return f"Write the whole answer in {language}."
     if f == "key_points":
         return f"Give only the {d or 'few'} key points, nothing beyond them."
     if f == "tool_use":
@@ -69,6 +74,13 @@ def instruction(wish: Wish, tools: list[str] | None = None) -> str | None:
         return d  # a request no family covers, already rewritten by the reader
     record = FAMILIES.get(f)
     return record.instruction if record else None
+
+
+def _word_limit(wish: Wish, words: str) -> str:
+    """The amount as the reviewer said it: "under 60" stays "under 60", "about 90" "about"."""
+    if approximate(wish.quote):
+        return f"Keep every answer to about {words} words."
+    return f"Keep every answer under {words} words."
 
 
 def _counted(family: str, amount: Amount) -> str | None:
@@ -94,6 +106,30 @@ def _counted(family: str, amount: Amount) -> str | None:
     if family == "bullets" and amount.unit in ("bullets", "points"):
         return f"Use bullet points: at most {spelled} of them."
     return None
+
+
+def language_part(instruction_text: str) -> str | None:
+    """The part of the answer a language instruction is about (None: the whole answer), as
+    this phrasebook words it ("Write the closing summary in German, …")."""
+    lowered = instruction_text.lower()
+    if "whole answer" in lowered:
+        return None
+    return next((part for part in PARTS if re.search(rf"\b{part}\b", lowered)), None)
+
+
+def approximate(quote: str) -> bool:
+    """Whether a length was said approximately ("about 90 words"); a plain number ("under
+    60 words", "60 words max") is a hard limit."""
+    lowered = quote.lower()
+    # a hard limit said anywhere beside it wins ("cuts off after about 60 words, so no more
+    # than 60"): what is cut off is no approximation
+    return bool(cues().approximate.search(lowered)) and not _HARD_LIMIT.search(lowered)
+
+
+_HARD_LIMIT = re.compile(
+    r"\b(?:under|below|at most|no more than|no longer than|max(?:imum)?|less than|fewer than|"
+    r"tops|cuts? (?:\w+ )?off|cut off|off after|hard limit|character limit|word limit)\b"
+)
 
 
 def preserved(wish: Wish) -> str:

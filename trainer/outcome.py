@@ -231,7 +231,7 @@ def measured(
     """The verdict citing what the scored output measured of each family it judges (its check
     against the reviewer's wish): "validated by the output: 88 words for about 90", "not
     honoured: 131 words for about 90". The verdict itself stays the reviewer's words'."""
-    by_family = {c.family: c for c in checks}
+    by_family = {c.family: c for c in checks if c.measured}
     verdicts = [
         v.model_copy(update={"reason": f"{v.reason}; {_measure(by_family[v.family])}"})
         if v.family in by_family

@@ -130,7 +130,7 @@ def _valid(want: str) -> bool:
 
 
 def _described(aspect: FeedbackAspect) -> str:
-    """A wish no want names, in words: "in French ('answer in French')"."""
+    """A wish no want names, in words: "more on the costs ('focus on the costs')"."""
     what = want_labels.wish_words(aspect)
     quote = _quote(aspect.quote)
     return f"{what} ({quote!r})" if quote else what

@@ -11,6 +11,7 @@ from typing import Literal
 
 from domain import wants
 from domain.trainer import FeedbackAspect, ScoreAnalysis, UnsureClause
+from trainer.checks import banned_phrases, quoted_sentences
 from trainer.reading import reader as feedback_reader
 from trainer.reading.memory import ReadingMemory
 from trainer.reading.wish import Wish
@@ -103,6 +104,8 @@ def analyze(
                     )
                 )
                 named.add(aspect)
+    if score < KEEP_SCORE:
+        found += _quoted_as_the_problem(comment)
     trend, delta = trend_of(score, previous_scores)
     return ScoreAnalysis(
         score=score,
@@ -134,6 +137,27 @@ def _aspect_of(wish: Wish) -> FeedbackAspect:
         action=wish.action,
         amount=wish.amount,
     )
+
+
+def _quoted_as_the_problem(comment: str) -> list[FeedbackAspect]:
+    """A sentence of the output the rater quotes under a low score ('"Leverage synergies to
+    optimise throughput" is jargon') is offered as a phrase to avoid (``avoid:"…"``), checked
+    on every later output; a phrase the comment bans outright ("no 'worth noting'") is checked
+    already. (Here, not in the reader: a quotation is no cue of a family.)"""
+    banned = set(banned_phrases(comment))
+    return [
+        FeedbackAspect(
+            aspect="overall",
+            sentiment="negative",
+            quote=sentence[:QUOTE_CHARS],
+            confidence=0.8,
+            want="banned",
+            detail=sentence.lower()[: wants.MAX_AVOID_CHARS],
+            action="add",
+        )
+        for sentence in quoted_sentences(comment)
+        if sentence.lower() not in banned
+    ]
 
 
 def _as_given(

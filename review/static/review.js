@@ -104,7 +104,11 @@ async function refreshCard(body) {
   // what the last correction did stays said while the card shows the same cycle
   const said = form && form.querySelector(".message");
   const before = body.querySelector("header") && body.querySelector("header").dataset.cycle;
+  // a trace the rater opened stays open
+  const traceOpen = Boolean(body.querySelector("details.trace[open]"));
   body.innerHTML = await response.text();
+  const trace = body.querySelector("details.trace");
+  if (trace && traceOpen) trace.open = true;
   const fresh = body.querySelector("form.correct");
   const header = body.querySelector("header");
   if (editing && fresh) {
@@ -303,7 +307,7 @@ async function settled(form) {
 async function confirmReading(form, data) {
   const r = readingOf(form);
   const answer = await settled(form);
-  // wishes no chip can carry (a language, a topic): sent as a comment for the step to read,
+  // wishes no chip can carry (a topic, a request in the rater's words): sent as a comment for the step to read,
   // as previewed, unless the rater edited the chips
   if ((answer && answer.exact) || edited(r)) {
     data.set("confirmed", "1");

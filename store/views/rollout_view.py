@@ -10,6 +10,7 @@ from sqlmodel import Session, col, select
 
 from domain.execution import SpanRecord
 from domain.rollout_report import RolloutReport
+from domain.trace import Trace, TracedAttempt, traced_steps
 from runner.adapter import rollout_report
 from store.tables import ArtifactRow, AttemptRow, EvaluationRow, LineageRow, RolloutRow, SpanRow
 from store.views.reader import ViewReader
@@ -72,6 +73,29 @@ class RolloutView(ViewReader):
                 )
             )
         return records
+
+    def rollout_trace(self, rollout_id: str) -> Trace:
+        """Every attempt at a rollout in the order they ran (a revision after the try it
+        revised), each with its flow steps and their model and tool calls: the trace a
+        reviewer reads beside the output."""
+        artifact = self._all(select(ArtifactRow).where(ArtifactRow.rollout_id == rollout_id))
+        shown = artifact[-1].attempt_id if artifact else None
+        attempts = sorted(
+            self.attempts(rollout_id), key=lambda a: (a.attempt_number, a.created_at, a.id)
+        )
+        return Trace(
+            rollout_id=rollout_id,
+            attempts=[
+                TracedAttempt(
+                    attempt_id=a.id,
+                    status=a.status,
+                    error=a.error,
+                    shown=a.id == shown,
+                    steps=traced_steps(self.span_records(a.id)),
+                )
+                for a in attempts
+            ],
+        )
 
     def rollout_report(self, rollout_id: str) -> RolloutReport:
         """The seed's Rollout report for a completed rollout; the reward is its latest score."""

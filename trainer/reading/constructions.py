@@ -37,7 +37,8 @@ CUES: tuple[Cue, ...] = cue_tables.english_cues()
 _WORDS = cue_tables.vocabulary("constructions")
 _P = _WORDS.patterns
 _FORMS = frozenset(_WORDS.tables["rival_forms"])
-(_LOCATION,) = (cue_tables.vocabulary("attributes").patterns["location"],)
+_LOCATION = cue_tables.vocabulary("attributes").patterns["location"]
+_QUOTED = cue_tables.vocabulary("grammar").patterns["quoted"]
 
 
 def cue_matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
@@ -87,6 +88,9 @@ class Construction:
 
     placed: tuple[Placed, ...] = ()
     unsettled: tuple[str, ...] = ()
+    # families named beside the rivals, in no construction and rival to none ("put the answer
+    # at the top and give me bullets rather than paragraphs"): the reader's frames read them
+    left: tuple[str, ...] = ()
 
 
 def rivals(one: str, other: str) -> bool:
@@ -103,7 +107,7 @@ def mentions(lowered: str) -> list[Mention]:
     """The families a sentence names (a cue that names a state or a quality), an adjective in
     front of a named form left out ("the long paragraphs" names paragraphs), and so is a
     quality said of the answer ("too brief", "it's formal": a description, no preference)."""
-    quoted = [q.span() for q in _QUOTED.finditer(lowered)]
+    quoted = [q.span() for q in _QUOTED.finditer(lowered)]  # the answer's own words
     found = [
         Mention(cue.ask, cue.aspect, m.start(), m.end(), cue.confidence)
         for cue, m in cue_matches(lowered)
@@ -122,10 +126,6 @@ def mentions(lowered: str) -> list[Mention]:
         if not attribute and not (same and lowered[named[-1].end : mention.start].strip() == ""):
             named.append(mention)
     return named
-
-
-# the answer's own words, quoted: what it said, not what is wanted
-_QUOTED = re.compile(r"(?<![\w'])'[^'\n]{1,120}'(?![\w'])|\"[^\"\n]{1,120}\"")
 
 
 def _names(cue: Cue, match: re.Match[str], lowered: str, quoted: list[tuple[int, int]]) -> bool:
@@ -153,8 +153,8 @@ def _gap(lowered: str, left: Mention, right: Mention) -> str:
 def _pivot(lowered: str, left: Mention, right: Mention, first: Mention) -> tuple[Role, Role] | None:
     """The roles a construction between two mentions gives them."""
     gap = _gap(lowered, left, right)
-    if re.search(r"[.!?]", gap):
-        return None
+    if re.search(r"[.!?;:]|,\s*(?:and|but|then|so|or)\b", gap):
+        return None  # a construction never spans two clauses
     if _P["than"].search(gap):
         # "Y is harder to skim than X", "less Y than X": what follows "than" is preferred
         worse = _P["worse"].search(gap.split(" than")[0]) or _P["worse"].search(
@@ -201,7 +201,10 @@ def place(sentence: str) -> Construction | None:
     found = mentions(lowered)
     families = list(dict.fromkeys(m.family for m in found))
     if len(families) < 2:
-        return None
+        # "a short answer over the full history lesson": one mention preferred to words
+        # that name no family
+        preferred = found and _P["prefers_over"].match(lowered[found[0].end :])
+        return Construction((Placed(found[0], "wanted"),)) if preferred else None
     roles = _construction_roles(lowered, found)
     if not any(rivals(a, b) for a in families for b in families):
         # no rivals: only a comparison or substitution between two of them is read here
@@ -261,7 +264,15 @@ def _settled(found: list[Mention], roles: dict[int, Role], families: list[str]) 
     torn += [f for f in wanted if any(rivals(f, o) for o in wanted)]
     if torn or (not wanted and not any("rejected" in r for r in by_family.values())):
         return Construction(unsettled=tuple(dict.fromkeys([*torn, *families])))
-    return Construction(tuple(Placed(m, roles[i]) for i, m in enumerate(found) if i in roles))
+    left = {
+        m.family
+        for i, m in enumerate(found)
+        if i not in roles and not any(rivals(m.family, f) for f in families)
+    }
+    return Construction(
+        tuple(Placed(m, roles[i]) for i, m in enumerate(found) if i in roles),
+        left=tuple(sorted(left - set(by_family))),
+    )
 
 
 def _share_coordinated(lowered: str, found: list[Mention], roles: dict[int, Role]) -> None:

@@ -12,12 +12,16 @@ instead of choosing.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 
 from babel import Locale
 from babel.languages import get_official_languages
+
+from trainer.reading import cue_tables
+
+# The words, each explained in ``cues/en/vocabulary/places.json``
+_PL = cue_tables.vocabulary("places").patterns
 
 MIN_POPULATION = 100_000
 
@@ -27,12 +31,6 @@ _GROUP = (
     r"partners?|readers?|audience|board|site|plant|subsidiary|division|store|stores|hq|"
     r"headquarters|people|folks|crew|workers|employees|engineers|managers|sales\w*|"
     r"distributors?|suppliers?|investors?)"
-)
-_BEFORE_GROUP = re.compile(
-    r"\b(?P<place>[A-Z][\w'-]+(?: [A-Z][\w'-]+){0,2})(?:-based)? " + _GROUP + r"\b"
-)
-_AFTER_IN = re.compile(
-    r"\b(?:in|to|from|for|at)\s+(?:the\s+)?(?P<place>[A-Z][\w'-]+(?: [A-Z][\w'-]+){0,2})\b"
 )
 
 
@@ -93,7 +91,7 @@ def _place(words: str) -> Place | None:
 
 def destination(text: str) -> Place | None:
     """The place ``text`` names as where the answer goes, if any."""
-    for pattern in (_BEFORE_GROUP, _AFTER_IN):
+    for pattern in (_PL["before_group"], _PL["after_in"]):
         for match in pattern.finditer(text):
             words = match.group("place")
             if match.start("place") == 0 or text[: match.start("place")].rstrip().endswith(

@@ -27,7 +27,6 @@ The words are data, loaded and checked by ``trainer/reading/cue_tables.py``: the
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -79,6 +78,8 @@ class Reading:
 
 # The English cues, data beside the other languages' (``cues/en/``), in priority order
 CUES: tuple[Cue, ...] = cue_tables.english_cues()
+# The grammar's own words, each explained in ``cues/en/vocabulary/grammar.json``
+_G = cue_tables.vocabulary("grammar").patterns
 
 
 def _words(name: str, *keys: str) -> tuple[re.Pattern[str], ...]:
@@ -153,39 +154,25 @@ def _damage(clause: str) -> Wish | None:
     return Wish("preserve", "accuracy", clause.strip(), 0.8, detail=f"{culprit or 'last'}|{what}")
 
 
-# The answer described as not being something: "it doesn't ramble", "the tone isn't stiff"
-_DESCRIBED_NOT = re.compile(
-    r"\b(?:it|this|that|which|the \w+|answer|reply|text)\s*(?:doesn't|does not|didn't|did not|"
-    r"isn't|is not|wasn't|was not|never|no longer|'s not|'s never|s not)\s+(?:\w+\s+)?$"
-)
-_AT_ALL = re.compile(r"^[\w-]*\s*(?:at all|whatsoever|in the least)\b")
 # The frames a cue's preceding words may set: the frame word nearest the cue decides; of two
 # ending at the same place, the one listed first
 _FRAME_ORDER = (("lacking", _LACKING), ("refuse", _REFUSE), ("describe", _DESCRIBE), ("ask", _ASK))
-
-_CLAUSE = re.compile(
-    r"(?<=[.!?;:])\s+|[.!?;:]+$|\n+|(?<!\d),\s+|,\s+(?!\d)"
-    r"|\s+(?=(?:but|though|although|however|yet|whereas)\b)"
-    r"|\s+-{1,2}\s+|\s+—\s*"
-)
 
 
 # Typographic quotes as the plain ones the patterns expect.
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 
 
-# A quoted excerpt of the answer: 'Hey there, grant gurus!'
-_QUOTED = re.compile(r"(?<![\w'])'[^'\n]{1,120}'(?![\w'])|\"[^\"\n]{1,120}\"")
 _HOLD = "\ue000"  # stands in for the space after punctuation in a quote while splitting
 
 
 def clauses(text: str) -> list[str]:
     """The clauses of ``text`` in order (contrast words start a new clause; a quotation and a
     list of numbers like "1, 2, 3" stay whole)."""
-    normal = _QUOTED.sub(
+    normal = _G["quoted"].sub(
         lambda m: re.sub(r"([,.!?;:])\s", r"\1" + _HOLD, m.group(0)), text.translate(_QUOTES)
     )
-    parts = [c.replace(_HOLD, " ") for c in _CLAUSE.split(normal) if c]
+    parts = [c.replace(_HOLD, " ") for c in _G["clause"].split(normal) if c]
     return [c.strip(' .!?;:,"') for c in parts if c.strip(" .!?;:,\"'")]
 
 
@@ -345,11 +332,6 @@ def _concedes(sentence: str) -> bool:
     return bool(_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest)))
 
 
-_OUTRIGHT = re.compile(
-    r"\b(?:i|we)(?:'d| would)? (?:want|need|like|prefer)\b|\bshould\b|\bneeds? to\b|\bcould\b"
-)
-
-
 def requests_outright(sentence: str) -> bool:
     """Whether a sentence asks for a change by its form — an imperative, "please", "could
     you", "I want", "should", "next time" — rather than only describing the answer ("a touch
@@ -357,7 +339,7 @@ def requests_outright(sentence: str) -> bool:
     if _ASKS_OUTRIGHT.search(sentence.lower().translate(_QUOTES)):
         return True  # "still a bit long": a wish said before and not yet met
     return any(
-        _IMPERATIVE.search(c) or _POLITE.search(c) or _OUTRIGHT.search(c)
+        _IMPERATIVE.search(c) or _POLITE.search(c) or _G["outright"].search(c)
         for c in (c.lower() for c in clauses(sentence))
     )
 
@@ -378,7 +360,9 @@ def keeps_whole(text: str) -> bool:
     # what the rest describes ("a tad long") is conceded by the keep; only an outright
     # request ("add a table", "could it be warmer") still asks
     rest = [c.lower() for s in sentences if s not in keeping for c in clauses(s)]
-    return not any(_IMPERATIVE.search(c) or _POLITE.search(c) or _OUTRIGHT.search(c) for c in rest)
+    return not any(
+        _IMPERATIVE.search(c) or _POLITE.search(c) or _G["outright"].search(c) for c in rest
+    )
 
 
 def read(text: str, mode: Mode = "comment") -> Reading:
@@ -455,6 +439,11 @@ def _read_construction(sentence: str, reading: Reading) -> bool:
         (reading.kept if placed.role == "kept" else reading.wishes).append(
             replace(wish, action="add", asked=True) if placed.role == "kept" else wish
         )
+    if built.left:
+        beside = Reading()
+        _read_sentence(sentence, "comment", beside)
+        reading.wishes += [w for w in beside.wishes if w.family in built.left]
+        reading.kept += [k for k in beside.kept if k.family in built.left]
     return True
 
 
@@ -548,29 +537,17 @@ def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> N
             reading.wishes.append(replace(undone, aspect=_undone_aspect(sentence, reading)))
 
 
-_RESTORE = re.compile(
-    r"\b(?:bring|put|add|get|have)\s+(?:it|them|that|those|this|these)\s+back\b"
-    r"|\brestore (?:it|them|that|those)\b|\bback in\b"
-)
-# a size said of the thing brought back ("…but keep it short"), not of the whole answer
-_ITS_SIZE = re.compile(
-    r"\b(?:keep|make) (?:it|them) (?:short|brief|tight|concise|small)\b"
-    r"|^\W*(?:but |and )?kept (?:short|brief|tight|concise|small)\b"
-    r"|\b(?:but )?(?:short|brief)(?: this time)?$|\ba (?:short|brief|shorter) (?:one|version)\b"
-)
-
-
 def _restores(sentence: str, reading: Reading, first: int) -> bool:
     """Whether the sentence brings back something it names ("the example you cut, bring it
     back, but keep it short"): the family named is asked for again, once (a size said of it
     sizes it, not the answer)."""
     lowered = sentence.lower()
     named = [w for w in reading.wishes[first:] if w.aspect != "length" and w.action == "add"]
-    if not _RESTORE.search(lowered) or not named:
+    if not _G["restore"].search(lowered) or not named:
         return False
     sized = [
         w for w in reading.wishes[first:]
-        if w.aspect == "length" and _ITS_SIZE.search(w.quote.lower())
+        if w.aspect == "length" and _G["its_size"].search(w.quote.lower())
     ]  # fmt: skip
     reading.wishes = [w for w in reading.wishes if w not in sized]
     if sized:
@@ -579,12 +556,6 @@ def _restores(sentence: str, reading: Reading, first: int) -> bool:
                 one = wish_actions.amount_of("one example", "example")
                 reading.wishes[index] = replace(wish, amount=one, asked=True)
     return True
-
-
-_ABOUT = re.compile(
-    r"\b(?:said|asked|wrote|meant|complained|mentioned)\s+(?:\w+\s+){0,2}?about\s+"
-    r"(?P<what>[^,.;!?]+?)(?=\s*(?:[,.;!?]|\bbut\b|\band\b|\bthough\b|$))"
-)
 
 
 _PARTS = ("example", "summary_at_end", "key_points")
@@ -596,7 +567,7 @@ def _sized_part(reading: Reading, first: int) -> None:
     parts = [w for w in reading.wishes[first:] if w.family in _PARTS and w.action == "add"]
     sized = [
         w for w in reading.wishes[first:]
-        if w.aspect == "length" and w.action == "add" and _ITS_SIZE.search(w.quote.lower())
+        if w.aspect == "length" and w.action == "add" and _G["its_size"].search(w.quote.lower())
     ]  # fmt: skip
     if parts and sized:
         reading.wishes = [w for w in reading.wishes if w not in sized]
@@ -604,7 +575,7 @@ def _sized_part(reading: Reading, first: int) -> None:
 
 def _about_family(sentence: str) -> str | None:
     """The one family a "what I said about …" phrase names by its noun ("the table"), if any."""
-    about = _ABOUT.search(sentence.lower())
+    about = _G["about"].search(sentence.lower())
     if about is None:
         return None
     families = set(wish_actions.families_named(about.group("what")))
@@ -616,7 +587,7 @@ def _undone_aspect(sentence: str, reading: Reading) -> str:
     what I said about rambling, … keep the sources" undoes the change to length only), or the
     whole last change ("overall")."""
     lowered = sentence.lower()
-    about = _ABOUT.search(lowered)
+    about = _G["about"].search(lowered)
     if about is not None:
         # "forget what I said about the list, but keep …": what it is about decides
         what = about.group("what")
@@ -637,12 +608,6 @@ def _read_whole(text: str, reading: Reading) -> None:
     ("It rambles. Cut it roughly in half.") belongs to the wish it measures."""
     removals = [w for w in reading.wishes if w.action == "remove"]
     gone = {w.family for w in removals}
-    # approval of the contrary of what is taken back is a wish for it: "scrap the table;
-    # paragraphs read better" asks for paragraphs, it does not keep what is not there
-    instead = {c for f in gone for c in contrary_of(f) | {opposite_of(f) or ""}}
-    for kept in [k for k in reading.kept if k.family in instead and not k.asked]:
-        reading.kept.remove(kept)
-        reading.wishes.append(replace(kept, action="add", asked=True))
     reading.wishes = [w for w in reading.wishes if w.action == "remove" or w.family not in gone]
     # what the words a take-back covers complain of is its reason, answered by the removal
     # ("the headings make it feel like a manual. Get rid of them."); an outright ask stays
@@ -684,7 +649,7 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
         reading.wishes.append(trade)
     polite = bool(_POLITE.search(sentence.lower()))
     # "Not too long, not too stiff, no made-up numbers.": a list of faults denied
-    denying = mode == "comment" and bool(_DENIAL.search(sentence.lower()))
+    denying = mode == "comment" and bool(_G["denial"].search(sentence.lower()))
     parts = clauses(sentence)
     damaged: Wish | None = None
     for index, clause in enumerate(parts):
@@ -697,7 +662,7 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
         admiring = mode == "comment" and (
             _spared(parts, index)
             or _admires(parts, index)
-            or bool(_KEEP_DOING.match(clause.lower()) or _KEEP_PART.match(clause.lower()))
+            or bool(_G["keep_doing"].match(clause.lower()) or _G["keep_part"].match(clause.lower()))
         )
         damage = _damage(clause) if mode == "comment" and not admiring else None
         if damage:
@@ -753,69 +718,7 @@ def _attributive(before: str, after: str) -> bool:
     return not _INTENSIFIER_OR_COPULA.search(before) and not _NOT_A_NOUN.match(after)
 
 
-def _matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
-    """Every cue's matches, overlaps resolved longest first (on a tie, by the cues' priority):
-    "waded through four paragraphs of background before" is one complaint about order, not a
-    mention of paragraphs. Locations ("paragraph two") claim their words and ask nothing."""
-    claimed: list[tuple[int, int]] = []
-    found: list[tuple[int, float, Cue | None, re.Match[str]]] = [
-        (match.end() - match.start(), -cue.priority, cue, match)
-        for cue in CUES
-        for match in cue.pattern.finditer(lowered)
-        if match.end() > match.start()
-    ]
-    found += [(m.end() - m.start(), -math.inf, None, m) for m in _LOCATION.finditer(lowered)]
-    kept: list[tuple[Cue, re.Match[str]]] = []
-    for _, _, cue, match in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
-        start, end = match.span()
-        if any(start < e and s < end for s, e in claimed):
-            continue
-        claimed.append((start, end))
-        if cue is not None:
-            kept.append((cue, match))
-    return sorted(kept, key=lambda k: k[1].start())
-
-
-# what the answer is for, after a complaint: "too chatty for a legal memo"
-_PURPOSE = re.compile(r"\bfor (?:a|an|the|our|my|their|this|that)?\s*(?:[\w'-]+\s+){0,3}$")
-# after a part of the answer: what it does to the whole, a complaint about the part
-_MAKES_IT = re.compile(
-    r"^\s+(?:\w+\s+){0,2}(?:makes?|made|making) (?:it|this|the \w+|everything) "
-    r"(?:read|look|feel|sound|seem)\b"
-)
-# "keep flagging the numbers": carry on doing what it does, approval, not a new wish
-_KEEP_DOING = re.compile(
-    r"^\W*(?:but |and |just |please |though |yet |still )?(?:do )?(?:keep|continue|carry on)"
-    r"(?: on)? \w+ing\b"
-)
-# a part the answer has, then what is said of it: "the examples are all American"
-_DESCRIBED_PART = re.compile(r"(?:^|\b(?:the|your|its|these|those|his|her|their))\s*$")
-_SAID_OF_IT = re.compile(
-    r"^\s+(?:is|are|was|were)\s+(?!(?:missing|gone|absent|lacking|too few|not there|needed)\b)"
-)
-_KEEP_SAID = re.compile(r"\b(?:keep|keeping|continue|carry on|still|don't (?:drop|lose|cut))\b")
-# "but keep the two worked examples": a part of the answer approved as it is, not asked for
-_KEEP_PART = re.compile(
-    r"^\W*(?:but |and |just |though |yet |please )*keep (?:the|those|these|your|its|both|all)\s+"
-    r"(?:[\w-]+\s+){0,3}[\w-]+\s*$"
-)
-# words before a comparative that say the answer has become so ("it's even longer", "it got
-# wordier"); "even shorter" alone asks for more of it
-_GROWN = re.compile(
-    r"\b(?:it's|it is|that's|is|was|are|were|got|gotten|getting|became|become|grown)\s+"
-    r"(?:now\s+)?(?:even\s+|still\s+)?(?:more\s+)?$"
-)
-# a comparative measured against a taste or a past version describes how it is: "wordier than
-# I'd like", "longer than last time" (a number after "than" is a limit asked for)
-_THAN_STATE = re.compile(
-    r"\s+than (?:(?:i|we)(?:'d| would)? |ever\b|before\b|usual\b|(?:the )?(?:last|previous)\b|"
-    r"yesterday\b|it (?:was|used to be|needs to be|has to be|ought to be|should be)\b"
-    r"|(?:is )?needed\b)"
-)
-# "the headings make it feel like…": a subject causing the effect, not a request to make it
-_CAUSED = re.compile(r"\b(?:the \w+|they|these|those|it|this|that) (?:make|makes|made)\b")
-_LACK_WORDS = re.compile(r"(?:no|missing|lacks|lacking|needs?)\b")
-_DENIAL = re.compile(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely)\s+\w+")
+_matches = constructions.cue_matches
 
 
 @dataclass(frozen=True)
@@ -843,7 +746,7 @@ def _read_clause(
 ) -> None:
     lowered = clause.lower()
     polite = polite or bool(_POLITE.search(lowered))
-    quoted = [q.span() for q in _QUOTED.finditer(lowered)]
+    quoted = [q.span() for q in _G["quoted"].finditer(lowered)]
     read = _Clause(clause, lowered, mode, praising, polite, denying, admiring, quoted)
     found = False
     previous: tuple[int, Frame] | None = None
@@ -855,7 +758,9 @@ def _read_clause(
             or (re.fullmatch(r"\w+er", word) and cue.kind != "state")  # not "disclaimer"
             or word.startswith("more ")
         )
-        if comparative and (_GROWN.search(lowered[:start]) or _THAN_STATE.match(lowered[end:])):
+        if comparative and (
+            _G["grown"].search(lowered[:start]) or _G["than_state"].match(lowered[end:])
+        ):
             comparative = False  # "even wordier than before": how it is, a complaint, not a wish
         less = bool(re.search(r"\bless\s+$", lowered[:start]))
         frame = _cue_frame(read, cue, start, end)
@@ -872,7 +777,7 @@ def _read_clause(
             mode == "comment"
             and found
             and cue.kind == "state"
-            and (_PURPOSE.search(lowered[:start]) or word.startswith("for "))
+            and (_G["purpose"].search(lowered[:start]) or word.startswith("for "))
         ):
             # "a touch stiff for an internal Slack post": what it is for is the reason for the
             # complaint before it, not a wish of its own
@@ -898,7 +803,7 @@ def _cue_frame(read: _Clause, cue: Cue, start: int, end: int) -> Frame:
     """The frame of a cue's words, as the clause around them settles it."""
     lowered = read.lowered
     frame = _frame(lowered[:start], lowered[end:])
-    if cue.kind == "state" and _LACK_WORDS.match(lowered[start:end]) and frame != "denied":
+    if cue.kind == "state" and _G["lack_words"].match(lowered[start:end]) and frame != "denied":
         frame = "lacking"  # the cue's own words say it is missing: "(still) no recap"
     if read.denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):
         frame = "denied"
@@ -910,8 +815,8 @@ def _cue_frame(read: _Clause, cue: Cue, start: int, end: int) -> Frame:
         frame == "plain"
         and cue.kind == "state"
         and not read.admiring
-        and _DESCRIBED_PART.search(lowered[:start])
-        and _SAID_OF_IT.match(lowered[end:])
+        and _G["described_part"].search(lowered[:start])
+        and _G["said_of_it"].match(lowered[end:])
     ):
         frame = "describe"  # "the examples are all American": the part there, described
     return frame
@@ -941,8 +846,10 @@ def _passed_over(
                 reading.praised.append((cue.aspect, read.text[start:end]))
             return True
     denied = (
-        _DESCRIBED_NOT.search(lowered[:start]) and not re.match(r"^\s*enough\b", lowered[end:])
-    ) or (_AT_ALL.match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start]))
+        _G["described_not"].search(lowered[:start]) and not re.match(r"^\s*enough\b", lowered[end:])
+    ) or (
+        _G["at_all"].match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
+    )
     if cue.kind in ("fault", "quality") and not comparative and denied:
         # "it doesn't ramble", "not long-winded at all": a fault denied is praise
         reading.praised.append((cue.aspect, read.text))
@@ -981,7 +888,7 @@ def _read_cue(
     detail = _limit(match) or _topic(match)
     if detail and family == "longer" and _is_format_word(detail):
         return True
-    if cue.kind == "state" and cue.ask and _MAKES_IT.match(read.lowered[end:]):
+    if cue.kind == "state" and cue.ask and _G["makes_it"].match(read.lowered[end:]):
         # "the numbered list makes it read like a form": the part is the problem, take it out
         reading.wishes.append(
             Wish(
@@ -997,7 +904,7 @@ def _read_cue(
         read.mode == "comment"
         and frame in ("refuse", "describe")
         and cue.kind == "state"
-        and _ONE_PART.search(read.lowered[:start])
+        and _G["one_part"].search(read.lowered[:start])
         and not match.group(0).endswith("s")
     ):
         # "I don't need the 'what is a firewall' paragraph": one part of it, not the form
@@ -1023,7 +930,7 @@ def _read_cue(
             confidence=cue.confidence,
             detail=detail,
             weak=weak or cue.weak,
-            asked=frame == "ask" and not _CAUSED.search(read.lowered[:start]),
+            asked=frame == "ask" and not _G["caused"].search(read.lowered[:start]),
             instead=cue.kind == "state" and frame == "refuse",
             described=(cue.kind == "quality" and frame in ("describe", "plain") and not comparative)
             or (cue.kind == "state" and frame == "quantity"),
@@ -1032,17 +939,7 @@ def _read_cue(
     return True
 
 
-# a negation a word or more before the cue ("no source" right before it is the cue's frame)
-_NEGATION = re.compile(r"(?:\b(?:not|never|no|without|nor|hardly|cannot)\b|n't\b)\s*\w.*$")
-# nobody asking: "nobody here has ever needed a table" (but "nobody stands there for long"
-# describes the reader, and so the answer: too long)
-_NOBODY = re.compile(r"\b(?:nobody|no one|none of \w+|neither)\b\s*\w.*$")
 _OTHER_ASPECT = "a fault said of another part of the answer: which change it asks for is not said"
-# a general fault word ("wrong", "off", "errors") right after the noun it is said of
-_GENERAL_FAULT_OF = re.compile(
-    r"\b(?P<noun>\w+)\s+(?:is|are|was|were|feels?|seems?|sounds?|looks?|(?:has|have) gone|"
-    r"went|goes|got|gets)\s+(?:\w+\s+)?$"
-)
 
 
 def _said_of_another_aspect(cue: Cue, before: str) -> bool:
@@ -1050,7 +947,7 @@ def _said_of_another_aspect(cue: Cue, before: str) -> bool:
     claim of made-up facts)."""
     if cue.kind != "fault" or cue.aspect != "accuracy" or re.search(r"\ban?\s+$", before):
         return False  # "the numbering was a mistake" judges a change, not a fact
-    said_of = _GENERAL_FAULT_OF.search(before)
+    said_of = _G["general_fault_of"].search(before)
     if said_of is None:
         return False
     noun = said_of.group("noun")
@@ -1058,40 +955,28 @@ def _said_of_another_aspect(cue: Cue, before: str) -> bool:
     return bool(named) and cue.aspect not in named
 
 
-# the one part named: "the 'what is a firewall' paragraph", "that intro paragraph"
-_ONE_PART = re.compile(
-    r"\b(?:the|that|this)\s+(?:'[^']+'\s+|(?!(?:like|as|is|are|was|were|sounds?|reads?|looks?"
-    r"|feels?|seems?)\b)[\w-]+\s+){1,4}$"
-)
-_NEVER_MET = re.compile(
-    r"(?:\bnever|\bnot|n't)\s+(?:\w+\s+)?(?:used|seen|opened|touched|heard of|worked with|come "
-    r"across|dealt with)\s+(?:\w+\s+){0,3}$"
-)
 _NEGATION_UNPLACED = "a negation it cannot place: what is refused is not clear"
 
 
 def _negation_unplaced(before: str, frame: Frame) -> bool:
     """A negation before a cue that did not set the cue's frame ("it can't sound like a text
     message", "don't pad it out with caveats"): which way the wish goes is not certain."""
-    if _NEVER_MET.search(before):
+    if _G["never_met"].search(before):
         return True  # "they have never used a spreadsheet": what they know, not what they want
     if frame not in ("ask", "plain"):
         return False  # "shouldn't read like a contract" complains as "reads like a contract" does
     before = re.split(r"\b(?:and|or|but)\b|,", before)[-1]  # a negation of the cue's own phrase
     before = re.sub(r"\bwhy not\b|\bnot (?:only|just)\b|\b(?:is|are|was|were)n't in\b", "", before)
-    return bool(_NEGATION.search(before) or (frame == "ask" and _NOBODY.search(before)))
-
-
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+    return bool(_G["negation"].search(before) or (frame == "ask" and _G["nobody"].search(before)))
 
 
 def _sentences(text: str) -> list[str]:
     """The sentences of ``text``; a quotation stays whole ("'Hey there! Great news' is not how
     we write")."""
-    held = _QUOTED.sub(
+    held = _G["quoted"].sub(
         lambda m: re.sub(r"([.!?])\s", r"\1" + _HOLD, m.group(0)), text.translate(_QUOTES)
     )
-    return [s.replace(_HOLD, " ") for s in _SENTENCE.split(held) if s.strip()]
+    return [s.replace(_HOLD, " ") for s in _G["sentence"].split(held) if s.strip()]
 
 
 sentences = _sentences
@@ -1108,20 +993,13 @@ def _is_praise(sentence: str) -> bool:
     )
 
 
-_CUTTING = re.compile(
-    r"^\W*(?:just |please |so )?(?:skip|cut|drop|lose|remove|trim|scrap|ditch|delete|shorten|"
-    r"get rid of|take out)\b"
-)
-_NOT_THAT = re.compile(r"^\W*(?:but |and )?not (?:the|your|its|any|those|these|that|this)\b")
-
-
 def _spared(parts: list[str], index: int) -> bool:
     """Whether clause ``index`` spares a part from the cut the clause before it asks for: in
     "Skip the preamble, not the caveats" the caveats stay."""
     return (
         index > 0
-        and bool(_NOT_THAT.match(parts[index].lower()))
-        and bool(_CUTTING.match(parts[index - 1].lower()))
+        and bool(_G["not_that"].match(parts[index].lower()))
+        and bool(_G["cutting"].match(parts[index - 1].lower()))
     )
 
 
@@ -1229,25 +1107,13 @@ def _request(clause: str) -> str | None:
     return None
 
 
-# What makes a request no family covers unfit to stand in the agent's prompt on its own: a
-# pronoun pointing back at words outside it ("Name them.", "Show me one, annotated."), a
-# quotation or bracket the clause split cut open, an imperative that only sets up a
-# description ("Ask it for X and you get Y"), or a comparative a family should have read
-# ("the answer in fewer lines")
-_LEANS = re.compile(
-    r"\b(?:them|they|those|these|ones)\b|\bone\s*(?:[,.;]|$)"
-    r"|\band you(?:'ll| will)? (?:get|see|end up)\b"
-    r"|\b(?:more|less|fewer|shorter|longer|simpler|clearer)\b|\w+er than\b"
-)
-
-
 _LEANING = "a request that leans on words outside it: what it asks for is not said"
 
 
 def _leans_outside(request: str) -> bool:
     lowered = request.lower()
     unbalanced = lowered.count("(") != lowered.count(")") or lowered.count('"') % 2
-    return bool(unbalanced or _LEANS.search(lowered))
+    return bool(unbalanced or _G["leans"].search(lowered))
 
 
 def _read_sentiment(clause: str, reading: Reading) -> None:
@@ -1403,5 +1269,7 @@ def _settle(reading: Reading, mode: Mode) -> None:
     # are not experts" keeps nothing of the expert pitch)
     against = {c for w in reading.wishes for c in contrary_of(w.family) | {opposite_of(w.family)}}
     reading.kept = [
-        k for k in reading.kept if k.family not in against or _KEEP_SAID.search(k.quote.lower())
+        k
+        for k in reading.kept
+        if k.family not in against or _G["keep_said"].search(k.quote.lower())
     ]

@@ -29,6 +29,9 @@ from domain.trainer import Amount
 from trainer.reading import cue_tables
 from trainer.reading.wish import Wish
 
+# The words, each explained in ``cues/en/vocabulary/wish_actions.json``
+_W = cue_tables.vocabulary("wish_actions").patterns
+
 ACTIONS = cue_tables.ACTIONS
 TAKEBACK_CONFIDENCE = 0.9
 NEGATION = re.compile(
@@ -49,14 +52,6 @@ class ActionCues:
     approve: re.Pattern[str] | None
     pronoun: re.Pattern[str] | None
     nouns: dict[str, re.Pattern[str]]
-
-
-# a phrasal verb split by its object ("take the bullets out") said as the removal words know it
-# ("take out the bullets")
-_SEPARATED = re.compile(
-    r"\b(take|leave|cut|strip|pull|throw)\s+((?:the|those|these|all the|your)\s+"
-    r"(?:[\w-]+\s+){0,3}?[\w-]+)\s+out\b"
-)
 
 
 def _alternation(phrases: list[str], bounded: bool) -> re.Pattern[str] | None:
@@ -109,18 +104,11 @@ def _family_nouns(text: str, cues: ActionCues) -> list[tuple[int, int, str]]:
     return sorted(hits)
 
 
-# praise of an answer as it now is, just before "without": "better without the numbering"
-_BETTER_BEFORE = re.compile(
-    r"\b(?:better|nicer|cleaner|clearer|good|great|fine|works?|reads? (?:better|well))\s+"
-    r"(?:now\s+|off\s+|as it is\s+)?$"
-)
-
-
 def takebacks(sentence: str, before: str = "") -> list[Wish]:
     """The families ``sentence`` takes back (or, with the removal denied, keeps), in any
     language with an actions file. A removal of a pronoun ("take it out") with no family named
     in the sentence points at the last one named in the sentence ``before``."""
-    lowered = _SEPARATED.sub(r"\1 out \2", sentence.lower())
+    lowered = _W["separated"].sub(r"\1 out \2", sentence.lower())
     wishes: dict[str, Wish] = {}
     for cues in action_cues():
         if cues.remove is None:
@@ -136,7 +124,7 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
         for verb, postposed in verbs:
             if re.match(r"\s*(?:than|of)\b", lowered[verb.end() :]):
                 continue  # "no more than 80 words" is a limit, "no more of" a quantity
-            if verb.group(0).startswith("without") and _BETTER_BEFORE.search(
+            if verb.group(0).startswith("without") and _W["better_before"].search(
                 lowered[: verb.start()]
             ):
                 continue  # "better without the numbering": the removal approved, asked again
@@ -165,10 +153,6 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
     return list(wishes.values())
 
 
-_AND = re.compile(r"^\s*(?:,|and|&|plus|as well as|or)\s*(?:,\s*)?(?:and\s+)?(?:the |those |"
-                  r"these |all the |any )?$")  # fmt: skip
-
-
 def _coordinated(text: str, family: str | None, nouns: list[tuple[int, int, str]]) -> list[str]:
     """The families named right after the object of a removal, joined to it by "and" or a
     comma: "drop the table and the examples" takes back both."""
@@ -177,7 +161,7 @@ def _coordinated(text: str, family: str | None, nouns: list[tuple[int, int, str]
     found: list[str] = []
     chain = [n for n in nouns if n[2] == family][:1]
     for start, end, other in nouns:
-        if chain and start > chain[-1][1] and _AND.match(text[chain[-1][1] : start]):
+        if chain and start > chain[-1][1] and _W["and"].match(text[chain[-1][1] : start]):
             chain.append((start, end, other))
             found.append(other)
     return [f for f in found if f != family]
@@ -316,27 +300,10 @@ _COUNTED = {
 }
 
 
-# a share of the length that is enough by itself: "a third of this would do", "half the length"
-_SHARE_ALONE = re.compile(
-    r"\b(?:half|(?:a |one )?third|(?:a |one )?quarter|two[- ]thirds)\b[^.;!?]{0,30}?\b(?:length|"
-    r"as long|would do|will do|is enough|is plenty|would be (?:plenty|enough|ideal|fine|better))\b"
-    # the share taken off, asked ("cut it by a third", "could you trim it by half")
-    r"|(?:^|[,;:!?.]\s*|\b(?:please|you|just|and|then)\s+)"
-    r"(?:cut|trim|shorten|reduce|chop|slash)\b[^.;!?]{0,20}?\bby (?:about |roughly |around )?"
-    r"(?:half|(?:a |one )?third|(?:a |one )?quarter)\b"
-    # the share taken off again: "cut another quarter", "another third off"
-    r"|\b(?:take|knock|cut|shave|trim)\w* (?:off )?(?:another|a further|one more) "
-    r"(?:third|quarter)\b|\b(?:another|a further|one more) (?:third|quarter) off\b"
-    # the share to keep, asked: "get it to about half", "bring it down to a third"
-    r"|\b(?:get|bring|take|cut|trim)\w*(?: it| this| that)?(?: down)? to (?:about |roughly |"
-    r"around )?(?:a |one )?(?:half|third|quarter)\b"
-)
-
-
 def share_alone(text: str) -> tuple[str, Amount] | None:
     """(quote, amount) of a share of the length asked for on its own, with no other word about
     the length ("Roughly a third of this length would do.")."""
-    match = _SHARE_ALONE.search(text.lower())
+    match = _W["share_alone"].search(text.lower())
     if match is None:
         return None
     amount = amount_of(match.group(0), "shorter")
