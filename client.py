@@ -7,57 +7,72 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import lazy_loader as lazy
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
 )
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
 )
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as TimeoutError_
 from temporalio.runtime import Runtime
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from codec.encryption import codec_from_env, data_converter
 from domain import search_attributes
-from domain.checks import OutputChecks
-from domain.corrections import LabelledExample
 from domain.execution import CUT_OFF
-from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted, redacted
-from domain.lineage import LineageInput, LineageState, score_before
+from domain.reading_preview import PREVIEW_TIMEOUT, PREVIEW_WORKFLOW, LineagePreview, PreviewAsked
+from domain.redaction import redact
 from domain.settings import Settings
-from domain.spec import SessionSpec
-from domain.trace import Trace
-from domain.trainer import SegmentProvenance
-from runner.telemetry import tracing_interceptor
-from trainer import preview
-from trainer.backends import TrainerBackends
-from trainer.cycle_step import LineageMemory
-from trainer.preview import ReadingPreview
-from workflows.lineage import LineageWorkflow
 
-if TYPE_CHECKING:  # the store is the caller's: the library opens none
-    from store import Store
+# The lineage workflow (with the activities and the store it imports: seconds) and what the
+# lineage's state needs load on first use: a command that only asks for a reading
+# (`training-camp score`, `read`: ``preview_on_worker``) never loads them
+lineage_workflow = lazy.load("workflows.lineage", suppress_warning=True)
+lineage_model = lazy.load("domain.lineage", suppress_warning=True)
+telemetry = lazy.load("runner.telemetry", suppress_warning=True)
+
+if TYPE_CHECKING:
+    from domain.checks import OutputChecks
+    from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted
+    from domain.lineage import LineageState
+    from domain.spec import SessionSpec
+    from domain.trace import Trace
+    from domain.trainer import SegmentProvenance
+    from store import Store  # the store is the caller's: the library opens none
+    from workflows.lineage import LineageWorkflow
+
+    LineageHandle = WorkflowHandle[LineageWorkflow, object]
 
 log = logging.getLogger(__name__)
-LineageHandle = WorkflowHandle[LineageWorkflow, object]
 
 
 async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
     """A client for ``settings``' Temporal; payloads are encrypted when a key is configured
     (every client and worker alike)."""
+    interceptors = []
+    if settings.temporal_tracing:
+        interceptors.append(telemetry.tracing_interceptor())
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         data_converter=data_converter(codec_from_env()),
-        interceptors=[tracing_interceptor()] if settings.temporal_tracing else [],
+        interceptors=interceptors,
         runtime=runtime,
     )
 
@@ -95,13 +110,14 @@ async def start_session(client: Client, spec: SessionSpec, task_queue: str) -> l
     """Start every lineage of ``spec``; a lineage already running is resumed, not restarted.
     A worker on ``task_queue`` sharing ``client`` (the demo's) takes a lineage's first
     workflow task with the start call's answer (eager start) instead of through the queue."""
+
     await ensure_search_attributes(client)
     handles = []
     for lineage in spec.lineages:
         lineage_id = spec.lineage_id(lineage.label)
         handle = await client.start_workflow(
-            LineageWorkflow.run,
-            LineageInput(
+            lineage_workflow.LineageWorkflow.run,
+            lineage_model.LineageInput(
                 session_id=spec.session_id,
                 session_name=spec.name,
                 lineage_id=lineage_id,
@@ -132,8 +148,9 @@ async def start_session(client: Client, spec: SessionSpec, task_queue: str) -> l
 async def await_output(handle: LineageHandle, cycle: int) -> LineageState:
     """Block until cycle ``cycle``'s output awaits its score (or the lineage stops or fails),
     without polling; asks again when a run continues as new meanwhile."""
+
     while True:
-        state = await handle.execute_update(LineageWorkflow.await_output, cycle)
+        state = await handle.execute_update(lineage_workflow.LineageWorkflow.await_output, cycle)
         if state.cycle >= cycle or state.status in ("failed", "stopped", "completed"):
             return state
 
@@ -155,19 +172,22 @@ async def correct_reading(
     by ``evaluation_id``, by default the latest (whose reading ``state`` and ``training-camp
     output`` show) — and wait until the lineage has taken the correction: ValueError with the
     lineage's reason when it refuses (an unknown family, a later score, another rater's)."""
+
     handle = await _lineage_handle(settings, lineage)
     if evaluation_id is None:
-        state: LineageState = await handle.query(LineageWorkflow.state)
+        state: LineageState = await handle.query(lineage_workflow.LineageWorkflow.state)
         if not state.score_history:
             raise ValueError("nothing to correct: no score on this lineage has been read yet")
         evaluation_id = state.score_history[-1].evaluation_id
     payload = {
-        "wants": [redacted(w) for w in wants],
-        "rater": redacted(rater),
+        "wants": [redact(w) for w in wants],
+        "rater": redact(rater),
         "evaluation_id": evaluation_id,
     }
     try:
-        accepted = await handle.execute_update(LineageWorkflow.correct_reading, payload)
+        accepted = await handle.execute_update(
+            lineage_workflow.LineageWorkflow.correct_reading, payload
+        )
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         reason = cause.message if isinstance(cause, ApplicationError) else str(cause)
@@ -206,9 +226,12 @@ async def submit_score(client: Client, lineage: str, payload: dict[str, object])
     """Send a score through the lineage's ``submit_score`` update (its id or workflow id):
     ValueError with the lineage's reason when it refuses. A credential in its texts is masked
     before it leaves: Temporal's history keeps an update's input as sent."""
+
     handle = client.get_workflow_handle(workflow_id(lineage.removeprefix("lineage-")))
     try:
-        return await handle.execute_update(LineageWorkflow.submit_score, _masked(payload))
+        return await handle.execute_update(
+            lineage_workflow.LineageWorkflow.submit_score, _masked(payload)
+        )
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         raise ValueError(
@@ -219,14 +242,15 @@ async def submit_score(client: Client, lineage: str, payload: dict[str, object])
 def _masked(payload: dict[str, object]) -> dict[str, object]:
     """``payload`` with its texts (comment, rater, wants) redacted; the rest as it is (the
     lineage's validation names what is wrong with it)."""
+
     masked = dict(payload)
     for field in ("comment", "rater"):
         value = masked.get(field)
         if isinstance(value, str):
-            masked[field] = redacted(value)
+            masked[field] = redact(value)
     wants = masked.get("wants")
     if isinstance(wants, list):
-        masked["wants"] = [redacted(w) if isinstance(w, str) else w for w in wants]
+        masked["wants"] = [redact(w) if isinstance(w, str) else w for w in wants]
     return masked
 
 
@@ -236,7 +260,7 @@ async def last_reading(settings: Settings, lineage: str, timeout: float = 3.0) -
 
     async def ask() -> str | None:
         handle = await _lineage_handle(settings, lineage)
-        state: LineageState = await handle.query(LineageWorkflow.state)
+        state: LineageState = await handle.query(lineage_workflow.LineageWorkflow.state)
         return state.last_reading
 
     try:
@@ -245,54 +269,49 @@ async def last_reading(settings: Settings, lineage: str, timeout: float = 3.0) -
         return None
 
 
-async def preview_reading(
-    client: Client,
-    store: Store,
-    backends: TrainerBackends,
-    lineage: str,
-    score: float,
-    comment: str | None,
-    shared_corrections: bool = False,
-) -> tuple[LineageState, ReadingPreview]:
-    """The lineage's `state`, and how its cycle step would read ``score`` and ``comment`` now:
-    the same reader, the corrections it would consult (the session's, or every session's
-    with ``shared_corrections``, as the worker's setting says) and the lineage's trainer.
-    Writes nothing. KeyError when no such lineage is known."""
-    lineage_id = await asyncio.to_thread(store.queries.resolve_lineage, lineage)
-    state: LineageState = await client.get_workflow_handle(workflow_id(lineage_id)).query(
-        LineageWorkflow.state
-    )
-    corrections, undo_to = await asyncio.to_thread(
-        _reading_context, store, state, shared_corrections
-    )
-    memory = LineageMemory(
-        session_id=state.session_id,
-        lineage_id=lineage_id,
-        previous_score=score_before(state.score_history, None),
-        corrections=corrections,
-        # the standing wishes: a wish they would keep the step from acting on is said now
-        wishes=state.active_wishes,
-        cycle=state.cycle,
-    )
-    backend = preview.backend_for(backends, state.trainer, state.trainer_model)
-    return state, await preview.preview(backend, memory, score, comment, undo_to)
+async def preview_on_worker(
+    client: Client, lineage: str, score: float, comment: str | None
+) -> LineagePreview:
+    """``preview_reading`` made by a worker of the lineage (its id or workflow id), on its task
+    queue: the reader there is loaded, and the corrections, setting and trainer backend are the
+    step's own. The comment is masked before it leaves (the reading's workflow keeps it in its
+    history). KeyError when Temporal has no such lineage, TimeoutError when no worker read it
+    within ``PREVIEW_TIMEOUT`` (none polls the queue)."""
 
-
-def _reading_context(
-    store: Store, state: LineageState, shared_corrections: bool
-) -> tuple[list[LabelledExample], int | None]:
-    """The corrections the step's reader consults, and the version an undo goes back to (the
-    one the current version was made from)."""
-    q = store.queries
-    made = [r for r in q.evolution_records(state.lineage_id) if r.to_version == state.agent_version]
-    corrections = q.labelled_examples(None if shared_corrections else state.session_id)
-    return corrections, made[-1].from_version if made else None
+    handle = client.get_workflow_handle(workflow_id(lineage.removeprefix("lineage-")))
+    try:
+        queue = (await handle.describe()).task_queue
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        raise KeyError(f"no lineage {lineage!r} in Temporal (by lineage or workflow id)") from None
+    asked = PreviewAsked(lineage=lineage, score=score, comment=redact(comment) if comment else None)
+    try:
+        return await client.execute_workflow(
+            PREVIEW_WORKFLOW,
+            asked,
+            result_type=LineagePreview,
+            id=f"reading-preview-{handle.id.removeprefix('lineage-')}-{uuid.uuid4().hex[:12]}",
+            task_queue=queue,
+            execution_timeout=PREVIEW_TIMEOUT,
+        )
+    except WorkflowFailureError as exc:
+        cause = exc.cause.cause if isinstance(exc.cause, ActivityError) else exc.cause
+        if isinstance(cause, ApplicationError) and cause.type == "UnknownLineage":
+            raise KeyError(cause.message) from None
+        if isinstance(cause, TimeoutError_):
+            raise TimeoutError(
+                f"no worker read the comment within {PREVIEW_TIMEOUT.seconds} s: is a worker "
+                f"running on the lineage's task queue {queue!r}?"
+            ) from None
+        raise
 
 
 async def next_cycle(handle: LineageHandle) -> int:
     """The cycle after the one a lineage is in (2 for a new one)."""
+
     try:
-        state: LineageState = await handle.query(LineageWorkflow.state)
+        state: LineageState = await handle.query(lineage_workflow.LineageWorkflow.state)
     except RPCError:
         return 2
     return max(state.cycle, 1) + 1
@@ -319,6 +338,7 @@ def lineage_output(
 ) -> tuple[str, LineageOutput | None]:
     """The lineage named by its id or workflow id, and its output of ``cycle`` (default: the
     latest), None when it has none; KeyError when no such lineage is known."""
+
     q = store.queries
     lineage_id = q.resolve_lineage(lineage)
     chosen = [a for a in q.artifacts(lineage_id) if cycle is None or a.cycle == cycle]

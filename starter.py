@@ -7,8 +7,9 @@ import asyncio
 import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
+import lazy_loader as lazy
 import typer
 from rich.table import Table
 
@@ -19,30 +20,35 @@ from client import (
     lineage_output,
     lineage_trace,
     next_cycle,
-    preview_reading,
+    preview_on_worker,
     prompt_blame,
     start_session,
     submit_score,
     workflow_id,
 )
-from demo.session import run_demo
 from domain import want_labels
 from domain import wants as structured
 from domain.settings import Settings
-from domain.spec import SessionSpec, SpecError, load_spec
-from domain.trace import TracedAttempt
-from domain.words import words_of
-from review import views
-from review.inbox_table import print_inbox
-from review.serve import review_token, serve
 from services import command_line
-from services.instructions import print_instructions
 from services.reading_prompt import Confirmed, confirm, print_reading
 from services.terminal import console as make_console
 from services.terminal import json_text, printable, shown
-from store import Store
-from trainer.backends import TrainerBackends
-from workflows.lineage import LineageWorkflow
+
+# What other commands need loads on first use: `score` and `read` print a reading without
+# loading the lineage workflow, the store, the review app or the demo (seconds, together)
+spec_files = lazy.load("domain.spec", suppress_warning=True)
+instructions = lazy.load("services.instructions", suppress_warning=True)
+views = lazy.load("review.views", suppress_warning=True)
+inbox_table = lazy.load("review.inbox_table", suppress_warning=True)
+review_app = lazy.load("review.serve", suppress_warning=True)
+demo_session = lazy.load("demo.session", suppress_warning=True)
+stores = lazy.load("store", suppress_warning=True)
+words = lazy.load("domain.words", suppress_warning=True)
+lineage_workflow = lazy.load("workflows.lineage", suppress_warning=True)
+
+if TYPE_CHECKING:
+    from domain.spec import SessionSpec
+    from domain.trace import TracedAttempt
 
 console = make_console()
 SpecPath = Annotated[Path, typer.Argument(help="Session spec (YAML or JSON).")]
@@ -58,9 +64,10 @@ app = typer.Typer(
 
 
 def _load(spec_path: Path) -> SessionSpec:
+
     try:
-        return load_spec(spec_path)
-    except SpecError as exc:
+        return spec_files.load_spec(spec_path)
+    except spec_files.SpecError as exc:
         console.print(f"[red]{shown(exc)}[/red]", highlight=False)
         raise typer.Exit(2) from None
 
@@ -68,13 +75,14 @@ def _load(spec_path: Path) -> SessionSpec:
 @app.command()
 def start(spec_path: SpecPath) -> None:
     """Start (or resume) every lineage of a session on $TEMPORAL_ADDRESS."""
+
     spec = _load(spec_path)
     settings = Settings.from_env()
 
     async def go() -> None:
         client = await connect(settings)
         handles = await start_session(client, spec, settings.task_queue)
-        print_instructions(spec, settings, None, await next_cycle(handles[0]))
+        instructions.print_instructions(spec, settings, None, await next_cycle(handles[0]))
 
     asyncio.run(go())
 
@@ -82,6 +90,7 @@ def start(spec_path: SpecPath) -> None:
 @app.command()
 def status(spec_path: SpecPath) -> None:
     """Print each lineage's state (the `state` query)."""
+
     spec = _load(spec_path)
     settings = Settings.from_env()
 
@@ -89,7 +98,7 @@ def status(spec_path: SpecPath) -> None:
         client = await connect(settings)
         for lineage in spec.lineages:
             handle = client.get_workflow_handle(workflow_id(spec.lineage_id(lineage.label)))
-            state = await handle.query(LineageWorkflow.state)
+            state = await handle.query(lineage_workflow.LineageWorkflow.state)
             console.print(json_text(state.model_dump_json()))
 
     asyncio.run(go())
@@ -101,16 +110,17 @@ def inbox(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Outputs awaiting a score, oldest first, across sessions (the review inbox)."""
+
     settings = Settings.from_env()
 
     async def go() -> views.Inbox:
-        store = Store.open(database_url or settings.database_url)
+        store = stores.Store.open(database_url or settings.database_url)
         try:
             return await views.inbox(await connect(settings), store, session)
         finally:
             store.close()
 
-    print_inbox(asyncio.run(go()))
+    inbox_table.print_inbox(asyncio.run(go()))
 
 
 @app.command()
@@ -121,7 +131,8 @@ def output(
 ) -> None:
     """Print a lineage's whole output — the one awaiting your score, or cycle N's — from the
     store (the `state` query carries a preview only)."""
-    store = Store.open(database_url or Settings.from_env().database_url)
+
+    store = stores.Store.open(database_url or Settings.from_env().database_url)
     try:
         lineage, found = lineage_output(store, lineage_id, cycle)
     except KeyError as exc:
@@ -139,7 +150,7 @@ def output(
         print(printable(found.question))
         print()
     console.print(
-        f"[bold]{shown(lineage)}[/bold], cycle {found.cycle} ({words_of(found.text)} words"
+        f"[bold]{shown(lineage)}[/bold], cycle {found.cycle} ({words.words_of(found.text)} words"
         + (", cut off at the token limit" if found.cut_off else "")
         + "):",
         highlight=False,
@@ -162,7 +173,7 @@ def trace(
 ) -> None:
     """Print how an output was made: each flow step with its model calls and tool calls — the
     tool, its arguments, what came back (cut short) and how long it took — from the store."""
-    store = Store.open(database_url or Settings.from_env().database_url)
+    store = stores.Store.open(database_url or Settings.from_env().database_url)
     try:
         lineage, found = lineage_trace(store, lineage_id, cycle)
     except KeyError as exc:
@@ -235,8 +246,8 @@ def score(
     comment: Annotated[str | None, typer.Argument(help="What to keep, what to change.")] = None,
     rater: Rater = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Take the reading as read.")] = False,
-    database_url: DatabaseUrl = None,
 ) -> None:
+
     settings = Settings.from_env()
     if not 0 <= value <= 10:
         console.print(f"[red]score: {value:g} is not from 0 to 10[/red]", highlight=False)
@@ -244,20 +255,10 @@ def score(
     ask = None if yes or not sys.stdin.isatty() else _ask
 
     async def go() -> int:
-        store = Store.open(database_url or settings.database_url)
-        try:
-            client = await connect(settings)
-            state, seen = await preview_reading(
-                client,
-                store,
-                TrainerBackends(settings),
-                lineage_id,
-                value,
-                comment,
-                settings.shared_corrections,
-            )
-        finally:
-            store.close()
+        client = await connect(settings)
+        # read by the lineage's worker, as its step would read it
+        previewed = await preview_on_worker(client, lineage_id, value, comment)
+        seen = previewed.reading
         print_reading(console, seen)
         taken = Confirmed(seen.chips, seen.exact)
         if ask is not None:
@@ -271,15 +272,15 @@ def score(
             payload["comment"] = comment
         if rater:
             payload["rater"] = rater
-        if state.status == "awaiting_score":
+        if previewed.status == "awaiting_score":
             # the output whose reading was shown: refused, not misapplied, once replaced
-            payload["cycle"] = state.cycle
-            if state.output_id:
-                payload["output_id"] = state.output_id
+            payload["cycle"] = previewed.cycle
+            if previewed.output_id:
+                payload["output_id"] = previewed.output_id
         if taken.as_wants and (comment or taken.wants):
             payload["wants"] = taken.wants
         try:
-            accepted = await submit_score(client, state.lineage_id, payload)
+            accepted = await submit_score(client, previewed.lineage_id, payload)
         except ValueError as exc:
             console.print(f"[red]refused: {shown(exc)}[/red]", highlight=False)
             return 1
@@ -292,7 +293,7 @@ def score(
 
     try:
         code = asyncio.run(go())
-    except KeyError as exc:
+    except (KeyError, TimeoutError) as exc:
         console.print(f"[red]{shown(exc.args[0])}[/red]")
         raise typer.Exit(1) from None
     if code:
@@ -307,29 +308,15 @@ def read(
     comment: Annotated[str, typer.Argument(help="The comment to read.")],
     lineage: Annotated[str, typer.Option(help="The lineage whose reading to preview.")],
     score: Annotated[float, typer.Option(help="The score it comes with.", min=0, max=10)] = 5,
-    database_url: DatabaseUrl = None,
 ) -> None:
-    settings = Settings.from_env()
 
     async def go() -> None:
-        store = Store.open(database_url or settings.database_url)
-        try:
-            _, seen = await preview_reading(
-                await connect(settings),
-                store,
-                TrainerBackends(settings),
-                lineage,
-                score,
-                comment,
-                settings.shared_corrections,
-            )
-        finally:
-            store.close()
-        print_reading(console, seen)
+        client = await connect(Settings.from_env())
+        print_reading(console, (await preview_on_worker(client, lineage, score, comment)).reading)
 
     try:
         asyncio.run(go())
-    except KeyError as exc:
+    except (KeyError, TimeoutError) as exc:
         console.print(f"[red]{shown(exc.args[0])}[/red]")
         raise typer.Exit(1) from None
 
@@ -357,6 +344,7 @@ def correct(
         typer.Option(help="The score corrected (state: score_history). Default: the latest."),
     ] = None,
 ) -> None:
+
     try:
         wants = structured.from_options(want, remove, amount)
         done = asyncio.run(
@@ -377,7 +365,7 @@ def blame(
 ) -> None:
     """Where each segment of a lineage's prompt came from: version, evolution, feedback."""
 
-    store = Store.open(database_url or Settings.from_env().database_url)
+    store = stores.Store.open(database_url or Settings.from_env().database_url)
     try:
         rows = prompt_blame(store, lineage_id, version)
     except KeyError as exc:
@@ -414,8 +402,11 @@ def demo(
 ) -> None:
     """Dev server with Web UI + a worker + the review inbox + the session; Ctrl-C (or SIGTERM)
     stops what it started, and so does the dev server stopping."""
+
     spec = _load(spec_path)
-    code = run_demo(spec, data_dir, port=port, ui_port=ui_port, review_port=review_port)
+    code = demo_session.run_demo(
+        spec, data_dir, port=port, ui_port=ui_port, review_port=review_port
+    )
     if code:
         raise typer.Exit(code)
 
@@ -435,13 +426,14 @@ def review(
 ) -> None:
     """The review inbox for raters, on $TEMPORAL_ADDRESS and $TRAINING_CAMP_DATABASE_URL. It
     requires a token (TRAINING_CAMP_REVIEW_TOKEN): raters sign in with it and their name."""
+
     try:
-        token = review_token()
+        token = review_app.review_token()
     except ValueError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from None
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(Settings.from_env(), host, port, token, allowed_host))
+        asyncio.run(review_app.serve(Settings.from_env(), host, port, token, allowed_host))
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ from activities.feedback import FeedbackActivities
 from activities.insight_sharing import InsightSharingActivities
 from activities.lightning import LightningActivities
 from activities.lineage_registry import LineageRegistryActivities
+from activities.reading_preview import ReadingPreviewActivities
 from activities.rlm import RlmActivities
 from activities.trainer import TrainerActivities
 from client import connect
@@ -48,6 +49,7 @@ from workflows.lightning import (
     RolloutDispatcherWorkflow,
 )
 from workflows.lineage import LineageWorkflow
+from workflows.reading_preview import ReadingPreviewWorkflow
 from workflows.rlm import RlmFanOutWorkflow, RlmReplWorkflow, RlmWorkerWorkflow
 
 
@@ -69,6 +71,7 @@ def build_worker(
     registry = LineageRegistryActivities(store)
     trainers = TrainerBackends(settings)
     trainer = TrainerActivities(store, trainers, settings.shared_corrections)
+    reading = ReadingPreviewActivities(store, trainers, settings.shared_corrections)
     feedback = FeedbackActivities(store)
     records = CycleRecordActivities(store)
     sharing = InsightSharingActivities(store)
@@ -88,6 +91,7 @@ def build_worker(
         ],
         workflows=[
             LineageWorkflow,
+            ReadingPreviewWorkflow,
             LightningServerWorkflow,
             RolloutBatchWorkflow,
             RolloutDispatcherWorkflow,
@@ -104,6 +108,7 @@ def build_worker(
             feedback.record_directive,
             feedback.record_lock,
             trainer.take_cycle_step,
+            reading.preview_reading,
             records.record_cycle_step,
             records.record_correction,
             sharing.share_outcome,

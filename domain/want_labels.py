@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 
 from domain import wants
 from domain.answer_parts import part_words, unscoped
+from domain.trainer import FeedbackAspect
 
 FILE = Path(__file__).with_name("want_labels.json")
 
@@ -43,10 +45,9 @@ def label(want: str, undo_to: int | None = None) -> str:
     aspect = wants.parse(want)
     family = aspect.want or ""
     if family == "banned":  # avoid:"…"
-        return f"avoid {aspect.detail!r}"
+        return _avoid(aspect.detail or "")
     if family == "language":
-        language, part = unscoped(aspect.detail)
-        said = f"{part_words(part)} in {language}" if part else f"in {language}"
+        said = _language(aspect.detail or "")
         return {"remove": f"no longer {said}", "keep": f"keep: {said}"}.get(
             aspect.action or "", said
         )
@@ -64,6 +65,87 @@ def label(want: str, undo_to: int | None = None) -> str:
     if amount.kind == "count" and amount.unit == wants.UNITS.get(family) and aspect.action == "add":
         return amount.says()  # "one example", "three bullets": the unit names the family
     return f"{said}: {amount.says()}"
+
+
+def wish_words(aspect: FeedbackAspect) -> str:
+    """The words for a wish as read, whatever its action (the say-back groups wishes by it):
+    ``shorter`` with a share → "shorter: about half", ``example`` with a count → "one example",
+    ``conclusion_first`` → "answer first"; and the wishes no want names, from what they are
+    about: a topic ("more on phone length, less on history"), a language ("in German", "the
+    closing summary in German"), a phrase to avoid ("avoid 'to be fair'"), a tool ("use the
+    search tool less, for arithmetic"), a request in the rater's own words."""
+    family = aspect.want or ""
+    detail = aspect.detail or ""
+    if family in _READ_ONLY:
+        return _READ_ONLY[family](detail)
+    entry = _labels().get(family)
+    if entry is None:  # not a family this install knows: its name, as words
+        return family.replace("_", " ")
+    said = entry["label"]
+    if family == "longer" and detail and aspect.amount is None:
+        return f"more depth on {detail}"
+    amount = aspect.amount
+    if amount is None:
+        return said
+    if amount.kind == "count" and amount.unit == wants.UNITS.get(family):
+        return amount.says()  # "one example": the unit names the family
+    return f"{said}: {amount.says()}"
+
+
+def _language(detail: str) -> str:
+    """``German`` → "in German", ``German@summary`` → "the closing summary in German"."""
+    language, part = unscoped(detail)
+    if not language:
+        return "in another language"
+    return f"{part_words(part)} in {language}" if part else f"in {language}"
+
+
+def _avoid(phrase: str) -> str:
+    """``to be fair`` (a ``banned`` wish, sent as ``avoid:"to be fair"``) → "avoid 'to be fair'"."""
+    return f"avoid {phrase!r}" if phrase else "a phrase to avoid"
+
+
+def _focus(detail: str) -> str:
+    """``on:phone length|off:history`` → "more on phone length, less on history"."""
+    topics: dict[str, list[str]] = {"on": [], "off": []}
+    for key, _, topic in (p.partition(":") for p in detail.split("|")):
+        topic = re.sub(r"^(?:about|on)\s+", "", topic.strip())
+        if key in topics and topic and topic not in topics[key]:
+            topics[key].append(topic)
+    every = topics["on"] + topics["off"]
+    said = [
+        f"{'more' if key == 'on' else 'less'} on {' and '.join(kept)}"
+        for key in ("on", "off")
+        # a topic read twice, once with its neighbour's words in it, is said once
+        if (kept := [t for t in topics[key] if not any(o != t and o in t for o in every)])
+    ]
+    return ", ".join(said) or "a change of focus"
+
+
+def _tool(detail: str) -> str:
+    """``search|less|arithmetic+never`` → "never use the search tool, for arithmetic"."""
+    name, direction, context = (detail + "||").split("|")[:3]
+    where = [c for c in context.split("+") if c and c != "never"]
+    tool = f"the {name} tool" if name else "a tool"
+    said = f"never use {tool}" if "never" in context else f"use {tool} {direction or 'differently'}"
+    return said + (f", for {', '.join(where)}" if where else "")
+
+
+def _preserve(detail: str) -> str:
+    """``last|number`` → "keep every number of the text given"."""
+    what = detail.partition("|")[2]
+    return f"keep every {what} of the text given" if what else "keep the text given as it is"
+
+
+# The wishes the reader finds that no want names: said from what they are about
+_READ_ONLY = {
+    "focus": _focus,
+    "language": _language,
+    "banned": _avoid,
+    "tool_use": _tool,
+    "preserve": _preserve,
+    "custom": lambda detail: "a request in your own words",
+}
 
 
 def glossary() -> list[tuple[str, str]]:

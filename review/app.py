@@ -28,7 +28,8 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from client import correction_outcome, preview_reading
+from activities.reading_preview import preview_reading
+from client import correction_outcome
 from domain import want_labels, wants
 from domain.feedback import MAX_RATER_CHARS, redacted
 from domain.redaction import MASK

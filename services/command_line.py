@@ -8,7 +8,6 @@ import sys
 from typing import NoReturn
 
 import typer
-from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from temporalio.service import RPCError, RPCStatusCode
 
 from domain.redaction import redact
@@ -24,6 +23,9 @@ def _first_line(text: str) -> str:
 def operator_error(exc: BaseException) -> str | None:
     """One line for an error the operator can fix (Temporal or the store unreachable, a store
     URL that does not parse), or None for a bug, whose traceback is worth having."""
+    # imported on the way out: a command that never opens the store does not load SQLAlchemy
+    from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
+
     if isinstance(exc, RuntimeError) and str(exc).startswith("Failed client connect"):
         address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
         # the SDK's reason is a Rust error's debug form; its OS message says it in words

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from rich.console import Console
 
 from domain import wants
+from domain.reading_preview import Chip, ReadingPreview, chip
 from domain.refusals import excerpt
 from services.terminal import shown
-from trainer.preview import Chip, ReadingPreview, chip
 
 EDIT_HELP = (
     "One edit a line: 'drop 2' or 'drop bullets' removes a wish; '--want table', '--remove "
@@ -41,7 +41,7 @@ def print_reading(console: Console, seen: ReadingPreview, chips: list[Chip] | No
     chips = seen.chips if chips is None else chips
     console.print(shown(seen.said_back), highlight=False, soft_wrap=True)
     listed = "  ".join(f"[{n}] {shown(c.label)} ({shown(c.want)})" for n, c in enumerate(chips, 1))
-    console.print(f"Wishes: {listed or 'none, nothing changes'}", highlight=False, soft_wrap=True)
+    console.print(f"Wishes: {listed or _no_wishes(seen)}", highlight=False, soft_wrap=True)
     for u in seen.unsure:
         proposed = ", ".join(f"--want {shown(c.want)} ({shown(c.label)})" for c in u.proposed)
         said = "in the way" if u.standing else "not understood"
@@ -66,6 +66,16 @@ def print_reading(console: Console, seen: ReadingPreview, chips: list[Chip] | No
         )
     if seen.incomplete:
         console.print(f"  {shown(seen.incomplete)}", highlight=False, soft_wrap=True)
+
+
+def _no_wishes(seen: ReadingPreview) -> str:
+    """What an empty list of wishes means: nothing changes only when the step would act on
+    nothing else (no wish read that no want can carry, nothing left for the step to read)."""
+    if seen.unsaid:
+        return "none to list; the step acts on what is also read (below)"
+    if seen.incomplete:
+        return "none read here; the step reads the comment when you send it"
+    return "none, nothing changes"
 
 
 def edited(chips: list[Chip], line: str, undo_to: int | None = None) -> list[Chip]:
@@ -111,6 +121,7 @@ def confirm(
     """Ask the rater to take, edit or cancel the reading; None when cancelled."""
     chips = list(seen.chips)
     changed = False
+    dropped = shown("; ".join(seen.unsaid))
     while True:
         answer = ask("Take it [t], edit it [e] or cancel [c]? ").strip().lower()
         if answer in ("t", "take", "y", "yes", ""):
@@ -124,9 +135,15 @@ def confirm(
         while line := ask("edit> ").strip():
             try:
                 chips = edited(chips, line, undo_to)
-                changed = True
             except ValueError as exc:
                 console.print(f"[red]{shown(exc)}[/red]", highlight=False, soft_wrap=True)
                 continue
+            if not changed and dropped:  # edited wishes are sent as they are: nothing else
+                console.print(
+                    f"  dropped, since you edited the wishes: {dropped}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+            changed = True
             listed = "  ".join(f"[{n}] {shown(c.label)}" for n, c in enumerate(chips, 1))
             console.print(f"Wishes: {listed or 'none, nothing changes'}", highlight=False)

@@ -173,6 +173,22 @@ def test_a_sentence_quoted_as_the_problem_is_offered_to_avoid_and_checked_gone()
     assert not [c for c in liked.chips if c.want.startswith("avoid:")]
 
 
+def test_the_say_back_words_a_part_language_and_a_phrase_to_avoid_as_the_chips_do():
+    """Said back in the chips' words: never the family ids "language" and "banned", nor a
+    part's syntax ("German@summary")."""
+    (sent,) = _play(BRIEF, ["language:german@summary", 'avoid:"to be fair"', "language:norwegian"])
+    assert cycle_step.said_back(sent) == (
+        "Read as: the closing summary in German, avoid 'to be fair', in Norwegian"
+    )
+    (dropped,) = _play(BRIEF, ["remove:language:german@summary"])
+    assert "taken back: the closing summary in German" in cycle_step.said_back(dropped)
+    quoted = 'This is jargon: "Leverage synergies to optimise throughput."'
+    memory = LineageMemory(session_id="s", lineage_id="L")
+    seen = asyncio.run(preview.preview(RulesTrainer(), memory, 4, quoted))
+    assert "avoid 'leverage synergies to optimise throughput'" in seen.said_back
+    assert "banned" not in seen.said_back
+
+
 # ---- through the dev server -------------------------------------------------------------------
 
 

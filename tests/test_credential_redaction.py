@@ -183,13 +183,21 @@ async def test_every_kind_scored_through_the_cli_is_masked_in_the_store_file_and
         await handle.signal("lock", {"reason": comment})
         state = await handle.query(LineageWorkflow.state)
         events = [event async for event in lineage_history(client, handle)]
+        # the reading the command showed was made on the worker: what it sent there is masked
+        previews = [
+            event
+            async for run in client.list_workflows("WorkflowType = 'ReadingPreviewWorkflow'")
+            if run.id.startswith(f"reading-preview-{lineage}-")
+            async for event in client.get_workflow_handle(run.id).fetch_history_events()
+        ]
     assert "score 4 accepted" in printed
+    assert previews, "the reading was not asked of the worker"
     (scored,) = store.queries.evaluations(lineage)
     assert scored.rater == f"ana {MASK}" and MASK in (scored.comment or "")
     # a signal's input is kept as sent (docs/reliability.md): every other event is searched
     recorded = b"".join(
         e.SerializeToString()
-        for e in events
+        for e in [*events, *previews]
         if e.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
     )
     assert MASK.encode() in recorded

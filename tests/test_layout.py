@@ -1,6 +1,7 @@
 """Dependencies point one way, in the order the README's layout section draws: each package
 imports only from its own layer and the ones below, never at function level (where an import
-hides a cycle), and no two packages import each other."""
+hides a cycle), and no two packages import each other. A module loaded on first use
+(``lazy.load("store")``, lazy_loader) is an import like the others."""
 
 from __future__ import annotations
 
@@ -31,6 +32,20 @@ def modules() -> dict[str, list[Path]]:
     return found
 
 
+def _lazy_load(node: ast.AST) -> bool:
+    """``lazy.load("store")`` (lazy_loader): an import made on first use, checked as one."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "load"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "lazy"
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    )
+
+
 def imports(path: Path) -> list[tuple[str, int, bool]]:
     """(top-level name, line, inside a function) for each import of a project module."""
     tree = ast.parse(path.read_text(), str(path))
@@ -38,7 +53,7 @@ def imports(path: Path) -> list[tuple[str, int, bool]]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for inner in ast.walk(node):
-                if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                if isinstance(inner, (ast.Import, ast.ImportFrom)) or _lazy_load(inner):
                     in_function.add(id(inner))
     found = []
     for node in ast.walk(tree):
@@ -46,6 +61,8 @@ def imports(path: Path) -> list[tuple[str, int, bool]]:
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
+        elif _lazy_load(node):
+            names = [node.args[0].value]  # type: ignore[attr-defined]
         else:
             continue
         for name in names:

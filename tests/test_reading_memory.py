@@ -134,7 +134,7 @@ async def test_take_cycle_step_loads_the_sessions_corrections_or_every_sessions(
     assert ("as corrected on" in decision.reading) is shared
     _correct(store, "s1", "s1-A", ODD, ["bullets"])  # the session's own, now in the store
     decision = await activities.take_cycle_step(inp)
-    assert decision.reading is not None and decision.reading.startswith("Read as: bullets")
+    assert decision.reading is not None and decision.reading.startswith("Read as: bullet points")
     assert [x.corrected for x in store.queries.labelled_examples("s1")] == [["bullets"]]
 
 

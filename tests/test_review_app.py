@@ -487,7 +487,7 @@ async def test_the_reading_is_previewed_as_chips_edited_and_acted_on_exactly(
             browser.execute_script,
             f"return {card(a)}.querySelector('form.score .reading .note').textContent;",
         )
-        assert "no chip can carry: focus: on:the costs" in note
+        assert "no chip can carry: more on the costs" in note  # words, not the family "focus"
         await on(browser, comment.send_keys, Keys.ENTER)
         await wait_for_state(handle, awaiting(3))
     assert state.last_wants == ["shorter", "steadier", "table"]
@@ -510,6 +510,71 @@ async def test_the_reading_is_previewed_as_chips_edited_and_acted_on_exactly(
     assert "table" in v2 and "bullet" not in v2.lower()
     evaluation, _ = store.queries.evaluations(a)
     assert (evaluation.score, evaluation.rater) == (3.0, "ana")
+
+
+async def test_the_read_as_line_follows_the_chips_as_they_are_edited(
+    client, settings, run_worker, browser, inbox_server
+):
+    """The line above the chips says the wishes in the chips' words, and says what the chips
+    hold once the rater edits them: on the score form and on the correction form."""
+    spec = make_spec(inputs=QUESTIONS)
+    a = spec.lineage_id("A")
+    form = f"{card(a)}.querySelector('form.score')"
+    said = f"{form}.querySelector('.reading .said').textContent"
+    chips = f"Array.from({form}.querySelectorAll('.chip'), c => c.dataset.want).join()"
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        server = await inbox_server()
+        comment = await first_visit(browser, f"{server.url}/sessions/{spec.session_id}", "3")
+        await on(
+            browser,
+            comment.send_keys,
+            "Way too long, wanted quick bullets. Put the recommendation first.",
+        )
+        await until(browser, f"{chips} == 'shorter,bullets,conclusion_first'")
+        read = await on(browser, browser.execute_script, f"return {said};")
+        assert read.startswith("Read as: shorter ('Way too long'), bullet points ('wanted quick")
+        assert "answer first ('Put the recommendation first')" in read
+        assert "conclusion_first" not in read and "bullets" not in read.split("'")[0::2]
+
+        # a chip dropped: the line drops it
+        await on(
+            browser,
+            browser.execute_script,
+            f"{form}.querySelector('.chip[data-want=bullets]').click();",
+        )
+        await until(browser, f"{chips} == 'shorter,conclusion_first'")
+        assert await until(browser, said) == "Read as (edited): shorter, answer first"
+        # one added with the picker: the line says it
+        await on(
+            browser,
+            browser.execute_script,
+            f"const f = {form}; f.querySelector('.pick-action').value = 'add';"
+            "f.querySelector('.pick-family').value = 'table';"
+            "f.querySelector('.add-want').click();",
+        )
+        await until(browser, f"{chips} == 'shorter,conclusion_first,table'")
+        assert await on(browser, browser.execute_script, f"return {said};") == (
+            "Read as (edited): shorter, answer first, table"
+        )
+        await on(browser, comment.send_keys, Keys.ENTER)
+        await wait_for_state(handle, awaiting(2))
+
+        # the correction form: the card's reading line follows its chips too
+        reading = f"{card(a)}.querySelector('.last-reading').textContent"
+        fixes = f"Array.from({card(a)}.querySelectorAll('form.correct .chip'), c => c.dataset.want)"
+        await until(browser, f"{fixes}.join() == 'shorter,conclusion_first,table'")
+        assert (await until(browser, reading)).startswith(
+            "Read as: shorter ('Way too long'), answer first ('Put the recommendation first')"
+        )
+        await on(
+            browser,
+            browser.execute_script,
+            f"{card(a)}.querySelector('form.correct .chip[data-want=shorter]').click();",
+        )
+        await until(browser, f"{fixes}.join() == 'conclusion_first,table'")
+        assert await until(browser, reading) == "Read as (edited): answer first, table"
 
 
 async def test_a_confirmed_reading_of_ten_wishes_is_taken_whole(

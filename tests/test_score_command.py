@@ -23,6 +23,7 @@ from tests.conftest import (
     awaiting,
     lineage_history,
     make_spec,
+    run_starter,
     threaded_starter_cli,
     wait_for_state,
 )
@@ -169,3 +170,80 @@ async def test_a_rater_edits_the_reading_at_the_prompt_and_the_step_acts_on_it(
     assert wants.wants_of(read.aspects) == ["shorter", "steadier", "table"]
     v2 = store.queries.agent_definition(AgentRef(agent_id=lineage, version=2)).system_prompt
     assert "table" in v2 and "bullet" not in v2.lower()
+
+
+# family ids and wish syntax a rater never wrote: none belongs in what is said back, outside
+# the rater's own words quoted
+IDS = re.compile(r"conclusion_first|focus|language|\bon:|\boff:")
+QUOTED = re.compile(r"\((['\"]).*?\1\)")
+
+
+def ids_in(line: str) -> list[str]:
+    return IDS.findall(QUOTED.sub("", line))
+
+
+async def test_the_lineages_worker_reads_the_comment_in_the_raters_words(
+    client, settings, run_worker, temporal_address, tmp_path
+):
+    """`read` and `score` show the reading the lineage's worker makes (its store, its reader,
+    its trainer): the command needs no store of its own. The say-back names no family, and
+    "nothing changes" is said only when nothing would."""
+    spec = make_spec(inputs=QUESTIONS)
+    lineage = spec.lineage_id("A")
+    # a store that knows no lineage: the reading is not made here
+    elsewhere = f"sqlite:///{tmp_path}/elsewhere.db"
+    env = {
+        "PATH": os.environ["PATH"],
+        "COLUMNS": "200",
+        "TERM": "dumb",
+        "TEMPORAL_ADDRESS": temporal_address,
+        "TRAINING_CAMP_DATABASE_URL": elsewhere,
+    }
+    cli = threaded_starter_cli(temporal_address, elsewhere)
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+
+        mixed = (
+            "Put the recommendation first, and focus on phone length rather than history. "
+            "Write it in German."
+        )
+        said = await cli("read", mixed, "--lineage", lineage, "--score", "4")
+        first, wishes, *rest = said.splitlines()
+        assert first.startswith("Read as: answer first ('Put the recommendation first')")
+        assert "more on phone length" in first and "in German" in first
+        # a language is a wish like the others; a topic is read, but no wish carries it
+        assert wishes.startswith("Wishes: [1] answer first") and "in German" in wishes
+        also = next(line for line in rest if "also read" in line)
+        assert "more on phone length" in also and "German" not in also
+        assert ids_in(first) == [] and ids_in(also) == [], said
+
+        # a wish no chip carries is acted on: not "nothing changes" beside it
+        costs = await cli("read", "Focus on the costs.", "--lineage", lineage, "--score", "4")
+        assert costs.startswith("Read as: more on the costs")
+        assert "nothing changes" not in costs
+        assert "Wishes: none to list; the step acts on what is also read (below)" in costs
+        nothing = await cli("read", "Fine.", "--lineage", lineage, "--score", "6")
+        assert "Wishes: none, nothing changes" in nothing
+
+        # edited at the prompt, the wishes are sent as listed: the topic is said dropped
+        code, printed = await asyncio.to_thread(
+            on_a_terminal,
+            ["score", lineage, "3", "Too long. Focus on the costs.", "--rater", "ana"],
+            env,
+            [(TAKE, "e"), ("edit> ", "drop 1"), ("edit> ", ""), (TAKE, "c")],
+        )
+        assert code == 1 and "Cancelled: nothing sent." in printed
+        assert "dropped, since you edited the wishes: more on the costs" in printed
+        assert "Wishes: none, nothing changes" in printed  # true now: nothing else is sent
+
+        unknown = run_starter(
+            "read",
+            "Shorter.",
+            "--lineage",
+            "no-such-lineage",
+            temporal_address=temporal_address,
+            database_url=elsewhere,
+        )
+        assert unknown.returncode == 1 and "no lineage 'no-such-lineage'" in unknown.stdout
+        assert (await handle.query(LineageWorkflow.state)).score_history == []  # nothing sent

@@ -117,8 +117,8 @@ async def test_the_reading_is_said_back_in_state(client, store, settings, run_wo
         await score(handle, 2, 6, "Kinder now, good. On second thoughts, scrap the example.")
         later = await wait_for_state(handle, awaiting(3))
     assert state.last_reading.startswith("Read as: warmer")
-    assert "example, one example" in state.last_reading
-    assert "taken back: example" in later.last_reading and "kept: warmer" in later.last_reading
+    assert "one example ('exactly one short example')" in state.last_reading  # the chip's words
+    assert "taken back: examples" in later.last_reading and "kept: warmer" in later.last_reading
 
 
 async def test_structured_wants_are_taken_as_given_and_bad_ones_refused(
@@ -156,8 +156,8 @@ async def test_structured_wants_are_taken_as_given_and_bad_ones_refused(
     assert "example" not in agent.system_prompt.lower()
     assert "about" in agent.system_prompt and "words" in agent.system_prompt
     # wants sent are said back as sent: nothing quoted from the comment, which is not read
-    assert state.last_reading.startswith("Read as: warmer, example, one example")
+    assert state.last_reading.startswith("Read as: warmer, one example, shorter: about half")
     assert "see the chips" not in state.last_reading and "'wants" not in state.last_reading
-    assert "taken back: example" in later.last_reading
+    assert "taken back: examples" in later.last_reading
     (first, _) = store.queries.evaluations(lineage)
     assert (first.score, first.comment) == (4, "see the chips")

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from domain import wants
+from domain import want_labels, wants
 from domain.agent import AgentDefinition, FlowStep
 from domain.change_families import aspect_of, contrary_of, opposite_of, working_against
 from domain.checks import ActiveWish, CheckResult, failed
@@ -528,9 +528,9 @@ SAID_QUOTE_CHARS = 40
 
 
 def said_back(step: CycleStep) -> str:
-    """How the comment was read, in one line: "Read as: warmer ('make it warmer'), example,
-    one example ('one real example'); kept: casual ('better tone'); taken back: table ('scrap
-    the table'); not understood: '…'"."""
+    """How the comment was read, in one line and in the words the chips use: "Read as: warmer
+    ('make it warmer'), one example ('one real example'); kept: casual tone ('better tone');
+    taken back: table ('scrap the table'); not understood: '…'"."""
     return say_back(step.analysis, step.report, step.kept_wishes)
 
 
@@ -544,9 +544,9 @@ def say_back(
         if not a.want:
             continue
         quote = preview_of(" ".join((a.quote or "").split()), SAID_QUOTE_CHARS)
-        if a.quote == f"wants {wants.render(a)}":
-            quote = ""  # sent as a want, not read from words: nothing to quote
-        what = a.want + (f", {a.amount.says()}" if a.amount else "")
+        if _sent_as_want(a.quote):
+            quote = ""  # sent as a want (or made from one), not read from words: no quote
+        what = want_labels.wish_words(a)  # the rater's words, never a family's name
         said = f"{what} ({quote!r})" if quote else what
         if a.action == "remove":
             if a.want == "revert":
@@ -571,6 +571,18 @@ def say_back(
     if missed:
         parts.append(f"not understood: {missed[0]}")
     return preview_of("; ".join(parts), SAID_BACK_CHARS)
+
+
+def _sent_as_want(quote: str | None) -> bool:
+    """Whether a wish's quote is a want as sent ("wants remove:table"), not the rater's words:
+    the wish was sent as it is, or made from one sent (prose for "remove:table")."""
+    if not quote or not quote.startswith("wants "):
+        return False
+    try:
+        wants.parse(quote.removeprefix("wants "))
+    except ValueError:
+        return False
+    return True
 
 
 def _roll_back(

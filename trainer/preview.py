@@ -9,13 +9,12 @@ shown as wishes the rater confirms or edits. The confirmed wishes are sent with 
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import BaseModel, Field
+from typing import Any
 
 from domain import want_labels, wants
 from domain.corrections import LabelledExample
 from domain.execution import preview_of
+from domain.reading_preview import ReadingPreview, Unplaced, chip
 from domain.redaction import redact
 from domain.trainer import FeedbackAspect, ScoreAnalysis
 from trainer import credit_assignment, cycle_step, wish_guard
@@ -29,55 +28,6 @@ NOT_READ = (
     "not read here: the comment took too long to read in time; the step reads it when you "
     "send the score, and says back how"
 )
-
-
-class Chip(BaseModel):
-    """One wish as the rater sees it: the want it sends, and its words ("no table")."""
-
-    want: str
-    label: str
-
-
-class Unplaced(BaseModel):
-    """A clause the reader could not place: nothing is changed for it unless the rater adds
-    one of the ``proposed`` wishes."""
-
-    quote: str
-    why: str
-    proposed: list[Chip] = Field(default_factory=list)
-    # not a clause misread but a standing wish the reading would run into ("kept 'in a
-    # table': you asked for it in cycle 2"): said as what stands in the way
-    standing: bool = False
-
-
-class ReadingPreview(BaseModel):
-    """What a score's comment would change, as the step reads it."""
-
-    chips: list[Chip]  # the wishes the step would act on, as wants
-    said_back: str  # "Read as: shorter ('way too long'); kept: table ('the table works')"
-    unsure: list[Unplaced] = Field(default_factory=list)
-    # wishes read that no want can name (a topic, a request in the rater's own
-    # words): the step acts on them only when it reads the comment itself
-    unsaid: list[str] = Field(default_factory=list)
-    read_by: Literal["rules", "claude"] = "rules"
-    handed_over: list[str] = Field(default_factory=list)  # the clauses Claude read
-    undo_to: int | None = None  # the version an undo goes back to ("back to v1")
-    # why the preview is not the reading the step would act on (Claude is not reachable from
-    # here): the comment is then sent to be read by the step, and said back after
-    incomplete: str | None = None
-
-    @property
-    def wants(self) -> list[str]:
-        return [c.want for c in self.chips]
-
-    @property
-    def exact(self) -> bool:
-        """Whether sending ``wants`` makes the step act on exactly what the comment says."""
-        return self.incomplete is None and not self.unsaid
-
-
-def chip(want: str, undo_to: int | None = None) -> Chip:
-    return Chip(want=want, label=want_labels.label(want, undo_to))
 
 
 async def preview(
@@ -180,8 +130,8 @@ def _valid(want: str) -> bool:
 
 
 def _described(aspect: FeedbackAspect) -> str:
-    """A wish no want names, in words: "focus: on:the costs ('focus on the costs')"."""
-    what = f"{aspect.want}: {aspect.detail}" if aspect.detail else str(aspect.want)
+    """A wish no want names, in words: "more on the costs ('focus on the costs')"."""
+    what = want_labels.wish_words(aspect)
     quote = _quote(aspect.quote)
     return f"{what} ({quote!r})" if quote else what
 

@@ -114,6 +114,7 @@ async function refreshCard(body) {
   if (editing && fresh) {
     fresh.replaceWith(editing);
     if (focused) focused.focus();
+    if (editing.classList.contains("edited")) sayCorrection(editing);
   } else if (fresh && said && said.textContent && header && header.dataset.cycle === before) {
     const message = fresh.querySelector(".message");
     [message.textContent, message.className] = [said.textContent, said.className];
@@ -164,6 +165,7 @@ function chipFor(want, label) {
   chip.type = "button";
   chip.className = "chip";
   chip.dataset.want = want;
+  chip.dataset.label = label;
   chip.setAttribute("aria-label", "remove " + label);
   chip.textContent = label + " ×";  // text, never markup
   return chip;
@@ -197,6 +199,7 @@ async function addWant(form) {
     addToReading(form, wish);
   } else {
     form.querySelector(".chips").appendChild(chipFor(wish.want, wish.label));
+    sayCorrection(form);
   }
 }
 
@@ -216,6 +219,7 @@ document.addEventListener("click", (event) => {
     } else {
       chip.remove();
       next.focus();
+      sayCorrection(form);
     }
   } else if (proposed) {
     addToReading(form, { want: proposed.dataset.want, label: proposed.dataset.label });
@@ -335,14 +339,31 @@ function removeFromReading(form, want) {
   showReading(form);
 }
 
+// the reading as edited, in the chips' words ("Read as (edited): shorter: about half, no table")
+function saidOf(chips) {
+  const asked = chips.map((c) => c.label).join(", ");
+  return "Read as (edited): " + (asked || "no change asked for");
+}
+
+// a correction's chips edited: the card's reading line says them (sent, the card shows the
+// lineage's reading again)
+function sayCorrection(form) {
+  const line = form.closest(".card-body") && form.closest(".card-body").querySelector(".last-reading");
+  if (!line) return;
+  line.textContent = saidOf(Array.from(form.querySelectorAll(".chips .chip"),
+    (c) => ({ label: c.dataset.label })));
+}
+
 function showReading(form) {
   const r = readingOf(form);
   const box = form.querySelector(".reading");
   if (!box) return;
   const answer = r.answer || {};
   box.hidden = !r.answer && !edited(r);
+  const chips = chipsOf(r);
   const said = box.querySelector(".said");
-  said.textContent = answer.error || answer.said_back || "";
+  // edited, the chips are what the step acts on: the line says them, not the comment's reading
+  said.textContent = answer.error || (edited(r) ? saidOf(chips) : answer.said_back || "");
   said.className = "said" + (answer.error ? " error" : "");
   // chips left as read, with more in the comment than they carry: the step reads the comment
   box.querySelector(".lead").textContent = answer.error || answer.exact || edited(r)
@@ -350,7 +371,6 @@ function showReading(form) {
     : "Read so far (Enter sends the comment for the step to read as shown):";
   const holder = box.querySelector(".chips");
   holder.textContent = "";
-  const chips = chipsOf(r);
   chips.forEach((c) => holder.appendChild(chipFor(c.want, c.label)));
   if (!chips.length) holder.textContent = "nothing to change";
   const unsure = box.querySelector(".unsure");
