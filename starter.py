@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import lazy_loader as lazy
 import typer
@@ -132,23 +132,8 @@ def output(
     """Print a lineage's whole output — the one awaiting your score, or cycle N's — from the
     store (the `state` query carries a preview only)."""
 
-    store = stores.Store.open(database_url or Settings.from_env().database_url)
-    try:
-        lineage, found = lineage_output(store, lineage_id, cycle)
-    except KeyError as exc:
-        console.print(f"[red]{shown(exc.args[0])}[/red]")
-        raise typer.Exit(1) from None
-    finally:
-        store.close()
-    if found is None:
-        which = f"for cycle {cycle}" if cycle is not None else "yet"
-        console.print(f"[red]{shown(lineage)} has no output {which}[/red]")
-        raise typer.Exit(1)
-    # the question changes every cycle: the output is read against the one it answers
-    if found.question is not None:
-        console.print(f"[bold]Question[/bold] (cycle {found.cycle}):", highlight=False)
-        print(printable(found.question))
-        print()
+    lineage, found = _found(lineage_output, lineage_id, cycle, database_url, "has no output")
+    _question(found.question, found.cycle)
     console.print(
         f"[bold]{shown(lineage)}[/bold], cycle {found.cycle} ({words.words_of(found.text)} words"
         + (", cut off at the token limit" if found.cut_off else "")
@@ -165,6 +150,34 @@ def output(
         console.print(f"\n{shown(reading)} (misread? `training-camp correct {shown(lineage)}`)")
 
 
+def _found(
+    lookup: Any, lineage_id: str, cycle: int | None, database_url: str | None, none: str
+) -> tuple[str, Any]:
+    """(lineage, what ``lookup`` found in the store for it), or exit 1 saying what is missing
+    ("essay-demo-A has no output in cycle 3")."""
+    store = stores.Store.open(database_url or Settings.from_env().database_url)
+    try:
+        lineage, found = lookup(store, lineage_id, cycle)
+    except KeyError as exc:
+        console.print(f"[red]{shown(exc.args[0])}[/red]")
+        raise typer.Exit(1) from None
+    finally:
+        store.close()
+    if found is None:
+        which = f"in cycle {cycle}" if cycle is not None else "yet"
+        console.print(f"[red]{shown(lineage)} {none} {which}[/red]")
+        raise typer.Exit(1)
+    return lineage, found
+
+
+def _question(question: str | None, cycle: int) -> None:
+    """The question a cycle answered (it changes every cycle: an output is read against it)."""
+    if question is not None:
+        console.print(f"[bold]Question[/bold] (cycle {cycle}):", highlight=False)
+        print(printable(question))
+        print()
+
+
 @app.command()
 def trace(
     lineage_id: LineageArg,
@@ -173,22 +186,8 @@ def trace(
 ) -> None:
     """Print how an output was made: each flow step with its model calls and tool calls — the
     tool, its arguments, what came back (cut short) and how long it took — from the store."""
-    store = stores.Store.open(database_url or Settings.from_env().database_url)
-    try:
-        lineage, found = lineage_trace(store, lineage_id, cycle)
-    except KeyError as exc:
-        console.print(f"[red]{shown(exc.args[0])}[/red]")
-        raise typer.Exit(1) from None
-    finally:
-        store.close()
-    if found is None:
-        which = f"in cycle {cycle}" if cycle is not None else "yet"
-        console.print(f"[red]{shown(lineage)} has run nothing {which}[/red]")
-        raise typer.Exit(1)
-    if found.question is not None:
-        console.print(f"[bold]Question[/bold] (cycle {found.cycle}):", highlight=False)
-        print(printable(found.question))
-        print()
+    lineage, found = _found(lineage_trace, lineage_id, cycle, database_url, "has run nothing")
+    _question(found.question, found.cycle)
     console.print(
         f"[bold]{shown(lineage)}[/bold], cycle {found.cycle}: {found.trace.summary()} "
         f"(output id: {shown(found.trace.rollout_id)})",

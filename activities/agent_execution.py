@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
 from activities.error_classification import is_transient
+from activities.heartbeat import Heartbeat
 from domain.agent import AgentDefinition, AgentSnapshot
 from domain.checks import CheckResult, failed, passes
 from domain.content_hash import content_hash
@@ -32,6 +32,7 @@ from trainer.measure_budget import MEASURE_BUDGET_SECONDS, measured
 ResultT = TypeVar("ResultT")
 
 HEARTBEAT_EVERY_SECONDS = 5.0
+CARRY_AFTER_SECONDS = 1.0  # a measure slower than this carries the answer in the heartbeats
 # A finished run rides on the attempt's heartbeats while the store is away, so the next try
 # records it instead of calling the model again; a larger one waits for the store only as long
 # as this try may run (heartbeat details travel through Temporal, which caps payloads).
@@ -70,7 +71,14 @@ class AgentExecutionActivities:
     async def run_agent(self, inp: RunAgentInput) -> RunAgentResult:
         async with _Heartbeat() as beat:
             finished = _finished_earlier() or await self._run(inp)
-            found = await measured(finished.result.output, inp.wishes, self.measure_budget)
+            measuring = asyncio.ensure_future(
+                measured(finished.result.output, inp.wishes, self.measure_budget)
+            )
+            if not (await asyncio.wait({measuring}, timeout=CARRY_AFTER_SECONDS))[0]:
+                # a slow measure (a fresh worker loads its tables) must not lose the model's
+                # answer to a worker that dies meanwhile: the answer rides the heartbeats
+                beat.carry(finished)
+            found = await measuring
             checks = found.checks
             revise = bool(failed(checks)) and inp.revision_attempts > 0
             # Only when its write has to wait does the finished run ride the heartbeats: a
@@ -333,38 +341,18 @@ def _log_store_wait(state: RetryCallState) -> None:
     )
 
 
-class _Heartbeat:
+class _Heartbeat(Heartbeat):
     """Beats while the try runs or waits on the store, so a dead worker is noticed within the
-    heartbeat timeout; once the finished run's write has had to wait, each beat carries the run.
-    The first beat waits one interval: a quick run needs none (each beat is a server call)."""
+    heartbeat timeout (at least twice per timeout); once the finished run's write has had to
+    wait, each beat carries the run."""
 
     def __init__(self) -> None:
-        self._details: tuple[FinishedRun, ...] = ()
-        self._task: asyncio.Task[None] | None = None
+        super().__init__(HEARTBEAT_EVERY_SECONDS, per_timeout=2)
 
     def carry(self, finished: FinishedRun) -> None:
         """Beat with the finished run from now on (once; a run too large for Temporal's
         payload limit is not carried, and waits for the store only as long as this try runs)."""
-        if self._details or len(finished.model_dump_json()) > CARRIED_RESULT_MAX_BYTES:
+        if self.details or len(finished.model_dump_json()) > CARRIED_RESULT_MAX_BYTES:
             return
-        self._details = (finished,)
+        self.details = (finished,)
         activity.heartbeat(finished)
-
-    async def __aenter__(self) -> _Heartbeat:
-        self._task = asyncio.create_task(self._beat())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-
-    async def _beat(self) -> None:
-        timeout = activity.info().heartbeat_timeout
-        every = HEARTBEAT_EVERY_SECONDS
-        if timeout:  # beat at least twice per timeout, however short the user set it
-            every = min(every, timeout.total_seconds() / 2)
-        while True:
-            await asyncio.sleep(every)
-            activity.heartbeat(*self._details)

@@ -14,7 +14,6 @@ triplets and trace_data.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import threading
 import time
@@ -28,6 +27,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.heartbeat import Heartbeat
 from domain.lightning import (
     LLM,
     MAX_REPORT_BYTES,
@@ -216,34 +216,6 @@ def _bounded(batch: ClientBatchReport) -> ClientBatchReport:
     return batch
 
 
-class _Heartbeat:
-    """Beats while a client activity runs, so that the server notices a dead client within
-    the activity's heartbeat timeout and gives its tasks to another. Beats at least three
-    times per timeout (the SDK sends them no more often than it needs to)."""
-
-    def __init__(self) -> None:
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> _Heartbeat:
-        self._task = asyncio.create_task(self._beat())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-
-    async def _beat(self) -> None:
-        timeout = activity.info().heartbeat_timeout
-        every = HEARTBEAT_EVERY_SECONDS
-        if timeout:
-            every = min(every, timeout.total_seconds() / 3)
-        while True:
-            activity.heartbeat()
-            await asyncio.sleep(every)
-
-
 class AgentLightningClient:
     def __init__(
         self,
@@ -284,7 +256,8 @@ class AgentLightningClient:
         @activity.defn(name="execute_rollouts")
         async def execute_rollouts(batch: ClientBatch) -> ClientBatchReport:
             ids = [a.rollout_id for a in batch.assignments]
-            async with _Heartbeat():  # this client is alive while its tasks run
+            # this client is alive while its tasks run: beats at once, three times a timeout
+            async with Heartbeat(HEARTBEAT_EVERY_SECONDS, per_timeout=3, first_now=True):
                 tasks = await asyncio.to_thread(self.tasks.read, ids)
                 done = await asyncio.gather(
                     *(one(tasks.get(a.rollout_id), a) for a in batch.assignments),

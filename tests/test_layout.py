@@ -253,8 +253,9 @@ def test_the_trainer_knows_backends_by_what_they_do():
     assert branching == [], "\n".join(branching)
 
 
-# Not an activity: how every activity's failures are classified (the worker's interceptor)
-ACTIVITY_INFRASTRUCTURE = {"activities.error_classification"}
+# Not activities: how every activity's failures are classified (the worker's interceptor),
+# and how a long one beats
+ACTIVITY_INFRASTRUCTURE = {"activities.error_classification", "activities.heartbeat"}
 
 
 def test_activities_import_no_other_activity():
