@@ -123,3 +123,63 @@ def test_rivals_it_cannot_place_are_said_back_with_a_chip_for_each_reading(text:
     families = {"table", "bullets", "prose"} & set(unsure.proposed)
     assert len(families) == 2
     assert {f"remove:{f}" for f in families} <= set(unsure.proposed)
+
+
+# Another language's preference between two rivals: (language, template with {a} wanted over
+# {b}, family -> the word naming it). Its own wordings, none from any set.
+FOREIGN = [
+    ("nl", "Ik heb liever {a} dan {b}, dat leest rustiger.", ("een tabel", "alinea's")),
+    ("de", "Bitte {a} statt {b}, das liest sich besser.", ("eine Tabelle", "Aufzählungen")),
+    ("fr", "Je préfère {a} plutôt que {b} ici.", ("une réponse courte", "une réponse longue")),
+    ("es", "Mejor {a} en vez de {b}, por favor.", ("un tono cercano", "un tono formal")),
+    ("pl", "Zamiast {b} poproszę {a}.", ("tabelę", "punktory")),
+]
+FOREIGN_FAMILIES = {
+    "nl": ("table", "prose"),
+    "de": ("table", "bullets"),
+    "fr": ("shorter", "longer"),
+    "es": ("casual", "formal"),
+    "pl": ("table", "bullets"),
+}
+
+
+@pytest.mark.parametrize(("language", "template", "words"), FOREIGN, ids=[f[0] for f in FOREIGN])
+def test_a_preference_in_another_language_is_read_both_ways(
+    language: str, template: str, words: tuple[str, str]
+) -> None:
+    named = dict(zip(FOREIGN_FAMILIES[language], words, strict=True))
+    one, other = named
+    for wanted, rival in ((one, other), (other, one)):
+        text = template.format(a=named[wanted], b=named[rival])
+        read = roles(text, (wanted, rival))
+        assert read[wanted] == "add" and read[rival] in ("remove", "nothing"), text
+
+
+@pytest.mark.parametrize(("wanted", "rival"), PAIRS)
+def test_a_swap_naming_only_what_comes_in_or_goes_out(wanted: str, rival: str) -> None:
+    assert roles(f"Swap that flat opening for {PHRASES[wanted]}.", (wanted, rival))[wanted] == "add"
+    went = roles(f"Switch {PHRASES[rival]} to something else.", (wanted, rival))
+    assert went[rival] in ("remove", "nothing") and went[wanted] != "add"
+
+
+@pytest.mark.parametrize(
+    ("text", "family"),
+    [
+        ("Add a little summary at the bottom so I can go over it later.", "summary_at_end"),
+        ("You glossed over the refund rules; go deeper there.", "longer"),
+    ],
+)
+def test_words_that_look_like_the_rival_are_read_as_what_they_say(text: str, family: str) -> None:
+    reading = reader.read(text)
+    assert [(w.family, w.action) for w in reading.wishes] == [(family, "add")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Exactly right. The one error was in my own prompt: I typed the wrong year, that's on me.",
+        "My client asks what 'keep it friendlier' means in practice.",
+    ],
+)
+def test_a_fault_the_rater_owns_or_quotes_changes_nothing(text: str) -> None:
+    assert reader.read(text).wishes == []

@@ -103,15 +103,17 @@ def rivals(one: str, other: str) -> bool:
     } or (one in _FORMS and other in _FORMS)
 
 
-def mentions(lowered: str) -> list[Mention]:
+def mentions(lowered: str, faults: bool = False) -> list[Mention]:
     """The families a sentence names (a cue that names a state or a quality), an adjective in
     front of a named form left out ("the long paragraphs" names paragraphs), and so is a
     quality said of the answer ("too brief", "it's formal": a description, no preference)."""
     quoted = [q.span() for q in _QUOTED.finditer(lowered)]  # the answer's own words
     found = [
-        Mention(cue.ask, cue.aspect, m.start(), m.end(), cue.confidence)
+        Mention(named, cue.aspect, m.start(), m.end(), cue.confidence)
         for cue, m in cue_matches(lowered)
-        if cue.kind != "fault" and cue.ask is not None and _names(cue, m, lowered, quoted)
+        # with ``faults``, a fault's words name the state its fix turns from ("hedging")
+        if (named := cue.ask if cue.kind != "fault" else faults and opposite_of(cue.fault or ""))
+        and _names(cue, m, lowered, quoted)
     ]
     named: list[Mention] = []
     for index, mention in enumerate(found):
@@ -204,6 +206,16 @@ def place(sentence: str) -> Construction | None:
         # "a short answer over the full history lesson": one mention preferred to words
         # that name no family
         preferred = found and _P["prefers_over"].match(lowered[found[0].end :])
+        # "swap the flat certainty for honest hedging": what it is swapped for is wanted;
+        # "switch the bullets to something else": what is swapped out, rejected
+        named = mentions(lowered, faults=True)
+        swap = named and _P["swap_verb"].search(lowered[: named[0].start])
+        one = len({m.family for m in named}) == 1
+        if one and swap and not _P["swap_in"].search(lowered[: named[0].start]):
+            if _P["swapped_for"].search(lowered[swap.end() : named[0].start]):
+                return Construction((Placed(named[0], "wanted"),))
+            if _P["swapped_out"].match(lowered[named[0].end :]):
+                return Construction((Placed(named[0], "rejected"),))
         return Construction((Placed(found[0], "wanted"),)) if preferred else None
     roles = _construction_roles(lowered, found)
     if not any(rivals(a, b) for a in families for b in families):

@@ -643,6 +643,13 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
         reading.criticised += [(aspect, sentence.strip()) for aspect, _ in plain.criticised]
         if plain.wishes:
             return
+    lowered = sentence.lower()
+    if (
+        mode == "comment"
+        and _G["self_blame"].search(lowered)
+        and not any(_IMPERATIVE.search(c) or _POLITE.search(c) for c in clauses(lowered))
+    ):
+        return  # "the only thing wrong was my own question": the rater's fault, not its
     praising = mode == "comment" and _is_praise(sentence)
     trade = _trade(sentence) if mode == "comment" else None
     if trade:
@@ -709,7 +716,11 @@ def _read_other_language(text: str, reading: Reading) -> None:
         # English cue words in another language's sentence mislead ("formal demais" is "too
         # formal"): its own cues decide; a language asked for by name still counts
         named = [w for w in reading.wishes if w.family == "language"]
-        reading.wishes = named + foreign.wishes
+        preferred = [
+            w for s in _sentences(text) for w in wish_actions.preferences(s, constructions.rivals)
+        ]
+        settled = {w.family for w in preferred}
+        reading.wishes = named + [w for w in foreign.wishes if w.family not in settled] + preferred
 
 
 def _attributive(before: str, after: str) -> bool:
@@ -759,9 +770,13 @@ def _read_clause(
             or word.startswith("more ")
         )
         if comparative and (
-            _G["grown"].search(lowered[:start]) or _G["than_state"].match(lowered[end:])
+            _G["grown"].search(lowered[:start])
+            or _G["than_state"].match(lowered[end:])
+            or any(q_start < start and end < q_end for q_start, q_end in quoted)
         ):
-            comparative = False  # "even wordier than before": how it is, a complaint, not a wish
+            # "even wordier than before": how it is, a complaint; "what 'sound warmer' means":
+            # words quoted, not a wish
+            comparative = False
         less = bool(re.search(r"\bless\s+$", lowered[:start]))
         frame = _cue_frame(read, cue, start, end)
         # coordinated words share the first one's frame: "keep it short and simple",
@@ -802,7 +817,10 @@ def _read_clause(
 def _cue_frame(read: _Clause, cue: Cue, start: int, end: int) -> Frame:
     """The frame of a cue's words, as the clause around them settles it."""
     lowered = read.lowered
-    frame = _frame(lowered[:start], lowered[end:])
+    before = lowered[:start]
+    if cue.kind == "state":  # "put a little summary at the end": its size, no description
+        before = _G["small_one"].sub(" a ", before)
+    frame = _frame(before, lowered[end:])
     if cue.kind == "state" and _G["lack_words"].match(lowered[start:end]) and frame != "denied":
         frame = "lacking"  # the cue's own words say it is missing: "(still) no recap"
     if read.denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):

@@ -21,7 +21,8 @@ nouns.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from domain.change_families import aspect_of
@@ -52,6 +53,11 @@ class ActionCues:
     approve: re.Pattern[str] | None
     pronoun: re.Pattern[str] | None
     nouns: dict[str, re.Pattern[str]]
+    # preferences between rivals: "X dan Y", "zamiast Y, X" (English: ``constructions.py``)
+    than: re.Pattern[str] | None = None
+    instead: re.Pattern[str] | None = None
+    better: re.Pattern[str] | None = None  # "than" compares only after one of these
+    rivals: dict[str, re.Pattern[str] | None] = field(default_factory=dict)  # adjectives too
 
 
 def _alternation(phrases: list[str], bounded: bool) -> re.Pattern[str] | None:
@@ -73,6 +79,7 @@ def action_cues() -> tuple[ActionCues, ...]:
             for family, words in data.get("nouns", {}).items()
             if (pattern := _alternation(words, bounded)) is not None
         }
+        rivals = {f: _alternation(w, bounded) for f, w in data.get("rivals", {}).items()}
         found.append(
             ActionCues(
                 language=data["language"],
@@ -83,6 +90,10 @@ def action_cues() -> tuple[ActionCues, ...]:
                 approve=_alternation(data.get("approve", []), bounded),
                 pronoun=_alternation(data.get("pronouns", []), bounded),
                 nouns=nouns,
+                than=_alternation(data.get("than", []), bounded),
+                instead=_alternation(data.get("instead", []), bounded),
+                better=_alternation(data.get("better", []), bounded),
+                rivals=rivals,
             )
         )
     return tuple(found)
@@ -122,8 +133,10 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
         if cues.remove_after is not None:
             verbs += [(v, True) for v in cues.remove_after.finditer(lowered)]
         for verb, postposed in verbs:
-            if re.match(r"\s*(?:than|of)\b", lowered[verb.end() :]):
-                continue  # "no more than 80 words" is a limit, "no more of" a quantity
+            if re.match(r"\s*(?:than|of)\b", lowered[verb.end() :]) or (
+                postposed and _W["verb_goes_on"].match(lowered[verb.end() :])
+            ):
+                continue  # "no more than 80 words" is a limit; "so I can go over it" no removal
             if verb.group(0).startswith("without") and _W["better_before"].search(
                 lowered[: verb.start()]
             ):
@@ -169,6 +182,7 @@ def _coordinated(text: str, family: str | None, nouns: list[tuple[int, int, str]
 
 OBJECT_SPAN = 40  # characters after a removal word in which its object is looked for
 ARTICLE_SPAN = 8  # a noun this close after it is its object, whatever word stands between
+RIVAL_SPAN = 16  # a rival this close after "instead of" is what it replaces ("un tono cercano")
 
 
 def _object_of(
@@ -235,6 +249,37 @@ def approvals(clause: str) -> list[Wish]:
         for _, _, family in _family_nouns(lowered, cues):
             kept.append(Wish(family, aspect_of(family), clause.strip(), 0.8, action="keep"))
     return kept
+
+
+def preferences(sentence: str, rivals: Callable[[str, str], bool]) -> list[Wish]:
+    """One of two rivals preferred in another language: "liever alinea's dan opsommingen",
+    "zamiast wypunktowania wolałbym tabelę". The one after "than" or "instead of" is taken
+    back, its rival is asked for; anything less clear reads nothing."""
+    lowered = sentence.lower()
+    for cues in action_cues():
+        if cues.than is None or cues.instead is None:
+            continue
+        named = _family_nouns(lowered, replace(cues, nouns={**cues.nouns, **cues.rivals}))
+        if len({f for *_, f in named}) != 2 or not rivals(named[0][2], named[-1][2]):
+            continue
+        first, last = named[0], named[-1]
+        instead = [m.end() for m in cues.instead.finditer(lowered)]
+        if any(0 <= first[0] - end <= RIVAL_SPAN for end in instead):
+            wanted, rejected = last, first  # "zamiast wypunktowania … tabelę"
+        elif any(0 <= last[0] - end <= RIVAL_SPAN for end in instead) or (
+            cues.than.search(lowered[first[1] : last[0]])
+            and cues.better is not None
+            and cues.better.search(lowered[: last[0]])
+        ):
+            wanted, rejected = first, last  # "alinea's dan al die opsommingstekens"
+        else:
+            continue
+        quote = sentence.strip()
+        return [
+            Wish(wanted[2], aspect_of(wanted[2]), quote, 0.8, asked=True),
+            Wish(rejected[2], aspect_of(rejected[2]), quote, 0.8, action="remove"),
+        ]
+    return []
 
 
 # --- amounts
