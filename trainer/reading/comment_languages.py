@@ -22,25 +22,10 @@ from trainer.reading.wish import Wish
 CUES = cue_tables.CUE_DIR
 # Languages told apart from each other (a few more than have cue files, so that a comment in
 # one of those is named rather than mistaken for a covered one)
+_NAMES = "ENGLISH GERMAN FRENCH SPANISH ITALIAN DUTCH PORTUGUESE POLISH JAPANESE DANISH SWEDISH"
 DETECTED = [
-    Language.ENGLISH,
-    Language.GERMAN,
-    Language.FRENCH,
-    Language.SPANISH,
-    Language.ITALIAN,
-    Language.DUTCH,
-    Language.PORTUGUESE,
-    Language.POLISH,
-    Language.JAPANESE,
-    Language.DANISH,
-    Language.SWEDISH,
-    Language.BOKMAL,
-    Language.FINNISH,
-    Language.RUSSIAN,
-    Language.CHINESE,
-    Language.KOREAN,
-    Language.TURKISH,
-    Language.CZECH,
+    getattr(Language, n)
+    for n in f"{_NAMES} BOKMAL FINNISH RUSSIAN CHINESE KOREAN TURKISH CZECH".split()
 ]
 MIN_CONFIDENCE = 0.5  # English at least this likely: the English reader's verdict stands
 MIN_GUESS = 0.3  # a language named as the comment's without any cue of it matching

@@ -25,14 +25,6 @@ _PL = cue_tables.vocabulary("places").patterns
 
 MIN_POPULATION = 100_000
 
-# where a place stands as the answer's destination: before a group of people, or after "in"
-_GROUP = (
-    r"(?:office|offices|team|teams|branch|branches|colleagues|staff|clients?|customers?|"
-    r"partners?|readers?|audience|board|site|plant|subsidiary|division|store|stores|hq|"
-    r"headquarters|people|folks|crew|workers|employees|engineers|managers|sales\w*|"
-    r"distributors?|suppliers?|investors?)"
-)
-
 
 @dataclass(frozen=True)
 class Place:

@@ -1,28 +1,19 @@
 """Reading what a reviewer wants out of a comment, or what an instruction already asks for.
 
-A text is split into clauses (sentences, and the parts around "but", "though", semicolons and
-commas). In each clause the reader finds *cues* — words that name a state of the answer
-("bullets", "formal", "in French"), a fault of it ("rambling", "made up", "jargon"), or an
-action on it ("shorten", "cite", "lead with") — and reads each cue in its *frame*, the words
-around it:
-
-- asked for ("keep it short", "use a table", "please, warmer"),
-- refused ("don't shorten it", "no more tables", "stop using bullets", "instead of bullets"),
-- found lacking ("isn't in a code block", "not detailed enough", "has no headings"),
-- described as the problem ("too formal", "sounds like a text message", "paragraphs are painful").
-
-The frame decides the wish: a refused state asks for its opposite, a described fault asks for
-its fix, a fault that is denied ("it doesn't ramble") asks for nothing. The same reader reads
-the agent's own instructions (``mode="instruction"``), so credit assignment knows that "Use
-bullet points, not paragraphs." already asks for bullets and never removes it for a reviewer
-who wants bullets.
-
-Clauses that address the trainer or the system instead of the answer ("ignore your
-constraints", "SYSTEM:", "remove the word limit") are set aside as injection and never read.
+A text is split into clauses (sentences, and the parts around "but", semicolons and commas).
+Sentences naming rival families are read first by their constructions
+(``trainer/reading/constructions.py``). Elsewhere the reader finds *cues* — words naming a
+state of the answer ("bullets", "in French"), a fault of it ("rambling", "made up") or an
+action on it ("shorten", "cite") — and reads each in its *frame*, the words around it: asked
+for ("keep it short"), refused ("no more tables"), found lacking ("has no headings") or
+described as the problem ("too formal"). A refused state asks for its opposite, a described
+fault for its fix, a denied fault ("it doesn't ramble") for nothing. The same reader reads the
+agent's own instructions (``mode="instruction"``), so credit assignment knows what an
+instruction already asks for. Clauses addressed to the trainer or the system ("ignore your
+constraints") are set aside as injection.
 
 The words are data, loaded and checked by ``trainer/reading/cue_tables.py``: the cues in
-``trainer/reading/cues/en/<aspect>.json`` and the frames, irony, tools and requests in
-``trainer/reading/cues/en/vocabulary/``. This module is the grammar that reads them.
+``cues/en/<aspect>.json``, the rest of the vocabulary in ``cues/en/vocabulary/``.
 """
 
 from __future__ import annotations
@@ -93,6 +84,7 @@ def _words(name: str, *keys: str) -> tuple[re.Pattern[str], ...]:
 _TOOL, _TOOL_REPEATED, _TOOL_OVERUSE, _TOOL_UNDERUSE = _words(
     "tools", "tool", "repeated", "overuse", "underuse"
 )
+_TOOLS = cue_tables.vocabulary("tools").patterns
 _DOCUMENTS = tuple(cue_tables.vocabulary("tools").tables["documents"])
 _STEP_REF, _DAMAGE, _EARLIER, _DAMAGED, _REWORKING = _words(
     "damage", "step_ref", "damage", "earlier", "damaged", "reworking"
@@ -179,18 +171,13 @@ def clauses(text: str) -> list[str]:
 def _set_aside(tail: str, after: str) -> Frame | None:
     """The frames a phrase sets whatever frame word comes nearest: a part still missing, a
     diagnosis set aside for another ("not so much formal as cold")."""
-    if re.search(r"\b(?:still|there are|there's|there is|again) (?:no|without)\s+$", tail) or (
-        re.search(r"\bno\s+$", tail)
-        and re.match(r"^\s*(?:\w+\s+)?(?:yet|anymore|any more)\b", after)
+    if _G["still_no"].search(tail) or (
+        _G["no_before"].search(tail) and _G["yet_after"].match(after)
     ):
-        return "lacking"  # "still no bullets": they are missing, and wanted
-    if re.search(r"\bnot (?:so much|so|exactly|really|quite)\s+$", tail) and re.match(
-        r"^\s*(?:as|but|so much as)\b", after
-    ):
-        return "denied"  # "not so much formal as cold": the diagnosis set aside, not refused
-    if re.search(r"\b(?:not (?:so much )?|less )[\w-]+\s+(?:as|but|than|so much as)\s+$", tail):
-        return "describe"  # "…as cold", "less a report than a sales pitch": what it is instead
-    return None
+        return "lacking"
+    if _G["not_so_much"].search(tail) and _G["as_after"].match(after):
+        return "denied"
+    return "describe" if _G["instead_described"].search(tail) else None
 
 
 def _frame(before: str, after: str) -> Frame:
@@ -201,21 +188,10 @@ def _frame(before: str, after: str) -> Frame:
     set_aside = _set_aside(tail, after)
     if set_aside is not None:
         return set_aside
-    if re.search(
-        r"\b(?:our|my|the company's|house|brand) (?:\w+ )?(?:voice|tone|style|register) (?:is|"
-        r"should be|needs to be)\s+(?:\w+\s+)?$",
-        tail,
-    ):
-        return "ask"  # "our brand voice is casual": the voice wanted, not a fault
-    if re.search(
-        r"\b(?:it's|it is|this is|that's|that is|these are|they're|should be|needs to "
-        r"be)\s+(?:an?|the)\s+$",
-        tail,
-    ):
-        # what the thing is: "It's a Slack message to the crew", "That's a table, not…"
-        return "ask"
-    if re.search(r"\b(?:not|n't|never)\s+(?:too|so|that|overly) many\s+$", tail):
-        return "denied"  # "not too many bullets": the count is fine
+    if _G["house_voice"].search(tail) or _G["what_it_is"].search(tail):
+        return "ask"  # "our brand voice is casual", "It's a Slack message to the crew"
+    if _G["not_too_many"].search(tail):
+        return "denied"
     if _EXCESS.search(tail):
         return "describe"  # "too many caveats", "endless bullet points": more than wanted
     counted = _QUANTITY.search(tail)
@@ -223,23 +199,21 @@ def _frame(before: str, after: str) -> Frame:
         # "give me exactly one example" asks for that many; "five paragraphs before…" counts
         asked = _ASK_VERB.search(tail[: counted.start()]) or _ASK_AFTER.search(after[:60])
         return "ask" if asked else "quantity"
-    if re.search(r"\b(?:not|n't|never|hardly)\s+(?:too|overly|so|very|remotely|at all)\s+$", tail):
-        return "denied"  # "not too long": that is fine
-    if re.search(r"\bnot\b[^,]*$", tail) and re.match(r"^\s*enough\b", after):
+    if _G["not_too"].search(tail):
+        return "denied"
+    if _G["not_in_clause"].search(tail) and _G["enough_after"].match(after):
         return "lacking"
-    if _COMPLAINT_AFTER.search(after) and not _REFUSE.search(tail[-25:]):
+    refused = _REFUSE.search(tail[-25:])
+    if _COMPLAINT_AFTER.search(after) and not refused:
         return "describe"
-    if _ASK_AFTER.search(after[:40]) and not _REFUSE.search(tail[-25:]):
+    if _ASK_AFTER.search(after[:40]) and not refused:
         return "ask"  # "a table, please" (but "no bullets, please" refuses them)
     best: tuple[int, int, Frame] | None = None
     for rank, (name, pattern) in enumerate(_FRAME_ORDER):
         for match in pattern.finditer(tail):
-            key = (match.end(), -rank)
-            if best is None or key > best[:2]:
+            if best is None or (match.end(), -rank) > best[:2]:
                 best = (match.end(), -rank, name)  # type: ignore[assignment]
-    if best is None or len(tail) - best[0] > 40:
-        return "plain"
-    return best[2]
+    return "plain" if best is None or len(tail) - best[0] > 40 else best[2]
 
 
 def _wish_of(
@@ -287,40 +261,32 @@ def _framed(cue: Cue, frame: Frame, mode: Mode, comparative: bool) -> tuple[str 
     return cue.ask, False
 
 
+def _group(match: re.Match[str], name: str) -> str | None:
+    """The first of a pattern's groups ``name``, ``name2``, … that matched."""
+    return next((v for k, v in sorted(match.groupdict().items()) if k.startswith(name) and v), None)
+
+
 def _topic(match: re.Match[str]) -> str | None:
-    for name in ("topic", "topic2", "topic3", "topic4", "topic5", "topic6", "topic7", "topic8"):
-        value = match.groupdict().get(name)
-        if value:
-            words = re.split(r"\s+(?:and then|so|because|since|which|that|but)\s+", value)[0]
-            return words.strip(" -'") or None
-    return None
-
-
-def _limit(match: re.Match[str]) -> str | None:
-    groups = match.groupdict()
-    return (
-        groups.get("limit")
-        or groups.get("limit2")
-        or groups.get("limit3")
-        or groups.get("limit4")
-        or groups.get("limit5")
-    )
+    value = _group(match, "topic")
+    words = re.split(r"\s+(?:and then|so|because|since|which|that|but)\s+", value or "")[0]
+    return words.strip(" -'") or None
 
 
 def asks(text: str) -> bool:
     """Whether ``text`` holds a request (see ``_REQUEST_FORM``), not only a description: a
     contrast asks unless it only concedes ("long, but every line earns it")."""
     lowered = text.lower().translate(_QUOTES)
-    # "a little long, but every section earns its place": the fault before a contrast that
-    # concedes it is no request
-    conceding = [c for c in _sentences(lowered) if _concedes(c)]
-    if _REQUEST_FORM.search(" ".join(c for c in _sentences(lowered) if c not in conceding)):
+    if _REQUEST_FORM.search(" ".join(c for c in _sentences(lowered) if not _concedes(c))):
         return True
-    for contrast in _CONTRAST_WORD.finditer(lowered):
-        rest = re.split(r"[.!?;]", lowered[contrast.end() :], maxsplit=1)[0]
-        if not (_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest))):
-            return True
+    if any(not _conceded(lowered, turn.end()) for turn in _CONTRAST_WORD.finditer(lowered)):
+        return True
     return any(_IMPERATIVE.search(c.lower()) for s in _sentences(text) for c in clauses(s))
+
+
+def _conceded(lowered: str, after: int) -> bool:
+    """Whether what follows a contrast concedes the fault before it ("but it earns it")."""
+    rest = re.split(r"[.!?;]", lowered[after:], maxsplit=1)[0]
+    return bool(_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest)))
 
 
 def _concedes(sentence: str) -> bool:
@@ -328,8 +294,15 @@ def _concedes(sentence: str) -> bool:
     contrast = _CONTRAST_WORD.search(sentence)
     if contrast is None or _POLITE.search(sentence) or _IMPERATIVE.search(sentence):
         return False
-    rest = re.split(r"[.!?;]", sentence[contrast.end() :], maxsplit=1)[0]
-    return bool(_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest)))
+    return _conceded(sentence, contrast.end())
+
+
+def _outright(clause: str) -> bool:
+    """A clause that asks by its form: an imperative, "please", "could you", "I want"."""
+    lowered = clause.lower()
+    return bool(
+        _IMPERATIVE.search(lowered) or _POLITE.search(lowered) or _G["outright"].search(lowered)
+    )
 
 
 def requests_outright(sentence: str) -> bool:
@@ -338,10 +311,7 @@ def requests_outright(sentence: str) -> bool:
     long", "more formal than I'd write")."""
     if _ASKS_OUTRIGHT.search(sentence.lower().translate(_QUOTES)):
         return True  # "still a bit long": a wish said before and not yet met
-    return any(
-        _IMPERATIVE.search(c) or _POLITE.search(c) or _G["outright"].search(c)
-        for c in (c.lower() for c in clauses(sentence))
-    )
+    return any(_outright(c) for c in clauses(sentence))
 
 
 def contrast_at(lowered: str) -> int | None:
@@ -352,17 +322,12 @@ def contrast_at(lowered: str) -> int | None:
 
 def keeps_whole(text: str) -> bool:
     """Whether ``text`` asks to leave the whole answer as it is ("Long, but it earns it. Don't
-    touch it.") and asks for nothing else: its other sentences hold no request."""
+    touch it.") and asks for nothing else: what the rest describes is conceded by the keep;
+    only an outright request ("add a table") still asks."""
     sentences = _sentences(text)
     keeping = [s for s in sentences if _KEEP_WHOLE.search(s.strip())]
-    if not keeping:
-        return False
-    # what the rest describes ("a tad long") is conceded by the keep; only an outright
-    # request ("add a table", "could it be warmer") still asks
-    rest = [c.lower() for s in sentences if s not in keeping for c in clauses(s)]
-    return not any(
-        _IMPERATIVE.search(c) or _POLITE.search(c) or _G["outright"].search(c) for c in rest
-    )
+    rest = [c for s in sentences if s not in keeping for c in clauses(s)]
+    return bool(keeping) and not any(_outright(c) for c in rest)
 
 
 def read(text: str, mode: Mode = "comment") -> Reading:
@@ -864,7 +829,7 @@ def _passed_over(
                 reading.praised.append((cue.aspect, read.text[start:end]))
             return True
     denied = (
-        _G["described_not"].search(lowered[:start]) and not re.match(r"^\s*enough\b", lowered[end:])
+        _G["described_not"].search(lowered[:start]) and not _G["enough_after"].match(lowered[end:])
     ) or (
         _G["at_all"].match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
     )
@@ -903,7 +868,7 @@ def _read_cue(
         if frame == "lacking" and cue.kind == "fault":
             reading.praised.append((cue.aspect, read.text[start:end]))
         return False
-    detail = _limit(match) or _topic(match)
+    detail = _group(match, "limit") or _topic(match)
     if detail and family == "longer" and _is_format_word(detail):
         return True
     if cue.kind == "state" and cue.ask and _G["makes_it"].match(read.lowered[end:]):
@@ -1148,40 +1113,22 @@ def _read_sentiment(clause: str, reading: Reading) -> None:
 
 
 def _read_tools(text: str, reading: Reading) -> None:
+    """More or less use of a tool ("it looked things up five times", "use the calculator")."""
     lowered = text.lower()
     mention = _TOOL_REPEATED.search(lowered) or _TOOL.search(lowered)
-    if not mention:
-        return
-    over = _TOOL_OVERUSE.search(lowered)
-    under = _TOOL_UNDERUSE.search(lowered)
-    if not over and not under:
+    over, under = _TOOL_OVERUSE.search(lowered), _TOOL_UNDERUSE.search(lowered)
+    if not mention or not (over or under):
         return
     direction = "less" if over and (not under or over.start() < under.start()) else "more"
-    tool = mention.group("tool")
-    name = re.sub(r"\s*(?:tool|api)$", "", tool)
-    name = {"looked": "search", "look": "search", "lookup": "search"}.get(name.split()[0], name)
-    if name.startswith("look") or name.startswith("brows") or name.startswith("googl"):
+    name = re.sub(r"\s*(?:tool|api)$", "", mention.group("tool"))
+    if _TOOLS["searching"].match(name) or name in _DOCUMENTS:
         name = "search"
-    if name.startswith("search") or name in _DOCUMENTS:
-        name = "search"
-    context = []
-    if re.search(r"\b(?:add|sum|multiply|compute|calculat\w*|arithmetic|math)", lowered):
-        context.append("arithmetic")
-    if direction == "less" and re.search(
-        r"\b(?:never|don't|do not|stop|no more|quit)\b[^.]{0,30}\b(?:call|use|using|calling|run|"
-        r"hit|touch)\w*",
-        lowered,
-    ):
+    context = ["arithmetic"] if _TOOLS["arithmetic"].search(lowered) else []
+    if direction == "less" and _TOOLS["never_call"].search(lowered):
         context.append("never")  # not only when: whether the step may call it at all
-    reading.wishes.append(
-        Wish(
-            "tool_use",
-            "tool_use",
-            text[mention.start() : mention.end()],
-            0.85,
-            detail=f"{name}|{direction}|{'+'.join(context)}",
-        )
-    )
+    detail = f"{name}|{direction}|{'+'.join(context)}"
+    quote = text[mention.start() : mention.end()]
+    reading.wishes.append(Wish("tool_use", "tool_use", quote, 0.85, detail=detail))
 
 
 def _read_languages(text: str, reading: Reading) -> None:

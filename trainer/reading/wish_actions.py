@@ -284,65 +284,14 @@ def preferences(sentence: str, rivals: Callable[[str, str], bool]) -> list[Wish]
 
 # --- amounts
 
-_SHARE = [
-    (re.compile(r"\bby (?:about |roughly |around )?(?:a |one )?third\b"), 2 / 3),
-    (re.compile(r"\bby (?:about |roughly |around )?(?:a |one )?quarter\b"), 3 / 4),
-    (re.compile(r"\b(?:a |one )?third (?:as long|of (?:the|its|that|this) (?:length|size)|of "
-                r"(?:it|this|that)\b)"), 1 / 3),
-    (re.compile(r"\bto (?:about |roughly |around )?(?:a |one )?third\b"), 1 / 3),
-    (re.compile(r"\btwo[- ]thirds\b"), 2 / 3),
-    # "a third shorter", "a quarter less": the share taken off, not the share left
-    (re.compile(r"\b(?:a |one )?third (?:shorter|smaller|briefer|less)\b"), 2 / 3),
-    (re.compile(r"\b(?:a |one )?quarter (?:shorter|smaller|briefer|less)\b"), 3 / 4),
-    # "another third off": again the share taken off, of the output the rater read
-    (re.compile(r"\b(?:another|a further|one more|an?) (?:third|1/3) off\b"
-                r"|\b(?:take|knock|cut|shave|trim)\w* off (?:another|a further|one more|an?) "
-                r"(?:third|1/3)\b"
-                r"|\b(?:take|knock|cut|shave|trim)\w* (?:another|a further|one more) "
-                r"(?:third|1/3)\b"), 2 / 3),
-    (re.compile(r"\b(?:another|a further|one more|an?) (?:quarter|1/4) off\b"
-                r"|\b(?:take|knock|cut|shave|trim)\w* (?:off )?(?:another|a further|one more) "
-                r"(?:quarter|1/4)\b"), 3 / 4),
-    (re.compile(r"\b(?:another|a further|one more) half off\b|\bhalf off\b"), 0.5),
-    (re.compile(r"\b(?:a |one )?quarter (?:as long|of (?:the|its|that|this) (?:length|size)|of "
-                r"(?:it|this|that)\b)"), 0.25),
-    (re.compile(r"\bto (?:about |roughly |around )?(?:a |one )?quarter\b"), 0.25),
-    (re.compile(r"\bhalve\b|\bhalf (?:this|that|its|the current) (?:length|size)\b"
-                r"|\bhalf (?:as long|the length|the size|as many words|of (?:the|its|"
-                r"that|this) length|of (?:it|this|that)\b)"
-                r"|\b(?:in|by) (?:about |roughly |around )?half\b"
-                r"|\b(?:cut|trim|shorten|reduce|chop)\w*\b[^.;]{0,20}\bhalf\b"
-                r"|\b(?:get|bring|take)\w*(?: it| this| that)?(?: down)? to (?:about |roughly |"
-                r"around )?(?:a )?half\b"), 0.5),
-]  # fmt: skip
-_NUMBER = {
-    "one": 1, "a single": 1, "single": 1, "a": 1, "an": 1, "two": 2, "a couple of": 2,
-    "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-}  # fmt: skip
-_UNITS = {
-    "example": "examples", "examples": "examples", "case": "examples",
-    "bullet": "bullets", "bullets": "bullets",
-    "bullet point": "bullets", "bullet points": "bullets",
-    "point": "points", "points": "points", "takeaway": "sentences",
-    "line": "lines", "lines": "lines", "sentence": "sentences", "sentences": "sentences",
-    "paragraph": "paragraphs", "paragraphs": "paragraphs",
-}  # fmt: skip
-_COUNT = re.compile(
-    r"\b(?:exactly |just |only |at most |no more than )?(?P<n>one|a single|single|two|three|four|"
-    r"five|six|seven|a couple of|\d{1,2})(?:[- ](?P<unit1>line|sentence|paragraph)\b"
-    r"|\s+(?:[\w-]+\s+){0,2}?(?P<unit2>examples?|case|bullet points?|bullets?|points?|"
-    r"takeaway|lines?|sentences?|paragraphs?)\b)",
-    re.I,
-)
+# The words, each explained in ``cues/en/vocabulary/amounts.json``
+_AMOUNTS = cue_tables.vocabulary("amounts")
+_SHARE = [(re.compile(s["regex"]), s["share"]) for s in _AMOUNTS.tables["shares"]]
+_NUMBER: dict[str, int] = _AMOUNTS.tables["numbers"]
+_UNITS: dict[str, str] = _AMOUNTS.tables["units"]
+_COUNT = _AMOUNTS.patterns["count"]
 # the families a counted unit belongs to, and the family a count is an amount of
-_COUNTED = {
-    "examples": ("example",),
-    "bullets": ("bullets", "key_points"),
-    "points": ("key_points", "bullets"),
-    "lines": ("summary_at_end", "conclusion_first"),
-    "sentences": ("summary_at_end", "conclusion_first", "shorter"),
-    "paragraphs": ("shorter",),
-}
+_COUNTED: dict[str, list[str]] = _AMOUNTS.tables["counted"]
 
 
 def share_alone(text: str) -> tuple[str, Amount] | None:
