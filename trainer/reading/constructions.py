@@ -125,7 +125,13 @@ def mentions(lowered: str, faults: bool = False) -> list[Mention]:
             and re.fullmatch(r"\s*(?:\w+\s+)?", lowered[mention.end : after.start]) is not None
         )
         same = named and named[-1].family == mention.family
-        if not attribute and not (same and lowered[named[-1].end : mention.start].strip() == ""):
+        # "beginner-friendly": one compound, named by its first word
+        compound = named and lowered[named[-1].end : mention.start] == "-"
+        if (
+            not attribute
+            and not compound
+            and not (same and lowered[named[-1].end : mention.start].strip() == "")
+        ):
             named.append(mention)
     return named
 
@@ -209,7 +215,7 @@ def place(sentence: str) -> Construction | None:
         # "swap the flat certainty for honest hedging": what it is swapped for is wanted;
         # "switch the bullets to something else": what is swapped out, rejected
         named = mentions(lowered, faults=True)
-        swap = named and _P["swap_verb"].search(lowered[: named[0].start])
+        swap = named and _P["swap_one"].search(lowered[: named[0].start])
         one = len({m.family for m in named}) == 1
         if one and swap and not _P["swap_in"].search(lowered[: named[0].start]):
             if _P["swapped_for"].search(lowered[swap.end() : named[0].start]):
@@ -242,6 +248,21 @@ def place(sentence: str) -> Construction | None:
         ):
             roles[index] = "wanted"
     return _settled(found, roles, families)
+
+
+def removed(sentence: str) -> set[str]:
+    """The families a removal verb names right before their words ("skip the beginner-friendly
+    version"), unless the removal is refused ("don't drop the table")."""
+    lowered = sentence.lower()
+    found = mentions(lowered)
+    return {
+        m.family
+        for i, m in enumerate(found)
+        if (verb := _P["removed_before"].search(lowered[found[i - 1].end if i else 0 : m.start]))
+        and not _P["rejected_before"].search(
+            lowered[: (found[i - 1].end if i else 0) + verb.start()]
+        )
+    }
 
 
 def _construction_roles(lowered: str, found: list[Mention]) -> dict[int, Role]:

@@ -343,6 +343,13 @@ def read(text: str, mode: Mode = "comment") -> Reading:
         # "The bulleted list? No thanks. A table.", "Not the bullets. A table.": one unit
         unit = sentences[index : index + 1 + constructions.joins(sentences[index:])]
         if mode == "comment" and _read_construction(" ".join(unit), reading):
+            if len(unit) > 1:
+                # what the rejection's sentence also asks, of no rival ("less of the memo
+                # voice and the acronyms. It's a Slack message."): the acronyms' fix stands
+                placed = {w.family for w in reading.wishes[first:]}
+                beside = Reading()
+                _read_sentence(sentence, mode, beside)
+                reading.wishes += [w for w in beside.wishes if _apart(w.family, placed)]
             _amounts(" ".join(unit), reading, first)
             joined |= set(range(index + 1, index + len(unit)))
             before = sentence
@@ -354,6 +361,14 @@ def read(text: str, mode: Mode = "comment") -> Reading:
         _read_sentence(sentence, mode, reading)
         if mode == "comment":
             _read_actions(sentence, before, reading, first)
+            # "skip the beginner-friendly version": a family named to go, never one asked for
+            gone = constructions.removed(sentence)
+            reading.wishes[first:] = [
+                replace(w, action="remove", asked=False)
+                if w.family in gone and w.action == "add"
+                else w
+                for w in reading.wishes[first:]
+            ]
         before = sentence
     if mode == "comment":
         _read_whole(text or "", reading)
@@ -366,6 +381,9 @@ def read(text: str, mode: Mode = "comment") -> Reading:
             for clause in clauses(sentence):
                 reading.kept += wish_actions.approvals(clause)
     _settle(reading, mode)
+    if mode == "comment" and keeps_whole(text or ""):
+        # "I'm not asking for any changes": what the rest describes is no wish
+        reading.wishes = [w for w in reading.wishes if w.action != "add"]
     if mode == "comment":
         _unsure(text or "", reading)
         # rivals left unplaced in one sentence that another sentence places are settled
@@ -410,6 +428,10 @@ def _read_construction(sentence: str, reading: Reading) -> bool:
         reading.wishes += [w for w in beside.wishes if w.family in built.left]
         reading.kept += [k for k in beside.kept if k.family in built.left]
     return True
+
+
+def _apart(family: str, placed: set[str]) -> bool:
+    return family not in placed and not any(constructions.rivals(family, f) for f in placed)
 
 
 def _read_answered(question: str, answer: str, reading: Reading) -> bool:
@@ -814,6 +836,8 @@ def _passed_over(
     start, end = match.span()
     if cue.sizes_parts and _PART.match(lowered[end:]):
         return True  # "a short closing line": the size of a part asked for, not of the answer
+    if cue.aspect == "length" and _G["of_words"].search(lowered[:start]):
+        return True  # "words longer than two syllables": the words' length, not the answer's
     if cue.kind == "quality" and not comparative:
         # "generic taglines" is still a complaint (nobody asks for generic), "a short
         # summary" is not
