@@ -183,3 +183,17 @@ def test_words_that_look_like_the_rival_are_read_as_what_they_say(text: str, fam
 )
 def test_a_fault_the_rater_owns_or_quotes_changes_nothing(text: str) -> None:
     assert reader.read(text).wishes == []
+
+
+@pytest.mark.parametrize(
+    ("text", "wanted"),
+    [
+        ("I'd sooner read the fuller account than this outline.", {("longer", "add")}),
+        ("Keep it to half a page.", {("shorter", "add")}),
+        ("Add one drill the team could run at the kitchen table.", {("example", "add")}),
+        ("Rispondi in italiano, per favore: è per le famiglie.", {("language", "add")}),
+        ("Stop guessing at clauses you haven't read.", {("no_fabrication", "add")}),
+    ],
+)
+def test_everyday_wordings_of_one_wish(text: str, wanted: set[tuple[str, str]]) -> None:
+    assert {(w.family, w.action) for w in reader.read(text).wishes} == wanted

@@ -211,7 +211,13 @@ def place(sentence: str) -> Construction | None:
     if len(families) < 2:
         # "a short answer over the full history lesson": one mention preferred to words
         # that name no family
-        preferred = found and _P["prefers_over"].match(lowered[found[0].end :])
+        preferred = found and (
+            _P["prefers_over"].match(lowered[found[0].end :])
+            or (
+                _P["rather_before"].search(lowered[: found[0].start])
+                and _P["than_after"].match(lowered[found[0].end :])
+            )
+        )
         # "swap the flat certainty for honest hedging": what it is swapped for is wanted;
         # "switch the bullets to something else": what is swapped out, rejected
         named = mentions(lowered, faults=True)

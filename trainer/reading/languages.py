@@ -68,7 +68,7 @@ def wanted_language(text: str) -> str | None:
     lowered = normal.lower()
     wanted: list[str] = []
     described: list[str] = []
-    native = _may_name_natively(normal)
+    native = _may_name_natively(normal) or not normal.isascii()  # "rispondi in italiano, più…"
     names = _names(native)
     for match in _pattern(native).finditer(normal):
         written = match.group(0)

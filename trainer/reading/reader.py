@@ -1065,12 +1065,13 @@ def _trade(sentence: str) -> Wish | None:
 
 def _focus(clause: str) -> Wish | None:
     lowered = clause.lower()
-    want = _FOCUS.search(lowered)
-    avoid = _AVOID.search(lowered)
+    want, avoid = _FOCUS.search(lowered), _AVOID.search(lowered)
+    topic = _topic(want) if want else None
+    if topic and _G["amount_topic"].match(topic):
+        topic, want = None, None  # "keep it to half a page": a length, read as one
+    avoided = _topic(avoid) if avoid else None
     if not want and not avoid:
         return None
-    topic = _topic(want) if want else None
-    avoided = _topic(avoid) if avoid else None
     detail = "|".join(f"{k}:{v}" for k, v in (("on", topic), ("off", avoided)) if v)
     return Wish("focus", "focus", clause, 0.85, detail=detail or None)
 
