@@ -30,7 +30,13 @@ from domain import want_labels
 from domain import wants as structured
 from domain.settings import Settings
 from services import command_line
-from services.reading_prompt import Confirmed, confirm, print_reading
+from services.reading_prompt import (
+    confirm,
+    payload_wants,
+    print_plan,
+    print_reading,
+    taken_as_read,
+)
 from services.terminal import console as make_console
 from services.terminal import json_text, printable, shown
 
@@ -259,13 +265,19 @@ def score(
         previewed = await preview_on_worker(client, lineage_id, value, comment)
         seen = previewed.reading
         print_reading(console, seen)
-        taken = Confirmed(seen.chips, seen.exact)
-        if ask is not None:
+        taken = taken_as_read(seen)
+        while ask is not None:
             chosen = confirm(console, seen, ask, seen.undo_to)
             if chosen is None:
                 console.print("Cancelled: nothing sent.")
                 return 1
-            taken = chosen
+            if not chosen.replan:
+                taken = chosen
+                break
+            # the wishes edited: the step's plan for them, shown and asked about again
+            previewed = await preview_on_worker(client, lineage_id, value, comment, chosen.wants)
+            seen = previewed.reading
+            print_plan(console, seen)
         payload: dict[str, object] = {"score": value}
         if comment:
             payload["comment"] = comment
@@ -276,8 +288,12 @@ def score(
             payload["cycle"] = previewed.cycle
             if previewed.output_id:
                 payload["output_id"] = previewed.output_id
-        if taken.as_wants and (comment or taken.wants):
-            payload["wants"] = taken.wants
+        sent_wants = payload_wants(seen, taken, comment)
+        if sent_wants is not None:
+            payload["wants"] = sent_wants
+        if taken.changes is not None:
+            # the plan confirmed: the step makes these changes and no other
+            payload["changes"] = taken.changes
         try:
             accepted = await submit_score(client, previewed.lineage_id, payload)
         except ValueError as exc:
