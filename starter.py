@@ -240,10 +240,11 @@ Rater = Annotated[str | None, typer.Option(help="Your name: the score is recorde
 
 
 @app.command(
-    help="Score the output awaiting a score: your comment's reading is shown first, as the "
-    "lineage's step would act on it; on a terminal you take it, edit it (drop wishes, add "
-    "them as `correct` does) or cancel; with --yes, or no terminal, it is taken as read. "
-    "The step then acts on exactly the wishes taken.\n\n" + FAMILIES_HELP
+    help="Score the output awaiting a score: your comment's reading and every change the "
+    "lineage's step would make are shown first; on a terminal you take them, edit them (drop "
+    "wishes, add them as `correct` does, drop a change: 'drop c2') or cancel; with --yes, or "
+    "no terminal, they are taken as shown. The step then makes exactly the changes taken."
+    "\n\n" + FAMILIES_HELP
 )
 def score(
     lineage_id: LineageArg,
