@@ -115,7 +115,13 @@ async def planned(
             "changes": [planned_change(c) for c in step.plan.changes],
             "planned": True,
             "plan_wants": plan_wants,
-            "plan_notes": [r for r in step.report if not r.startswith("not understood")],
+            # what the reading already says (a clause not understood, a standing wish in
+            # the way) is not said twice
+            "plan_notes": [
+                r
+                for r in step.report
+                if not r.startswith("not understood") and r not in {u.why for u in seen.unsure}
+            ],
         }
     )
 

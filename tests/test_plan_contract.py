@@ -51,6 +51,7 @@ from domain.cycle import Cycle
 from domain.events import AgentEvolved, PlanConfirmed
 from domain.feedback import ScoreInput
 from domain.lineage import CycleStepInput, RegisterLineageInput, RunAgentInput
+from domain.reading_preview import change_words
 from domain.settings import Settings
 from domain.spec import SessionSpec
 from domain.trainer import EvolutionChange, change_key
@@ -61,8 +62,8 @@ from runner.tools import default_registry
 from store import Store
 from tests.conftest import make_spec
 from trainer import preview
-from trainer.backends import TrainerBackends
-from trainer.cycle_step import LineageMemory
+from trainer.backends import RulesTrainer, TrainerBackends
+from trainer.cycle_step import LineageMemory, summary, take
 from workflows.lineage import LineageWorkflow
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "feedback-dev"
@@ -330,3 +331,55 @@ async def test_through_the_activities_every_case_makes_exactly_its_previewed_pla
         sent += await activities.play(steps)
     assert len(sent) == 70 + 120 + 59
     _checked(store, sent)
+
+
+# ---- the binding itself ----------------------------------------------------------------------
+
+BRIEF = "You are an expert analyst. Provide brief, scannable analysis."
+
+
+def _step(confirmed: list[str] | None, wanted: list[str]):
+    agent = make_spec(prompt=BRIEF).lineages[0].agent
+    memory = LineageMemory(session_id="s", lineage_id="L", wants=wanted, confirmed=confirmed)
+    return agent, asyncio.run(take(RulesTrainer(), agent, memory, 3, "too long; a table"))
+
+
+def test_the_step_makes_only_the_changes_confirmed_and_says_what_it_left_out():
+    wanted = ["shorter:60", "table"]
+    agent, whole = _step(None, wanted)
+    keys = [change_key(c) for c in whole.plan.changes]
+    assert len(keys) >= 2
+    # confirmed whole: the step as planned
+    _, same = _step(keys, wanted)
+    assert same.agent == whole.agent and same.report == whole.report
+    # one left out: not made, and said
+    _, less = _step(keys[1:], wanted)
+    assert [change_key(c) for c in less.plan.changes] == keys[1:]
+    left_out = change_words(whole.plan.changes[0])
+    assert f"not made: {left_out}: not in the plan you confirmed" in less.report
+    assert less.agent == _step(keys[1:], wanted)[1].agent != whole.agent
+    # one confirmed that the step does not plan: nothing unplanned is made, and it is said
+    _, stale = _step([*keys, "0123456789ab"], wanted)
+    assert stale.agent == whole.agent
+    assert stale.report[-1].startswith("not made: 1 change(s) you confirmed that the step no")
+    # nothing confirmed: nothing changes, and the summary says why
+    _, none = _step([], wanted)
+    assert not none.changed and none.agent == agent
+    assert summary(none, 1).startswith("kept v1: not made:")
+
+
+def test_a_standing_wish_in_the_way_is_said_with_the_change_it_would_block():
+    """Bullets asked for in cycle 1 stand: a later wish for paragraphs would take out the
+    instruction that carries them. The step's note names that change (the preview lists the
+    step's notes before sending: ``plan_notes``)."""
+    agent = make_spec(prompt=BRIEF).lineages[0].agent
+    memory = LineageMemory(session_id="s", lineage_id="L")
+    for cycle, wanted in enumerate((["bullets"], ["warmer"]), start=1):
+        memory = memory.model_copy(update={"wants": wanted, "cycle": cycle})
+        step = asyncio.run(take(RulesTrainer(), agent, memory, 4, None))
+        agent = step.agent
+        memory = memory.model_copy(update={"asked_for": step.asked_for, "wishes": step.wishes})
+    memory = memory.model_copy(update={"wants": ["prose"], "cycle": 3})
+    blocked = asyncio.run(take(RulesTrainer(), agent, memory, 4, None))
+    named = [r for r in blocked.report if "take out 'Use bullet points" in r]
+    assert named and named[0].startswith("kept 'wants bullets': you asked for it in cycle 1")

@@ -906,7 +906,9 @@ def _keeps(
     else:
         lost = set()
     if lost & standing.keys():
-        report += [wish_guard.kept(standing[f]) for f in sorted(lost & standing.keys())]
+        # the change it would break named, so the rater sees what the wish stands in the way of
+        said = change_words(change)
+        report += [wish_guard.kept(standing[f], said) for f in sorted(lost & standing.keys())]
     elif lost:
         report.append(f"kept {change.before!r}: the reviewer asked for {', '.join(sorted(lost))}")
     return not lost
