@@ -101,6 +101,11 @@ async def planned(
     plan_wants = wants if wants is not None else seen.wants if seen.exact and comment else None
     if seen.incomplete or not _rules_plan(basis.trainer, plan_wants):
         return seen
+    if not basis.train:  # locked: the score judges the last change, and nothing evolves
+        locked = "the lineage is locked: the score judges the last change, nothing changes"
+        return seen.model_copy(
+            update={"planned": True, "plan_wants": plan_wants, "plan_notes": [locked]}
+        )
     try:
         sent = ScoreInput(score=float(score), comment=comment, wants=plan_wants)
     except ValidationError:
