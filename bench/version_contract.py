@@ -18,8 +18,9 @@ changes recorded with it and the plan confirmed with its score, and checks:
 
 A version made without a confirmed plan (a raw ``score`` signal, a correction of a reading, a
 Claude trainer's plan) is counted apart; ``--strict`` counts it as a violation. Prints the
-counts and every violation; exits 1 when there is one. STORE_URL defaults to the demo's store
-(``make run``'s ``.training-camp/training-camp.db``, or ``TRAINING_CAMP_DATABASE_URL``).
+counts and every violation; exits 1 when there is one, 2 when there is no store at the URL.
+STORE_URL defaults to the demo's store (``make run``'s ``.training-camp/training-camp.db``, or
+``TRAINING_CAMP_DATABASE_URL``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from sqlalchemy.engine import make_url
 
 from domain.agent import AgentDefinition, AgentRef
 from domain.events import AgentEvolved, ArtifactScored, EvolutionKept, PlanConfirmed
@@ -234,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     url = args.store or Settings.from_env().database_url
+    path = make_url(url).database if url.startswith("sqlite") else None
+    if path and path != ":memory:" and not Path(path).exists():
+        print(f"no store at {url} (start the demo with `make run`, or give the store's URL)")
+        return 2
     store = Store.open(url)
     try:
         report = check(store, args.lineage, args.strict)

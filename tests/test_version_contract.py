@@ -83,7 +83,7 @@ def _step(
     return after
 
 
-def test_every_version_is_checked_against_its_confirmed_plan(store: Store, capsys):
+def test_every_version_is_checked_against_its_confirmed_plan(store: Store, capsys, tmp_path):
     register(store, LINEAGE)
     short, table, example = _add("Keep it short."), _add("Use a table."), _add("Like this: a.")
     tokens = EvolutionChange(
@@ -150,3 +150,5 @@ def test_every_version_is_checked_against_its_confirmed_plan(store: Store, capsy
     assert printed.startswith("versions checked: 4 (3 with a confirmed plan, 1 without)")
     assert "violations: 3" in printed and "made, not confirmed: add 'Be warm.'" in printed
     assert version_contract.main([url, "--lineage", "s1-B"]) == 0
+    assert version_contract.main([f"sqlite:///{tmp_path}/none.db"]) == 2  # no store made
+    assert "no store at" in capsys.readouterr().out and not (tmp_path / "none.db").exists()
