@@ -46,6 +46,7 @@ from activities.reading_preview import planned, preview_reading
 from activities.trainer import TrainerActivities
 from bench import version_contract
 from client import await_output, preview_on_worker, start_session
+from domain.agent import AgentRef
 from domain.checks import MAX_ACTIVE_WISHES
 from domain.cycle import Cycle
 from domain.events import AgentEvolved, PlanConfirmed
@@ -383,3 +384,30 @@ def test_a_standing_wish_in_the_way_is_said_with_the_change_it_would_block():
     blocked = asyncio.run(take(RulesTrainer(), agent, memory, 4, None))
     named = [r for r in blocked.report if "take out 'Use bullet points" in r]
     assert named and named[0].startswith("kept 'wants bullets': you asked for it in cycle 1")
+
+
+def test_a_locked_lineage_s_preview_plans_no_change():
+    """A locked lineage's score judges the last change and evolves nothing: the preview says
+    so, and its plan (empty) binds the step to nothing."""
+
+    async def never(inp: CycleStepInput):
+        raise AssertionError("a locked lineage's step plans nothing")
+
+    basis = CycleStepInput(
+        session_id="s",
+        lineage_id="L",
+        evaluation_id="",
+        artifact_id="a",
+        rollout_id="r",
+        cycle=2,
+        agent=AgentRef(agent_id="L", version=2),
+        score=ScoreInput(score=0.0),
+        train=False,
+    )
+    memory = LineageMemory(session_id="s", lineage_id="L")
+    seen = asyncio.run(preview.preview(RulesTrainer(), memory, 3, "Shorter, please."))
+    seen = asyncio.run(planned(never, basis, seen, 3, "Shorter, please.", None))
+    assert (seen.planned, seen.changes, seen.plan_wants) == (True, [], ["shorter"])
+    assert seen.plan_notes == [
+        "the lineage is locked: the score judges the last change, nothing changes"
+    ]
