@@ -81,7 +81,7 @@ SAMPLE_EVERY = 24  # every 24th single comment also goes through a lineage on th
 THROUGH_TEMPORAL = ("s06", "s13", "s14", "s18", "s19", "s21", "s23", "s24")
 AT_ONCE = 8  # lineages scored side by side
 
-pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="the feedback-dev sets are not here")
+needs_the_sets = pytest.mark.skipif(not SHARED.is_dir(), reason="no feedback-dev sets here")
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -192,6 +192,7 @@ def _sent(evaluation_id: str | None, payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@needs_the_sets
 async def test_through_temporal_each_version_is_exactly_the_previewed_plan(
     client, store, settings, run_worker, tmp_path
 ):
@@ -323,6 +324,7 @@ class _Activities:
         return sent
 
 
+@needs_the_sets
 async def test_through_the_activities_every_case_makes_exactly_its_previewed_plan(store, tmp_path):
     singles = _singles(tmp_path)
     sequences = [s["steps"] for s in _jsonl(SHARED / "sequences.jsonl")]
