@@ -270,13 +270,18 @@ async def last_reading(settings: Settings, lineage: str, timeout: float = 3.0) -
 
 
 async def preview_on_worker(
-    client: Client, lineage: str, score: float, comment: str | None
+    client: Client,
+    lineage: str,
+    score: float,
+    comment: str | None,
+    wants: list[str] | None = None,
 ) -> LineagePreview:
     """``preview_reading`` made by a worker of the lineage (its id or workflow id), on its task
-    queue: the reader there is loaded, and the corrections, setting and trainer backend are the
-    step's own. The comment is masked before it leaves (the reading's workflow keeps it in its
-    history). KeyError when Temporal has no such lineage, TimeoutError when no worker read it
-    within ``PREVIEW_TIMEOUT`` (none polls the queue)."""
+    queue: the reader there is loaded, and the corrections, setting, trainer backend and plan
+    are the step's own (``wants``: the wishes as the rater edited them, planned for). The
+    comment is masked before it leaves (the reading's workflow keeps it in its history).
+    KeyError when Temporal has no such lineage, TimeoutError when no worker read it within
+    ``PREVIEW_TIMEOUT`` (none polls the queue)."""
 
     handle = client.get_workflow_handle(workflow_id(lineage.removeprefix("lineage-")))
     try:
@@ -285,7 +290,12 @@ async def preview_on_worker(
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise
         raise KeyError(f"no lineage {lineage!r} in Temporal (by lineage or workflow id)") from None
-    asked = PreviewAsked(lineage=lineage, score=score, comment=redact(comment) if comment else None)
+    asked = PreviewAsked(
+        lineage=lineage,
+        score=score,
+        comment=redact(comment) if comment else None,
+        wants=[redact(w) for w in wants] if wants is not None else None,
+    )
     try:
         return await client.execute_workflow(
             PREVIEW_WORKFLOW,

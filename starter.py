@@ -30,7 +30,13 @@ from domain import want_labels
 from domain import wants as structured
 from domain.settings import Settings
 from services import command_line
-from services.reading_prompt import Confirmed, confirm, print_reading
+from services.reading_prompt import (
+    confirm,
+    payload_wants,
+    print_plan,
+    print_reading,
+    taken_as_read,
+)
 from services.terminal import console as make_console
 from services.terminal import json_text, printable, shown
 
@@ -234,10 +240,11 @@ Rater = Annotated[str | None, typer.Option(help="Your name: the score is recorde
 
 
 @app.command(
-    help="Score the output awaiting a score: your comment's reading is shown first, as the "
-    "lineage's step would act on it; on a terminal you take it, edit it (drop wishes, add "
-    "them as `correct` does) or cancel; with --yes, or no terminal, it is taken as read. "
-    "The step then acts on exactly the wishes taken.\n\n" + FAMILIES_HELP
+    help="Score the output awaiting a score: your comment's reading and every change the "
+    "lineage's step would make are shown first; on a terminal you take them, edit them (drop "
+    "wishes, add them as `correct` does, drop a change: 'drop c2') or cancel; with --yes, or "
+    "no terminal, they are taken as shown. The step then makes exactly the changes taken."
+    "\n\n" + FAMILIES_HELP
 )
 def score(
     lineage_id: LineageArg,
@@ -259,13 +266,19 @@ def score(
         previewed = await preview_on_worker(client, lineage_id, value, comment)
         seen = previewed.reading
         print_reading(console, seen)
-        taken = Confirmed(seen.chips, seen.exact)
-        if ask is not None:
+        taken = taken_as_read(seen)
+        while ask is not None:
             chosen = confirm(console, seen, ask, seen.undo_to)
             if chosen is None:
                 console.print("Cancelled: nothing sent.")
                 return 1
-            taken = chosen
+            if not chosen.replan:
+                taken = chosen
+                break
+            # the wishes edited: the step's plan for them, shown and asked about again
+            previewed = await preview_on_worker(client, lineage_id, value, comment, chosen.wants)
+            seen = previewed.reading
+            print_plan(console, seen)
         payload: dict[str, object] = {"score": value}
         if comment:
             payload["comment"] = comment
@@ -276,8 +289,12 @@ def score(
             payload["cycle"] = previewed.cycle
             if previewed.output_id:
                 payload["output_id"] = previewed.output_id
-        if taken.as_wants and (comment or taken.wants):
-            payload["wants"] = taken.wants
+        sent_wants = payload_wants(seen, taken, comment)
+        if sent_wants is not None:
+            payload["wants"] = sent_wants
+        if taken.changes is not None:
+            # the plan confirmed: the step makes these changes and no other
+            payload["changes"] = taken.changes
         try:
             accepted = await submit_score(client, previewed.lineage_id, payload)
         except ValueError as exc:

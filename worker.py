@@ -71,7 +71,9 @@ def build_worker(
     registry = LineageRegistryActivities(store)
     trainers = TrainerBackends(settings)
     trainer = TrainerActivities(store, trainers, settings.shared_corrections)
-    reading = ReadingPreviewActivities(store, trainers, settings.shared_corrections)
+    reading = ReadingPreviewActivities(
+        store, trainers, settings.shared_corrections, planner=trainer.planned
+    )
     feedback = FeedbackActivities(store)
     records = CycleRecordActivities(store)
     sharing = InsightSharingActivities(store)

@@ -54,6 +54,8 @@ class CycleRecordActivities:
             rater=step.score.rater,
             outcome=(judged.evolution_id, judged.verdict) if judged else None,
             insights=judged.insights if judged else [],
+            wants=step.score.wants,
+            confirmed=step.score.changes,
         )
         kept = _unchanged(step, decision, step.agent).model_copy(
             update={"verdict": judged.verdict if judged else None}

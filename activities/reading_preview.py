@@ -10,18 +10,29 @@ nothing is written.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from pydantic import ValidationError
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 
 from domain.corrections import LabelledExample
-from domain.lineage import LineageState, score_before
-from domain.reading_preview import LineagePreview, PreviewAsked, ReadingPreview
+from domain.cycle_decision import CycleStep
+from domain.feedback import ScoreInput
+from domain.lineage import CycleStepInput, LineageState, score_before
+from domain.reading_preview import LineagePreview, PreviewAsked, ReadingPreview, planned_change
 from store import Store
 from trainer import preview
 from trainer.backends import TrainerBackends
 from trainer.cycle_step import LineageMemory
+from trainer.measure_budget import OverBudget, within_budget
+
+PLAN_BUDGET_SECONDS = 10.0  # the rules engine plans in milliseconds; a long comment's reading
+# The cycle step's own planning (``TrainerActivities.planned``), handed in by whoever composes
+# the preview (the worker, the review app): activity modules do not import one another
+Planner = Callable[[CycleStepInput], Awaitable[CycleStep]]
 
 
 async def preview_reading(
@@ -32,15 +43,20 @@ async def preview_reading(
     score: float,
     comment: str | None,
     shared_corrections: bool = False,
+    wants: list[str] | None = None,
+    planner: Planner | None = None,
 ) -> tuple[LineageState, ReadingPreview]:
-    """The lineage's `state`, and how its cycle step would read ``score`` and ``comment`` now:
-    the same reader, the corrections it would consult (the session's, or every session's
-    with ``shared_corrections``, as the worker's setting says) and the lineage's trainer.
-    Writes nothing. KeyError when no such lineage is known."""
+    """The lineage's `state`, and how its cycle step would read ``score`` and ``comment`` now
+    (or act on ``wants``, the wishes as the rater edited them): the same reader, the
+    corrections it would consult (the session's, or every session's with
+    ``shared_corrections``, as the worker's setting says) and the lineage's trainer; and,
+    for the output awaiting a score, every change the step would make, as ``planner`` (the
+    step's own planning) makes it. Writes nothing. KeyError when no such lineage is known."""
     lineage_id = await asyncio.to_thread(store.queries.resolve_lineage, lineage)
-    # the lineage workflow's `state` query, by name: activities sit below the workflows
-    state = await client.get_workflow_handle(f"lineage-{lineage_id}").query(
-        "state", result_type=LineageState
+    # the lineage workflow's queries, by name: activities sit below the workflows
+    handle = client.get_workflow_handle(f"lineage-{lineage_id}")
+    state, basis = await asyncio.gather(
+        handle.query("state", result_type=LineageState), _step_input(handle)
     )
     corrections, undo_to = await asyncio.to_thread(
         _reading_context, store, state, shared_corrections
@@ -55,7 +71,75 @@ async def preview_reading(
         cycle=state.cycle,
     )
     backend = preview.backend_for(backends, state.trainer, state.trainer_model)
-    return state, await preview.preview(backend, memory, score, comment, undo_to)
+    seen = await preview.preview(backend, memory, score, comment, undo_to, wants)
+    if basis is None or planner is None:
+        return state, seen
+    return state, await planned(planner, basis, seen, score, comment, wants)
+
+
+async def _step_input(handle: WorkflowHandle[Any, Any]) -> CycleStepInput | None:
+    """The step a score would start now (``LineageWorkflow.step_input``); None when no output
+    awaits a score, or the lineage's worker predates the query."""
+    try:
+        return await handle.query("step_input", result_type=CycleStepInput | None)
+    except WorkflowQueryFailedError:
+        return None
+
+
+async def planned(
+    planner: Planner,
+    basis: CycleStepInput,
+    seen: ReadingPreview,
+    score: float,
+    comment: str | None,
+    wants: list[str] | None,
+) -> ReadingPreview:
+    """``seen`` with the step's plan: the changes the cycle step would make, planned by the
+    step's own function (``TrainerActivities.planned``) on the step the lineage would start
+    (``basis``) and the wants the score will carry (``plan_wants``). Unplanned (said back
+    after the step) when the step plans with Claude, or the comment could not be read here."""
+    plan_wants = wants if wants is not None else seen.wants if seen.exact and comment else None
+    if seen.incomplete or not _rules_plan(basis.trainer, plan_wants):
+        return seen
+    if not basis.train:  # locked: the score judges the last change, and nothing evolves
+        locked = "the lineage is locked: the score judges the last change, nothing changes"
+        return seen.model_copy(
+            update={"planned": True, "plan_wants": plan_wants, "plan_notes": [locked]}
+        )
+    try:
+        sent = ScoreInput(score=float(score), comment=comment, wants=plan_wants)
+    except ValidationError:
+        return seen  # the lineage refuses the score itself, and says why
+    inp = basis.model_copy(update={"score": sent})
+    try:
+        step = await within_budget(PLAN_BUDGET_SECONDS, _plan_now, planner, inp)
+    except (OverBudget, ApplicationError):
+        return seen
+    return seen.model_copy(
+        update={
+            "changes": [planned_change(c) for c in step.plan.changes],
+            "planned": True,
+            "plan_wants": plan_wants,
+            # what the reading already says (a clause not understood, a standing wish in
+            # the way) is not said twice
+            "plan_notes": [
+                r
+                for r in step.report
+                if not r.startswith("not understood") and r not in {u.why for u in seen.unsure}
+            ],
+        }
+    )
+
+
+def _rules_plan(trainer: str, plan_wants: list[str] | None) -> bool:
+    """Whether the step's plan is the rules engine's, made alike here and in the step: with
+    the rules trainer; with rules+claude when the wishes are sent (Claude reads nothing)."""
+    return trainer == "rules" or (trainer == "rules+claude" and plan_wants is not None)
+
+
+def _plan_now(planner: Planner, inp: CycleStepInput) -> CycleStep:
+    """The plan, in a measuring thread: the rules engine's work holds no event loop."""
+    return asyncio.run(planner(inp))
 
 
 def _reading_context(
@@ -71,11 +155,16 @@ def _reading_context(
 
 class ReadingPreviewActivities:
     def __init__(
-        self, store: Store, backends: TrainerBackends, shared_corrections: bool = False
+        self,
+        store: Store,
+        backends: TrainerBackends,
+        shared_corrections: bool = False,
+        planner: Planner | None = None,
     ) -> None:
         self.store = store
         self.backends = backends
         self.shared_corrections = shared_corrections  # as the step's reader consults them
+        self.planner = planner  # the step's planning: the preview lists its changes
 
     @activity.defn(name="preview_reading")
     async def preview_reading(self, asked: PreviewAsked) -> LineagePreview:
@@ -89,6 +178,8 @@ class ReadingPreviewActivities:
                 asked.score,
                 asked.comment,
                 self.shared_corrections,
+                asked.wants,
+                self.planner,
             )
         except KeyError as exc:  # no such lineage: said, not retried
             raise ApplicationError(

@@ -81,14 +81,14 @@ class TrainerActivities:
         context: StepContext | None = None
         try:
             context = await asyncio.to_thread(self._context, inp)
-            memory = self._memory(inp, context)
             if not inp.train:  # locked: the score judges, nothing evolves
+                memory = self._memory(inp, context)
                 return CycleDecision(
                     judged=cycle_step.judge(memory, inp.score.score, inp.score.comment),
                     attempt_id=context.artifact.attempt_id,
                     summary=f"kept v{inp.agent.version}: the lineage is locked",
                 )
-            step = await self._take(inp, context, memory)
+            step = await self.planned(inp, context)
         except Exception as error:
             if is_transient(error):
                 raise  # the store: retried until it is back
@@ -109,6 +109,16 @@ class TrainerActivities:
             wants=wants.wants_of(step.analysis.aspects),
         )
 
+    async def planned(self, inp: CycleStepInput, context: StepContext | None = None) -> CycleStep:
+        """The step ``inp`` starts, over what the store holds (``context``, read if not given):
+        the verdict, the changes and the notes; nothing is written. The step takes it, and the
+        preview of a reading shows its changes (``activities/reading_preview.py``): one
+        function, so what is shown is what is made. A score sent with the keys of the changes
+        it confirms (``score.changes``) binds the step to those (``cycle_step.bound``)."""
+        if context is None:
+            context = await asyncio.to_thread(self._context, inp)
+        return await self._take(inp, context, self._memory(inp, context))
+
     def _memory(self, inp: CycleStepInput, context: StepContext) -> LineageMemory:
         return LineageMemory(
             session_id=inp.session_id,
@@ -125,6 +135,7 @@ class TrainerActivities:
             rollback_refuted=inp.rollback_refuted,
             output_cut_off=context.cut_off,
             wants=inp.score.wants,
+            confirmed=inp.score.changes,
             corrections=context.corrections,
         )
 

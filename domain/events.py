@@ -454,6 +454,20 @@ class ComparedArtifact(BaseModel):
     score: float
 
 
+class PlanConfirmed(Event):
+    """The plan a rater saw and confirmed with a score (the review page, ``training-camp
+    score``): the wants sent, and the keys of the changes confirmed (a digest of each change:
+    component, kind, target, text before and after). The step made those changes and no
+    other; ``bench/version_contract.py`` checks each version against them."""
+
+    event_type = "plan.confirmed"
+    evaluation_id: str
+    cycle: int
+    agent_version: int  # the version the plan changes
+    wants: list[str] | None = None
+    changes: list[str] = Field(default_factory=list)
+
+
 class ArtifactsCompared(Event):
     """Every lineage of the session has scored this cycle: their outputs, ranked."""
 
@@ -565,6 +579,7 @@ EVENT_CLASSES: dict[str, type[Event]] = {
         ArtifactCreated,
         OutputChecked,
         ArtifactScored,
+        PlanConfirmed,
         ArtifactsCompared,
         FeedbackRejected,
         ReadingCorrected,

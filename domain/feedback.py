@@ -22,6 +22,7 @@ from pydantic import (
 from domain import wants as structured
 from domain.redaction import redact
 from domain.refusals import EXCERPT_CHARS, MAX_REASON_CHARS, bounded, excerpt
+from domain.trainer import CHANGE_KEY_CHARS, MAX_PLANNED_CHANGES
 
 MAX_COMMENT_CHARS = 4_000
 MAX_DIRECTIVE_CHARS = 2_000
@@ -108,6 +109,25 @@ Reason = _text(1_000)
 OutputId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, strict=True)]
 
 
+def _change_keys(keys: list[str]) -> list[str]:
+    """The keys of a confirmed plan's changes, each as the preview gives it (12 hex digits),
+    in order, once each."""
+    for key in keys:
+        if len(key) != CHANGE_KEY_CHARS or any(c not in "0123456789abcdef" for c in key):
+            raise ValueError(
+                f"{excerpt(key)} is not a change's key (12 hex digits, as the preview of the "
+                "reading gives them)"
+            )
+    return list(dict.fromkeys(keys))
+
+
+ChangeKeys = Annotated[
+    list[Annotated[str, StringConstraints(strict=True)]],
+    Field(max_length=MAX_PLANNED_CHANGES),
+    AfterValidator(_change_keys),
+]
+
+
 class FeedbackModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -132,6 +152,10 @@ class ScoreInput(FeedbackModel):
     output_id: OutputId | None = None
     # structured wishes, taken as given ("warmer", "remove:example", "shorter:half")
     wants: Wants | None = None
+    # the plan the rater saw and confirmed, as its changes' keys (the preview's `changes`):
+    # the step makes these changes and no other ([] : none); without it the step plans on
+    # its own and says back after what it did
+    changes: ChangeKeys | None = None
 
 
 class CorrectReadingInput(FeedbackModel):

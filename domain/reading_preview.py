@@ -11,6 +11,10 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from domain import want_labels
+from domain.execution import preview_of
+from domain.prompt_segments import segments
+from domain.trainer import EvolutionChange, change_key
+from domain.wants import MAX_WANTS
 
 # The workflow that reads a comment on a lineage's worker (workflows/reading_preview.py), by
 # name: the command that starts it does not import the worker's side. It ends within
@@ -38,6 +42,15 @@ class Unplaced(BaseModel):
     standing: bool = False
 
 
+class PlannedChange(BaseModel):
+    """One change the step would make, as the rater sees it: its key (sent back when
+    confirmed), what it does in words, and why the step makes it."""
+
+    key: str
+    label: str  # "add 'Keep every answer under 60 words.'", "maxTokens 2048 → 240"
+    why: str  # the step's reason ("check: under 60 words failed on the agent's own try …")
+
+
 class ReadingPreview(BaseModel):
     """What a score's comment would change, as the step reads it."""
 
@@ -53,10 +66,27 @@ class ReadingPreview(BaseModel):
     # why the preview is not the reading the step would act on (Claude is not reachable from
     # here): the comment is then sent to be read by the step, and said back after
     incomplete: str | None = None
+    # the step's plan for these wishes: every change it would make (rolled back, taken back,
+    # planned, made firmer, a lever for a failed check, a form example, what a revert brings
+    # back), each a chip the rater may drop; a score sent with their keys binds the step to
+    # them. ``planned`` False: the step plans when the score arrives (a Claude trainer, no
+    # output awaiting a score yet), and says back after what it did
+    changes: list[PlannedChange] = Field(default_factory=list)
+    planned: bool = False
+    # the wants the plan was made for, to send with the score (None: none are sent, and the
+    # step reads the comment as previewed)
+    plan_wants: list[str] | None = None
+    # what the step would leave undone and why ("kept 'in a table': you asked for it in
+    # cycle 2", "skipped …"), said before sending
+    plan_notes: list[str] = Field(default_factory=list)
 
     @property
     def wants(self) -> list[str]:
         return [c.want for c in self.chips]
+
+    @property
+    def change_keys(self) -> list[str]:
+        return [c.key for c in self.changes]
 
     @property
     def exact(self) -> bool:
@@ -68,6 +98,46 @@ def chip(want: str, undo_to: int | None = None) -> Chip:
     return Chip(want=want, label=want_labels.label(want, undo_to))
 
 
+CHANGE_QUOTE_CHARS = 90
+WHY_CHARS = 160
+
+
+def planned_change(change: EvolutionChange) -> PlannedChange:
+    """A change of the step's plan as the preview shows it."""
+    return PlannedChange(
+        key=change_key(change), label=change_words(change), why=preview_of(change.reason, WHY_CHARS)
+    )
+
+
+def change_words(change: EvolutionChange) -> str:
+    """What a change does, in a line: "add '…'", "take out '…'", "rewrite '…' as '…'",
+    "maxTokens 2048 → 240", and for a whole prompt put back (a revert) the instructions it
+    brings back and takes out."""
+
+    def q(text: str | None) -> str:
+        return repr(preview_of(" ".join((text or "").split()), CHANGE_QUOTE_CHARS))
+
+    if change.component == "parameters":
+        return f"{change.target} {change.before} → {change.after}"
+    if change.component != "systemPrompt":
+        what = f"{'tool' if change.component == 'tools' else 'flow step'} {change.target!r}"
+        return {"add": f"add {what}", "remove": f"take out {what}"}.get(
+            change.change_type, f"change {what}"
+        )
+    if change.change_type == "add":
+        return f"add {q(change.after)}"
+    if change.change_type == "remove":
+        return f"take out {q(change.before)}"
+    if change.target == "prompt":  # the whole prompt, as a revert puts it back
+        before, after = segments(change.before or ""), segments(change.after or "")
+        back = [s for s in after if s not in before]
+        out = [s for s in before if s not in after]
+        parts = [f"bring back {', '.join(q(s) for s in back)}"] if back else []
+        parts += [f"take out {', '.join(q(s) for s in out)}"] if out else []
+        return "; ".join(parts) or "the prompt as it was (its order)"
+    return f"rewrite {q(change.before)} as {q(change.after)}"
+
+
 class PreviewAsked(BaseModel):
     """A reading asked of a lineage's worker: the lineage (its id or workflow id), the score
     and the comment (masked before it left the command)."""
@@ -75,6 +145,8 @@ class PreviewAsked(BaseModel):
     lineage: str
     score: float = Field(ge=0, le=10)
     comment: str | None = None
+    # the wishes as the rater edited them: the reading is these, and the plan is made for them
+    wants: list[str] | None = Field(default=None, max_length=MAX_WANTS)
 
 
 class LineagePreview(BaseModel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -168,6 +170,21 @@ def describe_change(change: EvolutionChange, limit: int | None = None) -> str:
         return f"modify {what}: {quoted(change.before)} → {quoted(change.after)}"
     text = change.before if change.change_type == "remove" else change.after
     return f"{change.change_type} {what}: {quoted(text)}"
+
+
+CHANGE_KEY_CHARS = 12
+MAX_PLANNED_CHANGES = 40  # a plan's changes a score may confirm (a revert of a whole agent)
+
+
+def change_key(change: EvolutionChange) -> str:
+    """A change's name in a confirmed plan: a digest of what it does (the component, the kind,
+    the target, the text before and after), never of why. The preview shows each change with
+    its key, the rater sends back the keys of those they confirm, and the step makes only the
+    changes whose keys were sent; a store keeps the keys, so anyone can check a version against
+    them (``bench/version_contract.py``)."""
+    what = [change.component, change.change_type, change.target, change.before, change.after]
+    digest = hashlib.sha256(json.dumps(what, ensure_ascii=False).encode())
+    return digest.hexdigest()[:CHANGE_KEY_CHARS]
 
 
 class ExpectedImpact(BaseModel):

@@ -29,11 +29,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from activities.reading_preview import preview_reading
+from activities.trainer import TrainerActivities
 from client import correction_outcome
 from domain import want_labels, wants
 from domain.feedback import MAX_RATER_CHARS, redacted
 from domain.redaction import MASK
 from domain.settings import Settings
+from domain.trainer import MAX_PLANNED_CHANGES
 from review import views
 from review.guard import LOOPBACK_HOSTS, Guard
 from services.terminal import printable
@@ -106,6 +108,8 @@ class _Handlers:
         self.client, self.store, self.token = client, store, token
         self.backends = TrainerBackends(settings)
         self.shared_corrections = settings.shared_corrections
+        # the step's own planning, for the changes a reading would make (as the worker's)
+        self.planner = TrainerActivities(store, self.backends, self.shared_corrections).planned
 
     def rater_of(self, request: Request, form: Any) -> str | None:
         """The rater's name: the page's field, else the name given at sign-in. None when
@@ -138,8 +142,10 @@ class _Handlers:
         return templates.TemplateResponse(request, "_card_body.html", {"card": card})
 
     async def score(self, request: Request) -> Response:
-        # a confirmed reading sends its wishes as fields of their own
-        form = await request.form(max_files=0, max_fields=wants.MAX_WANTS + MAX_FORM_FIELDS)
+        # a confirmed reading sends its wishes and its plan's changes as fields of their own
+        form = await request.form(
+            max_files=0, max_fields=wants.MAX_WANTS + MAX_PLANNED_CHANGES + MAX_FORM_FIELDS
+        )
         rater = self.rater_of(request, form)
         if rater is None:
             return JSONResponse({"error": NO_NAME}, status_code=422)
@@ -163,6 +169,9 @@ class _Handlers:
         if form.get("confirmed"):
             # the reading the rater saw and confirmed: the step acts on exactly these wishes
             payload["wants"] = [str(w).strip() for w in form.getlist("want") if str(w).strip()]
+        if form.get("planned"):
+            # the plan the rater saw, less the changes they left out: the step makes these
+            payload["changes"] = [str(k).strip() for k in form.getlist("change") if str(k).strip()]
         handle = await self._handle(request)
         if handle is None:
             return JSONResponse({"error": "no such lineage"}, status_code=404)
@@ -179,7 +188,7 @@ class _Handlers:
         """How the lineage's step would read this score and comment (``trainer/preview.py``),
         for the chips under the comment as the rater types. Changes nothing; a POST (behind
         the guard's origin check) because it may ask Claude, which costs."""
-        form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
+        form = await request.form(max_files=0, max_fields=wants.MAX_WANTS + MAX_FORM_FIELDS)
         try:
             score = float(str(form.get("score", "")).strip())
         except ValueError:
@@ -190,6 +199,13 @@ class _Handlers:
                 status_code=422,
             )
         comment = str(form.get("comment") or "").strip()[:MAX_COMMENT_CHARS] or None
+        edited = None  # the chips as the rater edited them: the reading and plan are theirs
+        if form.get("edited"):
+            edited = [redacted(str(w).strip()) for w in form.getlist("want") if str(w).strip()]
+            try:
+                wants.validated(edited)
+            except ValueError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=422)
         try:
             _, seen = await preview_reading(
                 self.client,
@@ -199,6 +215,8 @@ class _Handlers:
                 score,
                 comment,
                 self.shared_corrections,
+                edited,
+                self.planner,
             )
         except KeyError:
             return JSONResponse({"error": "no such lineage"}, status_code=404)

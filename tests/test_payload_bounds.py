@@ -46,7 +46,7 @@ from domain.lineage import (
     ScorePoint,
 )
 from domain.payload_size import json_size
-from domain.trainer import Amount
+from domain.trainer import MAX_PLANNED_CHANGES, Amount
 from domain.wants import MAX_WANT_CHARS, MAX_WANTS
 from rlm.repl import ReplConfig, ReplMessage, ReplRunInput, ReplRunResult
 from rlm.sandbox import MAX_TRANSCRIPT_BYTES, CellLimits, run_cell
@@ -90,7 +90,12 @@ def test_the_largest_carried_state_is_far_below_the_payload_limit():
     """The bounds, measured: every carried list at its largest, each entry at its largest and
     in the widest characters (4 bytes each in UTF-8)."""
     wide = "😀"
-    score = ScoreInput(score=10, comment=wide * MAX_COMMENT_CHARS, rater=wide * MAX_RATER_CHARS)
+    score = ScoreInput(
+        score=10,
+        comment=wide * MAX_COMMENT_CHARS,
+        rater=wide * MAX_RATER_CHARS,
+        changes=[f"{n:012x}" for n in range(MAX_PLANNED_CHANGES)],  # a confirmed plan's keys
+    )
     carried = CarriedState(
         agent=AgentRef(agent_id="x" * 128, version=10**6),
         input_hashes=["0" * 64] * 1000,  # a spec holds at most 1,000 inputs

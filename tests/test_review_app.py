@@ -24,7 +24,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from client import start_session
 from domain import wants
 from domain.agent import AgentRef
-from domain.trainer import ScoreAnalysis
+from domain.trainer import EvolutionChange, ScoreAnalysis, change_key
 from review.app import create_app
 from review.server import ReviewServer
 from tests.browser import headless_chromium
@@ -294,7 +294,8 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
     sent = json.loads(updates[0].input.args.payloads[0].data)
     assert updates[0].input.name == "submit_score"
     # naming the output on the page (a re-run of its cycle cannot take the score), with the
-    # reading the page previewed, confirmed as it was
+    # reading the page previewed and its plan, confirmed as they were
+    confirmed = sent.pop("changes")
     assert sent == {
         "rater": "ana",
         "score": 3.0,
@@ -303,6 +304,10 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
         "output_id": f"{a}:c1",
         "wants": ["shorter", "steadier"],
     }
+    made = next(r for r in store.queries.evolution_records(a) if r.to_version == 2)
+    assert confirmed == [
+        change_key(EvolutionChange.model_validate(c)) for c in json.loads(made.changes)
+    ]
     first, *_ = store.queries.evaluations(a)
     assert (first.score, first.rater) == (3.0, "ana")
 
@@ -455,6 +460,22 @@ async def test_the_reading_is_previewed_as_chips_edited_and_acted_on_exactly(
         await on(browser, comment.send_keys, " on tangents.")
         await asyncio.sleep(0.6)
         assert await until(browser, f"{chips}.join() == 'shorter,steadier,table'")
+        # under the chips, the step's plan for them: every change it would make; a click
+        # leaves one out
+        lead = f"{card(a)}.querySelector('form.score .plan-lead').textContent"
+        plan = (
+            f"Array.from({card(a)}.querySelectorAll('form.score .plan .change'),"
+            " c => [c.dataset.key, c.textContent, c.classList.contains('dropped')])"
+        )
+        assert await until(browser, f"{lead}.startsWith('Changes the step makes') && {lead}")
+        planned = await on(browser, browser.execute_script, f"return {plan};")
+        assert len(planned) > 1 and any("table" in label for _, label, _ in planned)
+        await on(
+            browser,
+            browser.execute_script,
+            f"{card(a)}.querySelector('form.score .plan .change').click();",
+        )
+        assert await until(browser, f"{plan}[0][2]")
 
         # Enter sends the score, the comment and exactly these wishes
         await on(browser, comment.send_keys, Keys.ENTER)
@@ -500,10 +521,14 @@ async def test_the_reading_is_previewed_as_chips_edited_and_acted_on_exactly(
     ]
     sent, french = (json.loads(u.input.args.payloads[0].data) for u in updates)
     assert sent["wants"] == ["shorter", "steadier", "table"]
+    # the plan shown, less the change left out, and the step made exactly those
+    assert sent["changes"] == [key for key, _, _ in planned[1:]]
     assert sent["comment"] == "Way too long, wanted quick bullets. It wanders off on tangents."
     assert "wants" not in french and french["comment"].startswith("Answer in French")
     # the store: the step read exactly the confirmed wishes, and v2 carries them, not bullets
     evolution, _ = store.queries.evolution_records(a)
+    made = [change_key(EvolutionChange.model_validate(c)) for c in json.loads(evolution.changes)]
+    assert made == sent["changes"]
     read = ScoreAnalysis.model_validate_json(evolution.score_analysis)
     assert wants.wants_of(read.aspects) == ["shorter", "steadier", "table"]
     v2 = store.queries.agent_definition(AgentRef(agent_id=a, version=2)).system_prompt

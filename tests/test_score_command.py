@@ -18,7 +18,8 @@ from pathlib import Path
 from client import start_session
 from domain import wants
 from domain.agent import AgentRef
-from domain.trainer import ScoreAnalysis
+from domain.reading_preview import change_words
+from domain.trainer import EvolutionChange, ScoreAnalysis
 from tests.conftest import (
     awaiting,
     lineage_history,
@@ -123,7 +124,8 @@ async def test_a_rater_edits_the_reading_at_the_prompt_and_the_step_acts_on_it(
         assert code == 1 and "Cancelled: nothing sent." in printed
         assert (await handle.query(LineageWorkflow.state)).score_history == []
 
-        # edited: bullets dropped, a table added as `correct` takes it, then taken
+        # edited: bullets dropped, a table added as `correct` takes it; the step's plan for
+        # them shown, one change of it left out, then taken
         code, printed = await asyncio.to_thread(
             on_a_terminal,
             ["score", lineage, "3", COMMENT, "--rater", "ana"],
@@ -134,12 +136,24 @@ async def test_a_rater_edits_the_reading_at_the_prompt_and_the_step_acts_on_it(
                 ("edit> ", "--want tabel"),  # a typo: refused with the reason, nothing lost
                 ("edit> ", "--want table"),
                 ("edit> ", ""),
+                (TAKE, "e"),
+                ("edit> ", "drop c9"),  # no such change: said, nothing lost
+                ("edit> ", "drop c1"),
+                ("edit> ", ""),
                 (TAKE, "t"),
             ],
         )
         assert code == 0, printed
         assert "unknown family 'tabel'" in printed
         assert "Wishes: [1] shorter  [2] stay on topic  [3] table" in printed
+        assert "drop 'c9': no such change (c1 to c5)" in printed
+        plans = printed.split("Changes the step makes, and only these:\n")
+        # the comment's plan, the plan for the wishes as edited, and that plan less c1
+        assert len(plans) == 4, printed
+        planned = re.findall(r"^  c(\d+)  (.+)$", plans[2].split(TAKE)[0], re.M)
+        left = re.findall(r"^  c(\d+)  (.+)$", plans[3].split(TAKE)[0], re.M)
+        assert len(planned) > 1 and left == planned[1:], printed
+        left_out = planned[0][1]
         assert "score 3 accepted for cycle 1. Read as: shorter ('Way too long')" in printed
         state = await wait_for_state(handle, awaiting(2))
         assert state.last_wants == ["shorter", "steadier", "table"]
@@ -167,9 +181,16 @@ async def test_a_rater_edits_the_reading_at_the_prompt_and_the_step_acts_on_it(
     # the store: v2 was made from exactly the wishes taken at the prompt
     v1_to_v2 = next(r for r in store.queries.evolution_records(lineage) if r.to_version == 2)
     read = ScoreAnalysis.model_validate_json(v1_to_v2.score_analysis)
-    assert wants.wants_of(read.aspects) == ["shorter", "steadier", "table"]
+    read_as = wants.wants_of(read.aspects)
+    assert read_as == ["shorter", "steadier", "table"]
     v2 = store.queries.agent_definition(AgentRef(agent_id=lineage, version=2)).system_prompt
     assert "table" in v2 and "bullet" not in v2.lower()
+    # ... and exactly the changes confirmed: the plan shown, less the one left out
+    made = [change_words(EvolutionChange.model_validate(c)) for c in json.loads(v1_to_v2.changes)]
+    assert made == [label for _, label in left] and left_out not in made
+    assert len(sent[0]["changes"]) == len(left) and sent[0]["wants"] == read_as
+    # taken as read, the whole plan shown is sent
+    assert sent[1]["changes"] and "wants" in sent[1]
 
 
 # family ids and wish syntax a rater never wrote: none belongs in what is said back, outside
@@ -235,7 +256,9 @@ async def test_the_lineages_worker_reads_the_comment_in_the_raters_words(
         )
         assert code == 1 and "Cancelled: nothing sent." in printed
         assert "dropped, since you edited the wishes: more on the costs" in printed
-        assert "Wishes: none, nothing changes" in printed  # true now: nothing else is sent
+        # true now (nothing else is sent), and the plan made again for no wishes says so
+        assert "Wishes: none\n" in printed
+        assert "edit> \nChanges: none, the agent stays as it is" in printed
 
         unknown = run_starter(
             "read",

@@ -30,6 +30,7 @@ from domain.checks import ActiveWish, CheckResult, failed
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleStep
 from domain.execution import SpanRecord, preview_of
+from domain.reading_preview import change_words
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
@@ -39,6 +40,7 @@ from domain.trainer import (
     LearningInsight,
     PastChange,
     ScoreAnalysis,
+    change_key,
     describe_change,
 )
 from trainer import (
@@ -96,6 +98,9 @@ class LineageMemory(BaseModel):
     output_cut_off: bool = False
     # structured wishes sent with the score, taken as given instead of reading the comment
     wants: list[str] | None = None
+    # the keys of the plan's changes the rater saw and confirmed: the step makes those and no
+    # other (None: no plan was confirmed, the step makes its own and says it back after)
+    confirmed: list[str] | None = None
     # raters' corrections of earlier readings (the session's, or every session's), consulted
     # before the cue tables: a close comment is read as its correction said
     corrections: list[LabelledExample] = Field(default_factory=list)
@@ -133,7 +138,26 @@ async def take(
 ) -> CycleStep:
     """The whole cycle step (see the module's doc). ``credit_of`` replaces the backend's credit
     assignment (a long trajectory's, fanned out); ``versions`` gives the lineage's earlier
-    versions, for a reviewer who asks to go back to one."""
+    versions, for a reviewer who asks to go back to one. Bound to the plan the rater
+    confirmed, if one was (``memory.confirmed``)."""
+    step = await _planned(
+        backend, agent, memory, score, comment, spans, past, insights, credit_of, versions
+    )
+    return bound(agent, step, memory.confirmed)
+
+
+async def _planned(
+    backend: TrainerBackend,
+    agent: AgentDefinition,
+    memory: LineageMemory,
+    score: float,
+    comment: str | None,
+    spans: Sequence[SpanRecord],
+    past: Sequence[PastChange],
+    insights: dict[str, LearningInsight] | None,
+    credit_of: CreditOf | None,
+    versions: VersionOf | None,
+) -> CycleStep:
     # the mechanical reading: verdicts and the keep-list rest on it whatever the backend
     read = _softened(rules_reading(memory, score, comment, spans))
     wished = credit_assignment.wishes(read)
@@ -287,6 +311,58 @@ async def take(
         taken_back=list(dict.fromkeys(taken)),
         strengthened=strengthened,
         report=report,
+    )
+
+
+def bound(agent: AgentDefinition, step: CycleStep, confirmed: list[str] | None) -> CycleStep:
+    """``step`` making only the changes the rater confirmed (``confirmed``: their keys, as the
+    preview showed them), each said when left out: one the rater dropped, one the preview did
+    not show (the lineage changed between the preview and the score: a directive came, the
+    session learned something), one confirmed that the step no longer plans. None: ``step``
+    as planned (no plan was confirmed: a raw signal, a correction, a Claude trainer)."""
+    if confirmed is None:
+        return step
+    keys = set(confirmed)
+    planned = {change_key(c) for c in step.plan.changes}
+    if planned == keys:
+        return step
+    notes: list[str] = []
+    made: list[EvolutionChange] = []
+    after = agent
+    for change in step.plan.changes:
+        if change_key(change) not in keys:
+            notes.append(f"not made: {change_words(change)}: not in the plan you confirmed")
+            continue
+        try:
+            after = apply_changes(after, [change])
+        except ValueError as exc:  # it rested on a change left out
+            notes.append(f"not made: {change_words(change)}: {exc}")
+            continue
+        made.append(change)
+    if keys - planned:
+        notes.append(
+            f"not made: {len(keys - planned)} change(s) you confirmed that the step no longer "
+            "plans (the lineage changed since the preview)"
+        )
+
+    def still(families: list[str], reason: str) -> list[str]:
+        return [
+            f for f in families if any(c.want == f and c.reason.startswith(reason) for c in made)
+        ]
+
+    return step.model_copy(
+        update={
+            "plan": step.plan.model_copy(
+                update={"changes": made, "notes": [*step.plan.notes, *notes]}
+            ),
+            "agent": after,
+            "rolled_back": step.rolled_back
+            if any(c.reason.startswith(ROLLBACK_REASON) for c in made)
+            else [],
+            "taken_back": still(step.taken_back, TAKE_BACK_REASON),
+            "strengthened": still(step.strengthened, STRENGTHEN_REASON),
+            "report": [*step.report, *notes],
+        }
     )
 
 
@@ -830,7 +906,9 @@ def _keeps(
     else:
         lost = set()
     if lost & standing.keys():
-        report += [wish_guard.kept(standing[f]) for f in sorted(lost & standing.keys())]
+        # the change it would break named, so the rater sees what the wish stands in the way of
+        said = change_words(change)
+        report += [wish_guard.kept(standing[f], said) for f in sorted(lost & standing.keys())]
     elif lost:
         report.append(f"kept {change.before!r}: the reviewer asked for {', '.join(sorted(lost))}")
     return not lost

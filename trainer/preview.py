@@ -36,13 +36,15 @@ async def preview(
     score: float,
     comment: str | None,
     undo_to: int | None = None,
+    wants: list[str] | None = None,
 ) -> ReadingPreview:
     """The reading the cycle step would act on for ``score`` and ``comment`` (``memory``
     holds the corrections the reader consults; ``undo_to`` is the version an undo goes back
-    to, for its chip's words). A credential in the comment is masked first, as the lineage's
-    door masks it: the step reads it so, and no model endpoint is sent it."""
+    to, for its chip's words), or for ``wants``, the wishes as the rater edited them. A
+    credential in the comment is masked first, as the lineage's door masks it: the step reads
+    it so, and no model endpoint is sent it."""
     comment = redact(comment) if comment else comment
-    memory = memory.model_copy(update={"wants": None})
+    memory = memory.model_copy(update={"wants": wants})
     await warmed(_warm_reader)
     try:
         # the reading is CPU work: in a measuring thread, so the review app's event loop

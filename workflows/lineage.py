@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from domain.checks import MAX_ACTIVE_WISHES, checklist
     from domain.cycle import Cycle
     from domain.cycle_decision import CycleDecision
-    from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted
+    from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted, ScoreInput
     from domain.lineage import (
         CORRECTIONS_REMEMBERED,
         MAX_SUMMARY_CHARS,
@@ -106,6 +106,7 @@ class LineageWorkflow:
         self._score_taken = False  # the last of them was taken (its reading is the last one)
         self._score_refused: str | None = None  # or why it was turned away
         self._store = LineageStoreSteps(inp, self._s)
+        self._shown: RunAgentResult | None = None  # the output shown, awaiting its score
         self._inbox = LineageInbox(inp, self._s, self._store, lambda: self._status)
         # The TrainingCampStatus search attribute as the run starts: set by the starter (a new
         # lineage starts "running") or carried over by continue-as-new, so that a first cycle
@@ -245,6 +246,7 @@ class LineageWorkflow:
         self._score_refused = refused
 
     def _show(self, rollout: RunAgentResult) -> None:
+        self._shown = rollout
         self._s.latest_output_preview = rollout.output_preview
         self._s.latest_output_words = rollout.output_words
         self._s.latest_output_cut_off = rollout.cut_off
@@ -288,32 +290,12 @@ class LineageWorkflow:
         # one score per output: its id is the output's and what was sent, never a random draw
         # (a signal arriving between a failed workflow task and its retry reorders draws)
         evaluation_id = feedback_key(rollout.artifact_id, "evaluation", 1, queued.score)
-        options = self._inp.options
         # every directive sent so far is in the store or refused: the step reads them there
         await workflow.wait_condition(
             lambda: self._inbox.directives_in_flight == 0 or self._s.stop_requested
         )
         oneshots = self._s.oneshot_count
-        step = CycleStepInput(
-            session_id=self._inp.session_id,
-            lineage_id=self._inp.lineage_id,
-            evaluation_id=evaluation_id,
-            artifact_id=rollout.artifact_id,
-            rollout_id=rollout.rollout_id,
-            cycle=self._s.cycle,
-            agent=self._s.agent,
-            score=queued.score,
-            pending_evolution_id=self._s.pending_evolution_id,
-            asked_for=list(self._s.asked_for),
-            wishes=list(self._s.active_wishes),
-            previous_score=score_before(self._s.score_history, None),
-            directives_through=self._s.feedback_seq,
-            oneshot_after=self._s.oneshot_after,
-            trainer=options.trainer,
-            trainer_model=options.trainer_model,
-            train=not self._s.locked,
-            rollback_refuted=options.rollback_refuted,
-        )
+        step = self._step_input(rollout, queued.score, evaluation_id)
         if not self._s.locked:
             self._set_status("training")
         try:
@@ -346,6 +328,33 @@ class LineageWorkflow:
         self._s.last_step = step
         return True
 
+    def _step_input(
+        self, rollout: RunAgentResult, score: ScoreInput, evaluation_id: str
+    ) -> CycleStepInput:
+        """The cycle step ``score`` starts on ``rollout``'s output, as the lineage stands now:
+        the step itself, and the preview of its plan (``step_input``), are given the same."""
+        options = self._inp.options
+        return CycleStepInput(
+            session_id=self._inp.session_id,
+            lineage_id=self._inp.lineage_id,
+            evaluation_id=evaluation_id,
+            artifact_id=rollout.artifact_id,
+            rollout_id=rollout.rollout_id,
+            cycle=self._s.cycle,
+            agent=self._s.agent,
+            score=score,
+            pending_evolution_id=self._s.pending_evolution_id,
+            asked_for=list(self._s.asked_for),
+            wishes=list(self._s.active_wishes),
+            previous_score=score_before(self._s.score_history, None),
+            directives_through=self._s.feedback_seq,
+            oneshot_after=self._s.oneshot_after,
+            trainer=options.trainer,
+            trainer_model=options.trainer_model,
+            train=not self._s.locked,
+            rollback_refuted=options.rollback_refuted,
+        )
+
     async def _correct(
         self, rollout: RunAgentResult, correction: QueuedCorrection
     ) -> RunAgentResult | None:
@@ -360,7 +369,9 @@ class LineageWorkflow:
             return rollout
         again = step.model_copy(
             update={
-                "score": step.score.model_copy(update={"wants": correction.wants}),
+                # re-planned on the wishes meant: the plan confirmed with the score no longer
+                # names its changes
+                "score": step.score.model_copy(update={"wants": correction.wants, "changes": None}),
                 "corrects": self._s.agent.version,
             }
         )
@@ -586,6 +597,15 @@ class LineageWorkflow:
             trainer=self._inp.options.trainer,
             trainer_model=self._inp.options.trainer_model,
         )
+
+    @workflow.query(name="step_input")
+    def step_input(self) -> CycleStepInput | None:
+        """The cycle step a score of the output awaiting one would start now (its score a
+        placeholder): the preview of a reading plans on it what the step would make, with the
+        step's own code (``activities/trainer.py``). None while no output awaits a score."""
+        if self._status != "awaiting_score" or self._shown is None or self._s.output_id is None:
+            return None
+        return self._step_input(self._shown, ScoreInput(score=0.0), "")
 
     # ---- details ---------------------------------------------------------------------------
 

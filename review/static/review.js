@@ -208,6 +208,16 @@ document.addEventListener("click", (event) => {
   if (!form) return;
   const chip = event.target.closest(".chip");
   const proposed = event.target.closest(".propose");
+  const change = event.target.closest(".plan .change");
+  if (change) {  // a change of the plan left out, or put back
+    const r = readingOf(form);
+    if (r.leftOut.has(change.dataset.key)) r.leftOut.delete(change.dataset.key);
+    else r.leftOut.add(change.dataset.key);
+    showReading(form);
+    const again = form.querySelector(`.plan .change[data-key="${CSS.escape(change.dataset.key)}"]`);
+    if (again) again.focus();
+    return;
+  }
   if (form.classList.contains("correct")) form.classList.add("edited");
   if (chip) {
     const next = chip.nextElementSibling || form.querySelector(".pick-action");
@@ -240,15 +250,51 @@ document.addEventListener("keydown", (event) => {
 // it would act on them (the same reader, corrections and trainer), and the chips show it. The
 // rater's edits (wishes removed, wishes added) are kept apart and laid over every fresh
 // reading; Enter sends the chips as the score's wants, so the step acts on exactly them.
+// Below the chips, the step's plan: every change it would make, each one the rater may leave
+// out (a click); the score carries the keys of the others, and the step makes those only.
+// Chips edited, the plan is asked again for them.
 const READ_DELAY_MS = 300;
 const readings = new WeakMap();
 
 function readingOf(form) {
   if (!readings.has(form)) {
     readings.set(form, { timer: null, seq: 0, pending: null, answer: null,
-      removed: new Set(), added: [] });
+      removed: new Set(), added: [], planSeq: 0, planPending: null, planned: null,
+      leftOut: new Set() });
   }
   return readings.get(form);
+}
+
+// the answer whose plan the score would be sent with: the comment's reading, or, the chips
+// edited, the plan asked for them
+function planOf(r) {
+  return edited(r) ? r.planned : r.answer;
+}
+
+function replan(form) {
+  const r = readingOf(form);
+  const seq = ++r.planSeq;
+  r.planned = null;
+  if (!edited(r)) {
+    r.planPending = null;
+    return;
+  }
+  const data = new FormData();
+  data.set("score", form.querySelector("[name=score]").value);
+  data.set("comment", form.querySelector("[name=comment]").value);
+  data.set("edited", "1");
+  chipsOf(r).forEach((c) => data.append("want", c.want));
+  const url = form.action.replace(/\/score$/, "/read");
+  const pending = fetch(url, { method: "POST", body: data })
+    .then((response) => response.json())
+    .catch((err) => ({ error: "No plan: " + err }))
+    .then((answer) => {
+      if (seq !== r.planSeq) return;
+      r.planned = answer;
+      r.planPending = null;
+      showReading(form);
+    });
+  r.planPending = pending;
 }
 
 function chipsOf(r) {
@@ -293,6 +339,7 @@ function readNow(form) {
       showReading(form);
     });
   r.pending = pending;
+  replan(form);  // the comment goes with the score: an edited plan is asked again with it
   return pending;
 }
 
@@ -300,7 +347,7 @@ function readNow(form) {
 async function settled(form) {
   const r = readingOf(form);
   if (r.timer) readNow(form);
-  while (r.pending) await r.pending;
+  while (r.pending || r.planPending) await (r.pending || r.planPending);
   return r.answer && !r.answer.error ? r.answer : null;
 }
 
@@ -313,15 +360,25 @@ async function confirmReading(form, data) {
     data.set("confirmed", "1");
     chipsOf(r).forEach((c) => data.append("want", c.want));
   }
+  // the plan shown, less the changes left out: the step makes these and no other
+  const plan = planOf(r);
+  if (plan && !plan.error && plan.planned) {
+    data.set("planned", "1");
+    plan.changes.filter((c) => !r.leftOut.has(c.key)).forEach((c) => data.append("change", c.key));
+  }
 }
 
 function forgetReading(form) {
   const r = readingOf(form);
   r.seq++;
+  r.planSeq++;
   r.answer = null;
   r.pending = null;
+  r.planned = null;
+  r.planPending = null;
   r.removed.clear();
   r.added = [];
+  r.leftOut.clear();
   showReading(form);
 }
 
@@ -329,6 +386,7 @@ function addToReading(form, wish) {
   const r = readingOf(form);
   r.removed.delete(wish.want);
   if (!chipsOf(r).some((c) => c.want === wish.want)) r.added.push(wish);
+  replan(form);
   showReading(form);
 }
 
@@ -336,7 +394,47 @@ function removeFromReading(form, want) {
   const r = readingOf(form);
   r.added = r.added.filter((c) => c.want !== want);
   r.removed.add(want);
+  replan(form);
   showReading(form);
+}
+
+// the plan under the chips: each change a button that leaves it out (or puts it back)
+function showPlan(form, r) {
+  const box = form.querySelector(".reading");
+  const lead = box.querySelector(".plan-lead");
+  const list = box.querySelector(".plan");
+  if (!lead || !list) return;
+  const plan = planOf(r);
+  list.textContent = "";
+  if (!plan || plan.error) {
+    lead.textContent = edited(r) && !plan ? "Changes: planning for the chips as edited…" : "";
+    return;
+  }
+  if (!plan.planned) {
+    lead.textContent = "Changes: planned by the step when the score arrives, and said back after.";
+    return;
+  }
+  lead.textContent = plan.changes.length
+    ? "Changes the step makes, and only these (click one to leave it out):"
+    : "Changes: none, the agent stays as it is.";
+  for (const c of plan.changes) {
+    const item = document.createElement("li");
+    const change = document.createElement("button");
+    change.type = "button";
+    change.className = "change" + (r.leftOut.has(c.key) ? " dropped" : "");
+    change.dataset.key = c.key;
+    change.title = c.why;
+    change.textContent = c.label;  // text, never markup
+    change.setAttribute("aria-pressed", r.leftOut.has(c.key) ? "true" : "false");
+    item.appendChild(change);
+    list.appendChild(item);
+  }
+  for (const note of plan.plan_notes || []) {
+    const item = document.createElement("li");
+    item.className = "not-done";
+    item.textContent = "not done: " + note;
+    list.appendChild(item);
+  }
 }
 
 // the reading as edited, in the chips' words ("Read as (edited): shorter: about half, no table")
@@ -402,6 +500,7 @@ function showReading(form) {
   const note = box.querySelector(".note");
   note.textContent = notes.join(" ");
   note.classList.remove("error");
+  showPlan(form, r);
 }
 
 document.querySelectorAll("form.score").forEach((form) => {

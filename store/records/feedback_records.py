@@ -20,6 +20,7 @@ from domain.events import (
     LineageLocked,
     LineageUnlocked,
     LoggedAspectVerdict,
+    PlanConfirmed,
 )
 from domain.lineage import RecordDirectiveInput, RecordLockInput, RecordRejectionInput
 from domain.trainer import (
@@ -53,7 +54,11 @@ class FeedbackRecords(EventWriter):
         rater: str | None,
         outcome: tuple[str, EvolutionOutcome] | None,
         insights: Sequence[InsightObservation] = (),
+        wants: list[str] | None = None,
+        confirmed: list[str] | None = None,
     ) -> None:
+        """The score, the verdict it gave, what it taught the session, and the plan its rater
+        confirmed (``confirmed``: the keys of the changes, sent with ``wants``), if one was."""
         ts = now_ms()
         refs: EventRefs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
         tags = (
@@ -76,6 +81,15 @@ class FeedbackRecords(EventWriter):
                 **refs,
             )
         ]
+        if confirmed is not None:
+            plan = PlanConfirmed(
+                evaluation_id=evaluation_id,
+                cycle=cycle,
+                agent_version=agent_version,
+                wants=wants,
+                changes=confirmed,
+            )
+            events.append(NewEvent.of(plan, evaluation_id, artifact_id=artifact_id, **refs))
         if outcome is not None:
             evolution_id, result = outcome
             events.append(NewEvent.of(_judged(evolution_id, result), evolution_id, **refs))
