@@ -209,6 +209,8 @@ def _print_attempt(attempt: TracedAttempt, labelled: bool) -> None:
         console.print("  no calls recorded", highlight=False)
     for step in attempt.steps:
         console.print(f"\n[bold]step {shown(step.name)}[/bold]", highlight=False)
+        if step.given:  # the flow's edges into the step: what its prompt was given
+            console.print(f"  given: {shown(', '.join(step.given))}", highlight=False)
         for call in step.calls:
             took = [f"{call.duration_ms} ms"] + ([call.tokens] if call.tokens else [])
             asked = f" {shown(call.arguments)}" if call.arguments is not None else ""

@@ -24,7 +24,7 @@ from domain.spec import SessionSpec, load_spec
 from runner.model_backend import ChatMessage, ContentBlock, ModelRequest, ToolSpec
 from runner.offline_model import OfflineModel
 from tests.conftest import awaiting, starter_cli, wait_for_state
-from trainer import cycle_step, preview
+from trainer import cycle_step
 from trainer.backends import RulesTrainer
 from trainer.cycle_step import LineageMemory
 
@@ -107,15 +107,20 @@ def test_using_a_tool_and_removing_it_contradict_each_other():
     assert wants.validated(both) == both
 
 
-def test_a_tool_the_comment_names_is_offered_as_a_chip():
-    """ "Search the handbook before answering" is read as the search tool: a chip the rater can
-    keep, edit or drop, no longer "also read, which no wish can carry"."""
+def _chips(comment: str) -> list[str]:
+    """The chips the preview offers for a comment (``trainer/preview.py``: the reading's
+    wishes as wants)."""
     memory = LineageMemory(session_id="s", lineage_id="L")
-    seen = asyncio.run(
-        preview.preview(RulesTrainer(), memory, 4, "Search the handbook before answering.")
-    )
-    assert [c.want for c in seen.chips] == ["tool:search"]
-    assert not seen.unsaid
+    reading = cycle_step.rules_reading(memory, 4, comment)
+    assert all(wants.render(a) for a in reading.aspects if a.want)  # nothing left unsaid
+    return wants.wants_of(reading.aspects)
+
+
+def test_a_tool_the_comment_names_is_offered_as_a_chip():
+    """Searching the handbook before answering is read as the search tool: a chip the rater
+    can keep, edit or drop, no longer "also read, which no wish can carry"."""
+    assert _chips("Search the handbook before answering.") == ["tool:search"]
+    assert _chips("Stop using the search tool.") == ["remove:tool:search"]
 
 
 # ---- the changes ------------------------------------------------------------------------------
@@ -130,6 +135,29 @@ def test_tool_first_tells_the_step_that_offers_it_not_the_system_prompt():
     assert step.agent.flow[0].prompt == f"Call search_documents first, before answering. {QUIET}"
     assert change.reason.startswith("feedback asked for tool_first:search_documents")
     assert "search_documents called first" in step.plan.hypothesis
+
+
+def test_a_tool_or_flow_change_is_versioned_like_any_other_and_undone_by_undo():
+    """The next score judges it (asked again: nothing to change, said so) and an undo rolls it
+    back, byte for byte."""
+    agent = _agent()
+    step = _step(agent, ["tool_first:search_documents", "step:add:check"])
+    assert [c.want for c in step.plan.changes] == ["step", "tool_first"]
+    pending = cycle_step.pending_after(step, "L:evolution:v1")
+    memory = LineageMemory(session_id="s", lineage_id="L", pending=pending, wants=["undo"])
+    undone = asyncio.run(cycle_step.take(RulesTrainer(), step.agent, memory, 3, "Undo that."))
+    assert undone.agent == agent
+    assert sorted(undone.rolled_back) == ["step", "tool_first"]
+    memory = memory.model_copy(update={"wants": ["tool_first:search_documents"]})
+    again = asyncio.run(cycle_step.take(RulesTrainer(), step.agent, memory, 5, "Search first."))
+    assert not again.plan.changes
+    assert again.report == [
+        "tool_first:search_documents: nothing to change: the research step is told to call "
+        "search_documents first already"
+    ]
+    assert {v.family: v.verdict for v in again.judged.verdict.aspects}["tool_first"] == (
+        "not_far_enough"
+    )
 
 
 def test_a_tool_wish_changes_the_description_and_declares_an_allowed_tool():
@@ -186,7 +214,8 @@ def test_step_input_feeds_an_earlier_step_and_only_an_earlier_one():
     assert fed.agent.flow[-1].prompt == f"{CHECK}\nThe output of the research step: {{research}}"
     again = _step(fed.agent, ["step:input:check+=research"])
     assert again.report == [
-        "refused step:input:check+=research: the check step is given research's output already"
+        "step:input:check+=research: nothing to change: the check step is given research's "
+        "output already"
     ]
     later = _step(agent, ["step:input:research+=polish"])
     assert later.report == [
@@ -278,8 +307,7 @@ async def test_a_tool_wish_makes_the_next_trace_search_the_handbook_before_the_a
     tool's description is. Either way the next trace searches before the step answers."""
     spec = _spec(tmp_path, {"first": _research_agent(), "chip": _research_agent()})
     comment = "Search the handbook before answering."
-    memory = LineageMemory(session_id="s", lineage_id="L")
-    chips = [c.want for c in (await preview.preview(RulesTrainer(), memory, 4, comment)).chips]
+    chips = _chips(comment)
     assert chips == ["tool:search"]
     async with run_worker():
         handles = await start_session(client, spec, settings.task_queue)
@@ -353,6 +381,32 @@ async def test_step_input_gives_the_check_step_the_findings_and_a_forbidden_tool
 
     assert check_input(1) == "no"
     assert check_input(2) == "yes"
+
+    # and the trace says what each step was given: the flow that ran, edge by edge; blame
+    # says where the edge came from
+    def cli(*args: str) -> str:
+        return starter_cli(
+            *args,
+            temporal_address=temporal_address,
+            database_url=settings.database_url,
+            columns=400,
+        )
+
+    traced, blamed = await asyncio.gather(
+        asyncio.to_thread(cli, "trace", fed_id, "--cycle", "2"),
+        asyncio.to_thread(cli, "blame", fed_id),
+    )
+    lines = traced.splitlines()
+    assert lines[lines.index("step research") + 1] == "  given: the question"
+    assert lines[lines.index("step check") + 1] == "  given: polish, research"
+    (before,) = [r for r in store.queries.rollouts(fed_id) if r.cycle == 1]
+    steps = store.queries.rollout_trace(before.id).attempts[0].steps
+    assert [(s.name, s.given) for s in steps] == [
+        ("research", ["the question"]),
+        ("draft", ["the question", "research"]),
+        ("polish", ["draft"]),
+        ("check", ["polish"]),
+    ]
     assert after.agent_version == 2
     agent = _latest(store, fed_id)
     assert agent.flow[-1].prompt == f"{CHECK}\nThe output of the research step: {{research}}"
@@ -370,15 +424,7 @@ async def test_step_input_gives_the_check_step_the_findings_and_a_forbidden_tool
     assert rows[("step", "check")].wish == "step:input:check+=research"
     assert rows[("parameter", "temperature")].reason == "initial definition"
     assert rows[("tool", "search_documents")].version == 1
-    shown = await asyncio.to_thread(
-        starter_cli,
-        "blame",
-        fed_id,
-        temporal_address=temporal_address,
-        database_url=settings.database_url,
-        columns=400,
-    )
-    (line,) = [x for x in shown.splitlines() if "edge research → check" in x]
+    (line,) = [x for x in blamed.splitlines() if "edge research → check" in x]
     assert "v2" in line and "step:input:check+=research" in line and "5: The check step" in line
 
     # refused: said back in state, recorded in the store, the agent as it was

@@ -53,6 +53,10 @@ class Refused(ValueError):
     """A typed wish the step cannot carry out on this agent, with the reason."""
 
 
+class Unchanged(ValueError):
+    """A typed wish the agent already does: nothing to change, said so."""
+
+
 @dataclass
 class _Shaping:
     """The typed wishes' changes under way, on the agent as the plan leaves it so far."""
@@ -128,6 +132,8 @@ def shape(
                 _carry_out(shaping, wish, quote)
         except Refused as why:
             shaping.report.append(f"refused {wish.want}: {why}")
+        except Unchanged as why:
+            shaping.report.append(f"{wish.want}: nothing to change: {why}")
     proposal.changes += shaping.changes
     report += shaping.report
     if shaping.changes:
@@ -141,18 +147,21 @@ def shape(
 
 
 def _carry_out(s: _Shaping, wish: ToolFlowWish, quote: str | None) -> None:
-    if wish.kind == "use":
+    if wish.kind in ("use", "first"):
+        made = len(s.changes)
         tool = _tool(s, wish, declare=True)
         _offer(s, wish, quote, tool)
-        _describe(s, wish, quote, tool, tool_flow.sentence("use"))
+        try:
+            if wish.kind == "use":
+                _describe(s, wish, quote, tool, tool_flow.sentence("use"))
+            else:
+                _first(s, wish, quote, tool)
+        except Unchanged:
+            if len(s.changes) == made:  # declared or offered now: that was the change
+                raise
         s.hypotheses.append(wish.hypothesis(tool=tool))
     elif wish.kind == "drop":
         _drop(s, wish, quote, _tool(s, wish))
-    elif wish.kind == "first":
-        tool = _tool(s, wish, declare=True)
-        _offer(s, wish, quote, tool)
-        _first(s, wish, quote, tool)
-        s.hypotheses.append(wish.hypothesis(tool=tool))
     elif wish.kind == "describe":
         tool = _tool(s, wish)
         _describe(s, wish, quote, tool, wish.text or tool_flow.sentence("use"))
@@ -251,7 +260,7 @@ def _drop(s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str) -> None
         return
     offering = [step for step in agent.flow if _offers(step, tool)]
     if not offering:
-        raise Refused(f"no step of the flow offers {tool}")
+        raise Unchanged(f"no step of the flow offers {tool}")
     every = [t.name for t in agent.tools]
     for step in offering:
         _allowance(s, wish, quote, step, [t for t in step.tools or every if t != tool])
@@ -263,9 +272,7 @@ def _describe(s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str, tex
     current = next(t for t in s.agent.tools if t.name == tool).description
     shown = current or _BUILT_IN.get(tool, "")
     if _holds(shown, text):
-        if wish.kind == "describe":
-            raise Refused(f"the description of {tool} already says so")
-        return
+        raise Unchanged(f"the description of {tool} already says so")
     s.make(
         wish,
         quote,
@@ -286,7 +293,7 @@ def _first(s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str) -> Non
     step = next(st for st in s.agent.flow if _offers(st, tool))
     said = tool_flow.sentence("first_in_step", tool=tool)
     if _holds(step.prompt, said):
-        return
+        raise Unchanged(f"the {step.name} step is told to call {tool} first already")
     # another tool said to come first gives way: one tool is first
     others = [tool_flow.sentence("first_in_step", tool=t.name) for t in s.agent.tools]
     prompt = step.prompt
@@ -319,7 +326,7 @@ def _add_step(s: _Shaping, wish: ToolFlowWish, quote: str | None) -> None:
             "for a checking pass in its prompt"
         )
     if any(st.name.lower() == wish.target for st in flow):
-        raise Refused(f"the flow has a {wish.target} step already")
+        raise Unchanged(f"the flow has a {wish.target} step already")
     template = tool_flow.step_template(wish.target)
     last = flow[-1].name
     finders = [st.name for st in flow[:-1] if _uses_tools(s.agent, st)]
@@ -360,7 +367,7 @@ def _input(s: _Shaping, wish: ToolFlowWish, quote: str | None) -> None:
         source = earlier
         line = tool_flow.sentence("input", source=earlier)
     if source in _placeholders(step.prompt):
-        raise Refused(f"the {step.name} step is given {source}'s output already")
+        raise Unchanged(f"the {step.name} step is given {source}'s output already")
     _set_prompt(s, wish, quote, step, f"{step.prompt.rstrip()}\n{line}")
     s.hypotheses.append(wish.hypothesis(step=step.name, source=source))
 
@@ -373,7 +380,7 @@ def _prompt(s: _Shaping, wish: ToolFlowWish, quote: str | None, step: FlowStep, 
     """``text`` at the head of the step's prompt, where the step's instruction is (before the
     material it is given)."""
     if _holds(step.prompt, text):
-        raise Refused(f"the {step.name} step's prompt already says so")
+        raise Unchanged(f"the {step.name} step's prompt already says so")
     _set_prompt(s, wish, quote, step, f"{_sentence(_braced(text))} {step.prompt}")
 
 
