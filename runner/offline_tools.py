@@ -12,8 +12,8 @@ Fixed rules, read from the request as the offline model reads everything else:
 - **read_document** on the document the first passage found cites, right after the search.
 
 A tool's description counts as an instruction about that tool where it says to use it ("Use it
-before answering…", "Call it first, before answering.": the sentences a tool wish writes
-there); "Use only when…" asks for nothing.
+whenever the question touches what it holds…", "Call it first, before answering.": the
+sentences a tool wish writes there); "Use only when…" asks for nothing.
 
 The order is the one the instructions give ("search the handbook before computing", "compute
 12 * 1200 first", "use the calculator after the search"); the step's prompt counts over the
@@ -48,8 +48,8 @@ _SEARCH_FOR = re.compile(
 )
 _FIRST = r"\b(?:first|before (?:answering|writing|anything)|start (?:by|with))\b"
 _CITED = re.compile(r"^\[([^\]\n]{1,300})\]", re.M)
-# a sentence of a tool's description that tells the model to call it ("Use it before
-# answering…", "Call it first"), not one that limits when ("Use only when…")
+# a sentence of a tool's description that tells the model to call it ("Use it whenever…",
+# "Call it first"), not one that limits when ("Use only when…")
 _USE_IT = re.compile(r"^(?:always\s+)?(?:use|call)\s+it\b(?!\s+only)", re.I)
 _WORD = re.compile(r"[a-z0-9]+")
 QUERY_WORDS = 6
