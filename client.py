@@ -402,3 +402,9 @@ def prompt_blame(store: Store, lineage: str, version: int | None = None) -> list
     """Where each segment of the lineage's prompt (of ``version``, default the latest) came
     from; KeyError when no such lineage is known."""
     return store.queries.prompt_provenance(store.queries.resolve_lineage(lineage), version)
+
+
+def agent_blame(store: Store, lineage: str, version: int | None = None) -> list[SegmentProvenance]:
+    """Where every part of the lineage's agent came from: the prompt's segments, then each
+    parameter, tool, flow step and edge; KeyError when no such lineage is known."""
+    return store.queries.agent_provenance(store.queries.resolve_lineage(lineage), version)

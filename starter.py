@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from client import (
+    agent_blame,
     connect,
     correct_reading,
     last_reading,
@@ -21,7 +22,6 @@ from client import (
     lineage_trace,
     next_cycle,
     preview_on_worker,
-    prompt_blame,
     start_session,
     submit_score,
     workflow_id,
@@ -215,6 +215,8 @@ def _print_attempt(attempt: TracedAttempt, labelled: bool) -> None:
         console.print("  no calls recorded", highlight=False)
     for step in attempt.steps:
         console.print(f"\n[bold]step {shown(step.name)}[/bold]", highlight=False)
+        if step.given:  # the flow's edges into the step: what its prompt was given
+            console.print(f"  given: {shown(', '.join(step.given))}", highlight=False)
         for call in step.calls:
             took = [f"{call.duration_ms} ms"] + ([call.tokens] if call.tokens else [])
             asked = f" {shown(call.arguments)}" if call.arguments is not None else ""
@@ -379,17 +381,20 @@ def blame(
     version: Annotated[int | None, typer.Option(help="Default: the latest version.")] = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Where each segment of a lineage's prompt came from: version, evolution, feedback."""
+    """Where each part of a lineage's agent came from: each instruction of its prompt, each
+    parameter, tool description, flow step and edge (a step given an earlier step's output),
+    with the version, evolution, feedback and wish that made it."""
 
     store = stores.Store.open(database_url or Settings.from_env().database_url)
     try:
-        rows = prompt_blame(store, lineage_id, version)
+        rows = agent_blame(store, lineage_id, version)
     except KeyError as exc:
         console.print(f"[red]{shown(exc.args[0])}[/red]")
         raise typer.Exit(1) from None
     finally:
         store.close()
-    table = Table("segment", "since", "evolution", "feedback", "reason", show_lines=True)
+    table = Table("part", "segment", "since", "evolution", "feedback", "wish", "reason")
+    table.show_lines = True
     for row in rows:
         feedback = (
             f"{row.trigger_score:g}: {row.trigger_comment or ''}"
@@ -397,10 +402,12 @@ def blame(
             else ""
         )
         table.add_row(
+            shown(row.part if row.name is None else f"{row.part} {row.name}"),
             shown(row.segment),
             f"v{row.version}" + (f", rebuilt from v{b}" if (b := row.rebuilt_from) else ""),
             shown(row.evolution_id or "initial"),
             shown(feedback),
+            shown(row.wish or ""),
             shown(row.reason),
         )
     console.print(table)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import re
+import string
 from typing import Literal
 
 from pydantic import BaseModel
 
+from domain.agent import FlowStep
 from domain.execution import SpanRecord
 
 ARGUMENT_CHARS = 200  # of a tool's arguments (JSON)
@@ -59,6 +61,9 @@ class TracedCall(BaseModel):
 class TracedStep(BaseModel):
     name: str
     calls: list[TracedCall]
+    # what the step's prompt was given, from the flow of the version that ran: "the question",
+    # an earlier step's name (its output); empty when not known (a revision's single step)
+    given: list[str] = []
 
 
 class TracedAttempt(BaseModel):
@@ -107,9 +112,31 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def traced_steps(spans: list[SpanRecord]) -> list[TracedStep]:
+QUESTION = "the question"
+
+
+def step_inputs(flow: list[FlowStep]) -> dict[str, list[str]]:
+    """What each step of ``flow`` is given: the question (``{input}``), or an earlier step's
+    output (by its name; ``{previous}`` is the step before), in the order its prompt names them."""
+    given: dict[str, list[str]] = {}
+    earlier = QUESTION
+    for step in flow:
+        fields = [f for _, f, _, _ in string.Formatter().parse(step.prompt) if f is not None]
+        named = [
+            QUESTION if f == "input" else earlier if f == "previous" else f
+            for f in dict.fromkeys(fields)
+        ]
+        given[step.name] = list(dict.fromkeys(named))
+        earlier = step.name
+    return given
+
+
+def traced_steps(
+    spans: list[SpanRecord], given: dict[str, list[str]] | None = None
+) -> list[TracedStep]:
     """An attempt's spans as its flow steps, in order, each with its model and tool calls (the
-    tool-result, reasoning and output spans repeat what the calls already show)."""
+    tool-result, reasoning and output spans repeat what the calls already show) and what it
+    was given (``given``: ``step_inputs`` of the flow that ran)."""
     steps: list[TracedStep] = []
     number = 0
     for span in sorted(spans, key=lambda s: s.sequence):
@@ -119,7 +146,7 @@ def traced_steps(spans: list[SpanRecord]) -> list[TracedStep]:
         number += 1
         step = span.name or "answer"
         if not steps or steps[-1].name != step:
-            steps.append(TracedStep(name=step, calls=[]))
+            steps.append(TracedStep(name=step, calls=[], given=(given or {}).get(step, [])))
         steps[-1].calls.append(call)
     return steps
 

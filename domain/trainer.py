@@ -318,9 +318,18 @@ class JudgedEvolution(BaseModel):
 
 
 class SegmentProvenance(BaseModel):
-    """Where one segment of an agent's prompt came from ("blame" for prompts)."""
+    """Where one part of an agent came from ("blame"): a segment of its prompt, a parameter,
+    a tool's description, a flow step's prompt or tools, or an edge of the flow."""
 
-    segment: str
+    segment: str  # the part's value: the instruction, "0.3", the description, the prompt…
+    # which part: the prompt's segment (``name`` None), or the parameter, tool, step or edge
+    # ``name`` names ("temperature", "search_documents", "check", "research → check")
+    part: Literal["prompt", "parameter", "tool", "step", "step tools", "edge"] = "prompt"
+    name: str | None = None
+    # the wish its change carried out, as a want ("tool_first:search_documents"), with the
+    # rater's words when the comment said it; None: no wish (the initial definition, a
+    # directive, a change the step made on its own)
+    wish: str | None = None
     version: int  # the version that introduced it
     evolution_id: str | None  # None: part of the initial definition
     trigger_score: float | None = None

@@ -9,7 +9,7 @@ import re
 from functools import cache
 from pathlib import Path
 
-from domain import wants
+from domain import tool_flow, wants
 from domain.answer_parts import part_words, unscoped
 from domain.trainer import FeedbackAspect
 
@@ -44,6 +44,8 @@ def label(want: str, undo_to: int | None = None) -> str:
     ``avoid:"to be fair"`` → "avoid 'to be fair'"."""
     aspect = wants.parse(want)
     family = aspect.want or ""
+    if (typed := tool_flow.of(aspect)) is not None:  # "search_documents first, before answering"
+        return typed.words()
     if family == "banned":  # avoid:"…"
         return _avoid(aspect.detail or "")
     if family == "language":
@@ -76,6 +78,8 @@ def wish_words(aspect: FeedbackAspect) -> str:
     search tool less, for arithmetic"), a request in the rater's own words."""
     family = aspect.want or ""
     detail = aspect.detail or ""
+    if (typed := tool_flow.of(aspect)) is not None:
+        return typed.words()
     if family in _READ_ONLY:
         return _READ_ONLY[family](detail)
     entry = _labels().get(family)

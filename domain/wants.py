@@ -7,6 +7,11 @@ A language is asked of the whole answer, or of a part after ``@`` (``@summary``:
 summary); several stand side by side, one per part. ``avoid:"…"`` names a phrase (or a
 sentence of the output) that must not appear: checked on every later output.
 
+Tool and flow wishes have a target of their own (``tool:search_documents``,
+``remove:tool:calculator``, ``tool_first:search_documents``, ``describe:tool:…``,
+``step:add:check``, ``step:input:check+=research``, ``step:prompt:research``): their grammar is
+``domain/tool_flow.py``.
+
 A want is ``[action:]family[:amount]``: the action one of add (the default), more, less,
 remove, keep; the family one of the trainer's change families; the amount a share of the last
 output (half, third, quarter, two-thirds), or a number — a word limit for ``shorter``, a count
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 
+from domain import tool_flow
 from domain.answer_parts import LANGUAGES, PARTS, SCOPE_MARK, scoped, unscoped
 from domain.change_families import FAMILIES, aspect_of, opposite_of
 from domain.refusals import excerpt
@@ -40,13 +46,18 @@ UNITS_DEFAULT = "lines"
 
 def families() -> list[str]:
     """Every family a want may name."""
-    return sorted({*FAMILIES, *EXTRA} - {"custom", "focus", "tool_use", "preserve"})
+    return sorted(
+        {*FAMILIES, *EXTRA, *tool_flow.families()} - {"custom", "focus", "tool_use", "preserve"}
+    )
 
 
 def parse(want: str) -> FeedbackAspect:
     """The wish a want stands for, or ValueError saying what is wrong with it."""
     if want.strip().lower().startswith(f"{AVOID}:"):
         return _avoid(want)
+    typed = tool_flow.parse(want)  # a tool or flow wish: its target is its own grammar
+    if typed is not None:
+        return typed.aspect()
     text = want.strip().lower()
     if not text or len(text) > MAX_WANT_CHARS:
         raise ValueError(f"a want is 1 to {MAX_WANT_CHARS} characters, got {len(text)}")
@@ -184,7 +195,8 @@ def validated(wants: list[str]) -> list[str]:
     for want in wants:
         wish = parse(want)
         family = _kind(wish)
-        direction = _DIRECTION[wish.action or "add"]
+        typed = tool_flow.of(wish)
+        direction = "out" if typed and typed.removes else _DIRECTION[wish.action or "add"]
         # how much, or which version a revert goes back to
         amount = wish.amount.model_dump_json() if wish.amount else wish.detail
         if family in seen:
@@ -207,6 +219,8 @@ def _kind(wish: FeedbackAspect) -> str:
     """What two wants must not both move: a family; a language per part (several languages
     for several parts stand side by side); each phrase to avoid."""
     family = wish.want or ""
+    if (typed := tool_flow.of(wish)) is not None:
+        return typed.key
     if family == "language":
         return f"language{SCOPE_MARK}{unscoped(wish.detail)[1] or ''}"
     if family == "banned":
@@ -235,6 +249,10 @@ def render(aspect: FeedbackAspect) -> str | None:
     want can say: criticism or praise without a wish, a family wants do not name. An amount
     wants cannot say (a count on ``shorter``, an odd share) is left off: the wish stays."""
     family = aspect.want
+    if (typed := tool_flow.of(aspect)) is not None:
+        return typed.want
+    if family == "tool_use":  # a tool the comment reader found: used, or never used
+        return tool_flow.from_reading(aspect.detail)
     if family == "banned" and aspect.detail:
         return f'{AVOID}:"{aspect.detail}"'
     if family == "language":

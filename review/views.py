@@ -251,7 +251,7 @@ def _card(
         )
     card.chart = score_chart(points)
     try:
-        card.blame = q.prompt_provenance(lineage_id)
+        card.blame = q.agent_provenance(lineage_id)
     except KeyError:
         card.blame = []
     return card

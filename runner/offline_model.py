@@ -177,6 +177,7 @@ class OfflineModel:
             material or user,
             keywords,
             done,
+            {t.name: t.description for t in request.tools},
         )
         if call is not None:
             # Like a real model with tools: ask for the calculation, the passage, the document

@@ -11,10 +11,15 @@ Fixed rules, read from the request as the offline model reads everything else:
   hours"), else the question's key words;
 - **read_document** on the document the first passage found cites, right after the search.
 
+A tool's description counts as an instruction about that tool where it says to use it ("Use it
+whenever the question touches what it holds…", "Call it first, before answering.": the
+sentences a tool wish writes there); "Use only when…" asks for nothing.
+
 The order is the one the instructions give ("search the handbook before computing", "compute
 12 * 1200 first", "use the calculator after the search"); the step's prompt counts over the
-system prompt and both over the question. Without one, facts come first: search, read, then
-the calculator. One call per turn, as a careful model makes them; the answer comes after.
+system prompt, both over a tool's description and all over the question. Without one, facts
+come first: search, read, then the calculator. One call per turn, as a careful model makes
+them; the answer comes after.
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ _SEARCH_FOR = re.compile(
 )
 _FIRST = r"\b(?:first|before (?:answering|writing|anything)|start (?:by|with))\b"
 _CITED = re.compile(r"^\[([^\]\n]{1,300})\]", re.M)
+# a sentence of a tool's description that tells the model to call it ("Use it whenever…",
+# "Call it first"), not one that limits when ("Use only when…")
+_USE_IT = re.compile(r"^(?:always\s+)?(?:use|call)\s+it\b(?!\s+only)", re.I)
 _WORD = re.compile(r"[a-z0-9]+")
 QUERY_WORDS = 6
 
@@ -109,10 +117,12 @@ def next_call(
     question: str,
     keywords: list[str],
     done: list[Done],
+    described: dict[str, str] | None = None,
 ) -> Call | None:
-    """The next tool call the step's plan holds, or None: time to answer."""
+    """The next tool call the step's plan holds, or None: time to answer. ``described``: the
+    offered tools' descriptions, by name."""
     made = {d.name for d in done}
-    for name in _plan(offered, system, instruction, question):
+    for name in _plan(offered, system, instruction, question, described or {}):
         if name in made:
             continue
         if name == CALCULATOR:
@@ -137,21 +147,39 @@ def next_call(
     return None
 
 
-def _plan(offered: set[str], system: str, instruction: str, question: str) -> list[str]:
+def _plan(
+    offered: set[str], system: str, instruction: str, question: str, described: dict[str, str]
+) -> list[str]:
     """The tools the step will call, in order."""
     asked = system + "\n" + instruction
+    told = {name: _told(text) for name, text in described.items() if name in offered}
     search = SEARCH in offered and (
-        mentions(asked, _DOCUMENTS) or mentions(asked, _FACTS) or mentions(question, _DOCUMENTS)
+        mentions(asked, _DOCUMENTS)
+        or mentions(asked, _FACTS)
+        or mentions(question, _DOCUMENTS)
+        or told.get(SEARCH, (False, False))[0]
     )
     lookup = [SEARCH, READ] if search and READ in offered else [SEARCH] if search else []
     calculate = [CALCULATOR] if CALCULATOR in offered else []
     # the most specific instruction counts: the step's prompt, then the system prompt, then
-    # the question
-    for text in (instruction, system, question):
-        first = _first(text)
+    # a tool's description, then the question
+    firsts = [_first(instruction), _first(system)]
+    firsts += [next((n for n in (SEARCH, CALCULATOR) if told.get(n, (False, False))[1]), None)]
+    for first in [*firsts, _first(question)]:
         if first is not None:
             return calculate + lookup if first == CALCULATOR else lookup + calculate
     return lookup + calculate
+
+
+def _told(description: str) -> tuple[bool, bool]:
+    """(use it, first) as a tool's description tells the model: a sentence that says to use
+    or call it, and whether that sentence says first."""
+    use = first = False
+    for sentence in re.split(r"(?<=[.;!?])\s+", description.strip()):
+        if _USE_IT.search(sentence.strip()):
+            use = True
+            first = first or bool(re.search(_FIRST, sentence.lower()))
+    return use, first
 
 
 def _first(text: str) -> str | None:

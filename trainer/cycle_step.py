@@ -51,6 +51,7 @@ from trainer import (
     instructions,
     outcome,
     reward_analyzer,
+    tool_flow,
     wish_guard,
 )
 from trainer.backends import TrainerBackend
@@ -190,6 +191,10 @@ async def _planned(
     # 3. read, credit and propose on the agent as restored
     analysis = await backend_reading(backend, memory, read, score, comment)
     analysis, wished, approved = _joined(analysis, wished, approved, instead, gone | undone)
+    # a tool or flow wish changes the tool, step or edge it names (trainer/tool_flow.py), not
+    # the prompt: the prompt's planning never sees it
+    wished = [w for w in wished if not tool_flow.is_typed(w.family)]
+    approved = [a for a in approved if not tool_flow.is_typed(a)]
     report += [f"read by Claude: {c!r}" for c in analysis.handed_over]
     # 4. no wish may break an active one the reviewer has not taken back
     refused = wish_guard.breaking(standing, wished)
@@ -249,6 +254,8 @@ async def _planned(
         if c.want not in gone | undone | set(refused)
         and not (c.change_type == "remove" and c.before in removed)
     ]
+
+    requested |= tool_flow.shape(base, analysis, proposal, report)
 
     # 5. history (never vetoing a request), directives, constraints
     plan = evolution_planner.finalize(

@@ -171,9 +171,20 @@ def _as_given(
         return given
     read = {wants.render(a): a for a in analyze(score, comment, [], None, memory).aspects}
     return [
-        found if (found := read.get(wants.render(a))) and found.amount == a.amount else a
+        _quoting(a, found)
+        if (found := read.get(wants.render(a))) and found.amount == a.amount
+        else a
         for a in given
     ]
+
+
+def _quoting(given: FeedbackAspect, found: FeedbackAspect) -> FeedbackAspect:
+    """The wish the comment's reading found for a want; a tool or flow want stays the typed
+    wish it is ("search the handbook" read as the tool, sent as ``tool:search``), quoting
+    the rater's words."""
+    if found.want == given.want:
+        return found
+    return given.model_copy(update={"quote": found.quote})
 
 
 def _remarks(score: float, comment: str, reading: feedback_reader.Reading) -> None:

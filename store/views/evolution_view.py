@@ -5,19 +5,23 @@ from."""
 from __future__ import annotations
 
 import json
+import string
 from typing import Any
 
 from sqlalchemy import Engine, bindparam
 from sqlmodel import col, select
 
-from domain.agent import AgentRef
+from domain import tool_flow, wants
+from domain.agent import AgentDefinition, AgentRef
 from domain.prompt_segments import segments
 from domain.trainer import (
     ROLLBACK_REASON,
     STRENGTHEN_REASON,
     EvolutionChange,
+    FeedbackAspect,
     LearningInsight,
     PastChange,
+    ScoreAnalysis,
     SegmentProvenance,
 )
 from store.tables import EvaluationRow, EvolutionRecordRow, LearningInsightRow, LineageRow
@@ -155,11 +159,57 @@ class EvolutionView(LineageView):
                     trigger_score=record.trigger_score if record else None,
                     trigger_comment=record.trigger_comment if record else None,
                     reason=_provenance_reason(made, record is not None),
+                    wish=_wish(made, record),
                     rebuilt_from=self._rebuilt_from(record),
                 )
                 ever.setdefault(segment, current[segment])
             known = current
         return list(known.values())
+
+    def agent_provenance(
+        self, lineage_id: str, version: int | None = None
+    ) -> list[SegmentProvenance]:
+        """Where every part of the agent (of ``version``, default the latest) came from: each
+        segment of its prompt (``prompt_provenance``), then each parameter, tool description,
+        flow step's prompt and tools, and edge of the flow (a step given an earlier step's
+        output): the version that made it as it is, the evolution, the feedback and the wish
+        behind it."""
+        rows = self.prompt_provenance(lineage_id, version)
+        records = {r.to_version: r for r in self.evolution_records(lineage_id)}
+        known: dict[tuple[str, str], SegmentProvenance] = {}
+        ever: dict[tuple[str, str, str], SegmentProvenance] = {}  # where a value first was
+        for row in self.agent_versions(lineage_id):
+            if version is not None and row.version > version:
+                break
+            agent = self.agent_definition(AgentRef(agent_id=row.agent_id, version=row.version))
+            record = records.get(row.version)
+            changes = json.loads(record.changes) if record else []
+            current: dict[tuple[str, str], SegmentProvenance] = {}
+            for (part, name), value in _parts(agent).items():
+                before = known.get((part, name))
+                if before is not None and before.segment == value:
+                    current[(part, name)] = before
+                    continue
+                made = _change_for(changes, part, name)
+                restored = ever.get((part, name, value))
+                if restored and (made is None or made["reason"].startswith(ROLLBACK_REASON)):
+                    current[(part, name)] = restored  # a rollback brought it back
+                    continue
+                current[(part, name)] = SegmentProvenance(
+                    segment=value,
+                    part=part,  # type: ignore[arg-type]
+                    name=name,
+                    version=row.version,
+                    evolution_id=record.id if record else None,
+                    trigger_score=record.trigger_score if record else None,
+                    trigger_comment=record.trigger_comment if record else None,
+                    reason=_part_reason(made, record is not None, part),
+                    wish=_wish(made, record),
+                    rebuilt_from=self._rebuilt_from(record),
+                )
+                ever.setdefault((part, name, value), current[(part, name)])
+            known = current
+        return rows + list(known.values())
 
     def _rebuilt_from(self, record: EvolutionRecordRow | None) -> int | None:
         """The version a correction was rebuilt from: the one whose output the corrected
@@ -183,3 +233,87 @@ def _provenance_reason(change: dict[str, Any] | None, evolved: bool) -> str:
     if change.get("reason", "").startswith(STRENGTHEN_REASON):
         return f"written firmer: {change['reason'].removeprefix(STRENGTHEN_REASON)}"
     return str(change.get("reason", ""))
+
+
+NO_WISH = "no wish asked for it"
+_PARAMETERS = {"model": "model", "temperature": "temperature", "maxTokens": "max_tokens",
+               "topP": "top_p"}  # fmt: skip
+
+
+def _parts(agent: AgentDefinition) -> dict[tuple[str, str], str]:
+    """(part, name) → value of every part blame follows besides the prompt's segments."""
+    parts: dict[tuple[str, str], str] = {}
+    for name, field in _PARAMETERS.items():
+        value = getattr(agent.parameters, field)
+        if value is not None:
+            parts[("parameter", name)] = f"{value:g}" if isinstance(value, float) else str(value)
+    for tool in agent.tools:
+        parts[("tool", tool.name)] = tool.description or "(its built-in description)"
+    earlier = "input"
+    for step in agent.flow:
+        parts[("step", step.name)] = step.prompt
+        tools = "every tool" if step.tools is None else ", ".join(step.tools) or "no tools"
+        parts[("step tools", step.name)] = tools
+        for source in _inputs(step.prompt):
+            given = earlier if source == "previous" else source
+            what = "the question" if given == "input" else f"{given}'s output"
+            parts[("edge", f"{given} → {step.name}")] = f"{step.name} is given {what}"
+        earlier = step.name
+    return parts
+
+
+def _inputs(prompt: str) -> list[str]:
+    fields = (f for _, f, _, _ in string.Formatter().parse(prompt) if f is not None)
+    return list(dict.fromkeys(fields))
+
+
+def _change_for(changes: list[dict[str, Any]], part: str, name: str) -> dict[str, Any] | None:
+    """The last change of a version's that made ``part`` ``name`` what it is."""
+    if part == "parameter":
+        found = [c for c in changes if c["component"] == "parameters" and c["target"] == name]
+    elif part == "tool":
+        found = [c for c in changes if c["component"] == "tools" and c["target"] == name]
+    else:
+        step = name.rsplit(" → ", 1)[-1]
+        found = [c for c in changes if c["component"] == "flow" and c["target"] == step]
+        # a step's tools by a change of its tools, its prompt and edges by one of its prompt
+        key = '"tools"' if part == "step tools" else '"prompt"'
+        found = [c for c in found if c["change_type"] == "add" or key in (c.get("after") or "")
+                 or not (c.get("after") or "").lstrip().startswith("{")] or found  # fmt: skip
+    return found[-1] if found else None
+
+
+def _part_reason(change: dict[str, Any] | None, evolved: bool, part: str) -> str:
+    """Why a parameter, tool, step or edge is as it is."""
+    if change is None:
+        return "changed by this evolution" if evolved else "initial definition"
+    reason = str(change.get("reason", ""))
+    if part == "parameter" and not change.get("want") and not reason.startswith(ROLLBACK_REASON):
+        return f"{reason} ({NO_WISH})"
+    return reason
+
+
+def _wish(change: dict[str, Any] | None, record: EvolutionRecordRow | None) -> str | None:
+    """The wish a change carried out, as a want, with the rater's words where the comment
+    said it: "tool_first:search_documents", "shorter ('way too long')"."""
+    if change is None or record is None or not change.get("want"):
+        return None
+    family = change["want"]
+    aspects = [
+        a
+        for a in ScoreAnalysis.model_validate_json(record.score_analysis).aspects
+        if a.want == family
+    ]
+    if family in tool_flow.families():  # of several wishes of a family, the one it names
+        aspects = [a for a in aspects if a.detail and a.detail in change.get("reason", "")]
+    if not aspects:
+        return family
+    return _said(aspects[0])
+
+
+def _said(aspect: FeedbackAspect) -> str:
+    want = wants.render(aspect) or aspect.want or ""
+    quote = aspect.quote or ""
+    if not quote or quote.startswith("wants "):
+        return want
+    return f"{want} ({quote[:80]!r})"

@@ -8,17 +8,28 @@ import json
 from sqlalchemy import bindparam, func
 from sqlmodel import Session, col, select
 
+from domain.agent import AgentDefinition
 from domain.execution import SpanRecord
 from domain.rollout_report import RolloutReport
-from domain.trace import Trace, TracedAttempt, traced_steps
+from domain.trace import Trace, TracedAttempt, step_inputs, traced_steps
 from runner.adapter import rollout_report
-from store.tables import ArtifactRow, AttemptRow, EvaluationRow, LineageRow, RolloutRow, SpanRow
+from store.tables import (
+    AgentVersionRow,
+    ArtifactRow,
+    AttemptRow,
+    EvaluationRow,
+    LineageRow,
+    RolloutRow,
+    SpanRow,
+)
 from store.views.reader import ViewReader
 
 _artifacts = ArtifactRow.__table__  # type: ignore[attr-defined]
 _ARTIFACT = select(_artifacts).where(_artifacts.c.id == bindparam("id"))
 _rollouts = RolloutRow.__table__  # type: ignore[attr-defined]
 _ROLLOUT_INPUT = select(_rollouts.c.input_hash).where(_rollouts.c.id == bindparam("id"))
+_versions = AgentVersionRow.__table__  # type: ignore[attr-defined]
+_DEFINITION_HASH = select(_versions.c.definition_hash).where(_versions.c.id == bindparam("id"))
 _spans = SpanRow.__table__  # type: ignore[attr-defined]
 _SPANS = (
     select(_spans).where(_spans.c.attempt_id == bindparam("attempt_id")).order_by(_spans.c.sequence)
@@ -91,11 +102,21 @@ class RolloutView(ViewReader):
                     status=a.status,
                     error=a.error,
                     shown=a.id == shown,
-                    steps=traced_steps(self.span_records(a.id)),
+                    steps=traced_steps(self.span_records(a.id), self._step_inputs(a)),
                 )
                 for a in attempts
             ],
         )
+
+    def _step_inputs(self, attempt: AttemptRow) -> dict[str, list[str]]:
+        """What each step of the flow the attempt ran was given (empty: its version is gone)."""
+        with self.engine.connect() as conn:
+            digest = conn.execute(
+                _DEFINITION_HASH, {"id": f"{attempt.agent_id}@{attempt.agent_version}"}
+            ).scalar_one_or_none()
+        if digest is None:
+            return {}
+        return step_inputs(AgentDefinition.model_validate(self.payload(digest)).flow)
 
     def rollout_report(self, rollout_id: str) -> RolloutReport:
         """The seed's Rollout report for a completed rollout; the reward is its latest score."""

@@ -1,0 +1,438 @@
+"""Typed tool and flow wishes: ``tool:…``, ``remove:tool:…``, ``tool_first:…``,
+``describe:tool:…``, ``step:add:check``, ``step:input:check+=research``, ``step:prompt:…``.
+Parsed and said back like every want; the cycle step changes the tool description, the step's
+tools, the step's prompt or the flow edge each names (never a system-prompt line standing in
+for it), refuses what the agent may not do with the reason, and ``blame`` names the score and
+the wish behind every parameter, tool, step and edge. Through Temporal: the next trace shows
+what was asked."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from client import start_session
+from domain import tool_flow, want_labels, wants
+from domain.agent import AgentDefinition, AgentRef
+from domain.spec import SessionSpec, load_spec
+from runner.model_backend import ChatMessage, ContentBlock, ModelRequest, ToolSpec
+from runner.offline_model import OfflineModel
+from tests.conftest import awaiting, starter_cli, wait_for_state
+from trainer import cycle_step
+from trainer.backends import RulesTrainer
+from trainer.cycle_step import LineageMemory
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "research-session.yaml"
+HANDBOOK = (EXAMPLE.parent / "docs" / "team-handbook.md").read_text()
+CORE_HOURS = "Explain how core hours help a distributed team."
+# a research step that names neither the handbook nor facts: the offline model searches nothing
+QUIET = "Work out the numbers for: {input}"
+CHECK = (
+    "Check every number and fact in this answer against the findings, correct any that do "
+    "not match, and return the corrected answer only: {polish}"
+)
+
+
+def _research_agent(research: str = QUIET, check: bool = False) -> dict[str, Any]:
+    agent: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())["lineages"][0]["agent"]
+    agent["systemPrompt"] = "You are a precise analyst."
+    agent["flow"][0]["prompt"] = research
+    if check:  # the check step the issue saw: told of the findings, given only {polish}
+        agent["flow"].append({"name": "check", "prompt": CHECK, "tools": []})
+    return agent
+
+
+def _agent(**kwargs: Any) -> AgentDefinition:
+    return AgentDefinition.model_validate(_research_agent(**kwargs))
+
+
+def _step(agent: AgentDefinition, given: list[str], comment: str | None = None):
+    memory = LineageMemory(session_id="s", lineage_id="L", wants=given)
+    return asyncio.run(cycle_step.take(RulesTrainer(), agent, memory, 4, comment))
+
+
+# ---- the grammar ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("want", "words"),
+    [
+        ("tool:search_documents", "use search_documents"),
+        ("remove:tool:calculator", "no calculator"),
+        ("tool_first:Search_Documents", "search_documents first, before answering"),
+        ("describe:tool:calculator", "calculator's description says when to use it"),
+        (
+            'describe:tool:calculator:"Only for exact sums"',
+            "calculator's description: 'Only for exact sums'",
+        ),
+        ("step:add:check", "a check step at the end, given the findings"),
+        ("step:input:check+=research", "the check step given research's output"),
+        ("step:prompt:research", "the research step's prompt"),
+    ],
+)
+def test_a_tool_or_flow_wish_is_a_want_said_in_words_and_back(want: str, words: str):
+    wish = wants.parse(want)
+    assert wish.want in tool_flow.families() and wish.aspect in ("tools", "flow")
+    assert wants.render(wish) == wants.parse(wants.render(wish) or "").detail  # canonical
+    assert want_labels.label(want) == words
+    assert wants.validated([want]) == [want]
+
+
+@pytest.mark.parametrize(
+    ("want", "why"),
+    [
+        ("keep:tool:calculator", "takes add or remove"),
+        ("tool:", "which tool?"),
+        ("step:add:review", "the step adds only check"),
+        ("step:input:check+=check", "cannot take its own output"),
+        ("step:move:check", "a flow wish is step:add:check"),
+        ("remove:step:add:check", "only a tool is removed this way"),
+    ],
+)
+def test_a_malformed_tool_or_flow_wish_is_refused_with_the_reason(want: str, why: str):
+    with pytest.raises(ValueError, match=why):
+        wants.parse(want)
+
+
+def test_using_a_tool_and_removing_it_contradict_each_other():
+    with pytest.raises(ValueError, match="contradict"):
+        wants.validated(["tool:calculator", "remove:tool:calculator"])
+    both = ["tool:calculator", "tool_first:search_documents", "step:add:check"]
+    assert wants.validated(both) == both
+
+
+def _chips(comment: str) -> list[str]:
+    """The chips the preview offers for a comment (``trainer/preview.py``: the reading's
+    wishes as wants)."""
+    memory = LineageMemory(session_id="s", lineage_id="L")
+    reading = cycle_step.rules_reading(memory, 4, comment)
+    assert all(wants.render(a) for a in reading.aspects if a.want)  # nothing left unsaid
+    return wants.wants_of(reading.aspects)
+
+
+def test_a_tool_the_comment_names_is_offered_as_a_chip():
+    """Searching the handbook before answering is read as the search tool: a chip the rater
+    can keep, edit or drop, no longer "also read, which no wish can carry"."""
+    assert _chips("Search the handbook before answering.") == ["tool:search"]
+    assert _chips("Stop using the search tool.") == ["remove:tool:search"]
+
+
+# ---- the changes ------------------------------------------------------------------------------
+
+
+def test_tool_first_tells_the_step_that_offers_it_not_the_system_prompt():
+    agent = _agent()
+    step = _step(agent, ["tool_first:search_documents"], "Search the handbook before answering.")
+    (change,) = step.plan.changes
+    assert (change.component, change.target, change.want) == ("flow", "research", "tool_first")
+    assert step.agent.system_prompt == agent.system_prompt
+    assert step.agent.flow[0].prompt == f"Call search_documents first, before answering. {QUIET}"
+    assert change.reason.startswith("feedback asked for tool_first:search_documents")
+    assert "search_documents called first" in step.plan.hypothesis
+
+
+def test_a_tool_or_flow_change_is_versioned_like_any_other_and_undone_by_undo():
+    """The next score judges it (asked again: nothing to change, said so) and an undo rolls it
+    back, byte for byte."""
+    agent = _agent()
+    step = _step(agent, ["tool_first:search_documents", "step:add:check"])
+    assert [c.want for c in step.plan.changes] == ["step", "tool_first"]
+    pending = cycle_step.pending_after(step, "L:evolution:v1")
+    memory = LineageMemory(session_id="s", lineage_id="L", pending=pending, wants=["undo"])
+    undone = asyncio.run(cycle_step.take(RulesTrainer(), step.agent, memory, 3, "Undo that."))
+    assert undone.agent == agent
+    assert sorted(undone.rolled_back) == ["step", "tool_first"]
+    memory = memory.model_copy(update={"wants": ["tool_first:search_documents"]})
+    again = asyncio.run(cycle_step.take(RulesTrainer(), step.agent, memory, 5, "Search first."))
+    assert not again.plan.changes
+    assert again.report == [
+        "tool_first:search_documents: nothing to change: the research step is told to call "
+        "search_documents first already"
+    ]
+    assert {v.family: v.verdict for v in again.judged.verdict.aspects}["tool_first"] == (
+        "not_far_enough"
+    )
+
+
+def test_a_tool_wish_changes_the_description_and_declares_an_allowed_tool():
+    used = _step(_agent(), ["tool:search"])  # a word of the tool's name names it
+    (change,) = used.plan.changes
+    assert (change.component, change.target) == ("tools", "search_documents")
+    described = json.loads(change.after or "")["description"]
+    # the built-in description the model was shown, and when to use it
+    assert described.startswith("Finds the passages of the session's documents")
+    assert described.endswith(tool_flow.sentence("use"))
+    # an allowed tool the agent has not declared is declared, and a step offers it
+    spec = _research_agent()
+    spec["tools"] = [{"name": "calculator"}]
+    spec["flow"][0]["tools"] = ["calculator"]
+    declared = _step(AgentDefinition.model_validate(spec), ["tool:search_documents"])
+    assert [t.name for t in declared.agent.tools] == ["calculator", "search_documents"]
+    assert declared.agent.flow[0].tools == ["calculator", "search_documents"]
+
+
+def test_removing_a_tool_takes_it_from_every_step_that_offers_it():
+    step = _step(_agent(), ["remove:tool:calculator"])
+    assert step.agent.flow[0].tools == ["search_documents", "read_document"]
+    assert [t.name for t in step.agent.tools] == ["calculator", "search_documents", "read_document"]
+
+
+def test_a_tool_the_agent_may_not_use_is_refused_with_the_reason():
+    agent = _agent()
+    step = _step(agent, ["tool:web_search"])
+    assert not step.plan.changes and step.agent == agent
+    (refusal,) = step.report
+    assert refusal == (
+        "refused tool:web_search: the agent may not use 'web_search': its constraints allow "
+        "only these tools: calculator, search_documents, read_document; only the agent's "
+        "owner changes its constraints"
+    )
+    assert refusal in step.plan.notes  # recorded with the step
+    assert cycle_step.summary(step, 1) == f"kept v1: {refusal}"
+
+
+def test_step_add_check_gives_the_check_step_the_findings():
+    step = _step(_agent(), ["step:add:check"])
+    check = step.agent.flow[-1]
+    assert check.name == "check" and check.tools == []
+    assert check.prompt.endswith(
+        "the corrected answer only: {polish}\nThe findings of the research step: {research}"
+    )
+
+
+def test_step_input_feeds_an_earlier_step_and_only_an_earlier_one():
+    agent = _agent(check=True)
+    fed = _step(agent, ["step:input:check+=research"])
+    (change,) = fed.plan.changes
+    assert (change.component, change.target, change.want) == ("flow", "check", "step")
+    assert fed.agent.flow[-1].prompt == f"{CHECK}\nThe output of the research step: {{research}}"
+    again = _step(fed.agent, ["step:input:check+=research"])
+    assert again.report == [
+        "step:input:check+=research: nothing to change: the check step is given research's "
+        "output already"
+    ]
+    later = _step(agent, ["step:input:research+=polish"])
+    assert later.report == [
+        "refused step:input:research+=polish: a step may use only the outputs of steps "
+        "before it: polish runs after research"
+    ]
+    missing = _step(_agent(), ["step:input:check+=research"])
+    assert "the flow has no step 'check'" in missing.report[0]
+    assert "step:add:check adds one" in missing.report[0]
+    # added and fed in one score: the step is added first
+    both = _step(_agent(), ["step:add:check", "step:input:check+=input"])
+    assert both.agent.flow[-1].prompt.endswith("The question: {input}")
+
+
+def test_step_prompt_aims_the_scores_instructions_at_that_step():
+    agent = _agent()
+    step = _step(agent, ["bullets", "step:prompt:polish"])
+    assert step.agent.system_prompt == agent.system_prompt
+    assert step.agent.flow[-1].prompt == (
+        "Use bullet points, not paragraphs. Tighten this answer without losing any number: {draft}"
+    )
+    (change,) = step.plan.changes
+    assert change.want == "bullets" and "(step:prompt:polish)" in change.reason
+    said = _step(agent, ['step:prompt:draft:"Name the handbook section for each {fact}"'])
+    # a sentence's braces are text, never a new edge of the flow
+    assert said.agent.flow[1].prompt.startswith("Name the handbook section for each {{fact}}.")
+
+
+def test_the_offline_model_follows_a_tool_description_that_says_to_use_it():
+    """The description a tool wish writes is an instruction the offline model follows, as a
+    tool-using model does: it searches; "Use only when…" asks for nothing."""
+
+    def first_call(description: str) -> list[str]:
+        request = ModelRequest(
+            model="offline-researcher-1",
+            system="You are a precise analyst.",
+            messages=[ChatMessage(role="user", content=f"Work out the numbers for: {CORE_HOURS}")],
+            max_tokens=800,
+            temperature=0.3,
+            tools=[ToolSpec(name="search_documents", description=description, input_schema={})],
+        )
+        reply = OfflineModel().reply(request)
+        return [b.name or "" for b in reply.content if isinstance(b, ContentBlock) and b.name]
+
+    assert first_call("Finds passages.") == []
+    assert first_call(f"Finds passages. {tool_flow.sentence('use')}") == ["search_documents"]
+    assert first_call("Finds passages. Use only when the answer needs it.") == []
+
+
+# ---- through Temporal -------------------------------------------------------------------------
+
+
+def _spec(tmp_path: Path, lineages: dict[str, dict[str, Any]]) -> SessionSpec:
+    data: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    data["id"] = f"tools-{uuid.uuid4().hex[:8]}"
+    data["documents"] = ["team-handbook.md"]
+    data["inputs"] = [CORE_HOURS]
+    (tmp_path / "team-handbook.md").write_text(HANDBOOK)
+    data["lineages"] = [{"label": label, "agent": agent} for label, agent in lineages.items()]
+    path = tmp_path / "tools.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_spec(path)
+
+
+def _latest(store, lineage: str) -> AgentDefinition:
+    row = store.queries.agent_versions(lineage)[-1]
+    return store.queries.agent_definition(AgentRef(agent_id=row.agent_id, version=row.version))
+
+
+def _spans(store, lineage: str, cycle: int):
+    (rollout,) = [r for r in store.queries.rollouts(lineage) if r.cycle == cycle]
+    first = store.queries.attempts(rollout.id)[0]  # the agent's own try
+    return sorted(store.queries.span_records(first.id), key=lambda s: s.sequence)
+
+
+def _research(store, lineage: str, cycle: int) -> list[str]:
+    return [
+        f"{s.span_type} {s.tool_name or ''}".strip()
+        for s in _spans(store, lineage, cycle)
+        if s.name == "research" and s.span_type in ("llm_call", "tool_call")
+    ]
+
+
+async def test_a_tool_wish_makes_the_next_trace_search_the_handbook_before_the_answer(
+    client, store, settings, run_worker, tmp_path
+):
+    """ "Search the handbook before answering": confirmed as ``tool_first:search_documents``
+    the research step is told so; confirmed as the chip the page offers (``tool:search``) the
+    tool's description is. Either way the next trace searches before the step answers."""
+    spec = _spec(tmp_path, {"first": _research_agent(), "chip": _research_agent()})
+    comment = "Search the handbook before answering."
+    chips = _chips(comment)
+    assert chips == ["tool:search"]
+    async with run_worker():
+        handles = await start_session(client, spec, settings.task_queue)
+        for handle in handles:
+            await wait_for_state(handle, awaiting(1))
+        first, chip = handles
+        await first.execute_update(
+            "submit_score",
+            {"score": 4, "comment": comment, "wants": ["tool_first:search_documents"]},
+        )
+        await chip.execute_update("submit_score", {"score": 4, "comment": comment, "wants": chips})
+        told = await wait_for_state(first, awaiting(2))
+        described = await wait_for_state(chip, awaiting(2))
+
+    for label in ("first", "chip"):
+        lineage = spec.lineage_id(label)
+        assert _research(store, lineage, 1) == ["llm_call"]  # cycle 1: no search
+        assert _research(store, lineage, 2) == [
+            "llm_call",
+            "tool_call search_documents",
+            "llm_call",
+            "tool_call read_document",
+            "llm_call",  # the step's answer, after the search
+        ]
+        output = store.queries.artifact_text(store.queries.artifacts(lineage)[-1].id)
+        assert "10:00 to 15:00" in output  # what it found reached the answer
+    assert told.agent_version == described.agent_version == 2
+    assert "search_documents first, before answering" in (told.last_reading or "")
+    agent = _latest(store, spec.lineage_id("first"))
+    assert agent.flow[0].prompt.startswith("Call search_documents first, before answering.")
+    assert agent.system_prompt == "You are a precise analyst."
+    agent = _latest(store, spec.lineage_id("chip"))
+    search = next(t for t in agent.tools if t.name == "search_documents")
+    assert search.description.endswith(tool_flow.sentence("use"))
+
+
+async def test_step_input_gives_the_check_step_the_findings_and_a_forbidden_tool_is_refused(
+    client, store, settings, run_worker, temporal_address, tmp_path
+):
+    """``step:input:check+=research``: the check step's prompt gets ``{research}``, the next
+    trace shows the findings in what it was given, and ``blame`` names the score and the wish
+    behind the edge. ``tool:web_search``, a tool the constraints do not allow: refused with the
+    reason, in ``state`` and in the store, and nothing changes."""
+    spec = _spec(tmp_path, {"fed": _research_agent(check=True), "refused": _research_agent()})
+    fed_id, refused_id = spec.lineage_id("fed"), spec.lineage_id("refused")
+    async with run_worker():
+        fed, refused = await start_session(client, spec, settings.task_queue)
+        for handle in (fed, refused):
+            await wait_for_state(handle, awaiting(1))
+        await fed.execute_update(
+            "submit_score",
+            {
+                "score": 5,
+                "comment": "The check step never saw the research.",
+                "wants": ["step:input:check+=research"],
+            },
+        )
+        await refused.execute_update(
+            "submit_score", {"score": 5, "wants": ["tool:web_search"], "rater": "ana"}
+        )
+        after = await wait_for_state(fed, awaiting(2))
+        kept = await wait_for_state(refused, awaiting(2))
+
+    # the check step was given only the polished answer; now the findings too
+    def check_input(cycle: int) -> str:
+        spans = _spans(store, fed_id, cycle)
+        findings = [s.output for s in spans if s.name == "research" and s.span_type == "llm_call"]
+        (given,) = [s.input for s in spans if s.name == "check" and s.span_type == "llm_call"]
+        assert findings[-1]
+        return "yes" if findings[-1] in (given or "") else "no"
+
+    assert check_input(1) == "no"
+    assert check_input(2) == "yes"
+
+    # and the trace says what each step was given: the flow that ran, edge by edge; blame
+    # says where the edge came from
+    def cli(*args: str) -> str:
+        return starter_cli(
+            *args,
+            temporal_address=temporal_address,
+            database_url=settings.database_url,
+            columns=400,
+        )
+
+    traced, blamed = await asyncio.gather(
+        asyncio.to_thread(cli, "trace", fed_id, "--cycle", "2"),
+        asyncio.to_thread(cli, "blame", fed_id),
+    )
+    lines = traced.splitlines()
+    assert lines[lines.index("step research") + 1] == "  given: the question"
+    assert lines[lines.index("step check") + 1] == "  given: polish, research"
+    (before,) = [r for r in store.queries.rollouts(fed_id) if r.cycle == 1]
+    steps = store.queries.rollout_trace(before.id).attempts[0].steps
+    assert [(s.name, s.given) for s in steps] == [
+        ("research", ["the question"]),
+        ("draft", ["the question", "research"]),
+        ("polish", ["draft"]),
+        ("check", ["polish"]),
+    ]
+    assert after.agent_version == 2
+    agent = _latest(store, fed_id)
+    assert agent.flow[-1].prompt == f"{CHECK}\nThe output of the research step: {{research}}"
+
+    # blame: the edge, the step's prompt, and the parameters and tools as they came
+    rows = {(r.part, r.name): r for r in store.queries.agent_provenance(fed_id)}
+    edge = rows[("edge", "research → check")]
+    assert (edge.version, edge.trigger_score, edge.wish) == (
+        2,
+        5,
+        "step:input:check+=research",
+    )
+    assert edge.trigger_comment == "The check step never saw the research."
+    assert rows[("edge", "polish → check")].version == 1  # as defined
+    assert rows[("step", "check")].wish == "step:input:check+=research"
+    assert rows[("parameter", "temperature")].reason == "initial definition"
+    assert rows[("tool", "search_documents")].version == 1
+    (line,) = [x for x in blamed.splitlines() if "edge research → check" in x]
+    assert "v2" in line and "step:input:check+=research" in line and "5: The check step" in line
+
+    # refused: said back in state, recorded in the store, the agent as it was
+    reason = (
+        "refused tool:web_search: the agent may not use 'web_search': its constraints allow "
+        "only these tools: calculator, search_documents, read_document"
+    )
+    assert kept.agent_version == 1
+    assert reason in (kept.last_evolution or "")
+    (event,) = store.queries.events(refused_id, ["evolution.kept"])
+    assert any(note.startswith(reason) for note in event.payload["plan"]["notes"])

@@ -1,0 +1,446 @@
+"""The changes typed tool and flow wishes make (``domain/tool_flow.py`` reads them): each
+changes the tool description, the step's tools, the step's prompt or the flow edge it names,
+never a system-prompt line standing in for it.
+
+- ``tool:NAME``: the tool's description says to use it before answering, and a step offers
+  it (the first step with tools, when none does); a tool the constraints allow and the agent
+  has not declared is declared;
+- ``remove:tool:NAME``: no step offers it any more (an agent without a flow loses the tool);
+- ``tool_first:NAME``: the step that offers it is told to call it first, before answering
+  (without a flow, its description says so);
+- ``describe:tool:NAME[:"…"]``: the description gets the sentence (by default: use it);
+- ``step:add:check``: a checking step after the last one, given the last step's answer and
+  the findings of every step that uses tools;
+- ``step:input:STEP+=EARLIER``: STEP's prompt gets EARLIER's output (a step may use only the
+  outputs of steps before it);
+- ``step:prompt:STEP``: the instructions the other wishes of the score add go into STEP's
+  prompt instead of the system prompt (``:"…"``: that sentence goes there).
+
+A tool the agent's constraints do not allow, a step the flow does not have, an input from a
+later step: refused, with the reason said back and recorded with the step's notes. Every
+change names the want it carries out in its reason, so ``blame`` finds the feedback behind
+each tool, step and edge.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from dataclasses import dataclass, field
+
+from domain import tool_flow
+from domain.agent import AgentDefinition, FlowStep
+from domain.execution import preview_of
+from domain.tool_flow import ToolFlowWish
+from domain.trainer import EvolutionChange, EvolutionPlan, ScoreAnalysis
+from runner.tools import default_registry
+from trainer.evolution import apply_changes
+
+QUOTE_CHARS = 80
+# how a typed change's reason opens: ``blame`` reads the want back from it
+REASON = "feedback asked for "
+_PLANNER_NOTHING = (
+    "no actionable wish in the feedback; the agent is kept as is",
+    "every wish is already carried by the agent's instructions",
+)
+_REGISTRY = default_registry()
+# the descriptions of the tools the runner implements, as the model is shown them when the
+# agent declares none
+_BUILT_IN = {name: tool.description for name in _REGISTRY.names() if (tool := _REGISTRY.get(name))}
+
+
+class Refused(ValueError):
+    """A typed wish the step cannot carry out on this agent, with the reason."""
+
+
+class Unchanged(ValueError):
+    """A typed wish the agent already does: nothing to change, said so."""
+
+
+@dataclass
+class _Shaping:
+    """The typed wishes' changes under way, on the agent as the plan leaves it so far."""
+
+    agent: AgentDefinition
+    changes: list[EvolutionChange] = field(default_factory=list)
+    report: list[str] = field(default_factory=list)
+    hypotheses: list[str] = field(default_factory=list)
+
+    def make(self, wish: ToolFlowWish, quote: str | None, **fields: str | None) -> None:
+        said = f" ({preview_of(quote, QUOTE_CHARS)!r})" if quote else ""
+        self.add(
+            EvolutionChange(
+                **fields,  # type: ignore[arg-type]
+                reason=f"{REASON}{wish.want}{said}",
+                confidence=1.0,
+                aspect="tools" if wish.about_tool else "flow",
+                want=wish.family,
+            )
+        )
+
+    def add(self, change: EvolutionChange) -> None:
+        """``change`` made on the agent as the changes before it left it (they are applied in
+        this order), or Refused with the reason the agent cannot take it."""
+        try:
+            self.agent = apply_changes(self.agent, [change])
+        except ValueError as exc:
+            raise Refused(str(exc).splitlines()[0]) from None
+        self.changes.append(change)
+
+
+def wishes_of(analysis: ScoreAnalysis) -> list[tuple[ToolFlowWish, str | None]]:
+    """The reading's typed tool and flow wishes, each with the rater's words (None when it was
+    sent as a want without them)."""
+    found = []
+    for aspect in analysis.aspects:
+        wish = tool_flow.of(aspect)
+        if wish is not None:
+            quote = aspect.quote if aspect.quote and not aspect.quote.startswith("wants ") else None
+            found.append((wish, quote))
+    return found
+
+
+def is_typed(family: str) -> bool:
+    return family in tool_flow.families()
+
+
+def shape(
+    agent: AgentDefinition, analysis: ScoreAnalysis, proposal: EvolutionPlan, report: list[str]
+) -> set[str]:
+    """The typed wishes of ``analysis`` carried out on ``proposal`` (planned on ``agent``):
+    their changes appended, a ``step:prompt:STEP`` aiming the proposal's new instructions at
+    that step, the refusals said in ``report``. Returns the families asked for (the history
+    check never vetoes them)."""
+    typed = wishes_of(analysis)
+    if not typed:
+        return set()
+    work = agent
+    for change in proposal.changes:  # the typed changes chain after the proposal's own
+        try:
+            work = apply_changes(work, [change])
+        except ValueError:
+            continue
+    shaping = _Shaping(work)
+    # a step is added before another wish names it; the prompt is aimed at last, at the step
+    # as the other changes leave it
+    order = {"add_step": 0, "step_input": 1, "step_prompt": 2}
+    for wish, quote in sorted(typed, key=lambda t: order.get(t[0].kind, 1)):
+        try:
+            if wish.kind == "step_prompt" and wish.text is None:
+                proposal.changes = _aimed(shaping, wish, quote, proposal.changes)
+            else:
+                _carry_out(shaping, wish, quote)
+        except Refused as why:
+            shaping.report.append(f"refused {wish.want}: {why}")
+        except Unchanged as why:
+            shaping.report.append(f"{wish.want}: nothing to change: {why}")
+    proposal.changes += shaping.changes
+    report += shaping.report
+    if shaping.changes:
+        proposal.notes = [n for n in proposal.notes if n not in _PLANNER_NOTHING]
+        said = "; ".join(shaping.hypotheses)
+        if said and proposal.hypothesis:
+            proposal.hypothesis += f" In the trace, {said}."
+        elif said:
+            proposal.hypothesis = f"After these changes {said}, and the next score will rise."
+    return {wish.family for wish, _ in typed}
+
+
+def _carry_out(s: _Shaping, wish: ToolFlowWish, quote: str | None) -> None:
+    if wish.kind in ("use", "first"):
+        made = len(s.changes)
+        tool = _tool(s, wish, declare=True)
+        _offer(s, wish, quote, tool)
+        try:
+            if wish.kind == "use":
+                _describe(s, wish, quote, tool, tool_flow.sentence("use"))
+            else:
+                _first(s, wish, quote, tool)
+        except Unchanged:
+            if len(s.changes) == made:  # declared or offered now: that was the change
+                raise
+        s.hypotheses.append(wish.hypothesis(tool=tool))
+    elif wish.kind == "drop":
+        _drop(s, wish, quote, _tool(s, wish))
+    elif wish.kind == "describe":
+        tool = _tool(s, wish)
+        _describe(s, wish, quote, tool, wish.text or tool_flow.sentence("use"))
+        s.hypotheses.append(wish.hypothesis(tool=tool))
+    elif wish.kind == "add_step":
+        _add_step(s, wish, quote)
+    elif wish.kind == "step_input":
+        _input(s, wish, quote)
+    else:
+        step = _step(s.agent, wish.target)
+        _prompt(s, wish, quote, step, wish.text or "")
+        s.hypotheses.append(wish.hypothesis(step=step.name))
+
+
+# ---- tools ------------------------------------------------------------------------------------
+
+
+def _tool(s: _Shaping, wish: ToolFlowWish, declare: bool = False) -> str:
+    """The agent's tool the wish names (its own name, any case; or a word of it: "search" is
+    search_documents). One the constraints do not allow is refused; one they allow that the
+    agent has not declared is declared when ``declare`` (and refused otherwise)."""
+    agent, name = s.agent, wish.target
+    declared = [t.name for t in agent.tools]
+    found = next((t for t in declared if t.lower() == name), None) or _word_of(name, declared)
+    allowed = agent.constraints.allowed_tools
+    if found is not None and (allowed is None or found in allowed):
+        return found
+    if allowed is not None and not any(a.lower() == name for a in allowed):
+        permitted = ", ".join(allowed) or "none"
+        raise Refused(
+            f"the agent may not use {name!r}: its constraints allow only these tools: "
+            f"{permitted}; only the agent's owner changes its constraints"
+        )
+    known = next((t for t in _BUILT_IN if t.lower() == name), None)
+    if not declare or known is None:
+        have = ", ".join(declared) or "none"
+        raise Refused(f"the agent has no tool {name!r} (its tools: {have})")
+    s.make(
+        wish,
+        None,
+        component="tools",
+        change_type="add",
+        target=known,
+        after=json.dumps({"name": known}),
+    )
+    return known
+
+
+def _word_of(name: str, tools: list[str]) -> str | None:
+    """The one tool ``name`` is a word or the start of ("search" → search_documents)."""
+    matches = [t for t in tools if name in t.lower().split("_") or t.lower().startswith(name)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _offers(step: FlowStep, tool: str) -> bool:
+    return step.tools is None or tool in step.tools
+
+
+def _offer(s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str) -> None:
+    """A step offers the tool: the first with tools, else the first (a flow whose steps
+    offer it already, and an agent without a flow, which offers every tool, stay)."""
+    flow = s.agent.flow
+    if not flow or any(_offers(step, tool) for step in flow):
+        return
+    step = next((st for st in flow if st.tools), flow[0])
+    _allowance(s, wish, quote, step, [*(step.tools or []), tool])
+
+
+def _allowance(
+    s: _Shaping, wish: ToolFlowWish, quote: str | None, step: FlowStep, tools: list[str]
+) -> None:
+    s.make(
+        wish,
+        quote,
+        component="flow",
+        change_type="modify",
+        target=step.name,
+        before=json.dumps({"tools": step.tools}),
+        after=json.dumps({"tools": tools}),
+    )
+
+
+def _drop(s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str) -> None:
+    agent = s.agent
+    s.hypotheses.append(wish.hypothesis(tool=tool))
+    if not agent.flow:
+        current = next(t for t in agent.tools if t.name == tool)
+        s.make(
+            wish,
+            quote,
+            component="tools",
+            change_type="remove",
+            target=tool,
+            before=json.dumps(current.model_dump(mode="json", by_alias=True)),
+        )
+        return
+    offering = [step for step in agent.flow if _offers(step, tool)]
+    if not offering:
+        raise Unchanged(f"no step of the flow offers {tool}")
+    every = [t.name for t in agent.tools]
+    for step in offering:
+        _allowance(s, wish, quote, step, [t for t in step.tools or every if t != tool])
+
+
+def _describe(s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str, text: str) -> None:
+    """The tool's description with ``text`` (a declared description empty so far starts from
+    the built-in one the model was shown)."""
+    current = next(t for t in s.agent.tools if t.name == tool).description
+    shown = current or _BUILT_IN.get(tool, "")
+    if _holds(shown, text):
+        raise Unchanged(f"the description of {tool} already says so")
+    s.make(
+        wish,
+        quote,
+        component="tools",
+        change_type="modify",
+        target=tool,
+        before=json.dumps({"description": current}),
+        after=json.dumps({"description": f"{shown.rstrip()} {_sentence(text)}".strip()}),
+    )
+
+
+def _first(s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str) -> None:
+    """The first step that offers the tool is told to call it first; without a flow the
+    tool's description says so."""
+    if not s.agent.flow:
+        _describe(s, wish, quote, tool, tool_flow.sentence("first_in_description"))
+        return
+    step = next(st for st in s.agent.flow if _offers(st, tool))
+    said = tool_flow.sentence("first_in_step", tool=tool)
+    if _holds(step.prompt, said):
+        raise Unchanged(f"the {step.name} step is told to call {tool} first already")
+    # another tool said to come first gives way: one tool is first
+    others = [tool_flow.sentence("first_in_step", tool=t.name) for t in s.agent.tools]
+    prompt = step.prompt
+    for other in others:
+        prompt = prompt.replace(f"{other} ", "").replace(other, "")
+    _set_prompt(s, wish, quote, step, f"{said} {prompt.strip()}")
+
+
+# ---- the flow ---------------------------------------------------------------------------------
+
+
+def _step(agent: AgentDefinition, name: str) -> FlowStep:
+    if not agent.flow:
+        raise Refused("the agent has no flow: it answers in one step")
+    found = next((st for st in agent.flow if st.name.lower() == name), None)
+    if found is None:
+        have = ", ".join(st.name for st in agent.flow)
+        hint = "; step:add:check adds one" if name in tool_flow.addable_steps() else ""
+        raise Refused(f"the flow has no step {name!r} (its steps: {have}){hint}")
+    return found
+
+
+def _add_step(s: _Shaping, wish: ToolFlowWish, quote: str | None) -> None:
+    """A step of the vocabulary's (``check``) after the last one, given its answer and the
+    findings of every step before that uses tools."""
+    flow = s.agent.flow
+    if not flow:
+        raise Refused(
+            "the agent has no flow to add a step to; 'check facts first' (check_step) asks "
+            "for a checking pass in its prompt"
+        )
+    if any(st.name.lower() == wish.target for st in flow):
+        raise Unchanged(f"the flow has a {wish.target} step already")
+    template = tool_flow.step_template(wish.target)
+    last = flow[-1].name
+    finders = [st.name for st in flow[:-1] if _uses_tools(s.agent, st)]
+    lines = [template["prompt"].format(previous=last)]
+    lines += [template["findings"].format(source=name) for name in finders]
+    step = FlowStep(name=wish.target, prompt="\n".join(lines), tools=[])
+    s.make(
+        wish,
+        quote,
+        component="flow",
+        change_type="add",
+        target=step.name,
+        after=json.dumps(step.model_dump(mode="json", by_alias=True, exclude_none=True)),
+    )
+    s.hypotheses.append(wish.hypothesis(step=step.name, previous=last))
+
+
+def _uses_tools(agent: AgentDefinition, step: FlowStep) -> bool:
+    return bool(agent.tools) and (step.tools is None or bool(step.tools))
+
+
+def _input(s: _Shaping, wish: ToolFlowWish, quote: str | None) -> None:
+    """STEP's prompt gets an earlier step's output (or the question): one line naming it."""
+    step = _step(s.agent, wish.target)
+    names = [st.name for st in s.agent.flow]
+    source = wish.source or ""
+    if source == "input":
+        line = tool_flow.sentence("question")
+    else:
+        earlier = next((n for n in names if n.lower() == source), None)
+        if earlier is None:
+            raise Refused(f"the flow has no step {source!r} (its steps: {', '.join(names)})")
+        if names.index(earlier) > names.index(step.name):
+            raise Refused(
+                f"a step may use only the outputs of steps before it: {earlier} runs after "
+                f"{step.name}"
+            )
+        source = earlier
+        line = tool_flow.sentence("input", source=earlier)
+    if source in _placeholders(step.prompt):
+        raise Unchanged(f"the {step.name} step is given {source}'s output already")
+    _set_prompt(s, wish, quote, step, f"{step.prompt.rstrip()}\n{line}")
+    s.hypotheses.append(wish.hypothesis(step=step.name, source=source))
+
+
+def _placeholders(prompt: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(prompt) if f is not None}
+
+
+def _prompt(s: _Shaping, wish: ToolFlowWish, quote: str | None, step: FlowStep, text: str) -> None:
+    """``text`` at the head of the step's prompt, where the step's instruction is (before the
+    material it is given)."""
+    if _holds(step.prompt, text):
+        raise Unchanged(f"the {step.name} step's prompt already says so")
+    _set_prompt(s, wish, quote, step, f"{_sentence(_braced(text))} {step.prompt}")
+
+
+def _set_prompt(
+    s: _Shaping, wish: ToolFlowWish, quote: str | None, step: FlowStep, prompt: str
+) -> None:
+    s.make(
+        wish,
+        quote,
+        component="flow",
+        change_type="modify",
+        target=step.name,
+        before=json.dumps({"prompt": step.prompt}),
+        after=json.dumps({"prompt": prompt}),
+    )
+
+
+def _aimed(
+    s: _Shaping, wish: ToolFlowWish, quote: str | None, changes: list[EvolutionChange]
+) -> list[EvolutionChange]:
+    """``changes`` without the instructions they add to the system prompt: each goes into the
+    named step's prompt instead, a change of the step's (made after the typed changes so far,
+    like them)."""
+    step = _step(s.agent, wish.target)
+    aimed = [
+        c
+        for c in changes
+        if c.component == "systemPrompt" and c.change_type == "add" and c.target == "instruction"
+    ]
+    if not aimed:
+        raise Refused("the feedback asks for no instruction to aim at the step")
+    for change in aimed:
+        step = _step(s.agent, wish.target)
+        text = _sentence(_braced(change.after or ""))
+        s.add(
+            change.model_copy(
+                update={
+                    "component": "flow",
+                    "change_type": "modify",
+                    "target": step.name,
+                    "before": json.dumps({"prompt": step.prompt}),
+                    "after": json.dumps({"prompt": f"{text} {step.prompt}"}),
+                    "reason": f"{change.reason}; in the {step.name} step's prompt ({wish.want})",
+                }
+            )
+        )
+    s.hypotheses.append(wish.hypothesis(step=step.name))
+    return [c for c in changes if c not in aimed]
+
+
+def _braced(text: str) -> str:
+    """A sentence safe in a prompt template: its braces doubled (a template's placeholders are
+    the flow's edges; a sentence adds none)."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text[-1:] in ".!?" else f"{text}."
+
+
+def _holds(text: str, sentence: str) -> bool:
+    return sentence.strip().rstrip(".").lower() in text.lower()
