@@ -1,0 +1,251 @@
+"""Selection across a session's lineages, through Temporal: a branch from any version (byte for
+byte, with provenance, evolving on its own), a promoted champion (locked, its competitors'
+scores recorded, its outputs preferred to theirs in the export), the champion's spec starting a
+new session, and the front of the demo's session after a fixed script of scores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from sqlalchemy import select
+
+from client import (
+    branch_lineage,
+    champion_spec,
+    promote_lineage,
+    start_session,
+)
+from domain.agent import AgentRef
+from domain.events import LineageBranched, LineageLocked, LineagePromoted, LineageUnlocked
+from domain.spec import load_spec, parse_spec
+from store.eventstore import event_log
+from store.exports.exporter import ExportFilters, export
+from store.exports.materializer import Materializer
+from store.tables import AgentVersionRow, PayloadBlob, TrainingExampleRow
+from tests.conftest import (
+    awaiting,
+    eventually,
+    make_spec,
+    starter_cli,
+    threaded_starter_cli,
+    wait_for_state,
+)
+from workflows.lineage import LineageWorkflow
+
+QUESTIONS = [
+    "Explain the four-day work week for small software teams.",
+    "Explain code review for a team of three.",
+    "Explain on-call rotations for a small team.",
+]
+
+
+async def score(handle: Any, cycle: int, value: float, comment: str | None = None) -> Any:
+    """Score cycle ``cycle``'s output once it awaits one; the state once the next does."""
+    await wait_for_state(handle, awaiting(cycle))
+    payload: dict[str, Any] = {"score": value, "cycle": cycle, "rater": "ana"}
+    if comment:
+        payload["comment"] = comment
+    await handle.execute_update(LineageWorkflow.submit_score, payload)
+    return await wait_for_state(handle, awaiting(cycle + 1))
+
+
+def _definition_blob(store, lineage_id: str, version: int) -> str:
+    with store.engine.connect() as conn:
+        digest = conn.execute(
+            select(AgentVersionRow.definition_hash).where(
+                AgentVersionRow.id == f"{lineage_id}@{version}"
+            )
+        ).scalar_one()
+        return conn.execute(select(PayloadBlob.content).where(PayloadBlob.hash == digest)).one()[0]
+
+
+def _lineage_events(store, lineage_id: str) -> list[event_log.StoredEvent]:
+    with store.engine.connect() as conn:
+        return [e for e in event_log.read(conn) if e.lineage_id == lineage_id]
+
+
+async def test_a_branch_from_v3_starts_byte_identical_with_provenance_and_evolves_on_its_own(
+    client, store, settings, run_worker
+):
+    spec = make_spec(labels=("A", "B"), inputs=QUESTIONS)
+    a = spec.lineage_id("A")
+    async with run_worker():
+        handle_a, _ = await start_session(client, spec, settings.task_queue)
+        await score(handle_a, 1, 3, "Way too long, wanted quick bullets")
+        state_a = await score(handle_a, 2, 5, "Better, and make it warmer")
+        assert state_a.agent_version == 3 and state_a.active_wishes
+
+        made = await branch_lineage(client, store, a, 3)
+        assert (made.label, made.lineage_id) == ("C", spec.lineage_id("C"))
+        c = made.lineage_id
+        state_c = await wait_for_state(made.handle, awaiting(1))
+
+        # the same agent, byte for byte, and the same standing wishes (its outputs are checked
+        # against them from its first cycle)
+        assert _definition_blob(store, c, 1) == _definition_blob(store, a, 3)
+        assert store.queries.agent_definition(AgentRef(agent_id=c, version=1)) == (
+            store.queries.agent_definition(AgentRef(agent_id=a, version=3))
+        )
+        assert state_c.agent_version == 1
+        assert state_c.active_wishes == state_a.active_wishes
+        assert state_c.asked_for == state_a.asked_for
+        assert [c.family for c in state_c.latest_checks] == [
+            w.family for w in state_a.active_wishes
+        ]
+        # provenance: the branch's first event names its parent and version
+        first = _lineage_events(store, c)[0]
+        assert isinstance(first.data, LineageBranched)
+        assert (first.data.parent_lineage_id, first.data.parent_version) == (a, 3)
+        # blame across the branch: each instruction from the version of A that wrote it
+        blame_a = {p.segment: p for p in store.queries.prompt_provenance(a, 3)}
+        blame_c = store.queries.prompt_provenance(c)
+        assert blame_c and all(p.lineage_label == "A" for p in blame_c)
+        assert {(p.segment, p.version, p.evolution_id) for p in blame_c} == {
+            (s, p.version, p.evolution_id) for s, p in blame_a.items()
+        }
+        assert any(p.since == "A v2" for p in blame_c)
+
+        # it evolves on its own: C's score makes C v2; A stays on v3
+        state_c = await score(made.handle, 1, 4, "Far too formal, talk to me like a colleague")
+        assert state_c.agent_version == 2
+        assert (await handle_a.query(LineageWorkflow.state)).agent_version == 3
+        assert [r.version for r in store.queries.agent_versions(a)] == [1, 2, 3]
+        records = store.queries.evolution_records(c)
+        assert [(r.from_version, r.to_version) for r in records] == [(1, 2)]
+
+        # refused: a version A never made, a lineage of another session, a label taken
+        with pytest.raises(ValueError, match="has no v9"):
+            await branch_lineage(client, store, a, 9)
+        with pytest.raises(ValueError, match="a branch starts from a lineage of its own session"):
+            await branch_lineage(client, store, a, 2, session="another-session")
+        with pytest.raises(ValueError, match="has a lineage B already"):
+            await branch_lineage(client, store, a, 2, label="B")
+
+
+async def test_promoting_b_locks_it_over_a_and_c_with_their_scores_and_exports_the_pairs(
+    client, store, settings, run_worker, temporal_address, tmp_path
+):
+    spec = make_spec(
+        labels=("A", "B"), inputs=QUESTIONS, prompts={"B": "You are a friendly coach. Be warm."}
+    )
+    a, b = spec.lineage_id("A"), spec.lineage_id("B")
+    async with run_worker():
+        handles = dict(
+            zip("AB", await start_session(client, spec, settings.task_queue), strict=True)
+        )
+        await score(handles["A"], 1, 3, "Way too long, wanted quick bullets")
+        await score(handles["B"], 1, 8)  # no comment: nothing to change, B stays on v1
+        made = await branch_lineage(client, store, a, 1)
+        c = made.lineage_id
+        await score(made.handle, 1, 4, "Far too formal")
+        await score(handles["A"], 2, 5)
+        await score(handles["B"], 2, 9)
+
+        # `training-camp promote` as a user runs it: B at v1 over A and C, with their scores
+        cli = threaded_starter_cli(temporal_address, settings.database_url)
+        shown = await cli("promote", b, "--version", "v1", "--reason", "warmest")
+        assert f"{b} v1 is the session's champion (locked)" in shown
+        assert f"over {a}: latest score 5" in shown and f"over {c}: latest score 4" in shown
+        state_b = await handles["B"].query(LineageWorkflow.state)
+        assert state_b.locked and state_b.champion_version == 1
+        for label in "A":  # the others keep evolving: promotion stops none without asking
+            assert not (await handles[label].query(LineageWorkflow.state)).locked
+
+        locks = [e.data for e in _lineage_events(store, b) if isinstance(e.data, LineageLocked)]
+        assert [(x.competing_lineage_ids, x.competitor_scores) for x in locks] == [
+            ([a, c], {a: 5.0, c: 4.0})
+        ]
+        (promoted,) = [
+            e.data for e in _lineage_events(store, b) if isinstance(e.data, LineagePromoted)
+        ]
+        assert (promoted.version, promoted.competing_lineage_ids, promoted.reason) == (
+            1,
+            [a, c],
+            "warmest",
+        )
+        assert promoted.competitor_scores == {a: 5.0, c: 4.0}
+        assert store.queries.lineage(b).locked
+
+        # the pairs it implies: each output of B v1 over each of A's and C's on the same input
+        Materializer(store.engine).run()
+        outputs = {lineage: store.queries.artifacts(lineage) for lineage in (a, b, c)}
+        # (as answers: C started as A v1, so its first output is A's first, one pair)
+        expected = {
+            (mine.content_hash, theirs.content_hash)
+            for mine in outputs[b]
+            for rival in (a, c)
+            for theirs in outputs[rival]
+            if theirs.cycle == mine.cycle and theirs.content_hash != mine.content_hash
+        }
+        assert len(expected) == 4  # cycles 1-3 of A, cycle 2 of C
+        with store.engine.connect() as conn:
+            rows = (
+                conn.execute(
+                    select(TrainingExampleRow.__table__).where(
+                        TrainingExampleRow.source == "promotion"
+                    )
+                )
+                .mappings()
+                .all()
+            )
+        assert sorted((r["chosen_hash"], r["rejected_hash"]) for r in rows) == sorted(expected)
+        exported = export(
+            store.engine, "trl-dpo", tmp_path / "dpo", ExportFilters(min_score_delta=2)
+        )
+        lines = [
+            json.loads(line)
+            for path in exported.files.values()
+            for line in Path(path).read_text().splitlines()
+        ]
+        texts = {o.content_hash: store.queries.payload(o.content_hash) for o in outputs[b]}
+        texts |= {o.content_hash: store.queries.payload(o.content_hash) for o in outputs[a]}
+        texts |= {o.content_hash: store.queries.payload(o.content_hash) for o in outputs[c]}
+        pairs = {(r["chosen"][0]["content"], r["rejected"][0]["content"]) for r in lines}
+        assert {(texts[m], texts[t]) for m, t in expected} <= pairs
+
+        # unlocking is recorded too; --stop-others stops every other lineage
+        await handles["B"].signal("unlock", {"reason": "let it learn more"})
+        await eventually(lambda: not store.queries.lineage(b).locked)
+        unlocked = [e for e in _lineage_events(store, b) if isinstance(e.data, LineageUnlocked)]
+        assert [u.data.reason for u in unlocked] == ["let it learn more"]
+        again, stopped = await promote_lineage(client, b, stop_others=True)
+        assert again.newly_locked and stopped == [a, c]
+        for handle in (handles["A"], made.handle):
+            assert (await handle.query(LineageWorkflow.state)).status == "stopped"
+        with pytest.raises(ValueError, match="has made v1 to v1, not v7"):
+            await promote_lineage(client, b, version=7)
+
+
+async def test_the_champions_spec_starts_a_session_whose_first_agent_is_the_champion(
+    client, store, settings, run_worker, temporal_address, tmp_path
+):
+    spec = make_spec(labels=("A", "B"), inputs=QUESTIONS)
+    a = spec.lineage_id("A")
+    async with run_worker():
+        handle_a, _ = await start_session(client, spec, settings.task_queue)
+        await score(handle_a, 1, 3, "Way too long, wanted quick bullets")
+        await promote_lineage(client, a, version=2)
+
+        printed = starter_cli(
+            "champion",
+            spec.session_id,
+            temporal_address=temporal_address,
+            database_url=settings.database_url,
+        )
+        (tmp_path / "champion.yaml").write_text(printed)
+        champion = load_spec(tmp_path / "champion.yaml")
+        assert champion.session_id == f"{spec.session_id}-champion"
+        assert champion.inputs == QUESTIONS and [x.label for x in champion.lineages] == ["A"]
+        (handle,) = await start_session(client, champion, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+    first = store.queries.agent_definition(AgentRef(agent_id=champion.lineage_id("A"), version=1))
+    assert first == store.queries.agent_definition(AgentRef(agent_id=a, version=2))
+    assert _definition_blob(store, champion.lineage_id("A"), 1) == _definition_blob(store, a, 2)
+    assert champion_spec(store, spec.session_id, "other-id").startswith("name:")
+    with pytest.raises(KeyError, match="has no champion"):
+        champion_spec(store, "no-such-session")
+    assert parse_spec(yaml.safe_load(printed)).lineages[0].agent == first
