@@ -180,11 +180,13 @@ async def branch_lineage(
     version: int,
     label: str | None = None,
     session: str | None = None,
+    rater: str | None = None,
 ) -> Branched:
     """Start a new lineage of ``lineage``'s session from its ``version`` (its agent, inputs,
-    options and standing wishes), labelled ``label`` (default: the next free letter). It runs
-    on the parent's task queue. ValueError says why not: no such version, a label taken, a
-    lineage of another session than ``session``; KeyError: no such lineage."""
+    options and standing wishes), labelled ``label`` (default: the next free letter), branched
+    by ``rater``. It runs on the parent's task queue. ValueError says why not: no such
+    version, a label taken, a lineage of another session than ``session``; KeyError: no such
+    lineage."""
     q = store.queries
     parent_id = q.resolve_lineage(lineage)
     parent = q.lineage(parent_id)
@@ -220,7 +222,9 @@ async def branch_lineage(
             lineage_id=lineage_id,
             label=label,
             options=state.options,
-            branch=lineage_model.BranchOrigin(lineage_id=parent_id, version=version),
+            branch=lineage_model.BranchOrigin(
+                lineage_id=parent_id, version=version, rater=redact(rater) if rater else None
+            ),
         ),
         id=workflow_id(lineage_id),
         task_queue=queue,

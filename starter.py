@@ -235,6 +235,7 @@ FAMILIES_HELP = (
 )
 ScoreValue = Annotated[float, typer.Argument(metavar="SCORE", help="From 0 to 10.")]
 Rater = Annotated[str | None, typer.Option(help="Your name: the score is recorded under it.")]
+Chooser = Annotated[str | None, typer.Option("--rater", help="Your name: recorded with it.")]
 
 
 @app.command(
@@ -405,6 +406,7 @@ def branch(
     session: Annotated[
         str | None, typer.Option(help="Refuse unless the lineage is of this session.")
     ] = None,
+    rater: Chooser = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Start a new lineage in the same session from a version of a lineage: its prompt,
@@ -417,7 +419,7 @@ def branch(
         store = stores.Store.open(database_url or settings.database_url)
         try:
             made = await branch_lineage(
-                await connect(settings), store, lineage_id, version, label, session
+                await connect(settings), store, lineage_id, version, label, session, rater
             )
         finally:
             store.close()
@@ -446,7 +448,7 @@ def promote(
         bool, typer.Option("--stop-others", help="Stop the session's other lineages.")
     ] = False,
     reason: Annotated[str | None, typer.Option(help="Why it wins.")] = None,
-    rater: Rater = None,
+    rater: Chooser = None,
 ) -> None:
     """Mark the session's champion: the lineage at a version, locked (it stops evolving), its
     competitors' latest scores recorded and its outputs preferred to theirs on the same

@@ -274,6 +274,7 @@ class LineageBranched(Event):
     parent_lineage_id: str
     parent_version: int
     definition_hash: str
+    rater: str | None = None  # who branched it
 
 
 class InputsSet(Event):

@@ -162,6 +162,7 @@ class BranchOrigin(BaseModel):
 
     lineage_id: str
     version: int = Field(ge=1)
+    rater: str | None = None  # who branched it
 
 
 class LineageInput(BaseModel):

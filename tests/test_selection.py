@@ -5,7 +5,10 @@ new session, and the front of the demo's session after a fixed script of scores.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,7 @@ from tests.conftest import (
     make_spec,
     starter_cli,
     threaded_starter_cli,
+    training_data_cli,
     wait_for_state,
 )
 from workflows.lineage import LineageWorkflow
@@ -249,3 +253,74 @@ async def test_the_champions_spec_starts_a_session_whose_first_agent_is_the_cham
     with pytest.raises(KeyError, match="has no champion"):
         champion_spec(store, "no-such-session")
     assert parse_spec(yaml.safe_load(printed)).lineages[0].agent == first
+
+
+# The front on the demo: `make run`'s session (examples/essay-session.yaml: A the analyst, B the
+# coach), six cycles each and six on a branch of A's v2, scored by a fixed script. Each score
+# names its wishes (taken as given, not read), so the versions are the script's.
+DEMO = Path(__file__).parent.parent / "examples" / "essay-session.yaml"
+KEEP: list[str] = []  # asks for nothing: the version stays
+SCRIPT: dict[str, list[tuple[float, list[str]]]] = {
+    "A": [
+        (3, ["shorter:half", "bullets"]),
+        (7, KEEP),
+        (8, KEEP),
+        (6, ["warmer"]),
+        (8, KEEP),
+        (9, KEEP),
+    ],
+    "B": [(6, KEEP), (5, ["shorter"]), (8, KEEP), (8, KEEP), (4, ["example"]), (5, KEEP)],
+    "C": [(6, ["table"]), (7, KEEP), (9, KEEP), (5, ["remove:table"]), (9, KEEP), (9, KEEP)],
+}
+
+
+async def play(handle: Any, script: list[tuple[float, list[str]]], cycles: range) -> None:
+    for cycle in cycles:
+        value, wants = script[cycle - 1]
+        await wait_for_state(handle, awaiting(cycle))
+        await handle.execute_update(
+            LineageWorkflow.submit_score,
+            {"score": value, "cycle": cycle, "wants": wants, "rater": "ana"},
+        )
+    await wait_for_state(handle, awaiting(cycles.stop))
+
+
+def report_rows(page: str) -> list[tuple[str, ...]]:
+    """The versions table of the report's page: (version, mean, checks, cycles, mark)."""
+    rows = re.findall(r'<tr class="version ([a-z-]+)" data-version="[^"]*">(.*?)</tr>', page)
+    return [tuple(re.findall(r"<td>(.*?)</td>", cells)) for _, cells in rows]
+
+
+async def test_the_front_of_the_demo_after_a_fixed_script_of_scores(
+    client, store, settings, run_worker, tmp_path
+):
+    spec = load_spec(DEMO).model_copy(update={"id": f"demo-{uuid.uuid4().hex[:8]}"})
+    async with run_worker():
+        a, b = await start_session(client, spec, settings.task_queue)
+        await asyncio.gather(play(a, SCRIPT["A"], range(1, 4)), play(b, SCRIPT["B"], range(1, 4)))
+        branch = await branch_lineage(client, store, spec.lineage_id("A"), 2)
+        await asyncio.gather(
+            play(a, SCRIPT["A"], range(4, 7)),
+            play(b, SCRIPT["B"], range(4, 7)),
+            play(branch.handle, SCRIPT["C"], range(1, 7)),
+        )
+    made = training_data_cli(
+        "report", spec.session_id, "--out", str(tmp_path / "report"), url=settings.database_url
+    )
+    assert made.returncode == 0, made.stderr
+    page = (tmp_path / "report" / "index.html").read_text()
+    # every version of every lineage: mean score over its scored cycles, standing checks its
+    # scored outputs passed, cycles scored; under two cycles untested, off the front
+    assert report_rows(page) == [
+        ("A v1", "3.00", "100% (none)", "1", "untested"),
+        ("A v2", "7.00", "50% (3/6)", "3", "dominated by A v3, C v3"),
+        ("A v3", "8.50", "50% (2/4)", "2", "dominated by C v3"),
+        ("B v1", "5.50", "100% (none)", "2", "dominated by B v2"),
+        ("B v2", "6.67", "100% (3/3)", "3", "front"),
+        ("B v3", "5.00", "100% (2/2)", "1", "untested"),
+        ("C v1 (from A v2)", "6.00", "50% (1/2)", "1", "untested"),
+        ("C v2", "7.00", "33% (3/9)", "3", "dominated by A v2, A v3, C v3"),
+        ("C v3", "9.00", "67% (4/6)", "2", "front"),
+    ]
+    assert "front: B v2, C v3" in made.stdout
+    assert (tmp_path / "report" / "front.png").stat().st_size > 0

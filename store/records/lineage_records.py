@@ -133,6 +133,7 @@ class LineageRecords(EventWriter):
                         parent_lineage_id=branched_from.lineage_id,
                         parent_version=branched_from.version,
                         definition_hash=definition_hash,
+                        rater=branched_from.rater,
                     ),
                     lineage_id,
                     **refs,
