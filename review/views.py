@@ -305,7 +305,12 @@ def _card(
             said = "initial"
         else:
             kind = "" if r.kind == "evolution" else f"{r.kind}, "
-            said = f"{kind}after “{r.trigger_comment or ''}” ({r.trigger_score:g})"
+            after = (
+                f"“{r.trigger_comment}” ({r.trigger_score:g})"
+                if r.trigger_comment
+                else f"a score of {r.trigger_score:g}"
+            )
+            said = f"{kind}after {after}"
         card.versions.append(VersionLine(row=row, made_by=said))
     return card
 

@@ -703,8 +703,11 @@ async def test_the_version_history_branches_a_new_lineage_from_a_version(
             f"return Array.from({versions}.querySelectorAll('tr.version'),"
             " r => r.textContent.replace(/\\s+/g, ' ').trim());",
         )
-        assert rows[0].startswith("v1 initial 3.00 none standing 1 untested")
-        assert rows[1].startswith("v2 after “” (3)")
+        # each version's record: v1 scored once (untested), v2 not yet
+        assert rows == [
+            "v1untested initial 3.00 none standing 1 Branch",
+            "v2untested after a score of 3 — none standing 0 Branch",
+        ]
         await on(
             browser,
             lambda: browser.execute_script(f"return {versions}.querySelector('summary')").click(),

@@ -24,6 +24,7 @@ from client import (
 )
 from domain.agent import AgentRef
 from domain.events import LineageBranched, LineageLocked, LineagePromoted, LineageUnlocked
+from domain.selection import VersionRecord, front
 from domain.spec import load_spec, parse_spec
 from store.eventstore import event_log
 from store.exports.exporter import ExportFilters, export
@@ -40,6 +41,7 @@ from tests.conftest import (
 )
 from workflows.lineage import LineageWorkflow
 
+EXAMPLES = TrainingExampleRow.__table__  # type: ignore[attr-defined]
 QUESTIONS = [
     "Explain the four-day work week for small software teams.",
     "Explain code review for a team of three.",
@@ -175,6 +177,7 @@ async def test_promoting_b_locks_it_over_a_and_c_with_their_scores_and_exports_t
         assert store.queries.lineage(b).locked
 
         # the pairs it implies: each output of B v1 over each of A's and C's on the same input
+        # (B v1 made cycles 1-3: every one of its outputs)
         Materializer(store.engine).run()
         outputs = {lineage: store.queries.artifacts(lineage) for lineage in (a, b, c)}
         # (as answers: C started as A v1, so its first output is A's first, one pair)
@@ -188,15 +191,19 @@ async def test_promoting_b_locks_it_over_a_and_c_with_their_scores_and_exports_t
         assert len(expected) == 4  # cycles 1-3 of A, cycle 2 of C
         with store.engine.connect() as conn:
             rows = (
-                conn.execute(
-                    select(TrainingExampleRow.__table__).where(
-                        TrainingExampleRow.source == "promotion"
-                    )
-                )
+                conn.execute(select(EXAMPLES).where(EXAMPLES.c.example_type == "preference"))
                 .mappings()
                 .all()
             )
-        assert sorted((r["chosen_hash"], r["rejected_hash"]) for r in rows) == sorted(expected)
+        # each held: by a comparison (B scored higher on that cycle), the lock (B's latest
+        # scored output over theirs of its cycle) or the promotion, which adds only pairs no
+        # other row holds
+        held = [(r["chosen_hash"], r["rejected_hash"]) for r in rows]
+        promoted_pairs = [
+            (r["chosen_hash"], r["rejected_hash"]) for r in rows if r["source"] == "promotion"
+        ]
+        assert expected <= set(held) and promoted_pairs
+        assert all(held.count(pair) == 1 and pair in expected for pair in promoted_pairs)
         exported = export(
             store.engine, "trl-dpo", tmp_path / "dpo", ExportFilters(min_score_delta=2)
         )
@@ -324,3 +331,36 @@ async def test_the_front_of_the_demo_after_a_fixed_script_of_scores(
     ]
     assert "front: B v2, C v3" in made.stdout
     assert (tmp_path / "report" / "front.png").stat().st_size > 0
+
+
+def test_the_front_is_the_tested_versions_none_dominates():
+    def v(name: str, scores: tuple[float, ...], passed: int = 0, checks: int = 0):
+        label, version = name.split(" v")
+        return VersionRecord(
+            lineage_id=label,
+            label=label,
+            version=int(version),
+            scores=scores,
+            checks_passed=passed,
+            checks=checks,
+        )
+
+    rows = front(
+        [
+            v("A v1", (9, 9), 1, 2),  # best score, half its checks
+            v("A v2", (7, 8), 4, 4),  # every check: on the front beside A v1
+            v("B v1", (7, 8), 4, 4),  # alike on both measures: neither dominates the other
+            v("B v2", (7, 7), 4, 4),  # as good on checks, worse on score: dominated
+            v("C v1", (10,)),  # one scored cycle: untested, off the front, dominating none
+            v("C v2", (6, 6)),  # no standing check failed: 100 %, but a lower score
+        ]
+    )
+    assert [(r.record.name, r.on_front, r.dominated_by) for r in rows] == [
+        ("A v1", True, ()),
+        ("A v2", True, ()),
+        ("B v1", True, ()),
+        ("B v2", False, ("A v2", "B v1")),
+        ("C v1", False, ()),
+        ("C v2", False, ("A v2", "B v1", "B v2")),
+    ]
+    assert rows[4].record.mean_score == 10 and not rows[4].record.tested

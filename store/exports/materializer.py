@@ -19,7 +19,7 @@ million events joins and inserts in the database instead of decoding every score
 4. each lock pairs the locked lineage's latest output scored before it with its competitors';
 5. each promotion pairs every output of the champion's version made before it with every
    competitor's output of the same input made before it (scored or not: the choice is the
-   rater's, whatever the scores), each pair of answers once.
+   rater's, whatever the scores), each pair of answers once and none the session has already.
 
 Ids are deterministic and the first row for an id wins, in log order, so an incremental run and
 a full rebuild produce the same rows, whatever the window size.
@@ -223,6 +223,8 @@ def _statements(dialect: str) -> dict[str, str]:
                 AND s.content_hash <> n.content_hash
             ORDER BY n.position, pe.position
             ON CONFLICT DO NOTHING""",
+        "session_pairs": """SELECT chosen_hash, rejected_hash FROM mv_training_examples
+            WHERE session_id = ? AND example_type = 'preference'""",
         "session_outputs": """SELECT a.id, a.lineage_id, a.cycle, a.agent_version,
                 a.content_hash, r.input_hash
             FROM artifacts a JOIN rollouts r ON r.id = a.rollout_id
@@ -352,7 +354,11 @@ class _Window:
             if o["lineage_id"] == event.lineage_id and o["agent_version"] == promoted.version
         ]
         rivals = set(promoted.competing_lineage_ids)
-        pairs = {}  # one example per pair of answers: two outputs alike are one answer
+        # one example per pair of answers (two outputs alike are one answer), none the session
+        # holds already (its lock's pair, a comparison's)
+        self.cur.execute(self.sql["session_pairs"], (event.session_id,))
+        known = set(self.cur.fetchall())
+        pairs: dict[tuple[str, str], tuple[dict, dict]] = {}
         for chosen in sorted(mine, key=lambda o: (o["cycle"], o["id"])):
             for rejected in sorted(outputs, key=lambda o: (o["lineage_id"], o["cycle"], o["id"])):
                 if (
@@ -361,7 +367,8 @@ class _Window:
                     and rejected["content_hash"] != chosen["content_hash"]
                 ):
                     key = (chosen["content_hash"], rejected["content_hash"])
-                    pairs.setdefault(key, (chosen, rejected))
+                    if key not in known:
+                        pairs.setdefault(key, (chosen, rejected))
         examples = [
             {
                 "id": f"preference:promotion:{event.id}:{chosen['id']}>{rejected['id']}",
