@@ -177,6 +177,14 @@ class CycleRecordActivities:
         )
         current = self.store.queries.agent_definition(inp.current)
         if _same_agent(taken.agent, current):
+            # the version stays; the wishes standing on it are the corrected reading's
+            self.store.recorder.record_standing(
+                session_id=step.session_id,
+                lineage_id=step.lineage_id,
+                version=inp.current.version,
+                key=f"{correction.correction_id}:wishes",
+                standing=_standing(taken),
+            )
             summary = (
                 f"corrected: nothing changes: the corrected reading makes "
                 f"v{inp.current.version} again"

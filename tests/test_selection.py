@@ -75,7 +75,7 @@ def _lineage_events(store, lineage_id: str) -> list[event_log.StoredEvent]:
 
 
 async def test_a_branch_from_v3_starts_byte_identical_with_provenance_and_evolves_on_its_own(
-    client, store, settings, run_worker
+    client, store, settings, run_worker, temporal_address
 ):
     spec = make_spec(labels=("A", "B"), inputs=QUESTIONS)
     a = spec.lineage_id("A")
@@ -85,10 +85,13 @@ async def test_a_branch_from_v3_starts_byte_identical_with_provenance_and_evolve
         state_a = await score(handle_a, 2, 5, "Better, and make it warmer")
         assert state_a.agent_version == 3 and state_a.active_wishes
 
-        made = await branch_lineage(client, store, a, 3)
-        assert (made.label, made.lineage_id) == ("C", spec.lineage_id("C"))
-        c = made.lineage_id
-        state_c = await wait_for_state(made.handle, awaiting(1))
+        # `training-camp branch` as a user runs it: the next free label, C
+        cli = threaded_starter_cli(temporal_address, settings.database_url)
+        c = spec.lineage_id("C")
+        shown = await cli("branch", a, "--from", "v3", "--rater", "ana")
+        assert f"C ({c}) started from {a} v3: workflow lineage-{c}" in shown
+        handle_c = client.get_workflow_handle(f"lineage-{c}")
+        state_c = await wait_for_state(handle_c, awaiting(1))
 
         # the same agent, byte for byte, and the same standing wishes (its outputs are checked
         # against them from its first cycle)
@@ -99,13 +102,14 @@ async def test_a_branch_from_v3_starts_byte_identical_with_provenance_and_evolve
         assert state_c.agent_version == 1
         assert state_c.active_wishes == state_a.active_wishes
         assert state_c.asked_for == state_a.asked_for
-        assert [c.family for c in state_c.latest_checks] == [
-            w.family for w in state_a.active_wishes
+        assert [check.family for check in state_c.latest_checks] == [
+            wish.family for wish in state_a.active_wishes
         ]
         # provenance: the branch's first event names its parent and version
         first = _lineage_events(store, c)[0]
         assert isinstance(first.data, LineageBranched)
         assert (first.data.parent_lineage_id, first.data.parent_version) == (a, 3)
+        assert first.data.rater == "ana"
         # blame across the branch: each instruction from the version of A that wrote it
         blame_a = {p.segment: p for p in store.queries.prompt_provenance(a, 3)}
         blame_c = store.queries.prompt_provenance(c)
@@ -116,7 +120,7 @@ async def test_a_branch_from_v3_starts_byte_identical_with_provenance_and_evolve
         assert any(p.since == "A v2" for p in blame_c)
 
         # it evolves on its own: C's score makes C v2; A stays on v3
-        state_c = await score(made.handle, 1, 4, "Far too formal, talk to me like a colleague")
+        state_c = await score(handle_c, 1, 4, "Far too formal, talk to me like a colleague")
         assert state_c.agent_version == 2
         assert (await handle_a.query(LineageWorkflow.state)).agent_version == 3
         assert [r.version for r in store.queries.agent_versions(a)] == [1, 2, 3]
@@ -158,8 +162,9 @@ async def test_promoting_b_locks_it_over_a_and_c_with_their_scores_and_exports_t
         assert f"over {a}: latest score 5" in shown and f"over {c}: latest score 4" in shown
         state_b = await handles["B"].query(LineageWorkflow.state)
         assert state_b.locked and state_b.champion_version == 1
-        for label in "A":  # the others keep evolving: promotion stops none without asking
-            assert not (await handles[label].query(LineageWorkflow.state)).locked
+        # the others go on evolving: a promotion stops none unless asked to
+        assert not (await handles["A"].query(LineageWorkflow.state)).locked
+        assert (await made.handle.query(LineageWorkflow.state)).status != "stopped"
 
         locks = [e.data for e in _lineage_events(store, b) if isinstance(e.data, LineageLocked)]
         assert [(x.competing_lineage_ids, x.competitor_scores) for x in locks] == [

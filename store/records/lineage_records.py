@@ -187,6 +187,18 @@ class LineageRecords(EventWriter):
         )
         return Registration(input_hashes=input_hashes, version=version, last_cycle=cycle or 0)
 
+    def record_standing(
+        self, *, session_id: str, lineage_id: str, version: int, key: str, standing: Standing
+    ) -> None:
+        """Wishes a step changed on a version it kept (a corrected reading that makes the same
+        agent again), under ``key``."""
+        refs: EventRefs = {
+            "session_id": session_id,
+            "lineage_id": lineage_id,
+            "timestamp": now_ms(),
+        }
+        self._write([_standing(standing, version, key, refs, lineage_id)])
+
     def record_inputs(self, *, session_id: str, lineage_id: str, inputs: list[str]) -> None:
         """The lineage's cycle inputs in order, once per list (registering again with the same
         inputs records nothing; with others, the later list is the lineage's)."""
