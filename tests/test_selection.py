@@ -30,6 +30,7 @@ from store.eventstore import event_log
 from store.exports.exporter import ExportFilters, export
 from store.exports.materializer import Materializer
 from store.tables import AgentVersionRow, PayloadBlob, TrainingExampleRow
+from store.views.time_travel import history
 from tests.conftest import (
     awaiting,
     eventually,
@@ -110,6 +111,8 @@ async def test_a_branch_from_v3_starts_byte_identical_with_provenance_and_evolve
         assert isinstance(first.data, LineageBranched)
         assert (first.data.parent_lineage_id, first.data.parent_version) == (a, 3)
         assert first.data.rater == "ana"
+        # and the change log says so first
+        assert history(store.engine, c)[0].summary == f"branched from {a} v3"
         # blame across the branch: each instruction from the version of A that wrote it
         blame_a = {p.segment: p for p in store.queries.prompt_provenance(a, 3)}
         blame_c = store.queries.prompt_provenance(c)
