@@ -40,6 +40,7 @@ from tests.conftest import (
     training_data_cli,
     wait_for_state,
 )
+from tests.test_durability import replay
 from workflows.lineage import LineageWorkflow
 
 EXAMPLES = TrainingExampleRow.__table__  # type: ignore[attr-defined]
@@ -225,6 +226,21 @@ async def test_promoting_b_locks_it_over_a_and_c_with_their_scores_and_exports_t
         texts |= {o.content_hash: store.queries.payload(o.content_hash) for o in outputs[c]}
         pairs = {(r["chosen"][0]["content"], r["rejected"][0]["content"]) for r in lines}
         assert {(texts[m], texts[t]) for m, t in expected} <= pairs
+
+        # the branch's first run and the run B was promoted in replay on today's code (in
+        # and out of the sandbox)
+        first_c = client.get_workflow_handle(
+            made.handle.id, run_id=made.handle.first_execution_run_id
+        )
+        await replay(await first_c.fetch_history())
+        promoted_in = await client.get_workflow_handle(handles["B"].id).fetch_history()
+        assert any(
+            e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+            == "promote"
+            for e in promoted_in.events
+            if e.HasField("workflow_execution_update_accepted_event_attributes")
+        )
+        await replay(promoted_in)
 
         # unlocking is recorded too; --stop-others stops every other lineage
         await handles["B"].signal("unlock", {"reason": "let it learn more"})
