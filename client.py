@@ -1,5 +1,6 @@
-"""The client library: connect to Temporal, start a session's lineages, wait for an output,
-read a lineage's state, and read its outputs and its prompt's provenance from a store. The CLI
+"""The client library: connect to Temporal, start a session's lineages, branch a lineage from
+a version and promote a champion, wait for an output, read a lineage's state, and read its
+outputs, its prompt's provenance and a session's champion from a store. The CLI
 (``starter.py``), the review inbox, the examples, the benches and the tests all go through it.
 """
 
@@ -7,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+import string
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,7 +38,8 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from codec.encryption import codec_from_env, data_converter
-from domain import search_attributes
+from domain import search_attributes, selection
+from domain.agent import AgentRef
 from domain.execution import CUT_OFF
 from domain.reading_preview import PREVIEW_TIMEOUT, PREVIEW_WORKFLOW, LineagePreview, PreviewAsked
 from domain.redaction import redact
@@ -46,11 +51,14 @@ from domain.settings import Settings
 lineage_workflow = lazy.load("workflows.lineage", suppress_warning=True)
 lineage_model = lazy.load("domain.lineage", suppress_warning=True)
 telemetry = lazy.load("runner.telemetry", suppress_warning=True)
+spec_files = lazy.load("domain.spec", suppress_warning=True)
+yaml = lazy.load("yaml", suppress_warning=True)
 
 if TYPE_CHECKING:
     from domain.checks import OutputChecks
-    from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted
+    from domain.feedback import CorrectionAccepted, CorrectionTaken, Promoted, ScoreAccepted
     from domain.lineage import LineageState
+    from domain.selection import FrontRow
     from domain.spec import SessionSpec
     from domain.trace import Trace
     from domain.trainer import SegmentProvenance
@@ -131,18 +139,240 @@ async def start_session(client: Client, spec: SessionSpec, task_queue: str) -> l
             task_queue=task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             request_eager_start=True,
-            # "running" from the start (the workflow reads it back; continue-as-new carries it
-            # over): a lineage's first cycle writes nothing to visibility
-            search_attributes=TypedSearchAttributes(
-                [
-                    SearchAttributePair(search_attributes.SESSION, spec.session_id),
-                    SearchAttributePair(search_attributes.LINEAGE, lineage_id),
-                    SearchAttributePair(search_attributes.STATUS, "running"),
-                ]
-            ),
+            search_attributes=_search_attributes(spec.session_id, lineage_id),
         )
         handles.append(handle)
     return handles
+
+
+def _search_attributes(session_id: str, lineage_id: str) -> TypedSearchAttributes:
+    # "running" from the start (the workflow reads it back; continue-as-new carries it over):
+    # a lineage's first cycle writes nothing to visibility
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(search_attributes.SESSION, session_id),
+            SearchAttributePair(search_attributes.LINEAGE, lineage_id),
+            SearchAttributePair(search_attributes.STATUS, "running"),
+        ]
+    )
+
+
+# ---- selection across lineages: branch, promote, the champion's spec -----------------------
+
+LABEL = re.compile(r"^[A-Za-z0-9_-]{1,32}$")  # as a spec's lineage labels
+
+
+@dataclass(frozen=True)
+class Branched:
+    """A lineage started from a version of another: its id, label and workflow."""
+
+    lineage_id: str
+    label: str
+    parent_lineage_id: str
+    parent_version: int
+    handle: LineageHandle
+
+
+async def branch_lineage(
+    client: Client,
+    store: Store,
+    lineage: str,
+    version: int,
+    label: str | None = None,
+    session: str | None = None,
+    rater: str | None = None,
+) -> Branched:
+    """Start a new lineage of ``lineage``'s session from its ``version`` (its agent, inputs,
+    options and standing wishes), labelled ``label`` (default: the next free letter), branched
+    by ``rater``. It runs on the parent's task queue. ValueError says why not: no such
+    version, a label taken, a lineage of another session than ``session``; KeyError: no such
+    lineage."""
+    q = store.queries
+    parent_id = q.resolve_lineage(lineage)
+    parent = q.lineage(parent_id)
+    assert parent is not None
+    if session is not None and parent.session_id != session:
+        raise ValueError(
+            f"{parent_id} is a lineage of session {parent.session_id}, not {session}: a branch "
+            "starts from a lineage of its own session"
+        )
+    made = [row.version for row in q.agent_versions(parent_id)]
+    if version not in made:
+        raise ValueError(f"{parent_id} has no v{version}: it has made v1 to v{max(made)}")
+    try:
+        q.lineage_inputs(parent_id)
+    except KeyError as exc:
+        raise ValueError(f"cannot branch {parent_id}: {exc.args[0]}") from None
+    taken = {row.label for row in q.session_lineages(parent.session_id)}
+    label = label or _next_label(taken)
+    if not LABEL.match(label):
+        raise ValueError(f"label {label!r}: 1 to 32 letters, digits, '-' or '_'")
+    if label in taken:
+        raise ValueError(f"session {parent.session_id} has a lineage {label} already")
+    row = q.session(parent.session_id)
+    parent_handle = client.get_workflow_handle(parent.workflow_id)
+    queue = (await parent_handle.describe()).task_queue
+    state: LineageState = await parent_handle.query(lineage_workflow.LineageWorkflow.state)
+    lineage_id = f"{parent.session_id}-{label}"
+    handle = await client.start_workflow(
+        lineage_workflow.LineageWorkflow.run,
+        lineage_model.LineageInput(
+            session_id=parent.session_id,
+            session_name=row.name if row else parent.session_id,
+            lineage_id=lineage_id,
+            label=label,
+            options=state.options,
+            branch=lineage_model.BranchOrigin(
+                lineage_id=parent_id, version=version, rater=redact(rater) if rater else None
+            ),
+        ),
+        id=workflow_id(lineage_id),
+        task_queue=queue,
+        search_attributes=_search_attributes(parent.session_id, lineage_id),
+    )
+    return Branched(lineage_id, label, parent_id, version, handle)
+
+
+def _next_label(taken: set[str]) -> str:
+    """The first capital letter no lineage of the session has, then A2, B2…"""
+    for n in range(1, 100):
+        for letter in string.ascii_uppercase:
+            label = letter if n == 1 else f"{letter}{n}"
+            if label not in taken:
+                return label
+    raise ValueError("no free label: give one (--label)")
+
+
+async def promote_lineage(
+    client: Client,
+    lineage: str,
+    version: int | None = None,
+    reason: str | None = None,
+    rater: str | None = None,
+    stop_others: bool = False,
+) -> tuple[Promoted, list[str]]:
+    """Promote ``lineage`` (its id or workflow id) at ``version`` (default: the one it runs)
+    as its session's champion through its ``promote`` update, then, with ``stop_others``,
+    stop every competitor still running. Returns what the lineage recorded and the
+    competitors stopped; ValueError with the lineage's reason when it refuses."""
+    handle = client.get_workflow_handle(workflow_id(lineage.removeprefix("lineage-")))
+    payload: dict[str, object] = {}
+    if version is not None:
+        payload["version"] = version
+    if reason:
+        payload["reason"] = redact(reason)
+    if rater:
+        payload["rater"] = redact(rater)
+    try:
+        promoted = await handle.execute_update(lineage_workflow.LineageWorkflow.promote, payload)
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        raise ValueError(
+            cause.message if isinstance(cause, ApplicationError) else str(cause)
+        ) from None
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise ValueError(f"{lineage} is not running: {exc.message}") from None
+        raise
+    stopped = []
+    for rival in sorted(promoted.competitor_scores) if stop_others else []:
+        try:
+            await client.get_workflow_handle(workflow_id(rival)).signal(
+                "stop", {"reason": f"{promoted.lineage_id} v{promoted.version} promoted"}
+            )
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:  # ended already
+                raise
+            continue
+        stopped.append(rival)
+    return promoted, stopped
+
+
+def session_versions(store: Store, session_id: str) -> list[FrontRow]:
+    """Every version of every lineage of the session (lineages by label, versions in order)
+    with its record over its scored cycles — mean score, share of the standing checks its
+    scored outputs passed, cycles scored — marked on the front or not
+    (``domain/selection.py``). Empty for a session the store does not know."""
+    q = store.queries
+    lineages = q.session_lineages(session_id)
+    labels = {row.id: row.label for row in lineages}
+    champion = q.champion(session_id)
+    records = []
+    for lineage in lineages:
+        origin = q.branch_origin(lineage.id)
+        checks = q.output_checks(lineage.id)
+        scores: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        passed: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+        for e in q.evaluations(lineage.id):
+            version = e.agent_version or 1
+            scores[version][e.cycle].append(e.score)
+            found = checks.get(e.artifact_id)
+            for check in found.checks if found else []:
+                if check.measured:
+                    passed[version][0] += check.passed
+                    passed[version][1] += 1
+        for row in q.agent_versions(lineage.id):
+            by_cycle = scores[row.version]
+            parent = (
+                f"{labels.get(origin.parent_lineage_id, origin.parent_lineage_id)} "
+                f"v{origin.parent_version}"
+                if origin is not None and row.version == 1
+                else None
+            )
+            records.append(
+                selection.VersionRecord(
+                    lineage_id=lineage.id,
+                    label=lineage.label,
+                    version=row.version,
+                    scores=tuple(sum(s) / len(s) for _, s in sorted(by_cycle.items())),
+                    checks_passed=passed[row.version][0],
+                    checks=passed[row.version][1],
+                    branched_from=parent,
+                    champion=champion is not None
+                    and champion[0] == lineage.id
+                    and champion[1].version == row.version,
+                )
+            )
+    return selection.front(records)
+
+
+def champion_spec(store: Store, session_id: str, new_id: str | None = None) -> str:
+    """A session spec (YAML) `training-camp start` accepts: ``session_id``'s inputs with its
+    champion's version as the one lineage, under ``new_id`` (default ``<session>-champion``).
+    KeyError when the session has no champion (or the store lacks its inputs)."""
+    q = store.queries
+    found = q.champion(session_id)
+    if found is None:
+        raise KeyError(
+            f"session {session_id!r} has no champion: promote one with `training-camp promote`"
+        )
+    lineage_id, promoted = found
+    row = q.lineage(lineage_id)
+    label = row.label if row else "A"
+    agent = q.agent_definition(AgentRef(agent_id=lineage_id, version=promoted.version))
+    session = q.session(session_id)
+    name = session.name if session else session_id
+    spec = {
+        "name": f"{name} (champion)"[:200],
+        "id": new_id or f"{session_id[:54]}-champion",
+        "description": f"The champion of session {session_id}: {label} v{promoted.version}.",
+        "inputs": q.lineage_inputs(lineage_id),
+        "lineages": [
+            {
+                "label": label,
+                "agent": agent.model_dump(mode="json", by_alias=True, exclude_none=True),
+            }
+        ],
+    }
+    spec_files.parse_spec(spec, "the champion's spec")  # what `start` will check
+    text = yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=100)
+    documents = sorted(q.session_documents(session_id))
+    if documents:  # a spec names documents by path: the files are the user's to give
+        text += (
+            "# The session's agents read documents: list their files here to give them too\n"
+            + "".join(f"# documents: {name}\n" for name in documents)
+        )
+    return text
 
 
 async def await_output(handle: LineageHandle, cycle: int) -> LineageState:

@@ -1,5 +1,6 @@
 """The `training-camp` command: start a session from a spec file, watch it, score and correct
-from the command line, or run the demo (`training-camp --help` lists every command)."""
+from the command line, branch a lineage and promote a champion, or run the demo
+(`training-camp --help` lists every command)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from rich.table import Table
 
 from client import (
     agent_blame,
+    branch_lineage,
+    champion_spec,
     connect,
     correct_reading,
     last_reading,
@@ -22,6 +25,7 @@ from client import (
     lineage_trace,
     next_cycle,
     preview_on_worker,
+    promote_lineage,
     start_session,
     submit_score,
     workflow_id,
@@ -239,6 +243,7 @@ FAMILIES_HELP = (
 )
 ScoreValue = Annotated[float, typer.Argument(metavar="SCORE", help="From 0 to 10.")]
 Rater = Annotated[str | None, typer.Option(help="Your name: the score is recorded under it.")]
+Chooser = Annotated[str | None, typer.Option("--rater", help="Your name: recorded with it.")]
 
 
 @app.command(
@@ -404,13 +409,144 @@ def blame(
         table.add_row(
             shown(row.part if row.name is None else f"{row.part} {row.name}"),
             shown(row.segment),
-            f"v{row.version}" + (f", rebuilt from v{b}" if (b := row.rebuilt_from) else ""),
+            row.since + (f", rebuilt from v{b}" if (b := row.rebuilt_from) else ""),
             shown(row.evolution_id or "initial"),
             shown(feedback),
             shown(row.wish or ""),
             shown(row.reason),
         )
     console.print(table)
+
+
+@app.command()
+def branch(
+    lineage_id: LineageArg,
+    from_version: Annotated[
+        str, typer.Option("--from", metavar="vN", help="The version to start from: v3 (or 3).")
+    ],
+    label: Annotated[
+        str | None, typer.Option(help="The new lineage's label. Default: the next free letter.")
+    ] = None,
+    session: Annotated[
+        str | None, typer.Option(help="Refuse unless the lineage is of this session.")
+    ] = None,
+    rater: Chooser = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Start a new lineage in the same session from a version of a lineage: its prompt,
+    parameters, tools, flow, constraints and standing wishes. It evolves on its own."""
+
+    version = _version(from_version, "--from")
+    settings = Settings.from_env()
+
+    async def go() -> None:
+        store = stores.Store.open(database_url or settings.database_url)
+        try:
+            made = await branch_lineage(
+                await connect(settings), store, lineage_id, version, label, session, rater
+            )
+        finally:
+            store.close()
+        console.print(
+            f"[bold]{shown(made.label)}[/bold] ({shown(made.lineage_id)}) started from "
+            f"{shown(made.parent_lineage_id)} v{made.parent_version}: workflow "
+            f"{shown(made.handle.id)}",
+            highlight=False,
+        )
+        console.print(
+            f'Score its first output: training-camp score {shown(made.lineage_id)} SCORE "COMMENT"',
+            highlight=False,
+        )
+
+    _run_or_exit(go())
+
+
+@app.command()
+def promote(
+    lineage_id: LineageArg,
+    version: Annotated[
+        str | None,
+        typer.Option(metavar="vN", help="The champion version (default: the one it runs)."),
+    ] = None,
+    stop_others: Annotated[
+        bool, typer.Option("--stop-others", help="Stop the session's other lineages.")
+    ] = False,
+    reason: Annotated[str | None, typer.Option(help="Why it wins.")] = None,
+    rater: Chooser = None,
+) -> None:
+    """Mark the session's champion: the lineage at a version, locked (it stops evolving), its
+    competitors' latest scores recorded and its outputs preferred to theirs on the same
+    inputs (preference pairs in the export). `unlock` lets it evolve again."""
+
+    chosen = _version(version, "--version") if version is not None else None
+
+    async def go() -> None:
+        promoted, stopped = await promote_lineage(
+            await connect(Settings.from_env()), lineage_id, chosen, reason, rater, stop_others
+        )
+        locked = "locked" if promoted.newly_locked else "locked already"
+        console.print(
+            f"[bold]{shown(promoted.lineage_id)} v{promoted.version}[/bold] is the session's "
+            f"champion ({locked})",
+            highlight=False,
+        )
+        for rival, score in sorted(promoted.competitor_scores.items()):
+            said = f"latest score {score:g}" if score is not None else "not scored yet"
+            ended = ", stopped" if rival in stopped else ""
+            console.print(f"  over {shown(rival)}: {said}{ended}", highlight=False)
+
+    _run_or_exit(go())
+
+
+@app.command()
+def champion(
+    session_id: Annotated[str, typer.Argument(help="The session (its id).")],
+    new_id: Annotated[
+        str | None,
+        typer.Option("--id", help="The new session's id. Default: SESSION-champion."),
+    ] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Print a session spec of the champion: the session's inputs, with the champion's version
+    as its one lineage (`training-camp start` takes it)."""
+
+    store = stores.Store.open(database_url or Settings.from_env().database_url)
+    try:
+        text = champion_spec(store, session_id, new_id)
+    except KeyError as exc:
+        console.print(f"[red]{shown(exc.args[0])}[/red]", highlight=False)
+        raise typer.Exit(1) from None
+    except spec_files.SpecError as exc:
+        console.print(f"[red]{shown(exc)}[/red]", highlight=False)
+        raise typer.Exit(1) from None
+    finally:
+        store.close()
+    print(text, end="")
+
+
+def _version(given: str, option: str) -> int:
+    """``v3`` or ``3`` as a version number; anything else is one line and exit code 2."""
+    digits = given.strip().lower().removeprefix("v")
+    if not digits.isdigit() or int(digits) < 1:
+        console.print(
+            f"[red]{option}: {shown(repr(given))} is not a version (v1, v2, …)[/red]",
+            highlight=False,
+        )
+        raise typer.Exit(2)
+    return int(digits)
+
+
+def _run_or_exit(work: Any) -> None:
+    """Run a command's coroutine; a refusal (ValueError) or an unknown lineage (KeyError) is
+    one red line and exit code 1."""
+    try:
+        asyncio.run(work)
+    except ValueError as exc:
+        console.print(f"[red]refused: {shown(exc)}[/red]", highlight=False)
+        raise typer.Exit(1) from None
+    except KeyError as exc:
+        console.print(f"[red]{shown(exc.args[0])}[/red]", highlight=False)
+        raise typer.Exit(1) from None
 
 
 @app.command()

@@ -109,6 +109,7 @@ def build_worker(
             feedback.record_rejection,
             feedback.record_directive,
             feedback.record_lock,
+            feedback.record_promotion,
             trainer.take_cycle_step,
             reading.preview_reading,
             records.record_cycle_step,

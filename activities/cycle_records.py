@@ -9,12 +9,14 @@ from temporalio import activity
 
 from activities.error_classification import failure_reason, is_transient
 from domain.agent import AgentDefinition, AgentRef
+from domain.checks import MAX_ACTIVE_WISHES
 from domain.corrections import Correction
-from domain.cycle_decision import CycleDecision
+from domain.cycle_decision import CycleDecision, CycleStep
 from domain.feedback import escaped
 from domain.lineage import CycleStepInput, CycleStepResult, QueuedCorrection
 from domain.trainer import Directives, EvolutionTrigger
 from store import Store
+from store.records.lineage_records import Standing
 
 
 class RecordCycleStepInput(BaseModel):
@@ -109,6 +111,7 @@ class CycleRecordActivities:
                 trigger=trigger,
                 analysis=taken.analysis,
                 plan=taken.plan,
+                standing=_standing(taken),
             )
             return kept
         evolution_id = f"{step.lineage_id}:evolution:v{step.agent.version}"
@@ -125,6 +128,7 @@ class CycleRecordActivities:
             changes=taken.plan.changes,
             kind="rollback" if taken.rolled_back and not taken.new_changes else "evolution",
             applied_insights=decision.applied_insights,
+            standing=_standing(taken),
         )
         return kept.model_copy(
             update={"agent": agent, "evolution_id": evolution_id if taken.new_changes else None}
@@ -175,6 +179,14 @@ class CycleRecordActivities:
         )
         current = self.store.queries.agent_definition(inp.current)
         if _same_agent(taken.agent, current):
+            # the version stays; the wishes standing on it are the corrected reading's
+            self.store.recorder.record_standing(
+                session_id=step.session_id,
+                lineage_id=step.lineage_id,
+                version=inp.current.version,
+                key=f"{correction.correction_id}:wishes",
+                standing=_standing(taken),
+            )
             summary = (
                 f"corrected: nothing changes: the corrected reading makes "
                 f"v{inp.current.version} again"
@@ -194,10 +206,16 @@ class CycleRecordActivities:
             changes=taken.plan.changes,
             kind="correction",
             applied_insights=decision.applied_insights,
+            standing=_standing(taken),
         )
         return result.model_copy(
             update={"agent": agent, "evolution_id": evolution_id if taken.new_changes else None}
         )
+
+
+def _standing(taken: CycleStep) -> Standing:
+    """The wishes a step leaves standing, as the lineage carries them (the latest few)."""
+    return Standing(wishes=taken.wishes[-MAX_ACTIVE_WISHES:], asked_for=taken.asked_for)
 
 
 def _unchanged(step: CycleStepInput, decision: CycleDecision, agent: AgentRef) -> CycleStepResult:

@@ -1,5 +1,5 @@
-"""Recording human feedback the cycle step does not take: rejected signals, directives and
-locks (a score is recorded by the cycle step, ``activities/trainer.py``)."""
+"""Recording human feedback the cycle step does not take: rejected signals, directives, locks
+and promotions (a score is recorded by the cycle step, ``activities/trainer.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ from typing import Any
 
 from temporalio import activity
 
-from domain.lineage import RecordDirectiveInput, RecordLockInput, RecordRejectionInput
+from domain.lineage import (
+    RecordDirectiveInput,
+    RecordLockInput,
+    RecordPromotionInput,
+    RecordRejectionInput,
+)
 from store import Store
 
 FeedbackInput = RecordRejectionInput | RecordDirectiveInput | RecordLockInput
@@ -35,3 +40,8 @@ class FeedbackActivities:
     record_rejection = _recording("record_rejection", RecordRejectionInput)
     record_directive = _recording("record_directive", RecordDirectiveInput)
     record_lock = _recording("record_lock", RecordLockInput)
+
+    @activity.defn(name="record_promotion")
+    def record_promotion(self, inp: RecordPromotionInput) -> dict[str, float | None]:
+        """The session's champion, locked unless it was; its competitors' latest scores."""
+        return self.store.recorder.record_promotion(inp)

@@ -182,6 +182,18 @@ class LoggedAspectVerdict(Logged):
     quote: str | None = None
 
 
+class LoggedWish(Logged):
+    """A wish standing on a lineage, with its amount (``domain.checks.ActiveWish``)."""
+
+    family: str
+    action: Literal["add", "more", "less", "remove", "keep"] = "add"
+    amount: LoggedAmount | None = None
+    detail: str | None = None
+    quote: str = ""
+    cycle: int = 0
+    made_on_words: int | None = None
+
+
 class LoggedAgentSnapshot(Logged):
     """The exact agent an attempt ran: its content hashes (``domain.agent.AgentSnapshot``)."""
 
@@ -247,6 +259,40 @@ class LineageCreated(Event):
     lineage_id: str
     label: str
     workflow_id: str
+
+
+class LineageBranched(Event):
+    """A lineage started from a version of another lineage of its session: its first event,
+    naming the parent and the version it starts from (byte for byte: ``definitionHash`` is that
+    version's). Its agent v1 and standing wishes are the parent version's."""
+
+    event_type = "lineage.branched"
+    session_id: str
+    lineage_id: str
+    label: str
+    workflow_id: str
+    parent_lineage_id: str
+    parent_version: int
+    definition_hash: str
+    rater: str | None = None  # who branched it
+
+
+class InputsSet(Event):
+    """A lineage's cycle inputs, in order (cycle n runs input n modulo their number): what a
+    branch of it and a spec of its champion run on."""
+
+    event_type = "lineage.inputs_set"
+    input_hashes: list[str]
+
+
+class WishesStanding(Event):
+    """The wishes a lineage's outputs are checked against, and the families no change may take
+    away, as a cycle step left them on ``version`` (what a branch from it starts with)."""
+
+    event_type = "lineage.wishes_standing"
+    version: int
+    wishes: list[LoggedWish] = Field(default_factory=list)
+    asked_for: list[str] = Field(default_factory=list)
 
 
 class AgentCreated(Event):
@@ -529,6 +575,19 @@ class LineageUnlocked(Event):
     cycle: int
 
 
+class LineagePromoted(Event):
+    """The session's champion: this lineage at ``version``, preferred to its competitors (their
+    latest scores as it stands). Its outputs beat theirs on the same inputs: preference pairs."""
+
+    event_type = "lineage.promoted"
+    version: int
+    cycle: int
+    reason: str | None = None
+    rater: str | None = None
+    competing_lineage_ids: list[str] = Field(default_factory=list)
+    competitor_scores: dict[str, float | None] = Field(default_factory=dict)
+
+
 # Dataset optimization (Agent Lightning)
 
 
@@ -563,6 +622,9 @@ EVENT_CLASSES: dict[str, type[Event]] = {
         SessionCreated,
         DocumentAdded,
         LineageCreated,
+        LineageBranched,
+        InputsSet,
+        WishesStanding,
         AgentCreated,
         AgentEvolved,
         EvolutionKept,
@@ -586,6 +648,7 @@ EVENT_CLASSES: dict[str, type[Event]] = {
         DirectiveAdded,
         LineageLocked,
         LineageUnlocked,
+        LineagePromoted,
         ResourcesPublished,
         TaskQueued,
         RolloutReported,

@@ -227,6 +227,25 @@ class LockInput(FeedbackModel):
     rater: Rater | None = None
 
 
+class PromoteInput(FeedbackModel):
+    """The ``promote`` update: this lineage at ``version`` (default: the version whose output
+    it shows) is the session's champion."""
+
+    version: int | None = Field(default=None, ge=1, strict=True)
+    reason: Reason | None = None
+    rater: Rater | None = None
+
+
+class Promoted(BaseModel):
+    """What ``promote`` returns: the champion, and the competitors it was preferred to with
+    their latest scores (None: not scored yet)."""
+
+    lineage_id: str
+    version: int
+    newly_locked: bool  # False: it was locked already
+    competitor_scores: dict[str, float | None]
+
+
 class ScoreAccepted(BaseModel):
     """What ``submit_score`` returns: the score as it will be applied."""
 
@@ -304,6 +323,10 @@ def parse_correction(payload: Any) -> CorrectReadingInput:
 
 def parse_lock(payload: Any) -> LockInput:
     return _validate(LockInput, payload)
+
+
+def parse_promotion(payload: Any) -> PromoteInput:
+    return _validate(PromoteInput, {} if payload is None else payload)
 
 
 def preview(payload: Any, limit: int = 300) -> str:

@@ -117,6 +117,8 @@ class CarriedState(BaseModel):
     # Oneshot directives up to this place in the feedback sequence have been applied
     oneshot_after: int = 0
     locked: bool = False
+    # promoted: the session's champion is this lineage at this version
+    champion_version: int | None = None
     stop_requested: bool = False
     # The latest evolution awaiting its outcome (filled by the next score)
     pending_evolution_id: str | None = None
@@ -155,6 +157,14 @@ class CarriedState(BaseModel):
     last_error: str | None = None
 
 
+class BranchOrigin(BaseModel):
+    """Where a branch starts: a version of another lineage of the same session."""
+
+    lineage_id: str
+    version: int = Field(ge=1)
+    rater: str | None = None  # who branched it
+
+
 class LineageInput(BaseModel):
     session_id: str
     session_name: str
@@ -166,6 +176,9 @@ class LineageInput(BaseModel):
     inputs: list[str] | None = None
     documents: list[SessionDocument] | None = None
     carried: CarriedState | None = None
+    # First run of a branch: the agent, inputs and standing wishes are that version's, read
+    # from the store (``initial_agent`` and ``inputs`` stay unset)
+    branch: BranchOrigin | None = None
 
 
 class LineageState(BaseModel):
@@ -180,6 +193,7 @@ class LineageState(BaseModel):
     locked: bool
     latest_output_preview: str | None
     latest_output_words: int
+    champion_version: int | None = None  # promoted: the session's champion at this version
     # the model stopped at the token limit: the output is cut off, not finished
     latest_output_cut_off: bool = False
     # the output awaiting a score (its rollout's id; a score may name it as `output_id`), None
@@ -215,6 +229,8 @@ class LineageState(BaseModel):
     # who reads its comments (the lineage's options): a preview reads them the same way
     trainer: Literal["rules", "claude", "rules+claude"] = "rules"
     trainer_model: str = ""
+    # the lineage's options: a branch of it starts with the same
+    options: LineageOptions = Field(default_factory=LineageOptions)
 
 
 class LineageResult(BaseModel):
@@ -233,15 +249,19 @@ class RegisterLineageInput(BaseModel):
     session_name: str
     lineage_id: str
     label: str
-    agent: AgentDefinition
-    inputs: list[str]
+    agent: AgentDefinition | None = None  # None for a branch: the parent version's
+    inputs: list[str] = Field(default_factory=list)  # a branch's are its parent's
     documents: list[SessionDocument] = Field(default_factory=list)
+    branched_from: BranchOrigin | None = None
 
 
 class RegisterLineageResult(BaseModel):
     agent: AgentRef
     input_hashes: list[str]
     last_cycle: int = 0
+    # a branch's standing wishes and what no change may take away: its parent version's
+    wishes: list[ActiveWish] = Field(default_factory=list)
+    asked_for: list[str] = Field(default_factory=list)
 
 
 class RunAgentInput(BaseModel):
@@ -304,6 +324,17 @@ class RecordLockInput(BaseModel):
     cycle: int
     locked: bool
     reason: str | None
+
+
+class RecordPromotionInput(BaseModel):
+    session_id: str
+    lineage_id: str
+    event_key: str
+    cycle: int
+    version: int
+    lock: bool  # the lineage was not locked: the promotion locks it
+    reason: str | None = None
+    rater: str | None = None
 
 
 class CycleStepInput(BaseModel):

@@ -337,3 +337,10 @@ class SegmentProvenance(BaseModel):
     reason: str
     # a correction's version: the one it was rebuilt from (the scored one, not the misread)
     rebuilt_from: int | None = None
+    # the lineage whose version introduced it, when not this one: a branch's ancestor (label)
+    lineage_label: str | None = None
+
+    @property
+    def since(self) -> str:
+        """Where it came in: ``v2``, or ``A v2`` across a branch."""
+        return f"{self.lineage_label} v{self.version}" if self.lineage_label else f"v{self.version}"

@@ -2,7 +2,8 @@
 
 Every action goes to the lineage's workflow exactly as from the Temporal CLI — a score through
 the ``submit_score`` update (so the lineage's own validation answers inline), directives, locks,
-unlocks, stop and retry as signals — with the rater's name. Pages read Temporal (who awaits a
+unlocks, stop and retry as signals — with the rater's name; a branch from a version starts a
+new lineage as ``training-camp branch`` does. Pages read Temporal (who awaits a
 score, each lineage's state) and the store (outputs, versions, evolutions, scores, blame). With
 a token set, every page and action requires it (a login form sets it as a cookie).
 """
@@ -30,7 +31,7 @@ from temporalio.service import RPCError
 
 from activities.reading_preview import preview_reading
 from activities.trainer import TrainerActivities
-from client import correction_outcome
+from client import branch_lineage, correction_outcome
 from domain import want_labels, wants
 from domain.feedback import MAX_RATER_CHARS, redacted
 from domain.redaction import MASK
@@ -52,6 +53,7 @@ MAX_FORM_FIELDS = 10
 # shows the outcome either way)
 CORRECTION_WAIT_SECONDS = 10.0
 POLL_SECONDS = 0.25  # how often the live stream looks for changes
+BRANCH_WAIT_SECONDS = 10.0  # a branch's answer waits this long for its lineage's registration
 NO_NAME = (
     "Type your name in “Your name” at the top of the page first: every score and action is "
     "recorded under it (asked once, remembered in this browser)."
@@ -131,8 +133,9 @@ class _Handlers:
         cards = await views.session_cards(self.client, self.store, session_id)
         if not cards:
             return Response(f"no session {session_id!r}", status_code=404, media_type="text/plain")
+        front = views.session_front([v.row for card in cards for v in card.versions])
         return templates.TemplateResponse(
-            request, "session.html", {"session_id": session_id, "cards": cards}
+            request, "session.html", {"session_id": session_id, "cards": cards, "front": front}
         )
 
     async def card_fragment(self, request: Request) -> Response:
@@ -292,6 +295,42 @@ class _Handlers:
             return JSONResponse({"error": f"Temporal refused: {exc.message}"}, status_code=502)
         return JSONResponse({"ok": f"{name} sent"})
 
+    async def branch(self, request: Request) -> Response:
+        """A new lineage of the session from a version of this one (the version history's
+        button), as `training-camp branch` starts it; refused inline with the reason."""
+        form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
+        rater = self.rater_of(request, form)
+        if rater is None:
+            return JSONResponse({"error": NO_NAME}, status_code=422)
+        version = str(form.get("version") or "").strip().lower().removeprefix("v")
+        if not version.isdigit() or int(version) < 1:
+            return JSONResponse({"error": "name a version to branch from"}, status_code=422)
+        label = str(form.get("label") or "").strip() or None
+        lineage_id = request.path_params["lineage_id"]
+        row = await asyncio.to_thread(self.store.queries.lineage, lineage_id)
+        if row is None:
+            return JSONResponse({"error": "no such lineage"}, status_code=404)
+        session = str(form.get("session") or "") or None  # the page's session, if it says
+        try:
+            made = await branch_lineage(
+                self.client, self.store, row.id, int(version), label, session, rater
+            )
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=422)
+        except RPCError as exc:
+            return JSONResponse({"error": f"Temporal refused: {exc.message}"}, status_code=502)
+        # answered once the new lineage is in the store, so the page reloaded shows its card
+        for _ in range(int(BRANCH_WAIT_SECONDS / POLL_SECONDS)):
+            if await asyncio.to_thread(self.store.queries.lineage, made.lineage_id):
+                break
+            await asyncio.sleep(POLL_SECONDS)
+        return JSONResponse(
+            {
+                "ok": f"{made.label} started from {row.label} v{version}",
+                "lineage": made.lineage_id,
+            }
+        )
+
     async def _handle(self, request: Request) -> Any:
         row = await asyncio.to_thread(self.store.queries.lineage, request.path_params["lineage_id"])
         return None if row is None else self.client.get_workflow_handle(row.workflow_id)
@@ -344,6 +383,7 @@ def _app(client: Client, store: Store, token: str | None, settings: Settings) ->
         Route("/lineages/{lineage_id}/correct", h.correct, methods=["POST"]),
         Route("/lineages/{lineage_id}/read", h.read, methods=["POST"]),
         Route("/wants/label", h.want_label),
+        Route("/lineages/{lineage_id}/branch", h.branch, methods=["POST"]),
         Route("/lineages/{lineage_id}/{action}", h.signal, methods=["POST"]),
         Route("/events", h.events),
         Route("/login", h.login, methods=["GET", "POST"]),

@@ -1,5 +1,5 @@
 """What the review pages show, gathered from Temporal (which lineages await a score, each
-lineage's state) and the store (outputs, versions, evolutions, scores, blame)."""
+lineage's state) and the store (outputs, versions and the front, evolutions, scores, blame)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -15,11 +16,13 @@ from markupsafe import Markup
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from client import session_versions
 from domain import search_attributes
 from domain.agent import AgentRef
 from domain.checks import OutputChecks
 from domain.execution import CUT_OFF, preview_of
 from domain.lineage import LineageState
+from domain.selection import FrontRow
 from domain.trace import Trace
 from domain.trainer import EvolutionChange, SegmentProvenance, describe_change, verdict_word
 from review.render import ChartPoint, markdown, prompt_diff, score_chart
@@ -108,6 +111,15 @@ class EvolutionView:
 
 
 @dataclass
+class VersionLine:
+    """One version in a card's version history: how it came about, its record over its
+    scored cycles and whether it is on the session's front (a branch starts from any)."""
+
+    row: FrontRow
+    made_by: str  # "initial", "from A v3", "after “…” (3)"
+
+
+@dataclass
 class LineageCard:
     lineage_id: str
     label: str
@@ -125,19 +137,39 @@ class LineageCard:
     chart: Markup = field(default_factory=Markup)
     blame: list[SegmentProvenance] = field(default_factory=list)
     undo_to: int | None = None  # the version the current one was made from: where undo goes
+    versions: list[VersionLine] = field(default_factory=list)  # the version history
+
+
+@dataclass
+class SessionFront:
+    """The session's front over every version of every lineage, and its champion."""
+
+    front: list[str]  # "B v2", the versions no other dominates
+    champion: str | None  # "B v2", the version promoted
+    untested: int  # versions scored on fewer than two cycles
 
 
 async def session_cards(client: Client, store: Store, session_id: str) -> list[LineageCard]:
     """Every lineage of a session, side by side: state, latest output, what changed and why."""
     lineages = await asyncio.to_thread(store.queries.session_lineages, session_id)
     states = await asyncio.gather(*(_state(client, row.workflow_id) for row in lineages))
+    versions = await asyncio.to_thread(session_versions, store, session_id)
     cards = await asyncio.gather(
         *(
-            asyncio.to_thread(_card, store, row.id, row.label, row.workflow_id, state)
+            asyncio.to_thread(_card, store, row.id, row.label, row.workflow_id, state, versions)
             for row, state in zip(lineages, states, strict=True)
         )
     )
     return list(cards)
+
+
+def session_front(versions: list[FrontRow]) -> SessionFront:
+    champion = next((r.record.name for r in versions if r.record.champion), None)
+    return SessionFront(
+        front=[r.record.name for r in versions if r.on_front],
+        champion=champion,
+        untested=sum(not r.record.tested for r in versions),
+    )
 
 
 async def lineage_card(client: Client, store: Store, lineage_id: str) -> LineageCard | None:
@@ -145,7 +177,10 @@ async def lineage_card(client: Client, store: Store, lineage_id: str) -> Lineage
     if row is None:
         return None
     state = await _state(client, row.workflow_id)
-    return await asyncio.to_thread(_card, store, row.id, row.label, row.workflow_id, state)
+    versions = await asyncio.to_thread(session_versions, store, row.session_id)
+    return await asyncio.to_thread(
+        _card, store, row.id, row.label, row.workflow_id, state, versions
+    )
 
 
 async def signatures(client: Client, store: Store, session_id: str) -> str:
@@ -185,7 +220,12 @@ async def _state(client: Client, workflow_id: str) -> LineageState | None:
 
 
 def _card(
-    store: Store, lineage_id: str, label: str, workflow_id: str, state: LineageState | None
+    store: Store,
+    lineage_id: str,
+    label: str,
+    workflow_id: str,
+    state: LineageState | None,
+    versions: Sequence[FrontRow] = (),
 ) -> LineageCard:
     q = store.queries
     card = LineageCard(lineage_id=lineage_id, label=label, workflow_id=workflow_id, state=state)
@@ -254,6 +294,24 @@ def _card(
         card.blame = q.agent_provenance(lineage_id)
     except KeyError:
         card.blame = []
+    made = {r.to_version: r for r in records}
+    for row in versions:
+        if row.record.lineage_id != lineage_id:
+            continue
+        r = made.get(row.record.version)
+        if row.record.branched_from:
+            said = f"from {row.record.branched_from}"
+        elif r is None:
+            said = "initial"
+        else:
+            kind = "" if r.kind == "evolution" else f"{r.kind}, "
+            after = (
+                f"“{r.trigger_comment}” ({r.trigger_score:g})"
+                if r.trigger_comment
+                else f"a score of {r.trigger_score:g}"
+            )
+            said = f"{kind}after {after}"
+        card.versions.append(VersionLine(row=row, made_by=said))
     return card
 
 

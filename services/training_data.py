@@ -19,6 +19,8 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from client import session_versions
+from domain.selection import MIN_SCORED_CYCLES, FrontRow
 from domain.settings import Settings
 from services import command_line
 from services.terminal import console as make_console
@@ -345,7 +347,9 @@ def report(
     ),
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Score curves per lineage over cycles: a PNG and a small HTML page."""
+    """Score curves per lineage over cycles, and the front: every version's mean score over
+    its scored cycles against the share of standing checks it passed (a PNG each and a small
+    HTML page; the versions table is printed too)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -381,6 +385,9 @@ def report(
     fig.savefig(out / "scores.png")
     plt.close(fig)
     checks = "\n".join(_check_report(store, lineage, out, plt) for lineage in lineages)
+    versions = session_versions(store, session_id)
+    _front_chart(versions, out / "front.png", session_id, plt)
+    _print_front(versions)
     cells = "\n".join(
         f"<tr><td>{html.escape(label)}</td><td>{cycle}</td><td>v{version}</td>"
         f"<td>{score:g}</td><td>{html.escape(comment)}</td></tr>"
@@ -393,13 +400,112 @@ def report(
 </head><body><h1>Session {html.escape(session_id)}</h1>
 <p>Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC from the training-signal store.</p>
 <img src="scores.png" alt="score per cycle, one line per lineage">
+{_front_html(versions)}
 <table><tr><th>lineage</th><th>cycle</th><th>agent</th><th>score</th><th>comment</th></tr>
 {cells}</table>
 {checks}</body></html>
 """,
         encoding="utf-8",
     )
-    console.print(f"wrote {shown(out / 'scores.png')} and {shown(out / 'index.html')}")
+    console.print(
+        f"wrote {shown(out / 'scores.png')}, {shown(out / 'front.png')} and "
+        f"{shown(out / 'index.html')}"
+    )
+
+
+FRONT_NOTE = (
+    f"Each version over the cycles its outputs were scored on: a version scored on fewer than "
+    f"{MIN_SCORED_CYCLES} is untested and stays off the front. One version dominates another "
+    "when it is at least as good on both measures and better on one; the front is the tested "
+    "versions none dominates. A version checked against no wish failed none (100 %)."
+)
+
+
+def _cells(row: FrontRow) -> tuple[str, str, str, str, str]:
+    """A version's name (and origin), mean score, checks passed, cycles scored, and mark."""
+    r = row.record
+    name = r.name + (f" (from {r.branched_from})" if r.branched_from else "")
+    name += " ★ champion" if r.champion else ""
+    mean = f"{r.mean_score:.2f}" if r.mean_score is not None else "—"
+    share = f"{r.checks_share:.0%} ({r.checks_passed}/{r.checks})" if r.checks else "100% (none)"
+    if not r.tested:
+        mark = "untested"
+    elif row.on_front:
+        mark = "front"
+    else:
+        mark = "dominated by " + ", ".join(row.dominated_by)
+    return name, mean, share, str(r.cycles), mark
+
+
+def _print_front(versions: list[FrontRow]) -> None:
+    table = Table("version", "mean score", "checks passed", "cycles scored", "", title="Versions")
+    for row in versions:
+        name, mean, share, cycles, mark = _cells(row)
+        style = "bold green" if row.on_front else "dim" if not row.record.tested else None
+        table.add_row(name, mean, share, cycles, mark, style=style)
+    console.print(table)
+    front = [row.record.name for row in versions if row.on_front]
+    console.print(f"front: {', '.join(front) or 'none yet (no version scored twice)'}")
+
+
+def _front_html(versions: list[FrontRow]) -> str:
+    rows = []
+    for row in versions:
+        name, mean, share, cycles, mark = _cells(row)
+        kind = "on-front" if row.on_front else "untested" if not row.record.tested else "dominated"
+        rows.append(
+            f'<tr class="version {kind}" data-version="{html.escape(row.record.name)}">'
+            + "".join(f"<td>{html.escape(c)}</td>" for c in (name, mean, share, cycles, mark))
+            + "</tr>"
+        )
+    return (
+        '<h2>Versions and the front</h2><img src="front.png" alt="mean score against checks '
+        'passed, one point per tested version, the front joined">'
+        f"<p>{html.escape(FRONT_NOTE)}</p>"
+        '<table class="front"><tr><th>version</th><th>mean score</th><th>checks passed</th>'
+        "<th>cycles scored</th><th></th></tr>" + "\n".join(rows) + "</table>"
+    )
+
+
+def _front_chart(versions: list[FrontRow], path: Path, session_id: str, plt: Any) -> None:
+    """The tested versions as points (mean score, share of checks passed), the front joined
+    and labelled; untested versions are left out."""
+    fig, ax = plt.subplots(figsize=(6, 4.5), dpi=100)
+    tested = [row for row in versions if row.record.tested]
+    for on_front in (False, True):
+        points = [row.record for row in tested if row.on_front == on_front]
+        ax.scatter(
+            [r.mean_score for r in points],
+            [r.checks_share for r in points],
+            s=60 if on_front else 30,
+            color="tab:green" if on_front else "tab:gray",
+            label="front" if on_front else "dominated",
+            zorder=3,
+        )
+        for r in points:
+            ax.annotate(
+                r.name,
+                (r.mean_score or 0, r.checks_share),
+                xytext=(4, 4),
+                fontsize=8,
+                textcoords="offset points",
+            )
+    front = sorted((r.record for r in tested if r.on_front), key=lambda r: r.mean_score or 0)
+    if len(front) > 1:
+        ax.plot([r.mean_score for r in front], [r.checks_share for r in front], color="tab:green")
+    ax.set(
+        xlabel="mean score over scored cycles",
+        ylabel="standing checks passed",
+        xlim=(0, 10.5),
+        ylim=(-0.05, 1.05),
+        title=f"Session {session_id}: the front",
+    )
+    ax.grid(alpha=0.3)
+    if tested:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 def check_rates(store: Store, lineage_id: str) -> dict[int, dict[str, tuple[str, int, int]]]:

@@ -694,6 +694,63 @@ async def test_the_card_shows_the_trace_beside_the_output_collapsed_until_opened
         assert await on(browser, browser.execute_script, f"return {trace}.open;")
 
 
+async def test_the_version_history_branches_a_new_lineage_from_a_version(
+    client, store, settings, run_worker, browser, inbox_server
+):
+    spec = make_spec(labels=("A", "B"), inputs=QUESTIONS)
+    a, c = spec.lineage_id("A"), spec.lineage_id("C")
+    async with run_worker():
+        handle, _ = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.execute_update(
+            LineageWorkflow.submit_score, {"score": 3, "cycle": 1, "wants": ["shorter:half"]}
+        )
+        await wait_for_state(handle, awaiting(2))
+        server = await inbox_server()
+        # like every action, only from the page's own origin
+        request = urllib.request.Request(
+            f"{server.url}/lineages/{a}/branch",
+            data=b"version=1&rater=ana",
+            method="POST",
+            headers={"Origin": "http://127.0.0.1:1"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            await asyncio.to_thread(urllib.request.urlopen, request, timeout=10)
+        assert refused.value.code == 403
+
+        await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
+        await until(browser, "document.activeElement.id == 'rater'")
+        await on(browser, browser.switch_to.active_element.send_keys, "ana")
+        versions = f"{card(a)}.querySelector('details.versions')"
+        rows = await on(
+            browser,
+            browser.execute_script,
+            f"return Array.from({versions}.querySelectorAll('tr.version'),"
+            " r => r.textContent.replace(/\\s+/g, ' ').trim());",
+        )
+        # each version's record: v1 scored once (untested), v2 not yet
+        assert rows == [
+            "v1untested initial 3.00 none standing 1 Branch",
+            "v2untested after a score of 3 — none standing 0 Branch",
+        ]
+        await on(
+            browser,
+            lambda: browser.execute_script(f"return {versions}.querySelector('summary')").click(),
+        )
+        await on(
+            browser,
+            lambda: browser.execute_script(
+                f"return {versions}.querySelector('tr[data-version=\"1\"] button')"
+            ).click(),
+        )
+        # answered inline, then the page shows the new lineage's card beside the others
+        await until(browser, f"document.getElementById('lineage-{c}') !== null")
+        await wait_for_state(client.get_workflow_handle(f"lineage-{c}"), awaiting(1))
+    origin = store.queries.branch_origin(c)
+    assert origin is not None
+    assert (origin.parent_lineage_id, origin.parent_version, origin.rater) == (a, 1, "ana")
+
+
 async def test_with_a_token_the_inbox_refuses_strangers(client, store, browser, inbox_server):
     server = await inbox_server(token=TOKEN)
 

@@ -27,7 +27,13 @@ with workflow.unsafe.imports_passed_through():
     from domain.checks import MAX_ACTIVE_WISHES, checklist
     from domain.cycle import Cycle
     from domain.cycle_decision import CycleDecision
-    from domain.feedback import CorrectionAccepted, CorrectionTaken, ScoreAccepted, ScoreInput
+    from domain.feedback import (
+        CorrectionAccepted,
+        CorrectionTaken,
+        Promoted,
+        ScoreAccepted,
+        ScoreInput,
+    )
     from domain.lineage import (
         CORRECTIONS_REMEMBERED,
         MAX_SUMMARY_CHARS,
@@ -162,7 +168,8 @@ class LineageWorkflow:
 
     async def _register(self) -> None:
         inp = self._inp
-        assert inp.initial_agent is not None and inp.inputs is not None
+        # a branch's agent and inputs are its parent version's, read from the store
+        assert inp.branch is not None or (inp.initial_agent is not None and inp.inputs is not None)
         result = await self._store.step(
             LineageRegistryActivities.register_lineage,
             RegisterLineageInput(
@@ -171,13 +178,18 @@ class LineageWorkflow:
                 lineage_id=inp.lineage_id,
                 label=inp.label,
                 agent=inp.initial_agent,
-                inputs=inp.inputs,
+                inputs=inp.inputs or [],
                 documents=inp.documents or [],
+                branched_from=inp.branch,
             ),
         )
         self._s.agent = result.agent
         self._s.input_hashes = result.input_hashes
         self._s.cycle = result.last_cycle
+        # what its outputs are checked against: a branch's parent version's wishes, a lineage
+        # started again its own as its last step left them
+        self._s.active_wishes = result.wishes[-MAX_ACTIVE_WISHES:]
+        self._s.asked_for = result.asked_for
 
     async def _rollout(self, rerun_by: int | None = None) -> RunAgentResult | None:
         """Run the agent on this cycle's input; a failed rollout waits for `retry` or `stop`.
@@ -530,6 +542,18 @@ class LineageWorkflow:
     def _validate_correct_reading(self, payload: Any = None) -> None:
         self._inbox.check_correction(payload)
 
+    @workflow.update(name="promote")
+    async def promote(self, payload: Any = None) -> Promoted:
+        """Make this lineage, at a version (``{"version": 3}``; default: the one it runs), the
+        session's champion: recorded with the competitors' latest scores, its outputs
+        preferred to theirs on the same inputs, and the lineage locked (it keeps producing
+        and being scored, and stops evolving). ``unlock`` lets it evolve again."""
+        return await self._inbox.promote(payload)
+
+    @promote.validator
+    def _validate_promote(self, payload: Any = None) -> None:
+        self._inbox.check_promotion(payload)
+
     @workflow.update(name="await_output")
     async def await_output(self, cycle: int) -> LineageState:
         """Wait until cycle ``cycle``'s output awaits its score (or the lineage stops or a
@@ -568,6 +592,7 @@ class LineageWorkflow:
             status=self._status,
             agent_version=s.agent.version,
             locked=s.locked,
+            champion_version=s.champion_version,
             latest_output_preview=s.latest_output_preview,
             latest_output_words=s.latest_output_words,
             latest_output_cut_off=s.latest_output_cut_off,
@@ -596,6 +621,7 @@ class LineageWorkflow:
             oneshot_count=s.oneshot_count,
             trainer=self._inp.options.trainer,
             trainer_model=self._inp.options.trainer_model,
+            options=self._inp.options,
         )
 
     @workflow.query(name="step_input")

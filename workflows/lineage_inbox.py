@@ -1,5 +1,5 @@
 """What people send a lineage — the signals score, directive, lock, unlock, stop and retry, the
-submit_score, correct_reading and await_output updates — read, checked and acted on.
+submit_score, correct_reading, promote and await_output updates — read, checked and acted on.
 ``LineageWorkflow`` declares the handlers (Temporal finds them on the workflow class) and
 delegates each to its inbox here.
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.feedback import FeedbackActivities
@@ -23,6 +23,8 @@ with workflow.unsafe.imports_passed_through():
         CorrectionAccepted,
         CorrectionTaken,
         CorrectReadingInput,
+        Promoted,
+        PromoteInput,
         ScoreAccepted,
         ScoreInput,
         escaped,
@@ -30,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         parse_correction,
         parse_directive,
         parse_lock,
+        parse_promotion,
         parse_score,
     )
     from domain.lineage import (
@@ -44,9 +47,11 @@ with workflow.unsafe.imports_passed_through():
         QueuedScore,
         RecordDirectiveInput,
         RecordLockInput,
+        RecordPromotionInput,
+        note,
     )
     from domain.refusals import bounded
-    from workflows.lineage_store import LineageStoreSteps
+    from workflows.lineage_store import LineageStopped, LineageStoreSteps
 
 # await_output: how far ahead a caller may wait, and how many may wait at once (Temporal admits
 # ten updates in flight per workflow; submit_score must always find a slot)
@@ -347,6 +352,60 @@ class LineageInbox:
     async def _retry(self, payload: Any) -> None:
         """Run a failed rollout again (e.g. after fixing the model endpoint)."""
         self.retry_requested = True
+
+    # ---- the promote update ----------------------------------------------------------------
+
+    def check_promotion(self, payload: Any) -> PromoteInput:
+        """promote's validator: a version this lineage has made (default: the one it runs), on
+        a lineage that has not ended; refused as InvalidPromotion, nothing changed."""
+        try:
+            parsed = parse_promotion(payload)
+        except ValueError as exc:
+            raise _invalid(str(exc), "InvalidPromotion") from None
+        if (ended := closed(self._status())) is not None:
+            raise _invalid(f"{ended}; it cannot be promoted", "InvalidPromotion")
+        latest = self._s.agent.version
+        if parsed.version is not None and parsed.version > latest:
+            raise _invalid(
+                f"version: this lineage has made v1 to v{latest}, not v{parsed.version}",
+                "InvalidPromotion",
+            )
+        return parsed
+
+    async def promote(self, payload: Any) -> Promoted:
+        """The session's champion is this lineage at a version: recorded with the
+        competitors' latest scores (their outputs on the same inputs lose to its own, as
+        preference pairs), and the lineage locked unless it was (it stops evolving)."""
+        parsed = self.check_promotion(payload)
+        version = parsed.version or self._s.agent.version
+        lock = not self._s.locked
+        self._s.locked = True
+        try:
+            scores = await self._store.step(
+                FeedbackActivities.record_promotion,
+                RecordPromotionInput(
+                    session_id=self._inp.session_id,
+                    lineage_id=self._inp.lineage_id,
+                    event_key=self._store.feedback_id("promote", parsed),
+                    cycle=self._s.cycle,
+                    version=version,
+                    lock=lock,
+                    reason=parsed.reason,
+                    rater=parsed.rater,
+                ),
+            )
+        except (FailureError, LineageStopped) as err:
+            self._s.locked = not lock
+            why = "the lineage stopped" if isinstance(err, LineageStopped) else err.cause or err
+            self._s.last_error = note(f"promotion not recorded: {why}")
+            raise _invalid(f"promotion not recorded: {why}", "PromotionFailed") from None
+        self._s.champion_version = version
+        return Promoted(
+            lineage_id=self._inp.lineage_id,
+            version=version,
+            newly_locked=lock,
+            competitor_scores=scores,
+        )
 
     # ---- the submit_score update -----------------------------------------------------------
 

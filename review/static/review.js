@@ -104,11 +104,14 @@ async function refreshCard(body) {
   // what the last correction did stays said while the card shows the same cycle
   const said = form && form.querySelector(".message");
   const before = body.querySelector("header") && body.querySelector("header").dataset.cycle;
-  // a trace the rater opened stays open
+  // a trace or version history the rater opened stays open
   const traceOpen = Boolean(body.querySelector("details.trace[open]"));
+  const versionsOpen = Boolean(body.querySelector("details.versions[open]"));
   body.innerHTML = await response.text();
   const trace = body.querySelector("details.trace");
   if (trace && traceOpen) trace.open = true;
+  const versions = body.querySelector("details.versions");
+  if (versions && versionsOpen) versions.open = true;
   const fresh = body.querySelector("form.correct");
   const header = body.querySelector("header");
   if (editing && fresh) {
@@ -521,4 +524,13 @@ document.addEventListener("submit", async (event) => {
   // with what the correction did kept on the fresh card
   if (form.contains(document.activeElement)) document.activeElement.blur();
   await refreshCard(body);
+});
+
+// A branch from a version in a card's history: a new lineage of the session, whose card the
+// page shows once reloaded (the cards are the session's lineages as the page was rendered)
+document.addEventListener("submit", async (event) => {
+  if (!event.target.matches("form.branch")) return;
+  event.preventDefault();
+  await send(event.target);
+  if (event.target.querySelector(".message.ok")) setTimeout(() => location.reload(), 600);
 });

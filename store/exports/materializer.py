@@ -3,7 +3,8 @@
 * reward rows: every score;
 * SFT examples: scores of at least ``SFT_MIN_SCORE`` (exports can ask for more);
 * preference pairs: outputs of the same session and cycle (so the same input) with different
-  scores, and a locked lineage's output against its competitors' for the same cycle.
+  scores, a locked lineage's output against its competitors' for the same cycle, and a
+  promoted champion's outputs against its competitors' on the same inputs.
 
 The log is processed in windows of positions, each in one transaction with the new position: a
 crash loses nothing and repeats nothing. Within a window the work is set-based SQL (a rebuild of a
@@ -15,7 +16,10 @@ million events joins and inserts in the database instead of decoding every score
 3. reward and SFT rows come from the staged scores; a preference pair from each staged score and
    every output of the same session, cycle and input scored before it (its first score), when
    scores and answers differ;
-4. each lock pairs the locked lineage's latest output scored before it with its competitors'.
+4. each lock pairs the locked lineage's latest output scored before it with its competitors';
+5. each promotion pairs every output of the champion's version made before it with every
+   competitor's output of the same input made before it (scored or not: the choice is the
+   rater's, whatever the scores), each pair of answers once and none the session has already.
 
 Ids are deterministic and the first row for an id wins, in log order, so an incremental run and
 a full rebuild produce the same rows, whatever the window size.
@@ -32,7 +36,7 @@ from pydantic import BaseModel
 from sqlalchemy import Connection, Engine, delete, select, update
 from sqlalchemy.schema import CreateIndex, DropIndex
 
-from domain.events import ArtifactScored, LineageLocked
+from domain.events import ArtifactCreated, ArtifactScored, LineageLocked, LineagePromoted
 from store.backends.database import write_transaction
 from store.backends.dialect import (
     DriverSQL,
@@ -43,15 +47,22 @@ from store.backends.dialect import (
 )
 from store.eventstore import event_log
 from store.eventstore.read_ahead import ReadAhead
-from store.tables import MaterializerStateRow, ScoredArtifactRow, TrainingExampleRow
+from store.tables import (
+    MaterializerStateRow,
+    ScoredArtifactRow,
+    TrainingEvent,
+    TrainingExampleRow,
+)
 
 SFT_MIN_SCORE = 8.0
 STATE = "training_examples"
 SCORED, LOCKED = ArtifactScored.event_type, LineageLocked.event_type
+PROMOTED = LineagePromoted.event_type
 
 _examples = TrainingExampleRow.__table__  # type: ignore[attr-defined]
 _scored = ScoredArtifactRow.__table__  # type: ignore[attr-defined]
 _state = MaterializerStateRow.__table__  # type: ignore[attr-defined]
+_events = TrainingEvent.__table__  # type: ignore[attr-defined]
 
 
 class MaterializeResult(BaseModel):
@@ -212,6 +223,12 @@ def _statements(dialect: str) -> dict[str, str]:
                 AND s.content_hash <> n.content_hash
             ORDER BY n.position, pe.position
             ON CONFLICT DO NOTHING""",
+        "session_pairs": """SELECT chosen_hash, rejected_hash FROM mv_training_examples
+            WHERE session_id = ? AND example_type = 'preference'""",
+        "session_outputs": """SELECT a.id, a.lineage_id, a.cycle, a.agent_version,
+                a.content_hash, r.input_hash
+            FROM artifacts a JOIN rollouts r ON r.id = a.rollout_id
+            WHERE a.session_id = ?""",
         "session_scored": """SELECT s.artifact_id, s.lineage_id, s.cycle, s.score, s.event_id,
                 s.input_hash, s.content_hash, pe.position
             FROM mv_scored_artifacts s JOIN training_events pe ON pe.id = s.event_id
@@ -237,14 +254,17 @@ class _Window:
             for examples in ("reward", "sft", "pairs"):
                 self.cur.execute(self.sql[examples])
                 added += max(self.cur.rowcount, 0)
-        locks = list(
+        choices = list(
             event_log.read(
-                self.conn, after_position=self.start, until_position=self.end, event_types=[LOCKED]
+                self.conn,
+                after_position=self.start,
+                until_position=self.end,
+                event_types=[LOCKED, PROMOTED],
             )
         )
-        for lock in locks:
-            added += self._lock(lock)
-        return staged + len(locks), added
+        for choice in choices:
+            added += self._lock(choice) if choice.event_type == LOCKED else self._promotion(choice)
+        return staged + len(choices), added
 
     def _stage(self) -> int:
         """The window's scores with their outputs' context; returns how many scores it held."""
@@ -315,6 +335,77 @@ class _Window:
             and loser["content_hash"] != winner["content_hash"]
         ]
         return _INSERT_EXAMPLES.run(self.conn, examples)
+
+    def _promotion(self, event: event_log.StoredEvent) -> int:
+        """A promotion is the rater's choice of a champion: each output its version made
+        before it beats each competitor's output of the same input made before it."""
+        promoted = event.data
+        assert isinstance(promoted, LineagePromoted)
+        self.cur.execute(self.sql["session_outputs"], (event.session_id,))
+        keys = [column[0] for column in self.cur.description]
+        outputs = [dict(zip(keys, row, strict=True)) for row in self.cur.fetchall()]
+        made = _positions(self.conn, [o["id"] for o in outputs])
+        outputs = [o for o in outputs if made.get(o["id"], event.position) < event.position]
+        self.cur.execute(self.sql["session_scored"], (event.session_id, event.position))
+        scored = {row[0]: row[3] for row in self.cur.fetchall()}
+        mine = [
+            o
+            for o in outputs
+            if o["lineage_id"] == event.lineage_id and o["agent_version"] == promoted.version
+        ]
+        rivals = set(promoted.competing_lineage_ids)
+        # one example per pair of answers (two outputs alike are one answer), none the session
+        # holds already (its lock's pair, a comparison's)
+        self.cur.execute(self.sql["session_pairs"], (event.session_id,))
+        known = set(self.cur.fetchall())
+        pairs: dict[tuple[str, str], tuple[dict, dict]] = {}
+        for chosen in sorted(mine, key=lambda o: (o["cycle"], o["id"])):
+            for rejected in sorted(outputs, key=lambda o: (o["lineage_id"], o["cycle"], o["id"])):
+                if (
+                    rejected["lineage_id"] in rivals
+                    and rejected["input_hash"] == chosen["input_hash"]
+                    and rejected["content_hash"] != chosen["content_hash"]
+                ):
+                    key = (chosen["content_hash"], rejected["content_hash"])
+                    if key not in known:
+                        pairs.setdefault(key, (chosen, rejected))
+        examples = [
+            {
+                "id": f"preference:promotion:{event.id}:{chosen['id']}>{rejected['id']}",
+                "example_type": "preference",
+                "source": "promotion",
+                "session_id": event.session_id,
+                "lineage_id": event.lineage_id,
+                "cycle": chosen["cycle"],
+                "system_prompt_hash": None,
+                "user_input_hash": chosen["input_hash"],
+                "completion_hash": None,
+                "chosen_hash": chosen["content_hash"],
+                "rejected_hash": rejected["content_hash"],
+                "score": scored.get(chosen["id"]),
+                "score_delta": None,  # preferred whatever the scores
+                "source_events": json.dumps([event.id]),
+                "created_at": event.timestamp,
+            }
+            for chosen, rejected in pairs.values()
+        ]
+        return _INSERT_EXAMPLES.run(self.conn, examples)
+
+
+def _positions(conn: Connection, artifact_ids: list[str]) -> dict[str, int]:
+    """Where each output's ``artifact.created`` sits in the log (found by its event id, which
+    derives from the artifact's id: the log's unique index, not a scan)."""
+    ids = {event_log.event_id(ArtifactCreated.event_type, a): a for a in artifact_ids}
+    found: dict[str, int] = {}
+    chunk = list(ids)
+    for start in range(0, len(chunk), 500):
+        rows = conn.execute(
+            select(_events.c.id, _events.c.position).where(
+                _events.c.id.in_(chunk[start : start + 500])
+            )
+        )
+        found.update({ids[event]: position for event, position in rows})
+    return found
 
 
 _INSERT_EXAMPLES = TableInsert(_examples)

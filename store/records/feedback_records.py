@@ -18,11 +18,17 @@ from domain.events import (
     InsightDiscovered,
     InsightTested,
     LineageLocked,
+    LineagePromoted,
     LineageUnlocked,
     LoggedAspectVerdict,
     PlanConfirmed,
 )
-from domain.lineage import RecordDirectiveInput, RecordLockInput, RecordRejectionInput
+from domain.lineage import (
+    RecordDirectiveInput,
+    RecordLockInput,
+    RecordPromotionInput,
+    RecordRejectionInput,
+)
 from domain.trainer import (
     EvolutionOutcome,
     InsightObservation,
@@ -221,13 +227,7 @@ class FeedbackRecords(EventWriter):
     ) -> None:
         """A lock names the session's other lineages with their latest scores as it stands,
         what a preference for the locked lineage's output is drawn against."""
-        competitor_scores: dict[str, float | None] = {}
-        if locked:
-            with self.engine.connect() as conn:
-                rows = conn.execute(
-                    _COMPETITOR_SCORES, {"session_id": session_id, "lineage_id": lineage_id}
-                ).all()
-            competitor_scores = {lineage: score for lineage, score in rows}
+        competitor_scores = self._competitor_scores(session_id, lineage_id) if locked else {}
         event = (
             LineageLocked(
                 reason=reason,
@@ -250,6 +250,58 @@ class FeedbackRecords(EventWriter):
                 )
             ]
         )
+
+    def record_promotion(self, inp: RecordPromotionInput) -> dict[str, float | None]:
+        """The session's champion: the lineage at a version, preferred to every other lineage
+        of the session (their latest scores as it stands), and locked (``lineage.locked`` with
+        the same competitors) unless it was already. Returns the competitors' scores."""
+        scores = self._competitor_scores(inp.session_id, inp.lineage_id)
+        refs: EventRefs = {
+            "session_id": inp.session_id,
+            "lineage_id": inp.lineage_id,
+            "timestamp": now_ms(),
+        }
+        competing = sorted(scores)
+        events = []
+        if inp.lock:
+            events.append(
+                NewEvent.of(
+                    LineageLocked(
+                        reason=inp.reason,
+                        cycle=inp.cycle,
+                        competing_lineage_ids=competing,
+                        competitor_scores=scores,
+                    ),
+                    f"{inp.event_key}:lock",
+                    tags=["preference_signal"],
+                    **refs,
+                )
+            )
+        events.append(
+            NewEvent.of(
+                LineagePromoted(
+                    version=inp.version,
+                    cycle=inp.cycle,
+                    reason=inp.reason,
+                    rater=inp.rater,
+                    competing_lineage_ids=competing,
+                    competitor_scores=scores,
+                ),
+                inp.event_key,
+                tags=["preference_signal", "champion"],
+                **refs,
+            )
+        )
+        self._write(events)
+        return scores
+
+    def _competitor_scores(self, session_id: str, lineage_id: str) -> dict[str, float | None]:
+        """The session's other lineages, each with its latest score (None: none yet)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                _COMPETITOR_SCORES, {"session_id": session_id, "lineage_id": lineage_id}
+            ).all()
+        return {lineage: score for lineage, score in rows}
 
 
 def _comparison_statements() -> tuple[Select, Select, Select]:

@@ -8,20 +8,26 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, func, select
 
 from domain.agent import AgentDefinition, AgentRef
+from domain.checks import ActiveWish
 from domain.events import (
     AgentCreated,
     AgentEvolved,
     DocumentAdded,
     EvolutionKept,
+    InputsSet,
     InsightApplied,
+    LineageBranched,
     LineageCreated,
     LoggedChange,
     LoggedCreditAssignment,
     LoggedPlan,
     LoggedScoreAnalysis,
     LoggedTrigger,
+    LoggedWish,
     SessionCreated,
+    WishesStanding,
 )
+from domain.lineage import BranchOrigin
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
@@ -58,6 +64,30 @@ class Registration:
     last_cycle: int
 
 
+@dataclass(frozen=True)
+class Standing:
+    """The wishes a lineage's outputs are checked against after a step, and the families no
+    change may take away: recorded with the version they stand on."""
+
+    wishes: Sequence[ActiveWish] = ()
+    asked_for: Sequence[str] = ()
+
+
+def _standing(
+    standing: Standing, version: int, key: str, refs: EventRefs, agent_id: str
+) -> NewEvent:
+    return NewEvent.of(
+        WishesStanding(
+            version=version,
+            wishes=[LoggedWish.of(w) for w in standing.wishes],
+            asked_for=list(standing.asked_for),
+        ),
+        key,
+        agent_id=agent_id,
+        **refs,
+    )
+
+
 class LineageRecords(EventWriter):
     """Sessions, lineages, agent versions."""
 
@@ -72,11 +102,15 @@ class LineageRecords(EventWriter):
         agent: AgentDefinition,
         inputs: list[str],
         documents: Sequence[tuple[str, str]] = (),
+        branched_from: BranchOrigin | None = None,
+        standing: Standing | None = None,
     ) -> Registration:
         """Record the session, the lineage and agent v1 (once: registering again records
-        nothing), and say where the lineage picks up."""
+        nothing), and say where the lineage picks up. A branch's first event names the version
+        it starts from (``agent`` is that version, ``standing`` its standing wishes)."""
         ts = now_ms()
         definition = agent.model_dump(mode="json")
+        definition_hash = payload_store.encode(definition)[0]
         hashes = agent.hashes()
         input_hashes = [payload_store.encode(text)[0] for text in inputs]
         refs: EventRefs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
@@ -86,7 +120,26 @@ class LineageRecords(EventWriter):
                 session_id,
                 session_id=session_id,
                 timestamp=ts,
-            ),
+            )
+        ]
+        if branched_from is not None:
+            events.append(
+                NewEvent.of(
+                    LineageBranched(
+                        session_id=session_id,
+                        lineage_id=lineage_id,
+                        label=label,
+                        workflow_id=workflow_id,
+                        parent_lineage_id=branched_from.lineage_id,
+                        parent_version=branched_from.version,
+                        definition_hash=definition_hash,
+                        rater=branched_from.rater,
+                    ),
+                    lineage_id,
+                    **refs,
+                )
+            )
+        events += [
             NewEvent.of(
                 LineageCreated(
                     session_id=session_id,
@@ -102,7 +155,7 @@ class LineageRecords(EventWriter):
                     agent_id=lineage_id,
                     lineage_id=lineage_id,
                     version=1,
-                    definition_hash=payload_store.encode(definition)[0],
+                    definition_hash=definition_hash,
                     system_prompt_hash=hashes.system_prompt_hash,
                     tools_hash=hashes.tools_hash,
                     flow_hash=hashes.flow_hash,
@@ -112,6 +165,10 @@ class LineageRecords(EventWriter):
                 **refs,
             ),
         ]
+        if branched_from is not None:
+            events.append(
+                _standing(standing or Standing(), 1, f"{lineage_id}@1:wishes", refs, lineage_id)
+            )
         for name, content in documents:
             digest = payload_store.encode(content)[0]
             events.append(
@@ -130,6 +187,36 @@ class LineageRecords(EventWriter):
         )
         return Registration(input_hashes=input_hashes, version=version, last_cycle=cycle or 0)
 
+    def record_standing(
+        self, *, session_id: str, lineage_id: str, version: int, key: str, standing: Standing
+    ) -> None:
+        """Wishes a step changed on a version it kept (a corrected reading that makes the same
+        agent again), under ``key``."""
+        refs: EventRefs = {
+            "session_id": session_id,
+            "lineage_id": lineage_id,
+            "timestamp": now_ms(),
+        }
+        self._write([_standing(standing, version, key, refs, lineage_id)])
+
+    def record_inputs(self, *, session_id: str, lineage_id: str, inputs: list[str]) -> None:
+        """The lineage's cycle inputs in order, once per list (registering again with the same
+        inputs records nothing; with others, the later list is the lineage's)."""
+        hashes = [payload_store.encode(text)[0] for text in inputs]
+        digest = payload_store.encode(hashes)[0]
+        self._write(
+            [
+                NewEvent.of(
+                    InputsSet(input_hashes=hashes),
+                    f"{lineage_id}/inputs/{digest}",
+                    session_id=session_id,
+                    lineage_id=lineage_id,
+                    timestamp=now_ms(),
+                )
+            ],
+            list(inputs),
+        )
+
     def record_evolution(
         self,
         *,
@@ -145,6 +232,7 @@ class LineageRecords(EventWriter):
         changes: list[EvolutionChange],
         kind: str = "evolution",
         applied_insights: Sequence[tuple[str, EvolutionChange]] = (),
+        standing: Standing | None = None,
     ) -> AgentRef:
         ts = now_ms()
         definition = new_agent.model_dump(mode="json")
@@ -191,6 +279,11 @@ class LineageRecords(EventWriter):
             )
             for insight_id, change in applied_insights
         ]
+        if standing is not None:
+            refs: EventRefs = {"session_id": session_id, "lineage_id": lineage_id, "timestamp": ts}
+            applied.append(
+                _standing(standing, to_version, f"{evolution_id}:wishes", refs, lineage_id)
+            )
         self._write([event, *applied], [definition, *new_agent.hashed_components()])
         return AgentRef(agent_id=lineage_id, version=to_version)
 
@@ -203,23 +296,29 @@ class LineageRecords(EventWriter):
         trigger: EvolutionTrigger,
         analysis: ScoreAnalysis,
         plan: EvolutionPlan,
+        standing: Standing | None = None,
     ) -> None:
         """A training step that changed nothing, with the plan's notes and history checks."""
-        self._write(
-            [
-                NewEvent.of(
-                    EvolutionKept(
-                        agent_id=lineage_id,
-                        version=version,
-                        trigger=LoggedTrigger.of(trigger),
-                        score_analysis=LoggedScoreAnalysis.of(analysis),
-                        plan=LoggedPlan.of(plan),
-                    ),
-                    f"{lineage_id}:{trigger.evaluation_id}",
-                    session_id=session_id,
-                    lineage_id=lineage_id,
+        key = f"{lineage_id}:{trigger.evaluation_id}"
+        refs: EventRefs = {
+            "session_id": session_id,
+            "lineage_id": lineage_id,
+            "timestamp": now_ms(),
+        }
+        events = [
+            NewEvent.of(
+                EvolutionKept(
                     agent_id=lineage_id,
-                    timestamp=now_ms(),
-                )
-            ]
-        )
+                    version=version,
+                    trigger=LoggedTrigger.of(trigger),
+                    score_analysis=LoggedScoreAnalysis.of(analysis),
+                    plan=LoggedPlan.of(plan),
+                ),
+                key,
+                agent_id=lineage_id,
+                **refs,
+            )
+        ]
+        if standing is not None:
+            events.append(_standing(standing, version, f"{key}:wishes", refs, lineage_id))
+        self._write(events)

@@ -134,8 +134,10 @@ class EvolutionView(LineageView):
         if not versions:
             raise KeyError(f"lineage {lineage_id} is not in the store")
         records = {r.to_version: r for r in self.evolution_records(lineage_id)}
-        known: dict[str, SegmentProvenance] = {}
-        ever: dict[str, SegmentProvenance] = {}  # where each segment first appeared
+        # a branch starts from its parent version's provenance: each segment keeps the version
+        # and lineage that introduced it, across the branch
+        known = self._inherited(lineage_id)
+        ever = dict(known)  # where each segment first appeared
         for row in versions:
             if version is not None and row.version > version:
                 break
@@ -210,6 +212,19 @@ class EvolutionView(LineageView):
                 ever.setdefault((part, name, value), current[(part, name)])
             known = current
         return rows + list(known.values())
+
+    def _inherited(self, lineage_id: str) -> dict[str, SegmentProvenance]:
+        """A branch's parent version's provenance, each segment naming the lineage it came
+        from; empty for a lineage that is no branch."""
+        origin = self.branch_origin(lineage_id)
+        if origin is None:
+            return {}
+        parent = self.lineage(origin.parent_lineage_id)
+        label = parent.label if parent else origin.parent_lineage_id
+        return {
+            p.segment: p if p.lineage_label else p.model_copy(update={"lineage_label": label})
+            for p in self.prompt_provenance(origin.parent_lineage_id, origin.parent_version)
+        }
 
     def _rebuilt_from(self, record: EvolutionRecordRow | None) -> int | None:
         """The version a correction was rebuilt from: the one whose output the corrected

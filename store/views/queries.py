@@ -11,9 +11,11 @@ from store.views.feedback_view import FeedbackView
 from store.views.lineage_view import LineageView
 from store.views.log_view import LogView
 from store.views.rollout_view import RolloutView
+from store.views.selection_view import SelectionView
 
 
 class StoreQueries(
+    SelectionView,
     FeedbackView,
     CorrectionView,
     EvolutionView,
@@ -24,4 +26,5 @@ class StoreQueries(
     CheckView,
 ):
     """Lineages and agent versions, rollouts and attempts, feedback and its corrections,
-    evolutions, Lightning datasets and the log, over one read engine and one payload cache."""
+    evolutions, selection across lineages, Lightning datasets and the log, over one read engine
+    and one payload cache."""

@@ -19,9 +19,13 @@ from domain.events import (
     DirectiveAdded,
     Event,
     EvolutionJudged,
+    InputsSet,
+    LineageBranched,
     LineageLocked,
+    LineagePromoted,
     LineageUnlocked,
     SpansRecorded,
+    WishesStanding,
 )
 from domain.trainer import describe_change, verdict_line
 from store.backends.database import write_transaction
@@ -132,6 +136,16 @@ def _summary(event: Event | None, scored: dict[str, int | None] | None = None) -
             return json.dumps(shown)
         case AttemptFailed():
             return event.error[:120]
+        case LineageBranched():
+            return f"branched from {event.parent_lineage_id} v{event.parent_version}"
+        case LineagePromoted():
+            over = ", ".join(event.competing_lineage_ids) or "no other lineage"
+            return f"v{event.version} promoted: the session's champion, over {over}"
+        case InputsSet():
+            return f"{len(event.input_hashes)} inputs"
+        case WishesStanding():
+            wishes = ", ".join(w.family for w in event.wishes) or "none"
+            return f"v{event.version} checked against: {wishes}"
     return ""
 
 
