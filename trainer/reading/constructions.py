@@ -1,23 +1,14 @@
-"""The construction layer: each mention of a family gets a role from the construction it sits
-in, before any wish is chosen.
+"""The construction layer: each mention of a family ("a table", "the chatty voice") gets a role
+from the construction it sits in, before any wish is chosen: *wanted*, *rejected* or *kept*.
 
-A *mention* is a cue's words that name a family ("a table", "the chatty voice", "a short
-answer"). Its *role* comes from the words around it, not from the words themselves:
-
-- comparison: "a table would suit this better than bullets", "X beats Y", "X over Y",
-  "I prefer X to Y", "Y is harder to skim than X", "between X and Y, Y wins";
-- substitution: "X instead of Y", "X in place of Y", "replace/swap/switch/turn Y with/for/into X";
+- comparison: "X reads better than Y", "I prefer X to Y", "X over Y", "between X and Y, X";
+- substitution: "X instead of / in place of Y", "replace / swap / switch Y with / for / into X";
 - contrast: "X, not Y", "not Y but X", "Y? No. X.";
-- rejection of one mention: "Y has to go", "lose Y", "Y isn't helping", "Y is the problem";
-- keeping: "keep Y", "Y is fine", "leave Y".
+- rejection: "Y has to go", "lose Y", "Y isn't helping"; keeping: "keep Y", "Y is fine".
 
-Swapping the two families of a construction swaps the reading: nothing here depends on which
-family is named. A sentence naming rival families (a form and another form, a register and its
-opposite, a length and its opposite) whose roles the constructions cannot settle is *not
-understood*: it is said back with a chip for each reading, never guessed. A sentence with no
-rival mentions is left to the reader's frames (``trainer/reading/reader.py``).
-
-The words are data: ``trainer/reading/cues/en/vocabulary/constructions.json``.
+Swapping the two families swaps the reading: nothing here depends on which family is named.
+Rival mentions whose roles no construction settles are *not understood*: said back with a chip
+for each reading, never guessed. The words are data: ``cues/en/vocabulary/constructions.json``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
-"""What a comment does with a change family beyond asking for it, and how much it asks for.
+"""What a comment does with a change family beyond asking for it, and how much it asks for:
 
-- **Take-backs** ("drop the example", "lose the bullets", "die Überschriften wieder entfernen"):
-  a removal word and a family's noun in one sentence (a pronoun after the removal word — "just
-  drop it" — points at the family named earlier in the sentence) is a wish to *remove* what the
-  family put into the agent. A negated removal ("don't drop the table") takes nothing back.
-- **Undo** ("undo that", "go back to how it was"): a take-back of the last change, whatever its
-  families.
-- **Approval in other languages** ("les puces se lisent très vite"): a word of approval and a
-  family's noun in one clause, with no negation, keeps that family (English approval is read by
-  the feedback reader's own frames).
-- **Amounts**: a share of the last output ("about half as long", "cut it to a third"), a count
-  ("exactly one example", "a one-line summary", "three bullets"), or a limit ("under 150
-  words"), attached to the wish read in the same clause.
+- **take-backs** ("drop the example", "die Überschriften entfernen"): a removal word and a
+  family's noun (or a pronoun pointing back) remove what the family put in; "don't drop the
+  table" keeps it;
+- **undo** ("undo that", "go back to how it was"): the last change, whatever its families;
+- **approval in other languages** ("les puces se lisent très vite") keeps a family;
+- **preferences in other languages** ("liever alinea's dan opsommingen");
+- **amounts**: a share ("about half as long"), a count ("exactly one example") or a limit.
 
-The vocabulary is data, one file per language in ``trainer/reading/cues/actions/<code>.json``: its
-removal words, undo phrases, approval words, the pronouns that point back, and each family's
-nouns.
+The words are data: ``cues/actions/<code>.json`` per language, and
+``cues/en/vocabulary/amounts.json``.
 """
 
 from __future__ import annotations
