@@ -197,3 +197,20 @@ def test_a_fault_the_rater_owns_or_quotes_changes_nothing(text: str) -> None:
 )
 def test_everyday_wordings_of_one_wish(text: str, wanted: set[tuple[str, str]]) -> None:
     assert {(w.family, w.action) for w in reader.read(text).wishes} == wanted
+
+
+@pytest.mark.parametrize(
+    ("text", "detail"),
+    [
+        ("Close with a short recap in French; the rest stays in English.", "French@summary"),
+        ("The closing summary is still in English, not German.", "German@summary"),
+        ("Answer in Dutch from now on.", "Dutch"),
+    ],
+)
+def test_a_language_asked_of_one_part_is_scoped_to_it(text: str, detail: str) -> None:
+    (wish,) = [w for w in reader.read(text).wishes if w.family == "language"]
+    assert wish.detail == detail
+
+
+def test_praise_that_asks_to_leave_it_alone_asks_for_nothing() -> None:
+    assert reader.read("Brief, clean, the table works. Leave this one alone.").wishes == []

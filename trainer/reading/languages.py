@@ -68,6 +68,7 @@ def wanted_language(text: str) -> str | None:
     lowered = normal.lower()
     wanted: list[str] = []
     described: list[str] = []
+    described_now = False
     native = _may_name_natively(normal) or not normal.isascii()  # "rispondi in italiano, più…"
     names = _names(native)
     for match in _pattern(native).finditer(normal):
@@ -84,6 +85,12 @@ def wanted_language(text: str) -> str | None:
             r"|\bplease\b",
             sentence_start,
         )
+        if _L["described_in"].search(before[-40:]):
+            described_now = True  # "the wrap-up is still in English": what it is now
+            continue
+        if described_now and _L["not_instead"].search(before[-20:]):
+            wanted.append(name)  # "…still in English, not Spanish": Spanish is wanted
+            continue
         if (
             _L["refused_before"].search(before[-40:])
             or _L["cannot_before"].search(before[-60:])

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from domain.answer_parts import scoped
 from domain.change_families import aspect_of, contrary_of, opposite_of
 from trainer.instructions import third_person
 from trainer.reading import (
@@ -373,7 +374,7 @@ def read(text: str, mode: Mode = "comment") -> Reading:
     if mode == "comment":
         _read_whole(text or "", reading)
         _read_tools(text or "", reading)
-    _read_languages(text or "", reading)
+    _read_languages(text or "", reading, mode)
     if mode == "comment" and not (reading.kept or reading.injection):
         _read_other_language(text or "", reading)
     if mode == "comment" and reading.language:
@@ -1156,10 +1157,21 @@ def _read_tools(text: str, reading: Reading) -> None:
     reading.wishes.append(Wish("tool_use", "tool_use", quote, 0.85, detail=detail))
 
 
-def _read_languages(text: str, reading: Reading) -> None:
+def _read_languages(text: str, reading: Reading, mode: Mode) -> None:
     wanted = languages.wanted_language(text)
     if wanted:
-        reading.wishes.append(Wish("language", "language", wanted, 0.9, detail=wanted))
+        # "end with a wrap-up in Spanish": asked of the closing summary only
+        said = [
+            c if len(c.split()) > 3 else s  # "…still in English, not Spanish": the sentence
+            for s in _sentences(text)
+            for c in clauses(s)
+            if wanted.lower() in c.lower()
+        ]
+        summary = mode == "comment" and said and _G["summary_part"].search(said[-1].lower())
+        part = "summary" if summary else None  # (an instruction says its part in its words)
+        reading.wishes.append(
+            Wish("language", "language", wanted, 0.9, detail=scoped(wanted, part))
+        )
         return
     cannot = languages.unreadable_language(text)
     if cannot is None:
