@@ -16,6 +16,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from domain.lineage import LineageInput
 from domain.settings import Settings
+from review import views
+from review.app import templates
 from store import Store
 from store.eventstore import event_log
 from tests.conftest import awaiting, make_spec, wait_for_state
@@ -120,6 +122,13 @@ async def panel_lineage(
         await handle.result()
 
 
+async def card_html(env: WorkflowEnvironment, store: Store, lineage_id: str) -> str:
+    """The lineage's card, rendered as the review page's card fragment renders it."""
+    card = await views.lineage_card(env.client, store, lineage_id)
+    assert card is not None
+    return templates.get_template("_card_body.html").render(card=card)
+
+
 def _logged(store: Store, event_type: str) -> list[dict[str, Any]]:
     with store.engine.connect() as conn:
         return [e.payload for e in event_log.read(conn, event_types=[event_type])]
@@ -145,8 +154,13 @@ async def test_three_raters_change_only_what_a_majority_asks_and_none_opposes(
             ["ana", "bo"],
             ["cy"],
         )
+        card = await card_html(time_skipping_env, store, waiting.lineage_id)
+        assert "2 of 3 scored (cy still to score). So far: ana 3 (shorter, table)" in card
         await handle.signal("score", {"score": 8, "rater": "cy", "wants": ["longer"]})
         state = await wait_for_state(handle, awaiting(2))
+        card = await card_html(time_skipping_env, store, state.lineage_id)
+        assert "0 of 3 scored (ana, bo, cy still to score)" in card
+        assert "disagreement on longer / shorter (ana: shorter; bo: shorter; cy: longer)" in card
     assert state.agent_version == 2
     assert state.disputes == [
         "disagreement on longer / shorter (ana: shorter; bo: shorter; cy: longer): "

@@ -31,7 +31,8 @@ from examples.rlm_documents import REPORTS, document_task
 from rlm.repl import ReplConfig, ReplRunInput
 from services.dev_server import start_in_memory
 from store import Store
-from tests.conftest import awaiting, make_spec, wait_for_state
+from store.eventstore import event_log
+from tests.conftest import awaiting, eventually, make_spec, wait_for_state
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
 from workflows.rlm import RlmReplWorkflow
@@ -68,6 +69,11 @@ def store_story(store: Store) -> dict[str, list[dict[str, object]]]:
     }
 
 
+def _logged(store: Store, event_type: str) -> bool:
+    with store.engine.connect() as conn:
+        return any(event_log.read(conn, event_types=[event_type]))
+
+
 async def lineage_scenario(client: Client, store: Store, task_queue: str) -> WorkflowHistory:
     """Two scored cycles of one single-rater lineage, with rejections, a directive, a
     correction that runs cycle 2 again, a lock and an unlock (the saved history's story)."""
@@ -92,6 +98,7 @@ async def lineage_scenario(client: Client, store: Store, task_queue: str) -> Wor
     )
     await wait_for_state(handle, awaiting(3))
     await handle.signal("unlock", {})
+    await eventually(lambda: _logged(store, "lineage.unlocked"))  # recorded before the stop
     await handle.signal("stop")
     await handle.result()
     return await handle.fetch_history()
