@@ -249,3 +249,25 @@ async def test_a_rater_not_on_the_lineage_is_refused(time_skipping_env, store, s
         with pytest.raises(WorkflowUpdateFailedError) as err:
             await handle.execute_update(LineageWorkflow.submit_score, {"score": 5})
         assert "name yourself" in str(err.value.cause)
+
+
+def test_agreement_acts_on_a_majority_none_opposed():
+    """The rules the step acts on, without Temporal: a refusal (remove:) and an opposite
+    (longer) each put a wish in dispute; a wish one of three asked for is not a majority."""
+    from domain.panel import RaterReading, agree
+
+    agreement = agree(
+        [
+            RaterReading(rater="ana", score=2, wants=["shorter", "table", "warmer"]),
+            RaterReading(rater="bo", score=4, wants=["shorter:half", "table", "remove:example"]),
+            RaterReading(rater="cy", score=9, wants=["longer", "example"]),
+        ]
+    )
+    assert agreement.score == 4.0
+    assert agreement.agreed == ["table"]
+    assert [d.families for d in agreement.disputes] == [["longer", "shorter"], ["example"]]
+    assert [(s.rater, s.want) for s in agreement.disputes[1].said] == [
+        ("bo", "remove:example"),
+        ("cy", "example"),
+    ]
+    assert [(s.rater, s.want) for s in agreement.minority] == [("ana", "warmer")]
