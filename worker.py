@@ -110,6 +110,7 @@ def build_worker(
             feedback.record_directive,
             feedback.record_lock,
             feedback.record_promotion,
+            feedback.record_rater_score,
             trainer.take_cycle_step,
             reading.preview_reading,
             records.record_cycle_step,

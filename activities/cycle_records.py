@@ -58,6 +58,7 @@ class CycleRecordActivities:
             insights=judged.insights if judged else [],
             wants=step.score.wants,
             confirmed=step.score.changes,
+            agreement=decision.agreement,
         )
         kept = _unchanged(step, decision, step.agent).model_copy(
             update={"verdict": judged.verdict if judged else None}

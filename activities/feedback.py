@@ -12,6 +12,7 @@ from domain.lineage import (
     RecordDirectiveInput,
     RecordLockInput,
     RecordPromotionInput,
+    RecordRaterScoreInput,
     RecordRejectionInput,
 )
 from store import Store
@@ -40,6 +41,11 @@ class FeedbackActivities:
     record_rejection = _recording("record_rejection", RecordRejectionInput)
     record_directive = _recording("record_directive", RecordDirectiveInput)
     record_lock = _recording("record_lock", RecordLockInput)
+
+    @activity.defn(name="record_rater_score")
+    def record_rater_score(self, inp: RecordRaterScoreInput) -> None:
+        """One rater's score on an output awaiting several (``options.raters``)."""
+        self.store.recorder.record_rater_score(inp)
 
     @activity.defn(name="record_promotion")
     def record_promotion(self, inp: RecordPromotionInput) -> dict[str, float | None]:

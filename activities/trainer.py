@@ -18,13 +18,14 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.error_classification import failure_reason, is_transient
-from domain import wants
+from domain import panel, wants
 from domain.agent import AgentDefinition, AgentRef
 from domain.checks import CheckResult
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleDecision, CycleStep
 from domain.execution import CUT_OFF, SpanRecord
 from domain.lineage import CycleStepInput
+from domain.panel import Agreement
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
@@ -79,14 +80,17 @@ class TrainerActivities:
         last change, roll back what the comment refuted, train on the comment. Writes
         nothing; ``record_cycle_step`` records what it decided."""
         context: StepContext | None = None
+        agreement: Agreement | None = None
         try:
             context = await asyncio.to_thread(self._context, inp)
+            inp, agreement = self.agreed(inp, context)
             if not inp.train:  # locked: the score judges, nothing evolves
                 memory = self._memory(inp, context)
                 return CycleDecision(
                     judged=cycle_step.judge(memory, inp.score.score, inp.score.comment),
                     attempt_id=context.artifact.attempt_id,
                     summary=f"kept v{inp.agent.version}: the lineage is locked",
+                    agreement=agreement,
                 )
             step = await self.planned(inp, context)
         except Exception as error:
@@ -94,7 +98,7 @@ class TrainerActivities:
                 raise  # the store: retried until it is back
             if _retryable(error) and activity.info().attempt < MODEL_ATTEMPTS:
                 raise  # a model call that may succeed next time
-            return self._failed(inp, context, error)
+            return self._failed(inp, context, error).model_copy(update={"agreement": agreement})
         return CycleDecision(
             judged=step.judged,
             step=step,
@@ -107,6 +111,7 @@ class TrainerActivities:
             ),
             reading=cycle_step.said_back(step),
             wants=wants.wants_of(step.analysis.aspects),
+            agreement=agreement,
         )
 
     async def planned(self, inp: CycleStepInput, context: StepContext | None = None) -> CycleStep:
@@ -117,7 +122,34 @@ class TrainerActivities:
         it confirms (``score.changes``) binds the step to those (``cycle_step.bound``)."""
         if context is None:
             context = await asyncio.to_thread(self._context, inp)
+        inp, _ = self.agreed(inp, context)
         return await self._take(inp, context, self._memory(inp, context))
+
+    def agreed(
+        self, inp: CycleStepInput, context: StepContext
+    ) -> tuple[CycleStepInput, Agreement | None]:
+        """A step on several raters' scores as the one step it is planned as: its score the
+        median, its wants what a majority of them asked for and none opposed (each rater's
+        confirmed reading, or their comment read by the rules), no plan bound (each rater
+        confirmed their own). Unchanged for one rater."""
+        if not inp.panel:
+            return inp, None
+        readings = []
+        for said in panel.latest(inp.panel):
+            read_as = said.wants
+            if read_as is None:
+                alone = inp.score.model_copy(
+                    update={"score": said.score, "comment": said.comment, "wants": None}
+                )
+                memory = self._memory(inp.model_copy(update={"score": alone}), context)
+                reading = cycle_step.rules_reading(memory, said.score, said.comment, context.spans)
+                read_as = wants.wants_of(reading.aspects)
+            readings.append(panel.RaterReading(rater=said.rater, score=said.score, wants=read_as))
+        agreement = panel.agree(readings)
+        score = inp.score.model_copy(
+            update={"score": agreement.score, "wants": agreement.agreed, "changes": None}
+        )
+        return inp.model_copy(update={"score": score, "panel": None}), agreement
 
     def _memory(self, inp: CycleStepInput, context: StepContext) -> LineageMemory:
         return LineageMemory(

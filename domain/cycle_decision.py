@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from domain.agent import AgentDefinition
 from domain.checks import ActiveWish
+from domain.panel import Agreement
 from domain.trainer import (
     ROLLBACK_REASON,
     CreditAssignment,
@@ -60,3 +61,4 @@ class CycleDecision(BaseModel):
     reading: str | None = None  # how the comment was read, said back to the rater
     wants: list[str] = Field(default_factory=list)  # that reading as wants (domain.wants)
     training_error: str | None = None
+    agreement: Agreement | None = None  # several raters: what they agreed on, and did not

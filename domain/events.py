@@ -492,6 +492,63 @@ class ArtifactScored(Event):
     rater: str | None = None
 
 
+class RaterScored(Event):
+    """One rater's score on an output of a lineage with several raters, as it arrives: the
+    score, the comment, the reading the rater confirmed (``wants``, with the plan's ``changes``
+    keys) and the rater's earlier score on the same output it supersedes. The cycle's own
+    evaluation (``artifact.scored``) comes when the cycle goes on."""
+
+    event_type = "rater.scored"
+    evaluation_id: str
+    rollout_id: str
+    cycle: int
+    agent_version: int
+    rater: str
+    score: float
+    comment: str | None = None
+    wants: list[str] | None = None
+    changes: list[str] | None = None
+    supersedes: str | None = None
+
+
+class PanelVoice(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    rater: str
+    score: float
+    wants: list[str] = Field(default_factory=list)
+
+
+class PanelSaid(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    rater: str
+    want: str
+
+
+class PanelDispute(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    families: list[str]
+    said: list[PanelSaid] = Field(default_factory=list)
+
+
+class RatersAgreed(Event):
+    """What the raters of one output agreed on as the cycle went on: each rater's latest score
+    and reading, the cycle's score (their median), the wants the step acted on, and the
+    wishes in dispute with who said what (acted on by none)."""
+
+    event_type = "raters.agreed"
+    evaluation_id: str  # the cycle's evaluation (``artifact.scored``)
+    cycle: int
+    agent_version: int
+    score: float
+    voices: list[PanelVoice] = Field(default_factory=list)
+    agreed: list[str] = Field(default_factory=list)
+    disputes: list[PanelDispute] = Field(default_factory=list)
+    minority: list[PanelSaid] = Field(default_factory=list)
+
+
 class ComparedArtifact(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
 
@@ -642,6 +699,8 @@ EVENT_CLASSES: dict[str, type[Event]] = {
         OutputChecked,
         ArtifactScored,
         PlanConfirmed,
+        RaterScored,
+        RatersAgreed,
         ArtifactsCompared,
         FeedbackRejected,
         ReadingCorrected,

@@ -263,6 +263,8 @@ class ScoreAccepted(BaseModel):
     # the score's id, given with its reading: a correction of that reading names it
     evaluation_id: str | None = None
     output_id: str | None = None  # the output it judged
+    # several raters (options.raters): how far the output's scoring is ("2 of 3 scored")
+    scores_progress: str | None = None
 
 
 def explain(exc: ValidationError) -> str:

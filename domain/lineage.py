@@ -11,6 +11,7 @@ from domain.agent import AgentDefinition, AgentRef
 from domain.checks import ActiveWish, CheckResult
 from domain.content_hash import canonical_json
 from domain.feedback import CorrectionTaken, ScoreInput
+from domain.panel import RaterScore
 from domain.spec import LineageOptions, SessionDocument
 from domain.trainer import EvolutionOutcome
 
@@ -155,6 +156,12 @@ class CarriedState(BaseModel):
     last_rejection: str | None = None
     recent_rejections: list[str] = Field(default_factory=list)  # the last few, oldest first
     last_error: str | None = None
+    # Several raters (options.raters): each rater's latest score on the output awaiting
+    # scores (at most one per rater, 20 raters: their earlier scores are in the store), how
+    # far the scoring is, and the disagreements the last step said back
+    rater_scores: list[RaterScore] = Field(default_factory=list)
+    scores_progress: str | None = None
+    disputes: list[str] = Field(default_factory=list)
 
 
 class BranchOrigin(BaseModel):
@@ -231,6 +238,14 @@ class LineageState(BaseModel):
     trainer_model: str = ""
     # the lineage's options: a branch of it starts with the same
     options: LineageOptions = Field(default_factory=LineageOptions)
+    # Several raters: who has scored the output awaiting scores, who is still to score, the
+    # line that says so ("2 of 3 scored (cy still to score)"), what each has said so far, and
+    # the disagreements the last step acted on none of (with who said what)
+    scored_by: list[str] = Field(default_factory=list)
+    still_to_score: list[str] = Field(default_factory=list)
+    scores_progress: str | None = None
+    rater_scores: list[RaterScore] = Field(default_factory=list)
+    disputes: list[str] = Field(default_factory=list)
 
 
 class LineageResult(BaseModel):
@@ -369,6 +384,19 @@ class CycleStepInput(BaseModel):
     # A correction of this step's reading, taken again: the version the lineage runs now, which
     # the version it makes follows (None: the step as the score first set it off)
     corrects: int | None = None
+    # Several raters: each one's latest score on the output; the step acts on what they
+    # agree on (domain/panel.py), ``score`` holding their median and their comments
+    panel: list[RaterScore] | None = None
+
+
+class RecordRaterScoreInput(BaseModel):
+    session_id: str
+    lineage_id: str
+    artifact_id: str
+    rollout_id: str
+    cycle: int
+    agent_version: int
+    score: RaterScore
 
 
 class CycleStepResult(BaseModel):

@@ -5,19 +5,21 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import (
     BaseModel,
     Field,
     PrivateAttr,
+    StringConstraints,
     ValidationError,
     field_validator,
     model_validator,
 )
 
 from domain.agent import AgentDefinition, CamelModel
+from domain.panel import Panel
 
 _ID = r"^[a-z0-9][a-z0-9-]{0,62}$"
 
@@ -26,6 +28,8 @@ BUILT_IN_TOOLS = ("calculator", "search_documents", "read_document")
 MAX_INPUT_CHARS = 20_000
 MAX_DOCUMENT_BYTES = 512 * 1024
 MAX_DOCUMENTS_BYTES = 1024 * 1024  # they travel in the first run's workflow input
+MAX_RATERS = 20
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 
 class SessionDocument(BaseModel):
@@ -57,6 +61,67 @@ class LineageOptions(CamelModel):
     # An output that fails a check of the reviewer's active wishes gets this many revisions in
     # the same cycle (0: none); the output shown for scoring passes the most checks
     revision_attempts: int = Field(default=1, ge=0, le=3)
+    # Several raters (domain/panel.py): the names expected, or how many of any name; the
+    # fewest scores the cycle may go on with (default: all of them); and how long the output
+    # waits for every rater (seconds, or "90s", "30m", "2h", "1d") before it goes on with the
+    # quorum. None of them: one rater, as a lineage has always had.
+    raters: (
+        list[Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]]
+        | int
+        | None
+    ) = None
+    quorum: int | None = Field(default=None, ge=1, le=MAX_RATERS)
+    score_window: float | None = Field(default=None, gt=0, le=366 * 86_400)
+
+    @field_validator("raters")
+    @classmethod
+    def _raters_named_once(cls, raters: list[str] | int | None) -> list[str] | int | None:
+        if isinstance(raters, int) and not 1 <= raters <= MAX_RATERS:
+            raise ValueError(f"a count of raters is 1 to {MAX_RATERS}, got {raters}")
+        if isinstance(raters, list):
+            if not 1 <= len(raters) <= MAX_RATERS:
+                raise ValueError(f"name 1 to {MAX_RATERS} raters, got {len(raters)}")
+            folded = [r.casefold() for r in raters]
+            repeated = sorted({r for r in raters if folded.count(r.casefold()) > 1})
+            if repeated:
+                raise ValueError(f"raters named twice: {', '.join(repeated)}")
+        return raters
+
+    @field_validator("score_window", mode="before")
+    @classmethod
+    def _window_seconds(cls, window: object) -> object:
+        if isinstance(window, str):
+            match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", window)
+            if match is None:
+                raise ValueError(
+                    f"scoreWindow: {window!r} is not a duration; seconds, or 90s, 30m, 2h, 1d"
+                )
+            return float(match[1]) * _UNITS[match[2] or "s"]
+        return window
+
+    @model_validator(mode="after")
+    def _quorum_fits(self) -> LineageOptions:
+        if self.raters is None:
+            if self.quorum is not None or self.score_window is not None:
+                raise ValueError("quorum and scoreWindow need raters (names, or a count)")
+            return self
+        size = self.raters if isinstance(self.raters, int) else len(self.raters)
+        if self.quorum is not None and self.quorum > size:
+            raise ValueError(f"quorum {self.quorum} is more than the {size} raters")
+        return self
+
+    def panel(self) -> Panel | None:
+        """The lineage's raters, or None: one rater, as before."""
+        if self.raters is None:
+            return None
+        names = [] if isinstance(self.raters, int) else list(self.raters)
+        size = self.raters if isinstance(self.raters, int) else len(names)
+        return Panel(
+            names=names,
+            size=size,
+            quorum=self.quorum or size,
+            window_seconds=self.score_window,
+        )
 
 
 class LineageSpec(CamelModel):

@@ -49,6 +49,8 @@ class InboxItem:
     question: str  # the cycle's input: what the output answers (it changes every cycle)
     output_id: str = ""  # its rollout's id: a score naming it lands on this output or none
     checks: OutputChecks | None = None  # against the reviewer's active wishes
+    # several raters: "2 of 3 scored (cy still to score)" (empty for a lineage with one)
+    scores_progress: str = ""
 
 
 @dataclass
@@ -80,6 +82,11 @@ async def inbox(client: Client, store: Store, session: str | None = None) -> Inb
         checks = await asyncio.to_thread(store.queries.output_checks_of, lineage.id, artifact.id)
         text = await asyncio.to_thread(store.queries.payload, artifact.content_hash)
         question = await asyncio.to_thread(store.queries.rollout_input, artifact.rollout_id)
+        # several raters: how far the output's scoring is (the lineage's `state` says)
+        state = await _state(client, f"lineage-{lineage.id}")
+        progress = ""
+        if state is not None and state.cycle == artifact.cycle:
+            progress = state.scores_progress or ""
         items.append(
             InboxItem(
                 lineage_id=lineage.id,
@@ -91,6 +98,7 @@ async def inbox(client: Client, store: Store, session: str | None = None) -> Inb
                 question=question or "",
                 output_id=artifact.rollout_id,
                 checks=checks,
+                scores_progress=progress,
             )
         )
     return Inbox(items=items, counts=dict(sorted(counts.items())), session=session)
@@ -204,6 +212,8 @@ async def signatures(client: Client, store: Store, session_id: str) -> str:
                 # a correction that makes nothing new changes only what the card says
                 s.last_reading,
                 s.last_evolution,
+                s.scores_progress,  # several raters: one more has scored
+                s.disputes,
             ]
             if s
             else [row.id]

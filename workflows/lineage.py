@@ -19,15 +19,18 @@ with workflow.unsafe.imports_passed_through():
         RecordCorrectionInput,
         RecordCycleStepInput,
     )
+    from activities.feedback import FeedbackActivities
     from activities.insight_sharing import InsightSharingActivities, ShareOutcomeInput
     from activities.lineage_registry import LineageRegistryActivities
     from activities.trainer import TrainerActivities
+    from domain import panel as raters
     from domain import search_attributes
     from domain.agent import AgentRef
     from domain.checks import MAX_ACTIVE_WISHES, checklist
     from domain.cycle import Cycle
     from domain.cycle_decision import CycleDecision
     from domain.feedback import (
+        MAX_COMMENT_CHARS,
         CorrectionAccepted,
         CorrectionTaken,
         Promoted,
@@ -46,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         LineageStatus,
         QueuedCorrection,
         QueuedScore,
+        RecordRaterScoreInput,
         RegisterLineageInput,
         RolloutFailedInput,
         RunAgentInput,
@@ -56,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         note,
         score_before,
     )
+    from domain.panel import Panel, RaterScore
     from domain.spec import LineageOptions
     from domain.trainer import verdict_line
     from workflows.lineage_inbox import (
@@ -70,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
 # Agent errors that no retry can fix: fail the rollout at once.
 NON_RETRYABLE_AGENT_ERRORS = ["ConstraintViolation", "FlowTemplateError"]
 SCORE_HISTORY_CARRIED = 200
+DISPUTES_SHOWN = 10  # in `state`; every one is in the store (raters.agreed)
 
 # The trainer's step: with the rules engine milliseconds of work over the store (a local
 # activity, retried like a store step); with Claude model calls (an activity on the queue).
@@ -118,6 +124,9 @@ class LineageWorkflow:
         # lineage starts "running") or carried over by continue-as-new, so that a first cycle
         # writes nothing to visibility.
         self._visible_status = workflow.info().typed_search_attributes.get(search_attributes.STATUS)
+        # Started without it (a server with no custom search attributes, such as the
+        # time-skipping test server), the lineage writes none
+        self._visible = self._visible_status is not None
 
     # ---- the story of a lineage ----------------------------------------------------------
 
@@ -136,6 +145,7 @@ class LineageWorkflow:
 
     async def _cycles(self, options: LineageOptions) -> None:
         """Cycle after cycle until stopped or done; continues as new when history grows."""
+        panel = options.panel()  # several raters, or None: one, as before
         while not self._s.stop_requested:
             if options.max_cycles is not None and self._s.cycle >= options.max_cycles:
                 self._set_status("completed")
@@ -152,7 +162,7 @@ class LineageWorkflow:
                 if rollout is None:
                     return  # stopped while the rollout had failed
                 self._show(rollout)
-                sent = await self._await_score()
+                sent = await (self._await_panel(panel) if panel else self._await_score())
                 if sent is None:
                     return  # stopped while waiting
                 if isinstance(sent, QueuedCorrection):
@@ -293,6 +303,103 @@ class LineageWorkflow:
             self._s.output_id = None  # being scored: a second score for it is refused
             return queued
 
+    async def _await_panel(self, panel: Panel) -> QueuedScore | QueuedCorrection | None:
+        """Several raters: each score on the output awaiting them recorded as it comes (a
+        rater's later one superseding theirs) until every rater has scored, or the score
+        window has ended with the quorum met; short of it the cycle keeps waiting and says so.
+        Returns the cycle's score (their median; the step acts on what they agree on)."""
+        s = self._s
+        deadline = None
+        if panel.window_seconds is not None:
+            deadline = workflow.now() + timedelta(seconds=panel.window_seconds)
+        ended = False
+        while True:
+            s.scores_progress = raters.progress(panel, s.rater_scores, ended)
+            if raters.everyone_scored(panel, s.rater_scores) or (
+                ended and raters.quorum_met(panel, s.rater_scores)
+            ):
+                return self._panel_score()
+            self._set_status("awaiting_score")
+            timeout = None
+            if deadline is not None and not ended:
+                timeout = deadline - workflow.now()
+                if timeout <= timedelta(0):
+                    ended = True
+                    continue
+            try:
+                await workflow.wait_condition(
+                    lambda: bool(s.queued_scores or s.queued_corrections) or s.stop_requested,
+                    timeout=timeout,
+                )
+            except TimeoutError:
+                ended = True  # the window has ended: on with the quorum, or wait for it
+                continue
+            if s.stop_requested:
+                return None
+            if s.queued_corrections:
+                return s.queued_corrections.pop(0)
+            queued = s.queued_scores.pop(0)
+            wrong = (
+                raters.expected_rater(panel, queued.score.rater)
+                or wrong_cycle(queued.score, s.cycle)
+                or wrong_output(queued.score, s.output_id, s.cycle)
+            )
+            if wrong is not None:
+                await self._store.reject("score", queued.score.model_dump(), wrong)
+                self._score_done(False, wrong)
+                continue
+            await self._rater_scored(queued.score)
+
+    async def _rater_scored(self, score: ScoreInput) -> None:
+        """One rater's score recorded (a failure the store will not get past leaves it out,
+        and says so in ``state``); their earlier one on this output is superseded."""
+        s = self._s
+        assert self._shown is not None and score.rater is not None
+        rater = score.rater
+        earlier = next((r for r in s.rater_scores if r.rater.casefold() == rater.casefold()), None)
+        supersedes = earlier.evaluation_id if earlier else None
+        sent = {"score": score.model_dump(mode="json"), "supersedes": supersedes}
+        scored = RaterScore(
+            rater=rater,
+            score=score.score,
+            comment=score.comment,
+            wants=score.wants,
+            changes=score.changes,
+            evaluation_id=feedback_key(self._shown.artifact_id, "rater", 1, sent),
+            supersedes=supersedes,
+        )
+        recorded = await self._store.recorded(
+            "score",
+            FeedbackActivities.record_rater_score,
+            RecordRaterScoreInput(
+                session_id=self._inp.session_id,
+                lineage_id=self._inp.lineage_id,
+                artifact_id=self._shown.artifact_id,
+                rollout_id=self._shown.rollout_id,
+                cycle=s.cycle,
+                agent_version=s.agent.version,
+                score=scored,
+            ),
+        )
+        if recorded:
+            s.rater_scores = raters.latest([*s.rater_scores, scored])
+        self._score_done(recorded, None if recorded else s.last_error)
+
+    def _panel_score(self) -> QueuedScore:
+        """The cycle's score from its raters' latest: their median, their comments."""
+        s = self._s
+        said = raters.latest(s.rater_scores)
+        comments = [f"{r.rater}: {r.comment}" for r in said if r.comment]
+        self._inbox.scoring = True
+        s.output_id = None  # gone on: a late score is refused
+        return QueuedScore(
+            score=ScoreInput(
+                score=raters.median(said),
+                comment=cut("\n".join(comments), MAX_COMMENT_CHARS) if comments else None,
+            ),
+            received_via="signal",
+        )
+
     async def _take_score(self, rollout: RunAgentResult, queued: QueuedScore) -> bool:
         """The cycle step: the trainer judges the change that produced this output from what
         the reviewer says of it, rolls back what the comment refuted and trains on the comment
@@ -308,6 +415,8 @@ class LineageWorkflow:
         )
         oneshots = self._s.oneshot_count
         step = self._step_input(rollout, queued.score, evaluation_id)
+        if self._s.rater_scores:
+            step = step.model_copy(update={"panel": list(self._s.rater_scores)})
         if not self._s.locked:
             self._set_status("training")
         try:
@@ -336,6 +445,12 @@ class LineageWorkflow:
             )
         )
         self._s.score_history = self._s.score_history[-SCORE_HISTORY_CARRIED:]
+        if step.panel:  # said back to every rater: what they disagreed on changed nothing
+            agreement = decision.agreement
+            lines = agreement.lines() if agreement else []
+            self._s.disputes = [note(line) for line in lines[:DISPUTES_SHOWN]]
+            self._s.rater_scores = []
+            self._s.scores_progress = None
         self._took(step, taken, oneshots)
         self._s.last_step = step
         return True
@@ -506,6 +621,14 @@ class LineageWorkflow:
         accepted = self._inbox.queue_score(payload)
         if self._status != "awaiting_score" or accepted.cycle != self._s.cycle:
             return accepted  # for an output to come: `state` says how it was read then
+        if self._inp.options.raters is not None:  # several raters: recorded, awaiting others
+            ticket = self._scores_done + 1
+            await workflow.wait_condition(
+                lambda: self._scores_done >= ticket or self._s.stop_requested
+            )
+            if self._score_refused is not None and self._scores_done >= ticket:
+                raise ApplicationError(self._score_refused, type="InvalidScore", non_retryable=True)
+            return accepted.model_copy(update={"scores_progress": self._s.scores_progress})
         # for the output awaiting one, which had none (the inbox refuses a second): next taken
         ticket = self._scores_done + 1
         await workflow.wait_condition(lambda: self._scores_done >= ticket or self._s.stop_requested)
@@ -622,7 +745,16 @@ class LineageWorkflow:
             trainer=self._inp.options.trainer,
             trainer_model=self._inp.options.trainer_model,
             options=self._inp.options,
+            scored_by=[r.rater for r in s.rater_scores],
+            still_to_score=self._still_to_score(),
+            scores_progress=s.scores_progress,
+            rater_scores=s.rater_scores,
+            disputes=s.disputes,
         )
+
+    def _still_to_score(self) -> list[str]:
+        panel = self._inp.options.panel()
+        return raters.still_to_score(panel, self._s.rater_scores) if panel else []
 
     @workflow.query(name="step_input")
     def step_input(self) -> CycleStepInput | None:
@@ -646,7 +778,7 @@ class LineageWorkflow:
         # The search attribute is a visibility write per change: it shows the lifecycle, and
         # the `state` query the phase of the cycle.
         visible = LIFECYCLE_STATUS.get(status, status)
-        if visible != self._visible_status:
+        if self._visible and visible != self._visible_status:
             self._visible_status = visible
             workflow.upsert_search_attributes([search_attributes.STATUS.value_set(visible)])
 

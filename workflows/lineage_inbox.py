@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         RecordPromotionInput,
         note,
     )
+    from domain.panel import Panel, expected_rater
     from domain.refusals import bounded
     from workflows.lineage_store import LineageStopped, LineageStoreSteps
 
@@ -112,6 +113,32 @@ def not_its_turn(score: ScoreInput, at_cycle: int, awaiting: bool, next_cycle: i
         f"cycle: score is for cycle {target}, but the next score this lineage takes is for "
         f"cycle {next_cycle}'s output"
     )
+
+
+def late_or_unexpected(
+    panel: Panel, score: ScoreInput, status: LineageStatus, cycle: int
+) -> str | None:
+    """Why a score cannot count on a lineage with several raters: no rater's name or not one
+    of the raters, or late (its cycle has gone on with the scores it had). Any number of
+    scores may arrive for the output awaiting them: a rater's later one supersedes theirs."""
+    if (unexpected := expected_rater(panel, score.rater)) is not None:
+        return unexpected
+    # the last cycle that has gone on, and the one a score sent now counts for
+    gone_on = cycle if status == "training" else cycle - 1
+    named = score.cycle
+    if named is None and status == "training":
+        named = cycle
+    if named is not None and named <= gone_on:
+        return (
+            f"cycle {named} has gone on with its raters' scores; a late score is refused "
+            f"(score cycle {gone_on + 1}'s output once it shows)"
+        )
+    if named is not None and named > gone_on + 1:
+        return (
+            f"cycle: score is for cycle {named}, but the next output to score is cycle "
+            f"{gone_on + 1}'s"
+        )
+    return None
 
 
 def wrong_output(score: ScoreInput, awaiting: str | None, cycle: int) -> str | None:
@@ -273,6 +300,7 @@ class LineageInbox:
         refused = (
             closed(self._status())
             or queue_full(self._s)
+            or self._panel_refusal(parsed)
             or wrong_output(parsed, self._s.output_id, self._s.cycle)
         )
         if refused is not None:
@@ -428,7 +456,15 @@ class LineageInbox:
         if (wrong := wrong_output(parsed, self._s.output_id, self._s.cycle)) is not None:
             raise _invalid(wrong)
 
+    def _panel_refusal(self, score: ScoreInput) -> str | None:
+        panel = self._inp.options.panel()
+        if panel is None:
+            return None
+        return late_or_unexpected(panel, score, self._status(), self._s.cycle)
+
     def _not_its_turn(self, score: ScoreInput) -> str | None:
+        if self._inp.options.panel() is not None:  # several scores per output
+            return self._panel_refusal(score)
         status = self._status()
         # before its first cycle a run is at the cycle after the one it carries
         at_cycle = self._s.cycle + (1 if status == "starting" else 0)

@@ -21,14 +21,21 @@ from domain.events import (
     LineagePromoted,
     LineageUnlocked,
     LoggedAspectVerdict,
+    PanelDispute,
+    PanelSaid,
+    PanelVoice,
     PlanConfirmed,
+    RatersAgreed,
+    RaterScored,
 )
 from domain.lineage import (
     RecordDirectiveInput,
     RecordLockInput,
     RecordPromotionInput,
+    RecordRaterScoreInput,
     RecordRejectionInput,
 )
+from domain.panel import Agreement
 from domain.trainer import (
     EvolutionOutcome,
     InsightObservation,
@@ -62,6 +69,7 @@ class FeedbackRecords(EventWriter):
         insights: Sequence[InsightObservation] = (),
         wants: list[str] | None = None,
         confirmed: list[str] | None = None,
+        agreement: Agreement | None = None,
     ) -> None:
         """The score, the verdict it gave, what it taught the session, and the plan its rater
         confirmed (``confirmed``: the keys of the changes, sent with ``wants``), if one was."""
@@ -96,6 +104,9 @@ class FeedbackRecords(EventWriter):
                 changes=confirmed,
             )
             events.append(NewEvent.of(plan, evaluation_id, artifact_id=artifact_id, **refs))
+        if agreement is not None:
+            agreed = _agreed(evaluation_id, cycle, agent_version, agreement)
+            events.append(NewEvent.of(agreed, evaluation_id, artifact_id=artifact_id, **refs))
         if outcome is not None:
             evolution_id, result = outcome
             events.append(NewEvent.of(_judged(evolution_id, result), evolution_id, **refs))
@@ -125,6 +136,35 @@ class FeedbackRecords(EventWriter):
                 )
             )
         self._write(events, follow_up=lambda conn: _comparison(conn, session_id, cycle, ts))
+
+    def record_rater_score(self, inp: RecordRaterScoreInput) -> None:
+        """One rater's score on an output awaiting several, as it arrives (appended: a later
+        one from the same rater names the one it supersedes)."""
+        s = inp.score
+        scored = RaterScored(
+            evaluation_id=s.evaluation_id,
+            rollout_id=inp.rollout_id,
+            cycle=inp.cycle,
+            agent_version=inp.agent_version,
+            rater=s.rater,
+            score=s.score,
+            comment=s.comment,
+            wants=s.wants,
+            changes=s.changes,
+            supersedes=s.supersedes,
+        )
+        self._write(
+            [
+                NewEvent.of(
+                    scored,
+                    s.evaluation_id,
+                    artifact_id=inp.artifact_id,
+                    session_id=inp.session_id,
+                    lineage_id=inp.lineage_id,
+                    timestamp=now_ms(),
+                )
+            ]
+        )
 
     def record_judgement(
         self,
@@ -383,4 +423,24 @@ def _judged(evolution_id: str, outcome: EvolutionOutcome) -> EvolutionJudged:
         validated=outcome.hypothesis_validated,
         reason=outcome.reason,
         aspects=[LoggedAspectVerdict.of(a) for a in outcome.aspects],
+    )
+
+
+def _agreed(evaluation_id: str, cycle: int, version: int, agreement: Agreement) -> RatersAgreed:
+    return RatersAgreed(
+        evaluation_id=evaluation_id,
+        cycle=cycle,
+        agent_version=version,
+        score=agreement.score,
+        voices=[
+            PanelVoice(rater=r.rater, score=r.score, wants=r.wants) for r in agreement.readings
+        ],
+        agreed=agreement.agreed,
+        disputes=[
+            PanelDispute(
+                families=d.families, said=[PanelSaid(rater=x.rater, want=x.want) for x in d.said]
+            )
+            for d in agreement.disputes
+        ],
+        minority=[PanelSaid(rater=x.rater, want=x.want) for x in agreement.minority],
     )

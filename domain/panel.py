@@ -1,0 +1,204 @@
+"""Several raters on one lineage (a panel): who is expected, how many may go on, and what the
+step acts on when they have spoken. Pure and deterministic: the workflow decides when a cycle
+goes on with it, and the cycle step what the raters agree on.
+
+The cycle's score is the median of the raters' latest scores. A wish goes into the plan when a
+majority of the raters who scored asked for it and none refused it (``remove:``/``less:`` of
+what others ask to add or have more of, or the reverse) or asked for its opposite
+(``longer`` against ``shorter``). A wish in dispute changes nothing and is said back to every
+rater with who said what. Disagreement is shown, never averaged.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from domain import wants as want_grammar
+from domain.trainer import FeedbackAspect
+
+# an action that moves a family up, or down (a refusal of the other way)
+FOR = ("add", "more", "keep")
+AGAINST = ("remove", "less")
+
+
+class Panel(BaseModel):
+    """A lineage's raters, from its options: the names expected (empty: ``size`` raters of
+    any name), the fewest scores the cycle may go on with, and the window in seconds (None:
+    the cycle waits for every rater)."""
+
+    names: list[str] = Field(default_factory=list)
+    size: int
+    quorum: int
+    window_seconds: float | None = None
+
+
+class RaterScore(BaseModel):
+    """One rater's score on the output awaiting scores: appended as it arrives; a later one
+    from the same rater supersedes it while the cycle waits."""
+
+    rater: str
+    score: float
+    comment: str | None = None
+    wants: list[str] | None = None  # the reading the rater confirmed (None: read the comment)
+    changes: list[str] | None = None  # the plan keys the rater confirmed with it
+    evaluation_id: str  # this score's own id (the output's and what was sent)
+    supersedes: str | None = None  # the rater's earlier score on the same output
+
+
+class Said(BaseModel):
+    rater: str
+    want: str
+
+
+class Dispute(BaseModel):
+    """Wishes the raters disagree on: what each said. The step acts on none of them."""
+
+    families: list[str]  # the families at stake (a family, or it and its opposite)
+    said: list[Said]
+
+    def line(self) -> str:
+        by = "; ".join(f"{s.rater}: {s.want}" for s in self.said)
+        return f"disagreement on {' / '.join(self.families)} ({by}): nothing changed for it"
+
+
+class RaterReading(BaseModel):
+    rater: str
+    score: float
+    wants: list[str]
+
+
+class Agreement(BaseModel):
+    """What the raters who spoke agree on: the cycle's score and the wants the step acts on;
+    the disputes; and the wishes too few asked for."""
+
+    score: float
+    agreed: list[str] = Field(default_factory=list)
+    disputes: list[Dispute] = Field(default_factory=list)
+    minority: list[Said] = Field(default_factory=list)
+    readings: list[RaterReading] = Field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [d.line() for d in self.disputes]
+        raters = len(self.readings)
+        out += [
+            f"{s.rater} asked for {s.want}: not a majority of the {raters} raters, not acted on"
+            for s in self.minority
+        ]
+        return out
+
+
+def latest(scores: Sequence[RaterScore]) -> list[RaterScore]:
+    """Each rater's latest score, in the order the raters first scored."""
+    by: dict[str, RaterScore] = {}
+    for s in scores:
+        by[s.rater.casefold()] = s  # a later score replaces, the rater keeps their place
+    return list(by.values())
+
+
+def scored_by(scores: Sequence[RaterScore]) -> list[str]:
+    return [s.rater for s in latest(scores)]
+
+
+def still_to_score(panel: Panel, scores: Sequence[RaterScore]) -> list[str]:
+    """The named raters who have not scored (none for a panel of any names)."""
+    done = {r.casefold() for r in scored_by(scores)}
+    return [n for n in panel.names if n.casefold() not in done]
+
+
+def everyone_scored(panel: Panel, scores: Sequence[RaterScore]) -> bool:
+    if panel.names:
+        return not still_to_score(panel, scores)
+    return len(latest(scores)) >= panel.size
+
+
+def quorum_met(panel: Panel, scores: Sequence[RaterScore]) -> bool:
+    return len(latest(scores)) >= panel.quorum
+
+
+def progress(panel: Panel, scores: Sequence[RaterScore], window_ended: bool = False) -> str:
+    """ "2 of 3 scored (bo, cy still to score)", and, once the window has ended short of the
+    quorum, that the cycle keeps waiting."""
+    count = len(latest(scores))
+    line = f"{count} of {panel.size} scored"
+    missing = still_to_score(panel, scores)
+    if missing:
+        line += f" ({', '.join(missing)} still to score)"
+    if window_ended and count < panel.quorum:
+        line += (
+            f"; the score window has ended short of the quorum of {panel.quorum}: "
+            "the cycle keeps waiting for more scores"
+        )
+    return line
+
+
+def expected_rater(panel: Panel, rater: str | None) -> str | None:
+    """Why a score cannot count for this panel: no rater's name, or not one of the names."""
+    if rater is None or not rater.strip():
+        return "rater: this lineage has several raters; name yourself (rater)"
+    if panel.names and rater.casefold() not in {n.casefold() for n in panel.names}:
+        return f"rater: {rater} is not one of this lineage's raters ({', '.join(panel.names)})"
+    return None
+
+
+def median(scores: Sequence[RaterScore]) -> float:
+    return float(statistics.median(s.score for s in latest(scores)))
+
+
+def _kind(aspect: FeedbackAspect) -> str:
+    return aspect.want or aspect.aspect
+
+
+def agree(readings: Sequence[RaterReading]) -> Agreement:
+    """What the raters (each once, with the wants they confirmed or their comment was read
+    as) agree on."""
+    speakers = len(readings)
+    # (family, up?) -> [(rater, want)], in the order raters spoke
+    stances: dict[tuple[str, bool], list[Said]] = {}
+    for reading in readings:
+        for want in reading.wants:
+            aspect = want_grammar.parse(want)
+            up = aspect.action not in AGAINST
+            stances.setdefault((_kind(aspect), up), []).append(Said(rater=reading.rater, want=want))
+    agreed: list[str] = []
+    disputes: list[Dispute] = []
+    minority: list[Said] = []
+    disputed: set[tuple[str, bool]] = set()
+    for (family, up), said in stances.items():
+        against = [(family, not up)]
+        if up:
+            against += [(o, True) for o in sorted(want_grammar.opposites(family))]
+        objections = [k for k in against if k in stances]
+        if objections:
+            keys = [(family, up), *objections]
+            if not any(k in disputed for k in keys):
+                disputes.append(
+                    Dispute(
+                        families=sorted({k[0] for k in keys}),
+                        said=[s for k in keys for s in stances[k]],
+                    )
+                )
+            disputed.update(keys)
+            continue
+        raters = {s.rater.casefold() for s in said}
+        if 2 * len(raters) > speakers:
+            agreed.append(_most_said(said))
+        else:
+            minority.extend(said)
+    return Agreement(
+        score=float(statistics.median(r.score for r in readings)) if readings else 0.0,
+        agreed=agreed,
+        disputes=disputes,
+        minority=minority,
+        readings=list(readings),
+    )
+
+
+def _most_said(said: list[Said]) -> str:
+    """The want most raters worded alike (the first said among equals)."""
+    counts: dict[str, int] = {}
+    for s in said:
+        counts[s.want] = counts.get(s.want, 0) + 1
+    return max(counts, key=lambda w: counts[w])

@@ -1,0 +1,273 @@
+"""Several raters per lineage (issue #63): the default single rater unchanged against a
+baseline recorded at commit 3273986, and named raters with a quorum and a score window."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
+
+from domain.lineage import LineageInput
+from domain.settings import Settings
+from review import views
+from review.app import templates
+from store import Store
+from store.eventstore import event_log
+from tests.conftest import awaiting, make_spec, wait_for_state
+from tests.histories.capture import lineage_scenario, store_story
+from worker import build_worker
+from workflows.lineage import LineageWorkflow
+
+DATA = Path(__file__).parent / "data"
+BASELINE = DATA / "lineage-single-rater-3273986.store.json"
+# Event types added after the baseline by other work (the input set as a lineage registers,
+# the wishes a new version stands on): appended alongside, never in place of, the old ones
+ADDED_SINCE_BASELINE = {"lineage.inputs_set", "lineage.wishes_standing"}
+# Values that differ from run to run: clocks, trace ids, and ids hashed from a random session
+VOLATILE = {"startedAt", "durationMs", "traceId", "otelSpanId", "timestamp"}
+HASHED_IDS = {"evaluationId", "evaluation_id", "correctionId"}
+
+
+def _normal(value: Any, session: str) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: ("<hash>" if k in HASHED_IDS else _normal(v, session))
+            for k, v in value.items()
+            if k not in VOLATILE
+        }
+    if isinstance(value, list):
+        return [_normal(v, session) for v in value]
+    if isinstance(value, str):
+        return value.replace(session, "<session>")
+    return value
+
+
+def _without_new_optional_fields(old: Any, new: Any) -> Any:
+    """``new`` less the fields the baseline has not and that hold no value (new optional
+    fields, left at their defaults by a single-rater lineage)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return {
+            k: _without_new_optional_fields(old.get(k), v)
+            for k, v in new.items()
+            if k in old or v not in (None, [], {}, "", False)
+        }
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [_without_new_optional_fields(o, n) for o, n in zip(old, new, strict=True)]
+    return new
+
+
+def _session(story: dict[str, Any]) -> str:
+    created = (e for e in story["events"] if e["type"] == "session.created")
+    return next(created)["payload"]["sessionId"]
+
+
+async def test_a_single_rater_lineage_writes_what_it_wrote_at_3273986(
+    client, store, settings, run_worker
+):
+    """The capture's story (rejections, a directive, a correction that runs cycle 2 again, a
+    lock, a score through the update) on today's code: the same training events in the same
+    order, the same payloads (ids and clocks aside, new optional fields aside) and the same
+    agent versions, content hash for content hash, as recorded at commit 3273986."""
+    baseline = json.loads(BASELINE.read_text())
+    async with run_worker():
+        await lineage_scenario(client, store, settings.task_queue)
+    now = store_story(store)
+    old_session, new_session = _session(baseline), _session(now)
+    old = [_normal(e, old_session) for e in baseline["events"]]
+    new = [_normal(e, new_session) for e in now["events"] if e["type"] not in ADDED_SINCE_BASELINE]
+    assert [e["type"] for e in new] == [e["type"] for e in old]
+    for before, after in zip(old, new, strict=True):
+        assert _without_new_optional_fields(before, after) == before, before["type"]
+    assert now["versions"] == baseline["versions"]
+    assert re.fullmatch(r"s-[0-9a-f]{10}", new_session)
+
+
+# ---- several raters, through Temporal (the window on the time-skipping server) -------------
+
+RATERS = {"raters": ["ana", "bo", "cy"], "quorum": 2, "scoreWindow": "2h"}
+
+
+@contextlib.asynccontextmanager
+async def panel_lineage(
+    env: WorkflowEnvironment, store: Store, settings: Settings, options: dict[str, Any]
+) -> AsyncIterator[WorkflowHandle[Any, Any]]:
+    """A lineage with ``options`` started on ``env`` (without search attributes: the
+    time-skipping server has none), its worker running."""
+    spec = make_spec(options=options)
+    lineage = spec.lineages[0]
+    async with build_worker(env.client, store, settings):
+        handle = await env.client.start_workflow(
+            LineageWorkflow.run,
+            LineageInput(
+                session_id=spec.session_id,
+                session_name=spec.name,
+                lineage_id=spec.lineage_id(lineage.label),
+                label=lineage.label,
+                options=lineage.options,
+                initial_agent=lineage.agent,
+                inputs=spec.inputs,
+            ),
+            id=f"lineage-{spec.lineage_id(lineage.label)}",
+            task_queue=settings.task_queue,
+        )
+        yield handle
+        await handle.signal("stop")
+        await handle.result()
+
+
+async def card_html(env: WorkflowEnvironment, store: Store, lineage_id: str) -> str:
+    """The lineage's card, rendered as the review page's card fragment renders it."""
+    card = await views.lineage_card(env.client, store, lineage_id)
+    assert card is not None
+    return templates.get_template("_card_body.html").render(card=card)
+
+
+def _logged(store: Store, event_type: str) -> list[dict[str, Any]]:
+    with store.engine.connect() as conn:
+        return [e.payload for e in event_log.read(conn, event_types=[event_type])]
+
+
+async def test_three_raters_change_only_what_a_majority_asks_and_none_opposes(
+    time_skipping_env, store, settings
+):
+    """ana and bo ask for shorter, cy for longer: length is in dispute and nothing changes
+    for it, said back with who said what; ana and bo ask for a table and cy says nothing of
+    it: the table is added. Every score is in the store; the cycle's score is the median."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 3, "rater": "ana", "wants": ["shorter", "table"]})
+        accepted = await handle.execute_update(
+            LineageWorkflow.submit_score,
+            {"score": 5, "rater": "bo", "comment": "too long", "wants": ["shorter", "table"]},
+        )
+        assert accepted.scores_progress == "2 of 3 scored (cy still to score)"
+        waiting = await handle.query(LineageWorkflow.state)
+        assert (waiting.status, waiting.scored_by, waiting.still_to_score) == (
+            "awaiting_score",
+            ["ana", "bo"],
+            ["cy"],
+        )
+        card = await card_html(time_skipping_env, store, waiting.lineage_id)
+        assert "2 of 3 scored (cy still to score). So far: ana 3 (shorter, table)" in card
+        await handle.signal("score", {"score": 8, "rater": "cy", "wants": ["longer"]})
+        state = await wait_for_state(handle, awaiting(2))
+        card = await card_html(time_skipping_env, store, state.lineage_id)
+        assert "0 of 3 scored (ana, bo, cy still to score)" in card
+        assert "disagreement on longer / shorter (ana: shorter; bo: shorter; cy: longer)" in card
+    assert state.agent_version == 2
+    assert state.disputes == [
+        "disagreement on longer / shorter (ana: shorter; bo: shorter; cy: longer): "
+        "nothing changed for it"
+    ]
+    assert state.score_history[-1].score == 5.0  # the median of 3, 5 and 8
+    (evolved,) = _logged(store, "agent.evolved")
+    families = {c["want"] for c in evolved["plan"]["changes"]}
+    assert "table" in families and not families & {"shorter", "longer"}
+    assert [(s["rater"], s["score"]) for s in _logged(store, "rater.scored")] == [
+        ("ana", 3.0),
+        ("bo", 5.0),
+        ("cy", 8.0),
+    ]
+    (agreed,) = _logged(store, "raters.agreed")
+    assert agreed["agreed"] == ["table"] and agreed["score"] == 5.0
+    assert agreed["disputes"][0]["families"] == ["longer", "shorter"]
+
+
+async def test_a_raters_second_score_supersedes_the_first(time_skipping_env, store, settings):
+    """bo scores twice while the cycle waits: both are kept, the second names the first, and
+    the second is the one that counts."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 2, "rater": "bo", "wants": ["longer"]})
+        await handle.signal("score", {"score": 6, "rater": "bo", "wants": ["table"]})
+        await wait_for_state(handle, lambda s: s.rater_scores and s.rater_scores[0].score == 6)
+        await handle.signal("score", {"score": 4, "rater": "ana", "wants": ["table"]})
+        await handle.signal("score", {"score": 9, "rater": "cy"})
+        state = await wait_for_state(handle, awaiting(2))
+        late = await handle.signal("score", {"score": 1, "rater": "ana", "cycle": 1})
+        assert late is None
+        refused = await wait_for_state(handle, lambda s: s.rejected_feedback == 1)
+    first, second = _logged(store, "rater.scored")[:2]
+    assert (first["score"], second["score"], second["supersedes"]) == (
+        2.0,
+        6.0,
+        first["evaluationId"],
+    )
+    (agreed,) = _logged(store, "raters.agreed")
+    assert {v["rater"]: v["score"] for v in agreed["voices"]} == {"bo": 6.0, "ana": 4.0, "cy": 9.0}
+    assert agreed["agreed"] == ["table"] and agreed["disputes"] == []
+    assert state.score_history[-1].score == 6.0
+    assert "cycle 1 has gone on" in (refused.last_rejection or "")
+
+
+async def test_at_the_windows_end_two_scores_go_on_and_one_keeps_waiting(
+    time_skipping_env, store, settings
+):
+    """Quorum 2 of 3: with one score the window's end leaves the cycle waiting, and `state`
+    says so; a second score then lets it go on at once."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 4, "rater": "ana", "wants": ["table"]})
+        await wait_for_state(handle, lambda s: s.scored_by == ["ana"])
+        await time_skipping_env.sleep(3 * 3600)
+        waiting = await wait_for_state(
+            handle, lambda s: "window has ended" in (s.scores_progress or "")
+        )
+        assert waiting.status == "awaiting_score" and waiting.cycle == 1
+        assert waiting.scores_progress.startswith("1 of 3 scored (bo, cy still to score)")
+        await handle.signal("score", {"score": 6, "rater": "bo"})
+        state = await wait_for_state(handle, awaiting(2))
+    assert state.score_history[-1].score == 5.0
+    assert len(_logged(store, "rater.scored")) == 2
+
+
+async def test_two_scores_go_on_when_the_window_ends(time_skipping_env, store, settings):
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 4, "rater": "ana", "wants": ["table"]})
+        await handle.signal("score", {"score": 8, "rater": "cy", "wants": ["table"]})
+        await wait_for_state(handle, lambda s: len(s.scored_by) == 2)
+        assert (await handle.query(LineageWorkflow.state)).cycle == 1  # bo may still score
+        await time_skipping_env.sleep(3 * 3600)
+        state = await wait_for_state(handle, awaiting(2))
+    assert state.score_history[-1].score == 6.0 and state.agent_version == 2
+
+
+async def test_a_rater_not_on_the_lineage_is_refused(time_skipping_env, store, settings):
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        with pytest.raises(WorkflowUpdateFailedError) as err:
+            await handle.execute_update(LineageWorkflow.submit_score, {"score": 5, "rater": "dan"})
+        assert "dan is not one of this lineage's raters (ana, bo, cy)" in str(err.value.cause)
+        with pytest.raises(WorkflowUpdateFailedError) as err:
+            await handle.execute_update(LineageWorkflow.submit_score, {"score": 5})
+        assert "name yourself" in str(err.value.cause)
+
+
+def test_agreement_acts_on_a_majority_none_opposed():
+    """The rules the step acts on, without Temporal: a refusal (remove:) and an opposite
+    (longer) each put a wish in dispute; a wish one of three asked for is not a majority."""
+    from domain.panel import RaterReading, agree
+
+    agreement = agree(
+        [
+            RaterReading(rater="ana", score=2, wants=["shorter", "table", "warmer"]),
+            RaterReading(rater="bo", score=4, wants=["shorter:half", "table", "remove:example"]),
+            RaterReading(rater="cy", score=9, wants=["longer", "example"]),
+        ]
+    )
+    assert agreement.score == 4.0
+    assert agreement.agreed == ["table"]
+    assert [d.families for d in agreement.disputes] == [["longer", "shorter"], ["example"]]
+    assert [(s.rater, s.want) for s in agreement.disputes[1].said] == [
+        ("bo", "remove:example"),
+        ("cy", "example"),
+    ]
+    assert [(s.rater, s.want) for s in agreement.minority] == [("ana", "warmer")]
