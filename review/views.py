@@ -20,6 +20,7 @@ from client import session_versions
 from domain import search_attributes
 from domain.agent import AgentRef
 from domain.checks import OutputChecks
+from domain.events import RaterScored
 from domain.execution import CUT_OFF, preview_of
 from domain.lineage import LineageState
 from domain.selection import FrontRow
@@ -82,8 +83,10 @@ async def inbox(client: Client, store: Store, session: str | None = None) -> Inb
         checks = await asyncio.to_thread(store.queries.output_checks_of, lineage.id, artifact.id)
         text = await asyncio.to_thread(store.queries.payload, artifact.content_hash)
         question = await asyncio.to_thread(store.queries.rollout_input, artifact.rollout_id)
-        # several raters: how far the output's scoring is (the lineage's `state` says)
-        state = await _state(client, f"lineage-{lineage.id}")
+        # several raters: how far the output's scoring is (the lineage's `state` says); only a
+        # lineage the store holds raters' scores of is asked, so the inbox needs no worker
+        rated = await asyncio.to_thread(store.queries.lineage_events, lineage.id, RaterScored)
+        state = await _state(client, f"lineage-{lineage.id}") if rated else None
         progress = ""
         if state is not None and state.cycle == artifact.cycle:
             progress = state.scores_progress or ""
