@@ -12,6 +12,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
+from traceback import format_exception
 from typing import Any
 from unittest import mock
 
@@ -27,7 +28,7 @@ from typer.testing import CliRunner
 from domain.lineage import LineageState
 from domain.settings import Settings
 from domain.spec import SessionSpec, parse_spec
-from services import training_data
+from services import command_line, training_data
 from services.dev_server import start_in_memory, temporal_binary
 from store import Store
 from tests.store_backends import database_url
@@ -256,7 +257,7 @@ def training_data_app(
     ``training_data_cli`` runs it but without a new interpreter importing the app (seconds of
     CPU each): for tests about what a command does, not about the process. The environment
     holds ``env`` and none of this process's TRAINING_CAMP_ variables; the stores the command
-    opens are closed after it."""
+    opens are closed after it; it ends as the process would (an error: exit code 1)."""
     opened: list[Store] = []
 
     def store(database_url: str | None) -> Store:
@@ -279,9 +280,14 @@ def training_data_app(
         finally:
             for opened_store in opened:
                 opened_store.close()
+    code, stderr = result.exit_code, result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+        # as the process ends (services/command_line.py): exit code 1, and on stderr one line
+        # for an operator's mistake, else the traceback
+        line = command_line.operator_error(result.exception)
+        code = 1
+        stderr += f"error: {line}\n" if line else "".join(format_exception(result.exception))
+    return subprocess.CompletedProcess(list(args), code, result.stdout, stderr)
 
 
 def starter_cli(*args: str, temporal_address: str, database_url: str, columns: int = 250) -> str:
