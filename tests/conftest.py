@@ -12,18 +12,23 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
+from traceback import format_exception
 from typing import Any
+from unittest import mock
 
 import pytest
+from rich.console import Console
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Interceptor
+from typer.testing import CliRunner
 
 from domain.lineage import LineageState
 from domain.settings import Settings
 from domain.spec import SessionSpec, parse_spec
+from services import command_line, training_data
 from services.dev_server import start_in_memory, temporal_binary
 from store import Store
 from tests.store_backends import database_url
@@ -259,6 +264,46 @@ def training_data_cli(
         timeout=120,
         env={"PATH": os.environ["PATH"], "COLUMNS": "200", **(env or {})},
     )
+
+
+def training_data_app(
+    *args: str, url: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``training-camp-data …`` run through its Typer app in this process, as
+    ``training_data_cli`` runs it but without a new interpreter importing the app (seconds of
+    CPU each): for tests about what a command does, not about the process. The environment
+    holds ``env`` and none of this process's TRAINING_CAMP_ variables; the stores the command
+    opens are closed after it; it ends as the process would (an error: exit code 1)."""
+    opened: list[Store] = []
+
+    def store(database_url: str | None) -> Store:
+        opened.append(open_store(database_url))
+        return opened[-1]
+
+    open_store = training_data._store
+    environ: dict[str, str | None] = {k: None for k in os.environ if k.startswith("TRAINING_CAMP_")}
+    env = {"COLUMNS": "200", **(env or {})}
+    # the width COLUMNS gives a new process (the app's console is made when it is imported)
+    wide = Console(emoji=False, width=int(env["COLUMNS"]))
+    with (
+        mock.patch.object(training_data, "_store", store),
+        mock.patch.object(training_data, "console", wide),
+    ):
+        try:
+            result = CliRunner().invoke(
+                training_data.app, [*args, "--database-url", url], env={**environ, **env}
+            )
+        finally:
+            for opened_store in opened:
+                opened_store.close()
+    code, stderr = result.exit_code, result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        # as the process ends (services/command_line.py): exit code 1, and on stderr one line
+        # for an operator's mistake, else the traceback
+        line = command_line.operator_error(result.exception)
+        code = 1
+        stderr += f"error: {line}\n" if line else "".join(format_exception(result.exception))
+    return subprocess.CompletedProcess(list(args), code, result.stdout, stderr)
 
 
 def starter_cli(*args: str, temporal_address: str, database_url: str, columns: int = 250) -> str:

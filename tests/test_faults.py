@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from typing import Any
 
 from pydantic import SecretStr
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from client import start_session
 from domain.settings import Settings
@@ -172,16 +175,26 @@ async def test_the_database_unreachable_for_a_while_loses_and_duplicates_nothing
         store = Store.open(url)
         pg = settings.model_copy(update={"database_url": url})
         spec = make_spec()
-        async with build_worker(client, store, pg):
+        attempts = ActivityAttempts()
+        async with build_worker(client, store, pg, interceptors=[attempts]):
             (handle,) = await start_session(client, spec, task_queue)
             await wait_for_state(handle, awaiting(1))
+            before = len(attempts.seen)
             outage.begin()
             await handle.signal("score", {"score": 3, "comment": "too long"})
-            await asyncio.sleep(3)  # record_score keeps failing, and retrying
-            state = await handle.query(LineageWorkflow.state)
-            assert state.cycle == 1 and state.agent_version == 1
+            # the step taking the score fails, and is tried again
+            await eventually(lambda: len(attempts.seen) > before + 1, timeout=30)
+            during = attempts.seen[before:]
             outage.end()
-            state = await wait_for_state(handle, awaiting(2), timeout=90)
+            await wait_for_state(handle, awaiting(2), timeout=90)
+        # while the database was away, that step alone ran: it failed each time, nothing went on
+        steps = {name for name, _, _ in during}
+        assert len(steps) == 1, during
+        (step,) = steps
+        assert [(attempt, ok) for _, attempt, ok in during] == [
+            (n, False) for n in range(1, len(during) + 1)
+        ]
+        assert (step, len(during) + 1, True) in attempts.seen  # then it went through
         lineage = spec.lineage_id("A")
         assert [e.score for e in store.queries.evaluations(lineage)] == [3]
         assert len(store.queries.evolution_records(lineage)) == 1
@@ -189,6 +202,29 @@ async def test_the_database_unreachable_for_a_while_loses_and_duplicates_nothing
         assert len(ids) == len(set(ids))
         assert rebuild_and_verify(store.engine).identical
         store.close()
+
+
+class ActivityAttempts(Interceptor):
+    """Every activity attempt a worker finishes, local or not: (type, attempt, succeeded)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int, bool]] = []
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        seen = self.seen
+
+        class Record(ActivityInboundInterceptor):
+            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+                info = activity.info()
+                try:
+                    result = await self.next.execute_activity(input)
+                except BaseException:
+                    seen.append((info.activity_type, info.attempt, False))
+                    raise
+                seen.append((info.activity_type, info.attempt, True))
+                return result
+
+        return Record(next)
 
 
 async def test_two_workers_racing_on_the_same_lineages(client, store, settings, temporal_address):

@@ -392,8 +392,8 @@ async def test_a_client_killed_while_holding_a_task_leaves_it_to_another_client_
     client, store, settings, run_worker, temporal_address
 ):
     """A client process dies (SIGKILL) while its agent runs a task. Its heartbeats stop, the
-    activity's heartbeat timeout (30 s by default) ends that attempt, and another client runs
-    the task: once, its rollout stored once."""
+    activity's heartbeat timeout (30 s by default; 5 s here, not to wait it out) ends that
+    attempt, and another client runs the task: once, its rollout stored once."""
     queue = f"rollouts-{uuid.uuid4().hex[:8]}"
     holder = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -415,7 +415,9 @@ async def test_a_client_killed_while_holding_a_task_leaves_it_to_another_client_
     try:
         assert await asyncio.wait_for(holder.stdout.readline(), 60) == b"ready\n"
         async with run_worker():
-            server = await started_server(client, store, settings, queue, "held")
+            server = await started_server(
+                client, store, settings, queue, "held", heartbeat_timeout=5
+            )
             rollout_id = await server.queue_task({"n": 7})
             line = await asyncio.wait_for(holder.stdout.readline(), 60)
             assert line == b"holding 7\n"

@@ -51,7 +51,7 @@ from domain.wants import MAX_WANT_CHARS, MAX_WANTS
 from rlm.repl import ReplConfig, ReplMessage, ReplRunInput, ReplRunResult
 from rlm.sandbox import MAX_TRANSCRIPT_BYTES, CellLimits, run_cell
 from store.tables import RolloutRow
-from tests.conftest import awaiting, make_spec, wait_for_state
+from tests.conftest import awaiting, eventually, make_spec, wait_for_state
 from tests.fake_messages_api import FakeMessagesAPI, text_message
 from tests.test_faults import claude_settings
 from tests.test_lightning import started_server
@@ -225,20 +225,22 @@ async def test_scores_past_the_queue_bound_are_refused_with_the_reason(
     """550 scores with 4,000-character comments (2.2 MB) reach a lineage whose rollout failed
     (so none is taken): 25 queue, the signals past them are recorded as rejected with the
     reason, an update is refused with it; after `retry` the lineage takes the queued ones
-    cycle after cycle, continuing as new with them."""
+    cycle after cycle, continuing as new with them. Once it has taken three, its model fails
+    again: the rest stay queued, in the new run (taking all 25 would take 25 cycles)."""
     calls = 0
+    failing = False
 
     def model(body: dict) -> tuple[int, dict]:
         nonlocal calls
         calls += 1
-        if calls == 1:  # the first rollout fails for good: the lineage waits for `retry`
+        if calls == 1 or failing:  # a rollout that fails for good: the lineage waits for `retry`
             return 400, {
                 "type": "error",
                 "error": {"type": "invalid_request_error", "message": "not now"},
             }
         return 200, text_message("- one\n- two", body["model"])
 
-    spec = make_spec(model=ROOT_MODEL, options={"continueAsNewEvery": 5, "maxAttempts": 1})
+    spec = make_spec(model=ROOT_MODEL, options={"continueAsNewEvery": 2, "maxAttempts": 1})
     lineage = spec.lineage_id("A")
     sent = 550
     comment = ("Way too long, wanted quick bullets. " * 200)[:MAX_COMMENT_CHARS]
@@ -264,15 +266,20 @@ async def test_scores_past_the_queue_bound_are_refused_with_the_reason(
             assert state.rejected_feedback == sent - MAX_QUEUED_SCORES
             assert f"{MAX_QUEUED_SCORES} scores already wait" in state.last_rejection
             await handle.signal("retry")
-            state = await wait_for_state(handle, awaiting(MAX_QUEUED_SCORES + 1), timeout=240)
-            assert state.queued_scores == 0
-            assert [p.cycle for p in state.score_history] == list(range(1, 26))
+            # the store, not `state`: a query waits while the lineage works through its queue
+            await eventually(lambda: len(store.queries.evaluations(lineage)) >= 3, timeout=120)
+            failing = True
+            state = await wait_for_state(handle, lambda s: s.status == "failed", timeout=120)
+            taken = len(state.score_history)
+            assert [p.cycle for p in state.score_history] == list(range(1, taken + 1))
+            assert state.queued_scores == MAX_QUEUED_SCORES - taken  # none lost, none twice
+            assert state.run_cycles < state.cycle  # a run after the first holds them
             assert state.agent_version > 1  # it trained
 
     rejected = store.queries.rejected_feedback(lineage)
     assert len(rejected) == sent - MAX_QUEUED_SCORES
     assert all(r.kind == "score" and "already wait" in r.reason for r in rejected)
-    assert len(store.queries.evaluations(lineage)) == MAX_QUEUED_SCORES
+    assert len(store.queries.evaluations(lineage)) == taken
 
 
 async def test_samples_wait_in_the_store_and_never_cross_temporal(

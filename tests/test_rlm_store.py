@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from store import Store
 from store.rlm_findings.findings import DatabaseFindingsStore
 from store.rlm_findings.shared_findings import DatabaseSharedStore
 from tests.store_backends import database_url
+from tests.store_processes import create_findings, run_together
 
 ROOT = Path(__file__).parent.parent
 
@@ -218,47 +217,35 @@ def test_shared_store(shared):
         a.invalidate("worker_Z_000000", "no such")
 
 
-CREATOR = """
-import sys
-from store import Store
-from store.rlm_findings.shared_findings import DatabaseSharedStore
-store = Store.open(sys.argv[1])
-shared = DatabaseSharedStore(store.engine, "team", store.read_engine)
-for i in range(100):
-    shared.create(sys.argv[2], "evidence", f"finding {i} of {sys.argv[2]}")
-"""
-
-
-def test_ten_concurrent_workers_hundred_creates_each(backend):
+def test_concurrent_workers_lose_and_duplicate_no_create(backend):
+    """Workers creating at the same moment: ten threads of a hundred creates each on the
+    in-memory store; on a database, four processes (as on four machines) of 25 each."""
     _kind, store = backend
+    count = 100 if store is None else 25
+    workers = [f"w{i}" for i in range(10 if store is None else 4)]
     if store is None:
         shared = InMemorySharedStore()
-        threads = [
-            threading.Thread(
-                target=lambda w=f"w{i}": [
-                    shared.create(w, "evidence", f"finding {n}") for n in range(100)
-                ]
-            )
-            for i in range(10)
-        ]
+        barrier = threading.Barrier(len(workers))
+
+        def create(worker: str) -> None:
+            barrier.wait(timeout=60)
+            for n in range(count):
+                shared.create(worker, "evidence", f"finding {n}")
+
+        threads = [threading.Thread(target=create, args=(w,)) for w in workers]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-    else:  # ten processes, as on ten machines
+    else:
         shared = DatabaseSharedStore(store.engine, "team", store.read_engine)
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", CREATOR, str(store.engine.url).replace("***", ""), f"w{i}"],
-                cwd=ROOT,
-            )
-            for i in range(10)
-        ]
-        assert [p.wait(timeout=180) for p in procs] == [0] * 10
+        url = store.engine.url.render_as_string(hide_password=False)
+        run_together(create_findings, url, workers, count)
     events = shared.events_since(0)
-    assert len(events) == 1000  # no lost event
-    assert len({e.seq for e in events}) == 1000
+    total = len(workers) * count
+    assert len(events) == total  # no lost event
+    assert len({e.seq for e in events}) == total
     ids = [e.object_id for e in events]
-    assert len(set(ids)) == 1000  # no id collision
-    assert {i for i in ids if i.startswith("w3_")} == {f"w3_{n:06d}" for n in range(100)}
+    assert len(set(ids)) == total  # no id collision
+    assert {i for i in ids if i.startswith("w3_")} == {f"w3_{n:06d}" for n in range(count)}
     assert shared.rebuilt_view() == shared.live_view()

@@ -11,6 +11,7 @@ import pytest
 from domain.agent import AgentDefinition, AgentParameters
 from store import Store
 from store.eventstore import event_log
+from tests.store_processes import register_lineages, run_together
 from tests.store_story import (
     dump_projections,
     register,
@@ -20,31 +21,10 @@ from tests.store_story import (
 
 pytestmark = pytest.mark.every_backend
 
-WRITER = """
-import sys
-from domain.agent import AgentDefinition, AgentParameters
-from store import Store
-store = Store.open(sys.argv[1])
-agent = AgentDefinition(name="a", system_prompt="Be brief.",
-                        parameters=AgentParameters(model="offline-1"))
-for i in range(25):
-    lineage = f"p{sys.argv[2]}-{i}"
-    store.recorder.register_lineage(session_id="shared", session_name="S", lineage_id=lineage,
-                                    label=str(i), workflow_id=lineage, agent=agent,
-                                    inputs=["the same input for everyone"])
-"""
-
 
 def test_several_processes_write_concurrently(store: Store):
-    import subprocess
-    import sys
-
-    root = Path(__file__).parent.parent
     url = store.engine.url.render_as_string(hide_password=False)
-    procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, url, str(n)], cwd=root) for n in range(4)
-    ]
-    assert [p.wait(timeout=180) for p in procs] == [0] * 4
+    run_together(register_lineages, url, [str(n) for n in range(4)])  # 25 lineages each
     events = store.queries.events()
     assert len(events) == 1 + 4 * 25 * 2  # one session.created, then lineage + agent per lineage
     assert len({e.position for e in events}) == len(events)

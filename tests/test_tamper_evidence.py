@@ -1,7 +1,7 @@
 """The event log is tamper-evident: `verify` finds an edited row, a deleted row, a removed tail
 and an edited payload — on SQLite and PostgreSQL. With a chain key, so does a forger who
 recomputes the chain or moves the head back; and `verify` checks the projections against a
-replay of the log."""
+replay of the log. The commands run in-process (as a process: tests/test_cli_errors.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from store import Store
 from store.eventstore import event_log
 from store.eventstore.chain_keys import ChainKeyError, ChainKeys, key_id
 from store.tables import EventChainHeadRow, LineageRow, PayloadBlob, TrainingEvent
-from tests.conftest import training_data_cli
+from tests.conftest import training_data_app
 
 EVENTS = TrainingEvent.__table__
 
@@ -111,14 +111,14 @@ def test_a_removed_tail_and_an_edited_payload_are_found(store):
 
 def test_the_verify_command(store, backend_url):
     url = backend_url
-    ok = training_data_cli("verify", url=url)
+    ok = training_data_app("verify", url=url)
     assert ok.returncode == 0 and "event log intact" in ok.stdout
     target = positions(store)[1]  # read before the write transaction takes the lock
     with store.engine.begin() as conn:
         conn.execute(
             update(EVENTS).where(EVENTS.c.position == target).values(event_type="artifact.scored")
         )
-    bad = training_data_cli("verify", url=url)
+    bad = training_data_app("verify", url=url)
     assert bad.returncode == 1 and "chain broken" in bad.stdout
     assert EventChainHeadRow  # the head row is what makes a removed tail visible
 
@@ -173,12 +173,12 @@ def test_keys_rotate_and_the_log_is_re_signed(keyed, backend_url):
     assert any("not among the keys given" in p for p in check(rotated, only_new).problems)
 
     env = {"TRAINING_CAMP_CHAIN_KEY": base64.b64encode(NEXT_KEY).decode()}
-    refused = training_data_cli(
+    refused = training_data_app(
         "rekey", url=backend_url, env=env
     )  # the old key is needed to verify first
     assert refused.returncode == 1 and "does not verify" in refused.stdout
     env["TRAINING_CAMP_CHAIN_OLD_KEYS"] = base64.b64encode(KEY).decode()
-    signed = training_data_cli("rekey", url=backend_url, env=env)
+    signed = training_data_app("rekey", url=backend_url, env=env)
     assert signed.returncode == 0, signed.stdout + signed.stderr
     assert check(rotated, only_new).ok
     rotated.close()
@@ -190,9 +190,9 @@ def test_a_store_given_a_key_needs_every_event_signed(store, backend_url):
     assert sum("not signed, though a chain key is set" in p for p in problems) == 7
     assert problems[-1].startswith("the chain head is not sealed")
     env = {"TRAINING_CAMP_CHAIN_KEY": base64.b64encode(KEY).decode()}
-    assert training_data_cli("rekey", url=backend_url, env=env).returncode == 0
+    assert training_data_app("rekey", url=backend_url, env=env).returncode == 0
     assert check(store, keys).ok
-    verified = training_data_cli("verify", url=backend_url, env=env)
+    verified = training_data_app("verify", url=backend_url, env=env)
     assert verified.returncode == 0 and "signed, 7 events" in verified.stdout
 
 
@@ -207,22 +207,22 @@ def test_verify_checks_the_projections_against_a_replay(store, backend_url):
     lineages = LineageRow.__table__
     with store.engine.begin() as conn:
         conn.execute(update(lineages).where(lineages.c.id == "s-1").values(label="edited"))
-    bad = training_data_cli("verify", url=backend_url)
+    bad = training_data_app("verify", url=backend_url)
     assert bad.returncode == 1, bad.stdout
     assert "event log intact" in bad.stdout  # the log itself is fine
     assert "lineages: its rows differ from a replay of the event log" in bad.stdout
     with store.engine.connect() as conn:  # verify reports; it does not repair
         label = conn.execute(select(lineages.c.label).where(lineages.c.id == "s-1")).scalar()
     assert label == "edited"
-    rebuilt = training_data_cli("rebuild", url=backend_url)
+    rebuilt = training_data_app("rebuild", url=backend_url)
     assert (
         rebuilt.returncode == 1 and "NO" in rebuilt.stdout and "nothing was kept" in rebuilt.stdout
     )
     with store.engine.connect() as conn:  # an exit 1 changed nothing
         label = conn.execute(select(lineages.c.label).where(lineages.c.id == "s-1")).scalar()
     assert label == "edited"
-    assert training_data_cli("rebuild", "--force", url=backend_url).returncode == 0
-    assert training_data_cli("verify", url=backend_url).returncode == 0
+    assert training_data_app("rebuild", "--force", url=backend_url).returncode == 0
+    assert training_data_app("verify", url=backend_url).returncode == 0
 
 
 def test_a_tail_removed_with_the_chain_head_is_found(store):
@@ -244,7 +244,7 @@ def test_a_wiped_log_is_found(store, backend_url):
     with store.engine.begin() as conn:
         conn.execute(delete(EventChainHeadRow.__table__))
     assert check(store).ok
-    bad = training_data_cli("verify", "--expect-at-least", str(recorded), url=backend_url)
+    bad = training_data_app("verify", "--expect-at-least", str(recorded), url=backend_url)
     assert bad.returncode == 1 and "cut back or wiped" in bad.stdout
 
 
@@ -259,5 +259,5 @@ def test_an_edited_output_is_found(store, backend_url):
         conn.execute(update(blobs).where(blobs.c.hash == digest).values(content='"edited"'))
     problems = check(store).problems
     assert any(f"payload {digest} was edited" in p for p in problems), problems
-    refused = training_data_cli("rebuild", url=backend_url)
+    refused = training_data_app("rebuild", url=backend_url)
     assert refused.returncode == 1 and "nothing was rebuilt" in refused.stdout

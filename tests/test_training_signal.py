@@ -17,7 +17,7 @@ from store.exports.exporter import FORMATS, ExportFilters, export, split_of
 from store.exports.materializer import Materializer
 from store.tables import ExportRow, PayloadBlob, TrainingExampleRow
 from store.views.time_travel import as_of, history, rebuild_and_verify
-from tests.conftest import awaiting, eventually, make_spec, training_data_cli, wait_for_state
+from tests.conftest import awaiting, eventually, make_spec, training_data_app, wait_for_state
 
 SCORES = {"A": [3, 9, 6], "B": [8, 5, 6]}  # per cycle: B wins 1, A wins 2, a tie in 3
 
@@ -218,11 +218,13 @@ async def test_rebuild_time_travel_and_report(client, store, settings, run_worke
     at_time = as_of(store.engine, lineage, at_ms=first_evolution.timestamp - 1)
     assert at_time.version == 1
 
-    url = str(store.engine.url)
+    url = store.engine.url.render_as_string(hide_password=False)
     store.engine.dispose()
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return training_data_cli(*args, url=url)
+        # the commands as typed, through the app in this process: tests/test_cli_walk.py runs
+        # the command as a process of its own
+        return training_data_app(*args, url=url)
 
     shown = cli("rebuild")
     assert shown.returncode == 0, shown.stdout + shown.stderr
