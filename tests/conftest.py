@@ -18,8 +18,10 @@ from unittest import mock
 
 import pytest
 from rich.console import Console
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TaskQueueType
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Interceptor
@@ -234,6 +236,31 @@ async def spawn_worker(
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
+
+
+async def polled_by(client: Client, task_queue: str, workers: int, timeout: float = 60) -> None:
+    """Wait until ``workers`` workers (identities) poll ``task_queue`` for workflow tasks and
+    for activity tasks: a worker process just spawned spends seconds importing the app, and
+    work started before it polls all goes to the others."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    polls = _polls()
+    kinds = (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
+    while True:
+        seen = []
+        for kind in kinds:
+            described = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace,
+                    task_queue=TaskQueue(name=task_queue),
+                    task_queue_type=kind,
+                )
+            )
+            seen.append({poller.identity for poller in described.pollers})
+        if min(len(identities) for identities in seen) >= workers:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{workers} workers never polled {task_queue}: {seen}")
+        await asyncio.sleep(next(polls))
 
 
 def training_data_cli(
