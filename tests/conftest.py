@@ -13,13 +13,16 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from traceback import format_exception
+from types import ModuleType
 from typing import Any
 from unittest import mock
 
 import pytest
 from rich.console import Console
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TaskQueueType
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Interceptor
@@ -252,6 +255,31 @@ async def spawn_worker(
     )
 
 
+async def polled_by(client: Client, task_queue: str, workers: int, timeout: float = 60) -> None:
+    """Wait until ``workers`` workers (identities) poll ``task_queue`` for workflow tasks and
+    for activity tasks: a worker process just spawned spends seconds importing the app, and
+    work started before it polls all goes to the others."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    polls = _polls()
+    kinds = (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
+    while True:
+        seen = []
+        for kind in kinds:
+            described = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace,
+                    task_queue=TaskQueue(name=task_queue),
+                    task_queue_type=kind,
+                )
+            )
+            seen.append({poller.identity for poller in described.pollers})
+        if min(len(identities) for identities in seen) >= workers:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{workers} workers never polled {task_queue}: {seen}")
+        await asyncio.sleep(next(polls))
+
+
 def training_data_cli(
     *args: str, url: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -266,44 +294,49 @@ def training_data_cli(
     )
 
 
-def training_data_app(
-    *args: str, url: str, env: dict[str, str] | None = None
+def app_in_process(
+    module: ModuleType, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``training-camp-data …`` run through its Typer app in this process, as
-    ``training_data_cli`` runs it but without a new interpreter importing the app (seconds of
-    CPU each): for tests about what a command does, not about the process. The environment
-    holds ``env`` and none of this process's TRAINING_CAMP_ variables; the stores the command
-    opens are closed after it; it ends as the process would (an error: exit code 1)."""
+    """A command (``module.app``, its Typer app) run in this process, as a new process runs
+    it but without a new interpreter importing the whole app (seconds of CPU each): for tests
+    about what a command does, not about the process. The environment holds ``env`` and none
+    of this process's TRAINING_CAMP_ variables; the stores it opens are closed after it; it
+    ends as the process would (services/command_line.py): an error is exit code 1, with one
+    line on stderr for an operator's mistake, else the traceback."""
     opened: list[Store] = []
+    open_store = Store.open
 
-    def store(database_url: str | None) -> Store:
-        opened.append(open_store(database_url))
+    def recorded(*a: Any, **kw: Any) -> Store:
+        opened.append(open_store(*a, **kw))
         return opened[-1]
 
-    open_store = training_data._store
     environ: dict[str, str | None] = {k: None for k in os.environ if k.startswith("TRAINING_CAMP_")}
     env = {"COLUMNS": "200", **(env or {})}
     # the width COLUMNS gives a new process (the app's console is made when it is imported)
     wide = Console(emoji=False, width=int(env["COLUMNS"]))
     with (
-        mock.patch.object(training_data, "_store", store),
-        mock.patch.object(training_data, "console", wide),
+        mock.patch.object(Store, "open", recorded),
+        mock.patch.object(module, "console", wide),
     ):
         try:
-            result = CliRunner().invoke(
-                training_data.app, [*args, "--database-url", url], env={**environ, **env}
-            )
+            result = CliRunner().invoke(module.app, list(args), env={**environ, **env})
         finally:
-            for opened_store in opened:
-                opened_store.close()
+            for store in opened:
+                store.close()
     code, stderr = result.exit_code, result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
-        # as the process ends (services/command_line.py): exit code 1, and on stderr one line
-        # for an operator's mistake, else the traceback
         line = command_line.operator_error(result.exception)
         code = 1
         stderr += f"error: {line}\n" if line else "".join(format_exception(result.exception))
     return subprocess.CompletedProcess(list(args), code, result.stdout, stderr)
+
+
+def training_data_app(
+    *args: str, url: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``training-camp-data …`` on the store at ``url``, in this process (app_in_process);
+    as a process of its own: training_data_cli."""
+    return app_in_process(training_data, *args, "--database-url", url, env=env)
 
 
 def starter_cli(*args: str, temporal_address: str, database_url: str, columns: int = 250) -> str:

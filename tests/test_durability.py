@@ -98,12 +98,17 @@ async def replay(history: WorkflowHistory, lineage: type = LineageWorkflow) -> N
 
 
 class ShortWorkflowTasks(ClientInterceptor):
-    """Workflows started through this client get a 1 s workflow task timeout."""
+    """Workflows started through this client get a workflow task timeout of ``seconds``."""
+
+    def __init__(self, seconds: float = 1) -> None:
+        self.seconds = seconds
 
     def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        timeout = timedelta(seconds=self.seconds)
+
         class Short(OutboundInterceptor):
             async def start_workflow(self, input: StartWorkflowInput) -> WorkflowHandle[Any, Any]:
-                input.task_timeout = timedelta(seconds=1)
+                input.task_timeout = timeout
                 return await self.next.start_workflow(input)
 
         return Short(next)

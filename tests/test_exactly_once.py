@@ -11,12 +11,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 
 from client import start_session
 from store import Store
 from tests.conftest import awaiting, eventually, make_spec, spawn_worker, wait_for_state
 from tests.store_backends import postgres_database
+from tests.test_durability import ShortWorkflowTasks
 from worker import build_worker
 
 
@@ -27,6 +28,10 @@ async def test_a_signal_between_a_failed_workflow_task_and_its_retry_writes_noth
     # training step blocks on a table lock held here; the worker is killed before the task
     # completes, so the task's local-activity results are lost. A directive arrives; the lock
     # is released; a new worker retries the task with the directive ahead of the score's work.
+    # The lost task is retried once its timeout passes: 5 s here, not the default 10 (the
+    # kill comes about a second into the task, well before the worker would heartbeat it at
+    # 80% of the timeout, recording the results so far).
+    lasting_5_s = Client(**{**client.config(), "interceptors": [ShortWorkflowTasks(5)]})
     with postgres_database(migrated=True) as url:
         store = Store.open(url)
         pg = settings.model_copy(update={"database_url": url})
@@ -35,7 +40,7 @@ async def test_a_signal_between_a_failed_workflow_task_and_its_retry_writes_noth
         doomed = await spawn_worker(temporal_address, url, task_queue)
         lock = psycopg.connect(url)
         try:
-            (handle,) = await start_session(client, spec, task_queue)
+            (handle,) = await start_session(lasting_5_s, spec, task_queue)
             await wait_for_state(handle, awaiting(1), timeout=60)
             # evolving writes a new agent version: that is where the training step waits
             lock.execute("LOCK TABLE agent_versions IN EXCLUSIVE MODE")

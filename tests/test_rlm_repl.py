@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from temporalio.client import Client
 
+from domain.settings import Settings
 from examples.rlm_documents import REPORTS, document_task
 from rlm import scripted_model
 from rlm.repl import ReplConfig, ReplMessage, ReplRunInput, ReplRunResult
@@ -23,7 +24,7 @@ from rlm.sandbox import CellLimits
 from store import Store
 from store.rlm_findings.findings import DatabaseFindingsStore
 from store.rlm_findings.shared_findings import DatabaseSharedStore
-from tests.conftest import eventually, spawn_worker
+from tests.conftest import eventually, polled_by, spawn_worker
 from tests.fake_messages_api import FakeMessagesAPI, text_message
 from tests.test_faults import claude_env, claude_settings
 from workflows.rlm import RlmReplWorkflow
@@ -85,11 +86,18 @@ async def activity_workers(client: Client, workflow_ids: list[str]) -> set[str]:
 
 
 async def test_a_root_model_fans_out_workers_at_depth_two_over_two_processes(
-    client: Client, store: Store, backend_url: str, temporal_address: str, task_queue: str
+    client: Client,
+    store: Store,
+    settings: Settings,
+    run_worker,
+    backend_url: str,
+    temporal_address: str,
+    task_queue: str,
 ):
     """Claude (through the local Messages API) drives the root at depth 0 and the workers below
-    it; rlm_worker_batched runs 4 workers, 2 at a time, across two worker processes; each
-    hands half its document to a worker of its own at depth 2 and merges its commit."""
+    it; rlm_worker_batched runs 4 workers, 2 at a time, across two worker processes (one of its
+    own, and the test's); each hands half its document to a worker of its own at depth 2 and
+    merges its commit."""
     run_id = f"pilot-{uuid.uuid4().hex[:8]}"
     prompt, context = document_task(REPORTS, max_parallel=2)
     config = ReplConfig(
@@ -101,21 +109,19 @@ async def test_a_root_model_fans_out_workers_at_depth_two_over_two_processes(
     )
     with FakeMessagesAPI() as api:
         api.respond = claude_programs
-        workers = [
-            await spawn_worker(temporal_address, backend_url, task_queue, **claude_env(api))
-            for _ in range(2)
-        ]
+        other = await spawn_worker(temporal_address, backend_url, task_queue, **claude_env(api))
         try:
-            result: ReplRunResult = await client.execute_workflow(
-                RlmReplWorkflow.run,
-                ReplRunInput(run_id=run_id, prompt=prompt, context=context, config=config),
-                id=f"rlm-{run_id}",
-                task_queue=task_queue,
-            )
+            async with run_worker(claude_settings(settings, api)):
+                await polled_by(client, task_queue, 2)  # else this one takes all before it polls
+                result: ReplRunResult = await client.execute_workflow(
+                    RlmReplWorkflow.run,
+                    ReplRunInput(run_id=run_id, prompt=prompt, context=context, config=config),
+                    id=f"rlm-{run_id}",
+                    task_queue=task_queue,
+                )
         finally:
-            for worker in workers:
-                worker.send_signal(signal.SIGTERM)
-                await worker.wait()
+            other.send_signal(signal.SIGTERM)
+            await other.wait()
 
     assert result.finished and result.final["winner"] == "H_SUCCESS"
     # The models: the root's turns on one, the workers' (and the cells' llm_query) on the other
@@ -144,8 +150,12 @@ async def test_a_root_model_fans_out_workers_at_depth_two_over_two_processes(
 
     names = [f"w{i}" for i in range(1, 5)]
     assert peak(await lifetimes(client, f"rlm-{run_id}", names)) == 2
+    # each workflow of the run (the root, 4 workers, 4 below them) stays on the worker its
+    # first task reached: were each a coin toss, all nine on one would be 1 in 256
     children = [f"rlm-{run_id}/{n}" for n in names]
-    assert len(await activity_workers(client, children)) == 2
+    below = [f"rlm-{run_id}/{n}/{n}.1" for n in names]
+    run = [f"rlm-{run_id}", *children, *below]
+    assert len(await activity_workers(client, run)) == 2
 
 
 async def test_shared_store_workers_see_each_others_evidence_while_they_run(
@@ -183,34 +193,39 @@ async def test_shared_store_workers_see_each_others_evidence_while_they_run(
 
 
 async def test_a_worker_process_killed_mid_run_loses_nothing_and_doubles_nothing(
-    client: Client, store: Store, backend_url: str, temporal_address: str, task_queue: str
+    client: Client,
+    store: Store,
+    run_worker,
+    backend_url: str,
+    temporal_address: str,
+    task_queue: str,
 ):
     run_id = f"kill-{uuid.uuid4().hex[:8]}"
     prompt, context = document_task(REPORTS, max_parallel=2)
     config = ReplConfig(max_depth=2, max_parallel=2, heartbeat_seconds=2)
     # the one to be killed caches no workflows: its workflows' next tasks go to the task queue
     # at once, not to its sticky queue to wait out Temporal's 10 s sticky timeout
-    doomed = {"TRAINING_CAMP_MAX_CACHED_WORKFLOWS": "0"}
-    workers = [
-        await spawn_worker(temporal_address, backend_url, task_queue, **env) for env in (doomed, {})
-    ]
+    doomed = await spawn_worker(
+        temporal_address, backend_url, task_queue, TRAINING_CAMP_MAX_CACHED_WORKFLOWS="0"
+    )
     try:
-        handle = await client.start_workflow(
-            RlmReplWorkflow.run,
-            ReplRunInput(run_id=run_id, prompt=prompt, context=context, config=config),
-            id=f"rlm-{run_id}",
-            task_queue=task_queue,
-        )
-        # mid-run: the first workers have run cells, the root has merged nothing yet
-        await eventually(lambda: bool(_cells(store, run_id, "w1")), timeout=60)
-        workers[0].send_signal(signal.SIGKILL)
-        await workers[0].wait()
-        result = ReplRunResult.model_validate(await asyncio.wait_for(handle.result(), 180))
+        async with run_worker():  # the one that lives: this process's
+            await polled_by(client, task_queue, 2)
+            handle = await client.start_workflow(
+                RlmReplWorkflow.run,
+                ReplRunInput(run_id=run_id, prompt=prompt, context=context, config=config),
+                id=f"rlm-{run_id}",
+                task_queue=task_queue,
+            )
+            # mid-run: the first workers have run cells, the root has merged nothing yet
+            await eventually(lambda: bool(_cells(store, run_id, "w1")), timeout=60)
+            doomed.send_signal(signal.SIGKILL)
+            await doomed.wait()
+            result = ReplRunResult.model_validate(await asyncio.wait_for(handle.result(), 180))
     finally:
-        for worker in workers:
-            if worker.returncode is None:
-                worker.send_signal(signal.SIGTERM)
-                await worker.wait()
+        if doomed.returncode is None:
+            doomed.send_signal(signal.SIGTERM)
+            await doomed.wait()
     assert result.finished and result.final["winner"] == "H_SUCCESS"
     objects = DatabaseFindingsStore(store.engine, run_id).objects()
     evidence = [o for o in objects if o.type == "evidence"]

@@ -50,23 +50,51 @@ ACTED_ON = ("\x1b", "\x07", "\x9b", "\r", "\u202e")
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def in_terminal(*args: str, env: dict[str, str]) -> tuple[int, str]:
-    """Run a command on a pseudo-terminal (raw: bytes arrive as written, no newline
-    translation) and return its exit code and everything it wrote there."""
+# The commands' processes: one interpreter imports the commands, and what they load, once
+# (seconds of CPU for each command otherwise), on a terminal of its own as a shell would start
+# it; then it forks a process per command onto that command's own terminal, which runs the
+# command's entry point as `python starter.py …` (or `python -m services.training_data …`)
+# does, ending with its exit code (reported back here).
+LAUNCHER = """
+import json, os, sys
+import client, domain.spec, review.inbox_table, review.views, services.instructions, store
+import starter, workflows.lineage
+from services import training_data
+
+report, commands = int(sys.argv[1]), json.loads(sys.argv[2])
+children = []
+for fd, argv in commands:
+    child = os.fork()
+    if child == 0:
+        try:
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            for other, _ in commands:
+                os.close(other)
+            sys.argv = argv
+            (starter if argv[0] == "starter.py" else training_data).main()
+        finally:
+            os._exit(70)
+    children.append(child)
+for fd, _ in commands:
+    os.close(fd)
+codes = [os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) for child in children]
+os.write(report, json.dumps(codes).encode())
+"""
+
+
+def _terminal() -> tuple[int, int]:
+    """A pseudo-terminal, 400 columns wide, raw (bytes arrive as written, no newline
+    translation): its master and slave."""
     master, slave = pty.openpty()
     tty.setraw(slave)
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 60, 400, 0, 0))
-    proc = subprocess.Popen(
-        [sys.executable, *args],
-        stdin=subprocess.DEVNULL,
-        stdout=slave,
-        stderr=slave,
-        cwd=ROOT,
-        env={"PATH": os.environ["PATH"], "TERM": "xterm-256color", **env},
-    )
-    os.close(slave)
+    return master, slave
+
+
+def _written(master: int, deadline: float) -> str:
+    """Everything written on a terminal until the command and every copy of it are gone."""
     written = b""
-    deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline:
             ready, _, _ = select.select([master], [], [], 1)
@@ -80,11 +108,49 @@ def in_terminal(*args: str, env: dict[str, str]) -> tuple[int, str]:
                 written += chunk
     finally:
         os.close(master)
+    return written.decode("utf-8", "replace")
+
+
+async def in_terminals(
+    commands: list[tuple[str, ...]], env: dict[str, str]
+) -> list[tuple[int, str]]:
+    """Run each command (``python`` arguments: ``starter.py …`` or ``-m
+    services.training_data …``) at once, each on a pseudo-terminal of its own, and return
+    each one's exit code and everything it wrote there."""
+    terminals = [_terminal() for _ in commands]
+    own_master, own_slave = _terminal()
+    report_read, report_write = os.pipe()
+    argvs = [
+        [str(ROOT / "services" / "training_data.py"), *c[2:]] if c[0] == "-m" else list(c)
+        for c in commands
+    ]
+    slaves = [slave for _, slave in terminals]
+    jobs = json.dumps([[slave, argv] for slave, argv in zip(slaves, argvs, strict=True)])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, str(report_write), jobs],
+        stdin=subprocess.DEVNULL,
+        stdout=own_slave,
+        stderr=own_slave,
+        pass_fds=(report_write, *slaves),
+        cwd=ROOT,
+        env={"PATH": os.environ["PATH"], "TERM": "xterm-256color", **env},
+    )
+    for fd in (own_slave, report_write, *slaves):
+        os.close(fd)
+    deadline = time.monotonic() + 120
+    try:
+        *shown, own = await asyncio.gather(
+            *(asyncio.to_thread(_written, m, deadline) for m, _ in [*terminals, (own_master, 0)])
+        )
+        with os.fdopen(report_read) as report:
+            codes = report.read()
+    finally:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
         if proc.returncode is None:
             proc.kill()
-    return proc.wait(), written.decode("utf-8", "replace")
+    assert proc.wait() == 0 and codes, own[-3000:]
+    return list(zip(json.loads(codes), shown, strict=True))
 
 
 def assert_shown_as_data(shown: str, *, expect: str = MARKUP) -> None:
@@ -157,9 +223,7 @@ async def test_stored_text_reaches_the_terminal_as_data(
                 "as-of": (*data_cli, "as-of", lineage),
                 "history": (*data_cli, "history", lineage),
             }
-            done = await asyncio.gather(
-                *(asyncio.to_thread(in_terminal, *args, env=env) for args in runs.values())
-            )
+            done = await in_terminals(list(runs.values()), env)
     for name, (code, shown) in zip(runs, done, strict=True):
         assert code == 0, (name, shown[-3000:])
         try:
@@ -180,7 +244,7 @@ async def test_an_id_typed_with_markup_and_escapes_is_one_line_of_data(tmp_path)
         (*data_cli, "history", typed),
         (*data_cli, "as-of", typed),
     ]
-    done = await asyncio.gather(*(asyncio.to_thread(in_terminal, *a, env=env) for a in runs))
+    done = await in_terminals(runs, env)
     for args, (code, shown) in zip(runs, done, strict=True):
         assert code == 1, (args, shown[-3000:])
         assert_shown_as_data(shown)

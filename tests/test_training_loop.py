@@ -4,13 +4,12 @@ rollback, provenance, directives over several evolutions, and a reviewer it lear
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
+import starter
 from client import start_session
 from examples.scripted_reviewer import review
 from tests.conftest import (
+    app_in_process,
     awaiting,
     lineage_history,
     local_activity_type,
@@ -188,22 +187,14 @@ async def test_provenance_names_the_evolution_and_feedback_behind_each_segment(
         "Provide comprehensive, detailed analysis.",
         "Structure your response professionally.",
     ]
-    root = Path(__file__).parent.parent
-    shown = subprocess.run(
+    shown = app_in_process(  # as a process: tests/test_terminal_output.py
+        starter,
         # by its workflow id, as Temporal shows it (its lineage id works the same)
-        [
-            sys.executable,
-            "starter.py",
-            "blame",
-            f"lineage-{lineage}",
-            "--database-url",
-            str(store.engine.url),
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"},
+        "blame",
+        f"lineage-{lineage}",
+        "--database-url",
+        store.engine.url.render_as_string(hide_password=False),
+        env={"COLUMNS": "250"},
     )
     assert shown.returncode == 0, shown.stderr
     assert "Use bullet points, not paragraphs." in shown.stdout
