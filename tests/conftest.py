@@ -24,6 +24,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Interceptor
 from typer.testing import CliRunner
@@ -263,16 +264,19 @@ async def polled_by(client: Client, task_queue: str, workers: int, timeout: floa
     polls = _polls()
     kinds = (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
     while True:
-        seen = []
-        for kind in kinds:
-            described = await client.workflow_service.describe_task_queue(
-                DescribeTaskQueueRequest(
-                    namespace=client.namespace,
-                    task_queue=TaskQueue(name=task_queue),
-                    task_queue_type=kind,
+        seen: list[set[str]] = []
+        try:
+            for kind in kinds:
+                described = await client.workflow_service.describe_task_queue(
+                    DescribeTaskQueueRequest(
+                        namespace=client.namespace,
+                        task_queue=TaskQueue(name=task_queue),
+                        task_queue_type=kind,
+                    )
                 )
-            )
-            seen.append({poller.identity for poller in described.pollers})
+                seen.append({poller.identity for poller in described.pollers})
+        except RPCError:
+            seen = [set()]  # a busy server cancels the call now and then: ask again
         if min(len(identities) for identities in seen) >= workers:
             return
         if asyncio.get_running_loop().time() > deadline:
