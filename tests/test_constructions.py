@@ -193,6 +193,11 @@ def test_a_fault_the_rater_owns_or_quotes_changes_nothing(text: str) -> None:
         ("Add one drill the team could run at the kitchen table.", {("example", "add")}),
         ("Rispondi in italiano, per favore: è per le famiglie.", {("language", "add")}),
         ("Stop guessing at clauses you haven't read.", {("no_fabrication", "add")}),
+        # one mention, preferred by a comparison verb a word or two after it
+        ("Plain and brief wins over the lecture.", {("simpler", "add"), ("shorter", "add")}),
+        ("Two short lines would have been plenty.", {("shorter", "add")}),
+        # a plural the cue file lists in the singular
+        ("Los párrafos son demasiado largos para el móvil.", {("shorter", "add")}),
     ],
 )
 def test_everyday_wordings_of_one_wish(text: str, wanted: set[tuple[str, str]]) -> None:
@@ -214,3 +219,21 @@ def test_a_language_asked_of_one_part_is_scoped_to_it(text: str, detail: str) ->
 
 def test_praise_that_asks_to_leave_it_alone_asks_for_nothing() -> None:
     assert reader.read("Brief, clean, the table works. Leave this one alone.").wishes == []
+    said = "no changes from me, only that the recipes read well. don't shorten them or cut steps"
+    assert reader.read(said).wishes == []
+
+
+def test_a_keep_beside_an_outright_request_leaves_the_request() -> None:
+    wishes = reader.read("Leave it alone, but add a table.").wishes
+    assert [(w.family, w.action) for w in wishes] == [("table", "add")]
+
+
+def test_a_refusal_covers_the_verb_joined_to_it_by_or() -> None:
+    assert reader.read("Please don't make it longer or add more detail.").wishes == []
+    # the same words asked for outright are a wish
+    assert [w.family for w in reader.read("Please add more detail.").wishes] == ["longer"]
+
+
+def test_a_rival_that_would_have_been_plenty_is_wanted() -> None:
+    wishes = reader.read("Numbered steps would have been plenty; the table is overkill.").wishes
+    assert {(w.family, w.action) for w in wishes} == {("numbered", "add"), ("table", "remove")}

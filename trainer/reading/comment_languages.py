@@ -46,8 +46,9 @@ def cue_sets() -> dict[str, CueSet]:
     for path in sorted(CUES.glob("*.json")):
         data = cue_tables.language_file(path)
         bounded = data.get("word_boundaries", True)
+        plural = "".join(f"|{re.escape(s)}" for s in data.get("plural_suffixes", []))
         families = {
-            family: re.compile(_alternation(phrases, bounded), re.I)
+            family: re.compile(_alternation(phrases, bounded, plural), re.I)
             for family, phrases in data["families"].items()
         }
         negations = data.get("negations") or []
@@ -56,9 +57,11 @@ def cue_sets() -> dict[str, CueSet]:
     return sets
 
 
-def _alternation(phrases: list[str], bounded: bool) -> str:
+def _alternation(phrases: list[str], bounded: bool, plural: str = "") -> str:
+    """One pattern for the phrases; ``plural``: "|s|es", endings a phrase's last word may take
+    ("demasiado largas" for "demasiado larga")."""
     body = "|".join(re.escape(p) for p in sorted(phrases, key=len, reverse=True))
-    return rf"(?<!\w)(?:{body})(?!\w)" if bounded else f"(?:{body})"
+    return rf"(?<!\w)(?:{body})(?:{plural[1:]})?(?!\w)" if bounded else f"(?:{body})"
 
 
 @lru_cache(maxsize=1)

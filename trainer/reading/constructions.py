@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Literal
 
 from domain.change_families import contrary_of, opposite_of
@@ -199,15 +200,22 @@ def place(sentence: str) -> Construction | None:
     lowered = sentence.lower()
     found = mentions(lowered)
     families = list(dict.fromkeys(m.family for m in found))
+    if (
+        found
+        and not any(rivals(a, b) for a in families for b in families)
+        and _P["prefers_over"].match(lowered[found[-1].end :])
+        and all(_P["coordinated"].match(_gap(lowered, a, b)) for a, b in pairwise(found))
+    ):
+        # "plain and brief wins over the lecture": what is named is preferred to words that
+        # name no family
+        return Construction(tuple(Placed(m, "wanted") for m in found))
     if len(families) < 2:
         # "a short answer over the full history lesson": one mention preferred to words
         # that name no family
-        preferred = found and (
-            _P["prefers_over"].match(lowered[found[0].end :])
-            or (
-                _P["rather_before"].search(lowered[: found[0].start])
-                and _P["than_after"].match(lowered[found[0].end :])
-            )
+        preferred = (
+            found
+            and _P["rather_before"].search(lowered[: found[0].start])
+            and _P["than_after"].match(lowered[found[0].end :])
         )
         # "swap the flat certainty for honest hedging": what it is swapped for is wanted;
         # "switch the bullets to something else": what is swapped out, rejected

@@ -325,10 +325,9 @@ def keeps_whole(text: str) -> bool:
     """Whether ``text`` asks to leave the whole answer as it is ("Long, but it earns it. Don't
     touch it.") and asks for nothing else: what the rest describes is conceded by the keep;
     only an outright request ("add a table") still asks."""
-    sentences = _sentences(text)
-    keeping = [s for s in sentences if _KEEP_WHOLE.search(s.strip())]
-    rest = [c for s in sentences if s not in keeping for c in clauses(s)]
-    return bool(keeping) and not any(_outright(c) for c in rest)
+    parts = [c for s in _sentences(text) for c in clauses(s)]
+    keeping = [c for c in parts if _KEEP_WHOLE.search(c.strip())]
+    return bool(keeping) and not any(_outright(c) for c in parts if c not in keeping)
 
 
 def read(text: str, mode: Mode = "comment") -> Reading:
@@ -769,8 +768,11 @@ def _read_clause(
         frame = _cue_frame(read, cue, start, end)
         # coordinated words share the first one's frame: "keep it short and simple",
         # "our voice is casual and chatty", "too long and too formal"
-        if previous and re.fullmatch(r"\s*(?:,|,?\s*(?:and|or))\s*", lowered[previous[0] : start]):
+        gap = lowered[previous[0] : start] if previous else ""
+        if previous and re.fullmatch(r"\s*(?:,|,?\s*(?:and|or))\s*", gap):
             frame = previous[1]
+        elif previous and previous[1] == "refuse" and re.fullmatch(r"\s+or\s+(?:\w+\s+){1,3}", gap):
+            frame = "refuse"  # "don't make it longer or add more detail": one refusal
         previous = (end, frame)
         if mode == "comment" and _passed_over(
             read, cue, match, frame, comparative or less, reading
@@ -1096,7 +1098,7 @@ def _request(clause: str) -> str | None:
         return None
     if _OFF_LIMITS.search(text):
         return None  # what the agent may do is the operator's to decide (see ``off_limits``)
-    never = text.lower().startswith("never ")
+    never = bool(re.match(r"never (?!mind\b)", text.lower()))  # not "never mind"
     if never and len(words) >= 3:
         return "Never " + third_person(" ".join(words[1:])) + "."
     match = _REQUEST.match(text)
