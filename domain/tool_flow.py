@@ -254,7 +254,8 @@ def of(aspect: FeedbackAspect) -> ToolFlowWish | None:
 
 def from_reading(detail: str | None) -> str | None:
     """The want a tool wish the comment reader found stands for (its detail
-    ``name|more|`` asks to use the tool, ``name|less|never`` not to), or None for one no
+    ``name|more|`` asks to use the tool, ``name|more|first`` to call it before answering,
+    ``name|less|never`` not to), or None for one no
     want says (used less, or only for some things: "not for arithmetic")."""
     name, direction, context = ((detail or "") + "||").split("|")[:3]
     name = name.strip().lower().replace(" ", "_")
@@ -262,6 +263,8 @@ def from_reading(detail: str | None) -> str | None:
         return None
     if direction in ("", "more") and not context:
         return f"tool:{name}"
+    if direction in ("", "more") and context == "first":
+        return f"tool_first:{name}"
     if direction == "less" and context == "never":
         return f"remove:tool:{name}"
     return None

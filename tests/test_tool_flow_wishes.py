@@ -117,9 +117,10 @@ def _chips(comment: str) -> list[str]:
 
 
 def test_a_tool_the_comment_names_is_offered_as_a_chip():
-    """Searching the handbook before answering is read as the search tool: a chip the rater
-    can keep, edit or drop, no longer "also read, which no wish can carry"."""
-    assert _chips("Search the handbook before answering.") == ["tool:search"]
+    """Searching the handbook before answering is read as the search tool, called first: a
+    chip the rater can keep, edit or drop, no longer "also read, which no wish can carry"."""
+    assert _chips("Search the handbook before answering.") == ["tool_first:search"]
+    assert _chips("It should have searched the handbook.") == ["tool:search"]
     assert _chips("Stop using the search tool.") == ["remove:tool:search"]
 
 
@@ -204,6 +205,17 @@ def test_step_add_check_gives_the_check_step_the_findings():
     assert check.prompt.endswith(
         "the corrected answer only: {polish}\nThe findings of the research step: {research}"
     )
+
+
+def test_a_check_step_asked_for_in_plain_words_is_given_the_findings_too():
+    """The plain-words wish (``check_step``) and the typed one add the same step: one that has
+    findings to check against, not only the polished answer."""
+    memory = LineageMemory(session_id="s", lineage_id="L")  # the comment read, no wants sent
+    comment = "Add a final pass that checks every figure before it goes out."
+    said = asyncio.run(cycle_step.take(RulesTrainer(), _agent(), memory, 4, comment))
+    typed = _step(_agent(), ["step:add:check"])
+    assert said.agent.flow[-1] == typed.agent.flow[-1]
+    assert "{research}" in said.agent.flow[-1].prompt
 
 
 def test_step_input_feeds_an_earlier_step_and_only_an_earlier_one():
@@ -302,12 +314,15 @@ def _research(store, lineage: str, cycle: int) -> list[str]:
 async def test_a_tool_wish_makes_the_next_trace_search_the_handbook_before_the_answer(
     client, store, settings, run_worker, tmp_path
 ):
-    """ "Search the handbook before answering": confirmed as ``tool_first:search_documents``
-    the research step is told so; confirmed as the chip the page offers (``tool:search``) the
-    tool's description is. Either way the next trace searches before the step answers."""
+    """ "Search the handbook before answering": confirmed as the chip the page offers
+    (``tool_first:search``, the tool's full name here) the research step is told so; "it
+    should have searched the handbook", confirmed as its chip (``tool:search``), changes the
+    tool's description. Either way the next trace searches before the step answers."""
     spec = _spec(tmp_path, {"first": _research_agent(), "chip": _research_agent()})
     comment = "Search the handbook before answering."
-    chips = _chips(comment)
+    assert _chips(comment) == ["tool_first:search"]
+    said = "It should have searched the handbook."
+    chips = _chips(said)
     assert chips == ["tool:search"]
     async with run_worker():
         handles = await start_session(client, spec, settings.task_queue)
@@ -316,9 +331,9 @@ async def test_a_tool_wish_makes_the_next_trace_search_the_handbook_before_the_a
         first, chip = handles
         await first.execute_update(
             "submit_score",
-            {"score": 4, "comment": comment, "wants": ["tool_first:search_documents"]},
+            {"score": 4, "comment": comment, "wants": _chips(comment)},
         )
-        await chip.execute_update("submit_score", {"score": 4, "comment": comment, "wants": chips})
+        await chip.execute_update("submit_score", {"score": 4, "comment": said, "wants": chips})
         told = await wait_for_state(first, awaiting(2))
         described = await wait_for_state(chip, awaiting(2))
 
@@ -335,7 +350,7 @@ async def test_a_tool_wish_makes_the_next_trace_search_the_handbook_before_the_a
         output = store.queries.artifact_text(store.queries.artifacts(lineage)[-1].id)
         assert "10:00 to 15:00" in output  # what it found reached the answer
     assert told.agent_version == described.agent_version == 2
-    assert "search_documents first, before answering" in (told.last_reading or "")
+    assert "search first, before answering" in (told.last_reading or "")
     agent = _latest(store, spec.lineage_id("first"))
     assert agent.flow[0].prompt.startswith("Call search_documents first, before answering.")
     assert agent.system_prompt == "You are a precise analyst."

@@ -31,7 +31,7 @@ from domain.trainer import (
     PromptCredit,
     ScoreAnalysis,
 )
-from trainer import credit_assignment, history_check, instructions
+from trainer import credit_assignment, history_check, instructions, tool_flow
 from trainer.check_levers import is_form_example
 from trainer.evolution import STRENGTHEN_REASON, EvolutionError, apply_changes
 from trainer.reading.wish import Wish
@@ -359,11 +359,7 @@ def _check_step(agent: AgentDefinition, wish: Wish) -> EvolutionChange | None:
     names = [s.name for s in agent.flow]
     if instructions.CHECK_STEP_NAME in names:
         return None
-    step = FlowStep(
-        name=instructions.CHECK_STEP_NAME,
-        prompt=instructions.CHECK_STEP_PROMPT.format(previous=names[-1]),
-        tools=[],
-    )
+    step = tool_flow.added_step(agent, instructions.CHECK_STEP_NAME)
     return EvolutionChange(
         component="flow",
         change_type="add",

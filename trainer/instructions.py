@@ -161,12 +161,8 @@ def hypothesis(family: str) -> str | None:
     return record.hypothesis if record else None
 
 
-# The flow step a multi-step agent gets for ``check_step``: it reads the last step's output
+# The flow step a multi-step agent gets for ``check_step`` (``tool_flow.added_step``)
 CHECK_STEP_NAME = "check"
-CHECK_STEP_PROMPT = (
-    "Check every number and fact in this answer against the findings, correct any that do not "
-    "match, and return the corrected answer only: {{{previous}}}"
-)
 
 
 _CALCULATES = re.compile(r"calc|math|arith")

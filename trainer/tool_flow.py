@@ -327,12 +327,7 @@ def _add_step(s: _Shaping, wish: ToolFlowWish, quote: str | None) -> None:
         )
     if any(st.name.lower() == wish.target for st in flow):
         raise Unchanged(f"the flow has a {wish.target} step already")
-    template = tool_flow.step_template(wish.target)
-    last = flow[-1].name
-    finders = [st.name for st in flow[:-1] if _uses_tools(s.agent, st)]
-    lines = [template["prompt"].format(previous=last)]
-    lines += [template["findings"].format(source=name) for name in finders]
-    step = FlowStep(name=wish.target, prompt="\n".join(lines), tools=[])
+    step, last = added_step(s.agent, wish.target), flow[-1].name
     s.make(
         wish,
         quote,
@@ -342,6 +337,17 @@ def _add_step(s: _Shaping, wish: ToolFlowWish, quote: str | None) -> None:
         after=json.dumps(step.model_dump(mode="json", by_alias=True, exclude_none=True)),
     )
     s.hypotheses.append(wish.hypothesis(step=step.name, previous=last))
+
+
+def added_step(agent: AgentDefinition, name: str) -> FlowStep:
+    """The vocabulary's step ``name`` (``check``) for after the flow's last step: given that
+    step's answer and the findings of every step before it that uses tools, so that "against
+    the findings" has findings to check against."""
+    template = tool_flow.step_template(name)
+    finders = [st.name for st in agent.flow[:-1] if _uses_tools(agent, st)]
+    lines = [template["prompt"].format(previous=agent.flow[-1].name)]
+    lines += [template["findings"].format(source=finder) for finder in finders]
+    return FlowStep(name=name, prompt="\n".join(lines), tools=[])
 
 
 def _uses_tools(agent: AgentDefinition, step: FlowStep) -> bool:

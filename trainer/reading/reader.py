@@ -839,6 +839,13 @@ def _passed_over(
     start, end = match.span()
     if cue.sizes_parts and _PART.match(lowered[end:]):
         return True  # "a short closing line": the size of a part asked for, not of the answer
+    if (
+        cue.kind == "quality"
+        and not comparative
+        and re.search(r"\bfor (?:an? |the |very )?$", lowered[:start])
+        and _attributive(lowered[:start], lowered[end:])
+    ):
+        return True  # "not for simple sums", "bullets for short lists": what it is for
     if cue.aspect == "length" and _G["of_words"].search(lowered[:start]):
         return True  # "words longer than two syllables": the words' length, not the answer's
     if cue.kind == "quality" and not comparative:
@@ -1147,13 +1154,18 @@ def _read_tools(text: str, reading: Reading) -> None:
     over, under = _TOOL_OVERUSE.search(lowered), _TOOL_UNDERUSE.search(lowered)
     if not mention or not (over or under):
         return
-    direction = "less" if over and (not under or over.start() < under.start()) else "more"
+    # of the two at one place, the refusal: "never call it" (but "it never called it")
+    direction = "less" if over and (not under or over.start() <= under.start()) else "more"
     name = re.sub(r"\s*(?:tool|api)$", "", mention.group("tool"))
     if _TOOLS["searching"].match(name) or name in _DOCUMENTS:
         name = "search"
-    context = ["arithmetic"] if _TOOLS["arithmetic"].search(lowered) else []
-    if direction == "less" and _TOOLS["never_call"].search(lowered):
+    # sums said of its use, not the tool's own name ("the calculator")
+    unnamed = lowered[: mention.start()] + lowered[mention.end() :]
+    context = ["arithmetic"] if _TOOLS["arithmetic"].search(unnamed) else []
+    if direction == "less" and not context and _TOOLS["never_call"].search(lowered):
         context.append("never")  # not only when: whether the step may call it at all
+    if direction == "more" and _TOOLS["first"].search(lowered):
+        context.append("first")  # called before the answer is written
     detail = f"{name}|{direction}|{'+'.join(context)}"
     quote = text[mention.start() : mention.end()]
     reading.wishes.append(Wish("tool_use", "tool_use", quote, 0.85, detail=detail))
