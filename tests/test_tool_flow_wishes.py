@@ -218,6 +218,28 @@ def test_a_check_step_asked_for_in_plain_words_is_given_the_findings_too():
     assert "{research}" in said.agent.flow[-1].prompt
 
 
+def test_a_step_named_in_plain_words_is_read_as_that_step():
+    """A comment that names a step of the flow is read as a wish about that step, offered as
+    its chip: fed an earlier step's output, or the step its other wishes are aimed at."""
+    assert _chips("The check step never sees the research notes.") == ["step:input:check+=research"]
+    said = "In the research step, cite a source for every figure."
+    assert _chips(said) == ["cite_sources", "step:prompt:research"]
+    assert _chips("The next step should be shorter.") == ["shorter"]
+
+
+def test_a_step_fed_in_plain_words_changes_that_step_not_the_system_prompt():
+    memory = LineageMemory(session_id="s", lineage_id="L")
+    agent = _agent(check=True)
+    comment = "The check step never sees the research notes."
+    fed = asyncio.run(cycle_step.take(RulesTrainer(), agent, memory, 4, comment))
+    assert fed.agent.flow[-1].prompt == f"{CHECK}\nThe output of the research step: {{research}}"
+    assert fed.agent.system_prompt == agent.system_prompt
+    comment = "In the research step, cite a source for every figure."
+    aimed = asyncio.run(cycle_step.take(RulesTrainer(), agent, memory, 4, comment))
+    assert "cite a source" in aimed.agent.flow[0].prompt.lower()
+    assert aimed.agent.system_prompt == agent.system_prompt
+
+
 def test_step_input_feeds_an_earlier_step_and_only_an_earlier_one():
     agent = _agent(check=True)
     fed = _step(agent, ["step:input:check+=research"])

@@ -373,6 +373,7 @@ def read(text: str, mode: Mode = "comment") -> Reading:
     if mode == "comment":
         _read_whole(text or "", reading)
         _read_tools(text or "", reading)
+        _read_steps(text or "", reading)
     _read_languages(text or "", reading, mode)
     if mode == "comment" and not (reading.kept or reading.injection):
         _read_other_language(text or "", reading)
@@ -1169,6 +1170,26 @@ def _read_tools(text: str, reading: Reading) -> None:
     detail = f"{name}|{direction}|{'+'.join(context)}"
     quote = text[mention.start() : mention.end()]
     reading.wishes.append(Wish("tool_use", "tool_use", quote, 0.85, detail=detail))
+
+
+def _read_steps(text: str, reading: Reading) -> None:
+    """A flow step the comment names: to be given an earlier step's output ("the check step
+    never sees the research notes"), or the step its other wishes are aimed at ("in the
+    research step, stick to primary sources"). Whether the agent has it is checked where the
+    agent is known (``trainer/tool_flow.py``)."""
+    lowered = text.lower()
+    fed, aimed = _TOOLS["step_fed"].search(lowered), _TOOLS["step_aimed"].search(lowered)
+    if fed and not _TOOLS["generic_step"].match(fed.group("step")):
+        want = f"step:input:{fed.group('step')}+={fed.group('source')}"
+        # the step is there already: not a wish for a new checking step
+        reading.wishes = [w for w in reading.wishes if w.family != "check_step"]
+        match = fed
+    elif aimed and not _TOOLS["generic_step"].match(step := _group(aimed, "step") or ""):
+        want, match = f"step:prompt:{step}", aimed
+    else:
+        return
+    quote = _around(text, match.start(), match.end())
+    reading.wishes.append(Wish("step", "flow", quote, 0.85, detail=want))
 
 
 def _read_languages(text: str, reading: Reading, mode: Mode) -> None:
