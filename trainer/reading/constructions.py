@@ -140,9 +140,9 @@ def _names(cue: Cue, match: re.Match[str], lowered: str, quoted: list[tuple[int,
     if cue.kind == "quality":
         # before a noun it names a thing ("this deep dive", "a short answer")
         attributive = _P["noun_after"].match(lowered[match.end() :])
-        return bool(_P["house_voice"].search(before) or attributive) or not _P["described"].search(
-            before
-        )
+        return bool(_P["house_voice_close"].search(before) or attributive) or not _P[
+            "described"
+        ].search(before)
     return not _P["described_state"].search(before)
 
 

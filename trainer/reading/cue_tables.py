@@ -209,6 +209,19 @@ def vocabulary(name: str) -> Vocabulary:
     return Vocabulary(patterns, data.get("tables", {}), rewrites)
 
 
+@cache
+def words() -> dict[str, re.Pattern[str]]:
+    """Every named pattern of the English vocabulary files, by name: a name two files give is
+    an error (the reader looks words up by their name alone)."""
+    found: dict[str, re.Pattern[str]] = {}
+    for path in sorted((ENGLISH / "vocabulary").glob("*.json")):
+        for name, pattern in vocabulary(path.stem).patterns.items():
+            if name in found:
+                raise CueDataError(f"{path}: pattern {name!r} is named in another file too")
+            found[name] = pattern
+    return found
+
+
 def language_file(path: Path) -> dict[str, Any]:
     """A comment language's phrase file (``trainer/reading/cues/<code>.json``), checked."""
     data = read_json(path)

@@ -70,50 +70,12 @@ class Reading:
 
 # The English cues, data beside the other languages' (``cues/en/``), in priority order
 CUES: tuple[Cue, ...] = cue_tables.english_cues()
-# The grammar's own words, each explained in ``cues/en/vocabulary/grammar.json``
-_G = cue_tables.vocabulary("grammar").patterns
-
-
-def _words(name: str, *keys: str) -> tuple[re.Pattern[str], ...]:
-    """Patterns of the vocabulary file ``trainer/reading/cues/en/vocabulary/<name>.json``."""
-    patterns = cue_tables.vocabulary(name).patterns
-    return tuple(patterns[key] for key in keys)
-
-
-# The reader's vocabulary beside its cues (``cues/en/vocabulary/``): this module is the
-# grammar that reads them.
-_TOOL, _TOOL_REPEATED, _TOOL_OVERUSE, _TOOL_UNDERUSE = _words(
-    "tools", "tool", "repeated", "overuse", "underuse"
-)
-_TOOLS = cue_tables.vocabulary("tools").patterns
+# The reader's vocabulary beside its cues, by name (``cues/en/vocabulary/*.json``, each word
+# explained there): this module is the grammar that reads them.
+_W = cue_tables.words()
 _DOCUMENTS = tuple(cue_tables.vocabulary("tools").tables["documents"])
-_STEP_REF, _DAMAGE, _EARLIER, _DAMAGED, _REWORKING = _words(
-    "damage", "step_ref", "damage", "earlier", "damaged", "reworking"
-)
 _DAMAGED_AS: dict[str, str] = cue_tables.vocabulary("damage").tables["damaged_as"]
-_INJECTION, _OFF_LIMITS = _words("addressed", "injection", "off_limits")
-_PRAISE, _CRITICISM, _ADMIRE, _NOT_ADMIRING = _words(
-    "sentiment", "praise", "criticism", "admire", "not_admiring"
-)
 _ASPECT_NOUNS = [(p, a) for a, p in cue_tables.vocabulary("aspect_nouns").patterns.items()]
-_FOCUS, _AVOID, _TRADE = _words("topics", "focus", "avoid", "trade")
-_REFUSE, _LACKING, _DESCRIBE, _ASK, _ASK_VERB = _words(
-    "frames", "refuse", "lacking", "describe", "ask", "ask_verb"
-)
-_COMPLAINT_AFTER, _QUANTITY, _EXCESS, _ASK_AFTER = _words(
-    "frames", "complaint_after", "quantity", "excess", "ask_after"
-)
-_REQUEST_FORM, _IMPERATIVE, _CONTRAST_WORD, _CONCEDED = _words(
-    "requests", "request_form", "imperative", "contrast_word", "conceded"
-)
-_REQUEST, _WISH_FOR, _KEEP_AS_IS, _KEEP_WHOLE, _REVERT = _words(
-    "requests", "request", "wish_for", "keep_as_is", "keep_whole", "revert"
-)
-_POLITE, _CONTRAST, _ASKS_OUTRIGHT = _words("requests", "polite", "contrast", "asks_outright")
-(_CHANGE_VERB,) = _words("frames", "change_verb")
-_LOCATION, _PART, _INTENSIFIER_OR_COPULA, _NOT_A_NOUN = _words(
-    "attributes", "location", "part", "intensifier_or_copula", "not_a_noun"
-)
 # Irony: each pattern turns an ironic sentence into the plain complaint it stands for
 _IRONIES = cue_tables.vocabulary("ironies").rewrites
 
@@ -127,29 +89,34 @@ def _damage(clause: str) -> Wish | None:
     """A wish that a step keep what an earlier step produced ("preserve"), with the step the
     reviewer blames ("last", or the word naming it) and what it lost, as ``step|what``."""
     lowered = clause.lower()
-    damage = _DAMAGE.search(lowered)
+    damage = _W["damage"].search(lowered)
     if not damage:
         return None
-    step = _STEP_REF.search(lowered)
-    if not step and not _EARLIER.search(lowered):
+    step = _W["step_ref"].search(lowered)
+    if not step and not _W["earlier"].search(lowered):
         return None
     generic = step and step.group("name") in ("each", "every", "one", "a", "the", "this", "that")
-    if generic and not _EARLIER.search(lowered):
+    if generic and not _W["earlier"].search(lowered):
         step = None
     culprit = ""
     if step:
         culprit = step.group("place") or step.group("name") or "last"
         culprit = "last" if culprit in ("final", "closing", "end", "later") else culprit
-    elif reworking := _REWORKING.search(lowered):
+    elif reworking := _W["reworking"].search(lowered):
         culprit = reworking.group(0)  # "the tightening": the step whose prompt tightens
-    lost = _DAMAGED.search(lowered, damage.start() - 40 if damage.start() > 40 else 0)
+    lost = _W["damaged"].search(lowered, damage.start() - 40 if damage.start() > 40 else 0)
     what = _what(lost.group("what")) if lost else ""
     return Wish("preserve", "accuracy", clause.strip(), 0.8, detail=f"{culprit or 'last'}|{what}")
 
 
 # The frames a cue's preceding words may set: the frame word nearest the cue decides; of two
 # ending at the same place, the one listed first
-_FRAME_ORDER = (("lacking", _LACKING), ("refuse", _REFUSE), ("describe", _DESCRIBE), ("ask", _ASK))
+_FRAME_ORDER = (
+    ("lacking", _W["lacking"]),
+    ("refuse", _W["refuse"]),
+    ("describe", _W["describe"]),
+    ("ask", _W["ask"]),
+)
 
 
 # Typographic quotes as the plain ones the patterns expect.
@@ -162,23 +129,23 @@ _HOLD = "\ue000"  # stands in for the space after punctuation in a quote while s
 def clauses(text: str) -> list[str]:
     """The clauses of ``text`` in order (contrast words start a new clause; a quotation and a
     list of numbers like "1, 2, 3" stay whole)."""
-    normal = _G["quoted"].sub(
+    normal = _W["quoted"].sub(
         lambda m: re.sub(r"([,.!?;:])\s", r"\1" + _HOLD, m.group(0)), text.translate(_QUOTES)
     )
-    parts = [c.replace(_HOLD, " ") for c in _G["clause"].split(normal) if c]
+    parts = [c.replace(_HOLD, " ") for c in _W["clause"].split(normal) if c]
     return [c.strip(' .!?;:,"') for c in parts if c.strip(" .!?;:,\"'")]
 
 
 def _set_aside(tail: str, after: str) -> Frame | None:
     """The frames a phrase sets whatever frame word comes nearest: a part still missing, a
     diagnosis set aside for another ("not so much formal as cold")."""
-    if _G["still_no"].search(tail) or (
-        _G["no_before"].search(tail) and _G["yet_after"].match(after)
+    if _W["still_no"].search(tail) or (
+        _W["no_before"].search(tail) and _W["yet_after"].match(after)
     ):
         return "lacking"
-    if _G["not_so_much"].search(tail) and _G["as_after"].match(after):
+    if _W["not_so_much"].search(tail) and _W["as_after"].match(after):
         return "denied"
-    return "describe" if _G["instead_described"].search(tail) else None
+    return "describe" if _W["instead_described"].search(tail) else None
 
 
 def _frame(before: str, after: str) -> Frame:
@@ -189,25 +156,25 @@ def _frame(before: str, after: str) -> Frame:
     set_aside = _set_aside(tail, after)
     if set_aside is not None:
         return set_aside
-    if _G["house_voice"].search(tail) or _G["what_it_is"].search(tail):
+    if _W["house_voice"].search(tail) or _W["what_it_is"].search(tail):
         return "ask"  # "our brand voice is casual", "It's a Slack message to the crew"
-    if _G["not_too_many"].search(tail):
+    if _W["not_too_many"].search(tail):
         return "denied"
-    if _EXCESS.search(tail):
+    if _W["excess"].search(tail):
         return "describe"  # "too many caveats", "endless bullet points": more than wanted
-    counted = _QUANTITY.search(tail)
+    counted = _W["quantity"].search(tail)
     if counted:
         # "give me exactly one example" asks for that many; "five paragraphs before…" counts
-        asked = _ASK_VERB.search(tail[: counted.start()]) or _ASK_AFTER.search(after[:60])
+        asked = _W["ask_verb"].search(tail[: counted.start()]) or _W["ask_after"].search(after[:60])
         return "ask" if asked else "quantity"
-    if _G["not_too"].search(tail):
+    if _W["not_too"].search(tail):
         return "denied"
-    if _G["not_in_clause"].search(tail) and _G["enough_after"].match(after):
+    if _W["not_in_clause"].search(tail) and _W["enough_after"].match(after):
         return "lacking"
-    refused = _REFUSE.search(tail[-25:])
-    if _COMPLAINT_AFTER.search(after) and not refused:
+    refused = _W["refuse"].search(tail[-25:])
+    if _W["complaint_after"].search(after) and not refused:
         return "describe"
-    if _ASK_AFTER.search(after[:40]) and not refused:
+    if _W["ask_after"].search(after[:40]) and not refused:
         return "ask"  # "a table, please" (but "no bullets, please" refuses them)
     best: tuple[int, int, Frame] | None = None
     for rank, (name, pattern) in enumerate(_FRAME_ORDER):
@@ -274,26 +241,29 @@ def _topic(match: re.Match[str]) -> str | None:
 
 
 def asks(text: str) -> bool:
-    """Whether ``text`` holds a request (see ``_REQUEST_FORM``), not only a description: a
+    """Whether ``text`` holds a request (see ``_W["request_form"]``), not only a description: a
     contrast asks unless it only concedes ("long, but every line earns it")."""
     lowered = text.lower().translate(_QUOTES)
-    if _REQUEST_FORM.search(" ".join(c for c in _sentences(lowered) if not _concedes(c))):
+    if _W["request_form"].search(" ".join(c for c in _sentences(lowered) if not _concedes(c))):
         return True
-    if any(not _conceded(lowered, turn.end()) for turn in _CONTRAST_WORD.finditer(lowered)):
+    if any(not _conceded(lowered, turn.end()) for turn in _W["contrast_word"].finditer(lowered)):
         return True
-    return any(_IMPERATIVE.search(c.lower()) for s in _sentences(text) for c in clauses(s))
+    return any(_W["imperative"].search(c.lower()) for s in _sentences(text) for c in clauses(s))
 
 
 def _conceded(lowered: str, after: int) -> bool:
     """Whether what follows a contrast concedes the fault before it ("but it earns it")."""
     rest = re.split(r"[.!?;]", lowered[after:], maxsplit=1)[0]
-    return bool(_CONCEDED.search(rest) or (_PRAISE.search(rest) and not _CRITICISM.search(rest)))
+    return bool(
+        _W["conceded"].search(rest)
+        or (_W["praise"].search(rest) and not _W["criticism"].search(rest))
+    )
 
 
 def _concedes(sentence: str) -> bool:
     """A sentence of a fault and a contrast that concedes it, with no request of its own."""
-    contrast = _CONTRAST_WORD.search(sentence)
-    if contrast is None or _POLITE.search(sentence) or _IMPERATIVE.search(sentence):
+    contrast = _W["contrast_word"].search(sentence)
+    if contrast is None or _W["polite"].search(sentence) or _W["imperative"].search(sentence):
         return False
     return _conceded(sentence, contrast.end())
 
@@ -302,7 +272,9 @@ def _outright(clause: str) -> bool:
     """A clause that asks by its form: an imperative, "please", "could you", "I want"."""
     lowered = clause.lower()
     return bool(
-        _IMPERATIVE.search(lowered) or _POLITE.search(lowered) or _G["outright"].search(lowered)
+        _W["imperative"].search(lowered)
+        or _W["polite"].search(lowered)
+        or _W["outright"].search(lowered)
     )
 
 
@@ -310,14 +282,14 @@ def requests_outright(sentence: str) -> bool:
     """Whether a sentence asks for a change by its form — an imperative, "please", "could
     you", "I want", "should", "next time" — rather than only describing the answer ("a touch
     long", "more formal than I'd write")."""
-    if _ASKS_OUTRIGHT.search(sentence.lower().translate(_QUOTES)):
+    if _W["asks_outright"].search(sentence.lower().translate(_QUOTES)):
         return True  # "still a bit long": a wish said before and not yet met
     return any(_outright(c) for c in clauses(sentence))
 
 
 def contrast_at(lowered: str) -> int | None:
     """Where a sentence turns ("but", "though", "yet"…), if it does."""
-    turn = _CONTRAST_WORD.search(lowered)
+    turn = _W["contrast_word"].search(lowered)
     return turn.start() if turn else None
 
 
@@ -326,7 +298,7 @@ def keeps_whole(text: str) -> bool:
     touch it.") and asks for nothing else: what the rest describes is conceded by the keep;
     only an outright request ("add a table") still asks."""
     parts = [c for s in _sentences(text) for c in clauses(s)]
-    keeping = [c for c in parts if _KEEP_WHOLE.search(c.strip())]
+    keeping = [c for c in parts if _W["keep_whole"].search(c.strip())]
     return bool(keeping) and not any(_outright(c) for c in parts if c not in keeping)
 
 
@@ -473,7 +445,7 @@ def _unsure(text: str, reading: Reading) -> None:
         return  # a question beside what was read is its reason ("Who reads all this? Cut it.")
     for sentence in _sentences(text):
         question = sentence.strip()
-        if not question.endswith("?") or _POLITE.search(question.lower()):
+        if not question.endswith("?") or _W["polite"].search(question.lower()):
             continue
         if any(u.quote.rstrip("?") == question.rstrip("?") for u in reading.unsure):
             continue  # said back already, with what it could not place
@@ -483,7 +455,7 @@ def _unsure(text: str, reading: Reading) -> None:
 
 def praising_sentences(text: str) -> list[str]:
     """The sentences of ``text`` that praise and ask for nothing ("Oh wonderful, very bold.")."""
-    return [s for s in _sentences(text) if _PRAISE.search(s.lower()) and not asks(s)]
+    return [s for s in _sentences(text) if _W["praise"].search(s.lower()) and not asks(s)]
 
 
 def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> None:
@@ -499,7 +471,7 @@ def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> N
         reading.wishes[first:] = [w for w in reading.wishes[first:] if w.family != taken.family]
         reading.kept = [k for k in reading.kept if k.family != taken.family]
         (reading.kept if taken.action == "keep" else reading.wishes).append(taken)
-    reverted = _REVERT.search(sentence)
+    reverted = _W["revert"].search(sentence)
     if reverted is not None:
         # back to a version, all of it: what else the sentence says is its reason ("both
         # changes were a mistake")
@@ -531,11 +503,11 @@ def _restores(sentence: str, reading: Reading, first: int) -> bool:
     sizes it, not the answer)."""
     lowered = sentence.lower()
     named = [w for w in reading.wishes[first:] if w.aspect != "length" and w.action == "add"]
-    if not _G["restore"].search(lowered) or not named:
+    if not _W["restore"].search(lowered) or not named:
         return False
     sized = [
         w for w in reading.wishes[first:]
-        if w.aspect == "length" and _G["its_size"].search(w.quote.lower())
+        if w.aspect == "length" and _W["its_size"].search(w.quote.lower())
     ]  # fmt: skip
     reading.wishes = [w for w in reading.wishes if w not in sized]
     if sized:
@@ -555,7 +527,7 @@ def _sized_part(reading: Reading, first: int) -> None:
     parts = [w for w in reading.wishes[first:] if w.family in _PARTS and w.action == "add"]
     sized = [
         w for w in reading.wishes[first:]
-        if w.aspect == "length" and w.action == "add" and _G["its_size"].search(w.quote.lower())
+        if w.aspect == "length" and w.action == "add" and _W["its_size"].search(w.quote.lower())
     ]  # fmt: skip
     if parts and sized:
         reading.wishes = [w for w in reading.wishes if w not in sized]
@@ -563,7 +535,7 @@ def _sized_part(reading: Reading, first: int) -> None:
 
 def _about_family(sentence: str) -> str | None:
     """The one family a "what I said about …" phrase names by its noun ("the table"), if any."""
-    about = _G["about"].search(sentence.lower())
+    about = _W["about"].search(sentence.lower())
     if about is None:
         return None
     families = set(wish_actions.families_named(about.group("what")))
@@ -575,7 +547,7 @@ def _undone_aspect(sentence: str, reading: Reading) -> str:
     what I said about rambling, … keep the sources" undoes the change to length only), or the
     whole last change ("overall")."""
     lowered = sentence.lower()
-    about = _G["about"].search(lowered)
+    about = _W["about"].search(lowered)
     if about is not None:
         # "forget what I said about the list, but keep …": what it is about decides
         what = about.group("what")
@@ -634,21 +606,21 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
     lowered = sentence.lower()
     if (
         mode == "comment"
-        and _G["self_blame"].search(lowered)
-        and not any(_IMPERATIVE.search(c) or _POLITE.search(c) for c in clauses(lowered))
+        and _W["self_blame"].search(lowered)
+        and not any(_W["imperative"].search(c) or _W["polite"].search(c) for c in clauses(lowered))
     ):
         return  # "the only thing wrong was my own question": the rater's fault, not its
     praising = mode == "comment" and _is_praise(sentence)
     trade = _trade(sentence) if mode == "comment" else None
     if trade:
         reading.wishes.append(trade)
-    polite = bool(_POLITE.search(sentence.lower()))
+    polite = bool(_W["polite"].search(sentence.lower()))
     # "Not too long, not too stiff, no made-up numbers.": a list of faults denied
-    denying = mode == "comment" and bool(_G["denial"].search(sentence.lower()))
+    denying = mode == "comment" and bool(_W["denial"].search(sentence.lower()))
     parts = clauses(sentence)
     damaged: Wish | None = None
     for index, clause in enumerate(parts):
-        if mode == "comment" and _INJECTION.search(clause):
+        if mode == "comment" and _W["injection"].search(clause):
             reading.injection.append(clause)
             continue
         if mode == "comment" and off_limits(clause):
@@ -657,16 +629,16 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
         admiring = mode == "comment" and (
             _spared(parts, index)
             or _admires(parts, index)
-            or bool(_G["keep_doing"].match(clause.lower()) or _G["keep_part"].match(clause.lower()))
+            or bool(_W["keep_doing"].match(clause.lower()) or _W["keep_part"].match(clause.lower()))
         )
         damage = _damage(clause) if mode == "comment" and not admiring else None
         if damage:
             reading.wishes.append(damage)  # recorded as criticised when settled
             damaged = damage
             continue
-        if damaged and _DAMAGE.search(clause.lower()):
+        if damaged and _W["damage"].search(clause.lower()):
             # "ruined by the last step: it cut the caveats": what the step lost, said after
-            lost = _DAMAGED.search(clause.lower())
+            lost = _W["damaged"].search(clause.lower())
             if lost and damaged.detail and damaged.detail.endswith("|"):
                 what = _what(lost.group("what"))
                 reading.wishes[reading.wishes.index(damaged)] = replace(
@@ -714,7 +686,7 @@ def _read_other_language(text: str, reading: Reading) -> None:
 def _attributive(before: str, after: str) -> bool:
     """An adjective in front of a noun ("a short 'In summary' section", "generic advice")
     names something in the answer, not a fault of it."""
-    return not _INTENSIFIER_OR_COPULA.search(before) and not _NOT_A_NOUN.match(after)
+    return not _W["intensifier_or_copula"].search(before) and not _W["not_a_noun"].match(after)
 
 
 _matches = constructions.cue_matches
@@ -744,8 +716,8 @@ def _read_clause(
     admiring: bool = False,
 ) -> None:
     lowered = clause.lower()
-    polite = polite or bool(_POLITE.search(lowered))
-    quoted = [q.span() for q in _G["quoted"].finditer(lowered)]
+    polite = polite or bool(_W["polite"].search(lowered))
+    quoted = [q.span() for q in _W["quoted"].finditer(lowered)]
     read = _Clause(clause, lowered, mode, praising, polite, denying, admiring, quoted)
     found = False
     previous: tuple[int, Frame] | None = None
@@ -758,8 +730,8 @@ def _read_clause(
             or word.startswith("more ")
         )
         if comparative and (
-            _G["grown"].search(lowered[:start])
-            or _G["than_state"].match(lowered[end:])
+            _W["grown"].search(lowered[:start])
+            or _W["than_state"].match(lowered[end:])
             or any(q_start < start and end < q_end for q_start, q_end in quoted)
         ):
             # "even wordier than before": how it is, a complaint; "what 'sound warmer' means":
@@ -783,7 +755,7 @@ def _read_clause(
             mode == "comment"
             and found
             and cue.kind == "state"
-            and (_G["purpose"].search(lowered[:start]) or word.startswith("for "))
+            and (_W["purpose"].search(lowered[:start]) or word.startswith("for "))
         ):
             # "a touch stiff for an internal Slack post": what it is for is the reason for the
             # complaint before it, not a wish of its own
@@ -810,9 +782,9 @@ def _cue_frame(read: _Clause, cue: Cue, start: int, end: int) -> Frame:
     lowered = read.lowered
     before = lowered[:start]
     if cue.kind == "state":  # "put a little summary at the end": its size, no description
-        before = _G["small_one"].sub(" a ", before)
+        before = _W["small_one"].sub(" a ", before)
     frame = _frame(before, lowered[end:])
-    if cue.kind == "state" and _G["lack_words"].match(lowered[start:end]) and frame != "denied":
+    if cue.kind == "state" and _W["lack_words"].match(lowered[start:end]) and frame != "denied":
         frame = "lacking"  # the cue's own words say it is missing: "(still) no recap"
     if read.denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):
         frame = "denied"
@@ -824,8 +796,8 @@ def _cue_frame(read: _Clause, cue: Cue, start: int, end: int) -> Frame:
         frame == "plain"
         and cue.kind == "state"
         and not read.admiring
-        and _G["described_part"].search(lowered[:start])
-        and _G["said_of_it"].match(lowered[end:])
+        and _W["described_part"].search(lowered[:start])
+        and _W["said_of_it"].match(lowered[end:])
     ):
         frame = "describe"  # "the examples are all American": the part there, described
     return frame
@@ -838,7 +810,7 @@ def _passed_over(
     (recorded as praise where it is)."""
     lowered = read.lowered
     start, end = match.span()
-    if cue.sizes_parts and _PART.match(lowered[end:]):
+    if cue.sizes_parts and _W["part"].match(lowered[end:]):
         return True  # "a short closing line": the size of a part asked for, not of the answer
     if (
         cue.kind == "quality"
@@ -847,7 +819,7 @@ def _passed_over(
         and _attributive(lowered[:start], lowered[end:])
     ):
         return True  # "not for simple sums", "bullets for short lists": what it is for
-    if cue.aspect == "length" and _G["of_words"].search(lowered[:start]):
+    if cue.aspect == "length" and _W["of_words"].search(lowered[:start]):
         return True  # "words longer than two syllables": the words' length, not the answer's
     if cue.kind == "quality" and not comparative:
         # "generic taglines" is still a complaint (nobody asks for generic), "a short
@@ -856,7 +828,7 @@ def _passed_over(
             cue.ask is not None
             and not read.polite
             and frame in ("plain", "describe", "ask")
-            and not _ASK_VERB.search(lowered[:start])
+            and not _W["ask_verb"].search(lowered[:start])
             and _attributive(lowered[:start], lowered[end:])
         )
         if attributive or (read.praising and frame in ("plain", "describe")):
@@ -864,9 +836,9 @@ def _passed_over(
                 reading.praised.append((cue.aspect, read.text[start:end]))
             return True
     denied = (
-        _G["described_not"].search(lowered[:start]) and not _G["enough_after"].match(lowered[end:])
+        _W["described_not"].search(lowered[:start]) and not _W["enough_after"].match(lowered[end:])
     ) or (
-        _G["at_all"].match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
+        _W["at_all"].match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
     )
     if cue.kind in ("fault", "quality") and not comparative and denied:
         # "it doesn't ramble", "not long-winded at all": a fault denied is praise
@@ -897,7 +869,7 @@ def _read_cue(
             )
             return True
     else:
-        change = bool(_CHANGE_VERB.match(match.group(0))) or comparative
+        change = bool(_W["change_verb"].match(match.group(0))) or comparative
         family, weak = _wish_of(cue, frame, read.mode, comparative, change)
     if family is None:
         if frame == "lacking" and cue.kind == "fault":
@@ -906,7 +878,7 @@ def _read_cue(
     detail = _group(match, "limit") or _topic(match)
     if detail and family == "longer" and _is_format_word(detail):
         return True
-    if cue.kind == "state" and cue.ask and _G["makes_it"].match(read.lowered[end:]):
+    if cue.kind == "state" and cue.ask and _W["makes_it"].match(read.lowered[end:]):
         # "the numbered list makes it read like a form": the part is the problem, take it out
         reading.wishes.append(
             Wish(
@@ -922,7 +894,7 @@ def _read_cue(
         read.mode == "comment"
         and frame in ("refuse", "describe")
         and cue.kind == "state"
-        and _G["one_part"].search(read.lowered[:start])
+        and _W["one_part"].search(read.lowered[:start])
         and not match.group(0).endswith("s")
     ):
         # "I don't need the 'what is a firewall' paragraph": one part of it, not the form
@@ -948,7 +920,7 @@ def _read_cue(
             confidence=cue.confidence,
             detail=detail,
             weak=weak or cue.weak,
-            asked=frame == "ask" and not _G["caused"].search(read.lowered[:start]),
+            asked=frame == "ask" and not _W["caused"].search(read.lowered[:start]),
             instead=cue.kind == "state" and frame == "refuse",
             described=(cue.kind == "quality" and frame in ("describe", "plain") and not comparative)
             or (cue.kind == "state" and frame == "quantity"),
@@ -965,7 +937,7 @@ def _said_of_another_aspect(cue: Cue, before: str) -> bool:
     claim of made-up facts)."""
     if cue.kind != "fault" or cue.aspect != "accuracy" or re.search(r"\ban?\s+$", before):
         return False  # "the numbering was a mistake" judges a change, not a fact
-    said_of = _G["general_fault_of"].search(before)
+    said_of = _W["general_fault_of"].search(before)
     if said_of is None:
         return False
     noun = said_of.group("noun")
@@ -979,22 +951,22 @@ _NEGATION_UNPLACED = "a negation it cannot place: what is refused is not clear"
 def _negation_unplaced(before: str, frame: Frame) -> bool:
     """A negation before a cue that did not set the cue's frame ("it can't sound like a text
     message", "don't pad it out with caveats"): which way the wish goes is not certain."""
-    if _G["never_met"].search(before):
+    if _W["never_met"].search(before):
         return True  # "they have never used a spreadsheet": what they know, not what they want
     if frame not in ("ask", "plain"):
         return False  # "shouldn't read like a contract" complains as "reads like a contract" does
     before = re.split(r"\b(?:and|or|but)\b|,", before)[-1]  # a negation of the cue's own phrase
     before = re.sub(r"\bwhy not\b|\bnot (?:only|just)\b|\b(?:is|are|was|were)n't in\b", "", before)
-    return bool(_G["negation"].search(before) or (frame == "ask" and _G["nobody"].search(before)))
+    return bool(_W["negation"].search(before) or (frame == "ask" and _W["nobody"].search(before)))
 
 
 def _sentences(text: str) -> list[str]:
     """The sentences of ``text``; a quotation stays whole ("'Hey there! Great news' is not how
     we write")."""
-    held = _G["quoted"].sub(
+    held = _W["quoted"].sub(
         lambda m: re.sub(r"([.!?])\s", r"\1" + _HOLD, m.group(0)), text.translate(_QUOTES)
     )
-    return [s.replace(_HOLD, " ") for s in _G["sentence"].split(held) if s.strip()]
+    return [s.replace(_HOLD, " ") for s in _W["sentence"].split(held) if s.strip()]
 
 
 sentences = _sentences
@@ -1005,9 +977,9 @@ def _is_praise(sentence: str) -> bool:
     what the reviewer liked, not faults to fix."""
     lowered = sentence.lower()
     return (
-        bool(_PRAISE.search(lowered))
-        and not _CONTRAST.search(lowered)
-        and not (_CRITICISM.search(lowered))
+        bool(_W["praise"].search(lowered))
+        and not _W["contrast"].search(lowered)
+        and not (_W["criticism"].search(lowered))
     )
 
 
@@ -1016,8 +988,8 @@ def _spared(parts: list[str], index: int) -> bool:
     "Skip the preamble, not the caveats" the caveats stay."""
     return (
         index > 0
-        and bool(_G["not_that"].match(parts[index].lower()))
-        and bool(_G["cutting"].match(parts[index - 1].lower()))
+        and bool(_W["not_that"].match(parts[index].lower()))
+        and bool(_W["cutting"].match(parts[index - 1].lower()))
     )
 
 
@@ -1029,15 +1001,17 @@ def _admires(parts: list[str], index: int) -> bool:
     "Table's good", or a bare quality beside a word of approval ("Shorter, good", "Warmer now,
     thank you"). A clause with a request, a complaint or a negation in it never does."""
     clause = parts[index].lower()
-    if _NOT_ADMIRING.search(clause) or _CRITICISM.search(clause):
+    if _W["not_admiring"].search(clause) or _W["criticism"].search(clause):
         return False
-    if _ADMIRE.search(clause):
+    if _W["admire"].search(clause):
         return True
     if len(clause.split()) > MAX_ADMIRED_WORDS:
         return False
     neighbours = [parts[i].lower() for i in (index - 1, index + 1) if 0 <= i < len(parts)]
     return any(
-        _ADMIRE.search(n) and len(n.split()) <= MAX_ADMIRED_WORDS and not _NOT_ADMIRING.search(n)
+        _W["admire"].search(n)
+        and len(n.split()) <= MAX_ADMIRED_WORDS
+        and not _W["not_admiring"].search(n)
         for n in neighbours
     )
 
@@ -1062,7 +1036,7 @@ def _is_format_word(topic: str) -> bool:
 
 def _trade(sentence: str) -> Wish | None:
     """Less of one thing for more of another: a change of focus, not a longer answer."""
-    trade = _TRADE.search(sentence.lower())
+    trade = _W["trade"].search(sentence.lower())
     if not trade:
         return None
     on, off = (
@@ -1076,9 +1050,9 @@ def _trade(sentence: str) -> Wish | None:
 
 def _focus(clause: str) -> Wish | None:
     lowered = clause.lower()
-    want, avoid = _FOCUS.search(lowered), _AVOID.search(lowered)
+    want, avoid = _W["focus"].search(lowered), _W["avoid"].search(lowered)
     topic = _topic(want) if want else None
-    if topic and _G["amount_topic"].match(topic):
+    if topic and _W["amount_topic"].match(topic):
         topic, want = None, None  # "keep it to half a page": a length, read as one
     avoided = _topic(avoid) if avoid else None
     if not want and not avoid:
@@ -1093,7 +1067,7 @@ MAX_REQUEST_WORDS = 20
 def off_limits(text: str) -> bool:
     """Whether a reviewer's request is about the agent's tools, permissions, constraints,
     credentials, role or system rather than its answer: such a request is never applied."""
-    return bool(_OFF_LIMITS.search(text))
+    return bool(_W["off_limits"].search(text))
 
 
 def _request(clause: str) -> str | None:
@@ -1102,24 +1076,24 @@ def _request(clause: str) -> str | None:
     the answer and anything long stay out."""
     text = clause.strip().rstrip(".!?")
     words = text.split()
-    if not words or len(words) > MAX_REQUEST_WORDS or _PRAISE.search(text.lower()):
+    if not words or len(words) > MAX_REQUEST_WORDS or _W["praise"].search(text.lower()):
         return None
-    if _OFF_LIMITS.search(text):
+    if _W["off_limits"].search(text):
         return None  # what the agent may do is the operator's to decide (see ``off_limits``)
     never = bool(re.match(r"never (?!mind\b)", text.lower()))  # not "never mind"
     if never and len(words) >= 3:
         return "Never " + third_person(" ".join(words[1:])) + "."
-    match = _REQUEST.match(text)
+    match = _W["request"].match(text)
     if match:
         verb = match.group("verb").lower()
-        if verb == "keep" and _KEEP_AS_IS.match(match.group("rest")):
+        if verb == "keep" and _W["keep_as_is"].match(match.group("rest")):
             return None  # "Keep this.": approval, not an instruction
         rest = third_person(match.group("rest")).strip()
         body = f"{verb} {rest}".strip() if rest else None
         if not body or len(body.split()) < 2:
             return None
         return ("Never " if never else "") + body[0].upper() + body[1:] + "."
-    wish = _WISH_FOR.match(text)
+    wish = _W["wish_for"].match(text)
     if wish:
         thing = third_person(wish.group("rest") or wish.group("rest2"))
         return f"Include {thing[0].lower()}{thing[1:]}."
@@ -1132,7 +1106,7 @@ _LEANING = "a request that leans on words outside it: what it asks for is not sa
 def _leans_outside(request: str) -> bool:
     lowered = request.lower()
     unbalanced = lowered.count("(") != lowered.count(")") or lowered.count('"') % 2
-    return bool(unbalanced or _G["leans"].search(lowered))
+    return bool(unbalanced or _W["leans"].search(lowered))
 
 
 def _read_sentiment(clause: str, reading: Reading) -> None:
@@ -1141,31 +1115,33 @@ def _read_sentiment(clause: str, reading: Reading) -> None:
     negated_praise = re.search(
         r"\bnot (?:so |very |that |really )?(?:good|great|helpful|clear)\b", lowered
     )
-    if (_CRITICISM.search(lowered) or negated_praise) and not re.search(r"\bnot bad\b", lowered):
+    if (_W["criticism"].search(lowered) or negated_praise) and not re.search(
+        r"\bnot bad\b", lowered
+    ):
         reading.criticised.append((aspect, clause))
         return
-    if _PRAISE.search(lowered):
+    if _W["praise"].search(lowered):
         reading.praised.append((aspect, clause))
 
 
 def _read_tools(text: str, reading: Reading) -> None:
     """More or less use of a tool ("it looked things up five times", "use the calculator")."""
     lowered = text.lower()
-    mention = _TOOL_REPEATED.search(lowered) or _TOOL.search(lowered)
-    over, under = _TOOL_OVERUSE.search(lowered), _TOOL_UNDERUSE.search(lowered)
+    mention = _W["repeated"].search(lowered) or _W["tool"].search(lowered)
+    over, under = _W["overuse"].search(lowered), _W["underuse"].search(lowered)
     if not mention or not (over or under):
         return
     # of the two at one place, the refusal: "never call it" (but "it never called it")
     direction = "less" if over and (not under or over.start() <= under.start()) else "more"
     name = re.sub(r"\s*(?:tool|api)$", "", mention.group("tool"))
-    if _TOOLS["searching"].match(name) or name in _DOCUMENTS:
+    if _W["searching"].match(name) or name in _DOCUMENTS:
         name = "search"
     # sums said of its use, not the tool's own name ("the calculator")
     unnamed = lowered[: mention.start()] + lowered[mention.end() :]
-    context = ["arithmetic"] if _TOOLS["arithmetic"].search(unnamed) else []
-    if direction == "less" and not context and _TOOLS["never_call"].search(lowered):
+    context = ["arithmetic"] if _W["arithmetic"].search(unnamed) else []
+    if direction == "less" and not context and _W["never_call"].search(lowered):
         context.append("never")  # not only when: whether the step may call it at all
-    if direction == "more" and _TOOLS["first"].search(lowered):
+    if direction == "more" and _W["first"].search(lowered):
         context.append("first")  # called before the answer is written
     detail = f"{name}|{direction}|{'+'.join(context)}"
     quote = text[mention.start() : mention.end()]
@@ -1178,13 +1154,13 @@ def _read_steps(text: str, reading: Reading) -> None:
     research step, stick to primary sources"). Whether the agent has it is checked where the
     agent is known (``trainer/tool_flow.py``)."""
     lowered = text.lower()
-    fed, aimed = _TOOLS["step_fed"].search(lowered), _TOOLS["step_aimed"].search(lowered)
-    if fed and not _TOOLS["generic_step"].match(fed.group("step")):
+    fed, aimed = _W["step_fed"].search(lowered), _W["step_aimed"].search(lowered)
+    if fed and not _W["generic_step"].match(fed.group("step")):
         want = f"step:input:{fed.group('step')}+={fed.group('source')}"
         # the step is there already: not a wish for a new checking step
         reading.wishes = [w for w in reading.wishes if w.family != "check_step"]
         match = fed
-    elif aimed and not _TOOLS["generic_step"].match(step := _group(aimed, "step") or ""):
+    elif aimed and not _W["generic_step"].match(step := _group(aimed, "step") or ""):
         want, match = f"step:prompt:{step}", aimed
     else:
         return
@@ -1202,7 +1178,7 @@ def _read_languages(text: str, reading: Reading, mode: Mode) -> None:
             for c in clauses(s)
             if wanted.lower() in c.lower()
         ]
-        summary = mode == "comment" and said and _G["summary_part"].search(said[-1].lower())
+        summary = mode == "comment" and said and _W["summary_part"].search(said[-1].lower())
         part = "summary" if summary else None  # (an instruction says its part in its words)
         reading.wishes.append(
             Wish("language", "language", wanted, 0.9, detail=scoped(wanted, part))
@@ -1308,5 +1284,5 @@ def _settle(reading: Reading, mode: Mode) -> None:
     reading.kept = [
         k
         for k in reading.kept
-        if k.family not in against or _G["keep_said"].search(k.quote.lower())
+        if k.family not in against or _W["keep_said"].search(k.quote.lower())
     ]
