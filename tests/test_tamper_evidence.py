@@ -120,6 +120,9 @@ def test_the_verify_command(store, backend_url):
         )
     bad = training_data_app("verify", url=url)
     assert bad.returncode == 1 and "chain broken" in bad.stdout
+    # the edited row does not replay as the type it now claims: said, never a traceback
+    assert "projections not checked: the log does not replay" in bad.stdout
+    assert "Traceback" not in bad.stderr
     assert EventChainHeadRow  # the head row is what makes a removed tail visible
 
 
