@@ -196,6 +196,11 @@ def test_a_fault_the_rater_owns_or_quotes_changes_nothing(text: str) -> None:
         # one mention, preferred by a comparison verb a word or two after it
         ("Plain and brief wins over the lecture.", {("simpler", "add"), ("shorter", "add")}),
         ("Two short lines would have been plenty.", {("shorter", "add")}),
+        # a reader who will ask where the figures came from wants them sourced
+        ("The auditors will want to know where these totals came from.", {("cite_sources", "add")}),
+        ("Our volunteers have never heard of amortisation.", {("simpler", "add")}),
+        # a removal word aimed at a person removes nothing
+        ("Would it kill you to add a table of the fees?", {("table", "add")}),
         # a plural the cue file lists in the singular
         ("Los párrafos son demasiado largos para el móvil.", {("shorter", "add")}),
     ],

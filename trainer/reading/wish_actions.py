@@ -127,10 +127,14 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
         if cues.remove_after is not None:
             verbs += [(v, True) for v in cues.remove_after.finditer(lowered)]
         for verb, postposed in verbs:
-            if re.match(r"\s*(?:than|of)\b", lowered[verb.end() :]) or (
-                postposed and _W["verb_goes_on"].match(lowered[verb.end() :])
+            if (
+                re.match(r"\s*(?:than|of)\b", lowered[verb.end() :])
+                or (postposed and _W["verb_goes_on"].match(lowered[verb.end() :]))
+                or _W["person_after"].match(lowered[verb.end() :])
             ):
-                continue  # "no more than 80 words" is a limit; "so I can go over it" no removal
+                # "no more than 80 words" is a limit; "so I can go over it", "would it kill
+                # you to …" no removal
+                continue
             if verb.group(0).startswith("without") and _W["better_before"].search(
                 lowered[: verb.start()]
             ):
