@@ -22,6 +22,11 @@ from domain.trainer import FeedbackAspect
 # an action that moves a family up, or down (a refusal of the other way)
 FOR = ("add", "more", "keep")
 AGAINST = ("remove", "less")
+# The raters of an output agree on its score when their scores lie within this many points of
+# each other (0-10 scale; max - min). Training data pairs only such outputs
+# (docs/training-data.md): a score the raters are further apart on says little about which of
+# two answers is better.
+AGREEMENT_SPREAD = 2.0
 
 
 class Panel(BaseModel):
@@ -79,6 +84,16 @@ class Agreement(BaseModel):
     disputes: list[Dispute] = Field(default_factory=list)
     minority: list[Said] = Field(default_factory=list)
     readings: list[RaterReading] = Field(default_factory=list)
+
+    @property
+    def spread(self) -> float:
+        """How far apart the raters' scores are: the highest less the lowest."""
+        scores = [r.score for r in self.readings]
+        return max(scores) - min(scores) if scores else 0.0
+
+    @property
+    def scores_agree(self) -> bool:
+        return self.spread <= AGREEMENT_SPREAD
 
     def lines(self) -> list[str]:
         out = [d.line() for d in self.disputes]

@@ -47,6 +47,9 @@ from store.tables import EvaluationRow, LineageRow, SessionRow
 
 HIGH_SCORE = 8
 LOW_SCORE = 3
+# tags of a cycle's evaluation scored by several raters, and of one their scores disagree on
+SEVERAL_RATERS = "several_raters"
+RATERS_DISAGREE = "raters_disagree"
 
 
 class FeedbackRecords(EventWriter):
@@ -78,6 +81,12 @@ class FeedbackRecords(EventWriter):
         tags = (
             ["high_score"] if score >= HIGH_SCORE else ["low_score"] if score <= LOW_SCORE else []
         )
+        if agreement is not None:
+            # several raters; apart by more than AGREEMENT_SPREAD, their output pairs with none
+            # (store/exports/materializer.py reads the tag in SQL)
+            tags.append(SEVERAL_RATERS)
+            if not agreement.scores_agree:
+                tags.append(RATERS_DISAGREE)
         events = [
             NewEvent.of(
                 ArtifactScored(
