@@ -23,7 +23,7 @@ from store import Store
 from store.exports.exporter import FORMATS, ExportFilters, export
 from store.exports.materializer import Materializer
 from store.tables import TrainingExampleRow
-from tests.conftest import awaiting, make_spec, wait_for_state
+from tests.conftest import awaiting, make_spec, training_data_app, wait_for_state
 from tests.test_training_signal import scored_session
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
@@ -58,11 +58,16 @@ async def test_a_single_rater_session_exports_exactly_as_before(
 ):
     """Two single-rater lineages, three cycles, a lock: every format's files hold the same
     rows, byte for byte, as before several raters reached the training data."""
-    await scored_session(client, settings, run_worker, store=store)
+    spec = await scored_session(client, settings, run_worker, store=store)
     now = exported(store, tmp_path / "out")
     if os.environ.get("RECORD_SINGLE_RATER_EXPORT"):  # recorded once, on the old code
         SINGLE_RATER_EXPORT.write_text(json.dumps(now, indent=1, ensure_ascii=False) + "\n")
     assert now == json.loads(SINGLE_RATER_EXPORT.read_text())
+    # and the report says plainly that one rater per output measures no agreement
+    shown = report(store, spec.session_id, tmp_path / "report")
+    assert "Inter-rater agreement: no output of this session was scored by two or more raters" in (
+        " ".join(shown.split())
+    )
 
 
 # ---- several raters, through Temporal (the time-skipping server) -----------------------------
@@ -109,6 +114,10 @@ async def panel_session(
             await handle.result()
 
 
+# what they ask of A's first output: ana and bo shorter, cy longer (in dispute)
+PANEL_WANTS = {("A", 1): {"ana": ["shorter"], "bo": ["shorter"], "cy": ["longer"]}}
+
+
 async def scored_by_panels(env, store, settings) -> SessionSpec:
     """Two cycles of A and B, each output scored by ana, bo and cy (PANEL_SCORES)."""
     async with panel_session(env, store, settings, RATERS) as (spec, handles):
@@ -116,7 +125,11 @@ async def scored_by_panels(env, store, settings) -> SessionSpec:
             for label, handle in handles.items():
                 await wait_for_state(handle, awaiting(cycle))
                 for rater, score in PANEL_SCORES[label][cycle - 1].items():
-                    await handle.signal("score", {"score": score, "rater": rater})
+                    sent: dict[str, Any] = {"score": score, "rater": rater}
+                    wants = PANEL_WANTS.get((label, cycle), {}).get(rater)
+                    if wants:
+                        sent["wants"] = wants
+                    await handle.signal("score", sent)
         for handle in handles.values():
             await wait_for_state(handle, awaiting(3))
     return spec
@@ -181,3 +194,46 @@ async def test_reward_rows_keep_every_rater_and_pairs_only_agreed_outputs(
     table = pq.read_table(out / "parquet-reward.train.parquet")
     assert table.schema.names == ["prompt", "completion", "reward", "checks", "ratings"]
     assert sorted(len(r) for r in table.column("ratings").to_pylist()) == [3, 3, 3, 3]
+
+
+def report(store: Store, session_id: str, out: Path) -> str:
+    """`training-camp-data report` as typed (in this process); what it printed."""
+    url = store.engine.url.render_as_string(hide_password=False)
+    store.engine.dispose()
+    shown = training_data_app("report", session_id, "--out", str(out), url=url)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    return shown.stdout
+
+
+async def test_the_report_gives_inter_rater_agreement_and_the_disputes(
+    time_skipping_env, store, settings, tmp_path
+):
+    """Krippendorff's alpha (interval) over the four outputs three raters scored, as the
+    maintained package computes it from the raters' scores, and the wish in dispute with who
+    said what, printed and on the page."""
+    import krippendorff
+
+    spec = await scored_by_panels(time_skipping_env, store, settings)
+    table = [
+        [PANEL_SCORES[label][cycle][rater] for label in "AB" for cycle in (0, 1)]
+        for rater in ("ana", "bo", "cy")
+    ]
+    alpha = krippendorff.alpha(reliability_data=table, level_of_measurement="interval")
+    printed = " ".join(report(store, spec.session_id, tmp_path / "report").split())
+    assert (
+        f"Inter-rater agreement: Krippendorff's alpha (interval) {alpha:.2f} over 4 outputs "
+        "scored by two or more raters (12 scores; raters: ana, bo, cy)."
+    ) in printed
+    assert "A cycle 1: longer / shorter (ana: shorter; bo: shorter; cy: longer)" in printed
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert f"alpha (interval) {alpha:.2f}" in page
+    assert "A cycle 1: longer / shorter (ana: shorter; bo: shorter; cy: longer)" in page
+
+
+def test_alpha_is_not_given_when_no_score_varies():
+    """Every rater gave every output the same score: they agree, and alpha (disagreement
+    against the scores' variation) is undefined, said as such rather than a number."""
+    from services.rater_agreement import _alpha
+
+    assert _alpha([[5.0, 5.0], [5.0, 5.0]]) is None
+    assert _alpha([[3.0, 1.0], [4.0, 9.0], [5.0, 5.0]]) == pytest.approx(-0.197, abs=1e-3)
