@@ -75,6 +75,16 @@ class RaterReading(BaseModel):
     wants: list[str]
 
 
+class RaterVerdict(BaseModel):
+    """One rater's verdict on one family the last change pursued, from their own score and
+    reading (the change is rolled back only when most of the raters who judged it refute it)."""
+
+    rater: str
+    family: str
+    verdict: str  # validated / not_far_enough / refuted / untested
+    reason: str
+
+
 class Agreement(BaseModel):
     """What the raters who spoke agree on: the cycle's score and the wants the step acts on;
     the disputes; and the wishes too few asked for."""
@@ -84,6 +94,8 @@ class Agreement(BaseModel):
     disputes: list[Dispute] = Field(default_factory=list)
     minority: list[Said] = Field(default_factory=list)
     readings: list[RaterReading] = Field(default_factory=list)
+    # each rater's verdict on the change the scored output came from (none: no change pending)
+    verdicts: list[RaterVerdict] = Field(default_factory=list)
 
     @property
     def spread(self) -> float:

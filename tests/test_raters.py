@@ -271,3 +271,83 @@ def test_agreement_acts_on_a_majority_none_opposed():
         ("cy", "example"),
     ]
     assert [(s.rater, s.want) for s in agreement.minority] == [("ana", "warmer")]
+
+
+# what a rater says of an output, with the reading they confirmed (a verdict rests on words:
+# a score with no comment judges nothing)
+SAID = {
+    "shorter": ("way too long", ["shorter"]),
+    "longer": ("too short now", ["longer"]),
+    "": (None, []),
+}
+
+
+async def _score_all(handle: WorkflowHandle[Any, Any], said: dict[str, tuple[float, str]]) -> None:
+    for rater, (score, wish) in said.items():
+        comment, wants = SAID[wish]
+        sent: dict[str, Any] = {"score": score, "rater": rater}
+        if comment:
+            sent |= {"comment": comment, "wants": wants}
+        await handle.signal("score", sent)
+
+
+async def test_a_change_is_rolled_back_when_most_raters_who_judged_it_refute_it(
+    time_skipping_env, store, settings
+):
+    """All three ask for shorter: v2 is shorter. On its output ana and bo ask for longer (each
+    refutes the change), cy for shorter still (not far enough): 2 of the 3 who judged it
+    refute it, so it is rolled back. Each rater's verdict is in the store."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        await _score_all(handle, {r: (4, "shorter") for r in ("ana", "bo", "cy")})
+        await wait_for_state(handle, awaiting(2))
+        await _score_all(handle, {"ana": (3, "longer"), "bo": (3, "longer"), "cy": (5, "shorter")})
+        state = await wait_for_state(handle, awaiting(3))
+    first, second = _logged(store, "agent.evolved")
+    assert any(c["want"] == "shorter" for c in first["plan"]["changes"])
+    (undone,) = [c for c in second["plan"]["changes"] if c["reason"].startswith("rollback")]
+    assert undone["aspect"] == "length" and "against the wish for shorter" in undone["reason"]
+    assert state.agent_version == 3
+    assert state.last_verdict is not None and state.last_verdict.startswith("refuted")
+    (judged,) = _logged(store, "evolution.outcome")
+    (shorter,) = [a for a in judged["aspects"] if a["family"] == "shorter"]
+    assert shorter["verdict"] == "refuted"
+    assert shorter["reason"].startswith("2 of the 3 raters who judged it refute it (ana: refuted")
+    (per_rater,) = _logged(store, "raters.judged")
+    assert [(v["rater"], v["family"], v["verdict"]) for v in per_rater["verdicts"]] == [
+        ("ana", "shorter", "refuted"),
+        ("bo", "shorter", "refuted"),
+        ("cy", "shorter", "not_far_enough"),
+    ]
+    assert per_rater["evolutionId"] == judged["evolutionId"] and per_rater["cycle"] == 2
+
+
+async def test_a_change_one_rater_refutes_stands(time_skipping_env, store, settings):
+    """On v2's output only ana refutes the shorter change; cy asks for shorter still; bo's
+    score rose with nothing said (a score alone judges nothing): 1 of the 2 raters who judged
+    it is not a majority, nothing is rolled back, and the verdict says who said what."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        await _score_all(handle, {r: (4, "shorter") for r in ("ana", "bo", "cy")})
+        await wait_for_state(handle, awaiting(2))
+        await _score_all(handle, {"ana": (3, "longer"), "bo": (6, ""), "cy": (5, "shorter")})
+        state = await wait_for_state(handle, awaiting(3))
+    assert all(
+        not c["reason"].startswith("rollback")
+        for evolved in _logged(store, "agent.evolved")
+        for c in evolved["plan"]["changes"]
+    )
+    (judged,) = _logged(store, "evolution.outcome")
+    (shorter,) = [a for a in judged["aspects"] if a["family"] == "shorter"]
+    assert shorter["verdict"] != "refuted"
+    assert shorter["reason"].startswith(
+        "1 of the 2 raters who judged it refute it, not a majority (ana: refuted"
+    )
+    assert shorter["reason"].endswith("not judged by bo)")
+    (per_rater,) = _logged(store, "raters.judged")
+    assert {v["rater"]: v["verdict"] for v in per_rater["verdicts"]} == {
+        "ana": "refuted",
+        "bo": "untested",
+        "cy": "not_far_enough",
+    }
+    assert state.agent_version >= 2

@@ -25,7 +25,9 @@ from domain.events import (
     PanelSaid,
     PanelVoice,
     PlanConfirmed,
+    PanelVerdict,
     RatersAgreed,
+    RatersJudged,
     RaterScored,
 )
 from domain.lineage import (
@@ -119,6 +121,19 @@ class FeedbackRecords(EventWriter):
         if outcome is not None:
             evolution_id, result = outcome
             events.append(NewEvent.of(_judged(evolution_id, result), evolution_id, **refs))
+            if agreement is not None and agreement.verdicts:
+                judged = RatersJudged(
+                    evolution_id=evolution_id,
+                    evaluation_id=evaluation_id,
+                    cycle=cycle,
+                    verdicts=[
+                        PanelVerdict(
+                            rater=v.rater, family=v.family, verdict=v.verdict, reason=v.reason
+                        )
+                        for v in agreement.verdicts
+                    ],
+                )
+                events.append(NewEvent.of(judged, evaluation_id, artifact_id=artifact_id, **refs))
         for seen in insights:
             events.append(
                 NewEvent.of(
