@@ -23,12 +23,12 @@ from domain.events import (
     LoggedAspectVerdict,
     PanelDispute,
     PanelSaid,
+    PanelVerdict,
     PanelVoice,
     PlanConfirmed,
-    PanelVerdict,
     RatersAgreed,
-    RatersJudged,
     RaterScored,
+    RatersJudged,
 )
 from domain.lineage import (
     RecordDirectiveInput,
