@@ -170,6 +170,31 @@ def expected_rater(panel: Panel, rater: str | None) -> str | None:
     return None
 
 
+OTHERS_SHOWN_CHARS = 80  # a comment sent without a confirmed reading, as the preview quotes it
+
+
+def others_said(scores: Sequence[RaterScore], rater: str | None) -> list[str]:
+    """What the raters other than ``rater`` (everyone, unnamed) have asked so far on the output
+    awaiting scores, each once, as the preview shows it: "ana 3: shorter, table", or the
+    comment their reading will come from ("bo 5: 'too long'")."""
+    me = (rater or "").casefold()
+    lines = []
+    for s in latest(scores):
+        if s.rater.casefold() == me:
+            continue
+        if s.wants is not None:
+            asked = ", ".join(s.wants) or "no change"
+        elif s.comment:
+            said = " ".join(s.comment.split())
+            if len(said) > OTHERS_SHOWN_CHARS:
+                said = said[: OTHERS_SHOWN_CHARS - 1].rstrip() + "…"
+            asked = repr(said)
+        else:
+            asked = "a score alone"
+        lines.append(f"{s.rater} {s.score:g}: {asked}")
+    return lines
+
+
 def median(scores: Sequence[RaterScore]) -> float:
     return float(statistics.median(s.score for s in latest(scores)))
 
