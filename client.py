@@ -505,6 +505,7 @@ async def preview_on_worker(
     score: float,
     comment: str | None,
     wants: list[str] | None = None,
+    rater: str | None = None,
 ) -> LineagePreview:
     """``preview_reading`` made by a worker of the lineage (its id or workflow id), on its task
     queue: the reader there is loaded, and the corrections, setting, trainer backend and plan
@@ -525,6 +526,7 @@ async def preview_on_worker(
         score=score,
         comment=redact(comment) if comment else None,
         wants=[redact(w) for w in wants] if wants is not None else None,
+        rater=redact(rater) if rater else None,
     )
     try:
         return await client.execute_workflow(

@@ -270,7 +270,7 @@ def score(
     async def go() -> int:
         client = await connect(settings)
         # read by the lineage's worker, as its step would read it
-        previewed = await preview_on_worker(client, lineage_id, value, comment)
+        previewed = await preview_on_worker(client, lineage_id, value, comment, rater=rater)
         seen = previewed.reading
         print_reading(console, seen)
         taken = taken_as_read(seen)
@@ -283,7 +283,9 @@ def score(
                 taken = chosen
                 break
             # the wishes edited: the step's plan for them, shown and asked about again
-            previewed = await preview_on_worker(client, lineage_id, value, comment, chosen.wants)
+            previewed = await preview_on_worker(
+                client, lineage_id, value, comment, chosen.wants, rater
+            )
             seen = previewed.reading
             print_plan(console, seen)
         payload: dict[str, object] = {"score": value}

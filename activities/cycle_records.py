@@ -30,6 +30,8 @@ class RecordCorrectionInput(BaseModel):
     correction: QueuedCorrection
     read_as: list[str]  # the reading it supersedes, as wants
     current: AgentRef  # the version the lineage runs now, made by the superseded reading
+    # several raters: the correcting rater's own comment (the step's is all of theirs)
+    comment: str | None = None
 
 
 class CycleRecordActivities:
@@ -149,7 +151,7 @@ class CycleRecordActivities:
                 session_id=step.session_id,
                 lineage_id=step.lineage_id,
                 evaluation_id=correction.evaluation_id,
-                comment=step.score.comment or "",
+                comment=(inp.comment if inp.comment is not None else step.score.comment) or "",
                 read_as=inp.read_as,
                 corrected=correction.wants,
                 rater=correction.rater,

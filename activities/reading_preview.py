@@ -18,6 +18,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 
+from domain import panel
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleStep
 from domain.feedback import ScoreInput
@@ -45,13 +46,16 @@ async def preview_reading(
     shared_corrections: bool = False,
     wants: list[str] | None = None,
     planner: Planner | None = None,
+    rater: str | None = None,
 ) -> tuple[LineageState, ReadingPreview]:
     """The lineage's `state`, and how its cycle step would read ``score`` and ``comment`` now
     (or act on ``wants``, the wishes as the rater edited them): the same reader, the
     corrections it would consult (the session's, or every session's with
     ``shared_corrections``, as the worker's setting says) and the lineage's trainer; and,
     for the output awaiting a score, every change the step would make, as ``planner`` (the
-    step's own planning) makes it. Writes nothing. KeyError when no such lineage is known."""
+    step's own planning) makes it; with several raters, what the raters other than ``rater``
+    have asked so far on that output. Writes nothing. KeyError when no such lineage is
+    known."""
     lineage_id = await asyncio.to_thread(store.queries.resolve_lineage, lineage)
     # the lineage workflow's queries, by name: activities sit below the workflows
     handle = client.get_workflow_handle(f"lineage-{lineage_id}")
@@ -72,6 +76,8 @@ async def preview_reading(
     )
     backend = preview.backend_for(backends, state.trainer, state.trainer_model)
     seen = await preview.preview(backend, memory, score, comment, undo_to, wants)
+    if state.rater_scores:
+        seen = seen.model_copy(update={"others": panel.others_said(state.rater_scores, rater)})
     if basis is None or planner is None:
         return state, seen
     return state, await planned(planner, basis, seen, score, comment, wants)
@@ -180,6 +186,7 @@ class ReadingPreviewActivities:
                 self.shared_corrections,
                 asked.wants,
                 self.planner,
+                asked.rater,
             )
         except KeyError as exc:  # no such lineage: said, not retried
             raise ApplicationError(

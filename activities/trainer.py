@@ -29,6 +29,7 @@ from domain.panel import Agreement
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
+    JudgedEvolution,
     LearningInsight,
     PastChange,
     ScoreAnalysis,
@@ -37,7 +38,7 @@ from runner.model_backend import ModelError
 from store import Store
 from store.rlm_findings.findings import DatabaseFindingsStore
 from store.tables import ArtifactRow
-from trainer import cycle_step, rlm_credit
+from trainer import cycle_step, outcome, rlm_credit
 from trainer.backends import TrainerBackend, TrainerBackends, TrainerConfigError
 from trainer.claude_trainer import TrainerOutputError
 from trainer.cycle_step import LineageMemory
@@ -81,24 +82,26 @@ class TrainerActivities:
         nothing; ``record_cycle_step`` records what it decided."""
         context: StepContext | None = None
         agreement: Agreement | None = None
+        judged: JudgedEvolution | None = None
         try:
             context = await asyncio.to_thread(self._context, inp)
-            inp, agreement = self.agreed(inp, context)
+            inp, agreement, judged = self.agreed(inp, context)
             if not inp.train:  # locked: the score judges, nothing evolves
-                memory = self._memory(inp, context)
+                memory = self._memory(inp, context, judged)
                 return CycleDecision(
                     judged=cycle_step.judge(memory, inp.score.score, inp.score.comment),
                     attempt_id=context.artifact.attempt_id,
                     summary=f"kept v{inp.agent.version}: the lineage is locked",
                     agreement=agreement,
                 )
-            step = await self.planned(inp, context)
+            step = await self._take(inp, context, self._memory(inp, context, judged))
         except Exception as error:
             if is_transient(error):
                 raise  # the store: retried until it is back
             if _retryable(error) and activity.info().attempt < MODEL_ATTEMPTS:
                 raise  # a model call that may succeed next time
-            return self._failed(inp, context, error).model_copy(update={"agreement": agreement})
+            failed = self._failed(inp, context, error, judged)
+            return failed.model_copy(update={"agreement": agreement})
         return CycleDecision(
             judged=step.judged,
             step=step,
@@ -122,36 +125,56 @@ class TrainerActivities:
         it confirms (``score.changes``) binds the step to those (``cycle_step.bound``)."""
         if context is None:
             context = await asyncio.to_thread(self._context, inp)
-        inp, _ = self.agreed(inp, context)
-        return await self._take(inp, context, self._memory(inp, context))
+        inp, _, judged = self.agreed(inp, context)
+        return await self._take(inp, context, self._memory(inp, context, judged))
 
     def agreed(
         self, inp: CycleStepInput, context: StepContext
-    ) -> tuple[CycleStepInput, Agreement | None]:
+    ) -> tuple[CycleStepInput, Agreement | None, JudgedEvolution | None]:
         """A step on several raters' scores as the one step it is planned as: its score the
         median, its wants what a majority of them asked for and none opposed (each rater's
         confirmed reading, or their comment read by the rules), no plan bound (each rater
-        confirmed their own). Unchanged for one rater."""
+        confirmed their own); and the verdict on the pending change, each rater's from their
+        own score and reading, refuted only by a majority of those who judged it. Unchanged
+        for one rater."""
         if not inp.panel:
-            return inp, None
+            return inp, None, None
         readings = []
+        judged_by: list[tuple[str, JudgedEvolution]] = []
         for said in panel.latest(inp.panel):
+            alone = inp.score.model_copy(
+                update={"score": said.score, "comment": said.comment, "wants": said.wants}
+            )
+            memory = self._memory(inp.model_copy(update={"score": alone}), context)
             read_as = said.wants
             if read_as is None:
-                alone = inp.score.model_copy(
-                    update={"score": said.score, "comment": said.comment, "wants": None}
-                )
-                memory = self._memory(inp.model_copy(update={"score": alone}), context)
                 reading = cycle_step.rules_reading(memory, said.score, said.comment, context.spans)
                 read_as = wants.wants_of(reading.aspects)
             readings.append(panel.RaterReading(rater=said.rater, score=said.score, wants=read_as))
+            verdict = cycle_step.rater_verdict(memory, said.score, said.comment, context.spans)
+            if verdict is not None:
+                judged_by.append((said.rater, verdict))
         agreement = panel.agree(readings)
+        judged = None
+        if context.pending is not None and judged_by:
+            judged = outcome.by_majority(
+                context.pending, judged_by, agreement.score, inp.session_id
+            )
+            agreement.verdicts = [
+                panel.RaterVerdict(
+                    rater=rater, family=v.family or v.aspect, verdict=v.verdict, reason=v.reason
+                )
+                for rater, each in judged_by
+                for v in each.verdict.aspects
+            ]
         score = inp.score.model_copy(
             update={"score": agreement.score, "wants": agreement.agreed, "changes": None}
         )
-        return inp.model_copy(update={"score": score, "panel": None}), agreement
+        return inp.model_copy(update={"score": score, "panel": None}), agreement, judged
 
-    def _memory(self, inp: CycleStepInput, context: StepContext) -> LineageMemory:
+    def _memory(
+        self, inp: CycleStepInput, context: StepContext, judged: JudgedEvolution | None = None
+    ) -> LineageMemory:
         return LineageMemory(
             session_id=inp.session_id,
             lineage_id=inp.lineage_id,
@@ -169,10 +192,15 @@ class TrainerActivities:
             wants=inp.score.wants,
             confirmed=inp.score.changes,
             corrections=context.corrections,
+            raters_judged=judged,
         )
 
     def _failed(
-        self, inp: CycleStepInput, context: StepContext | None, error: BaseException
+        self,
+        inp: CycleStepInput,
+        context: StepContext | None,
+        error: BaseException,
+        judged: JudgedEvolution | None = None,
     ) -> CycleDecision:
         """A step that failed for good: the decision carries the reason, and the verdict if
         the pending evolution could be read; the score is recorded all the same and the
@@ -180,7 +208,7 @@ class TrainerActivities:
         judged = None
         if context is not None:
             judged = cycle_step.judge(
-                self._memory(inp, context), inp.score.score, inp.score.comment
+                self._memory(inp, context, judged), inp.score.score, inp.score.comment
             )
         return CycleDecision(
             judged=judged,

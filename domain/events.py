@@ -549,6 +549,27 @@ class RatersAgreed(Event):
     minority: list[PanelSaid] = Field(default_factory=list)
 
 
+class PanelVerdict(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    rater: str
+    family: str
+    verdict: str  # validated / not_far_enough / refuted / untested
+    reason: str
+
+
+class RatersJudged(Event):
+    """Each rater's verdict on the change the scored output came from, family by family, from
+    their own score and reading. The change's verdict (``evolution.outcome``) refutes a family,
+    and the step rolls it back, only when a majority of the raters who judged it refute it."""
+
+    event_type = "raters.judged"
+    evolution_id: str
+    evaluation_id: str  # the cycle's evaluation (``artifact.scored``)
+    cycle: int
+    verdicts: list[PanelVerdict] = Field(default_factory=list)
+
+
 class ComparedArtifact(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
 
@@ -701,6 +722,7 @@ EVENT_CLASSES: dict[str, type[Event]] = {
         PlanConfirmed,
         RaterScored,
         RatersAgreed,
+        RatersJudged,
         ArtifactsCompared,
         FeedbackRejected,
         ReadingCorrected,

@@ -11,7 +11,7 @@ from domain.agent import AgentDefinition, AgentRef
 from domain.checks import ActiveWish, CheckResult
 from domain.content_hash import canonical_json
 from domain.feedback import CorrectionTaken, ScoreInput
-from domain.panel import RaterScore
+from domain.panel import RaterReading, RaterScore
 from domain.spec import LineageOptions, SessionDocument
 from domain.trainer import EvolutionOutcome
 
@@ -162,6 +162,9 @@ class CarriedState(BaseModel):
     rater_scores: list[RaterScore] = Field(default_factory=list)
     scores_progress: str | None = None
     disputes: list[str] = Field(default_factory=list)
+    # each rater's reading of the last step (at most one per rater): what a rater's correction
+    # of their own reading supersedes
+    rater_readings: list[RaterReading] = Field(default_factory=list)
 
 
 class BranchOrigin(BaseModel):
@@ -246,6 +249,8 @@ class LineageState(BaseModel):
     scores_progress: str | None = None
     rater_scores: list[RaterScore] = Field(default_factory=list)
     disputes: list[str] = Field(default_factory=list)
+    # each rater's reading of the last step (what each may correct: their own only)
+    rater_readings: list[RaterReading] = Field(default_factory=list)
 
 
 class LineageResult(BaseModel):

@@ -22,6 +22,11 @@ from domain.trainer import FeedbackAspect
 # an action that moves a family up, or down (a refusal of the other way)
 FOR = ("add", "more", "keep")
 AGAINST = ("remove", "less")
+# The raters of an output agree on its score when their scores lie within this many points of
+# each other (0-10 scale; max - min). Training data pairs only such outputs
+# (docs/training-data.md): a score the raters are further apart on says little about which of
+# two answers is better.
+AGREEMENT_SPREAD = 2.0
 
 
 class Panel(BaseModel):
@@ -70,6 +75,16 @@ class RaterReading(BaseModel):
     wants: list[str]
 
 
+class RaterVerdict(BaseModel):
+    """One rater's verdict on one family the last change pursued, from their own score and
+    reading (the change is rolled back only when most of the raters who judged it refute it)."""
+
+    rater: str
+    family: str
+    verdict: str  # validated / not_far_enough / refuted / untested
+    reason: str
+
+
 class Agreement(BaseModel):
     """What the raters who spoke agree on: the cycle's score and the wants the step acts on;
     the disputes; and the wishes too few asked for."""
@@ -79,6 +94,18 @@ class Agreement(BaseModel):
     disputes: list[Dispute] = Field(default_factory=list)
     minority: list[Said] = Field(default_factory=list)
     readings: list[RaterReading] = Field(default_factory=list)
+    # each rater's verdict on the change the scored output came from (none: no change pending)
+    verdicts: list[RaterVerdict] = Field(default_factory=list)
+
+    @property
+    def spread(self) -> float:
+        """How far apart the raters' scores are: the highest less the lowest."""
+        scores = [r.score for r in self.readings]
+        return max(scores) - min(scores) if scores else 0.0
+
+    @property
+    def scores_agree(self) -> bool:
+        return self.spread <= AGREEMENT_SPREAD
 
     def lines(self) -> list[str]:
         out = [d.line() for d in self.disputes]
@@ -141,6 +168,31 @@ def expected_rater(panel: Panel, rater: str | None) -> str | None:
     if panel.names and rater.casefold() not in {n.casefold() for n in panel.names}:
         return f"rater: {rater} is not one of this lineage's raters ({', '.join(panel.names)})"
     return None
+
+
+OTHERS_SHOWN_CHARS = 80  # a comment sent without a confirmed reading, as the preview quotes it
+
+
+def others_said(scores: Sequence[RaterScore], rater: str | None) -> list[str]:
+    """What the raters other than ``rater`` (everyone, unnamed) have asked so far on the output
+    awaiting scores, each once, as the preview shows it: "ana 3: shorter, table", or the
+    comment their reading will come from ("bo 5: 'too long'")."""
+    me = (rater or "").casefold()
+    lines = []
+    for s in latest(scores):
+        if s.rater.casefold() == me:
+            continue
+        if s.wants is not None:
+            asked = ", ".join(s.wants) or "no change"
+        elif s.comment:
+            said = " ".join(s.comment.split())
+            if len(said) > OTHERS_SHOWN_CHARS:
+                said = said[: OTHERS_SHOWN_CHARS - 1].rstrip() + "…"
+            asked = repr(said)
+        else:
+            asked = "a score alone"
+        lines.append(f"{s.rater} {s.score:g}: {asked}")
+    return lines
 
 
 def median(scores: Sequence[RaterScore]) -> float:

@@ -79,6 +79,9 @@ class ReadingPreview(BaseModel):
     # what the step would leave undone and why ("kept 'in a table': you asked for it in
     # cycle 2", "skipped …"), said before sending
     plan_notes: list[str] = Field(default_factory=list)
+    # several raters: what the other raters have asked so far on this output ("ana 3:
+    # shorter, table"); the step acts on what a majority asks and none opposes
+    others: list[str] = Field(default_factory=list)
 
     @property
     def wants(self) -> list[str]:
@@ -147,6 +150,8 @@ class PreviewAsked(BaseModel):
     comment: str | None = None
     # the wishes as the rater edited them: the reading is these, and the plan is made for them
     wants: list[str] | None = Field(default=None, max_length=MAX_WANTS)
+    # who asks (several raters: the others' wishes so far are shown, not theirs)
+    rater: str | None = Field(default=None, max_length=200)
 
 
 class LineagePreview(BaseModel):

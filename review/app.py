@@ -135,14 +135,24 @@ class _Handlers:
             return Response(f"no session {session_id!r}", status_code=404, media_type="text/plain")
         front = views.session_front([v.row for card in cards for v in card.versions])
         return templates.TemplateResponse(
-            request, "session.html", {"session_id": session_id, "cards": cards, "front": front}
+            request,
+            "session.html",
+            {
+                "session_id": session_id,
+                "cards": cards,
+                "front": front,
+                # several raters: each card's correction starts from this rater's own reading
+                "rater": request.cookies.get(RATER_COOKIE),
+            },
         )
 
     async def card_fragment(self, request: Request) -> Response:
         card = await views.lineage_card(self.client, self.store, request.path_params["lineage_id"])
         if card is None:
             return Response("no such lineage", status_code=404, media_type="text/plain")
-        return templates.TemplateResponse(request, "_card_body.html", {"card": card})
+        return templates.TemplateResponse(
+            request, "_card_body.html", {"card": card, "rater": request.cookies.get(RATER_COOKIE)}
+        )
 
     async def score(self, request: Request) -> Response:
         # a confirmed reading sends its wishes and its plan's changes as fields of their own
@@ -220,6 +230,7 @@ class _Handlers:
                 self.shared_corrections,
                 edited,
                 self.planner,
+                self.rater_of(request, form),
             )
         except KeyError:
             return JSONResponse({"error": "no such lineage"}, status_code=404)

@@ -58,6 +58,10 @@ def print_reading(console: Console, seen: ReadingPreview, chips: list[Chip] | No
     words, what it could not read, and what no wish can carry."""
     chips = seen.chips if chips is None else chips
     console.print(shown(seen.said_back), highlight=False, soft_wrap=True)
+    if seen.others:  # several raters: the step acts on what a majority asks, none opposing
+        console.print(
+            f"Other raters so far: {shown('; '.join(seen.others))}", highlight=False, soft_wrap=True
+        )
     listed = "  ".join(f"[{n}] {shown(c.label)} ({shown(c.want)})" for n, c in enumerate(chips, 1))
     console.print(f"Wishes: {listed or _no_wishes(seen)}", highlight=False, soft_wrap=True)
     for u in seen.unsure:

@@ -23,6 +23,7 @@ from client import session_versions
 from domain.selection import MIN_SCORED_CYCLES, FrontRow
 from domain.settings import Settings
 from services import command_line
+from services.rater_agreement import RaterAgreement, session_agreement
 from services.terminal import console as make_console
 from services.terminal import json_text, shown
 from store import Store
@@ -356,7 +357,8 @@ def report(
 ) -> None:
     """Score curves per lineage over cycles, and the front: every version's mean score over
     its scored cycles against the share of standing checks it passed (a PNG each and a small
-    HTML page; the versions table is printed too)."""
+    HTML page; the versions table is printed too). With several raters, their agreement:
+    Krippendorff's alpha on the scores, and the wishes in dispute with who said what."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -395,6 +397,9 @@ def report(
     versions = session_versions(store, session_id)
     _front_chart(versions, out / "front.png", session_id, plt)
     _print_front(versions)
+    agreement = session_agreement(store, session_id)
+    for line in agreement.lines():
+        console.print(shown(line))
     cells = "\n".join(
         f"<tr><td>{html.escape(label)}</td><td>{cycle}</td><td>v{version}</td>"
         f"<td>{score:g}</td><td>{html.escape(comment)}</td></tr>"
@@ -408,6 +413,7 @@ def report(
 <p>Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC from the training-signal store.</p>
 <img src="scores.png" alt="score per cycle, one line per lineage">
 {_front_html(versions)}
+{_agreement_html(agreement)}
 <table><tr><th>lineage</th><th>cycle</th><th>agent</th><th>score</th><th>comment</th></tr>
 {cells}</table>
 {checks}</body></html>
@@ -417,6 +423,16 @@ def report(
     console.print(
         f"wrote {shown(out / 'scores.png')}, {shown(out / 'front.png')} and "
         f"{shown(out / 'index.html')}"
+    )
+
+
+def _agreement_html(agreement: RaterAgreement) -> str:
+    head, *rest = agreement.lines()
+    items = "".join(f"<li>{html.escape(d.line())}</li>" for d in agreement.disputes)
+    disputes = f"<ul>{items}</ul>" if items else f"<p>{html.escape(rest[0])}</p>"
+    return (
+        f'<h2>Raters</h2><p class="agreement">{html.escape(head)}</p>'
+        f'<h3>Wishes in dispute</h3><div class="disputes">{disputes}</div>'
     )
 
 

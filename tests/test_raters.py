@@ -11,17 +11,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
+from activities.reading_preview import preview_reading
+from client import correction_outcome, preview_on_worker
 from domain.lineage import LineageInput
 from domain.settings import Settings
 from review import views
 from review.app import templates
+from services.reading_prompt import print_reading
 from store import Store
 from store.eventstore import event_log
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.histories.capture import lineage_scenario, store_story
+from trainer.backends import TrainerBackends
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
 
@@ -122,11 +127,14 @@ async def panel_lineage(
         await handle.result()
 
 
-async def card_html(env: WorkflowEnvironment, store: Store, lineage_id: str) -> str:
-    """The lineage's card, rendered as the review page's card fragment renders it."""
+async def card_html(
+    env: WorkflowEnvironment, store: Store, lineage_id: str, rater: str | None = None
+) -> str:
+    """The lineage's card, rendered as the review page's card fragment renders it (for the
+    rater signed in as ``rater``)."""
     card = await views.lineage_card(env.client, store, lineage_id)
     assert card is not None
-    return templates.get_template("_card_body.html").render(card=card)
+    return templates.get_template("_card_body.html").render(card=card, rater=rater)
 
 
 def _logged(store: Store, event_type: str) -> list[dict[str, Any]]:
@@ -271,3 +279,170 @@ def test_agreement_acts_on_a_majority_none_opposed():
         ("cy", "example"),
     ]
     assert [(s.rater, s.want) for s in agreement.minority] == [("ana", "warmer")]
+
+
+# what a rater says of an output, with the reading they confirmed (a verdict rests on words:
+# a score with no comment judges nothing)
+SAID = {
+    "shorter": ("way too long", ["shorter"]),
+    "longer": ("too short now", ["longer"]),
+    "": (None, []),
+}
+
+
+async def _score_all(handle: WorkflowHandle[Any, Any], said: dict[str, tuple[float, str]]) -> None:
+    for rater, (score, wish) in said.items():
+        comment, wants = SAID[wish]
+        sent: dict[str, Any] = {"score": score, "rater": rater}
+        if comment:
+            sent |= {"comment": comment, "wants": wants}
+        await handle.signal("score", sent)
+
+
+async def test_a_change_is_rolled_back_when_most_raters_who_judged_it_refute_it(
+    time_skipping_env, store, settings
+):
+    """All three ask for shorter: v2 is shorter. On its output ana and bo ask for longer (each
+    refutes the change), cy for shorter still (not far enough): 2 of the 3 who judged it
+    refute it, so it is rolled back. Each rater's verdict is in the store."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        await _score_all(handle, {r: (4, "shorter") for r in ("ana", "bo", "cy")})
+        await wait_for_state(handle, awaiting(2))
+        await _score_all(handle, {"ana": (3, "longer"), "bo": (3, "longer"), "cy": (5, "shorter")})
+        state = await wait_for_state(handle, awaiting(3))
+    first, second = _logged(store, "agent.evolved")
+    assert any(c["want"] == "shorter" for c in first["plan"]["changes"])
+    (undone,) = [c for c in second["plan"]["changes"] if c["reason"].startswith("rollback")]
+    assert undone["aspect"] == "length" and "against the wish for shorter" in undone["reason"]
+    assert state.agent_version == 3
+    assert state.last_verdict is not None and state.last_verdict.startswith("refuted")
+    (judged,) = _logged(store, "evolution.outcome")
+    (shorter,) = [a for a in judged["aspects"] if a["family"] == "shorter"]
+    assert shorter["verdict"] == "refuted"
+    assert shorter["reason"].startswith("2 of the 3 raters who judged it refute it (ana: refuted")
+    (per_rater,) = _logged(store, "raters.judged")
+    assert [(v["rater"], v["family"], v["verdict"]) for v in per_rater["verdicts"]] == [
+        ("ana", "shorter", "refuted"),
+        ("bo", "shorter", "refuted"),
+        ("cy", "shorter", "not_far_enough"),
+    ]
+    assert per_rater["evolutionId"] == judged["evolutionId"] and per_rater["cycle"] == 2
+
+
+async def test_a_change_one_rater_refutes_stands(time_skipping_env, store, settings):
+    """On v2's output only ana refutes the shorter change; cy asks for shorter still; bo's
+    score rose with nothing said (a score alone judges nothing): 1 of the 2 raters who judged
+    it is not a majority, nothing is rolled back, and the verdict says who said what."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        await _score_all(handle, {r: (4, "shorter") for r in ("ana", "bo", "cy")})
+        await wait_for_state(handle, awaiting(2))
+        await _score_all(handle, {"ana": (3, "longer"), "bo": (6, ""), "cy": (5, "shorter")})
+        state = await wait_for_state(handle, awaiting(3))
+    assert all(
+        not c["reason"].startswith("rollback")
+        for evolved in _logged(store, "agent.evolved")
+        for c in evolved["plan"]["changes"]
+    )
+    (judged,) = _logged(store, "evolution.outcome")
+    (shorter,) = [a for a in judged["aspects"] if a["family"] == "shorter"]
+    assert shorter["verdict"] != "refuted"
+    assert shorter["reason"].startswith(
+        "1 of the 2 raters who judged it refute it, not a majority (ana: refuted"
+    )
+    assert shorter["reason"].endswith("not judged by bo)")
+    (per_rater,) = _logged(store, "raters.judged")
+    assert {v["rater"]: v["verdict"] for v in per_rater["verdicts"]} == {
+        "ana": "refuted",
+        "bo": "untested",
+        "cy": "not_far_enough",
+    }
+    assert state.agent_version >= 2
+
+
+async def test_a_rater_corrects_only_their_own_reading(time_skipping_env, store, settings):
+    """bo's 'put it in a table' was read as table; bo meant shorter. bo's correction replaces
+    bo's reading only: shorter is now what a majority (ana and bo) asks for and the table
+    one rater's wish, so the step made again from v1 makes it shorter and adds no table. The
+    labelled example is bo's comment and bo's readings. dan, who gave no score, may correct
+    nothing."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        for rater, comment, wants in (
+            ("ana", "way too long", ["shorter"]),
+            ("bo", "put it in a table", ["table"]),
+            ("cy", "a table please", ["table"]),
+        ):
+            await handle.signal(
+                "score", {"score": 4, "rater": rater, "comment": comment, "wants": wants}
+            )
+        before = await wait_for_state(handle, awaiting(2))
+        # the page's correction starts from bo's own reading, not the step's
+        card = await card_html(time_skipping_env, store, before.lineage_id, rater="BO")
+        correcting = card.split('class="correct"')[1].split("</form>")[0]
+        assert "your reading, BO" in correcting
+        assert 'data-want="table"' in correcting and 'data-want="shorter"' not in correcting
+        with pytest.raises(WorkflowUpdateFailedError) as err:
+            await handle.execute_update(
+                LineageWorkflow.correct_reading, {"wants": ["longer"], "rater": "dan", "cycle": 1}
+            )
+        assert "each rater corrects only their own reading, and dan gave none" in str(
+            err.value.cause
+        )
+        accepted = await handle.execute_update(
+            LineageWorkflow.correct_reading, {"wants": ["shorter"], "rater": "bo", "cycle": 1}
+        )
+        done = await correction_outcome(handle, accepted)
+        assert done.error is None
+        state = await wait_for_state(handle, awaiting(2))
+    assert [(r.rater, r.wants) for r in before.rater_readings] == [
+        ("ana", ["shorter"]),
+        ("bo", ["table"]),
+        ("cy", ["table"]),
+    ]
+    assert [(r.rater, r.wants) for r in state.rater_readings] == [
+        ("ana", ["shorter"]),
+        ("bo", ["shorter"]),
+        ("cy", ["table"]),
+    ]
+    first, corrected = _logged(store, "agent.evolved")
+    assert "table" in {c["want"] for c in first["plan"]["changes"]}
+    made = {c["want"] for c in corrected["plan"]["changes"]}
+    assert "shorter" in made and "table" not in made
+    (correction,) = _logged(store, "reading.corrected")
+    assert (correction["rater"], correction["comment"]) == ("bo", "put it in a table")
+    assert (correction["readAs"], correction["corrected"]) == (["table"], ["shorter"])
+    assert state.agent_version == 3 and done.rerun_cycle == 2
+
+
+async def test_the_preview_shows_what_the_other_raters_asked_so_far(
+    time_skipping_env, store, settings
+):
+    """ana confirmed shorter and a table, bo sent a comment alone: cy's preview, on the page
+    (read in the app's process) and for `training-camp score` (read by the lineage's worker),
+    shows both, and ana's shows bo's only."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        state = await wait_for_state(handle, awaiting(1))
+        await handle.signal(
+            "score", {"score": 3, "rater": "ana", "comment": "x", "wants": ["shorter", "table"]}
+        )
+        await handle.signal("score", {"score": 5, "rater": "bo", "comment": "far  too long"})
+        await wait_for_state(handle, lambda s: len(s.scored_by) == 2)
+        backends = TrainerBackends(settings)
+        _, seen = await preview_reading(
+            time_skipping_env.client, store, backends, state.lineage_id, 6, "add an example",
+            rater="cy",
+        )  # fmt: skip
+        assert seen.others == ["ana 3: shorter, table", "bo 5: 'far too long'"]
+        _, seen = await preview_reading(
+            time_skipping_env.client, store, backends, state.lineage_id, 6, None, rater="Ana"
+        )
+        assert seen.others == ["bo 5: 'far too long'"]
+        previewed = await preview_on_worker(
+            time_skipping_env.client, state.lineage_id, 6, "add an example", rater="cy"
+        )
+        console = Console(record=True, width=200)
+        print_reading(console, previewed.reading)
+        printed = console.export_text()
+        assert "Other raters so far: ana 3: shorter, table; bo 5: 'far too long'" in printed

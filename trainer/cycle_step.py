@@ -105,6 +105,9 @@ class LineageMemory(BaseModel):
     # raters' corrections of earlier readings (the session's, or every session's), consulted
     # before the cue tables: a close comment is read as its correction said
     corrections: list[LabelledExample] = Field(default_factory=list)
+    # several raters: the verdict on the pending evolution by a majority of those who judged
+    # it, each from their own reading (trainer/outcome.by_majority); the step rolls back on it
+    raters_judged: JudgedEvolution | None = None
     _reading: ReadingMemory | None = PrivateAttr(default=None)
 
     def reading_memory(self) -> ReadingMemory | None:
@@ -164,11 +167,7 @@ async def _planned(
     wished = credit_assignment.wishes(read)
     approved = [a.want for a in read.aspects if a.sentiment == "positive" and a.want]
     taken_back = _about_earlier(credit_assignment.takebacks(read), memory)
-    judged = outcome.judge(memory.pending, read, memory.session_id) if memory.pending else None
-    if judged and memory.pending and memory.output_cut_off:
-        judged = outcome.cut_off(memory.pending, judged, memory.session_id)
-    if judged and memory.pending and memory.checks:
-        judged = outcome.measured(memory.pending, judged, memory.checks, memory.session_id)
+    judged = memory.raters_judged or _judged(memory, read)
 
     reverting = next((w for w in taken_back if w.family == "revert"), None)
     if reverting is not None:
@@ -538,11 +537,34 @@ async def backend_reading(
     return await backend.analyze(score, comment, previous)
 
 
+def _judged(memory: LineageMemory, read: ScoreAnalysis) -> JudgedEvolution | None:
+    """The verdict on the pending evolution from one reading of the score: the reviewer's
+    words, then the output cut off, then what the output measured."""
+    if memory.pending is None:
+        return None
+    judged = outcome.judge(memory.pending, read, memory.session_id)
+    if memory.output_cut_off:
+        judged = outcome.cut_off(memory.pending, judged, memory.session_id)
+    if memory.checks:
+        judged = outcome.measured(memory.pending, judged, memory.checks, memory.session_id)
+    return judged
+
+
+def rater_verdict(
+    memory: LineageMemory, score: float, comment: str | None, spans: Sequence[SpanRecord] = ()
+) -> JudgedEvolution | None:
+    """One rater's verdict on the pending evolution, from their score and their reading (the
+    wants they confirmed, ``memory.wants``, or their comment), as ``take`` judges one score."""
+    return _judged(memory, _softened(rules_reading(memory, score, comment, spans)))
+
+
 def judge(memory: LineageMemory, score: float, comment: str | None) -> JudgedEvolution | None:
     """The verdict on the pending evolution alone, as a locked lineage's score gives it (a
     locked lineage does not train): the same judgement ``take`` makes first."""
     if memory.pending is None:
         return None
+    if memory.raters_judged is not None:
+        return memory.raters_judged
     previous = [] if memory.previous_score is None else [memory.previous_score]
     read = reward_analyzer.analyze(score, comment, previous, memory.wants, memory.reading_memory())
     judged = outcome.judge(memory.pending, read, memory.session_id)

@@ -349,3 +349,67 @@ def _lessons(
             )
         )
     return lessons
+
+
+VERDICT_LABELS = {
+    "refuted": "refuted",
+    "not_far_enough": "not far enough",
+    "validated": "validated",
+    "untested": "untested",
+}
+
+
+def by_majority(
+    pending: PendingEvolution,
+    judged_by: list[tuple[str, JudgedEvolution]],
+    score: float,
+    session_id: str,
+) -> JudgedEvolution:
+    """The verdict of several raters, each of whom judged ``pending`` from their own score and
+    reading (``judged_by``: rater, verdict): a family is refuted, and rolled back, only when
+    a majority of the raters who judged it (any verdict but untested) refute it; otherwise it
+    takes the verdict most of them gave (not far enough before validated among equals), and
+    untested when none judged it. Each family's reason says what every rater said. The
+    outcome's score is ``score`` (the raters' median)."""
+    verdicts: list[AspectVerdict] = []
+    for family, aspect in _pursued(pending.changes):
+        said = [
+            (rater, v)
+            for rater, judged in judged_by
+            for v in judged.verdict.aspects
+            if (v.family or v.aspect) == family
+        ]
+        judges = [(rater, v) for rater, v in said if v.verdict != "untested"]
+        refuters = [(rater, v) for rater, v in judges if v.verdict == "refuted"]
+        if judges and 2 * len(refuters) > len(judges):
+            kind, basis = "refuted", refuters
+            head = f"{len(refuters)} of the {len(judges)} raters who judged it refute it"
+        elif judges:
+            others = [(rater, v) for rater, v in judges if v.verdict != "refuted"]
+            counts = {
+                k: sum(v.verdict == k for _, v in others) for k in ("not_far_enough", "validated")
+            }
+            kind = max(counts, key=lambda k: counts[k])
+            basis = [(rater, v) for rater, v in others if v.verdict == kind]
+            head = (
+                f"{len(refuters)} of the {len(judges)} raters who judged it refute it, not a "
+                "majority"
+                if refuters
+                else f"{len(basis)} of the {len(judges)} raters who judged it"
+            )
+        else:
+            kind, basis = "untested", said
+            head = "no rater judged it" + (f": {said[0][1].reason}" if said else "")
+        each = [f"{rater}: {VERDICT_LABELS[v.verdict]} ({v.reason})" for rater, v in judges]
+        silent = [rater for rater, v in said if v.verdict == "untested"]
+        if judges and silent:
+            each.append(f"not judged by {', '.join(silent)}")
+        reason = f"{head} ({'; '.join(each)})" if judges else head
+        quote = next((v.quote for _, v in basis if v.quote is not None), None)
+        verdicts.append(_verdict(aspect, family, kind, reason, quote))
+    outcome = _outcome(score, score - pending.trigger_score, verdicts)
+    return JudgedEvolution(
+        evolution_id=pending.evolution_id,
+        verdict=outcome,
+        insights=_lessons(pending, outcome, session_id),
+    )

@@ -446,9 +446,7 @@ class LineageWorkflow:
         )
         self._s.score_history = self._s.score_history[-SCORE_HISTORY_CARRIED:]
         if step.panel:  # said back to every rater: what they disagreed on changed nothing
-            agreement = decision.agreement
-            lines = agreement.lines() if agreement else []
-            self._s.disputes = [note(line) for line in lines[:DISPUTES_SHOWN]]
+            self._agreed(decision)
             self._s.rater_scores = []
             self._s.scores_progress = None
         self._took(step, taken, oneshots)
@@ -494,14 +492,36 @@ class LineageWorkflow:
         if step is None or step.evaluation_id != correction.evaluation_id:
             self._corrected(correction, step, error="a later score has been read since")
             return rollout
-        again = step.model_copy(
-            update={
-                # re-planned on the wishes meant: the plan confirmed with the score no longer
-                # names its changes
-                "score": step.score.model_copy(update={"wants": correction.wants, "changes": None}),
-                "corrects": self._s.agent.version,
-            }
-        )
+        read_as, comment = self._s.last_wants, None
+        if step.panel:
+            # several raters: the correction replaces its rater's reading only, and the step
+            # acts again on what the raters now agree on
+            rater = correction.rater.casefold()
+            mine = next((r for r in step.panel if r.rater.casefold() == rater), None)
+            if mine is None:
+                self._corrected(correction, step, error=f"{correction.rater} gave no score here")
+                return rollout
+            panel = [
+                r.model_copy(update={"wants": correction.wants, "changes": None})
+                if r is mine
+                else r
+                for r in step.panel
+            ]
+            again = step.model_copy(update={"panel": panel, "corrects": self._s.agent.version})
+            read = next((r for r in self._s.rater_readings if r.rater.casefold() == rater), None)
+            read_as = read.wants if read else list(mine.wants or [])
+            comment = mine.comment or ""
+        else:
+            again = step.model_copy(
+                update={
+                    # re-planned on the wishes meant: the plan confirmed with the score no
+                    # longer names its changes
+                    "score": step.score.model_copy(
+                        update={"wants": correction.wants, "changes": None}
+                    ),
+                    "corrects": self._s.agent.version,
+                }
+            )
         self._set_status("training")
         try:
             decision = await self._cycle_step(again)
@@ -511,13 +531,16 @@ class LineageWorkflow:
                     step=again,
                     decision=decision,
                     correction=correction,
-                    read_as=self._s.last_wants,
+                    read_as=read_as,
                     current=self._s.agent,
+                    comment=comment,
                 ),
             )
         except FailureError as err:
             self._corrected(correction, step, error=f"correction not recorded: {err.cause or err}")
             return rollout
+        if again.panel:
+            self._agreed(decision)
         superseded = self._s.agent.version
         self._s.last_step = again  # corrected again, it is re-planned from the same version
         self._s.last_reading = taken.reading
@@ -536,6 +559,14 @@ class LineageWorkflow:
             return rollout
         self._s.output_id = None  # replaced: a score naming it is refused from now on
         return await self._rollout(rerun_by=self._s.agent.version)
+
+    def _agreed(self, decision: CycleDecision) -> None:
+        """What the raters of the last step agreed on, said back to each (the disputes) and
+        kept for a correction of one rater's reading."""
+        agreement = decision.agreement
+        lines = agreement.lines() if agreement else []
+        self._s.disputes = [note(line) for line in lines[:DISPUTES_SHOWN]]
+        self._s.rater_readings = list(agreement.readings) if agreement else []
 
     def _corrected(
         self,
@@ -750,6 +781,7 @@ class LineageWorkflow:
             scores_progress=s.scores_progress,
             rater_scores=s.rater_scores,
             disputes=s.disputes,
+            rater_readings=s.rater_readings,
         )
 
     def _still_to_score(self) -> list[str]:

@@ -191,6 +191,15 @@ def not_correctable(
             f"a later score than {names} has arrived and waits to be read: only the latest "
             "score's reading can be corrected"
         )
+    if latest.panel:
+        # several raters: each corrects only their own reading, whatever correctionsBy says
+        raters = [r.rater for r in latest.panel]
+        if named.rater.casefold() not in {r.casefold() for r in raters}:
+            return (
+                f"{names} was given by {', '.join(escaped(r) for r in raters)}; each rater "
+                f"corrects only their own reading, and {escaped(named.rater)} gave none"
+            )
+        return None
     scorer = latest.score.rater
     if corrections_by == "scorer" and (
         scorer is None or scorer.casefold() != named.rater.casefold()
@@ -545,8 +554,12 @@ class LineageInbox:
         refused = not_correctable(parsed, step, later_score, self._inp.options.corrections_by)
         if refused is not None or step is None:  # no step: refused ("nothing to correct")
             raise _invalid(refused or "nothing to correct", "InvalidCorrection")
+        # several raters: one rater's correction is theirs alone (two may mean the same wants)
+        corrected = step.evaluation_id
+        if step.panel:
+            corrected += f"/{parsed.rater.casefold()}"
         queued = QueuedCorrection(
-            correction_id=correction_key(self._inp.lineage_id, step.evaluation_id, parsed.wants),
+            correction_id=correction_key(self._inp.lineage_id, corrected, parsed.wants),
             evaluation_id=step.evaluation_id,
             wants=parsed.wants,
             rater=parsed.rater,

@@ -466,6 +466,13 @@ function showReading(form) {
   // edited, the chips are what the step acts on: the line says them, not the comment's reading
   said.textContent = answer.error || (edited(r) ? saidOf(chips) : answer.said_back || "");
   said.className = "said" + (answer.error ? " error" : "");
+  // several raters: what the others have asked so far on this output (text, never markup)
+  const others = box.querySelector(".others");
+  if (others) {
+    others.textContent = answer.others && answer.others.length
+      ? "Other raters so far: " + answer.others.join("; ")
+      : "";
+  }
   // chips left as read, with more in the comment than they carry: the step reads the comment
   box.querySelector(".lead").textContent = answer.error || answer.exact || edited(r)
     ? "Enter acts on these, and only these:"

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 
+from domain.events import RatersAgreed
 from store.backends.database import write_transaction
 from store.backends.dialect import DriverSQL, driver_cursor, stream_rows
 from store.eventstore.event_writer import now_ms
@@ -116,6 +117,19 @@ def check_reward(row: dict[str, Any]) -> None:
     _check_one_answer(row.get("completion"), "completion")
     if not isinstance(row.get("reward"), int | float) or not 0 <= row["reward"] <= 10:
         raise FormatError("reward: a number from 0 to 10")
+    ratings = row.get("ratings")
+    if ratings is not None and not (
+        isinstance(ratings, list)
+        and ratings
+        and all(
+            isinstance(r, dict)
+            and isinstance(r.get("rater"), str)
+            and isinstance(r.get("score"), int | float)
+            and 0 <= r["score"] <= 10
+            for r in ratings
+        )
+    ):
+        raise FormatError("ratings: a list of {rater, score} (several raters), scores 0 to 10")
 
 
 # ---- rows -----------------------------------------------------------------------------------
@@ -164,12 +178,15 @@ def _openai_preference(e: dict[str, Any]) -> dict[str, Any]:
 
 
 def _reward(e: dict[str, Any]) -> dict[str, Any]:
-    return {
+    row = {
         "prompt": _prompt(e["system"], e["user"]),
         "completion": _answer(e["completion"]),
         "reward": e["score"],
         "checks": e.get("checks") or [],
     }
+    if e.get("ratings"):  # several raters: each one's score (``reward`` is their median)
+        row["ratings"] = e["ratings"]
+    return row
 
 
 # The same rows as JSON lines. ``e["json"]`` holds each text as stored: the canonical JSON of a
@@ -217,9 +234,12 @@ def _number_json(x: Any) -> str:
 
 def _reward_line(e: dict[str, Any]) -> str:
     checks = json.dumps(e.get("checks") or [], ensure_ascii=False)
+    ratings = ""
+    if e.get("ratings"):
+        ratings = f', "ratings": {json.dumps(e["ratings"], ensure_ascii=False)}'
     return (
         f'{{"prompt": {_prompt_json(e, True)}, "completion": {_answer_json(e, "completion")}, '
-        f'"reward": {_number_json(e["score"])}, "checks": {checks}}}'
+        f'"reward": {_number_json(e["score"])}, "checks": {checks}{ratings}}}'
     )
 
 
@@ -276,7 +296,7 @@ def _arrow_fields(pa: Any) -> list[tuple[str, Any]]:
 class _ParquetWriter:
     BATCH = 2000
 
-    def __init__(self, path: Path, example_type: str) -> None:
+    def __init__(self, path: Path, example_type: str, ratings: bool = False) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -291,6 +311,10 @@ class _ParquetWriter:
                 ("checks", pa.list_(pa.struct(_arrow_fields(pa)))),
             ],
         }[example_type]
+        if ratings:  # the store holds several raters' scores: each one's (null for one rater)
+            fields.append(
+                ("ratings", pa.list_(pa.struct([("rater", pa.string()), ("score", pa.float64())])))
+            )
         self._pa = pa
         self._schema = pa.schema(fields)
         self._writer = pq.ParquetWriter(str(path), self._schema)
@@ -350,6 +374,7 @@ def _examples(
     shared = _SharedTexts()
     with engine.connect() as conn:
         checks = _checks_by_evaluation(conn) if example_type == "reward" else {}
+        ratings = ratings_by_evaluation(conn) if example_type == "reward" else {}
         rows = stream_rows(conn, DriverSQL(sql), params, _CHUNK)
         while chunk := list(islice(rows, _CHUNK)):
             shared.load(conn, {h for row in chunk for h in (row[1], row[4]) if h})
@@ -370,6 +395,8 @@ def _examples(
                     example["json"]["system"] = shared.json[system]
                 if checks:
                     example["checks"] = checks.get(row[0].removeprefix("reward:"), [])
+                if ratings:
+                    example["ratings"] = ratings.get(row[0].removeprefix("reward:"))
                 answers = zip(("completion", "chosen", "rejected"), row[5:8], strict=True)
                 for key, text_json in answers:
                     example[key] = None
@@ -409,6 +436,25 @@ def _checks_by_evaluation(conn: Any) -> dict[str, list[dict[str, Any]]]:
             found[evaluation_id] = [
                 {key: check.get(key) for key in CHECK_FIELDS} for check in payload["checks"]
             ]
+    return found
+
+
+_AGREED_SQL = (
+    "SELECT p.content FROM training_events e JOIN payload_blobs p ON p.hash = e.payload_hash"
+    f" WHERE e.event_type = '{RatersAgreed.event_type}'"
+)
+
+
+def ratings_by_evaluation(conn: Any) -> dict[str, list[dict[str, Any]]]:
+    """evaluation id → each rater's score on the output it scored, for the outputs several
+    raters scored (``raters.agreed``: the latest score of each, in the order they first
+    scored). One query by event type, per export."""
+    cur, dialect = driver_cursor(conn)
+    cur.execute(DriverSQL(_AGREED_SQL).text(dialect))
+    found: dict[str, list[dict[str, Any]]] = {}
+    for (content,) in cur.fetchall():
+        agreed = RatersAgreed.read(json.loads(content))
+        found[agreed.evaluation_id] = [{"rater": v.rater, "score": v.score} for v in agreed.voices]
     return found
 
 
@@ -553,10 +599,14 @@ def export(
     result = Materializer(engine).run()
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {split: out_dir / f"{fmt.name}.{split}.{fmt.suffix}" for split in ("train", "eval")}
+    ratings = False  # a Parquet reward file has a ratings column when any output has ratings
+    if fmt.suffix == "parquet" and fmt.example_type == "reward":
+        with engine.connect() as conn:
+            ratings = bool(ratings_by_evaluation(conn))
     writers = {
         split: _JsonlWriter(path)
         if fmt.suffix == "jsonl"
-        else _ParquetWriter(path, fmt.example_type)
+        else _ParquetWriter(path, fmt.example_type, ratings)
         for split, path in paths.items()
     }
     counts, skipped = {"train": 0, "eval": 0}, 0

@@ -3,8 +3,9 @@
 * reward rows: every score;
 * SFT examples: scores of at least ``SFT_MIN_SCORE`` (exports can ask for more);
 * preference pairs: outputs of the same session and cycle (so the same input) with different
-  scores, a locked lineage's output against its competitors' for the same cycle, and a
-  promoted champion's outputs against its competitors' on the same inputs.
+  scores, none of them one its raters disagree on (``domain.panel.AGREEMENT_SPREAD``), a locked
+  lineage's output against its competitors' for the same cycle, and a promoted champion's
+  outputs against its competitors' on the same inputs.
 
 The log is processed in windows of positions, each in one transaction with the new position: a
 crash loses nothing and repeats nothing. Within a window the work is set-based SQL (a rebuild of a
@@ -47,6 +48,7 @@ from store.backends.dialect import (
 )
 from store.eventstore import event_log
 from store.eventstore.read_ahead import ReadAhead
+from store.records.feedback_records import RATERS_DISAGREE
 from store.tables import (
     MaterializerStateRow,
     ScoredArtifactRow,
@@ -142,7 +144,14 @@ _STAGE = """CREATE TEMP TABLE IF NOT EXISTS materialize_scores (
     artifact_id VARCHAR NOT NULL, score DOUBLE PRECISION NOT NULL, created_at BIGINT NOT NULL,
     session_id VARCHAR NOT NULL, lineage_id VARCHAR NOT NULL, cycle INTEGER NOT NULL,
     input_hash VARCHAR NOT NULL, content_hash VARCHAR NOT NULL,
-    system_prompt_hash VARCHAR NOT NULL)"""
+    system_prompt_hash VARCHAR NOT NULL, raters_disagree INTEGER NOT NULL)"""
+
+
+def _disagree(tags: str) -> str:
+    """Whether an evaluation's tags say its raters' scores lie further apart than
+    ``domain.panel.AGREEMENT_SPREAD``, as SQL (REPLACE: no '%' for the drivers' placeholders)."""
+    return f"""{tags} <> REPLACE({tags}, '"{RATERS_DISAGREE}"', '')"""
+
 
 # An output's context: its session, lineage and cycle, its input and the prompt that made it.
 # A score without an output on record joins nothing: there is nothing to learn from.
@@ -170,7 +179,8 @@ def _statements(dialect: str) -> dict[str, str]:
         "stage_current": f"""INSERT INTO materialize_scores
             SELECT e.position, e.id, {field.format(ArtifactScored.key("evaluation_id"))},
                 e.artifact_id, {score.format(field.format(ArtifactScored.key("score")))},
-                e.timestamp, {_CONTEXT}
+                e.timestamp, {_CONTEXT},
+                CASE WHEN {_disagree("e.tags")} THEN 1 ELSE 0 END
             FROM training_events e
             JOIN payload_blobs b ON b.hash = e.payload_hash
             JOIN artifacts a ON a.id = e.artifact_id
@@ -181,7 +191,7 @@ def _statements(dialect: str) -> dict[str, str]:
             WHERE position > ? AND position <= ? AND event_type = '{SCORED}'
                 AND schema_version < {ArtifactScored.schema_version}""",
         "stage_one": f"""INSERT INTO materialize_scores
-            SELECT ?, ?, ?, a.id, ?, ?, {_CONTEXT}
+            SELECT ?, ?, ?, a.id, ?, ?, {_CONTEXT}, 0
             FROM artifacts a {_CONTEXT_JOINS} WHERE a.id = ?""",
         # First score of each output wins; earlier windows' scores are already in.
         "scored": """INSERT INTO mv_scored_artifacts (artifact_id, session_id, lineage_id, cycle,
@@ -200,7 +210,7 @@ def _statements(dialect: str) -> dict[str, str]:
             for kind, condition in (("reward", "true"), ("sft", f"score >= {SFT_MIN_SCORE}"))
         },
         # Each staged score against every other output of its session, cycle and input that was
-        # scored before it.
+        # scored before it; an output whose raters disagree on its score pairs with none.
         "pairs": f"""INSERT INTO mv_training_examples {_EXAMPLE_COLUMNS}
             SELECT 'preference:' || CASE WHEN {chosen_first}
                     THEN n.artifact_id || '>' || s.artifact_id
@@ -221,6 +231,7 @@ def _statements(dialect: str) -> dict[str, str]:
             WHERE pe.position < n.position AND s.artifact_id <> n.artifact_id
                 AND s.input_hash = n.input_hash AND s.score <> n.score
                 AND s.content_hash <> n.content_hash
+                AND n.raters_disagree = 0 AND NOT {_disagree("pe.tags")}
             ORDER BY n.position, pe.position
             ON CONFLICT DO NOTHING""",
         "session_pairs": """SELECT chosen_hash, rejected_hash FROM mv_training_examples

@@ -23,10 +23,12 @@ from domain.events import (
     LoggedAspectVerdict,
     PanelDispute,
     PanelSaid,
+    PanelVerdict,
     PanelVoice,
     PlanConfirmed,
     RatersAgreed,
     RaterScored,
+    RatersJudged,
 )
 from domain.lineage import (
     RecordDirectiveInput,
@@ -47,6 +49,9 @@ from store.tables import EvaluationRow, LineageRow, SessionRow
 
 HIGH_SCORE = 8
 LOW_SCORE = 3
+# tags of a cycle's evaluation scored by several raters, and of one their scores disagree on
+SEVERAL_RATERS = "several_raters"
+RATERS_DISAGREE = "raters_disagree"
 
 
 class FeedbackRecords(EventWriter):
@@ -78,6 +83,12 @@ class FeedbackRecords(EventWriter):
         tags = (
             ["high_score"] if score >= HIGH_SCORE else ["low_score"] if score <= LOW_SCORE else []
         )
+        if agreement is not None:
+            # several raters; apart by more than AGREEMENT_SPREAD, their output pairs with none
+            # (store/exports/materializer.py reads the tag in SQL)
+            tags.append(SEVERAL_RATERS)
+            if not agreement.scores_agree:
+                tags.append(RATERS_DISAGREE)
         events = [
             NewEvent.of(
                 ArtifactScored(
@@ -110,6 +121,19 @@ class FeedbackRecords(EventWriter):
         if outcome is not None:
             evolution_id, result = outcome
             events.append(NewEvent.of(_judged(evolution_id, result), evolution_id, **refs))
+            if agreement is not None and agreement.verdicts:
+                judged = RatersJudged(
+                    evolution_id=evolution_id,
+                    evaluation_id=evaluation_id,
+                    cycle=cycle,
+                    verdicts=[
+                        PanelVerdict(
+                            rater=v.rater, family=v.family, verdict=v.verdict, reason=v.reason
+                        )
+                        for v in agreement.verdicts
+                    ],
+                )
+                events.append(NewEvent.of(judged, evaluation_id, artifact_id=artifact_id, **refs))
         for seen in insights:
             events.append(
                 NewEvent.of(
