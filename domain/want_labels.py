@@ -1,6 +1,6 @@
 """The human words for wants (``domain/want_labels.json``): "shorter: about half", "no table",
 "back to v1". The review page's chips and picker, ``training-camp score``, ``read`` and
-``correct`` and the README's list of families all say a want this way."""
+``correct`` and docs/scoring.md's list of families all say a want this way."""
 
 from __future__ import annotations
 
