@@ -46,22 +46,15 @@ def cue_sets() -> dict[str, CueSet]:
     for path in sorted(CUES.glob("*.json")):
         data = cue_tables.language_file(path)
         bounded = data.get("word_boundaries", True)
-        plural = "".join(f"|{re.escape(s)}" for s in data.get("plural_suffixes", []))
+        plural = data.get("plural_suffixes")
         families = {
-            family: re.compile(_alternation(phrases, bounded, plural), re.I)
-            for family, phrases in data["families"].items()
+            family: pattern
+            for family, words in data["families"].items()
+            if (pattern := cue_tables.phrases(words, bounded, plural)) is not None
         }
-        negations = data.get("negations") or []
-        negation = re.compile(_alternation(negations, bounded), re.I) if negations else None
+        negation = cue_tables.phrases(data.get("negations") or [], bounded)
         sets[data["language"]] = CueSet(data["language"], families, negation)
     return sets
-
-
-def _alternation(phrases: list[str], bounded: bool, plural: str = "") -> str:
-    """One pattern for the phrases; ``plural``: "|s|es", endings a phrase's last word may take
-    ("demasiado largas" for "demasiado larga")."""
-    body = "|".join(re.escape(p) for p in sorted(phrases, key=len, reverse=True))
-    return rf"(?<!\w)(?:{body})(?:{plural[1:]})?(?!\w)" if bounded else f"(?:{body})"
 
 
 @lru_cache(maxsize=1)

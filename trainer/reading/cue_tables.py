@@ -209,6 +209,19 @@ def vocabulary(name: str) -> Vocabulary:
     return Vocabulary(patterns, data.get("tables", {}), rewrites)
 
 
+def phrases(
+    words: list[str], bounded: bool = True, plural: list[str] | None = None
+) -> re.Pattern[str] | None:
+    """One pattern for a phrase list of a language's file (None for none): whole words unless
+    the language writes none apart (``word_boundaries: false``); ``plural``: endings a
+    phrase's last word may take (``["s"]``: "demasiado largas" for "demasiado larga")."""
+    if not words:
+        return None
+    body = "|".join(re.escape(p) for p in sorted(words, key=len, reverse=True))
+    ending = f"(?:{'|'.join(map(re.escape, plural))})?" if plural else ""
+    return re.compile(rf"(?<!\w)(?:{body}){ending}(?!\w)" if bounded else f"(?:{body})", re.I)
+
+
 @cache
 def words() -> dict[str, re.Pattern[str]]:
     """Every named pattern of the English vocabulary files, by name: a name two files give is

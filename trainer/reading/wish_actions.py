@@ -24,6 +24,7 @@ from domain.trainer import Amount
 from trainer.reading import cue_tables
 from trainer.reading.wish import Wish
 
+_phrases = cue_tables.phrases
 # The words, each explained in ``cues/en/vocabulary/wish_actions.json``
 _W = cue_tables.vocabulary("wish_actions").patterns
 
@@ -54,13 +55,6 @@ class ActionCues:
     rivals: dict[str, re.Pattern[str] | None] = field(default_factory=dict)  # adjectives too
 
 
-def _alternation(phrases: list[str], bounded: bool) -> re.Pattern[str] | None:
-    if not phrases:
-        return None
-    body = "|".join(re.escape(p) for p in sorted(phrases, key=len, reverse=True))
-    return re.compile(rf"(?<!\w)(?:{body})(?!\w)" if bounded else f"(?:{body})", re.I)
-
-
 @lru_cache(maxsize=1)
 def action_cues() -> tuple[ActionCues, ...]:
     """Every language's action vocabulary, English first."""
@@ -71,22 +65,22 @@ def action_cues() -> tuple[ActionCues, ...]:
         nouns = {
             family: pattern
             for family, words in data.get("nouns", {}).items()
-            if (pattern := _alternation(words, bounded)) is not None
+            if (pattern := _phrases(words, bounded)) is not None
         }
-        rivals = {f: _alternation(w, bounded) for f, w in data.get("rivals", {}).items()}
+        rivals = {f: _phrases(w, bounded) for f, w in data.get("rivals", {}).items()}
         found.append(
             ActionCues(
                 language=data["language"],
-                remove=_alternation(data.get("remove", []), bounded),
-                remove_after=_alternation(data.get("remove_after", []), bounded),
+                remove=_phrases(data.get("remove", []), bounded),
+                remove_after=_phrases(data.get("remove_after", []), bounded),
                 either_side=data.get("object_either_side", False),
-                undo=_alternation(data.get("undo", []), bounded),
-                approve=_alternation(data.get("approve", []), bounded),
-                pronoun=_alternation(data.get("pronouns", []), bounded),
+                undo=_phrases(data.get("undo", []), bounded),
+                approve=_phrases(data.get("approve", []), bounded),
+                pronoun=_phrases(data.get("pronouns", []), bounded),
                 nouns=nouns,
-                than=_alternation(data.get("than", []), bounded),
-                instead=_alternation(data.get("instead", []), bounded),
-                better=_alternation(data.get("better", []), bounded),
+                than=_phrases(data.get("than", []), bounded),
+                instead=_phrases(data.get("instead", []), bounded),
+                better=_phrases(data.get("better", []), bounded),
                 rivals=rivals,
             )
         )
