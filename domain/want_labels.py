@@ -127,12 +127,19 @@ def _focus(detail: str) -> str:
 
 
 def _tool(detail: str) -> str:
-    """``search|less|arithmetic+never`` → "never use the search tool, for arithmetic"."""
+    """``search|less|arithmetic+never`` → "never use the search tool, for arithmetic";
+    ``search|less|call:2`` → "use the search tool less (its call 2 in the trace)"."""
     name, direction, context = (detail + "||").split("|")[:3]
-    where = [c for c in context.split("+") if c and c != "never"]
+    said = context.split("+")
+    where = [c for c in said if c and c not in ("never", "first") and not c.startswith("call:")]
     tool = f"the {name} tool" if name else "a tool"
-    said = f"never use {tool}" if "never" in context else f"use {tool} {direction or 'differently'}"
-    return said + (f", for {', '.join(where)}" if where else "")
+    text = f"never use {tool}" if "never" in said else f"use {tool} {direction or 'differently'}"
+    text += ", first, before answering" if "first" in said else ""
+    text += f", for {', '.join(where)}" if where else ""
+    call = next((c[5:] for c in said if c.startswith("call:")), None)
+    return text + (
+        f" (its {'last call' if call == 'last' else f'call {call}'} in the trace)" if call else ""
+    )
 
 
 def _preserve(detail: str) -> str:

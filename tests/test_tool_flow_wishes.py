@@ -27,6 +27,7 @@ from tests.conftest import awaiting, starter_cli, wait_for_state
 from trainer import cycle_step
 from trainer.backends import RulesTrainer
 from trainer.cycle_step import LineageMemory
+from trainer.reading import reader
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "research-session.yaml"
 HANDBOOK = (EXAMPLE.parent / "docs" / "team-handbook.md").read_text()
@@ -216,6 +217,18 @@ def test_a_check_step_asked_for_in_plain_words_is_given_the_findings_too():
     typed = _step(_agent(), ["step:add:check"])
     assert said.agent.flow[-1] == typed.agent.flow[-1]
     assert "{research}" in said.agent.flow[-1].prompt
+
+
+def test_a_tool_asked_for_first_and_a_call_pointed_at_are_read_so():
+    assert _chips("Look it up in the handbook first next time.") == ["tool_first:search"]
+    # "first" said of something else leaves the tool as it was asked
+    elsewhere = reader.read("Use my notes first; search only when they lack it.").wishes
+    assert not any(w.family == "tool_use" and "first" in (w.detail or "") for w in elsewhere)
+    memory = LineageMemory(session_id="s", lineage_id="L")
+    reading = cycle_step.rules_reading(memory, 4, "The second search was pointless.")
+    (tool,) = [a for a in reading.aspects if a.want == "tool_use"]
+    # the say-back names which call of the trace it read
+    assert want_labels.wish_words(tool) == "use the search tool less (its call 2 in the trace)"
 
 
 def test_a_step_named_in_plain_words_is_read_as_that_step():

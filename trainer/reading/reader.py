@@ -1124,12 +1124,22 @@ def _read_sentiment(clause: str, reading: Reading) -> None:
         reading.praised.append((aspect, clause))
 
 
+def _first_after(lowered: str, mention: re.Match[str]) -> bool:
+    """ "search the handbook first", "look it up first": the tool asked for before answering,
+    said right after its mention (not "use my file first and only search if …")."""
+    first = _W["first"].search(lowered, mention.end(), mention.end() + 25)
+    return bool(first) and not re.search(r"[,.;:]", lowered[mention.end() : first.start()])
+
+
+_NTH = {"first": "1", "second": "2", "third": "3", "fourth": "4", "fifth": "5", "final": "last"}
+
+
 def _read_tools(text: str, reading: Reading) -> None:
     """More or less use of a tool ("it looked things up five times", "use the calculator")."""
     lowered = text.lower()
     mention = _W["repeated"].search(lowered) or _W["tool"].search(lowered)
     over, under = _W["overuse"].search(lowered), _W["underuse"].search(lowered)
-    if not mention or not (over or under):
+    if not mention or not (over or under or _first_after(lowered, mention)):
         return
     # of the two at one place, the refusal: "never call it" (but "it never called it")
     direction = "less" if over and (not under or over.start() <= under.start()) else "more"
@@ -1141,8 +1151,10 @@ def _read_tools(text: str, reading: Reading) -> None:
     context = ["arithmetic"] if _W["arithmetic"].search(unnamed) else []
     if direction == "less" and not context and _W["never_call"].search(lowered):
         context.append("never")  # not only when: whether the step may call it at all
-    if direction == "more" and _W["first"].search(lowered):
+    if direction == "more" and (_first_after(lowered, mention) or _W["first"].search(lowered)):
         context.append("first")  # called before the answer is written
+    if nth := _W["called_nth"].search(lowered):
+        context.append(f"call:{_NTH.get(nth.group('nth'), nth.group('nth'))}")  # "call:2"
     detail = f"{name}|{direction}|{'+'.join(context)}"
     quote = text[mention.start() : mention.end()]
     reading.wishes.append(Wish("tool_use", "tool_use", quote, 0.85, detail=detail))
