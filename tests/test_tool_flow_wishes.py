@@ -27,6 +27,7 @@ from tests.conftest import awaiting, starter_cli, wait_for_state
 from trainer import cycle_step
 from trainer.backends import RulesTrainer
 from trainer.cycle_step import LineageMemory
+from trainer.evolution import apply_changes
 from trainer.reading import reader
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "research-session.yaml"
@@ -229,6 +230,16 @@ def test_a_tool_asked_for_first_and_a_call_pointed_at_are_read_so():
     (tool,) = [a for a in reading.aspects if a.want == "tool_use"]
     # the say-back names which call of the trace it read
     assert want_labels.wish_words(tool) == "use the search tool less (its call 2 in the trace)"
+
+
+def test_going_back_to_a_version_with_other_tool_descriptions_restores_it():
+    """A revert sets each tool back whole (its dump says ``inputSchema``): the tool comes back
+    as it was, not refused as a tool with an extra field."""
+    first = _agent()
+    described = _step(first, ["describe:tool:calculator"]).agent
+    assert described.tools != first.tools
+    back = cycle_step._changes_to(described, first, "back to v1")
+    assert apply_changes(described, back) == first
 
 
 def test_a_step_named_in_plain_words_is_read_as_that_step():

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from domain.agent import AgentDefinition
+from domain.agent import AgentDefinition, AgentTool, FlowStep
 from domain.trainer import ROLLBACK_REASON, STRENGTHEN_REASON, EvolutionChange
 
 PARAMETER_TARGETS = {"maxTokens": "max_tokens", "temperature": "temperature", "topP": "top_p"}
@@ -50,11 +50,19 @@ def _parse(text: str | None, what: str) -> dict[str, Any]:
     return value
 
 
+def _fields(update: dict[str, Any], what: str) -> dict[str, Any]:
+    """An item's keys as the definition's field names: a change says them as it was dumped,
+    by alias ("inputSchema"), and the definition is merged by field name ("input_schema")."""
+    model = AgentTool if what == "tool" else FlowStep
+    named = {field.alias: name for name, field in model.model_fields.items() if field.alias}
+    return {named.get(key, key): value for key, value in update.items()}
+
+
 def _apply_listed(items: list[dict[str, Any]], change: EvolutionChange, what: str) -> None:
     """Tools and flow steps are lists of named objects: add / remove / modify by name."""
     names = [item["name"] for item in items]
     if change.change_type == "add":
-        item = _parse(change.after, f"the {what} to add")
+        item = _fields(_parse(change.after, f"the {what} to add"), what)
         if item.get("name") in names:
             raise EvolutionError(f"{what} {item.get('name')!r} already exists")
         items.append(item)
@@ -67,7 +75,7 @@ def _apply_listed(items: list[dict[str, Any]], change: EvolutionChange, what: st
     elif what == "flow step" and change.after and not change.after.lstrip().startswith("{"):
         items[index] = {**items[index], "prompt": change.after}  # a new prompt template
     else:
-        items[index] = {**items[index], **_parse(change.after, f"the {what} update")}
+        items[index] = {**items[index], **_fields(_parse(change.after, f"the {what} update"), what)}
 
 
 def apply_changes(agent: AgentDefinition, changes: list[EvolutionChange]) -> AgentDefinition:
