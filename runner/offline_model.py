@@ -16,6 +16,7 @@ import math
 import random
 import re
 
+from domain import tool_flow
 from domain.change_families import FAMILIES
 from runner.instruction_words import last_mentioned, mentions
 from runner.model_backend import ChatMessage, ContentBlock, ModelReply, ModelRequest
@@ -396,13 +397,31 @@ def _without_table_markup(material: str) -> str:
 
 
 def _split_instruction(user: str) -> tuple[str, str]:
-    """("Polish this", "<earlier output>") for "Polish this: <earlier output>"."""
+    """("Polish this", "<earlier output>") for "Polish this: <earlier output>". What a step
+    is given besides ("The findings of the research step: …", "The question: …") is context
+    a model reads, not text to rework: it never reaches the answer."""
     for match in re.finditer(r":\s", user):
         head, rest = user[: match.start()], user[match.end() :]
         quoted = head.count("'") % 2 or head.count('"') % 2  # the colon sits inside a quote
         if not quoted and "\n" not in head and len(head) <= 300 and rest.strip():
-            return head.strip(), rest.strip()
+            return head.strip(), _GIVEN_BESIDES.split(rest, maxsplit=1)[0].strip()
     return user, ""
+
+
+def _given_besides() -> re.Pattern[str]:
+    """The lines a flow step's prompt adds to give it other steps' outputs or the question
+    (``domain/tool_flow_wishes.json``'s sentences, each up to its colon)."""
+    said = [*tool_flow.vocabulary()["sentences"].values()]
+    said += [step["findings"] for step in tool_flow.vocabulary()["steps"].values()]
+    labels = [
+        re.escape(text.split(": ", 1)[0]).replace(re.escape("{source}"), r"[\w-]+")
+        for text in said
+        if ": {" in text
+    ]
+    return re.compile(rf"\n(?=(?:{'|'.join(labels)}): )")
+
+
+_GIVEN_BESIDES = _given_besides()
 
 
 def _first_user_text(messages: list[ChatMessage]) -> str:

@@ -191,3 +191,30 @@ def test_with_tools_it_still_stops_at_the_token_limit_and_says_so():
     assert len(called) == 3
     assert reply.stop_reason == "max_tokens" and approx_tokens(reply.text) <= 45
     assert reply.model == "offline-test"  # never passed off as Claude
+
+
+def test_a_step_given_other_outputs_reworks_its_answer_and_never_repeats_them():
+    """A check step is given the answer to check and, besides, the findings and the question:
+    those it reads; only the answer is reworked, as a model would (nothing of the labels or
+    the findings is pasted into what it returns)."""
+    answer = (
+        "The team should budget 14,400 for the offsite. Travel is 12 times 1,200. "
+        "Book the venue early and confirm numbers a week before."
+    )
+    prompt = (
+        "Check every number and fact in this answer against the findings, correct any that do "
+        f"not match, and return the corrected answer only: {answer}\n"
+        "The findings of the research step: the handbook sets travel at 1,200 a head.\n"
+        "The question: What will the offsite cost?"
+    )
+    request = ModelRequest(
+        model="offline-test",
+        system="You are a precise analyst.",
+        max_tokens=1024,
+        temperature=0.3,
+        messages=[ChatMessage(role="user", content=prompt)],
+    )
+    reply = OfflineModel().reply(request).text
+    assert "14,400" in reply
+    for given in ("The findings of the research step", "The question", "handbook sets travel"):
+        assert given not in reply

@@ -612,6 +612,8 @@ class LineageWorkflow:
         if taken.training_error is not None:
             self._s.last_error = note(f"training failed: {taken.training_error}")
             return
+        if (self._s.last_error or "").startswith("training failed:"):
+            self._s.last_error = None  # a step that trained has put the failure behind it
         # Oneshot directives apply to this evolution only (new ones may have arrived meanwhile:
         # they are the latest, and stay)
         self._s.oneshot_count -= oneshots
