@@ -135,7 +135,7 @@ class FeedbackModel(BaseModel):
 F = TypeVar("F", bound=FeedbackModel)
 
 
-Want = _text(structured.MAX_WANT_CHARS, min_length=1)
+Want = _text(structured.MAX_SENT_WANT_CHARS, min_length=1)  # each parsed to its own bound
 Wants = Annotated[
     list[Want], Field(max_length=structured.MAX_WANTS), AfterValidator(structured.validated)
 ]

@@ -198,11 +198,11 @@ def parse(want: str) -> ToolFlowWish | None:
         kind: Kind = "first" if family == "tool_first" else "drop" if action == "remove" else "use"
         return ToolFlowWish(kind, name)
     if family == "describe":
-        found = _TOOL_TEXT.match(_lower_head(rest))
+        found = _TOOL_TEXT.match(lower_head(rest))
         if found is None:
             raise ValueError(f'{excerpt(want)}: describe:tool:NAME or describe:tool:NAME:"…"')
         return ToolFlowWish("describe", found.group("name"), text=_text(want, found))
-    return _step(want, _lower_head(rest))
+    return _step(want, lower_head(rest))
 
 
 def _step(want: str, rest: str) -> ToolFlowWish:
@@ -226,7 +226,7 @@ def _step(want: str, rest: str) -> ToolFlowWish:
     )
 
 
-def _lower_head(rest: str) -> str:
+def lower_head(rest: str) -> str:
     """The names of ``rest`` in lower case, its quoted sentence (after the names) as written."""
     quote = rest.find('"')
     return rest.lower() if quote < 0 else rest[:quote].lower() + rest[quote:]

@@ -31,7 +31,10 @@ from domain.refusals import excerpt
 from domain.trainer import WISH_ACTIONS, Amount, FeedbackAspect
 
 MAX_WANTS = 10
-MAX_WANT_CHARS = 60
+MAX_WANT_CHARS = 60  # a family, an action and an amount
+# a want that carries a sentence (avoid:"…", describe:tool:NAME:"…", step:prompt:STEP:"…"):
+# its sentence (at most 200 characters) with the syntax around it
+MAX_SENT_WANT_CHARS = 300
 SHARES = {"half": 0.5, "third": 0.33, "quarter": 0.25, "two-thirds": 0.67, "three-quarters": 0.75}
 # families a want may name beyond the registry: a take-back of the last change, and a return
 # to an earlier version ("revert:v2", "revert:start": the prompt and parameters it had)
@@ -310,4 +313,5 @@ def from_options(wanted: list[str], removed: list[str], amounts: list[str]) -> l
     # "--want shorter --amount length=half" is one wish, with its amount
     sized = {m.split(":")[0] for m in measured}
     found = [w for w in found if w.strip().lower() not in sized]
-    return validated([w.strip().lower() for w in [*found, *measured]])
+    # names in lower case; a quoted sentence (avoid:"…", describe:…:"…") as the rater wrote it
+    return validated([tool_flow.lower_head(w.strip()) for w in [*found, *measured]])

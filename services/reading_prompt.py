@@ -4,6 +4,7 @@ correct` takes them: --want, --remove, --amount) or cancelled."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -164,8 +165,8 @@ def edited(chips: list[Chip], line: str, undo_to: int | None = None) -> list[Chi
 def dropped_change(seen: ReadingPreview, line: str) -> str | None:
     """The key of the change a 'drop cN' line names (None: the line is not one)."""
     tokens = line.split()
-    if len(tokens) != 2 or tokens[0] != "drop" or not tokens[1].lower().startswith("c"):
-        return None
+    if len(tokens) != 2 or tokens[0] != "drop" or not re.fullmatch(r"c\d+", tokens[1].lower()):
+        return None  # "drop creative" drops a wish, not a change
     number = tokens[1][1:]
     if not number.isdigit() or not 1 <= int(number) <= len(seen.changes):
         raise ValueError(f"drop {excerpt(tokens[1])}: no such change (c1 to c{len(seen.changes)})")

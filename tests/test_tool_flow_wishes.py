@@ -20,9 +20,12 @@ import yaml
 from client import start_session
 from domain import tool_flow, want_labels, wants
 from domain.agent import AgentDefinition, AgentRef
+from domain.feedback import ScoreInput
+from domain.reading_preview import ReadingPreview, chip
 from domain.spec import SessionSpec, load_spec
 from runner.model_backend import ChatMessage, ContentBlock, ModelRequest, ToolSpec
 from runner.offline_model import OfflineModel
+from services import reading_prompt
 from tests.conftest import awaiting, starter_cli, wait_for_state
 from trainer import cycle_step
 from trainer.backends import RulesTrainer
@@ -497,3 +500,20 @@ async def test_step_input_gives_the_check_step_the_findings_and_a_forbidden_tool
     assert reason in (kept.last_evolution or "")
     (event,) = store.queries.events(refused_id, ["evolution.kept"])
     assert any(note.startswith(reason) for note in event.payload["plan"]["notes"])
+
+
+def test_a_sentence_given_at_the_edit_prompt_keeps_its_case_and_its_length_is_its_own():
+    """The rater's sentence goes into the agent as written, and a want that carries one is
+    bounded by its sentence (200 characters), not by the 60 of a family and an amount."""
+    sentence = "Only multiply rates the handbook gives; say which section each rate is from."
+    (said,) = wants.from_options([f'Step:Prompt:Research:"{sentence}"'], [], [])
+    assert said == f'step:prompt:research:"{sentence}"'
+    assert ScoreInput.model_validate({"score": 4, "wants": [said]}).wants == [said]
+    with pytest.raises(ValueError, match="1 to 60 characters"):
+        ScoreInput.model_validate({"score": 4, "wants": ["shorter:" + "9" * 60]})
+
+
+def test_dropping_a_wish_whose_name_starts_with_c_drops_the_wish():
+    seen = ReadingPreview(chips=[chip("creative"), chip("shorter")], said_back="")
+    assert reading_prompt.dropped_change(seen, "drop creative") is None
+    assert [c.want for c in reading_prompt.edited(seen.chips, "drop creative")] == ["shorter"]
