@@ -221,6 +221,11 @@ def test_quoted_phrases_are_banned():
     banned = wish("banned", "remove", detail="worth noting")
     result = check("It is worth  noting that Worth noting is banned.", banned)
     assert result is not None and not result.passed and result.measure == "found \u00d72"
+    # split by markup, still there: across a table's cells, around bold
+    table = "| The | findings of the research step |\n|---|---|\n| a | b |"
+    leaked = wish("banned", "remove", detail="the findings of the research step")
+    assert not check(table, leaked).passed  # type: ignore[union-attr]
+    assert not check("**Worth** noting: it is.", banned).passed  # type: ignore[union-attr]
 
 
 NORWEGIAN_WITH_GERMAN_SUMMARY = """\
