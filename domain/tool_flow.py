@@ -153,7 +153,8 @@ class ToolFlowWish:
             "first": f"{self.target} first, before answering",
             "describe": f"{self.target}'s description{described}",
             "add_step": f"a {self.target} step at the end, given the findings",
-            "step_input": f"the {self.target} step given {self.source}'s output",
+            "step_input": f"the {self.target} step given "
+            + ("the question" if self.source == "input" else f"the {self.source} step's output"),
             "step_prompt": f"the {self.target} step's prompt" + (f":{said}" if said else ""),
         }[self.kind]
 

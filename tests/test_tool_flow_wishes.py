@@ -77,7 +77,7 @@ def _step(agent: AgentDefinition, given: list[str], comment: str | None = None):
             "calculator's description: 'Only for exact sums'",
         ),
         ("step:add:check", "a check step at the end, given the findings"),
-        ("step:input:check+=research", "the check step given research's output"),
+        ("step:input:check+=research", "the check step given the research step's output"),
         ("step:prompt:research", "the research step's prompt"),
     ],
 )
