@@ -254,6 +254,19 @@ def test_a_step_named_in_plain_words_is_read_as_that_step():
     assert _chips("The next step should be shorter.") == ["shorter"]
 
 
+def test_a_checking_step_taken_back_leaves_the_flow_and_a_question_fed_in_plain_words():
+    memory = LineageMemory(session_id="s", lineage_id="L")
+    agent = _agent(check=True)
+    gone = asyncio.run(
+        cycle_step.take(RulesTrainer(), agent, memory, 4, "Take the check step out entirely.")
+    )
+    assert [s.name for s in gone.agent.flow] == [s.name for s in agent.flow[:-1]]
+    assert gone.agent.system_prompt == agent.system_prompt
+    asked = "The check step should also be given the original question."
+    fed = asyncio.run(cycle_step.take(RulesTrainer(), agent, memory, 4, asked))
+    assert fed.agent.flow[-1].prompt == f"{CHECK}\nThe question: {{input}}"
+
+
 def test_a_step_fed_in_plain_words_changes_that_step_not_the_system_prompt():
     memory = LineageMemory(session_id="s", lineage_id="L")
     agent = _agent(check=True)

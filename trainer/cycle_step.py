@@ -875,6 +875,24 @@ def _take_back(
                     f"nothing to undo: the last score's evolution changed nothing ({wish.quote!r})"
                 )
             continue
+        step = _check_step_of(agent) if wish.family == "check_step" else None
+        if step is not None:
+            # the checking step it asked for is a step of the flow: that step goes
+            changes.append(
+                EvolutionChange(
+                    component="flow",
+                    change_type="remove",
+                    target=step.name,
+                    before=json.dumps(step.model_dump(mode="json", by_alias=True)),
+                    after=None,
+                    reason=f"{TAKE_BACK_REASON}the reviewer takes back the {step.name} step "
+                    f"({preview_of(wish.quote, EXCERPT_CHARS)!r})",
+                    confidence=wish.confidence,
+                    aspect=wish.aspect,
+                    want=wish.family,
+                )
+            )
+            continue
         carrying = [s for s in segments(agent.system_prompt) if credit_assignment.carries(s, wish)]
         if wish.family in refuted:
             # the rollback took it out; one that restored an older instruction of its own
@@ -904,6 +922,18 @@ def _take_back(
         elif not carrying:
             report.append(f"{wish.family}: taken back, and no instruction of the agent asks for it")
     return changes, instead
+
+
+def _check_step_of(agent: AgentDefinition) -> FlowStep | None:
+    """The flow's checking step (``instructions.CHECK_STEP_NAME``), when no later step reads
+    its output (taking it away must leave a flow that runs)."""
+    names = [s.name for s in agent.flow]
+    if instructions.CHECK_STEP_NAME not in names or len(names) < 2:
+        return None
+    at = names.index(instructions.CHECK_STEP_NAME)
+    if any("{" + instructions.CHECK_STEP_NAME + "}" in s.prompt for s in agent.flow[at + 1 :]):
+        return None
+    return agent.flow[at]
 
 
 def _applied(agent: AgentDefinition, changes: list[EvolutionChange]) -> AgentDefinition:

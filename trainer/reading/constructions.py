@@ -31,6 +31,13 @@ _P = _WORDS.patterns
 _FORMS = frozenset(_WORDS.tables["rival_forms"])
 _LOCATION = cue_tables.vocabulary("attributes").patterns["location"]
 _QUOTED = cue_tables.vocabulary("grammar").patterns["quoted"]
+_SEPARATED = cue_tables.vocabulary("wish_actions").patterns["separated"]
+
+
+def _unsplit(lowered: str) -> str:
+    """ "take the table back" as "take back the table" (the same length: the mentions' places
+    stay in the sentence's words), so the verb stands before what it takes back."""
+    return _SEPARATED.sub(r"\1 \3 \2", lowered)
 
 
 def cue_matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
@@ -197,7 +204,7 @@ def _own_role(lowered: str, mention: Mention, start: int, end: int) -> Role | No
 def place(sentence: str) -> Construction | None:
     """The roles of a sentence's mentions, when it names rival families; None when it names
     none (the reader's frames read it)."""
-    lowered = sentence.lower()
+    lowered = _unsplit(sentence.lower())
     found = mentions(lowered)
     families = list(dict.fromkeys(m.family for m in found))
     if (
@@ -258,7 +265,7 @@ def place(sentence: str) -> Construction | None:
 def removed(sentence: str) -> set[str]:
     """The families a removal verb names right before their words ("skip the beginner-friendly
     version"), unless the removal is refused ("don't drop the table")."""
-    lowered = sentence.lower()
+    lowered = _unsplit(sentence.lower())
     found = mentions(lowered)
     return {
         m.family

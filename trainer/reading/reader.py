@@ -1168,7 +1168,8 @@ def _read_steps(text: str, reading: Reading) -> None:
     lowered = text.lower()
     fed, aimed = _W["step_fed"].search(lowered), _W["step_aimed"].search(lowered)
     if fed and not _W["generic_step"].match(fed.group("step")):
-        want = f"step:input:{fed.group('step')}+={fed.group('source')}"
+        source = "input" if fed.group("question") else fed.group("source")
+        want = f"step:input:{fed.group('step')}+={source}"
         # the step is there already: not a wish for a new checking step
         reading.wishes = [w for w in reading.wishes if w.family != "check_step"]
         match = fed

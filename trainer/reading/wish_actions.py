@@ -107,7 +107,7 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
     """The families ``sentence`` takes back (or, with the removal denied, keeps), in any
     language with an actions file. A removal of a pronoun ("take it out") with no family named
     in the sentence points at the last one named in the sentence ``before``."""
-    lowered = _W["separated"].sub(r"\1 out \2", sentence.lower())
+    lowered = _W["separated"].sub(r"\1 \3 \2", sentence.lower())
     wishes: dict[str, Wish] = {}
     for cues in action_cues():
         if cues.remove is None:
