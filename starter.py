@@ -32,6 +32,7 @@ from client import (
 )
 from domain import want_labels
 from domain import wants as structured
+from domain.reading_preview import LineagePreview
 from domain.settings import Settings
 from services import command_line
 from services.reading_prompt import (
@@ -246,6 +247,25 @@ Rater = Annotated[str | None, typer.Option(help="Your name: the score is recorde
 Chooser = Annotated[str | None, typer.Option("--rater", help="Your name: recorded with it.")]
 
 
+def _read_output(previewed: LineagePreview, cycle: int | None) -> dict[str, object]:
+    """What pins a score to the output its rater read: the cycle they name, or the output the
+    reading was shown against (refused, not misapplied, once another awaits a score)."""
+    if previewed.status == "awaiting_score" and cycle in (None, previewed.cycle):
+        named = {"cycle": previewed.cycle}
+        return named | ({"output_id": previewed.output_id} if previewed.output_id else {})
+    return {} if cycle is None else {"cycle": cycle}
+
+
+def _scoring(previewed: LineagePreview) -> str:
+    """Which output a score lands on, said before anything is asked or sent."""
+    if previewed.status == "awaiting_score":
+        return f"Scoring cycle {previewed.cycle}'s output ({shown(previewed.output_id or '')})"
+    return (
+        f"No output awaits a score now ({previewed.status}): this score is for the next "
+        "output, once it shows"
+    )
+
+
 @app.command(
     help="Score the output awaiting a score: your comment's reading and every change the "
     "lineage's step would make are shown first; on a terminal you take them, edit them (drop "
@@ -259,6 +279,13 @@ def score(
     comment: Annotated[str | None, typer.Argument(help="What to keep, what to change.")] = None,
     rater: Rater = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Take the reading as read.")] = False,
+    cycle: Annotated[
+        int | None,
+        typer.Option(
+            help="The cycle whose output you read (`training-camp output` shows it): the "
+            "score is refused, not moved on, when another output awaits one by then."
+        ),
+    ] = None,
 ) -> None:
 
     settings = Settings.from_env()
@@ -272,6 +299,7 @@ def score(
         # read by the lineage's worker, as its step would read it
         previewed = await preview_on_worker(client, lineage_id, value, comment, rater=rater)
         seen = previewed.reading
+        console.print(_scoring(previewed), highlight=False)
         print_reading(console, seen)
         taken = taken_as_read(seen)
         while ask is not None:
@@ -293,11 +321,7 @@ def score(
             payload["comment"] = comment
         if rater:
             payload["rater"] = rater
-        if previewed.status == "awaiting_score":
-            # the output whose reading was shown: refused, not misapplied, once replaced
-            payload["cycle"] = previewed.cycle
-            if previewed.output_id:
-                payload["output_id"] = previewed.output_id
+        payload |= _read_output(previewed, cycle)
         sent_wants = payload_wants(seen, taken, comment)
         if sent_wants is not None:
             payload["wants"] = sent_wants

@@ -122,6 +122,13 @@ async def test_a_rater_edits_the_reading_at_the_prompt_and_the_step_acts_on_it(
             on_a_terminal, ["score", lineage, "3", COMMENT, "--rater", "ana"], env, [(TAKE, "c")]
         )
         assert code == 1 and "Cancelled: nothing sent." in printed
+        assert "Scoring cycle 1's output (" in printed  # which output, before anything is asked
+        assert (await handle.query(LineageWorkflow.state)).score_history == []
+        # a score pinned to a cycle the rater read is refused when another awaits, not moved
+        code, printed = await asyncio.to_thread(
+            on_a_terminal, ["score", lineage, "3", "--cycle", "2", "--yes"], env, []
+        )
+        assert code == 1 and "refused" in printed and "cycle 2" in printed
         assert (await handle.query(LineageWorkflow.state)).score_history == []
 
         # edited: bullets dropped, a table added as `correct` takes it; the step's plan for
