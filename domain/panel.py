@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
+from domain import want_labels
 from domain import wants as want_grammar
 from domain.trainer import FeedbackAspect
 
@@ -65,8 +66,11 @@ class Dispute(BaseModel):
     said: list[Said]
 
     def line(self) -> str:
-        by = "; ".join(f"{s.rater}: {s.want}" for s in self.said)
-        return f"disagreement on {' / '.join(self.families)} ({by}): nothing changed for it"
+        """In the raters' words: "disagreement on longer, more depth / shorter (ana: shorter;
+        cy: longer, more depth)"."""
+        by = "; ".join(f"{s.rater}: {_words(s.want)}" for s in self.said)
+        at_stake = " / ".join(_words(f) for f in self.families)
+        return f"disagreement on {at_stake} ({by}): nothing changed for it"
 
 
 class RaterReading(BaseModel):
@@ -111,10 +115,19 @@ class Agreement(BaseModel):
         out = [d.line() for d in self.disputes]
         raters = len(self.readings)
         out += [
-            f"{s.rater} asked for {s.want}: not a majority of the {raters} raters, not acted on"
+            f"{s.rater} asked for {_words(s.want)}: not a majority of the {raters} raters, "
+            "not acted on"
             for s in self.minority
         ]
         return out
+
+
+def _words(want: str) -> str:
+    """A want (or a family) as the chips say it ("keep:table" is "keep table")."""
+    try:
+        return want_labels.label(want)
+    except ValueError:
+        return want
 
 
 def latest(scores: Sequence[RaterScore]) -> list[RaterScore]:
@@ -183,7 +196,7 @@ def others_said(scores: Sequence[RaterScore], rater: str | None) -> list[str]:
         if s.rater.casefold() == me:
             continue
         if s.wants is not None:
-            asked = ", ".join(s.wants) or "no change"
+            asked = ", ".join(_words(w) for w in s.wants) or "no change"
         elif s.comment:
             said = " ".join(s.comment.split())
             if len(said) > OTHERS_SHOWN_CHARS:

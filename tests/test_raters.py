@@ -168,11 +168,12 @@ async def test_three_raters_change_only_what_a_majority_asks_and_none_opposes(
         state = await wait_for_state(handle, awaiting(2))
         card = await card_html(time_skipping_env, store, state.lineage_id)
         assert "0 of 3 scored (ana, bo, cy still to score)" in card
-        assert "disagreement on longer / shorter (ana: shorter; bo: shorter; cy: longer)" in card
+        said = "(ana: shorter; bo: shorter; cy: longer, more depth)"
+        assert f"disagreement on longer, more depth / shorter {said}" in card
     assert state.agent_version == 2
     assert state.disputes == [
-        "disagreement on longer / shorter (ana: shorter; bo: shorter; cy: longer): "
-        "nothing changed for it"
+        "disagreement on longer, more depth / shorter (ana: shorter; bo: shorter; cy: longer, "
+        "more depth): nothing changed for it"
     ]
     assert state.score_history[-1].score == 5.0  # the median of 3, 5 and 8
     (evolved,) = _logged(store, "agent.evolved")
