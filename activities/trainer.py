@@ -94,7 +94,8 @@ class TrainerActivities:
                     summary=f"kept v{inp.agent.version}: the lineage is locked",
                     agreement=agreement,
                 )
-            step = await self._take(inp, context, self._memory(inp, context, judged))
+            memory = self._memory(inp, context, judged, several=agreement is not None)
+            step = await self._take(inp, context, memory)
         except Exception as error:
             if is_transient(error):
                 raise  # the store: retried until it is back
@@ -125,8 +126,9 @@ class TrainerActivities:
         it confirms (``score.changes``) binds the step to those (``cycle_step.bound``)."""
         if context is None:
             context = await asyncio.to_thread(self._context, inp)
-        inp, _, judged = self.agreed(inp, context)
-        return await self._take(inp, context, self._memory(inp, context, judged))
+        inp, agreement, judged = self.agreed(inp, context)
+        memory = self._memory(inp, context, judged, several=agreement is not None)
+        return await self._take(inp, context, memory)
 
     def agreed(
         self, inp: CycleStepInput, context: StepContext
@@ -167,13 +169,21 @@ class TrainerActivities:
                 for rater, each in judged_by
                 for v in each.verdict.aspects
             ]
+        # the changes any rater confirmed bind the step: one every rater who saw it struck
+        # (or none saw) is not made
+        sent = [said.changes for said in panel.latest(inp.panel) if said.changes is not None]
+        confirmed = sorted({key for keys in sent for key in keys}) if sent else None
         score = inp.score.model_copy(
-            update={"score": agreement.score, "wants": agreement.agreed, "changes": None}
+            update={"score": agreement.score, "wants": agreement.agreed, "changes": confirmed}
         )
         return inp.model_copy(update={"score": score, "panel": None}), agreement, judged
 
     def _memory(
-        self, inp: CycleStepInput, context: StepContext, judged: JudgedEvolution | None = None
+        self,
+        inp: CycleStepInput,
+        context: StepContext,
+        judged: JudgedEvolution | None = None,
+        several: bool = False,  # the score is several raters' agreement (``agreed``)
     ) -> LineageMemory:
         return LineageMemory(
             session_id=inp.session_id,
@@ -191,6 +201,7 @@ class TrainerActivities:
             output_cut_off=context.cut_off,
             wants=inp.score.wants,
             confirmed=inp.score.changes,
+            confirmed_by_several=several,
             corrections=context.corrections,
             raters_judged=judged,
         )

@@ -447,3 +447,21 @@ async def test_the_preview_shows_what_the_other_raters_asked_so_far(
         print_reading(console, previewed.reading)
         printed = console.export_text()
         assert "Other raters so far: ana 3: shorter, table; bo 5: 'far too long'" in printed
+
+
+async def test_a_change_no_rater_confirmed_is_not_made(time_skipping_env, store, settings):
+    """ana and bo agree on a table, and each struck every change of the plan they were shown
+    (they confirmed none of its keys): the step makes nothing and says why; cy sent no plan."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        for rater in ("ana", "bo"):
+            await handle.signal(
+                "score", {"score": 4, "rater": rater, "wants": ["table"], "changes": []}
+            )
+        await handle.signal("score", {"score": 5, "rater": "cy", "comment": "fine"})
+        state = await wait_for_state(handle, awaiting(2))
+    assert state.agent_version == 1
+    assert "not in the plan any rater confirmed" in (state.last_evolution or "")
+    assert _logged(store, "agent.evolved") == []
+    (agreed,) = _logged(store, "raters.agreed")
+    assert agreed["agreed"] == ["table"]

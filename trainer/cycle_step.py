@@ -102,6 +102,9 @@ class LineageMemory(BaseModel):
     # the keys of the plan's changes the rater saw and confirmed: the step makes those and no
     # other (None: no plan was confirmed, the step makes its own and says it back after)
     confirmed: list[str] | None = None
+    # several raters: ``confirmed`` is every key any of them confirmed (a change none of
+    # them confirmed is not made; one for a wish they did not agree on is simply not planned)
+    confirmed_by_several: bool = False
     # raters' corrections of earlier readings (the session's, or every session's), consulted
     # before the cue tables: a close comment is read as its correction said
     corrections: list[LabelledExample] = Field(default_factory=list)
@@ -147,7 +150,7 @@ async def take(
     step = await _planned(
         backend, agent, memory, score, comment, spans, past, insights, credit_of, versions
     )
-    return bound(agent, step, memory.confirmed)
+    return bound(agent, step, memory.confirmed, memory.confirmed_by_several)
 
 
 async def _planned(
@@ -320,7 +323,9 @@ async def _planned(
     )
 
 
-def bound(agent: AgentDefinition, step: CycleStep, confirmed: list[str] | None) -> CycleStep:
+def bound(
+    agent: AgentDefinition, step: CycleStep, confirmed: list[str] | None, several: bool = False
+) -> CycleStep:
     """``step`` making only the changes the rater confirmed (``confirmed``: their keys, as the
     preview showed them), each said when left out: one the rater dropped, one the preview did
     not show (the lineage changed between the preview and the score: a directive came, the
@@ -337,7 +342,8 @@ def bound(agent: AgentDefinition, step: CycleStep, confirmed: list[str] | None) 
     after = agent
     for change in step.plan.changes:
         if change_key(change) not in keys:
-            notes.append(f"not made: {change_words(change)}: not in the plan you confirmed")
+            whose = "any rater" if several else "you"
+            notes.append(f"not made: {change_words(change)}: not in the plan {whose} confirmed")
             continue
         try:
             after = apply_changes(after, [change])
@@ -345,7 +351,7 @@ def bound(agent: AgentDefinition, step: CycleStep, confirmed: list[str] | None) 
             notes.append(f"not made: {change_words(change)}: {exc}")
             continue
         made.append(change)
-    if keys - planned:
+    if keys - planned and not several:
         notes.append(
             f"not made: {len(keys - planned)} change(s) you confirmed that the step no longer "
             "plans (the lineage changed since the preview)"
