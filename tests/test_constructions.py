@@ -201,6 +201,9 @@ def test_a_fault_the_rater_owns_or_quotes_changes_nothing(text: str) -> None:
         ("Our volunteers have never heard of amortisation.", {("simpler", "add")}),
         # a removal word aimed at a person removes nothing
         ("Would it kill you to add a table of the fees?", {("table", "add")}),
+        # a take-back in other words
+        ("I'm withdrawing my request for headings.", {("headings", "remove")}),
+        ("We'd like the numbered list gone.", {("numbered", "remove")}),
         # a plural the cue file lists in the singular
         ("Los párrafos son demasiado largos para el móvil.", {("shorter", "add")}),
     ],
@@ -226,6 +229,13 @@ def test_praise_that_asks_to_leave_it_alone_asks_for_nothing() -> None:
     assert reader.read("Brief, clean, the table works. Leave this one alone.").wishes == []
     said = "no changes from me, only that the recipes read well. don't shorten them or cut steps"
     assert reader.read(said).wishes == []
+
+
+def test_a_form_praised_or_accepted_is_kept_not_asked_for() -> None:
+    for said in ("Numbered steps now, a real improvement.", "The bullets are fine by me."):
+        reading = reader.read(said)
+        assert reading.wishes == [] and {k.family for k in reading.kept} <= {"numbered", "bullets"}
+        assert reading.kept
 
 
 def test_a_keep_beside_an_outright_request_leaves_the_request() -> None:

@@ -907,8 +907,10 @@ def _read_cue(
     ):
         reading.unsure.append(Unsure(read.text.strip(), _NEGATION_UNPLACED))
         return True
-    if read.admiring:
-        # "Shorter, good", "bullets are great": the change worked; keep it
+    praised = read.praising and cue.kind == "state" and frame in ("plain", "describe")
+    if read.admiring or (praised and not _outright(read.text)):
+        # "Shorter, good", "bullets are great", "skimmable now, a clear improvement": the
+        # change worked; keep it
         kept = cue.ask if cue.ask and family == cue.fault and cue.kind != "fault" else family
         reading.kept.append(Wish(kept, cue.aspect, read.text, cue.confidence))
         return True
