@@ -30,7 +30,8 @@ What is measured, and how:
   does not occur, case and spacing aside.
 
 The cue words are data (``trainer/check_cues.json``). Families with no measurable form (tone,
-audience, sources, accuracy, focus, tools…) have no check: ``UNCHECKABLE`` says why.
+audience, sources, accuracy, focus, tools…) have no measure: a wish of one is listed on every
+output as "not checked" with why (``UNCHECKABLE``), never a pass or a fail.
 """
 
 from __future__ import annotations
@@ -41,14 +42,19 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lingua import Language, LanguageDetectorBuilder
-from textstat.textstat import textstatistics
-
+from domain import want_labels
 from domain.answer_parts import part_words, unscoped
+from domain.change_families import aspect_of
 from domain.checks import MAX_CHECK_TEXT_CHARS, ActiveWish, CheckResult
+from domain.trainer import FeedbackAspect
 from domain.words import count_words, inline_text, markdown
 from trainer.reading import comment_languages
+
+if TYPE_CHECKING:  # loaded when first measured: seconds of import a command never needs
+    from lingua import LanguageDetector
+    from textstat.textstat import textstatistics
 
 CUES_FILE = Path(__file__).parent / "check_cues.json"
 TIMES = "\u00d7"
@@ -62,7 +68,8 @@ FORMS = {
     "headings": ("headings", "no headings"),
     "code_block": ("a code block", "no code block"),
 }
-# Why a family has no check: what it asks for is a judgement no count settles
+# Why a family has no check: what it asks for is a judgement no count settles. A wish of one
+# stays active and is said on every output as "not checked: <the wish> (<why>)"
 UNCHECKABLE = {
     "casual": "tone has no measurable form",
     "formal": "tone has no measurable form",
@@ -300,11 +307,30 @@ def check(
         return _banned(doc, wish)
     if family == "simpler":
         return _plain(doc, wish)
+    if family in UNCHECKABLE and wish.action != "remove":
+        return unmeasured(wish)
     return None
 
 
 def checkable(wish: ActiveWish) -> bool:
+    """Whether the wish has a measure (a wish of an ``UNCHECKABLE`` family is listed only)."""
     return wish.family in CHECKED and wish.action != "less"
+
+
+def unmeasured(wish: ActiveWish) -> CheckResult:
+    """A wish no count settles, as every output lists it: "not checked: warmer (tone has no
+    measurable form)", in the chips' words, never a pass or a fail."""
+    said = want_labels.wish_words(
+        FeedbackAspect(
+            aspect=aspect_of(wish.family),
+            sentiment="negative",
+            confidence=1.0,
+            want=wish.family,
+            detail=wish.detail,
+            amount=wish.amount,
+        )
+    )
+    return _result(wish, said, False, UNCHECKABLE.get(wish.family, ""), checked=False)
 
 
 CHECKED = frozenset(
@@ -485,7 +511,9 @@ def _plural(count: int, noun: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _detector():  # type: ignore[no-untyped-def]
+def _detector() -> LanguageDetector:
+    from lingua import LanguageDetectorBuilder
+
     # the reader's languages, so a comment and an output are told apart alike
     return LanguageDetectorBuilder.from_languages(*comment_languages.DETECTED).build()
 
@@ -493,7 +521,7 @@ def _detector():  # type: ignore[no-untyped-def]
 def language_of(text: str) -> str | None:
     """The language ``text`` is written in, by its English name, or None when no telling."""
     sample = text[:LANGUAGE_SAMPLE_CHARS]
-    found: Language | None = _detector().detect_language_of(sample) if sample.strip() else None
+    found = _detector().detect_language_of(sample) if sample.strip() else None
     if found is None:
         return None
     return found.name.capitalize().replace("Bokmal", "Norwegian")
@@ -675,6 +703,8 @@ READABILITY_SAMPLE_CHARS = 20_000  # enough to measure, and linear in what it re
 
 @lru_cache(maxsize=len(READABILITY))
 def _readability(language: str) -> textstatistics:
+    from textstat.textstat import textstatistics
+
     # one instance per language: textstat's language is state of the instance, and a check
     # runs in threads
     measure = textstatistics()
