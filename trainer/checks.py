@@ -42,7 +42,9 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from lingua import Language, LanguageDetectorBuilder
+from textstat.textstat import textstatistics
 
 from domain import want_labels
 from domain.answer_parts import part_words, unscoped
@@ -51,10 +53,6 @@ from domain.checks import MAX_CHECK_TEXT_CHARS, ActiveWish, CheckResult
 from domain.trainer import FeedbackAspect
 from domain.words import count_words, inline_text, markdown
 from trainer.reading import comment_languages
-
-if TYPE_CHECKING:  # loaded when first measured: seconds of import a command never needs
-    from lingua import LanguageDetector
-    from textstat.textstat import textstatistics
 
 CUES_FILE = Path(__file__).parent / "check_cues.json"
 TIMES = "\u00d7"
@@ -511,9 +509,7 @@ def _plural(count: int, noun: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _detector() -> LanguageDetector:
-    from lingua import LanguageDetectorBuilder
-
+def _detector():  # type: ignore[no-untyped-def]
     # the reader's languages, so a comment and an output are told apart alike
     return LanguageDetectorBuilder.from_languages(*comment_languages.DETECTED).build()
 
@@ -521,7 +517,7 @@ def _detector() -> LanguageDetector:
 def language_of(text: str) -> str | None:
     """The language ``text`` is written in, by its English name, or None when no telling."""
     sample = text[:LANGUAGE_SAMPLE_CHARS]
-    found = _detector().detect_language_of(sample) if sample.strip() else None
+    found: Language | None = _detector().detect_language_of(sample) if sample.strip() else None
     if found is None:
         return None
     return found.name.capitalize().replace("Bokmal", "Norwegian")
@@ -703,8 +699,6 @@ READABILITY_SAMPLE_CHARS = 20_000  # enough to measure, and linear in what it re
 
 @lru_cache(maxsize=len(READABILITY))
 def _readability(language: str) -> textstatistics:
-    from textstat.textstat import textstatistics
-
     # one instance per language: textstat's language is state of the instance, and a check
     # runs in threads
     measure = textstatistics()
