@@ -2,8 +2,8 @@
 checked" and why, never ✓ and never in a pass rate; a take-back removes it; and a revert that
 brings back an instruction brings back its wish's check. Through a lineage on the dev server,
 each score previewed and confirmed as the review page does it, and read back from the store:
-the stored checks, the card the page serves, `training-camp output` and the versions' pass
-rates."""
+the stored checks, the card the page serves, `training-camp output`, the versions' pass rates
+and the reward rows. And through the cycle step: such a wish stands in the way of no change."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from typing import Any
 from activities.reading_preview import preview_reading
 from activities.trainer import TrainerActivities
 from client import session_versions, start_session
+from domain.agent import AgentDefinition, AgentParameters
+from domain.cycle_decision import CycleStep
 from domain.settings import Settings
 from review.app import create_app
 from review.server import ReviewServer
@@ -25,7 +27,9 @@ from store.eventstore.event_log import NewEvent
 from store.exports.exporter import ExportFilters, export
 from tests.conftest import awaiting, make_spec, starter_cli, wait_for_state
 from tests.test_demo_command import free_port
-from trainer.backends import TrainerBackends
+from trainer import cycle_step
+from trainer.backends import RulesTrainer, TrainerBackends
+from trainer.cycle_step import LineageMemory
 from workflows.lineage import LineageWorkflow
 
 PROMPT = "You are an expert analyst. Provide brief, scannable analysis."
@@ -178,3 +182,39 @@ def test_a_plain_language_check_v1_stored_unmeasured_reads_back_as_not_checked(s
         "not checked: plain language (no readability measure for Norwegian)"
     )
     assert table.measured and table.line() == "✗ a table (none found)"
+
+
+# ---- the cycle step ---------------------------------------------------------------------------
+
+
+def _played(*sent: list[str]) -> list[CycleStep]:
+    """Scores sent with these wants (confirmed chips), cycle after cycle, through the step."""
+    agent = AgentDefinition(
+        name="Analyst",
+        system_prompt=PROMPT,
+        parameters=AgentParameters(model="offline-analyst-1", max_tokens=2048),
+    )
+    memory, steps = LineageMemory(session_id="s", lineage_id="L"), []
+    for number, given in enumerate(sent, start=1):
+        memory = memory.model_copy(update={"wants": given, "cycle": number})
+        step = asyncio.run(cycle_step.take(RulesTrainer(), agent, memory, 4, None))
+        steps.append(step)
+        memory = memory.model_copy(
+            update={"asked_for": step.asked_for, "wishes": step.wishes, "previous_score": 4}
+        )
+        agent = step.agent
+    return steps
+
+
+def test_an_unmeasured_wish_stands_in_the_way_of_nothing_a_measured_one_does():
+    # a casual tone, listed not checked, does not keep a formal register from being asked
+    casual, _, formal = _played(["casual"], ["example:1"], ["formal"])
+    assert "casual" in {w.family for w in casual.wishes}
+    assert formal.changed and not formal.kept_wishes
+    assert [w.family for w in formal.wishes if w.family in ("casual", "formal")] == ["formal"]
+    # flagging uncertainty (not checked) gives way to "no hedging"; "no hedging" (measured,
+    # standing since cycle 1) keeps flagging uncertainty out, as it did before
+    *_, direct = _played(["hedge"], ["example:1"], ["direct"])
+    assert direct.changed and not direct.kept_wishes
+    *_, hedge = _played(["direct"], ["example:1"], ["hedge"])
+    assert hedge.kept_wishes and "you asked for it in cycle 1" in hedge.kept_wishes[0]
