@@ -38,8 +38,7 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from codec.encryption import codec_from_env, data_converter
-from domain import search_attributes, selection
-from domain.agent import AgentRef
+from domain import search_attributes
 from domain.execution import CUT_OFF
 from domain.reading_preview import PREVIEW_TIMEOUT, PREVIEW_WORKFLOW, LineagePreview, PreviewAsked
 from domain.settings import Settings
@@ -49,6 +48,9 @@ from domain.settings import Settings
 # (`training-camp score`, `read`: ``preview_on_worker``) never loads them; nor, before the
 # reading is shown, the credential detectors that mask what is sent (detect_secrets, requests)
 redaction = lazy.load("domain.redaction", suppress_warning=True)
+# the session's front and a version's definition: a reading needs neither
+selection = lazy.load("domain.selection", suppress_warning=True)
+agent_model = lazy.load("domain.agent", suppress_warning=True)
 lineage_workflow = lazy.load("workflows.lineage", suppress_warning=True)
 lineage_model = lazy.load("domain.lineage", suppress_warning=True)
 telemetry = lazy.load("runner.telemetry", suppress_warning=True)
@@ -352,7 +354,7 @@ def champion_spec(store: Store, session_id: str, new_id: str | None = None) -> s
     lineage_id, promoted = found
     row = q.lineage(lineage_id)
     label = row.label if row else "A"
-    agent = q.agent_definition(AgentRef(agent_id=lineage_id, version=promoted.version))
+    agent = q.agent_definition(agent_model.AgentRef(agent_id=lineage_id, version=promoted.version))
     session = q.session(session_id)
     name = session.name if session else session_id
     spec = {
