@@ -38,16 +38,19 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from codec.encryption import codec_from_env, data_converter
-from domain import search_attributes, selection
-from domain.agent import AgentRef
+from domain import search_attributes
 from domain.execution import CUT_OFF
 from domain.reading_preview import PREVIEW_TIMEOUT, PREVIEW_WORKFLOW, LineagePreview, PreviewAsked
-from domain.redaction import redact
 from domain.settings import Settings
 
 # The lineage workflow (with the activities and the store it imports: seconds) and what the
 # lineage's state needs load on first use: a command that only asks for a reading
-# (`training-camp score`, `read`: ``preview_on_worker``) never loads them
+# (`training-camp score`, `read`: ``preview_on_worker``) never loads them; nor, before the
+# reading is shown, the credential detectors that mask what is sent (detect_secrets, requests)
+redaction = lazy.load("domain.redaction", suppress_warning=True)
+# the session's front and a version's definition: a reading needs neither
+selection = lazy.load("domain.selection", suppress_warning=True)
+agent_model = lazy.load("domain.agent", suppress_warning=True)
 lineage_workflow = lazy.load("workflows.lineage", suppress_warning=True)
 lineage_model = lazy.load("domain.lineage", suppress_warning=True)
 telemetry = lazy.load("runner.telemetry", suppress_warning=True)
@@ -223,7 +226,9 @@ async def branch_lineage(
             label=label,
             options=state.options,
             branch=lineage_model.BranchOrigin(
-                lineage_id=parent_id, version=version, rater=redact(rater) if rater else None
+                lineage_id=parent_id,
+                version=version,
+                rater=redaction.redact(rater) if rater else None,
             ),
         ),
         id=workflow_id(lineage_id),
@@ -260,9 +265,9 @@ async def promote_lineage(
     if version is not None:
         payload["version"] = version
     if reason:
-        payload["reason"] = redact(reason)
+        payload["reason"] = redaction.redact(reason)
     if rater:
-        payload["rater"] = redact(rater)
+        payload["rater"] = redaction.redact(rater)
     try:
         promoted = await handle.execute_update(lineage_workflow.LineageWorkflow.promote, payload)
     except WorkflowUpdateFailedError as exc:
@@ -349,7 +354,7 @@ def champion_spec(store: Store, session_id: str, new_id: str | None = None) -> s
     lineage_id, promoted = found
     row = q.lineage(lineage_id)
     label = row.label if row else "A"
-    agent = q.agent_definition(AgentRef(agent_id=lineage_id, version=promoted.version))
+    agent = q.agent_definition(agent_model.AgentRef(agent_id=lineage_id, version=promoted.version))
     session = q.session(session_id)
     name = session.name if session else session_id
     spec = {
@@ -410,8 +415,8 @@ async def correct_reading(
             raise ValueError("nothing to correct: no score on this lineage has been read yet")
         evaluation_id = state.score_history[-1].evaluation_id
     payload = {
-        "wants": [redact(w) for w in wants],
-        "rater": redact(rater),
+        "wants": [redaction.redact(w) for w in wants],
+        "rater": redaction.redact(rater),
         "evaluation_id": evaluation_id,
     }
     try:
@@ -477,10 +482,10 @@ def _masked(payload: dict[str, object]) -> dict[str, object]:
     for field in ("comment", "rater"):
         value = masked.get(field)
         if isinstance(value, str):
-            masked[field] = redact(value)
+            masked[field] = redaction.redact(value)
     wants = masked.get("wants")
     if isinstance(wants, list):
-        masked["wants"] = [redact(w) if isinstance(w, str) else w for w in wants]
+        masked["wants"] = [redaction.redact(w) if isinstance(w, str) else w for w in wants]
     return masked
 
 
@@ -524,9 +529,9 @@ async def preview_on_worker(
     asked = PreviewAsked(
         lineage=lineage,
         score=score,
-        comment=redact(comment) if comment else None,
-        wants=[redact(w) for w in wants] if wants is not None else None,
-        rater=redact(rater) if rater else None,
+        comment=redaction.redact(comment) if comment else None,
+        wants=[redaction.redact(w) for w in wants] if wants is not None else None,
+        rater=redaction.redact(rater) if rater else None,
     )
     try:
         return await client.execute_workflow(

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import lazy_loader as lazy
 import typer
-from rich.table import Table
 
 from client import (
     agent_blame,
@@ -424,6 +423,8 @@ def blame(
         raise typer.Exit(1) from None
     finally:
         store.close()
+    from rich.table import Table  # this command's alone: the others start without it
+
     table = Table("part", "segment", "since", "evolution", "feedback", "wish", "reason")
     table.show_lines = True
     for row in rows:

@@ -298,6 +298,9 @@ class TrainerActivities:
                 insights=context.insights,
                 credit_of=credit_of,
                 versions=lambda number: self._version(inp.lineage_id, number),
+                standing=lambda number: self.store.queries.recorded_standing(
+                    inp.lineage_id, number
+                ),
             )
         )
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from domain.answer_parts import unscoped
 from domain.trainer import Amount, WishAction
 
-MAX_ACTIVE_WISHES = 24  # one per checkable family and a few banned phrases
+MAX_ACTIVE_WISHES = 24  # a few families and banned phrases (the oldest unmeasured go first)
 MAX_WISH_QUOTE_CHARS = 200
 MAX_WISH_DETAIL_CHARS = 120
 MAX_CHECK_TEXT_CHARS = 160

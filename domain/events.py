@@ -458,6 +458,9 @@ class LoggedCheck(Logged):
     target: float | None = None
     shortfall: str | None = None
     cycle: int = 0
+    # False: a wish the output gave no measure of ("not checked"); stored only then, so a check
+    # measured is stored byte for byte as v1 stored it
+    checked: bool = Field(default=True, exclude_if=lambda checked: checked)
 
 
 class OutputChecked(Event):
@@ -467,6 +470,7 @@ class OutputChecked(Event):
     shown for scoring (the one that passes the most checks)."""
 
     event_type = "output.checked"
+    schema_version = 2  # v2: a check may be "not checked" (``checked``)
     rollout_id: str
     cycle: int
     agent_version: int

@@ -10,7 +10,6 @@ from typing import NoReturn
 import typer
 from temporalio.service import RPCError, RPCStatusCode
 
-from domain.redaction import redact
 from services.terminal import console, shown
 
 _UNREACHABLE = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
@@ -63,7 +62,10 @@ def run(app: typer.Typer) -> NoReturn:
         line = operator_error(exc)
         if line is None:
             raise
-        # the reason may quote a URL or a server's answer: credentials masked
+        # the reason may quote a URL or a server's answer: credentials masked (the detectors
+        # imported on the way out, as the store's errors are: a command pays for neither)
+        from domain.redaction import redact
+
         line = redact(line, [os.environ.get("ANTHROPIC_API_KEY")])
         console(stderr=True).print(
             f"[red]error:[/red] {shown(line)}", highlight=False, soft_wrap=True

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from domain.change_families import FAMILIES
-from domain.checks import ActiveWish, OutputChecks, checklist, failed, passes
+from domain.checks import MAX_ACTIVE_WISHES, ActiveWish, OutputChecks, checklist, failed, passes
 from domain.spec import load_spec
 from domain.trainer import Amount, FeedbackAspect
 from domain.words import words_of
 from runner.model_backend import ChatMessage, ModelRequest
 from runner.offline_model import OfflineModel
-from trainer import checks
-from trainer.active_wishes import fold
+from trainer import checks, wish_guard
+from trainer.active_wishes import bounded, fold, measured
 from trainer.checks import Document, banned_phrases, check, check_all, quoted_sentences
 from trainer.reading.wish import Wish
 
@@ -304,12 +304,28 @@ def test_the_header_the_checklist_and_the_card_count_words_alike():
         assert words_of(text) == Document.of(text).words
 
 
-def test_families_without_a_measurable_form_have_no_check_and_say_why():
+def test_families_without_a_measurable_form_are_listed_not_checked_and_say_why():
     for family in FAMILIES:
         assert (family in checks.CHECKED) != (family in checks.UNCHECKABLE), family
         if family in checks.UNCHECKABLE:
-            assert check("Some text.", wish(family)) is None
+            result = check("Some text.", wish(family))
+            assert result is not None and not result.measured and not result.passed, family
+            # the rater's words, never the family's id, and why
+            assert result.line() == f"not checked: {result.wish} ({checks.UNCHECKABLE[family]})"
+            assert "_" not in result.wish, result.wish
+    warmer = check("Some text.", wish("warmer"))
+    assert warmer is not None and warmer.line() == (
+        "not checked: warmer (tone has no measurable form)"
+    )
+    focus = check("Some text.", wish("focus", detail="on:phone length|off:history"))
+    assert focus is not None and focus.wish == "more on phone length, less on history"
     assert check("Some text.", wish("bullets", "less")) is None  # softened: no firm measure
+    # listed, never counted: neither a pass nor a failure
+    results = check_all("Some text.", [wish("warmer"), wish("table")])
+    assert (passes(results), [r.family for r in failed(results)]) == (0, ["table"])
+    assert checklist(results) == (
+        "not checked: warmer (tone has no measurable form) · ✗ a table (none found)"
+    )
 
 
 # ---- real outputs of the example session's agents --------------------------------------------
@@ -372,7 +388,7 @@ def test_fold_keeps_amounts_replaces_them_and_takes_back():
             _wished("shorter", "about 100 words", Amount(kind="limit", value=100)),
             _wished("table", "a table"),
             _wished("direct", "no hedging"),
-            _wished("warmer", "warmer"),  # no measurable form: not checked
+            _wished("warmer", "warmer"),  # no measurable form: listed, not checked
         ],
         approved=[],
         taken_back=[],
@@ -385,6 +401,7 @@ def test_fold_keeps_amounts_replaces_them_and_takes_back():
         ("shorter", "add", 1),
         ("table", "add", 1),
         ("direct", "add", 1),
+        ("warmer", "add", 1),
         ("banned", "remove", 1),
     ]
     second = fold(
@@ -427,6 +444,66 @@ def test_fold_keeps_amounts_replaces_them_and_takes_back():
         words=100,
     )
     assert {w.family for w in third} == {"shorter", "direct", "table", "banned", "prose"}
+
+
+def test_fold_lists_an_unmeasured_wish_until_taken_back_and_guards_nothing_with_it():
+    first = fold(
+        [],
+        wished=[
+            _wished("warmer", "warmer please"),
+            _wished("focus", "more on phone length", detail="on:phone length"),
+            _wished("table", "a table"),
+        ],
+        approved=[],
+        taken_back=[],
+        asked_for=["warmer", "table"],  # a focus is on no keep-list
+        comment="Warmer please, more on phone length, and a table.",
+        cycle=1,
+        words=200,
+    )
+    assert [(w.family, w.detail) for w in first] == [
+        ("warmer", None),
+        ("focus", "on:phone length"),
+        ("table", None),
+    ]
+    assert measured(first) == [first[2]]
+    # a wish listed, not measured, guards nothing: only the table stands in a change's way
+    assert set(wish_guard.protected(first, [], cycle=5)) == {"table"}
+    # a take-back removes it as any other's; a focus rolled back or undone goes with it
+    second = fold(
+        first,
+        wished=[],
+        approved=[],
+        taken_back=[_wished("warmer", "not so warm", action="remove")],
+        asked_for=["table"],
+        comment="Not so warm.",
+        cycle=2,
+        words=200,
+        dropped={"focus"},
+    )
+    assert [w.family for w in second] == ["table"]
+    # praise of a tone keeps listing it, as praise of a form keeps checking it
+    praised = fold(
+        [],
+        wished=[],
+        approved=[FeedbackAspect(aspect="tone", sentiment="positive", confidence=1, want="warmer")],
+        taken_back=[],
+        asked_for=["warmer"],
+        comment="The warm tone works.",
+        cycle=3,
+        words=200,
+    )
+    assert [w.family for w in praised] == ["warmer"]
+    # past the bound the oldest unmeasured wishes go first, never a measured one
+    many = (
+        [wish(f, cycle=1) for f in sorted(checks.UNCHECKABLE)]
+        + [wish(f, cycle=1) for f in ("table", "direct", "example", "prose")]
+        + [wish("banned", "remove", detail=f"phrase {n}") for n in range(6)]
+    )
+    assert len(many) > MAX_ACTIVE_WISHES
+    kept = bounded(many)
+    assert len(kept) == MAX_ACTIVE_WISHES
+    assert [w for w in many if w.family in checks.CHECKED] == measured(kept)
 
 
 def test_any_output_checks_within_bounds():

@@ -8,19 +8,36 @@ form ("drop the table") leaves its absence to check — and a phrase quoted to b
 noting'") is checked from then on. A wish for a form stays active exactly while its family is
 on the trainer's keep-list (``asked_for``), so the checks and the guard against changes that
 break a wish agree.
+
+A wish no count settles ("warmer", "cite sources", a focus: ``trainer.checks.UNCHECKABLE``)
+stays active alike, so every output lists it as "not checked" and why; it is never measured,
+and guards nothing a measured wish does not (``measured``). A focus and a request in the
+rater's own words are on no keep-list: they go when taken back, rolled back or undone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from domain.answer_parts import unscoped
 from domain.checks import MAX_ACTIVE_WISHES, MAX_WISH_QUOTE_CHARS, ActiveWish
 from domain.trainer import FeedbackAspect
-from trainer.checks import CHECKED, FORMS, banned_phrases, quoted_sentences
+from trainer.checks import CHECKED, FORMS, UNCHECKABLE, banned_phrases, quoted_sentences
 from trainer.reading.wish import Wish
 
 # a take-back of one of these leaves its absence to check ("drop the table": no table)
 ABSENCE_CHECKED = frozenset({*FORMS, "example", "summary_at_end"})
 MAX_BANNED = 8  # phrases banned at once: the latest stay
+# the families a wish stays active for: measured, or listed as not checked
+KEPT = CHECKED | UNCHECKABLE.keys()
+# families the keep-list never names (cycle_step._asked_for): their wishes stand on their own
+OFF_THE_KEEP_LIST = frozenset({"custom", "focus"})
+
+
+def measured(wishes: list[ActiveWish]) -> list[ActiveWish]:
+    """The wishes a check measures: the ones that guard the agent's instructions and lead its
+    prompt (a wish listed as "not checked" does neither)."""
+    return [w for w in wishes if w.family in CHECKED]
 
 
 def fold(
@@ -33,8 +50,11 @@ def fold(
     comment: str | None,
     cycle: int,
     words: int | None,
+    dropped: Collection[str] = (),
 ) -> list[ActiveWish]:
-    """The active wishes after a step (see the module's doc), at most ``MAX_ACTIVE_WISHES``."""
+    """The active wishes after a step (see the module's doc), at most ``MAX_ACTIVE_WISHES``
+    (the oldest unmeasured ones go first). ``dropped``: the families the step rolled back or
+    undid."""
     active = {w.key: w for w in before}
     for wish in taken_back:
         # a language taken back for one part leaves the others ("no German summary")
@@ -45,7 +65,7 @@ def fold(
             absent = _wish(wish.family, "remove", None, None, wish.quote, cycle, words)
             active[absent.key] = absent
     for wish in wished:
-        if wish.weak or wish.family not in CHECKED:
+        if wish.weak or wish.family not in KEPT:
             continue
         if wish.action == "less":
             active.pop((wish.family, ""), None)
@@ -60,7 +80,7 @@ def fold(
         standing = active.get((wish.family, ""))
         if wish.amount is None and standing is not None and standing.amount is not None:
             continue  # "still too long" after "about 90 words": the amount named stays
-        detail = wish.detail if wish.family == "language" else None
+        detail = wish.detail if _detailed(wish.family) else None
         if wish.family == "simpler":
             # the sentence the rater quoted as the problem must not come back
             detail = next(iter(quoted_sentences(comment)), None)
@@ -68,9 +88,9 @@ def fold(
         active[new.key] = new
     for aspect in approved:
         family = aspect.want or ""
-        if family in CHECKED and family not in ("shorter", "longer") and (family, "") not in active:
+        if family in KEPT and family not in ("shorter", "longer") and (family, "") not in active:
             # praise of a form that is there: keep checking it is ("the table works")
-            detail = aspect.detail if family == "language" else None
+            detail = aspect.detail if _detailed(family) else None
             kept = _wish(family, "add", aspect.amount, detail, aspect.quote or "", cycle, words)
             active[kept.key] = kept
     for phrase in banned_phrases(comment):
@@ -82,12 +102,32 @@ def fold(
     kept_wishes = [
         w
         for w in active.values()
-        if w.action == "remove" or w.family in asked_for or w.family == "language"
+        if w.action == "remove"
+        or w.family in asked_for
+        or w.family == "language"
+        or (w.family in OFF_THE_KEEP_LIST and w.family not in dropped)
     ]
     banned_now = [w for w in kept_wishes if w.family == "banned"]
     for old in banned_now[:-MAX_BANNED]:
         kept_wishes.remove(old)
-    return kept_wishes[-MAX_ACTIVE_WISHES:]
+    return bounded(kept_wishes)
+
+
+def bounded(wishes: list[ActiveWish]) -> list[ActiveWish]:
+    """At most ``MAX_ACTIVE_WISHES``, in order: past the bound the oldest wish listed as not
+    checked goes first, then the oldest of the rest."""
+    over = len(wishes) - MAX_ACTIVE_WISHES
+    if over <= 0:
+        return wishes
+    oldest = {id(w) for w in [w for w in wishes if w.family not in CHECKED][:over]}
+    kept = [w for w in wishes if id(w) not in oldest]
+    return kept[-MAX_ACTIVE_WISHES:]
+
+
+def _detailed(family: str) -> bool:
+    """Whether a wish keeps what it names: a language, or what an unmeasured wish is said by
+    (a focus's topics, a request's words)."""
+    return family == "language" or family not in CHECKED
 
 
 def _wish(

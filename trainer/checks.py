@@ -30,7 +30,8 @@ What is measured, and how:
   does not occur, case and spacing aside.
 
 The cue words are data (``trainer/check_cues.json``). Families with no measurable form (tone,
-audience, sources, accuracy, focus, tools…) have no check: ``UNCHECKABLE`` says why.
+audience, sources, accuracy, focus, tools…) have no measure: a wish of one is listed on every
+output as "not checked" with why (``UNCHECKABLE``), never a pass or a fail.
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ from pathlib import Path
 from lingua import Language, LanguageDetectorBuilder
 from textstat.textstat import textstatistics
 
+from domain import want_labels
 from domain.answer_parts import part_words, unscoped
+from domain.change_families import aspect_of
 from domain.checks import MAX_CHECK_TEXT_CHARS, ActiveWish, CheckResult
+from domain.trainer import FeedbackAspect
 from domain.words import count_words, inline_text, markdown
 from trainer.reading import comment_languages
 
@@ -62,7 +66,8 @@ FORMS = {
     "headings": ("headings", "no headings"),
     "code_block": ("a code block", "no code block"),
 }
-# Why a family has no check: what it asks for is a judgement no count settles
+# Why a family has no check: what it asks for is a judgement no count settles. A wish of one
+# stays active and is said on every output as "not checked: <the wish> (<why>)"
 UNCHECKABLE = {
     "casual": "tone has no measurable form",
     "formal": "tone has no measurable form",
@@ -300,11 +305,30 @@ def check(
         return _banned(doc, wish)
     if family == "simpler":
         return _plain(doc, wish)
+    if family in UNCHECKABLE and wish.action != "remove":
+        return unmeasured(wish)
     return None
 
 
 def checkable(wish: ActiveWish) -> bool:
+    """Whether the wish has a measure (a wish of an ``UNCHECKABLE`` family is listed only)."""
     return wish.family in CHECKED and wish.action != "less"
+
+
+def unmeasured(wish: ActiveWish) -> CheckResult:
+    """A wish no count settles, as every output lists it: "not checked: warmer (tone has no
+    measurable form)", in the chips' words, never a pass or a fail."""
+    said = want_labels.wish_words(
+        FeedbackAspect(
+            aspect=aspect_of(wish.family),
+            sentiment="negative",
+            confidence=1.0,
+            want=wish.family,
+            detail=wish.detail,
+            amount=wish.amount,
+        )
+    )
+    return _result(wish, said, False, UNCHECKABLE.get(wish.family, ""), checked=False)
 
 
 CHECKED = frozenset(

@@ -129,6 +129,9 @@ class LineageMemory(BaseModel):
 
 CreditOf = Callable[[AgentDefinition, ScoreAnalysis], Awaitable[CreditAssignment]]
 VersionOf = Callable[[int], AgentDefinition | None]
+# the wishes standing on a version and its keep-list, as the store recorded them (None: none
+# recorded for it)
+StandingOf = Callable[[int], tuple[list[ActiveWish], list[str]] | None]
 
 
 async def take(
@@ -142,14 +145,16 @@ async def take(
     insights: dict[str, LearningInsight] | None = None,
     credit_of: CreditOf | None = None,
     versions: VersionOf | None = None,
+    standing: StandingOf | None = None,
 ) -> CycleStep:
     """The whole cycle step (see the module's doc). ``credit_of`` replaces the backend's credit
     assignment (a long trajectory's, fanned out); ``versions`` gives the lineage's earlier
-    versions, for a reviewer who asks to go back to one. Bound to the plan the rater
-    confirmed, if one was (``memory.confirmed``)."""
+    versions, for a reviewer who asks to go back to one, and ``standing`` the wishes that stood
+    on each. Bound to the plan the rater confirmed, if one was (``memory.confirmed``)."""
     step = await _planned(
-        backend, agent, memory, score, comment, spans, past, insights, credit_of, versions
-    )
+        backend, agent, memory, score, comment, spans, past, insights, credit_of, versions,
+        standing,
+    )  # fmt: skip
     return bound(agent, step, memory.confirmed, memory.confirmed_by_several)
 
 
@@ -164,6 +169,7 @@ async def _planned(
     insights: dict[str, LearningInsight] | None,
     credit_of: CreditOf | None,
     versions: VersionOf | None,
+    standing: StandingOf | None = None,
 ) -> CycleStep:
     # the mechanical reading: verdicts and the keep-list rest on it whatever the backend
     read = _softened(rules_reading(memory, score, comment, spans))
@@ -174,7 +180,7 @@ async def _planned(
 
     reverting = next((w for w in taken_back if w.family == "revert"), None)
     if reverting is not None:
-        return _revert(agent, memory, read, judged, reverting, versions)
+        return _revert(agent, memory, read, judged, reverting, versions, standing)
 
     # 2. roll back what the reviewer refuted, never a wish the reviewer has not taken back
     standing = wish_guard.protected(memory.wishes, taken_back, memory.cycle)
@@ -240,7 +246,11 @@ async def _planned(
             own_failures = [c for c in own_failures if c.family in confirmed]
         proposal.changes = (
             check_levers.levers(
-                base, own_failures, proposal.changes, report, {w.family for w in memory.wishes}
+                base,
+                own_failures,
+                proposal.changes,
+                report,
+                {w.family for w in active_wishes.measured(memory.wishes)},
             )
             + proposal.changes
         )
@@ -304,6 +314,7 @@ async def _planned(
         comment=read.comment,
         cycle=memory.cycle,
         words=_output_words(spans),
+        dropped=gone | undone,
     )
     # the record keeps what the rater is told beside the planner's own notes
     plan.notes = [*plan.notes, *(r for r in report if r not in plan.notes)]
@@ -412,10 +423,13 @@ def _revert(
     judged: JudgedEvolution | None,
     wish: Wish,
     versions: VersionOf | None,
+    standing: StandingOf | None = None,
 ) -> CycleStep:
     """Back to an earlier version, all of it: the prompt, parameters, tools and flow become
     that version's, byte for byte, and nothing else of the comment is acted on (what else it
-    says is why). The families that version's instructions ask for are what stays asked for."""
+    says is why). The wishes that stood on that version stand again, with its keep-list (an
+    instruction brought back brings back its check); where none were recorded, the families
+    that version's instructions ask for are what stays asked for."""
     number = wants.version_of(wish.detail)
     target = versions(number) if versions is not None and number is not None else None
     quote = preview_of(wish.quote, EXCERPT_CHARS)
@@ -434,13 +448,17 @@ def _revert(
     plan = EvolutionPlan(
         changes=changes, hypothesis=f"v{number} is what the reviewer wants back.", notes=report
     )
-    return CycleStep(
-        judged=judged, analysis=read, credit=credit, plan=plan, agent=after,
-        asked_for=[f for f in memory.asked_for if f in kept],
+    restored = standing(number) if standing is not None and number is not None else None
+    if restored is not None:
+        wishes, asked_for = restored
+    else:
+        asked_for = [f for f in memory.asked_for if f in kept]
         # a wish for a form that version asks for is checked on; a take-back of one it asks
         # for ("no bullets" before going back to a version with bullets) is not
-        wishes=[w for w in memory.wishes if (w.action == "remove") != (w.family in kept)],
-        report=report,
+        wishes = [w for w in memory.wishes if (w.action == "remove") != (w.family in kept)]
+    return CycleStep(
+        judged=judged, analysis=read, credit=credit, plan=plan, agent=after,
+        asked_for=list(asked_for), wishes=list(wishes), report=report,
     )  # fmt: skip
 
 

@@ -47,6 +47,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from domain import wants as structured
 from domain.agent import AgentDefinition
+from domain.checks import ActiveWish
 from domain.corrections import LabelledExample
 from domain.feedback import MAX_COMMENT_CHARS
 from domain.settings import Settings
@@ -179,11 +180,18 @@ async def play(backend: TrainerBackend, agent: AgentDefinition, sequence: Feedba
     start = sequence.agent or agent
     current, memory, version = start, _memory(), 1
     versions = {1: start}  # what the lineage's store would give a reviewer going back
+    stood: dict[int, tuple[list[ActiveWish], list[str]]] = {1: ([], [])}  # and its wishes
     steps = []
     for number, given in enumerate(sequence.steps, start=1):
         memory = memory.model_copy(update={"cycle": number})
         step = await cycle_step.take(
-            backend, current, memory, given.score, given.comment, versions=versions.get
+            backend,
+            current,
+            memory,
+            given.score,
+            given.comment,
+            versions=versions.get,
+            standing=stood.get,
         )
         judged = step.judged.verdict if step.judged else None
         steps.append(
@@ -201,6 +209,7 @@ async def play(backend: TrainerBackend, agent: AgentDefinition, sequence: Feedba
         if step.changed:
             current, version = step.agent, version + 1
             versions[version] = current
+        stood[version] = (step.wishes, step.asked_for)
         memory = memory.model_copy(
             update={
                 "pending": pending if step.changed else memory.pending,

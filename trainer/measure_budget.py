@@ -78,7 +78,8 @@ async def measured(
     """``output``'s words and checks (``checks.measure``), within ``budget``. Overrun, or an
     output over ``MAX_MEASURED_CHARS``: the words counted on the raw text (one linear pass, no
     parse; list markers and table rules hold no letter, so they are not counted either) and,
-    with wishes to check, one result saying ``NOT_CHECKED``."""
+    with wishes to check, one result saying ``NOT_CHECKED`` (and the wishes no count settles,
+    listed as ever)."""
     if len(output) <= MAX_MEASURED_CHARS:
         await warmed(checks.warm)
         try:
@@ -86,6 +87,8 @@ async def measured(
         except OverBudget:
             pass
     unchecked = [not_checked()] if any(checks.checkable(w) for w in wishes) else []
+    # a wish no count settles needs no measuring: listed all the same
+    unchecked += [checks.unmeasured(w) for w in wishes if w.family in checks.UNCHECKABLE]
     try:
         words = await within_budget(MEASURE_BUDGET_SECONDS, checks.count_words, output)
     except OverBudget:  # the measuring threads are all taken by overruns: no count to give

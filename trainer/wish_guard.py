@@ -7,6 +7,9 @@ take-back ("drop the table", ``remove:table``) — never by a wish read as its c
 complaint misread ("so many columns" read as a wish for prose) must not undo what was asked
 for plainly. A length is changed by naming another: a new amount replaces the last one, and a
 vague contrary ("longer") never undoes an amount the reviewer named ("about 90 words").
+
+Only a measured wish guards: one listed as "not checked" ("warmer", a focus) is kept from
+being taken away by the keep-list alone, as before it was listed (``active_wishes.measured``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from domain.change_families import contrary_of
 from domain.checks import ActiveWish
 from domain.execution import preview_of
+from trainer.active_wishes import measured
 from trainer.reading.wish import Wish
 
 LENGTH = frozenset({"shorter", "longer"})
@@ -33,7 +37,7 @@ def protected(
         return {}
     return {
         w.family: w
-        for w in active
+        for w in measured(active)
         if w.action != "remove"
         and w.family != "banned"
         and w.family not in gone

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from domain.cycle import Cycle, rollout_of_artifact
-from domain.events import EVENT_CLASSES, ArtifactScored, SpansRecorded
+from domain.events import EVENT_CLASSES, ArtifactScored, OutputChecked, SpansRecorded
 
 CURRENT: dict[str, int] = {name: cls.schema_version for name, cls in EVENT_CLASSES.items()}
 
@@ -41,9 +41,30 @@ def _span_v1_to_v2(payload: dict[str, Any], event: dict[str, Any]) -> dict[str, 
     return {"spans": [span], "textHashes": {payload["spanId"]: list(hashes)}}
 
 
+# what v1 stored as the measure of plain language it could not measure (trainer/checks.py)
+_PLAIN_NOT_MEASURED = ("no readability measure for ", "no text to measure")
+
+
+def _checked_v1_to_v2(payload: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
+    """v1 did not store that a check was "not checked": it read back as a failure. The one
+    check v1 wrote so (plain language with no readability measure) is told by its measure;
+    every other check was measured."""
+    del event
+    checks = [
+        {**c, "checked": False} if _plain_not_measured(c) else c for c in payload.get("checks", [])
+    ]
+    return {**payload, "checks": checks}
+
+
+def _plain_not_measured(check: dict[str, Any]) -> bool:
+    measure = str(check.get("measure", ""))
+    return check.get("family") == "simpler" and measure.startswith(_PLAIN_NOT_MEASURED)
+
+
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     (ArtifactScored.event_type, 1): _scored_v1_to_v2,
     (SpansRecorded.event_type, 1): _span_v1_to_v2,
+    (OutputChecked.event_type, 1): _checked_v1_to_v2,
 }
 
 

@@ -27,6 +27,7 @@ from sqlalchemy import Engine
 from domain.events import RatersAgreed
 from store.backends.database import write_transaction
 from store.backends.dialect import DriverSQL, driver_cursor, stream_rows
+from store.eventstore import upcasters
 from store.eventstore.event_writer import now_ms
 from store.exports.materializer import Materializer
 from store.tables import ExportRow, ReadingCorrectionRow
@@ -407,7 +408,8 @@ def _examples(
 
 
 # A reward row's checks: the scored output's checks against its lineage's active wishes
-# (``output.checked``), each as these fields (docs/training-data.md)
+# (``output.checked``), each as these fields (docs/training-data.md); a wish the output gave no
+# measure of ("not checked") is no reward signal, and is left out
 CHECK_FIELDS: dict[str, type] = {
     "family": str,
     "wish": str,
@@ -417,7 +419,7 @@ CHECK_FIELDS: dict[str, type] = {
     "target": float,
 }
 _CHECKED_SQL = (
-    "SELECT ev.id, p.content FROM training_events e"
+    "SELECT ev.id, p.content, e.schema_version FROM training_events e"
     " JOIN payload_blobs p ON p.hash = e.payload_hash"
     " JOIN evaluations ev ON ev.artifact_id = e.artifact_id"
     " WHERE e.event_type = 'output.checked'"
@@ -430,11 +432,13 @@ def _checks_by_evaluation(conn: Any) -> dict[str, list[dict[str, Any]]]:
     cur, dialect = driver_cursor(conn)
     cur.execute(DriverSQL(_CHECKED_SQL).text(dialect))
     found: dict[str, list[dict[str, Any]]] = {}
-    for evaluation_id, content in cur.fetchall():
-        payload = json.loads(content)
+    for evaluation_id, content, version in cur.fetchall():
+        payload, _ = upcasters.upcast("output.checked", version or 1, json.loads(content), {})
         if payload.get("chosen", True):
             found[evaluation_id] = [
-                {key: check.get(key) for key in CHECK_FIELDS} for check in payload["checks"]
+                {key: check.get(key) for key in CHECK_FIELDS}
+                for check in payload["checks"]
+                if check.get("checked", True)
             ]
     return found
 

@@ -10,10 +10,11 @@ from sqlalchemy import TextClause, text
 
 from domain.checks import CheckResult, OutputChecks
 from domain.events import OutputChecked
+from store.eventstore import upcasters
 from store.views.reader import ViewReader
 
 _CHECKED = (
-    "SELECT e.artifact_id, p.content FROM training_events e"
+    "SELECT e.artifact_id, p.content, e.schema_version FROM training_events e"
     " JOIN payload_blobs p ON p.hash = e.payload_hash"
     " WHERE e.lineage_id = :lineage AND e.event_type = :type"
 )
@@ -38,9 +39,12 @@ class CheckView(ViewReader):
         tries: dict[str, list[OutputChecked]] = {}
         with self.engine.connect() as conn:
             rows = conn.execute(query, {**params, "type": OutputChecked.event_type}).all()
-        for artifact_id, content in rows:
+        for artifact_id, content, version in rows:
             if artifact_id:
-                tries.setdefault(artifact_id, []).append(OutputChecked.read(json.loads(content)))
+                payload, _ = upcasters.upcast(
+                    OutputChecked.event_type, version or 1, json.loads(content), {}
+                )
+                tries.setdefault(artifact_id, []).append(OutputChecked.read(payload))
         found = {}
         for artifact_id, checked in tries.items():
             shown = next((c for c in checked if c.chosen), None)

@@ -118,9 +118,16 @@ class LineageView(ViewReader):
         """The wishes the lineage's outputs were checked against on ``version``, and the
         families no change could take away, as the last step on that version left them
         (nothing for a version no step left wishes on: an original lineage's v1)."""
+        return self.recorded_standing(lineage_id, version) or ([], [])
+
+    def recorded_standing(
+        self, lineage_id: str, version: int
+    ) -> tuple[list[ActiveWish], list[str]] | None:
+        """``standing_wishes``, or None when the log records none on ``version`` (a lineage
+        written before they were recorded)."""
         found = [w for w in self.lineage_events(lineage_id, WishesStanding) if w.version == version]
         if not found:
-            return [], []
+            return None
         last = found[-1]
         wishes = [ActiveWish.model_validate(w.model_dump()) for w in last.wishes]
         return wishes, list(last.asked_for)
