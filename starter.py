@@ -297,6 +297,7 @@ def score(
         client = await connect(settings)
         # read by the lineage's worker, as its step would read it
         previewed = await preview_on_worker(client, lineage_id, value, comment, rater=rater)
+        read = previewed  # the output the rater read: the score is pinned to it, not moved on
         seen = previewed.reading
         console.print(_scoring(previewed), highlight=False)
         print_reading(console, seen)
@@ -314,13 +315,19 @@ def score(
                 client, lineage_id, value, comment, chosen.wants, rater
             )
             seen = previewed.reading
+            if (previewed.cycle, previewed.output_id) != (read.cycle, read.output_id):
+                console.print(
+                    f"[yellow]The output you read (cycle {read.cycle}) is no longer the one "
+                    "awaiting scores: a score for it will be refused[/yellow]",
+                    highlight=False,
+                )
             print_plan(console, seen)
         payload: dict[str, object] = {"score": value}
         if comment:
             payload["comment"] = comment
         if rater:
             payload["rater"] = rater
-        payload |= _read_output(previewed, cycle)
+        payload |= _read_output(read, cycle)
         sent_wants = payload_wants(seen, taken, comment)
         if sent_wants is not None:
             payload["wants"] = sent_wants
