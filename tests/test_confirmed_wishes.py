@@ -237,7 +237,7 @@ async def test_a_part_language_a_phrase_to_avoid_and_under_60_words_through_a_li
         assert not own[f"no {AVOIDED!r}"]["passed"]
         assert second.latest_revised and checks[f"no {AVOIDED!r}"].passed
         # under 60 words: met by the output shown, counted alike by the header and the checks
-        assert checks["under 60 words"].passed
+        assert checks["at most 60 words"].passed
         assert second.latest_output_words <= 60
         printed = await asyncio.to_thread(
             starter_cli,
@@ -260,7 +260,7 @@ async def test_a_part_language_a_phrase_to_avoid_and_under_60_words_through_a_li
         checks = {c.wish: c for c in third.latest_checks}
         assert checks["the closing summary in English"].passed
         assert "the closing summary in German" not in checks
-        assert checks[f"no {AVOIDED!r}"].passed and checks["under 60 words"].passed
+        assert checks[f"no {AVOIDED!r}"].passed and checks["at most 60 words"].passed
         agent = _stored_agent(store, lineage)
         assert "German" not in agent.system_prompt
         assert _length_instructions(agent.system_prompt) == ["Keep every answer under 60 words."]

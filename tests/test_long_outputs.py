@@ -41,7 +41,7 @@ NO_HEDGING = ActiveWish(family="direct", quote="no hedging")
 @pytest.mark.parametrize(
     ("output", "expected"),
     [
-        (PUNCTUATION, "✓ under 150 words (0) · ✓ no hedging"),
+        (PUNCTUATION, "✓ at most 150 words (0) · ✓ no hedging"),
         (MIXED, None),  # the words and hedges counted below, without the checks' parse
     ],
     ids=["punctuation", "mixed"],
@@ -54,7 +54,7 @@ async def test_a_megabyte_output_is_checked_true_within_the_budget(output, expec
         sentences, rest = divmod(len(output), len(SENTENCE))
         words = sentences * 13 + len(SENTENCE[:rest].split())
         hedges = output.count("perhaps")
-        expected = f"✗ under 150 words ({words}) · ✗ no hedging ('perhaps' {TIMES}{hedges})"
+        expected = f"✗ at most 150 words ({words}) · ✗ no hedging ('perhaps' {TIMES}{hedges})"
     assert said == expected
 
 
@@ -133,5 +133,5 @@ async def test_another_lineage_answers_state_while_a_megabyte_is_checked(
     assert answered_while_checking
     words = checks.count_words(output) if output is MIXED else 0
     mark = "✓" if words <= 150 else "✗"
-    assert second.latest_checklist == f"{mark} under 150 words ({words})"
+    assert second.latest_checklist == f"{mark} at most 150 words ({words})"
     assert second.latest_output_words == words

@@ -214,9 +214,9 @@ async def test_a_claude_agent_is_told_what_failed_and_its_revision_is_shown(
             await wait_for_state(handle, awaiting(1))
             await handle.execute_update("submit_score", {"score": 4, "wants": ["shorter:50"]})
             state = await wait_for_state(handle, awaiting(2), timeout=60)
-    assert state.latest_checklist == "✓ under 50 words (32)" and state.latest_revised
+    assert state.latest_checklist == "✓ at most 50 words (32)" and state.latest_revised
     revision = api.requests[2]
-    assert "- Keep it under 50 words: it has 120 (70 words over the limit)." in revision["system"]
+    assert "- Use at most 50 words: it has 120 (70 words over the limit)." in revision["system"]
     assert revision["messages"] == [
         {"role": "user", "content": REVISION_PROMPT.format(input=long_answer)}
     ]

@@ -101,7 +101,7 @@ def test_a_plain_number_is_a_hard_limit():
     limit = wish("shorter", amount=Amount(kind="limit", value=150), quote="under 150 words")
     assert check(" ".join(["w"] * 20), limit).passed  # type: ignore[union-attr]
     over = check(" ".join(["w"] * 151), limit)
-    assert over is not None and not over.passed and over.wish == "under 150 words"
+    assert over is not None and not over.passed and over.wish == "at most 150 words"
 
 
 def test_a_share_is_measured_against_the_output_it_was_asked_on():

@@ -399,7 +399,7 @@ def _length(doc: Document, wish: ActiveWish) -> CheckResult | None:
             )
         return _result(
             wish,
-            f"under {target} words",
+            f"at most {target} words",
             words <= target,
             str(words),
             value=words,
