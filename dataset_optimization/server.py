@@ -97,6 +97,7 @@ class AgentLightningServer:
         self._to_write: list[tuple[RolloutTask, asyncio.Future[str]]] = []
         self._writer: asyncio.Task[None] | None = None
         self.wakeups = 0  # signals sent to the dispatcher
+        self.batches = 0  # batch workflows this SDK started
 
     async def start(self) -> None:
         """Start (or rejoin) the server. Tasks stored earlier and never dispatched (a crash
