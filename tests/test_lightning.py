@@ -15,15 +15,23 @@ from pathlib import Path
 import psutil
 import pytest
 from sqlmodel import select
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from dataset_optimization.client import AgentLightningClient, Resources
 from dataset_optimization.server import AgentLightningServer
-from domain.lightning import LLM, PromptTemplate, QueueFull
+from domain.lightning import LLM, PromptTemplate, QueueFull, RolloutTask
 from domain.rollout_report import RolloutReport
 from examples.lightning_topics import DATASET, optimization_input
 from store.tables import RolloutRow
-from workflows.lightning import OptimizationWorkflow
+from workflows.lightning import (
+    LightningServerWorkflow,
+    OptimizationWorkflow,
+    RolloutBatchWorkflow,
+    RolloutDispatcherWorkflow,
+)
 
 ROOT = Path(__file__).parent.parent
 
@@ -49,6 +57,24 @@ async def start_clients(
         assert line.strip() == b"ready"
         procs.append(proc)
     return procs
+
+
+async def replay_in_and_out_of_the_sandbox(history: WorkflowHistory) -> None:
+    """Replays a Lightning workflow's history as workers run it (outside the sandbox), then
+    inside Temporal's sandbox, which refuses a clock, environment or file read."""
+    for runner in (UnsandboxedWorkflowRunner(), SandboxedWorkflowRunner()):
+        replayer = Replayer(
+            workflows=[
+                LightningServerWorkflow,
+                RolloutBatchWorkflow,
+                RolloutDispatcherWorkflow,
+                OptimizationWorkflow,
+            ],
+            data_converter=pydantic_data_converter,
+            unsandboxed_workflow_runner=runner,
+        )
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
+        assert result.replay_failure is None
 
 
 async def started_server(
@@ -124,6 +150,8 @@ async def test_two_client_processes_optimize_a_50_task_dataset(
     for client_id, seen in versions_seen.items():
         assert fetches[client_id] == len(seen)  # one fetch per version, then the cache
         assert hits[client_id] > 0
+    optimization = client.get_workflow_handle(f"opt-{run_id}")
+    await replay_in_and_out_of_the_sandbox(await optimization.fetch_history())
 
 
 async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings, run_worker):
@@ -444,3 +472,53 @@ async def test_a_client_killed_while_holding_a_task_leaves_it_to_another_client_
         e.payload["rolloutId"] for e in store.queries.events(server.server_id, ["rollout.reported"])
     ]
     assert reported == [rollout_id]  # stored once
+
+
+async def test_the_lightning_workflows_replay_inside_the_sandbox(
+    client, store, settings, run_worker
+):
+    """Workers run the Lightning workflows outside Temporal's sandbox. Their histories — the
+    server's, the dispatcher's (taking a task a dead process stored and never sent), batches
+    (one with a task tried twice) — replay as workers run them and inside the sandbox."""
+    queue = f"rollouts-{uuid.uuid4().hex[:8]}"
+    ran: Counter[int] = Counter()
+
+    async def agent(task: dict, resources: Resources) -> float:
+        ran[task["n"]] += 1
+        if task["n"] == 1 and ran[1] == 1:
+            raise RuntimeError("the model endpoint dropped the connection")
+        return 1.0
+
+    lightning = AgentLightningClient(
+        Client(**client.config()), "replay", task_queue=queue, settings=settings
+    )
+    async with run_worker(), lightning.worker(agent):
+        server = await started_server(client, store, settings, queue, "replay")
+        ids = [await server.queue_task({"n": n}) for n in range(3)]
+        ids += await server.queue_tasks([{"n": n} for n in range(3, 6)])
+        orphan = RolloutTask(
+            rollout_id=f"{server.server_id}:orphan",
+            server_id=server.server_id,
+            iteration=1,
+            sample={"n": 6},
+            resources_workflow_id=server.workflow_id,
+            resources_version=1,
+            client_task_queue=queue,
+            max_attempts=3,
+        )
+        store.recorder.queue_tasks([orphan], max_waiting=100)
+        await server.start()  # finds the orphan: the dispatcher takes it
+        reports = await server.wait_for_rollouts([*ids, orphan.rollout_id], timeout=120)
+        await server.stop()
+        await client.get_workflow_handle(server.dispatcher_id).result()
+    assert len(reports) == 7 and ran == {0: 1, 1: 2, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1}
+    query = f'WorkflowId STARTS_WITH "tasks-{server.server_id}-"'
+    batches: list[str] = []
+    for _ in range(100):  # visibility catches up
+        batches = [w.id async for w in client.list_workflows(query)]
+        if len(batches) >= 3:
+            break
+        await asyncio.sleep(0.1)
+    for workflow_id in [server.workflow_id, server.dispatcher_id, *batches]:
+        history = await client.get_workflow_handle(workflow_id).fetch_history()
+        await replay_in_and_out_of_the_sandbox(history)
