@@ -11,18 +11,27 @@
 A queued task is a row in the store (one transaction: durable when ``queue_task`` returns);
 Temporal carries its id. Clients anywhere take tasks from the rollouts task queue and read the
 samples from the store.
+
+Tasks queued one at a time leave in batches the SDK starts itself: a batch leaves as soon as a
+client activity's worth of tasks (``tasks_per_activity``) has gathered, or when the arrival
+rate says no more are coming soon, and at the latest ``linger_ms`` after its first task. One
+workflow start per batch, whatever the pace of the calls: a loop of awaited calls slowed down
+by a busy machine still fills its batches. The dispatcher workflow takes what a crashed process
+stored and never sent (``start``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import uuid
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from dataset_optimization.client import DEFAULT_ROLLOUT_QUEUE
 from domain.lightning import (
@@ -50,6 +59,11 @@ __all__ = ["AgentLightningServer", "QueueFull"]
 log = logging.getLogger(__name__)
 FINISHED_POLL_SECONDS = 0.05
 WAKE_RETRY_SECONDS = (0.5, 1, 2, 5, 10, 30)
+# A batch waits for the next task at least this long, and a few gaps between recent arrivals;
+# a longer gap is a pause between rounds of queueing, not the pace of the calls.
+MIN_ARRIVAL_WAIT_SECONDS = 0.002
+GAPS_WAITED = 3
+ARRIVAL_WEIGHT = 0.2  # of the latest gap in the running average
 
 
 class AgentLightningServer:
@@ -61,14 +75,15 @@ class AgentLightningServer:
         task_queue: str = DEFAULT_TASK_QUEUE,
         client_task_queue: str = DEFAULT_ROLLOUT_QUEUE,
         max_attempts: int = 3,
-        linger_ms: int = 5,
+        linger_ms: int = 100,
         tasks_per_activity: int = 8,
         max_waiting: int = DEFAULT_MAX_WAITING_TASKS,
         batch_size: int = 250,
         heartbeat_timeout: float = CLIENT_HEARTBEAT_TIMEOUT_SECONDS,
     ) -> None:
-        """``linger_ms``: how long the wake-up of the dispatcher waits after a task is queued,
-        so that the tasks queued meanwhile leave with it (one signal per window).
+        """``linger_ms``: how long a task queued with ``queue_task`` waits, at most, for others
+        to leave with it in one batch (a batch leaves at once with ``tasks_per_activity``
+        tasks, or when the calls pause).
         ``max_waiting``: the tasks that may wait for a client (queued, not yet completed or
         failed) before ``queue_task`` raises QueueFull. ``heartbeat_timeout``: seconds a
         client running a task may go without a heartbeat before it is taken for dead and the
@@ -92,10 +107,15 @@ class AgentLightningServer:
         self.linger_ms = linger_ms
         self.tasks_per_activity = tasks_per_activity
         self.batch_size = batch_size
-        self._wake_pending = False
-        self._waker: asyncio.Task[None] | None = None
         self._to_write: list[tuple[RolloutTask, asyncio.Future[str]]] = []
         self._writer: asyncio.Task[None] | None = None
+        # tasks queue_task stored and no batch was started for yet, oldest first, each with
+        # the time it was stored
+        self._unsent: list[tuple[float, TaskRef]] = []
+        self._arrived = asyncio.Event()
+        self._sender: asyncio.Task[None] | None = None
+        self._last_arrival: float | None = None
+        self._gap: float | None = None  # running average of the time between queued tasks
         self.wakeups = 0  # signals sent to the dispatcher
         self.batches = 0  # batch workflows this SDK started
 
@@ -121,8 +141,8 @@ class AgentLightningServer:
     async def stop(self) -> None:
         if self._handle is not None:
             await self._handle.signal(LightningServerWorkflow.stop)
-        if self._waker is not None:
-            await self._waker  # the last wake-up goes out first
+        if self._sender is not None:
+            await self._sender  # the last batch goes out first
         if self.wakeups:  # tasks still waiting leave first; then the dispatcher ends
             await self.client.get_workflow_handle(self.dispatcher_id).signal("stop")
 
@@ -138,8 +158,8 @@ class AgentLightningServer:
 
     async def queue_task(self, sample: dict[str, Any], key: str | None = None) -> str:
         """Queue one sample: written to the store in one transaction, so durable once this
-        returns; the dispatcher is woken after ``linger_ms`` (one signal for every task
-        queued in that window) and sends what waits to clients as one batch.
+        returns; it leaves for clients in a batch with the tasks queued around it (see the
+        module's docstring). Calls made together share the transaction.
 
         ``key``: queueing the same key again returns the same rollout id and queues nothing
         (a retried call after a lost answer). A sample over MAX_SAMPLE_BYTES is a ValueError;
@@ -149,9 +169,7 @@ class AgentLightningServer:
         self._to_write.append((task, written))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_queued())
-        rollout_id = await written
-        self._wake_soon()
-        return rollout_id
+        return await written
 
     async def _write_queued(self) -> None:
         """Group commit: tasks queued while a write is under way go together in the next one
@@ -175,10 +193,22 @@ class AgentLightningServer:
                             self.store.recorder.queue_tasks, [task], self.max_waiting
                         )
                         _settle(written, result=alone.rollout_ids[0])
+                        self._to_send(
+                            [
+                                TaskRef(rollout_id=r, sample_bytes=alone.sample_bytes[r])
+                                for r in alone.rollout_ids
+                            ]
+                        )
                     except Exception as error:
                         _settle(written, error=error)
                 continue
             taken = set(admitted.rollout_ids)
+            self._to_send(
+                [
+                    TaskRef(rollout_id=r, sample_bytes=admitted.sample_bytes[r])
+                    for r in admitted.rollout_ids
+                ]
+            )
             for task, written in group:
                 if task.rollout_id in taken:
                     _settle(written, result=task.rollout_id)
@@ -220,26 +250,41 @@ class AgentLightningServer:
         ids = admitted.rollout_ids
         for start in range(0, len(ids), batch_size):
             chunk = ids[start : start + batch_size]
-            batch_id = f"{self.server_id}:batch-{uuid.uuid4().hex[:12]}"
-            handle = await self.client.start_workflow(
+            workflow_id = await self._start_batch(
+                f"{self.server_id}:batch-{uuid.uuid4().hex[:12]}",
+                [TaskRef(rollout_id=r, sample_bytes=admitted.sample_bytes[r]) for r in chunk],
+                tasks_per_activity,
+            )
+            for rollout_id in chunk:
+                self._batches[rollout_id] = workflow_id
+        return ids
+
+    async def _start_batch(
+        self, batch_id: str, tasks: list[TaskRef], tasks_per_activity: int
+    ) -> str:
+        """A batch workflow for ``tasks``, stored already: its first step claims those no
+        other batch took. Starting the same batch again (a retry after a lost answer) starts
+        nothing: a batch id runs once."""
+        workflow_id = f"tasks-{batch_id.replace(':', '-')}"
+        # started by an earlier try whose answer was lost: nothing more to do
+        with contextlib.suppress(WorkflowAlreadyStartedError):
+            await self.client.start_workflow(
                 RolloutBatchWorkflow.run,
                 RolloutBatch(
                     batch_id=batch_id,
                     server_id=self.server_id,
                     client_task_queue=self.client_task_queue,
                     max_attempts=self.max_attempts,
-                    tasks=[
-                        TaskRef(rollout_id=r, sample_bytes=admitted.sample_bytes[r]) for r in chunk
-                    ],
+                    tasks=tasks,
                     tasks_per_activity=tasks_per_activity,
                     heartbeat_timeout_seconds=self.heartbeat_timeout,
                 ),
-                id=f"tasks-{batch_id.replace(':', '-')}",
+                id=workflow_id,
                 task_queue=self.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )
-            for rollout_id in chunk:
-                self._batches[rollout_id] = handle.id
-        return ids
+        self.batches += 1
+        return workflow_id
 
     def _task(self, sample: dict[str, Any], key: str | None) -> RolloutTask:
         if self._version is None:
@@ -261,31 +306,66 @@ class AgentLightningServer:
             max_attempts=self.max_attempts,
         )
 
-    def _wake_soon(self) -> None:
-        """One wake-up for the tasks queued within the linger: the first starts the window."""
-        self._wake_pending = True
-        if self._waker is None or self._waker.done():
-            self._waker = asyncio.create_task(self._wake())
-
-    async def _wake(self) -> None:
-        failures = 0
-        while self._wake_pending:
-            await asyncio.sleep(self.linger_ms / 1000)
-            self._wake_pending = False
-            try:
-                await self._signal_dispatcher()
-                failures = 0
-            except Exception as err:  # the tasks are stored: a later wake-up takes them
-                self._wake_pending = True
-                delay = WAKE_RETRY_SECONDS[min(failures, len(WAKE_RETRY_SECONDS) - 1)]
-                failures += 1
-                log.warning(
-                    "waking dispatcher %s failed (%s); again in %s s",
-                    self.dispatcher_id,
-                    err,
-                    delay,
+    def _to_send(self, tasks: list[TaskRef]) -> None:
+        """Stored tasks for the next batch; the pace they arrive at sizes the batches."""
+        if not tasks:
+            return
+        now = asyncio.get_running_loop().time()
+        if self._last_arrival is not None:
+            gap = (now - self._last_arrival) / len(tasks)
+            if gap <= self.linger_ms / 1000:  # longer: a pause, not the pace
+                self._gap = (
+                    gap if self._gap is None else self._gap + ARRIVAL_WEIGHT * (gap - self._gap)
                 )
-                await asyncio.sleep(delay)
+        self._last_arrival = now
+        self._unsent += [(now, task) for task in tasks]
+        self._arrived.set()
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send())
+
+    async def _send(self) -> None:
+        """Batches for the stored tasks, one start at a time (tasks queued meanwhile leave
+        with the next). A start that fails is tried again; the tasks wait in the store, and a
+        process that dies first leaves them to the dispatcher (``start``)."""
+        failures = 0
+        while self._unsent:
+            await self._gather()
+            tasks = [task for _, task in self._unsent[: self.batch_size]]
+            batch_id = f"{self.server_id}:q-{uuid.uuid4().hex[:16]}"
+            while True:
+                try:
+                    await self._start_batch(batch_id, tasks, self.tasks_per_activity)
+                    break
+                except Exception as err:
+                    delay = WAKE_RETRY_SECONDS[min(failures, len(WAKE_RETRY_SECONDS) - 1)]
+                    failures += 1
+                    log.warning(
+                        "starting batch %s failed (%s); again in %s s", batch_id, err, delay
+                    )
+                    await asyncio.sleep(delay)
+            failures = 0
+            del self._unsent[: len(tasks)]
+
+    async def _gather(self) -> None:
+        """Until a client activity's worth of tasks waits, the calls pause (no task within a
+        few of the recent gaps between them), or ``linger_ms`` has passed."""
+        loop = asyncio.get_running_loop()
+        deadline = self._unsent[0][0] + self.linger_ms / 1000
+        while len(self._unsent) < self.tasks_per_activity:
+            # no pace known yet (the first tasks): up to the linger
+            expected = (
+                self.linger_ms / 1000
+                if self._gap is None
+                else max(MIN_ARRIVAL_WAIT_SECONDS, GAPS_WAITED * self._gap)
+            )
+            wait = min(expected, deadline - loop.time())
+            if wait <= 0:
+                return
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), wait)
+            except TimeoutError:
+                return
 
     async def _signal_dispatcher(self) -> None:
         await self.client.start_workflow(

@@ -223,9 +223,9 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
     assert lightning.cache.fetches == 2  # two versions, each fetched once
     # the four samples ran twice (and some again after a failure): each read from the store once
     assert lightning.tasks.reads == len(dataset)
-    # tasks queued one at a time went to clients through the dispatcher, in batches: fewer
-    # workflows than tasks, each task still recorded on its own (above)
-    query = f'WorkflowId STARTS_WITH "tasks-{server.server_id}-d"'
+    # tasks queued one at a time went to clients in batches the SDK started: fewer workflows
+    # than tasks, each task still recorded on its own (above)
+    query = f'WorkflowId STARTS_WITH "tasks-{server.server_id}-q"'
     started: list[str] = []
     for _ in range(100):  # visibility catches up
         started = [w.workflow_type async for w in client.list_workflows(query)]
@@ -240,8 +240,8 @@ async def test_a_worker_killed_between_a_task_s_write_and_its_dispatch_loses_not
     client, store, settings, run_worker, temporal_address
 ):
     """The server SDK's process (worker and script) dies right after `queue_task` stored a
-    task, before the dispatcher was woken. Restarted, the server finds the stored task: it runs
-    once, and its rollout is stored once."""
+    task, before its batch was started. Restarted, the server finds the stored task (the
+    dispatcher takes it): it runs once, and its rollout is stored once."""
     server_id = f"crash-{uuid.uuid4().hex[:6]}"
     queue = f"rollouts-{uuid.uuid4().hex[:8]}"
     doomed = await asyncio.create_subprocess_exec(
@@ -478,8 +478,9 @@ async def test_the_lightning_workflows_replay_inside_the_sandbox(
     client, store, settings, run_worker
 ):
     """Workers run the Lightning workflows outside Temporal's sandbox. Their histories — the
-    server's, the dispatcher's (taking a task a dead process stored and never sent), batches
-    (one with a task tried twice) — replay as workers run them and inside the sandbox."""
+    server's, batches the SDK started (one with a task tried twice), the dispatcher's, taking a
+    task a dead process stored and never sent — replay as workers run them and inside the
+    sandbox."""
     queue = f"rollouts-{uuid.uuid4().hex[:8]}"
     ran: Counter[int] = Counter()
 
@@ -519,6 +520,8 @@ async def test_the_lightning_workflows_replay_inside_the_sandbox(
         if len(batches) >= 3:
             break
         await asyncio.sleep(0.1)
+    kinds = {b.removeprefix(f"tasks-{server.server_id}-")[0] for b in batches}
+    assert kinds == {"q", "b", "d"}  # queue_task's, queue_tasks' and the dispatcher's batches
     for workflow_id in [server.workflow_id, server.dispatcher_id, *batches]:
         history = await client.get_workflow_handle(workflow_id).fetch_history()
         await replay_in_and_out_of_the_sandbox(history)

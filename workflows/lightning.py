@@ -382,13 +382,12 @@ class OptimizationWorkflow(ResourcePublisher):
 
 @workflow.defn(name="RolloutDispatcherWorkflow", sandboxed=False)
 class RolloutDispatcherWorkflow:
-    """Where tasks queued one at a time leave for clients. ``queue_task`` writes the task to
-    the store and then wakes this workflow (``wake``; the server SDK sends one signal per
-    linger window, however many tasks were queued in it). Each wake-up claims the server's
-    oldest waiting tasks, ``batch_size`` at most, and starts a child RolloutBatchWorkflow with
-    their ids; a full batch means more may wait, so it claims again at once. A run starts
-    awake: tasks stored before a crash, whose wake-up never came, leave when it starts (the
-    server SDK's ``start`` wakes it). Continues as new after a number of batches, carrying
+    """Where stored tasks no batch took leave for clients: those of a process that died
+    between ``queue_task``'s write and the start of the batch it would have sent them in (the
+    server SDK's ``start`` wakes this workflow, ``wake``, when tasks wait untaken). Each
+    wake-up claims the server's oldest waiting tasks, ``batch_size`` at most, and starts a
+    child RolloutBatchWorkflow with their ids; a full batch means more may wait, so it claims
+    again at once. A run starts awake. Continues as new after a number of batches, carrying
     nothing: the waiting tasks are in the store."""
 
     @workflow.init
