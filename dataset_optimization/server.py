@@ -12,12 +12,11 @@ A queued task is a row in the store (one transaction: durable when ``queue_task`
 Temporal carries its id. Clients anywhere take tasks from the rollouts task queue and read the
 samples from the store.
 
-Tasks queued one at a time leave in batches the SDK starts itself: a batch leaves as soon as a
-client activity's worth of tasks (``tasks_per_activity``) has gathered, or when the arrival
-rate says no more are coming soon, and at the latest ``linger_ms`` after its first task. One
-workflow start per batch, whatever the pace of the calls: a loop of awaited calls slowed down
-by a busy machine still fills its batches. The dispatcher workflow takes what a crashed process
-stored and never sent (``start``).
+Tasks queued one at a time leave in batches the SDK starts itself, one workflow start per
+batch: a batch takes the tasks queued within ``linger_ms`` of its first (``batch_size`` at
+most), so its size follows the pace of the calls, and leaves at once when the script waits for
+rollouts. A loop of awaited calls slowed down by a busy machine still fills its batches. The
+dispatcher workflow takes what a crashed process stored and never sent (``start``).
 """
 
 from __future__ import annotations
@@ -59,11 +58,6 @@ __all__ = ["AgentLightningServer", "QueueFull"]
 log = logging.getLogger(__name__)
 FINISHED_POLL_SECONDS = 0.05
 WAKE_RETRY_SECONDS = (0.5, 1, 2, 5, 10, 30)
-# A batch waits for the next task at least this long, and a few gaps between recent arrivals;
-# a longer gap is a pause between rounds of queueing, not the pace of the calls.
-MIN_ARRIVAL_WAIT_SECONDS = 0.002
-GAPS_WAITED = 3
-ARRIVAL_WEIGHT = 0.2  # of the latest gap in the running average
 
 
 class AgentLightningServer:
@@ -82,8 +76,9 @@ class AgentLightningServer:
         heartbeat_timeout: float = CLIENT_HEARTBEAT_TIMEOUT_SECONDS,
     ) -> None:
         """``linger_ms``: how long a task queued with ``queue_task`` waits, at most, for others
-        to leave with it in one batch (a batch leaves at once with ``tasks_per_activity``
-        tasks, or when the calls pause).
+        to leave with it in one batch (a batch is a workflow run: about 30 ms of the Temporal
+        dev server's CPU, as much as 40 trivial rollouts' activities); the batch leaves at
+        once with ``batch_size`` tasks, or when the script waits for rollouts.
         ``max_waiting``: the tasks that may wait for a client (queued, not yet completed or
         failed) before ``queue_task`` raises QueueFull. ``heartbeat_timeout``: seconds a
         client running a task may go without a heartbeat before it is taken for dead and the
@@ -112,10 +107,9 @@ class AgentLightningServer:
         # tasks queue_task stored and no batch was started for yet, oldest first, each with
         # the time it was stored
         self._unsent: list[tuple[float, TaskRef]] = []
-        self._arrived = asyncio.Event()
+        self._send_now = asyncio.Event()  # a full batch waits, or the script waits for rollouts
+        self._flushing = False
         self._sender: asyncio.Task[None] | None = None
-        self._last_arrival: float | None = None
-        self._gap: float | None = None  # running average of the time between queued tasks
         self.wakeups = 0  # signals sent to the dispatcher
         self.batches = 0  # batch workflows this SDK started
 
@@ -141,6 +135,7 @@ class AgentLightningServer:
     async def stop(self) -> None:
         if self._handle is not None:
             await self._handle.signal(LightningServerWorkflow.stop)
+        self._flush()
         if self._sender is not None:
             await self._sender  # the last batch goes out first
         if self.wakeups:  # tasks still waiting leave first; then the dispatcher ends
@@ -307,21 +302,21 @@ class AgentLightningServer:
         )
 
     def _to_send(self, tasks: list[TaskRef]) -> None:
-        """Stored tasks for the next batch; the pace they arrive at sizes the batches."""
+        """Stored tasks for the next batch."""
         if not tasks:
             return
         now = asyncio.get_running_loop().time()
-        if self._last_arrival is not None:
-            gap = (now - self._last_arrival) / len(tasks)
-            if gap <= self.linger_ms / 1000:  # longer: a pause, not the pace
-                self._gap = (
-                    gap if self._gap is None else self._gap + ARRIVAL_WEIGHT * (gap - self._gap)
-                )
-        self._last_arrival = now
         self._unsent += [(now, task) for task in tasks]
-        self._arrived.set()
+        if len(self._unsent) >= self.batch_size:
+            self._send_now.set()
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send())
+
+    def _flush(self) -> None:
+        """The script waits for rollouts: what is queued leaves now, without the linger."""
+        if self._unsent:
+            self._flushing = True
+            self._send_now.set()
 
     async def _send(self) -> None:
         """Batches for the stored tasks, one start at a time (tasks queued meanwhile leave
@@ -330,6 +325,7 @@ class AgentLightningServer:
         failures = 0
         while self._unsent:
             await self._gather()
+            self._send_now.clear()
             tasks = [task for _, task in self._unsent[: self.batch_size]]
             batch_id = f"{self.server_id}:q-{uuid.uuid4().hex[:16]}"
             while True:
@@ -345,27 +341,17 @@ class AgentLightningServer:
                     await asyncio.sleep(delay)
             failures = 0
             del self._unsent[: len(tasks)]
+            if len(self._unsent) >= self.batch_size or (self._flushing and self._unsent):
+                self._send_now.set()
+        self._flushing = False
 
     async def _gather(self) -> None:
-        """Until a client activity's worth of tasks waits, the calls pause (no task within a
-        few of the recent gaps between them), or ``linger_ms`` has passed."""
-        loop = asyncio.get_running_loop()
-        deadline = self._unsent[0][0] + self.linger_ms / 1000
-        while len(self._unsent) < self.tasks_per_activity:
-            # no pace known yet (the first tasks): up to the linger
-            expected = (
-                self.linger_ms / 1000
-                if self._gap is None
-                else max(MIN_ARRIVAL_WAIT_SECONDS, GAPS_WAITED * self._gap)
-            )
-            wait = min(expected, deadline - loop.time())
-            if wait <= 0:
-                return
-            self._arrived.clear()
-            try:
-                await asyncio.wait_for(self._arrived.wait(), wait)
-            except TimeoutError:
-                return
+        """Until the oldest task has waited ``linger_ms``, a full batch waits, or the script
+        waits for rollouts."""
+        wait = self._unsent[0][0] + self.linger_ms / 1000 - asyncio.get_running_loop().time()
+        if wait > 0 and not self._send_now.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._send_now.wait(), wait)
 
     async def _signal_dispatcher(self) -> None:
         await self.client.start_workflow(
@@ -385,6 +371,7 @@ class AgentLightningServer:
 
     async def get_completed_rollouts(self, rollout_ids: list[str]) -> list[RolloutReport]:
         """The reports of those that are done, from the store (possibly fewer than asked)."""
+        self._flush()  # asked for results: nothing more is coming for now
         return await asyncio.to_thread(self.store.queries.lightning_reports, rollout_ids)
 
     async def wait_for_rollouts(
@@ -393,6 +380,8 @@ class AgentLightningServer:
         """Wait until every task has completed or failed; the completed ones' reports. Tasks
         queued by ``queue_tasks`` are awaited through their batch workflows, the rest (and any
         another batch took) by the store."""
+
+        self._flush()
 
         async def finished() -> None:
             batches = sorted({self._batches[r] for r in rollout_ids if r in self._batches})
