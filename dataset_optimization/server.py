@@ -102,7 +102,8 @@ class AgentLightningServer:
         self.linger_ms = linger_ms
         self.tasks_per_activity = tasks_per_activity
         self.batch_size = batch_size
-        self._to_write: list[tuple[RolloutTask, asyncio.Future[str]]] = []
+        # tasks to store, each with its caller's answer and whether a key named it
+        self._to_write: list[tuple[RolloutTask, asyncio.Future[str], bool]] = []
         self._writer: asyncio.Task[None] | None = None
         # tasks queue_task stored and no batch was started for yet, oldest first, each with
         # the time it was stored
@@ -161,7 +162,7 @@ class AgentLightningServer:
         past ``max_waiting`` waiting tasks, QueueFull (nothing stored)."""
         task = self._task(sample, key)
         written: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._to_write.append((task, written))
+        self._to_write.append((task, written, key is not None))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_queued())
         return await written
@@ -173,16 +174,21 @@ class AgentLightningServer:
         reason of its own (its key queued with another sample) gets that error alone."""
         while self._to_write:
             group, self._to_write = self._to_write[:1000], self._to_write[1000:]
-            tasks = [task for task, _ in group]
+            tasks = [task for task, _, _ in group]
             try:
                 admitted = await asyncio.to_thread(
-                    self.store.recorder.queue_tasks, tasks, self.max_waiting, partial=True
+                    self.store.recorder.queue_tasks,
+                    tasks,
+                    self.max_waiting,
+                    partial=True,
+                    # ids drawn at random (no key): none can be stored already
+                    fresh=not any(keyed for _, _, keyed in group),
                 )
             except Exception as err:
                 if len(group) == 1:
                     _settle(group[0][1], error=err)
                     continue
-                for task, written in group:  # each on its own: whose error it is
+                for task, written, _ in group:  # each on its own: whose error it is
                     try:
                         alone = await asyncio.to_thread(
                             self.store.recorder.queue_tasks, [task], self.max_waiting
@@ -204,7 +210,7 @@ class AgentLightningServer:
                     for r in admitted.rollout_ids
                 ]
             )
-            for task, written in group:
+            for task, written, _ in group:
                 if task.rollout_id in taken:
                     _settle(written, result=task.rollout_id)
                 else:
