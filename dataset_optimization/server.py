@@ -109,7 +109,7 @@ class AgentLightningServer:
         # the time it was stored
         self._unsent: list[tuple[float, TaskRef]] = []
         self._send_now = asyncio.Event()  # a full batch waits, or the script waits for rollouts
-        self._flushing = False
+        self._flushed_at = float("-inf")  # tasks stored by then leave without the linger
         self._sender: asyncio.Task[None] | None = None
         self.wakeups = 0  # signals sent to the dispatcher
         self.batches = 0  # batch workflows this SDK started
@@ -319,9 +319,9 @@ class AgentLightningServer:
             self._sender = asyncio.create_task(self._send())
 
     def _flush(self) -> None:
-        """The script waits for rollouts: what is queued leaves now, without the linger."""
+        """The script waits for rollouts: what it queued leaves now, without the linger."""
         if self._unsent:
-            self._flushing = True
+            self._flushed_at = asyncio.get_running_loop().time()
             self._send_now.set()
 
     async def _send(self) -> None:
@@ -347,9 +347,10 @@ class AgentLightningServer:
                     await asyncio.sleep(delay)
             failures = 0
             del self._unsent[: len(tasks)]
-            if len(self._unsent) >= self.batch_size or (self._flushing and self._unsent):
+            if self._unsent and (
+                len(self._unsent) >= self.batch_size or self._unsent[0][0] <= self._flushed_at
+            ):
                 self._send_now.set()
-        self._flushing = False
 
     async def _gather(self) -> None:
         """Until the oldest task has waited ``linger_ms``, a full batch waits, or the script

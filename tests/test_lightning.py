@@ -290,6 +290,69 @@ async def test_a_worker_killed_between_a_task_s_write_and_its_dispatch_loses_not
     assert sorted(reported) == sorted([first, second])  # each stored once
 
 
+async def test_a_script_killed_right_after_queue_task_returns_leaves_each_task_to_run_once(
+    client, store, settings, run_worker, temporal_address
+):
+    """A script dies (SIGKILL) right after a `queue_task` returns, its worker elsewhere: five
+    tasks out in a batch, five stored and acknowledged but never sent. Every acknowledged task
+    is in the store; the server restarted sends the rest, and each task runs once, its rollout
+    reported and stored once."""
+    server_id = f"killed-{uuid.uuid4().hex[:6]}"
+    queue = f"rollouts-{uuid.uuid4().hex[:8]}"
+    ran: Counter[int] = Counter()
+
+    async def agent(task: dict, resources: Resources) -> float:
+        ran[task["n"]] += 1
+        return 1.0
+
+    lightning = AgentLightningClient(
+        Client(**client.config()), "survivor", task_queue=queue, settings=settings
+    )
+    async with run_worker(), lightning.worker(agent):
+        script = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.lightning_awaited_process",
+            temporal_address,
+            settings.database_url,
+            settings.task_queue,
+            queue,
+            server_id,
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await asyncio.wait_for(script.communicate(), 120)
+        assert script.returncode == -signal.SIGKILL
+        ids = out.decode().split()
+        assert len(ids) == 10
+        # acknowledged means stored: each task, its sample and its task.queued event
+        stored = store.queries.queued_tasks(ids)
+        assert sorted(stored) == sorted(ids)
+        assert [store.queries.payload(stored[r].sample_hash) for r in ids] == [
+            {"n": n} for n in range(10)
+        ]
+        queued = store.queries.events(server_id, ["task.queued"])
+        assert sorted(e.payload["rolloutId"] for e in queued) == sorted(ids)
+        assert all(stored[r].batch_id is not None for r in ids[:5])  # out with a batch
+        assert all(stored[r].batch_id is None for r in ids[5:])  # never sent
+
+        server = AgentLightningServer(
+            client, store, server_id, task_queue=settings.task_queue, client_task_queue=queue
+        )
+        await server.start()  # the dispatcher takes what waits untaken
+        reports = await server.wait_for_rollouts(ids, timeout=120)
+        await asyncio.sleep(0.5)  # anything run twice would have shown by now
+        await server.stop()
+    assert ran == {n: 1 for n in range(10)}
+    assert [r.rollout_id for r in reports] == ids
+    for rollout_id in ids:
+        assert [a.status for a in store.queries.attempts(rollout_id)] == ["succeeded"]
+    reported = [
+        e.payload["rolloutId"] for e in store.queries.events(server_id, ["rollout.reported"])
+    ]
+    assert sorted(reported) == sorted(ids)  # each stored once
+
+
 async def test_a_thousand_waiting_tasks_cost_the_worker_little_and_the_cap_holds(
     client, store, settings, run_worker
 ):
