@@ -3,7 +3,7 @@ returns: python -m tests.lightning_awaited_process ADDRESS DATABASE_URL TASK_QUE
 CLIENT_QUEUE SERVER_ID. Queues five tasks awaited one after another and asks for their
 results (so they leave in a batch), queues five more, printing each id as its call returns,
 and kills itself (SIGKILL) right after the last: those five are stored and acknowledged, and
-their batch, gathering them for a second, never goes out."""
+their batch, gathering them for a minute, never goes out."""
 
 from __future__ import annotations
 
@@ -15,16 +15,18 @@ import sys
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from dataset_optimization import server as server_sdk
 from dataset_optimization.server import AgentLightningServer
 from domain.lightning import PromptTemplate
 from store import Store
 
 
 async def main(address: str, database_url: str, queue: str, client_queue: str, sid: str) -> None:
+    server_sdk.PAUSE_SECONDS = 60  # a slow call on a busy machine must not send them early
     client = await Client.connect(address, data_converter=pydantic_data_converter)
     store = Store.open(database_url)
     server = AgentLightningServer(
-        client, store, sid, task_queue=queue, client_task_queue=client_queue, linger_ms=1000
+        client, store, sid, task_queue=queue, client_task_queue=client_queue, linger_ms=60_000
     )
     await server.start()
     await server.update_resources(prompt_template=PromptTemplate(template="{n}"))
