@@ -20,6 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from dataset_optimization import server as server_sdk
 from dataset_optimization.client import AgentLightningClient, Resources
 from dataset_optimization.server import AgentLightningServer
 from domain.lightning import LLM, PromptTemplate, QueueFull, RolloutTask
@@ -154,7 +155,9 @@ async def test_two_client_processes_optimize_a_50_task_dataset(
     await replay_in_and_out_of_the_sandbox(await optimization.fetch_history())
 
 
-async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings, run_worker):
+async def test_the_seed_pseudo_code_with_the_server_sdk(
+    client, store, settings, run_worker, monkeypatch
+):
     queue = f"rollouts-{uuid.uuid4().hex[:8]}"
     calls: Counter[str] = Counter()
 
@@ -172,6 +175,8 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
 
     own = Client(**client.config())  # a client machine has its own connection
     lightning = AgentLightningClient(own, "local", task_queue=queue, settings=settings)
+    # a busy machine still gathers the four awaited tasks together (with linger_ms below)
+    monkeypatch.setattr(server_sdk, "PAUSE_SECONDS", 1.0)
     async with run_worker(), lightning.worker(flaky_agent):
         server = AgentLightningServer(
             client,
@@ -179,7 +184,7 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
             f"capitals-{uuid.uuid4().hex[:6]}",
             task_queue=settings.task_queue,
             client_task_queue=queue,
-            linger_ms=1000,  # a busy machine still gathers the four awaited tasks together
+            linger_ms=1000,
         )
         await server.start()
         prompt_to_optimize = "What is the capital of {country}?"
