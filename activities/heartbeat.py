@@ -13,14 +13,13 @@ from temporalio import activity
 
 class Heartbeat:
     """Beats every ``every_seconds`` (and at least ``per_timeout`` times per heartbeat timeout,
-    however short it was set), with ``details`` once there are some to carry. With
-    ``first_now`` the first beat goes at once; else after one interval (each beat is a server
-    call, and a quick try needs none)."""
+    however short it was set), with ``details`` once there are some to carry. The first beat
+    goes after one interval: each beat is a server write, a quick try needs none, and Temporal
+    counts the heartbeat timeout from the activity's start."""
 
-    def __init__(self, every_seconds: float, per_timeout: int, first_now: bool = False) -> None:
+    def __init__(self, every_seconds: float, per_timeout: int) -> None:
         self.every_seconds = every_seconds
         self.per_timeout = per_timeout
-        self.first_now = first_now
         self.details: tuple[Any, ...] = ()
         self._task: asyncio.Task[None] | None = None
 
@@ -39,8 +38,6 @@ class Heartbeat:
         every = self.every_seconds
         if timeout:
             every = min(every, timeout.total_seconds() / self.per_timeout)
-        if self.first_now:
-            activity.heartbeat(*self.details)
         while True:
             await asyncio.sleep(every)
             activity.heartbeat(*self.details)

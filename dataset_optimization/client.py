@@ -256,8 +256,10 @@ class AgentLightningClient:
         @activity.defn(name="execute_rollouts")
         async def execute_rollouts(batch: ClientBatch) -> ClientBatchReport:
             ids = [a.rollout_id for a in batch.assignments]
-            # this client is alive while its tasks run: beats at once, three times a timeout
-            async with Heartbeat(HEARTBEAT_EVERY_SECONDS, per_timeout=3, first_now=True):
+            # this client is alive while its tasks run: three beats a timeout. The first waits
+            # an interval (Temporal counts the timeout from the start): a beat is a server
+            # write, and most activities end long before one is due
+            async with Heartbeat(HEARTBEAT_EVERY_SECONDS, per_timeout=3):
                 tasks = await asyncio.to_thread(self.tasks.read, ids)
                 done = await asyncio.gather(
                     *(one(tasks.get(a.rollout_id), a) for a in batch.assignments),

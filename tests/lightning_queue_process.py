@@ -1,9 +1,8 @@
 """A script on the server SDK with its worker, as a process of its own, that dies between a
-task's store write and the dispatcher's wake-up: python -m tests.lightning_queue_process
-ADDRESS DATABASE_URL TASK_QUEUE CLIENT_QUEUE SERVER_ID. Queues one task and waits for the
-dispatcher to take it (and for the dispatcher and the batch it started to settle), queues a
-second, prints both ids and kills itself (SIGKILL) before the wake-up for the second goes
-out."""
+task's store write and the start of its batch: python -m tests.lightning_queue_process
+ADDRESS DATABASE_URL TASK_QUEUE CLIENT_QUEUE SERVER_ID. Queues one task and waits for a batch
+to take it (and for that batch to settle), queues a second, prints both ids and kills itself
+(SIGKILL) before the batch for the second goes out."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import os
 import signal
 import sys
 
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -24,21 +22,10 @@ from worker import build_worker
 
 
 async def settled(client: Client, workflow_id: str) -> None:
-    """Until the workflow has started a child, and neither has a workflow task pending."""
-    children: list[str] = []
-    while not children:
+    """Until the workflow has no workflow task pending."""
+    handle = client.get_workflow_handle(workflow_id)
+    while (await handle.describe()).raw_description.HasField("pending_workflow_task"):
         await asyncio.sleep(0.02)
-        handle = client.get_workflow_handle(workflow_id)
-        if not (await handle.describe()).raw_description.HasField("pending_workflow_task"):
-            children = [
-                e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id
-                async for e in handle.fetch_history_events()
-                if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED
-            ]
-    for child in children:
-        handle = client.get_workflow_handle(child)
-        while (await handle.describe()).raw_description.HasField("pending_workflow_task"):
-            await asyncio.sleep(0.02)
 
 
 async def main(address: str, database_url: str, queue: str, client_queue: str, sid: str) -> None:
@@ -53,13 +40,14 @@ async def main(address: str, database_url: str, queue: str, client_queue: str, s
         await server.start()
         await server.update_resources(prompt_template=PromptTemplate(template="{n}"))
         first = await server.queue_task({"n": 1})
-        while store.queries.undispatched_tasks(sid):  # the dispatcher took it
-            await asyncio.sleep(0.02)
-        # and it and the batch it started are done with it: a workflow task this process
-        # still held when it died would wait out Temporal's 10 s workflow task timeout
-        await settled(client, server.dispatcher_id)
+        while not (batch := store.queries.queued_tasks([first])[first].batch_id):
+            await asyncio.sleep(0.02)  # a batch took it
+        # and is done with it: a workflow task this process still held when it died would
+        # wait out Temporal's 10 s workflow task timeout
+        await settled(client, f"tasks-{batch.replace(':', '-')}")
         second = await server.queue_task({"n": 2})
-        # stored and acknowledged; its wake-up waits for the linger, which never ends
+        # stored and acknowledged; its batch waits for others to join it (the linger), and
+        # never goes out
         print(first, second, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
 

@@ -15,15 +15,24 @@ from pathlib import Path
 import psutil
 import pytest
 from sqlmodel import select
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from dataset_optimization import server as server_sdk
 from dataset_optimization.client import AgentLightningClient, Resources
 from dataset_optimization.server import AgentLightningServer
-from domain.lightning import LLM, PromptTemplate, QueueFull
+from domain.lightning import LLM, PromptTemplate, QueueFull, RolloutTask
 from domain.rollout_report import RolloutReport
 from examples.lightning_topics import DATASET, optimization_input
 from store.tables import RolloutRow
-from workflows.lightning import OptimizationWorkflow
+from workflows.lightning import (
+    LightningServerWorkflow,
+    OptimizationWorkflow,
+    RolloutBatchWorkflow,
+    RolloutDispatcherWorkflow,
+)
 
 ROOT = Path(__file__).parent.parent
 
@@ -49,6 +58,24 @@ async def start_clients(
         assert line.strip() == b"ready"
         procs.append(proc)
     return procs
+
+
+async def replay_in_and_out_of_the_sandbox(history: WorkflowHistory) -> None:
+    """Replays a Lightning workflow's history as workers run it (outside the sandbox), then
+    inside Temporal's sandbox, which refuses a clock, environment or file read."""
+    for runner in (UnsandboxedWorkflowRunner(), SandboxedWorkflowRunner()):
+        replayer = Replayer(
+            workflows=[
+                LightningServerWorkflow,
+                RolloutBatchWorkflow,
+                RolloutDispatcherWorkflow,
+                OptimizationWorkflow,
+            ],
+            data_converter=pydantic_data_converter,
+            unsandboxed_workflow_runner=runner,
+        )
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
+        assert result.replay_failure is None
 
 
 async def started_server(
@@ -124,9 +151,13 @@ async def test_two_client_processes_optimize_a_50_task_dataset(
     for client_id, seen in versions_seen.items():
         assert fetches[client_id] == len(seen)  # one fetch per version, then the cache
         assert hits[client_id] > 0
+    optimization = client.get_workflow_handle(f"opt-{run_id}")
+    await replay_in_and_out_of_the_sandbox(await optimization.fetch_history())
 
 
-async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings, run_worker):
+async def test_the_seed_pseudo_code_with_the_server_sdk(
+    client, store, settings, run_worker, monkeypatch
+):
     queue = f"rollouts-{uuid.uuid4().hex[:8]}"
     calls: Counter[str] = Counter()
 
@@ -144,6 +175,8 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
 
     own = Client(**client.config())  # a client machine has its own connection
     lightning = AgentLightningClient(own, "local", task_queue=queue, settings=settings)
+    # a busy machine still gathers the four awaited tasks together (with linger_ms below)
+    monkeypatch.setattr(server_sdk, "PAUSE_SECONDS", 1.0)
     async with run_worker(), lightning.worker(flaky_agent):
         server = AgentLightningServer(
             client,
@@ -151,7 +184,7 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
             f"capitals-{uuid.uuid4().hex[:6]}",
             task_queue=settings.task_queue,
             client_task_queue=queue,
-            linger_ms=1000,  # a busy machine still gathers the four awaited tasks together
+            linger_ms=1000,
         )
         await server.start()
         prompt_to_optimize = "What is the capital of {country}?"
@@ -195,9 +228,9 @@ async def test_the_seed_pseudo_code_with_the_server_sdk(client, store, settings,
     assert lightning.cache.fetches == 2  # two versions, each fetched once
     # the four samples ran twice (and some again after a failure): each read from the store once
     assert lightning.tasks.reads == len(dataset)
-    # tasks queued one at a time went to clients through the dispatcher, in batches: fewer
-    # workflows than tasks, each task still recorded on its own (above)
-    query = f'WorkflowId STARTS_WITH "tasks-{server.server_id}-d"'
+    # tasks queued one at a time went to clients in batches the SDK started: fewer workflows
+    # than tasks, each task still recorded on its own (above)
+    query = f'WorkflowId STARTS_WITH "tasks-{server.server_id}-q"'
     started: list[str] = []
     for _ in range(100):  # visibility catches up
         started = [w.workflow_type async for w in client.list_workflows(query)]
@@ -212,8 +245,8 @@ async def test_a_worker_killed_between_a_task_s_write_and_its_dispatch_loses_not
     client, store, settings, run_worker, temporal_address
 ):
     """The server SDK's process (worker and script) dies right after `queue_task` stored a
-    task, before the dispatcher was woken. Restarted, the server finds the stored task: it runs
-    once, and its rollout is stored once."""
+    task, before its batch was started. Restarted, the server finds the stored task (the
+    dispatcher takes it): it runs once, and its rollout is stored once."""
     server_id = f"crash-{uuid.uuid4().hex[:6]}"
     queue = f"rollouts-{uuid.uuid4().hex[:8]}"
     doomed = await asyncio.create_subprocess_exec(
@@ -260,6 +293,68 @@ async def test_a_worker_killed_between_a_task_s_write_and_its_dispatch_loses_not
         e.payload["rolloutId"] for e in store.queries.events(server_id, ["rollout.reported"])
     ]
     assert sorted(reported) == sorted([first, second])  # each stored once
+
+
+async def test_a_script_killed_right_after_queue_task_returns_leaves_each_task_to_run_once(
+    client, store, settings, run_worker, temporal_address
+):
+    """A script dies (SIGKILL) right after a `queue_task` returns, its worker elsewhere: five
+    tasks out in a batch, five stored and acknowledged but never sent. Every acknowledged task
+    is in the store; the server restarted sends the rest, and each task runs once, its rollout
+    reported and stored once."""
+    server_id = f"killed-{uuid.uuid4().hex[:6]}"
+    queue = f"rollouts-{uuid.uuid4().hex[:8]}"
+    ran: Counter[int] = Counter()
+
+    async def agent(task: dict, resources: Resources) -> float:
+        ran[task["n"]] += 1
+        return 1.0
+
+    lightning = AgentLightningClient(
+        Client(**client.config()), "survivor", task_queue=queue, settings=settings
+    )
+    async with run_worker(), lightning.worker(agent):
+        script = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.lightning_awaited_process",
+            temporal_address,
+            settings.database_url,
+            settings.task_queue,
+            queue,
+            server_id,
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await asyncio.wait_for(script.communicate(), 120)
+        assert script.returncode == -signal.SIGKILL
+        ids = out.decode().split()
+        assert len(ids) == 10
+        # acknowledged means stored: each task, its sample and its task.queued event
+        stored = store.queries.queued_tasks(ids)
+        assert sorted(stored) == sorted(ids)
+        assert [store.queries.payload(stored[r].sample_hash) for r in ids] == [
+            {"n": n} for n in range(10)
+        ]
+        queued = store.queries.events(server_id, ["task.queued"])
+        assert sorted(e.payload["rolloutId"] for e in queued) == sorted(ids)
+        assert all(stored[r].batch_id is None for r in ids[5:])  # never sent
+
+        server = AgentLightningServer(
+            client, store, server_id, task_queue=settings.task_queue, client_task_queue=queue
+        )
+        await server.start()  # the dispatcher takes what waits untaken
+        reports = await server.wait_for_rollouts(ids, timeout=120)
+        await asyncio.sleep(0.5)  # anything run twice would have shown by now
+        await server.stop()
+    assert ran == {n: 1 for n in range(10)}
+    assert [r.rollout_id for r in reports] == ids
+    for rollout_id in ids:
+        assert [a.status for a in store.queries.attempts(rollout_id)] == ["succeeded"]
+    reported = [
+        e.payload["rolloutId"] for e in store.queries.events(server_id, ["rollout.reported"])
+    ]
+    assert sorted(reported) == sorted(ids)  # each stored once
 
 
 async def test_a_thousand_waiting_tasks_cost_the_worker_little_and_the_cap_holds(
@@ -444,3 +539,56 @@ async def test_a_client_killed_while_holding_a_task_leaves_it_to_another_client_
         e.payload["rolloutId"] for e in store.queries.events(server.server_id, ["rollout.reported"])
     ]
     assert reported == [rollout_id]  # stored once
+
+
+async def test_the_lightning_workflows_replay_inside_the_sandbox(
+    client, store, settings, run_worker
+):
+    """Workers run the Lightning workflows outside Temporal's sandbox. Their histories — the
+    server's, batches the SDK started (one with a task tried twice), the dispatcher's, taking a
+    task a dead process stored and never sent — replay as workers run them and inside the
+    sandbox."""
+    queue = f"rollouts-{uuid.uuid4().hex[:8]}"
+    ran: Counter[int] = Counter()
+
+    async def agent(task: dict, resources: Resources) -> float:
+        ran[task["n"]] += 1
+        if task["n"] == 1 and ran[1] == 1:
+            raise RuntimeError("the model endpoint dropped the connection")
+        return 1.0
+
+    lightning = AgentLightningClient(
+        Client(**client.config()), "replay", task_queue=queue, settings=settings
+    )
+    async with run_worker(), lightning.worker(agent):
+        server = await started_server(client, store, settings, queue, "replay")
+        ids = [await server.queue_task({"n": n}) for n in range(3)]
+        ids += await server.queue_tasks([{"n": n} for n in range(3, 6)])
+        orphan = RolloutTask(
+            rollout_id=f"{server.server_id}:orphan",
+            server_id=server.server_id,
+            iteration=1,
+            sample={"n": 6},
+            resources_workflow_id=server.workflow_id,
+            resources_version=1,
+            client_task_queue=queue,
+            max_attempts=3,
+        )
+        store.recorder.queue_tasks([orphan], max_waiting=100)
+        await server.start()  # finds the orphan: the dispatcher takes it
+        reports = await server.wait_for_rollouts([*ids, orphan.rollout_id], timeout=120)
+        await server.stop()
+        await client.get_workflow_handle(server.dispatcher_id).result()
+    assert len(reports) == 7 and ran == {0: 1, 1: 2, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1}
+    query = f'WorkflowId STARTS_WITH "tasks-{server.server_id}-"'
+    batches: list[str] = []
+    for _ in range(100):  # visibility catches up
+        batches = [w.id async for w in client.list_workflows(query)]
+        if len(batches) >= 3:
+            break
+        await asyncio.sleep(0.1)
+    kinds = {b.removeprefix(f"tasks-{server.server_id}-")[0] for b in batches}
+    assert kinds == {"q", "b", "d"}  # queue_task's, queue_tasks' and the dispatcher's batches
+    for workflow_id in [server.workflow_id, server.dispatcher_id, *batches]:
+        history = await client.get_workflow_handle(workflow_id).fetch_history()
+        await replay_in_and_out_of_the_sandbox(history)

@@ -289,8 +289,8 @@ async def test_samples_wait_in_the_store_and_never_cross_temporal(
     client, store, settings, run_worker
 ):
     """40 tasks of 60 KB queued one at a time (2.4 MB) and a small one after them all reach
-    the store and run; what crossed Temporal for them (the dispatcher's and the batches'
-    histories, the clients' activities) names them by id and holds none of their text. A task
+    the store and run; what crossed Temporal for them (the batches' histories, the clients'
+    activities) names them by id and holds none of their text. A task
     over the sample limit is refused at `queue_task` with the reason, and nothing of it
     reaches the store."""
     queue = f"rollouts-{uuid.uuid4().hex[:8]}"
@@ -314,14 +314,14 @@ async def test_samples_wait_in_the_store_and_never_cross_temporal(
         print(f"refused: {refused.value}")
         started = time.monotonic()
         reports = await asyncio.wait_for(server.wait_for_rollouts(ids), 120)
-        print(f"41 tasks through the dispatcher in {time.monotonic() - started:.1f} s")
+        print(f"41 tasks in batches in {time.monotonic() - started:.1f} s")
         await server.stop()
 
     assert [r.final_reward for r in reports] == [1.0] * 41  # each agent saw its whole sample
     rows = store.queries._all(select(RolloutRow).where(RolloutRow.session_id == server_id))
     assert len(rows) == 41 and all(r.status == "completed" for r in rows)
     assert sorted(ran) == sorted([s["name"] for s in big] + ["small"])  # "huge" never ran
-    query = f'WorkflowId STARTS_WITH "tasks-{server_id}-d" OR WorkflowId = "dispatch-{server_id}"'
+    query = f'WorkflowId STARTS_WITH "tasks-{server_id}-q"'
     workflows: list[str] = []
     for _ in range(100):  # visibility catches up
         workflows = [w.id async for w in client.list_workflows(query)]
@@ -335,7 +335,7 @@ async def test_samples_wait_in_the_store_and_never_cross_temporal(
         assert "x" * 1_000 not in text, f"{workflow_id} carried a sample"
         crossed += len(text)
     print(f"{len(workflows)} workflows, {crossed:,} bytes of history for 2.4 MB of samples")
-    assert len(workflows) >= 2 and crossed < 1_000_000
+    assert workflows and crossed < 1_000_000
 
 
 async def test_a_cell_s_calls_are_bounded_and_a_failed_call_says_why(

@@ -1,7 +1,15 @@
 """Agent Lightning workflows: resources published by version, dataset tasks (queued together as
 a batch workflow, or one at a time through a dispatcher that gathers them into batches; a
 workflow per task is kept for callers that want one), and the optimization algorithm that
-iterates over a dataset."""
+iterates over a dataset.
+
+Outside the workflow sandbox, as LineageWorkflow (workflows/lineage.py): the sandbox imports
+this module afresh for every run, and a batch is a run, a few tasks each; without bytecode on
+disk (a fresh clone with PYTHONDONTWRITEBYTECODE) that meant compiling it for every batch. What
+the sandbox enforces holds by construction: the module keeps no mutable state (constants only),
+reads no clock, environment or file, and the suite replays these workflows' histories inside
+the sandbox too (tests/test_lightning.py). ``TRAINING_CAMP_WORKFLOW_SANDBOX=1`` runs them
+sandboxed on a worker."""
 
 from __future__ import annotations
 
@@ -83,7 +91,7 @@ class ResourcePublisher:
         return version
 
 
-@workflow.defn(name="LightningServerWorkflow")
+@workflow.defn(name="LightningServerWorkflow", sandboxed=False)
 class LightningServerWorkflow(ResourcePublisher):
     """The server for algorithms written as scripts (lightning.server.AgentLightningServer)."""
 
@@ -112,7 +120,7 @@ class LightningServerWorkflow(ResourcePublisher):
         self._stopped = True
 
 
-@workflow.defn(name="RolloutBatchWorkflow")
+@workflow.defn(name="RolloutBatchWorkflow", sandboxed=False)
 class RolloutBatchWorkflow:
     """Dataset tasks run together, by id: their samples wait in the store, where the client
     reads them. The batch claims its tasks (unless given them claimed), sends them to clients a
@@ -235,7 +243,7 @@ class RolloutBatchWorkflow:
         )
 
 
-@workflow.defn(name="OptimizationWorkflow")
+@workflow.defn(name="OptimizationWorkflow", sandboxed=False)
 class OptimizationWorkflow(ResourcePublisher):
     """Publish resources → queue the dataset (bounded parallelism) → collect rewards → propose a
     better template from the low-reward rollouts → repeat, until the target or the budget."""
@@ -372,15 +380,14 @@ class OptimizationWorkflow(ResourcePublisher):
         return [outcome for outcomes in done for outcome in outcomes]
 
 
-@workflow.defn(name="RolloutDispatcherWorkflow")
+@workflow.defn(name="RolloutDispatcherWorkflow", sandboxed=False)
 class RolloutDispatcherWorkflow:
-    """Where tasks queued one at a time leave for clients. ``queue_task`` writes the task to
-    the store and then wakes this workflow (``wake``; the server SDK sends one signal per
-    linger window, however many tasks were queued in it). Each wake-up claims the server's
-    oldest waiting tasks, ``batch_size`` at most, and starts a child RolloutBatchWorkflow with
-    their ids; a full batch means more may wait, so it claims again at once. A run starts
-    awake: tasks stored before a crash, whose wake-up never came, leave when it starts (the
-    server SDK's ``start`` wakes it). Continues as new after a number of batches, carrying
+    """Where stored tasks no batch took leave for clients: those of a process that died
+    between ``queue_task``'s write and the start of the batch it would have sent them in (the
+    server SDK's ``start`` wakes this workflow, ``wake``, when tasks wait untaken). Each
+    wake-up claims the server's oldest waiting tasks, ``batch_size`` at most, and starts a
+    child RolloutBatchWorkflow with their ids; a full batch means more may wait, so it claims
+    again at once. A run starts awake. Continues as new after a number of batches, carrying
     nothing: the waiting tasks are in the store."""
 
     @workflow.init

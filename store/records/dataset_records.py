@@ -82,14 +82,21 @@ class DatasetRecords(EventWriter):
         return digest
 
     def queue_tasks(
-        self, tasks: Sequence[RolloutTask], max_waiting: int, *, partial: bool = False
+        self,
+        tasks: Sequence[RolloutTask],
+        max_waiting: int,
+        *,
+        partial: bool = False,
+        fresh: bool = False,
     ) -> Admitted:
         """Store one server's tasks in one transaction: each sample a payload blob, each task
-        its ``task.queued`` event and a row waiting for the dispatcher. Idempotent by rollout
-        id: a task stored already is taken as it is (a different sample under its id is a
-        ValueError). Past ``max_waiting`` tasks waiting (pending or running) on the server,
-        raises QueueFull and stores nothing, or with ``partial`` stores the first tasks that
-        fit and says how many it refused."""
+        its ``task.queued`` event and a row waiting for a batch. Idempotent by rollout id: a
+        task stored already is taken as it is (a different sample under its id is a
+        ValueError); ``fresh`` says every id was drawn at random for this call, so none can
+        be stored yet and the transaction skips looking (one statement of ten). Past
+        ``max_waiting`` tasks waiting (pending or running) on the server, raises QueueFull and
+        stores nothing, or with ``partial`` stores the first tasks that fit and says how many
+        it refused."""
         if not tasks:
             return Admitted([], {}, 0, 0)
         server_id = tasks[0].server_id
@@ -103,7 +110,7 @@ class DatasetRecords(EventWriter):
                 raise ValueError(f"task {t.rollout_id!r} is given twice with different samples")
         with write_transaction(self.engine) as conn:
             _lock_server(conn, server_id)
-            stored = _stored_samples(conn, list(first))
+            stored = {} if fresh else _stored_samples(conn, list(first))
             for rollout_id, i in first.items():
                 if rollout_id in stored and stored[rollout_id] != samples[i][0]:
                     raise ValueError(

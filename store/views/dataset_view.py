@@ -21,6 +21,7 @@ _QUEUED_TASKS = (
     " resources_version, client_task_queue, max_attempts, batch_id FROM rollout_tasks"
 )
 _PAYLOADS = "SELECT hash, content FROM payload_blobs"
+_REPORT_HASHES = "SELECT id, report_hash FROM rollouts"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,18 +54,21 @@ class DatasetView(ViewReader):
         return ResourceSet.model_validate(self.payload(rows[0].content_hash))
 
     def lightning_reports(self, rollout_ids: list[str]) -> list[RolloutReport]:
-        """The Rollout reports of completed tasks, in the order asked."""
-        reports = {}
-        for i in range(0, len(rollout_ids), 500):
-            rows = self._all(
-                select(RolloutRow).where(
-                    col(RolloutRow.id).in_(rollout_ids[i : i + 500]),
-                    col(RolloutRow.report_hash).is_not(None),
-                )
-            )
-            for row in rows:
-                reports[row.id] = RolloutReport.model_validate(self.payload(row.report_hash))
-        return [reports[r] for r in rollout_ids if r in reports]
+        """The Rollout reports of completed tasks, in the order asked. Read together, 500 a
+        query, and not kept: each is read once (an awaited dataset's 500 reports, read one by
+        one through the payload cache, took 0.4 s of CPU)."""
+        hashes = {
+            rollout_id: digest
+            for rollout_id, digest in self._by_keys(_REPORT_HASHES, "id", rollout_ids)
+            if digest is not None
+        }
+        documents = self.payloads(sorted(set(hashes.values())))
+        missing = set(hashes.values()) - documents.keys()
+        if missing:
+            raise KeyError(f"payload {min(missing)} is not in the store")
+        return [
+            RolloutReport.model_validate(documents[hashes[r]]) for r in rollout_ids if r in hashes
+        ]
 
     def finished_rollouts(self, rollout_ids: list[str]) -> set[str]:
         """Those of ``rollout_ids`` that are done: completed or failed for good."""
