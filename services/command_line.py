@@ -7,10 +7,14 @@ import re
 import sys
 from typing import NoReturn
 
+import lazy_loader as lazy
 import typer
 from temporalio.service import RPCError, RPCStatusCode
 
 from services.terminal import console, shown
+
+# the credential detectors load only when an error is said (a command pays for none otherwise)
+redaction = lazy.load("domain.redaction", suppress_warning=True)
 
 _UNREACHABLE = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
 
@@ -63,10 +67,8 @@ def run(app: typer.Typer) -> NoReturn:
         if line is None:
             raise
         # the reason may quote a URL or a server's answer: credentials masked (the detectors
-        # imported on the way out, as the store's errors are: a command pays for neither)
-        from domain.redaction import redact
-
-        line = redact(line, [os.environ.get("ANTHROPIC_API_KEY")])
+        # loaded on the way out, as the store's errors are: a command pays for neither)
+        line = redaction.redact(line, [os.environ.get("ANTHROPIC_API_KEY")])
         console(stderr=True).print(
             f"[red]error:[/red] {shown(line)}", highlight=False, soft_wrap=True
         )
