@@ -43,8 +43,12 @@ browser:
 		$$apt install -y -q chromium chromium-driver > /dev/null || \
 		{ $$apt update -q > /dev/null && $$apt install -y -q chromium chromium-driver > /dev/null; }; }
 
+# The suite in two processes (pytest-xdist): most of a test's time is spent waiting on Temporal,
+# processes it started or timeouts, so two share two cores well; `make test TEST_WORKERS=0` runs
+# it in one process.
+TEST_WORKERS = 2
 test: bytecode browser sandbox
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
