@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -70,7 +71,7 @@ def _distributing(config: pytest.Config) -> bool:
     )
 
 
-def _start_shared_dev_server() -> tuple[subprocess.Popen[bytes], str]:
+def _start_shared_dev_server() -> tuple[subprocess.Popen[bytes], str, Path]:
     """The dev server as ``start_in_memory`` starts it for ``temporal_env`` (the flags the SDK's
     start_local gives it, ours), but as a plain process: the controller loads no Temporal
     runtime, whose threads abort an interpreter at exit now and then (sdk-python#300)."""
@@ -88,17 +89,19 @@ def _start_shared_dev_server() -> tuple[subprocess.Popen[bytes], str]:
         *DEV_SERVER_ARGS,
     ]
     # fmt: on
-    server = subprocess.Popen(command)
+    # its log in a file, not amid the tests' progress (pytest captured the fixture-started one's)
+    log = tempfile.NamedTemporaryFile(prefix="tc-test-temporal-", suffix=".log", delete=False)  # noqa: SIM115 (lives with the process)
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while not port_open("127.0.0.1", port):
         if server.poll() is not None or time.monotonic() > deadline:
             server.kill()
-            raise RuntimeError(f"the dev server did not start: {' '.join(command)}")
+            raise RuntimeError(f"the dev server did not start ({log.name}): {' '.join(command)}")
         time.sleep(0.05)
-    return server, f"127.0.0.1:{port}"
+    return server, f"127.0.0.1:{port}", Path(log.name)
 
 
-_shared_dev_server = pytest.StashKey[subprocess.Popen[bytes]]()
+_shared_dev_server = pytest.StashKey[tuple[subprocess.Popen[bytes], Path]]()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -106,21 +109,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     workers, which inherit its address; so is PostgreSQL, when the suite starts its own."""
     if not _distributing(session.config):
         return
-    server, address = _start_shared_dev_server()
-    session.config.stash[_shared_dev_server] = server
+    server, address, log = _start_shared_dev_server()
+    session.config.stash[_shared_dev_server] = server, log
     os.environ[SHARED_DEV_SERVER] = address
     os.environ[URL_ENV] = postgres_admin_url()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    server = config.stash.get(_shared_dev_server, None)
-    if server is not None:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    if _shared_dev_server not in config.stash:
+        return
+    server, log = config.stash[_shared_dev_server]
+    server.kill()  # in memory: nothing to keep, and a graceful stop takes seconds
+    server.wait()
+    log.unlink()
 
 
 @pytest.fixture(scope="session")
