@@ -39,6 +39,7 @@ from domain.spec import SessionSpec, parse_spec
 from services import command_line, training_data
 from services.dev_server import port_open, start_in_memory, temporal_binary
 from store import Store
+from tests import forked
 from tests.store_backends import URL_ENV, database_url, postgres_admin_url
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
@@ -316,13 +317,12 @@ async def temporal_cli(address: str, *args: str) -> CliResult:
 
 async def spawn_worker(
     temporal_address: str, database_url: str, task_queue: str, **env: str
-) -> asyncio.subprocess.Process:
-    """``worker.py`` in a process of its own (to be killed with SIGKILL mid-step); ``env`` adds
-    variables, e.g. ``ANTHROPIC_BASE_URL``."""
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "worker.py",
-        cwd=Path(__file__).parent.parent,
+) -> forked.AsyncForked:
+    """``worker.py`` in a process of its own (to be killed with SIGKILL mid-step), forked from
+    one that imported the app (tests/forked.py); ``env`` adds variables, e.g.
+    ``ANTHROPIC_BASE_URL``."""
+    return forked.spawn(
+        ["worker.py"],
         env={
             "PATH": "/usr/bin:/bin",
             "TEMPORAL_ADDRESS": temporal_address,
@@ -330,8 +330,6 @@ async def spawn_worker(
             "TRAINING_CAMP_TASK_QUEUE": task_queue,
             **env,
         },
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
     )
 
 
@@ -366,13 +364,10 @@ async def polled_by(client: Client, task_queue: str, workers: int, timeout: floa
 def training_data_cli(
     *args: str, url: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """The ``training-camp-data`` command as a user runs it, on the store at ``url``."""
-    return subprocess.run(
-        [sys.executable, "-m", "services.training_data", *args, "--database-url", url],
-        cwd=Path(__file__).parent.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    """The ``training-camp-data`` command as a user runs it, on the store at ``url``: a process
+    of its own (forked from one that imported the app, tests/forked.py)."""
+    return forked.run(
+        ["-m", "services.training_data", *args, "--database-url", url],
         env={"PATH": os.environ["PATH"], "COLUMNS": "200", **(env or {})},
     )
 
@@ -434,12 +429,10 @@ def starter_cli(*args: str, temporal_address: str, database_url: str, columns: i
 def run_starter(
     *args: str, temporal_address: str, database_url: str, columns: int = 250
 ) -> subprocess.CompletedProcess[str]:
-    """`training-camp …` as a user runs it, whether it succeeds or not."""
-    return subprocess.run(
-        [sys.executable, "starter.py", *args],
-        cwd=Path(__file__).parent.parent,
-        capture_output=True,
-        text=True,
+    """`training-camp …` as a user runs it, whether it succeeds or not: a process of its own
+    (forked from one that imported the app, tests/forked.py)."""
+    return forked.run(
+        ["starter.py", *args],
         timeout=60,
         env={
             "PATH": os.environ["PATH"],
