@@ -321,7 +321,7 @@ async def spawn_worker(
     """``worker.py`` in a process of its own (to be killed with SIGKILL mid-step), forked from
     one that imported the app (tests/forked.py); ``env`` adds variables, e.g.
     ``ANTHROPIC_BASE_URL``."""
-    return forked.spawn(
+    return await forked.spawn(
         ["worker.py"],
         env={
             "PATH": "/usr/bin:/bin",

@@ -129,8 +129,9 @@ def serve(path: str) -> None:
                 request, fds = _receive(conn)
                 pid = os.fork()
                 if pid == 0:
-                    listener.close()
-                    conn.close()
+                    # none of the zygote's sockets: they are its requesters', not the command's
+                    for held in (listener, conn, *waiting.values()):
+                        held.close()
                     _child(request, fds)
                 for fd in fds:
                     os.close(fd)
@@ -145,7 +146,8 @@ def serve(path: str) -> None:
                 break
             conn = waiting.pop(pid)
             with contextlib.suppress(OSError):
-                conn.sendall(json.dumps({"code": os.waitstatus_to_exitcode(status)}).encode())
+                code = os.waitstatus_to_exitcode(status)
+                conn.sendall(json.dumps({"code": code}).encode() + b"\n")
             conn.close()
 
 
@@ -207,10 +209,11 @@ class Forked:
         if self.returncode is None:
             self._conn.settimeout(timeout)
             try:
-                said = self._reply.read()
+                said = self._reply.readline()
             except TimeoutError:
                 raise subprocess.TimeoutExpired(str(self.pid), timeout or 0) from None
             self.returncode = json.loads(said)["code"]
+            self._reply.close()
             self._conn.close()
         return self.returncode
 
@@ -227,7 +230,10 @@ class Forked:
 
 
 class AsyncForked(Forked):
-    """The same, awaited as ``asyncio.subprocess.Process`` is."""
+    """The same, awaited as ``asyncio.subprocess.Process`` is; ``stdout``: its output, when
+    asked for."""
+
+    stdout: asyncio.StreamReader | None = None
 
     async def wait(self) -> int:  # type: ignore[override]
         return await asyncio.to_thread(super().wait)
@@ -237,14 +243,30 @@ def _null() -> int:
     return os.open(os.devnull, os.O_RDWR)
 
 
-def spawn(argv: list[str], env: dict[str, str], cwd: Path = ROOT) -> AsyncForked:
-    """``python *argv`` in a forked process, its stdio on /dev/null."""
-    fds = [_null(), _null(), _null()]
+async def spawn(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path = ROOT,
+    stdout: bool = False,
+    stderr: bool = False,
+) -> AsyncForked:
+    """``python *argv`` in a forked process, its stdio on /dev/null, but for its output read
+    through ``.stdout`` (``stdout``) and its errors on this process's stderr (``stderr``)."""
+    out_read, out_write = os.pipe() if stdout else (None, _null())
+    fds = [_null(), out_write, os.dup(2) if stderr else _null()]
     try:
-        return AsyncForked(argv, env, cwd, fds)
+        # in a thread: the first call waits for the zygote to import the app
+        proc = await asyncio.to_thread(AsyncForked, argv, env, cwd, fds)
     finally:
         for fd in fds:
             os.close(fd)
+    if out_read is not None:
+        reader = asyncio.StreamReader()
+        await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(out_read, "rb", 0)
+        )
+        proc.stdout = reader
+    return proc
 
 
 def run(
