@@ -44,7 +44,15 @@ PRELOAD = (
     "worker",
     "workflows.lineage",
 )
-_FORBIDDEN = ("starter", "services.training_data", "services.instructions", "review.serve")
+_FORBIDDEN = (
+    "starter",
+    "services.training_data",
+    "services.instructions",
+    "review.serve",
+    "review.inbox_table",
+    "demo.watch",
+    "demo.session",
+)
 
 
 # --- the zygote ------------------------------------------------------------------------------
@@ -118,13 +126,12 @@ def serve(path: str) -> None:
     os.dup2(null, 1)  # nobody reads the pipe "ready" went through
     os.close(null)
     waiting: dict[int, socket.socket] = {}  # each command's process: the requester's socket
+    requests = selectors.DefaultSelector()
+    requests.register(listener, selectors.EVENT_READ)
     while True:
+        # a request, or a command's end: looked for every 20 ms while commands run
         with contextlib.suppress(InterruptedError):
-            ready = selectors.DefaultSelector()
-            ready.register(listener, selectors.EVENT_READ)
-            events = ready.select(timeout=0.02 if waiting else 1)
-            ready.close()
-            if events:
+            if requests.select(timeout=0.02 if waiting else 1):
                 conn, _ = listener.accept()
                 request, fds = _receive(conn)
                 pid = os.fork()
@@ -132,6 +139,7 @@ def serve(path: str) -> None:
                     # none of the zygote's sockets: they are its requesters', not the command's
                     for held in (listener, conn, *waiting.values()):
                         held.close()
+                    requests.close()
                     _child(request, fds)
                 for fd in fds:
                     os.close(fd)
