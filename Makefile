@@ -43,8 +43,14 @@ browser:
 		$$apt install -y -q chromium chromium-driver > /dev/null || \
 		{ $$apt update -q > /dev/null && $$apt install -y -q chromium chromium-driver > /dev/null; }; }
 
+# The suite in two processes (pytest-xdist): most of a test's time is spent waiting on Temporal,
+# processes it started or timeouts, so two share two cores well; `make test TEST_WORKERS=0` runs
+# it in one process.
+# Bytecode written (PYTHONDONTWRITEBYTECODE emptied): pytest rewrites the asserts of the tests
+# and of hypothesis (a plugin) in each of its processes unless it may keep what it rewrote.
+TEST_WORKERS = 2
 test: bytecode browser sandbox
-	$(PY) -m pytest
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

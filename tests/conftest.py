@@ -7,8 +7,11 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
@@ -29,13 +32,15 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Interceptor
 from typer.testing import CliRunner
 
+from domain import search_attributes
 from domain.lineage import LineageState
 from domain.settings import Settings
 from domain.spec import SessionSpec, parse_spec
 from services import command_line, training_data
-from services.dev_server import start_in_memory, temporal_binary
+from services.dev_server import port_open, start_in_memory, temporal_binary
 from store import Store
-from tests.store_backends import database_url
+from tests import forked
+from tests.store_backends import URL_ENV, database_url, postgres_admin_url
 from worker import build_worker
 from workflows.lineage import LineageWorkflow
 
@@ -46,16 +51,91 @@ ESSAY_PROMPT = (
 )
 
 
+# The server suggests continue-as-new after this many events (4,096 by default), so every
+# lineage in the suite crosses runs after a cycle or two.
+DEV_SERVER_ARGS = [
+    "--dynamic-config-value",
+    f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AFTER}",
+]
+# Set by the xdist controller (pytest -n 2) for its workers: the address of the run's one dev
+# server, which it started.
+SHARED_DEV_SERVER = "TC_TEST_SHARED_TEMPORAL_ADDRESS"
+
+
+def _distributing(config: pytest.Config) -> bool:
+    """This process is the controller of xdist workers (``-n 2``), not a worker nor a plain
+    run (no xdist, ``-n 0``, ``-p no:xdist``)."""
+    return (
+        not hasattr(config, "workerinput")
+        and getattr(config.option, "dist", "no") != "no"
+        and not config.option.collectonly
+    )
+
+
+def _start_shared_dev_server() -> tuple[subprocess.Popen[bytes], str, Path]:
+    """The dev server as ``start_in_memory`` starts it for ``temporal_env`` (the flags the SDK's
+    start_local gives it, ours), but as a plain process: the controller loads no Temporal
+    runtime, whose threads abort an interpreter at exit now and then (sdk-python#300)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    # fmt: off
+    command = [
+        temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
+        "--namespace", "default", "--headless", "--log-format", "pretty", "--log-level", "error",
+        "--dynamic-config-value", "frontend.enableServerVersionCheck=false",
+        "--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true",
+        "--dynamic-config-value", "frontend.enableUpdateWorkflowExecutionAsyncAccepted=true",
+        *[f"--search-attribute={key.name}=Keyword" for key in search_attributes.ALL],
+        *DEV_SERVER_ARGS,
+    ]
+    # fmt: on
+    # its log in a file, not amid the tests' progress (pytest captured the fixture-started one's)
+    log = tempfile.NamedTemporaryFile(prefix="tc-test-temporal-", suffix=".log", delete=False)  # noqa: SIM115 (lives with the process)
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not port_open("127.0.0.1", port):
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            raise RuntimeError(f"the dev server did not start ({log.name}): {' '.join(command)}")
+        time.sleep(0.05)
+    return server, f"127.0.0.1:{port}", Path(log.name)
+
+
+_shared_dev_server = pytest.StashKey[tuple[subprocess.Popen[bytes], Path]]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under xdist, the run's one dev server is started here, in the controller, before the
+    workers, which inherit its address; so is PostgreSQL, when the suite starts its own."""
+    if not _distributing(session.config):
+        return
+    server, address, log = _start_shared_dev_server()
+    session.config.stash[_shared_dev_server] = server, log
+    os.environ[SHARED_DEV_SERVER] = address
+    os.environ[URL_ENV] = postgres_admin_url()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _shared_dev_server not in config.stash:
+        return
+    server, log = config.stash[_shared_dev_server]
+    server.kill()  # in memory: nothing to keep, and a graceful stop takes seconds
+    server.wait()
+    log.unlink()
+
+
 @pytest.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
-    env = await start_in_memory(
-        # The server suggests continue-as-new after this many events (4,096 by default), so
-        # every lineage in the suite crosses runs after a cycle or two.
-        dev_server_extra_args=[
-            "--dynamic-config-value",
-            f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AFTER}",
-        ],
-    )
+    """The run's dev server: started here, or (an xdist worker) the controller's."""
+    shared = os.environ.get(SHARED_DEV_SERVER)
+    if shared:
+        from temporalio.contrib.pydantic import pydantic_data_converter
+
+        client = await Client.connect(shared, data_converter=pydantic_data_converter)
+        yield WorkflowEnvironment.from_client(client)
+        return
+    env = await start_in_memory(dev_server_extra_args=DEV_SERVER_ARGS)
     try:
         yield env
     finally:
@@ -237,13 +317,12 @@ async def temporal_cli(address: str, *args: str) -> CliResult:
 
 async def spawn_worker(
     temporal_address: str, database_url: str, task_queue: str, **env: str
-) -> asyncio.subprocess.Process:
-    """``worker.py`` in a process of its own (to be killed with SIGKILL mid-step); ``env`` adds
-    variables, e.g. ``ANTHROPIC_BASE_URL``."""
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "worker.py",
-        cwd=Path(__file__).parent.parent,
+) -> forked.AsyncForked:
+    """``worker.py`` in a process of its own (to be killed with SIGKILL mid-step), forked from
+    one that imported the app (tests/forked.py); ``env`` adds variables, e.g.
+    ``ANTHROPIC_BASE_URL``."""
+    return await forked.spawn(
+        ["worker.py"],
         env={
             "PATH": "/usr/bin:/bin",
             "TEMPORAL_ADDRESS": temporal_address,
@@ -251,8 +330,6 @@ async def spawn_worker(
             "TRAINING_CAMP_TASK_QUEUE": task_queue,
             **env,
         },
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
     )
 
 
@@ -287,13 +364,10 @@ async def polled_by(client: Client, task_queue: str, workers: int, timeout: floa
 def training_data_cli(
     *args: str, url: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """The ``training-camp-data`` command as a user runs it, on the store at ``url``."""
-    return subprocess.run(
-        [sys.executable, "-m", "services.training_data", *args, "--database-url", url],
-        cwd=Path(__file__).parent.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    """The ``training-camp-data`` command as a user runs it, on the store at ``url``: a process
+    of its own (forked from one that imported the app, tests/forked.py)."""
+    return forked.run(
+        ["-m", "services.training_data", *args, "--database-url", url],
         env={"PATH": os.environ["PATH"], "COLUMNS": "200", **(env or {})},
     )
 
@@ -355,12 +429,10 @@ def starter_cli(*args: str, temporal_address: str, database_url: str, columns: i
 def run_starter(
     *args: str, temporal_address: str, database_url: str, columns: int = 250
 ) -> subprocess.CompletedProcess[str]:
-    """`training-camp …` as a user runs it, whether it succeeds or not."""
-    return subprocess.run(
-        [sys.executable, "starter.py", *args],
-        cwd=Path(__file__).parent.parent,
-        capture_output=True,
-        text=True,
+    """`training-camp …` as a user runs it, whether it succeeds or not: a process of its own
+    (forked from one that imported the app, tests/forked.py)."""
+    return forked.run(
+        ["starter.py", *args],
         timeout=60,
         env={
             "PATH": os.environ["PATH"],

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tests import forked
 from tests.test_demo_command import free_port
 
 ROOT = Path(__file__).parent.parent
@@ -17,14 +17,9 @@ DATA = ("-m", "services.training_data")
 
 
 def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PATH": os.environ["PATH"], "COLUMNS": "80", **env},
-    )
+    """``python *args``: a process of its own, forked from one that imported the app (it would
+    spend seconds of CPU importing it itself; tests/forked.py)."""
+    return forked.run(list(args), env={"PATH": os.environ["PATH"], "COLUMNS": "80", **env})
 
 
 def cases(tmp_path: Path) -> list[tuple[tuple[str, ...], dict[str, str], list[str]]]:

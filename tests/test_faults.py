@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import SecretStr
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
@@ -328,7 +328,8 @@ async def test_a_model_result_outlives_its_worker_while_the_database_is_away(
         (handle,) = await start_session(client, spec, task_queue)
         await eventually(lambda: len(api.requests) == 1, timeout=60)
         outage.begin()
-        await asyncio.sleep(3)  # answered; the write waits, the answer rides the heartbeat
+        # answered; the write waits, and the answer rides the heartbeat: Temporal holds it
+        await answer_heartbeated(handle)
         doomed.send_signal(signal.SIGKILL)
         await doomed.wait()
         outage.end()
@@ -342,6 +343,19 @@ async def test_a_model_result_outlives_its_worker_while_the_database_is_away(
         attempts = store.queries.attempts(f"{spec.lineage_id('A')}:c1")
         assert [(a.attempt_number, a.status) for a in attempts] == [(1, "succeeded")]
         store.close()
+
+
+async def answer_heartbeated(handle: WorkflowHandle[Any, Any], timeout: float = 60) -> None:
+    """Until the lineage's running step has heartbeated details to Temporal: the step's only
+    details are the finished run it carries once its write has had to wait."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        pending = (await handle.describe()).raw_description.pending_activities
+        if any(a.heartbeat_details.payloads for a in pending):
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no answer heartbeated: {pending}")
+        await asyncio.sleep(0.05)
 
 
 async def test_stop_ends_the_run_while_the_database_is_away(client, settings, task_queue):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import signal
 import sys
 import uuid
@@ -27,6 +28,7 @@ from domain.lightning import LLM, PromptTemplate, QueueFull, RolloutTask
 from domain.rollout_report import RolloutReport
 from examples.lightning_topics import DATASET, optimization_input
 from store.tables import RolloutRow
+from tests import forked
 from workflows.lightning import (
     LightningServerWorkflow,
     OptimizationWorkflow,
@@ -39,20 +41,14 @@ ROOT = Path(__file__).parent.parent
 
 async def start_clients(
     address: str, queue: str, n: int, database_url: str
-) -> list[asyncio.subprocess.Process]:
+) -> list[forked.AsyncForked]:
+    """``n`` client processes, forked from one that imported the app (tests/forked.py)."""
     procs = []
     for i in range(n):
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.lightning_client_process",
-            address,
-            queue,
-            f"proc-{i}",
-            database_url,
-            cwd=ROOT,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+        proc = await forked.spawn(
+            ["-m", "tests.lightning_client_process", address, queue, f"proc-{i}", database_url],
+            env=dict(os.environ),
+            stdout=True,
         )
         line = await asyncio.wait_for(proc.stdout.readline(), 60)
         assert line.strip() == b"ready"
@@ -249,17 +245,19 @@ async def test_a_worker_killed_between_a_task_s_write_and_its_dispatch_loses_not
     dispatcher takes it): it runs once, and its rollout is stored once."""
     server_id = f"crash-{uuid.uuid4().hex[:6]}"
     queue = f"rollouts-{uuid.uuid4().hex[:8]}"
-    doomed = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.lightning_queue_process",
-        temporal_address,
-        settings.database_url,
-        settings.task_queue,
-        queue,
-        server_id,
-        cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE,
+    doomed = await forked.spawn(
+        [
+            "-m",
+            "tests.lightning_queue_process",
+            temporal_address,
+            settings.database_url,
+            settings.task_queue,
+            queue,
+            server_id,
+        ],
+        env=dict(os.environ),
+        stdout=True,
+        stderr=True,
     )
     line = await asyncio.wait_for(doomed.stdout.readline(), 120)
     assert await doomed.wait() == -signal.SIGKILL
@@ -490,16 +488,10 @@ async def test_a_client_killed_while_holding_a_task_leaves_it_to_another_client_
     activity's heartbeat timeout (30 s by default; 5 s here, not to wait it out) ends that
     attempt, and another client runs the task: once, its rollout stored once."""
     queue = f"rollouts-{uuid.uuid4().hex[:8]}"
-    holder = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.lightning_holding_client",
-        temporal_address,
-        queue,
-        settings.database_url,
-        cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
+    holder = await forked.spawn(
+        ["-m", "tests.lightning_holding_client", temporal_address, queue, settings.database_url],
+        env=dict(os.environ),
+        stdout=True,
     )
     ran: Counter[int] = Counter()
 

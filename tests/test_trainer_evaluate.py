@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
+from tests import forked
 from tests.fake_messages_api import FakeMessagesAPI, brevity_round
 
 ROOT = Path(__file__).parent.parent
@@ -25,13 +25,10 @@ CASES = [
 
 
 def run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "trainer.evaluate", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PATH": os.environ["PATH"], **(env or {})},
+    """``python -m trainer.evaluate …``: a process of its own, forked from one that imported the
+    app (tests/forked.py)."""
+    return forked.run(
+        ["-m", "trainer.evaluate", *args], env={"PATH": os.environ["PATH"], **(env or {})}
     )
 
 
