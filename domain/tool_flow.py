@@ -185,8 +185,16 @@ def parse(want: str) -> ToolFlowWish | None:
         return None
     action, family = match.group("action"), match.group("family")
     rest = said[match.end() :]
+    if action == "less" and family == "tool":
+        # "use it less": its description says when it is worth a call
+        name = rest.lower()
+        if not re.fullmatch(_NAME, name):
+            raise ValueError(f"{excerpt(want)}: which tool? less:tool:NAME")
+        return ToolFlowWish("describe", name, text=sentence("less"))
     if action not in (None, "add", "remove"):
-        raise ValueError(f"{action}:{family}: a tool or flow wish takes add or remove")
+        raise ValueError(
+            f"{action}:{family}: a tool or flow wish takes add or remove (and a tool, less)"
+        )
     if action == "remove" and family != "tool":
         raise ValueError(
             f"remove:{family}: only a tool is removed this way (remove:tool:NAME); "
@@ -268,4 +276,7 @@ def from_reading(detail: str | None) -> str | None:
         return f"tool_first:{name}"
     if direction == "less" and context == "never":
         return f"remove:tool:{name}"
+    limited = [c for c in context.split("+") if c and not c.startswith("call:")]
+    if direction == "less" and not limited:
+        return f"less:tool:{name}"  # used less (a call of the trace named, or none)
     return None

@@ -530,3 +530,14 @@ def test_dropping_a_wish_whose_name_starts_with_c_drops_the_wish():
     seen = ReadingPreview(chips=[chip("creative"), chip("shorter")], said_back="")
     assert reading_prompt.dropped_change(seen, "drop creative") is None
     assert [c.want for c in reading_prompt.edited(seen.chips, "drop creative")] == ["shorter"]
+
+
+def test_a_tool_used_less_is_a_want_its_description_carries():
+    """ "use read_document less" can be sent (`--want less:tool:read_document`), and read from
+    plain words; its description then says when a call is worth it, and no step loses it."""
+    agent = _agent()
+    step = _step(agent, ["less:tool:read_document"])
+    (tool,) = [t for t in step.agent.tools if t.name == "read_document"]
+    assert tool.description.endswith(tool_flow.sentence("less"))
+    assert [s.tools for s in step.agent.flow] == [s.tools for s in agent.flow]
+    assert _chips("The second search was pointless.") == ["less:tool:search"]
