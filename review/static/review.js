@@ -96,6 +96,9 @@ if (rater && !raterName() && scoreInputs.length) {
 async function refreshCard(body) {
   const response = await fetch(body.dataset.card);
   if (!response.ok) return;
+  // read whole before what is typed is looked at: nothing waits between that look and the
+  // swap, so a chip clicked meanwhile is never lost
+  const html = await response.text();
   // a correction being edited (and the focus in it) survives the refresh: the rater's chips
   // are theirs until sent
   const form = body.querySelector("form.correct");
@@ -107,7 +110,7 @@ async function refreshCard(body) {
   // a trace or version history the rater opened stays open
   const traceOpen = Boolean(body.querySelector("details.trace[open]"));
   const versionsOpen = Boolean(body.querySelector("details.versions[open]"));
-  body.innerHTML = await response.text();
+  body.innerHTML = html;
   const trace = body.querySelector("details.trace");
   if (trace && traceOpen) trace.open = true;
   const versions = body.querySelector("details.versions");
