@@ -529,3 +529,28 @@ async def steps_run(client: Client, handle: WorkflowHandle) -> tuple[list[str], 
         elif (activity_type := local_activity_type(event)) is not None:
             local.append(activity_type)
     return queued, local
+
+
+async def start_without_search_attributes(
+    client: Client, spec: SessionSpec, label: str, task_queue: str
+) -> WorkflowHandle[Any, Any]:
+    """One lineage of ``spec`` started as the starter starts it, but with no search attributes
+    (the time-skipping server has none)."""
+    from domain.lineage import LineageInput
+
+    lineage = next(li for li in spec.lineages if li.label == label)
+    lineage_id = spec.lineage_id(label)
+    return await client.start_workflow(
+        LineageWorkflow.run,
+        LineageInput(
+            session_id=spec.session_id,
+            session_name=spec.name,
+            lineage_id=lineage_id,
+            label=label,
+            options=lineage.options,
+            initial_agent=lineage.agent,
+            inputs=spec.inputs,
+        ),
+        id=f"lineage-{lineage_id}",
+        task_queue=task_queue,
+    )

@@ -17,14 +17,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.reading_preview import preview_reading
 from client import correction_outcome, preview_on_worker
-from domain.lineage import LineageInput
 from domain.settings import Settings
 from review import views
 from review.app import templates
 from services.reading_prompt import print_reading
 from store import Store
 from store.eventstore import event_log
-from tests.conftest import awaiting, make_spec, wait_for_state
+from tests.conftest import awaiting, make_spec, start_without_search_attributes, wait_for_state
 from tests.histories.capture import lineage_scenario, store_story
 from trainer.backends import TrainerBackends
 from worker import build_worker
@@ -122,21 +121,9 @@ async def panel_lineage(
     """A lineage with ``options`` started on ``env`` (without search attributes: the
     time-skipping server has none), its worker running."""
     spec = make_spec(options=options)
-    lineage = spec.lineages[0]
     async with build_worker(env.client, store, settings):
-        handle = await env.client.start_workflow(
-            LineageWorkflow.run,
-            LineageInput(
-                session_id=spec.session_id,
-                session_name=spec.name,
-                lineage_id=spec.lineage_id(lineage.label),
-                label=lineage.label,
-                options=lineage.options,
-                initial_agent=lineage.agent,
-                inputs=spec.inputs,
-            ),
-            id=f"lineage-{spec.lineage_id(lineage.label)}",
-            task_queue=settings.task_queue,
+        handle = await start_without_search_attributes(
+            env.client, spec, spec.lineages[0].label, settings.task_queue
         )
         yield handle
         await handle.signal("stop")

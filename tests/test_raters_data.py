@@ -16,17 +16,21 @@ from sqlalchemy import select
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from domain.lineage import LineageInput
 from domain.settings import Settings
 from domain.spec import SessionSpec
 from store import Store
 from store.exports.exporter import FORMATS, ExportFilters, export
 from store.exports.materializer import Materializer
 from store.tables import TrainingExampleRow
-from tests.conftest import awaiting, make_spec, training_data_app, wait_for_state
+from tests.conftest import (
+    awaiting,
+    make_spec,
+    start_without_search_attributes,
+    training_data_app,
+    wait_for_state,
+)
 from tests.test_training_signal import scored_session
 from worker import build_worker
-from workflows.lineage import LineageWorkflow
 
 DATA = Path(__file__).parent / "data"
 # every format's rows of the single-rater session (tests/test_training_signal.py), as written
@@ -93,20 +97,8 @@ async def panel_session(
     async with build_worker(env.client, store, settings):
         handles = {}
         for lineage in spec.lineages:
-            lineage_id = spec.lineage_id(lineage.label)
-            handles[lineage.label] = await env.client.start_workflow(
-                LineageWorkflow.run,
-                LineageInput(
-                    session_id=spec.session_id,
-                    session_name=spec.name,
-                    lineage_id=lineage_id,
-                    label=lineage.label,
-                    options=lineage.options,
-                    initial_agent=lineage.agent,
-                    inputs=spec.inputs,
-                ),
-                id=f"lineage-{lineage_id}",
-                task_queue=settings.task_queue,
+            handles[lineage.label] = await start_without_search_attributes(
+                env.client, spec, lineage.label, settings.task_queue
             )
         yield spec, handles
         for handle in handles.values():
