@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Literal
 
 from domain.answer_parts import scoped
@@ -126,13 +127,18 @@ _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": 
 _HOLD = "\ue000"  # stands in for the space after punctuation in a quote while splitting
 
 
+def _split(text: str, held: str, splitter: re.Pattern[str]) -> list[str]:
+    """``text`` split where ``splitter`` matches, but never inside a quotation."""
+    normal = _W["quoted"].sub(
+        lambda m: re.sub(rf"([{held}])\s", r"\1" + _HOLD, m.group(0)), text.translate(_QUOTES)
+    )
+    return [part.replace(_HOLD, " ") for part in splitter.split(normal) if part]
+
+
 def clauses(text: str) -> list[str]:
     """The clauses of ``text`` in order (contrast words start a new clause; a quotation and a
     list of numbers like "1, 2, 3" stay whole)."""
-    normal = _W["quoted"].sub(
-        lambda m: re.sub(r"([,.!?;:])\s", r"\1" + _HOLD, m.group(0)), text.translate(_QUOTES)
-    )
-    parts = [c.replace(_HOLD, " ") for c in _W["clause"].split(normal) if c]
+    parts = _split(text, ",.!?;:", _W["clause"])
     return [c.strip(' .!?;:,"') for c in parts if c.strip(" .!?;:,\"'")]
 
 
@@ -422,7 +428,7 @@ def _amounts(sentence: str, reading: Reading, first: int) -> None:
     """The amounts a sentence gives the wishes just read from it ("half as long")."""
     for index in range(first, len(reading.wishes)):
         wish = reading.wishes[index]
-        if wish.amount is None:
+        if wish.amount is None and wish.action != "remove":
             amount = wish_actions.amount_of(sentence, wish.family, wish.detail)
             if amount is not None:
                 reading.wishes[index] = replace(wish, amount=amount)
@@ -501,20 +507,17 @@ def _restores(sentence: str, reading: Reading, first: int) -> bool:
     """Whether the sentence brings back something it names ("the example you cut, bring it
     back, but keep it short"): the family named is asked for again, once (a size said of it
     sizes it, not the answer)."""
-    lowered = sentence.lower()
     named = [w for w in reading.wishes[first:] if w.aspect != "length" and w.action == "add"]
-    if not _W["restore"].search(lowered) or not named:
+    if not _W["restore"].search(sentence.lower()) or not named:
         return False
-    sized = [
-        w for w in reading.wishes[first:]
-        if w.aspect == "length" and _W["its_size"].search(w.quote.lower())
-    ]  # fmt: skip
-    reading.wishes = [w for w in reading.wishes if w not in sized]
-    if sized:
-        for index, wish in enumerate(reading.wishes):
-            if wish in named and wish.family == "example" and wish.amount is None:
-                one = wish_actions.amount_of("one example", "example")
-                reading.wishes[index] = replace(wish, amount=one, asked=True)
+    if _drop_sized(reading, first):
+        one = wish_actions.amount_of("one example", "example")
+        reading.wishes = [
+            replace(w, amount=one, asked=True)
+            if w in named and w.family == "example" and w.amount is None
+            else w
+            for w in reading.wishes
+        ]
     return True
 
 
@@ -524,13 +527,18 @@ _PARTS = ("example", "summary_at_end", "key_points")
 def _sized_part(reading: Reading, first: int) -> None:
     """ "Add one example, kept brief": a size said right after a part asked for sizes the part,
     not the whole answer."""
-    parts = [w for w in reading.wishes[first:] if w.family in _PARTS and w.action == "add"]
+    if any(w.family in _PARTS and w.action == "add" for w in reading.wishes[first:]):
+        _drop_sized(reading, first)
+
+
+def _drop_sized(reading: Reading, first: int) -> bool:
+    """Drops the lengths just read that size a part ("kept brief"); whether there were any."""
     sized = [
         w for w in reading.wishes[first:]
         if w.aspect == "length" and w.action == "add" and _W["its_size"].search(w.quote.lower())
     ]  # fmt: skip
-    if parts and sized:
-        reading.wishes = [w for w in reading.wishes if w not in sized]
+    reading.wishes = [w for w in reading.wishes if w not in sized]
+    return bool(sized)
 
 
 def _about_family(sentence: str) -> str | None:
@@ -547,18 +555,17 @@ def _undone_aspect(sentence: str, reading: Reading) -> str:
     what I said about rambling, … keep the sources" undoes the change to length only), or the
     whole last change ("overall")."""
     lowered = sentence.lower()
-    about = _W["about"].search(lowered)
-    if about is not None:
+    if about := _W["about"].search(lowered):
         # "forget what I said about the list, but keep …": what it is about decides
-        what = about.group("what")
-        named = {cue.aspect for cue, _ in _matches(what)}
-        named |= {aspect for pattern, aspect in _ASPECT_NOUNS if pattern.search(what)}
-        named -= {"overall"}
-        return named.pop() if len(named) == 1 else "overall"
-    kept = {k.aspect for k in reading.kept if k.quote.lower() in lowered}
-    named = {cue.aspect for cue, _ in _matches(lowered)}
-    named |= {aspect for pattern, aspect in _ASPECT_NOUNS if pattern.search(lowered)}
-    named -= kept | {"overall"}
+        return _one_aspect(about.group("what"))
+    return _one_aspect(lowered, {k.aspect for k in reading.kept if k.quote.lower() in lowered})
+
+
+def _one_aspect(text: str, but: set[str] | None = None) -> str:
+    """The one aspect ``text`` names by a cue or a noun (``but`` aside), else "overall"."""
+    named = {cue.aspect for cue, _ in _matches(text)}
+    named |= {aspect for pattern, aspect in _ASPECT_NOUNS if pattern.search(text)}
+    named -= (but or set()) | {"overall"}
     return named.pop() if len(named) == 1 else "overall"
 
 
@@ -578,11 +585,7 @@ def _read_whole(text: str, reading: Reading) -> None:
         if w.action == "remove" or w.asked or not any(w.quote.lower() in c for c in covered)
     ]
     reading.kept = [k for k in reading.kept if k.family not in gone]
-    for index, wish in enumerate(reading.wishes):
-        if wish.amount is None and wish.action != "remove":
-            amount = wish_actions.amount_of(text, wish.family, wish.detail)
-            if amount is not None:
-                reading.wishes[index] = replace(wish, amount=amount)
+    _amounts(text, reading, 0)
     if not any(w.aspect == "length" for w in reading.wishes):
         # a share of the length said alone ("a third of this would do") asks for a shorter one
         share = wish_actions.share_alone(text)
@@ -645,7 +648,7 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
                     damaged, detail=damaged.detail + what, quote=f"{damaged.quote} {clause}"
                 )
             continue
-        _read_clause(clause, mode, reading, praising, polite, denying, admiring)
+        _read_clause(_Clause(clause, mode, praising, polite, denying, admiring), reading)
 
 
 def _literal(sentence: str) -> str | None:
@@ -697,28 +700,24 @@ class _Clause:
     """A clause being read, with what its sentence says about it."""
 
     text: str
-    lowered: str
     mode: Mode
-    praising: bool  # its sentence only praises
-    polite: bool  # a request by its form ("please")
-    denying: bool  # its sentence denies a list of faults
-    admiring: bool  # it approves of what it names
-    quoted: list[tuple[int, int]]  # spans quoting the answer
+    praising: bool = False  # its sentence only praises
+    polite: bool = False  # a request by its form ("please")
+    denying: bool = False  # its sentence denies a list of faults
+    admiring: bool = False  # it approves of what it names
+
+    @cached_property
+    def lowered(self) -> str:
+        return self.text.lower()
+
+    @cached_property
+    def quoted(self) -> list[tuple[int, int]]:
+        """The spans quoting the answer."""
+        return [q.span() for q in _W["quoted"].finditer(self.lowered)]
 
 
-def _read_clause(
-    clause: str,
-    mode: Mode,
-    reading: Reading,
-    praising: bool = False,
-    polite: bool = False,
-    denying: bool = False,
-    admiring: bool = False,
-) -> None:
-    lowered = clause.lower()
-    polite = polite or bool(_W["polite"].search(lowered))
-    quoted = [q.span() for q in _W["quoted"].finditer(lowered)]
-    read = _Clause(clause, lowered, mode, praising, polite, denying, admiring, quoted)
+def _read_clause(read: _Clause, reading: Reading) -> None:
+    clause, lowered, mode, quoted = read.text, read.lowered, read.mode, read.quoted
     found = False
     previous: tuple[int, Frame] | None = None
     for cue, match in _matches(lowered):
@@ -765,7 +764,7 @@ def _read_clause(
     if focus:
         reading.wishes.append(focus)
         found = True
-    if mode == "comment" and not found and not praising:
+    if mode == "comment" and not found and not read.praising:
         request = _request(clause)
         if request and _leans_outside(clause):
             reading.unsure.append(Unsure(clause.strip(), _LEANING))
@@ -965,10 +964,7 @@ def _negation_unplaced(before: str, frame: Frame) -> bool:
 def _sentences(text: str) -> list[str]:
     """The sentences of ``text``; a quotation stays whole ("'Hey there! Great news' is not how
     we write")."""
-    held = _W["quoted"].sub(
-        lambda m: re.sub(r"([.!?])\s", r"\1" + _HOLD, m.group(0)), text.translate(_QUOTES)
-    )
-    return [s.replace(_HOLD, " ") for s in _W["sentence"].split(held) if s.strip()]
+    return [s for s in _split(text, ".!?", _W["sentence"]) if s.strip()]
 
 
 sentences = _sentences
