@@ -35,15 +35,13 @@ _SEPARATED = cue_tables.vocabulary("wish_actions").patterns["separated"]
 
 
 def _unsplit(lowered: str) -> str:
-    """ "take the table back" as "take back the table" (the same length: the mentions' places
-    stay in the sentence's words), so the verb stands before what it takes back."""
+    """ "take the table back" as "take back the table", of the same length."""
     return _SEPARATED.sub(r"\1 \3 \2", lowered)
 
 
 def cue_matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
-    """Every cue's matches, overlaps resolved longest first (on a tie, by the cues' priority):
-    "waded through four paragraphs of background before" is one complaint about order, not a
-    mention of paragraphs. Locations ("paragraph two") claim their words and name nothing."""
+    """Every cue's matches, overlaps resolved longest first, then by priority ("four
+    paragraphs of background before" is about order). Locations ("paragraph two") name nothing."""
     claimed: list[tuple[int, int]] = []
     found: list[tuple[int, float, Cue | None, re.Match[str]]] = [
         (match.end() - match.start(), -cue.priority, cue, match)
@@ -103,9 +101,8 @@ def rivals(one: str, other: str) -> bool:
 
 
 def mentions(lowered: str, faults: bool = False) -> list[Mention]:
-    """The families a sentence names (a cue that names a state or a quality), an adjective in
-    front of a named form left out ("the long paragraphs" names paragraphs), and so is a
-    quality said of the answer ("too brief", "it's formal": a description, no preference)."""
+    """The families a sentence names by a state or quality cue; not an adjective before a
+    named form ("the long paragraphs"), nor a quality said of the answer ("too brief")."""
     quoted = [q.span() for q in _QUOTED.finditer(lowered)]  # the answer's own words
     found = [
         Mention(named, cue.aspect, m.start(), m.end(), cue.confidence)
@@ -137,8 +134,7 @@ def mentions(lowered: str, faults: bool = False) -> list[Mention]:
 
 def _names(cue: Cue, match: re.Match[str], lowered: str, quoted: list[tuple[int, int]]) -> bool:
     """Whether a cue's words name a family a comment may prefer: not a quality said of the
-    answer ("too brief"), a state it is said to resemble ("reads like a chat"), what it is for
-    ("a letter to the court"), a change refused ("not more formal") or quoted words."""
+    answer, a likeness ("reads like a chat"), a purpose, a change refused, or quoted words."""
     before = re.split(r"[,;:.!?]", lowered[: match.start()])[-1]
     if any(s <= match.start() and match.end() <= e for s, e in quoted):
         return False
@@ -182,8 +178,7 @@ def _pivot(lowered: str, left: Mention, right: Mention, first: Mention) -> tuple
 
 
 def _own_role(lowered: str, mention: Mention, start: int, end: int) -> Role | None:
-    """The role the words right around one mention give it (``start``/``end``: where its
-    neighbours' words begin and end)."""
+    """The role the words around one mention give it, between its neighbours' words."""
     before = re.split(r"[,;:]|\bbut\b", lowered[start : mention.start])[-1]
     after = re.split(r"[,;:.!]|\bbut\b", lowered[mention.end : end] or "")[0]
     after_full = lowered[mention.end : end]
@@ -202,8 +197,7 @@ def _own_role(lowered: str, mention: Mention, start: int, end: int) -> Role | No
 
 
 def place(sentence: str) -> Construction | None:
-    """The roles of a sentence's mentions, when it names rival families; None when it names
-    none (the reader's frames read it)."""
+    """The roles of a sentence's mentions, or None (the reader's frames read it)."""
     lowered = _unsplit(sentence.lower())
     found = mentions(lowered)
     families = list(dict.fromkeys(m.family for m in found))
@@ -263,8 +257,8 @@ def place(sentence: str) -> Construction | None:
 
 
 def removed(sentence: str) -> set[str]:
-    """The families a removal verb names right before their words ("skip the beginner-friendly
-    version"), unless the removal is refused ("don't drop the table")."""
+    """The families a removal verb names ("skip the beginner-friendly version"), unless
+    refused ("don't drop the table")."""
     lowered = _unsplit(sentence.lower())
     found = mentions(lowered)
     return {
@@ -298,8 +292,8 @@ def _construction_roles(lowered: str, found: list[Mention]) -> dict[int, Role]:
 
 
 def _settled(found: list[Mention], roles: dict[int, Role], families: list[str]) -> Construction:
-    """The placed mentions, or the families left unsettled: a family given two roles, two
-    rivals both wanted, or no rival wanted or rejected at all."""
+    """The placed mentions, or the families left unsettled (a family with two roles, two
+    rivals wanted, or none wanted or rejected)."""
     by_family: dict[str, set[Role]] = {}
     for index, mention in enumerate(found):
         if index in roles:
@@ -337,9 +331,8 @@ MAX_REJECTION_WORDS = 6
 
 
 def joins(sentences: list[str]) -> int:
-    """How many sentences after the first belong to its construction: a question answered
-    "no" and what comes instead ("Y? No thanks. X."), or a bare rejection and what comes
-    instead ("Not the bullets. A table.")."""
+    """How many sentences after the first belong to its construction ("Y? No thanks. X.",
+    "Not the bullets. A table.")."""
     if len(sentences) >= 3 and rejects_by_answer(sentences[0], sentences[1]):
         return 2
     if len(sentences) < 2:
@@ -360,8 +353,7 @@ def joins(sentences: list[str]) -> int:
 
 
 def rejects_by_answer(question: str, answer: str) -> list[Mention]:
-    """The mentions of a question answered "no" by the next sentence ("The bulleted list? No
-    thanks."): what the rater rejects."""
+    """What a question answered "no" names ("The bulleted list? No thanks.")."""
     if not question.rstrip().endswith("?") or not _P["negative_answer"].match(answer.lower()):
         return []
     return mentions(question.lower())

@@ -32,10 +32,6 @@ ACTIONS = CUE_DIR / "actions"
 Kind = Literal["state", "quality", "fault"]
 KINDS = ("state", "quality", "fault")
 ASPECTS = frozenset(f.aspect for f in FAMILIES.values())
-CUE_KEYS = frozenset(
-    {"priority", "comment", "kind", "ask", "fault", "confidence", "fixed", "weak"}
-    | {"weak_when_described", "sizes_parts", "regex"}
-)
 
 
 class CueDataError(ValueError):
@@ -70,6 +66,12 @@ class Cue:
     sizes_parts: bool = False
 
 
+# What a cue record may hold: the cue's own fields (its regex for its pattern; its file names
+# its aspect), and a comment
+FLAGS = ("confidence", "fixed", "weak", "weak_when_described", "sizes_parts")
+CUE_KEYS = frozenset(("regex", "comment", "priority", "kind", "ask", "fault", *FLAGS))
+
+
 def read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -85,16 +87,6 @@ def check_family(name: object, path: Path, where: str) -> None:
         raise CueDataError(
             f"{path}: {where}: {name!r} is no change family (domain/change_families.py)"
         )
-
-
-def check_families(names: object, path: Path, where: str) -> None:
-    """Every key of a family → phrases table names a registered family."""
-    if not isinstance(names, dict):
-        raise CueDataError(f"{path}: {where}: expected an object of family → phrases")
-    for name, phrases in names.items():
-        check_family(name, path, where)
-        if not isinstance(phrases, list) or not all(isinstance(p, str) for p in phrases):
-            raise CueDataError(f"{path}: {where}: {name}: expected a list of phrases")
 
 
 def compile_regex(regex: object, path: Path, where: str, flags: int = re.I) -> re.Pattern[str]:
@@ -126,18 +118,10 @@ def _cue(record: dict[str, Any], aspect: str, path: Path) -> Cue:
     for family in (ask, fault):
         if family is not None:
             check_family(family, path, where)
+    pattern = compile_regex(record.get("regex"), path, where)
+    flags = {name: type(getattr(Cue, name))(record[name]) for name in FLAGS if name in record}
     return Cue(
-        pattern=compile_regex(record.get("regex"), path, where),
-        aspect=aspect,
-        ask=ask,
-        fault=fault,
-        confidence=float(record.get("confidence", 0.85)),
-        kind=cast(Kind, kind),
-        fixed=bool(record.get("fixed", False)),
-        weak=bool(record.get("weak", False)),
-        priority=record["priority"],
-        weak_when_described=bool(record.get("weak_when_described", False)),
-        sizes_parts=bool(record.get("sizes_parts", False)),
+        pattern, aspect, ask, fault, kind=cast(Kind, kind), priority=record["priority"], **flags
     )
 
 
@@ -235,30 +219,36 @@ def words() -> dict[str, re.Pattern[str]]:
     return found
 
 
+def _family_phrases(path: Path, key: str, default: object = None) -> dict[str, Any]:
+    """A file whose ``key`` maps families to phrase lists, checked."""
+    data = read_json(path)
+    table = data.get(key, default)
+    if not isinstance(table, dict):
+        raise CueDataError(f"{path}: {key}: expected an object of family → phrases")
+    for name, phrases in table.items():
+        check_family(name, path, key)
+        if not isinstance(phrases, list) or not all(isinstance(p, str) for p in phrases):
+            raise CueDataError(f"{path}: {key}: {name}: expected a list of phrases")
+    return data
+
+
 def language_file(path: Path) -> dict[str, Any]:
     """A comment language's phrase file (``trainer/reading/cues/<code>.json``), checked."""
-    data = read_json(path)
-    check_families(data.get("families"), path, "families")
-    return data
+    return _family_phrases(path, "families")
 
 
 def action_file(path: Path) -> dict[str, Any]:
     """A language's action words (``trainer/reading/cues/actions/<code>.json``), checked."""
-    data = read_json(path)
-    check_families(data.get("nouns", {}), path, "nouns")
-    return data
+    return _family_phrases(path, "nouns", {})
 
 
 def check_all() -> int:
     """Load and check every cue file; the number of files."""
     english_cues()
-    vocabularies = sorted((ENGLISH / "vocabulary").glob("*.json"))
-    for path in vocabularies:
-        vocabulary(path.stem)
-    languages = sorted(CUE_DIR.glob("*.json"))
-    actions = sorted(ACTIONS.glob("*.json"))
-    for path in languages:
-        language_file(path)
-    for path in actions:
-        action_file(path)
-    return len(list(ENGLISH.glob("*.json"))) + len(vocabularies) + len(languages) + len(actions)
+    checks = ((ENGLISH / "vocabulary", lambda p: vocabulary(p.stem)), (CUE_DIR, language_file))
+    paths = list(ENGLISH.glob("*.json"))
+    for folder, check in (*checks, (ACTIONS, action_file)):
+        for path in sorted(folder.glob("*.json")):
+            check(path)
+            paths.append(path)
+    return len(paths)

@@ -80,11 +80,7 @@ def wanted_language(text: str) -> str | None:
             continue
         before, after = lowered[: match.start()], lowered[match.end() :]
         sentence_start = re.split(r"[.!?]\s", before)[-1]
-        polite = re.search(
-            r"^\s*(?:could|can|would|will)\b|\b(?:could|can|would|will) you\b"
-            r"|\bplease\b",
-            sentence_start,
-        )
+        polite = _L["polite_request"].search(sentence_start)
         if _L["described_in"].search(before[-40:]):
             described_now = True  # "the wrap-up is still in English": what it is now
             continue
@@ -97,7 +93,7 @@ def wanted_language(text: str) -> str | None:
             or (_L["questioned_after"].match(after) and not polite)
         ):
             continue
-        if re.search(r"\b(?:plain|simple|proper|good|clear|everyday)\s+$", before):
+        if _L["plain_before"].search(before):
             continue  # "plain English" asks for simple words, not for a language
         asking = _L["asking_before"].search(before[-40:])
         describing = _L["describing"].search(asking.group(0)) if asking else None

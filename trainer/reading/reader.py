@@ -1029,7 +1029,7 @@ def _around(clause: str, start: int, end: int) -> str:
 
 
 def _is_format_word(topic: str) -> bool:
-    return bool(re.match(r"^(?:the )?(?:bullets?|tables?|headings?|lists?|it|this|that)$", topic))
+    return bool(_W["format_word"].match(topic))
 
 
 def _trade(sentence: str) -> Wish | None:
@@ -1110,12 +1110,8 @@ def _leans_outside(request: str) -> bool:
 def _read_sentiment(clause: str, reading: Reading) -> None:
     lowered = clause.lower()
     aspect = next((a for p, a in _ASPECT_NOUNS if p.search(lowered)), "overall")
-    negated_praise = re.search(
-        r"\bnot (?:so |very |that |really )?(?:good|great|helpful|clear)\b", lowered
-    )
-    if (_W["criticism"].search(lowered) or negated_praise) and not re.search(
-        r"\bnot bad\b", lowered
-    ):
+    criticism = _W["criticism"].search(lowered) or _W["negated_praise"].search(lowered)
+    if criticism and not _W["not_bad"].search(lowered):
         reading.criticised.append((aspect, clause))
         return
     if _W["praise"].search(lowered):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from domain.change_families import aspect_of
@@ -40,19 +40,19 @@ NEGATION = re.compile(
 @dataclass(frozen=True)
 class ActionCues:
     language: str
-    remove: re.Pattern[str] | None  # removal words whose object follows ("drop the table")
-    remove_after: re.Pattern[str] | None  # …whose object comes first ("the table can go")
     # verb-final languages: an object on either side ("die Tabelle bitte streichen")
     either_side: bool
+    nouns: dict[str, re.Pattern[str]]
+    rivals: dict[str, re.Pattern[str] | None]  # rival families' words, adjectives too
+    remove: re.Pattern[str] | None  # removal words whose object follows ("drop the table")
+    remove_after: re.Pattern[str] | None  # …whose object comes first ("the table can go")
     undo: re.Pattern[str] | None
     approve: re.Pattern[str] | None
     pronoun: re.Pattern[str] | None
-    nouns: dict[str, re.Pattern[str]]
     # preferences between rivals: "X dan Y", "zamiast Y, X" (English: ``constructions.py``)
-    than: re.Pattern[str] | None = None
-    instead: re.Pattern[str] | None = None
-    better: re.Pattern[str] | None = None  # "than" compares only after one of these
-    rivals: dict[str, re.Pattern[str] | None] = field(default_factory=dict)  # adjectives too
+    than: re.Pattern[str] | None
+    instead: re.Pattern[str] | None
+    better: re.Pattern[str] | None  # "than" compares only after one of these
 
 
 @lru_cache(maxsize=1)
@@ -68,23 +68,14 @@ def action_cues() -> tuple[ActionCues, ...]:
             if (pattern := _phrases(words, bounded)) is not None
         }
         rivals = {f: _phrases(w, bounded) for f, w in data.get("rivals", {}).items()}
-        found.append(
-            ActionCues(
-                language=data["language"],
-                remove=_phrases(data.get("remove", []), bounded),
-                remove_after=_phrases(data.get("remove_after", []), bounded),
-                either_side=data.get("object_either_side", False),
-                undo=_phrases(data.get("undo", []), bounded),
-                approve=_phrases(data.get("approve", []), bounded),
-                pronoun=_phrases(data.get("pronouns", []), bounded),
-                nouns=nouns,
-                than=_phrases(data.get("than", []), bounded),
-                instead=_phrases(data.get("instead", []), bounded),
-                better=_phrases(data.get("better", []), bounded),
-                rivals=rivals,
-            )
-        )
+        lists = {key: _phrases(data.get(key, []), bounded) for key in _PHRASE_LISTS}
+        lists["pronoun"] = _phrases(data.get("pronouns", []), bounded)
+        either_side = data.get("object_either_side", False)
+        found.append(ActionCues(data["language"], either_side, nouns, rivals, **lists))
     return tuple(found)
+
+
+_PHRASE_LISTS = ("remove", "remove_after", "undo", "approve", "than", "instead", "better")
 
 
 def families_named(text: str) -> list[str]:
@@ -144,12 +135,9 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
             if family and family not in wishes:
                 # "don't drop the table": it stays
                 negated = bool(NEGATION.search(lowered[: verb.start()]))
+                action = "keep" if negated else "remove"
                 wishes[family] = Wish(
-                    family=family,
-                    aspect=aspect_of(family),
-                    quote=quote,
-                    confidence=TAKEBACK_CONFIDENCE,
-                    action="keep" if negated else "remove",
+                    family, aspect_of(family), quote, TAKEBACK_CONFIDENCE, action=action
                 )
                 for other in also:  # "scrap the table and the examples"
                     wishes.setdefault(
@@ -214,17 +202,9 @@ def undo(sentence: str) -> Wish | None:
     """A wish to undo the last change ("undo that", "go back to how it was")."""
     lowered = sentence.lower()
     for cues in action_cues():
-        if cues.undo is None:
-            continue
-        match = cues.undo.search(lowered)
+        match = cues.undo.search(lowered) if cues.undo else None
         if match and not NEGATION.search(lowered[: match.start()]):
-            return Wish(
-                family="undo",
-                aspect="overall",
-                quote=sentence.strip(),
-                confidence=TAKEBACK_CONFIDENCE,
-                action="remove",
-            )
+            return Wish("undo", "overall", sentence.strip(), TAKEBACK_CONFIDENCE, action="remove")
     return None
 
 
