@@ -75,7 +75,7 @@ CUES: tuple[Cue, ...] = cue_tables.english_cues()
 # explained there): this module is the grammar that reads them.
 _W = cue_tables.words()
 _DOCUMENTS = tuple(cue_tables.vocabulary("tools").tables["documents"])
-_DAMAGED_AS: dict[str, str] = cue_tables.vocabulary("damage").tables["damaged_as"]
+_DAMAGE = cue_tables.vocabulary("damage").tables
 _ASPECT_NOUNS = [(p, a) for a, p in cue_tables.vocabulary("aspect_nouns").patterns.items()]
 # Irony: each pattern turns an ironic sentence into the plain complaint it stands for
 _IRONIES = cue_tables.vocabulary("ironies").rewrites
@@ -83,31 +83,27 @@ _IRONIES = cue_tables.vocabulary("ironies").rewrites
 
 def _what(word: str) -> str:
     word = word[:-1] if word.endswith("s") and word not in ("stats", "statistics") else word
-    return _DAMAGED_AS.get(word, word)
+    return _DAMAGE["damaged_as"].get(word, word)
 
 
 def _damage(clause: str) -> Wish | None:
-    """A wish that a step keep what an earlier step produced ("preserve"), with the step the
-    reviewer blames ("last", or the word naming it) and what it lost, as ``step|what``."""
+    """A wish that a step keep what an earlier step produced ("preserve"), as ``step|what``:
+    the step blamed ("last", or its name) and what it lost."""
     lowered = clause.lower()
     damage = _W["damage"].search(lowered)
-    if not damage:
-        return None
+    earlier = _W["earlier"].search(lowered)
     step = _W["step_ref"].search(lowered)
-    if not step and not _W["earlier"].search(lowered):
+    if not damage or not (step or earlier):
         return None
-    generic = step and step.group("name") in ("each", "every", "one", "a", "the", "this", "that")
-    if generic and not _W["earlier"].search(lowered):
-        step = None
-    culprit = ""
-    if step:
-        culprit = step.group("place") or step.group("name") or "last"
-        culprit = "last" if culprit in ("final", "closing", "end", "later") else culprit
-    elif reworking := _W["reworking"].search(lowered):
+    if step and not earlier and step.group("name") in _DAMAGE["generic_steps"]:
+        step = None  # "each step": no step named
+    culprit = (step.group("place") or step.group("name")) if step else None
+    if not step and (reworking := _W["reworking"].search(lowered)):
         culprit = reworking.group(0)  # "the tightening": the step whose prompt tightens
-    lost = _W["damaged"].search(lowered, damage.start() - 40 if damage.start() > 40 else 0)
+    culprit = "last" if not culprit or culprit in _DAMAGE["last_words"] else culprit
+    lost = _W["damaged"].search(lowered, max(0, damage.start() - 40))
     what = _what(lost.group("what")) if lost else ""
-    return Wish("preserve", "accuracy", clause.strip(), 0.8, detail=f"{culprit or 'last'}|{what}")
+    return Wish("preserve", "accuracy", clause.strip(), 0.8, detail=f"{culprit}|{what}")
 
 
 # The frames a cue's preceding words may set: the frame word nearest the cue decides; of two
@@ -221,18 +217,13 @@ def _framed(cue: Cue, frame: Frame, mode: Mode, comparative: bool) -> tuple[str 
         return cue.ask or cue.fault if frame == "ask" else cue.ask, False
     if frame == "refuse":
         return cue.fault, cue.kind == "state" and opposite_of(cue.ask or "") is None
-    if frame == "describe":
-        if cue.kind == "state" and mode == "comment":
-            # "reads like a text message" asks for the contrary; "paragraphs are painful" only
-            # weakly (see ``Cue.weak_when_described``)
-            return cue.fault, cue.weak_when_described
-        return (cue.fault, False) if mode == "comment" else (cue.ask, False)
-    # plain
-    if mode == "instruction" or comparative:
-        return cue.ask, False
-    if cue.kind == "quality":
-        return cue.fault, False
-    return cue.ask, False
+    if frame == "describe" and mode == "comment":
+        # "reads like a text message" asks for the contrary; "paragraphs are painful" only
+        # weakly (see ``Cue.weak_when_described``)
+        return cue.fault, cue.kind == "state" and cue.weak_when_described
+    # plain: a bare quality in a comment describes the answer ("formal")
+    plain_quality = frame == "plain" and cue.kind == "quality" and not comparative
+    return (cue.fault if plain_quality and mode == "comment" else cue.ask), False
 
 
 def _group(match: re.Match[str], name: str) -> str | None:
@@ -242,7 +233,7 @@ def _group(match: re.Match[str], name: str) -> str | None:
 
 def _topic(match: re.Match[str]) -> str | None:
     value = _group(match, "topic")
-    words = re.split(r"\s+(?:and then|so|because|since|which|that|but)\s+", value or "")[0]
+    words = _W["topic_end"].split(value or "")[0]
     return words.strip(" -'") or None
 
 
@@ -260,10 +251,8 @@ def asks(text: str) -> bool:
 def _conceded(lowered: str, after: int) -> bool:
     """Whether what follows a contrast concedes the fault before it ("but it earns it")."""
     rest = re.split(r"[.!?;]", lowered[after:], maxsplit=1)[0]
-    return bool(
-        _W["conceded"].search(rest)
-        or (_W["praise"].search(rest) and not _W["criticism"].search(rest))
-    )
+    praised = _W["praise"].search(rest) and not _W["criticism"].search(rest)
+    return bool(_W["conceded"].search(rest) or praised)
 
 
 def _concedes(sentence: str) -> bool:
@@ -277,17 +266,12 @@ def _concedes(sentence: str) -> bool:
 def _outright(clause: str) -> bool:
     """A clause that asks by its form: an imperative, "please", "could you", "I want"."""
     lowered = clause.lower()
-    return bool(
-        _W["imperative"].search(lowered)
-        or _W["polite"].search(lowered)
-        or _W["outright"].search(lowered)
-    )
+    return any(_W[name].search(lowered) for name in ("imperative", "polite", "outright"))
 
 
 def requests_outright(sentence: str) -> bool:
-    """Whether a sentence asks for a change by its form — an imperative, "please", "could
-    you", "I want", "should", "next time" — rather than only describing the answer ("a touch
-    long", "more formal than I'd write")."""
+    """Whether a sentence asks for a change by its form ("should", "next time", see
+    ``_outright``) rather than only describing the answer ("a touch long")."""
     if _W["asks_outright"].search(sentence.lower().translate(_QUOTES)):
         return True  # "still a bit long": a wish said before and not yet met
     return any(_outright(c) for c in clauses(sentence))
@@ -300,9 +284,8 @@ def contrast_at(lowered: str) -> int | None:
 
 
 def keeps_whole(text: str) -> bool:
-    """Whether ``text`` asks to leave the whole answer as it is ("Long, but it earns it. Don't
-    touch it.") and asks for nothing else: what the rest describes is conceded by the keep;
-    only an outright request ("add a table") still asks."""
+    """Whether ``text`` asks to leave the whole answer as it is ("Don't touch it.") and asks
+    outright for nothing else."""
     parts = [c for s in _sentences(text) for c in clauses(s)]
     keeping = [c for c in parts if _W["keep_whole"].search(c.strip())]
     return bool(keeping) and not any(_outright(c) for c in parts if c not in keeping)
@@ -310,17 +293,22 @@ def keeps_whole(text: str) -> bool:
 
 def read(text: str, mode: Mode = "comment") -> Reading:
     """Every wish, praise and criticism in ``text``."""
-    reading = Reading()
-    before = ""
-    joined: set[int] = set()
-    sentences = _sentences(text or "")
+    text, reading = text or "", Reading()
+    sentences = _sentences(text)
+    if mode == "instruction":
+        for sentence in sentences:
+            _read_sentence(sentence, mode, reading)
+        _read_languages(text, reading, mode)
+        _settle(reading, mode)
+        return reading
+    before, joined = "", set[int]()
     for index, sentence in enumerate(sentences):
         first = len(reading.wishes)
         if index in joined:
             continue  # read with the sentence before ("No thanks." after its question)
         # "The bulleted list? No thanks. A table.", "Not the bullets. A table.": one unit
         unit = sentences[index : index + 1 + constructions.joins(sentences[index:])]
-        if mode == "comment" and _read_construction(" ".join(unit), reading):
+        if _read_construction(" ".join(unit), reading):
             if len(unit) > 1:
                 # what the rejection's sentence also asks, of no rival ("less of the memo
                 # voice and the acronyms. It's a Slack message."): the acronyms' fix stands
@@ -333,43 +321,40 @@ def read(text: str, mode: Mode = "comment") -> Reading:
             before = sentence
             continue
         following = sentences[index + 1] if index + 1 < len(sentences) else ""
-        if mode == "comment" and _read_answered(sentence, following, reading):
+        if _read_answered(sentence, following, reading):
             joined.add(index + 1)
             continue
         _read_sentence(sentence, mode, reading)
-        if mode == "comment":
-            _read_actions(sentence, before, reading, first)
-            # "skip the beginner-friendly version": a family named to go, never one asked for
-            gone = constructions.removed(sentence)
-            reading.wishes[first:] = [
-                replace(w, action="remove", asked=False)
-                if w.family in gone and w.action == "add"
-                else w
-                for w in reading.wishes[first:]
-            ]
+        _read_actions(sentence, before, reading, first)
+        # "skip the beginner-friendly version": a family named to go, never one asked for
+        gone = constructions.removed(sentence)
+        reading.wishes[first:] = [
+            replace(w, action="remove", asked=False)
+            if w.family in gone and w.action == "add"
+            else w
+            for w in reading.wishes[first:]
+        ]
         before = sentence
-    if mode == "comment":
-        _read_whole(text or "", reading)
-        _read_tools(text or "", reading)
-        _read_steps(text or "", reading)
-    _read_languages(text or "", reading, mode)
-    if mode == "comment" and not (reading.kept or reading.injection):
-        _read_other_language(text or "", reading)
-    if mode == "comment" and reading.language:
-        for sentence in _sentences(text or ""):
-            for clause in clauses(sentence):
-                reading.kept += wish_actions.approvals(clause)
+    _read_whole(text, reading)
+    _read_tools(text, reading)
+    _read_steps(text, reading)
+    _read_languages(text, reading, mode)
+    if not (reading.kept or reading.injection):
+        _read_other_language(text, reading)
+    if reading.language:
+        reading.kept += [
+            k for s in sentences for c in clauses(s) for k in wish_actions.approvals(c)
+        ]
     _settle(reading, mode)
-    if mode == "comment" and keeps_whole(text or ""):
+    if keeps_whole(text):
         # "I'm not asking for any changes": what the rest describes is no wish
         reading.wishes = [w for w in reading.wishes if w.action != "add"]
-    if mode == "comment":
-        _unsure(text or "", reading)
-        # rivals left unplaced in one sentence that another sentence places are settled
-        placed = {w.family for w in reading.wishes}
-        reading.unsure = [
-            u for u in reading.unsure if u.why != _UNSETTLED or not placed & set(u.proposed)
-        ]
+    _unsure(text, reading)
+    # rivals left unplaced in one sentence that another sentence places are settled
+    placed = {w.family for w in reading.wishes}
+    reading.unsure = [
+        u for u in reading.unsure if u.why != _UNSETTLED or not placed & set(u.proposed)
+    ]
     return reading
 
 
@@ -388,18 +373,12 @@ def _read_construction(sentence: str, reading: Reading) -> bool:
         reading.unsure.append(Unsure(sentence.strip(), _UNSETTLED, tuple(chips)))
         return True
     for placed in built.placed:
-        mention = placed.mention
-        wish = Wish(
-            mention.family,
-            mention.aspect,
-            _around(sentence, mention.start, mention.end),
-            mention.confidence,
-            action="add" if placed.role == "wanted" else "remove",
-            asked=placed.role == "wanted",
-        )
+        m, rejected = placed.mention, placed.role == "rejected"
+        quote = _around(sentence, m.start, m.end)
+        wish = Wish(m.family, m.aspect, quote, m.confidence, asked=not rejected)
         # a keep said outright ("keep the table, drop the paragraphs") stays a keep
         (reading.kept if placed.role == "kept" else reading.wishes).append(
-            replace(wish, action="add", asked=True) if placed.role == "kept" else wish
+            replace(wish, action="remove") if rejected else wish
         )
     if built.left:
         beside = Reading()
@@ -416,11 +395,10 @@ def _apart(family: str, placed: set[str]) -> bool:
 def _read_answered(question: str, answer: str, reading: Reading) -> bool:
     """ "The bulleted list? No thanks.": what the question names is taken back."""
     rejected = constructions.rejects_by_answer(question, answer)
-    for mention in rejected:
-        quote = f"{question.strip()} {answer.strip()}"
-        reading.wishes.append(
-            Wish(mention.family, mention.aspect, quote, mention.confidence, action="remove")
-        )
+    quote = f"{question.strip()} {answer.strip()}"
+    reading.wishes += [
+        Wish(m.family, m.aspect, quote, m.confidence, action="remove") for m in rejected
+    ]
     return bool(rejected)
 
 
@@ -595,7 +573,8 @@ def _read_whole(text: str, reading: Reading) -> None:
 
 def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
     """The wishes, praise and criticism of one sentence."""
-    literal = _literal(sentence) if mode == "comment" else None
+    comment, lowered = mode == "comment", sentence.lower()
+    literal = _literal(sentence) if comment else None
     if literal == "":
         reading.praised.append(("overall", sentence.strip()))
         return
@@ -606,42 +585,39 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
         reading.criticised += [(aspect, sentence.strip()) for aspect, _ in plain.criticised]
         if plain.wishes:
             return
-    lowered = sentence.lower()
     if (
-        mode == "comment"
+        comment
         and _W["self_blame"].search(lowered)
         and not any(_W["imperative"].search(c) or _W["polite"].search(c) for c in clauses(lowered))
     ):
         return  # "the only thing wrong was my own question": the rater's fault, not its
-    praising = mode == "comment" and _is_praise(sentence)
-    trade = _trade(sentence) if mode == "comment" else None
-    if trade:
+    if comment and (trade := _trade(sentence)):
         reading.wishes.append(trade)
-    polite = bool(_W["polite"].search(sentence.lower()))
+    praising, polite = comment and _is_praise(sentence), bool(_W["polite"].search(lowered))
     # "Not too long, not too stiff, no made-up numbers.": a list of faults denied
-    denying = mode == "comment" and bool(_W["denial"].search(sentence.lower()))
+    denying = comment and bool(_W["denial"].search(lowered))
     parts = clauses(sentence)
     damaged: Wish | None = None
     for index, clause in enumerate(parts):
-        if mode == "comment" and _W["injection"].search(clause):
+        said = clause.lower()
+        if comment and _W["injection"].search(clause):
             reading.injection.append(clause)
             continue
-        if mode == "comment" and off_limits(clause):
+        if comment and off_limits(clause):
             reading.refused.append(clause)  # what the agent may do is not the reviewer's
             continue
-        admiring = mode == "comment" and (
+        admiring = comment and (
             _spared(parts, index)
             or _admires(parts, index)
-            or bool(_W["keep_doing"].match(clause.lower()) or _W["keep_part"].match(clause.lower()))
+            or bool(_W["keep_doing"].match(said) or _W["keep_part"].match(said))
         )
-        damage = _damage(clause) if mode == "comment" and not admiring else None
-        if damage:
+        if damage := _damage(clause) if comment and not admiring else None:
             reading.wishes.append(damage)  # recorded as criticised when settled
             damaged = damage
             continue
-        if damaged and _W["damage"].search(clause.lower()):
+        if damaged and _W["damage"].search(said):
             # "ruined by the last step: it cut the caveats": what the step lost, said after
-            lost = _W["damaged"].search(clause.lower())
+            lost = _W["damaged"].search(said)
             if lost and damaged.detail and damaged.detail.endswith("|"):
                 what = _what(lost.group("what"))
                 reading.wishes[reading.wishes.index(damaged)] = replace(
