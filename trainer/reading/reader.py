@@ -43,9 +43,8 @@ Frame = Literal["ask", "refuse", "lacking", "describe", "plain", "quantity", "de
 
 @dataclass(frozen=True)
 class Unsure:
-    """A clause the reader could not place with certainty (a question, irony, a negation it
-    cannot resolve, a situation that could ask for more than one thing, a language it has no
-    cues for): nothing is changed for it; the rater is told and offered ``proposed`` wants."""
+    """A clause the reader could not place (a question, irony, an unplaced negation, an
+    unread language): nothing changes for it; the rater is offered ``proposed`` wants."""
 
     quote: str
     why: str
@@ -87,8 +86,7 @@ def _what(word: str) -> str:
 
 
 def _damage(clause: str) -> Wish | None:
-    """A wish that a step keep what an earlier step produced ("preserve"), as ``step|what``:
-    the step blamed ("last", or its name) and what it lost."""
+    """A wish that a step keep what an earlier one produced, as ``step|what`` it lost."""
     lowered = clause.lower()
     damage = _W["damage"].search(lowered)
     earlier = _W["earlier"].search(lowered)
@@ -132,15 +130,13 @@ def _split(text: str, held: str, splitter: re.Pattern[str]) -> list[str]:
 
 
 def clauses(text: str) -> list[str]:
-    """The clauses of ``text`` in order (contrast words start a new clause; a quotation and a
-    list of numbers like "1, 2, 3" stay whole)."""
+    """The clauses of ``text`` in order; a quotation and a list like "1, 2, 3" stay whole."""
     parts = _split(text, ",.!?;:", _W["clause"])
     return [c.strip(' .!?;:,"') for c in parts if c.strip(" .!?;:,\"'")]
 
 
 def _set_aside(tail: str, after: str) -> Frame | None:
-    """The frames a phrase sets whatever frame word comes nearest: a part still missing, a
-    diagnosis set aside for another ("not so much formal as cold")."""
+    """A frame some phrases set whatever comes nearer ("still no", "not so much X as")."""
     if _W["still_no"].search(tail) or (
         _W["no_before"].search(tail) and _W["yet_after"].match(after)
     ):
@@ -151,9 +147,8 @@ def _set_aside(tail: str, after: str) -> Frame | None:
 
 
 def _frame(before: str, after: str) -> Frame:
-    """How the words after ``before`` are meant (``after``: the rest of the clause). The frame
-    word nearest the cue decides: "don't make it more formal" is refused, "I need it more
-    formal" asked for, "it reads like a text message" described."""
+    """How the words after ``before`` are meant: the frame word nearest the cue decides
+    ("don't make it more formal" refuses, "it reads like a text message" describes)."""
     tail = before.lower()[-60:]
     set_aside = _set_aside(tail, after)
     if set_aside is not None:
@@ -238,8 +233,7 @@ def _topic(match: re.Match[str]) -> str | None:
 
 
 def asks(text: str) -> bool:
-    """Whether ``text`` holds a request (see ``_W["request_form"]``), not only a description: a
-    contrast asks unless it only concedes ("long, but every line earns it")."""
+    """Whether ``text`` holds a request, not only a description or a conceded fault."""
     lowered = text.lower().translate(_QUOTES)
     if _W["request_form"].search(" ".join(c for c in _sentences(lowered) if not _concedes(c))):
         return True
@@ -270,8 +264,7 @@ def _outright(clause: str) -> bool:
 
 
 def requests_outright(sentence: str) -> bool:
-    """Whether a sentence asks for a change by its form ("should", "next time", see
-    ``_outright``) rather than only describing the answer ("a touch long")."""
+    """Whether a sentence asks by its form ("should", "next time"), not only describes."""
     if _W["asks_outright"].search(sentence.lower().translate(_QUOTES)):
         return True  # "still a bit long": a wish said before and not yet met
     return any(_outright(c) for c in clauses(sentence))
@@ -284,8 +277,7 @@ def contrast_at(lowered: str) -> int | None:
 
 
 def keeps_whole(text: str) -> bool:
-    """Whether ``text`` asks to leave the whole answer as it is ("Don't touch it.") and asks
-    outright for nothing else."""
+    """Whether ``text`` asks to leave the answer as it is and outright for nothing else."""
     parts = [c for s in _sentences(text) for c in clauses(s)]
     keeping = [c for c in parts if _W["keep_whole"].search(c.strip())]
     return bool(keeping) and not any(_outright(c) for c in parts if c not in keeping)
@@ -362,9 +354,8 @@ _UNSETTLED = "names rival forms or registers, but which one is wanted is not cle
 
 
 def _read_construction(sentence: str, reading: Reading) -> bool:
-    """A sentence naming rival families, read by the roles its constructions give them (see
-    ``trainer/reading/constructions.py``): wanted is asked for, rejected taken back, kept
-    approved; a role it cannot settle is said back with a chip for each reading."""
+    """A sentence naming rival families, read by its constructions' roles; a role it
+    cannot settle is said back with a chip for each reading."""
     built = constructions.place(sentence)
     if built is None:
         return False
@@ -413,9 +404,8 @@ def _amounts(sentence: str, reading: Reading, first: int) -> None:
 
 
 def _unsure(text: str, reading: Reading) -> None:
-    """What the reading could not place, said back instead of guessed: a comment in a language
-    it has no cues for, and the questions of a comment it read nothing in ("Is this meant for
-    engineers?")."""
+    """What could not be placed, said back: an unread language, or the questions of a
+    comment nothing was read in ("Is this meant for engineers?")."""
     if reading.language and reading.language not in comment_languages.covered():
         if not reading.wishes:
             why = (
@@ -443,11 +433,9 @@ def praising_sentences(text: str) -> list[str]:
 
 
 def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> None:
-    """What the sentence does beyond asking: the amounts of the wishes just read from it, the
-    families it takes back (which replace what the words were read as: "scrap the example" is
-    not a wish for one; "take it out" may point at the sentence ``before``), and a wish to undo
-    the last change. A situation read from a sentence that also asks for something outright
-    ("add a summary so I can skim") is the request's reason, not a wish of its own."""
+    """What a sentence does beyond asking: amounts, take-backs ("scrap the example"; "take
+    it out" may point at ``before``), a revert or an undo. A situation beside an outright
+    request is its reason, not a wish."""
     if any(not w.weak for w in reading.wishes[first:]):
         reading.wishes[first:] = [w for w in reading.wishes[first:] if not w.weak]
     _amounts(sentence, reading, first)
@@ -482,9 +470,8 @@ def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> N
 
 
 def _restores(sentence: str, reading: Reading, first: int) -> bool:
-    """Whether the sentence brings back something it names ("the example you cut, bring it
-    back, but keep it short"): the family named is asked for again, once (a size said of it
-    sizes it, not the answer)."""
+    """Whether the sentence brings back a family it names ("the example you cut, bring it
+    back"), asked for again once."""
     named = [w for w in reading.wishes[first:] if w.aspect != "length" and w.action == "add"]
     if not _W["restore"].search(sentence.lower()) or not named:
         return False
@@ -503,8 +490,7 @@ _PARTS = ("example", "summary_at_end", "key_points")
 
 
 def _sized_part(reading: Reading, first: int) -> None:
-    """ "Add one example, kept brief": a size said right after a part asked for sizes the part,
-    not the whole answer."""
+    """ "Add one example, kept brief": the size is the part's, not the answer's."""
     if any(w.family in _PARTS and w.action == "add" for w in reading.wishes[first:]):
         _drop_sized(reading, first)
 
@@ -529,9 +515,8 @@ def _about_family(sentence: str) -> str | None:
 
 
 def _undone_aspect(sentence: str, reading: Reading) -> str:
-    """What an undo takes back: the one aspect the sentence names beside what it keeps ("forget
-    what I said about rambling, … keep the sources" undoes the change to length only), or the
-    whole last change ("overall")."""
+    """What an undo takes back: the one aspect the sentence names beside what it keeps,
+    or the whole last change ("overall")."""
     lowered = sentence.lower()
     if about := _W["about"].search(lowered):
         # "forget what I said about the list, but keep …": what it is about decides
@@ -548,9 +533,8 @@ def _one_aspect(text: str, but: set[str] | None = None) -> str:
 
 
 def _read_whole(text: str, reading: Reading) -> None:
-    """What only the whole comment settles: a family taken back anywhere is asked for nowhere
-    ("the case study distracts. Take it out."), and an amount said in a sentence of its own
-    ("It rambles. Cut it roughly in half.") belongs to the wish it measures."""
+    """What only the whole comment settles: a take-back anywhere wins, and an amount in a
+    sentence of its own ("Cut it roughly in half.") measures the wish it follows."""
     removals = [w for w in reading.wishes if w.action == "remove"]
     gone = {w.family for w in removals}
     reading.wishes = [w for w in reading.wishes if w.action == "remove" or w.family not in gone]
@@ -639,8 +623,7 @@ def _literal(sentence: str) -> str | None:
 
 
 def _read_other_language(text: str, reading: Reading) -> None:
-    """A comment the English reading found nothing in may be in another language: its cue file
-    (``trainer/reading/cues``) reads it, or the reading names the language it could not read."""
+    """A comment in another language: read by its cue file, or its language named."""
     if not text.strip():
         return
     if reading.wishes and not comment_languages.any_cue(text):
@@ -663,8 +646,7 @@ def _read_other_language(text: str, reading: Reading) -> None:
 
 
 def _attributive(before: str, after: str) -> bool:
-    """An adjective in front of a noun ("a short 'In summary' section", "generic advice")
-    names something in the answer, not a fault of it."""
+    """An adjective before a noun ("generic advice") names a thing, not a fault."""
     return not _W["intensifier_or_copula"].search(before) and not _W["not_a_noun"].match(after)
 
 
@@ -692,6 +674,10 @@ class _Clause:
         return [q.span() for q in _W["quoted"].finditer(self.lowered)]
 
 
+def _within(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    return any(s < start and end < e for s, e in spans)
+
+
 def _read_clause(read: _Clause, reading: Reading) -> None:
     clause, lowered, mode, quoted = read.text, read.lowered, read.mode, read.quoted
     found = False
@@ -699,27 +685,28 @@ def _read_clause(read: _Clause, reading: Reading) -> None:
     for cue, match in _matches(lowered):
         start, end = match.span()
         word = match.group(0)
-        comparative = bool(
-            re.search(r"\b(?:more|less)\s+$", lowered[:start])
-            or (re.fullmatch(r"\w+er", word) and cue.kind != "state")  # not "disclaimer"
-            or word.startswith("more ")
+        comparative = (
+            bool(
+                _W["more_or_less_before"].search(lowered[:start])
+                or (re.fullmatch(r"\w+er", word) and cue.kind != "state")  # not "disclaimer"
+                or word.startswith("more ")
+            )
+            and not (
+                # "even wordier than before": how it is, a complaint; "what 'sound warmer' means":
+                # words quoted, not a wish
+                _W["grown"].search(lowered[:start])
+                or _W["than_state"].match(lowered[end:])
+                or _within(quoted, start, end)
+            )
         )
-        if comparative and (
-            _W["grown"].search(lowered[:start])
-            or _W["than_state"].match(lowered[end:])
-            or any(q_start < start and end < q_end for q_start, q_end in quoted)
-        ):
-            # "even wordier than before": how it is, a complaint; "what 'sound warmer' means":
-            # words quoted, not a wish
-            comparative = False
-        less = bool(re.search(r"\bless\s+$", lowered[:start]))
+        less = bool(_W["less_before"].search(lowered[:start]))
         frame = _cue_frame(read, cue, start, end)
         # coordinated words share the first one's frame: "keep it short and simple",
         # "our voice is casual and chatty", "too long and too formal"
         gap = lowered[previous[0] : start] if previous else ""
-        if previous and re.fullmatch(r"\s*(?:,|,?\s*(?:and|or))\s*", gap):
+        if previous and _W["coordinated_gap"].fullmatch(gap):
             frame = previous[1]
-        elif previous and previous[1] == "refuse" and re.fullmatch(r"\s+or\s+(?:\w+\s+){1,3}", gap):
+        elif previous and previous[1] == "refuse" and _W["or_gap"].fullmatch(gap):
             frame = "refuse"  # "don't make it longer or add more detail": one refusal
         previous = (end, frame)
         if mode == "comment" and _passed_over(
@@ -736,18 +723,15 @@ def _read_clause(read: _Clause, reading: Reading) -> None:
             # complaint before it, not a wish of its own
             continue
         found = _read_cue(read, cue, match, frame, comparative, less, reading) or found
-    focus = _focus(clause)
-    if focus:
+    if focus := _focus(clause):
         reading.wishes.append(focus)
         found = True
-    if mode == "comment" and not found and not read.praising:
-        request = _request(clause)
-        if request and _leans_outside(clause):
+    if mode == "comment" and not found and not read.praising and (request := _request(clause)):
+        if _leans_outside(clause):
             reading.unsure.append(Unsure(clause.strip(), _LEANING))
-            return
-        if request:
+        else:
             reading.wishes.append(Wish("custom", "content", clause, 0.6, detail=request))
-            return
+        return
     if mode == "comment" and not found:
         _read_sentiment(clause, reading)
 
@@ -763,7 +747,7 @@ def _cue_frame(read: _Clause, cue: Cue, start: int, end: int) -> Frame:
         frame = "lacking"  # the cue's own words say it is missing: "(still) no recap"
     if read.denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):
         frame = "denied"
-    if any(q_start < start and end < q_end for q_start, q_end in read.quoted):
+    if _within(read.quoted, start, end):
         frame = "describe"  # inside a quotation of the answer: what it did
     elif read.polite and frame in ("plain", "quantity"):
         frame = "ask"  # "A professional register, please.", "just one example, please"
@@ -781,19 +765,11 @@ def _cue_frame(read: _Clause, cue: Cue, start: int, end: int) -> Frame:
 def _passed_over(
     read: _Clause, cue: Cue, match: re.Match[str], frame: Frame, comparative: bool, reading: Reading
 ) -> bool:
-    """Whether a comment's cue names no wish: a part's size, an attribute, a fault denied
-    (recorded as praise where it is)."""
+    """Whether a cue names no wish: a part's size, an attribute, a denied fault (praise)."""
     lowered = read.lowered
     start, end = match.span()
     if cue.sizes_parts and _W["part"].match(lowered[end:]):
         return True  # "a short closing line": the size of a part asked for, not of the answer
-    if (
-        cue.kind == "quality"
-        and not comparative
-        and re.search(r"\bfor (?:an? |the |very )?$", lowered[:start])
-        and _attributive(lowered[:start], lowered[end:])
-    ):
-        return True  # "not for simple sums", "bullets for short lists": what it is for
     if cue.aspect == "length" and _W["of_words"].search(lowered[:start]):
         return True  # "words longer than two syllables": the words' length, not the answer's
     if cue.kind == "quality" and not comparative:
@@ -910,8 +886,7 @@ _OTHER_ASPECT = "a fault said of another part of the answer: which change it ask
 
 
 def _said_of_another_aspect(cue: Cue, before: str) -> bool:
-    """Whether a fault cue is said of a noun naming another aspect ("the tone is wrong" is no
-    claim of made-up facts)."""
+    """Whether a fault cue is said of another aspect's noun ("the tone is wrong")."""
     if cue.kind != "fault" or cue.aspect != "accuracy" or re.search(r"\ban?\s+$", before):
         return False  # "the numbering was a mistake" judges a change, not a fact
     said_of = _W["general_fault_of"].search(before)
@@ -926,8 +901,8 @@ _NEGATION_UNPLACED = "a negation it cannot place: what is refused is not clear"
 
 
 def _negation_unplaced(before: str, frame: Frame) -> bool:
-    """A negation before a cue that did not set the cue's frame ("it can't sound like a text
-    message", "don't pad it out with caveats"): which way the wish goes is not certain."""
+    """A negation before a cue that did not set its frame ("don't pad it out with
+    caveats"): which way the wish goes is not certain."""
     if _W["never_met"].search(before):
         return True  # "they have never used a spreadsheet": what they know, not what they want
     if frame not in ("ask", "plain"):
@@ -938,8 +913,7 @@ def _negation_unplaced(before: str, frame: Frame) -> bool:
 
 
 def _sentences(text: str) -> list[str]:
-    """The sentences of ``text``; a quotation stays whole ("'Hey there! Great news' is not how
-    we write")."""
+    """The sentences of ``text``; a quotation stays whole."""
     return [s for s in _split(text, ".!?", _W["sentence"]) if s.strip()]
 
 
@@ -947,8 +921,7 @@ sentences = _sentences
 
 
 def _is_praise(sentence: str) -> bool:
-    """A sentence that only praises: its qualities ("friendly, short and easy to follow") are
-    what the reviewer liked, not faults to fix."""
+    """A sentence that only praises: the qualities it names are liked, not faults."""
     lowered = sentence.lower()
     return (
         bool(_W["praise"].search(lowered))
@@ -958,8 +931,7 @@ def _is_praise(sentence: str) -> bool:
 
 
 def _spared(parts: list[str], index: int) -> bool:
-    """Whether clause ``index`` spares a part from the cut the clause before it asks for: in
-    "Skip the preamble, not the caveats" the caveats stay."""
+    """Whether clause ``index`` spares a part from the cut before it ("not the caveats")."""
     return (
         index > 0
         and bool(_W["not_that"].match(parts[index].lower()))
@@ -971,9 +943,8 @@ MAX_ADMIRED_WORDS = 3
 
 
 def _admires(parts: list[str], index: int) -> bool:
-    """Whether clause ``index`` of a sentence approves of what it names: "Bullets are great",
-    "Table's good", or a bare quality beside a word of approval ("Shorter, good", "Warmer now,
-    thank you"). A clause with a request, a complaint or a negation in it never does."""
+    """Whether clause ``index`` approves of what it names ("Bullets are great", "Shorter,
+    good"); never with a request, complaint or negation in it."""
     clause = parts[index].lower()
     if _W["not_admiring"].search(clause) or _W["criticism"].search(clause):
         return False
@@ -1039,15 +1010,13 @@ MAX_REQUEST_WORDS = 20
 
 
 def off_limits(text: str) -> bool:
-    """Whether a reviewer's request is about the agent's tools, permissions, constraints,
-    credentials, role or system rather than its answer: such a request is never applied."""
+    """Whether a request is about the agent's tools, permissions or system: never applied."""
     return bool(_W["off_limits"].search(text))
 
 
 def _request(clause: str) -> str | None:
-    """A clear request no change family covers, as a concise instruction in the trainer's
-    words: "Could you mention the deadline?" → "Mention the deadline." Praise, questions about
-    the answer and anything long stay out."""
+    """A short clear request no family covers, as an instruction: "Could you mention the
+    deadline?" → "Mention the deadline." """
     text = clause.strip().rstrip(".!?")
     words = text.split()
     if not words or len(words) > MAX_REQUEST_WORDS or _W["praise"].search(text.lower()):
@@ -1095,8 +1064,7 @@ def _read_sentiment(clause: str, reading: Reading) -> None:
 
 
 def _first_after(lowered: str, mention: re.Match[str]) -> bool:
-    """ "search the handbook first", "look it up first": the tool asked for before answering,
-    said right after its mention (not "use my file first and only search if …")."""
+    """ "search the handbook first": a tool asked for before answering, right after its name."""
     first = _W["first"].search(lowered, mention.end(), mention.end() + 25)
     return bool(first) and not re.search(r"[,.;:]", lowered[mention.end() : first.start()])
 
@@ -1131,10 +1099,8 @@ def _read_tools(text: str, reading: Reading) -> None:
 
 
 def _read_steps(text: str, reading: Reading) -> None:
-    """A flow step the comment names: to be given an earlier step's output ("the check step
-    never sees the research notes"), or the step its other wishes are aimed at ("in the
-    research step, stick to primary sources"). Whether the agent has it is checked where the
-    agent is known (``trainer/tool_flow.py``)."""
+    """A flow step the comment names: to be given an earlier step's output, or the step
+    its wishes are aimed at ("in the research step, …"); checked in ``trainer/tool_flow.py``."""
     lowered = text.lower()
     fed, aimed = _W["step_fed"].search(lowered), _W["step_aimed"].search(lowered)
     if fed and not _W["generic_step"].match(fed.group("step")):
@@ -1185,10 +1151,8 @@ def _read_languages(text: str, reading: Reading, mode: Mode) -> None:
 
 
 def _settle(reading: Reading, mode: Mode) -> None:
-    """A topic a change of focus asks more of is not a wish for a longer answer. One wish a
-    family; a weak wish yields to an explicit one in its aspect or family; of two
-    opposite wishes the later one stands (the reviewer's last word). Every aspect a kept wish
-    came from is recorded as criticised."""
+    """One wish a family: a weak wish yields to an explicit one, of two opposites the last
+    stands or both are said back, and a focus's topic is no wish for length."""
     # a request no family covers is a fallback: only when nothing else was read, and never in
     # feedback that spoke to the trainer
     if reading.injection or any(w.family != "custom" for w in reading.wishes):
