@@ -391,7 +391,7 @@ class _Handlers:
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(TOKEN_COOKIE, offered, httponly=True, samesite="strict")
         name = str(form.get("rater") or "").strip()[:MAX_RATER_CHARS]
-        # percent-encoded, as the page sets it (rater_cookie reads both)
+        # percent-encoded, as the page sets it as the name is typed (rater_cookie decodes it)
         response.set_cookie(RATER_COOKIE, urllib.parse.quote(name, safe=""), samesite="strict")
         return response
 
