@@ -113,7 +113,8 @@ class TrainerActivities:
                 if inp.corrects is None
                 else cycle_step.corrected_summary(step, inp.agent.version, inp.corrects)
             ),
-            reading=cycle_step.said_back(step),
+            # several raters: what was asked and not agreed on is said with what was
+            reading=cycle_step.said_back(step, agreement.not_agreed() if agreement else ()),
             wants=wants.wants_of(step.analysis.aspects),
             agreement=agreement,
         )

@@ -72,6 +72,18 @@ class Dispute(BaseModel):
         at_stake = " / ".join(_words(f) for f in self.families)
         return f"disagreement on {at_stake} ({by}): nothing changed for it"
 
+    def against(self) -> str:
+        """Each side with who took it: "shorter (ana, bo) against longer, more depth (cy)"; a
+        side worded two ways, each way: "shorter (ana) and shorter: about half (bo)"."""
+        sides: dict[tuple[str, bool], dict[str, list[str]]] = {}
+        for s in self.said:
+            side = sides.setdefault(_stance(s.want), {})
+            side.setdefault(_words(s.want), []).append(s.rater)
+        return " against ".join(
+            " and ".join(f"{words} ({', '.join(who)})" for words, who in side.items())
+            for side in sides.values()
+        )
+
 
 class RaterReading(BaseModel):
     rater: str
@@ -110,6 +122,23 @@ class Agreement(BaseModel):
     @property
     def scores_agree(self) -> bool:
         return self.spread <= AGREEMENT_SPREAD
+
+    def not_agreed(self) -> list[str]:
+        """What was asked and not agreed on, in the chips' words, for the say-back: "shorter
+        (ana, bo) against longer, more depth (cy)", "table asked by 1 of 3 (cy), no
+        majority". Empty when every wish asked for was agreed on."""
+        out = [d.against() for d in self.disputes]
+        by: dict[tuple[str, bool], list[Said]] = {}
+        for s in self.minority:
+            by.setdefault(_stance(s.want), []).append(s)
+        raters = len(self.readings)
+        for said in by.values():
+            who = list(dict.fromkeys(s.rater for s in said))  # each rater once
+            out.append(
+                f"{_words(_most_said(said))} asked by {len(who)} of {raters} "
+                f"({', '.join(who)}), no majority"
+            )
+        return out
 
     def lines(self) -> list[str]:
         out = [d.line() for d in self.disputes]
@@ -216,6 +245,13 @@ def _kind(aspect: FeedbackAspect) -> str:
     return aspect.want or aspect.aspect
 
 
+def _stance(want: str) -> tuple[str, bool]:
+    """A want's family, and whether it moves it up (not a refusal): raters who share a
+    stance are on one side, however they worded it."""
+    aspect = want_grammar.parse(want)
+    return _kind(aspect), aspect.action not in AGAINST
+
+
 def agree(readings: Sequence[RaterReading]) -> Agreement:
     """What the raters (each once, with the wants they confirmed or their comment was read
     as) agree on."""
@@ -224,9 +260,7 @@ def agree(readings: Sequence[RaterReading]) -> Agreement:
     stances: dict[tuple[str, bool], list[Said]] = {}
     for reading in readings:
         for want in reading.wants:
-            aspect = want_grammar.parse(want)
-            up = aspect.action not in AGAINST
-            stances.setdefault((_kind(aspect), up), []).append(Said(rater=reading.rater, want=want))
+            stances.setdefault(_stance(want), []).append(Said(rater=reading.rater, want=want))
     agreed: list[str] = []
     disputes: list[Dispute] = []
     minority: list[Said] = []

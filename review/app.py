@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,16 @@ templates.env.filters["want_label"] = want_labels.label
 templates.env.filters["printable"] = printable
 
 
+def rater_cookie(request: Request) -> str | None:
+    """The rater's name this browser keeps: given at sign-in, and set by the page as the name
+    is typed (percent-encoded, as a cookie carries any name). None when it says none."""
+    name = urllib.parse.unquote(request.cookies.get(RATER_COOKIE) or "")
+    return redacted(name.strip()[:MAX_RATER_CHARS]) or None
+
+
+templates.env.globals["rater_cookie"] = rater_cookie  # the name field, filled in
+
+
 class TokenRequired(BaseHTTPMiddleware):
     """Outside the embedded default: the token, from the login cookie or a bearer header."""
 
@@ -116,8 +127,8 @@ class _Handlers:
     def rater_of(self, request: Request, form: Any) -> str | None:
         """The rater's name: the page's field, else the name given at sign-in. None when
         neither says it: a score must name who gave it, never a made-up "reviewer"."""
-        name = str(form.get("rater") or request.cookies.get(RATER_COOKIE) or "")
-        return redacted(name.strip()[:MAX_RATER_CHARS]) or None
+        name = str(form.get("rater") or "")
+        return redacted(name.strip()[:MAX_RATER_CHARS]) or rater_cookie(request)
 
     async def inbox_page(self, request: Request) -> Response:
         session = _session_param(request)
@@ -142,7 +153,7 @@ class _Handlers:
                 "cards": cards,
                 "front": front,
                 # several raters: each card's correction starts from this rater's own reading
-                "rater": request.cookies.get(RATER_COOKIE),
+                "rater": rater_cookie(request),
             },
         )
 
@@ -151,7 +162,7 @@ class _Handlers:
         if card is None:
             return Response("no such lineage", status_code=404, media_type="text/plain")
         return templates.TemplateResponse(
-            request, "_card_body.html", {"card": card, "rater": request.cookies.get(RATER_COOKIE)}
+            request, "_card_body.html", {"card": card, "rater": rater_cookie(request)}
         )
 
     async def score(self, request: Request) -> Response:
@@ -379,7 +390,9 @@ class _Handlers:
             )
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(TOKEN_COOKIE, offered, httponly=True, samesite="strict")
-        response.set_cookie(RATER_COOKIE, str(form.get("rater") or "")[:100], samesite="strict")
+        name = str(form.get("rater") or "").strip()[:MAX_RATER_CHARS]
+        # percent-encoded, as the page sets it as the name is typed (rater_cookie decodes it)
+        response.set_cookie(RATER_COOKIE, urllib.parse.quote(name, safe=""), samesite="strict")
         return response
 
 

@@ -216,6 +216,8 @@ async def signatures(client: Client, store: Store, session_id: str) -> str:
                 s.last_reading,
                 s.last_evolution,
                 s.scores_progress,  # several raters: one more has scored
+                # or one has scored again (the count stays): the others' wishes changed
+                [r.evaluation_id for r in s.rater_scores],
                 s.disputes,
             ]
             if s

@@ -178,6 +178,10 @@ async def test_three_raters_change_only_what_a_majority_asks_and_none_opposes(
         "disagreement on longer, more depth / shorter (ana: shorter; bo: shorter; cy: longer, "
         "more depth): nothing changed for it"
     ]
+    # the say-back reads what they agreed on, and says what they did not
+    assert state.last_reading == (
+        "Read as: table; not agreed: shorter (ana, bo) against longer, more depth (cy)"
+    )
     assert state.score_history[-1].score == 5.0  # the median of 3, 5 and 8
     (evolved,) = _logged(store, "agent.evolved")
     families = {c["want"] for c in evolved["plan"]["changes"]}
@@ -190,6 +194,58 @@ async def test_three_raters_change_only_what_a_majority_asks_and_none_opposes(
     (agreed,) = _logged(store, "raters.agreed")
     assert agreed["agreed"] == ["table"] and agreed["score"] == 5.0
     assert agreed["disputes"][0]["families"] == ["longer", "shorter"]
+
+
+async def test_changes_asked_and_not_agreed_are_said_back_as_such_not_as_none_asked(
+    time_skipping_env, store, settings
+):
+    """ana asks for shorter, bo for longer, cy for a table: nothing is agreed, and the
+    say-back (state, card) says so in the chips' words, with who asked what, rather than
+    "no change asked for"; a panel where no one asks for anything still says that."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        for rater, want in (("ana", "shorter"), ("bo", "longer"), ("cy", "table")):
+            await handle.signal("score", {"score": 5, "rater": rater, "wants": [want]})
+        state = await wait_for_state(handle, awaiting(2))
+        said = (
+            "Read as: no change agreed — shorter (ana) against longer, more depth (bo); "
+            "table asked by 1 of 3 (cy), no majority"
+        )
+        assert state.last_reading == said
+        assert said in await card_html(time_skipping_env, store, state.lineage_id)
+        for rater in ("ana", "bo", "cy"):
+            await handle.signal("score", {"score": 6, "rater": rater, "wants": []})
+        quiet = await wait_for_state(handle, awaiting(3))
+    assert state.agent_version == 1 and _logged(store, "agent.evolved") == []
+    assert quiet.last_reading == "Read as: no change asked for"
+
+
+def test_what_is_not_agreed_is_worded_as_the_chips_say_it():
+    """A dispute with each side and who took it; a wish too few asked for with how many of
+    how many (a rater counted once); nothing when every wish was agreed."""
+    from domain import panel
+
+    agreement = panel.agree(
+        [
+            panel.RaterReading(rater="nadia", score=3, wants=["shorter", "remove:table"]),
+            panel.RaterReading(rater="oscar", score=5, wants=["longer", "example"]),
+            panel.RaterReading(rater="pia", score=4, wants=["shorter:half", "example"]),
+            panel.RaterReading(rater="quinn", score=4, wants=["table"]),
+        ]
+    )
+    assert agreement.agreed == []  # example: 2 of 4 is no majority
+    assert agreement.not_agreed() == [
+        "shorter (nadia) and shorter: about half (pia) against longer, more depth (oscar)",
+        "no table (nadia) against table (quinn)",
+        "examples asked by 2 of 4 (oscar, pia), no majority",
+    ]
+    both = panel.agree(
+        [
+            panel.RaterReading(rater="ana", score=3, wants=["table"]),
+            panel.RaterReading(rater="bo", score=4, wants=["table"]),
+        ]
+    )
+    assert both.not_agreed() == []
 
 
 async def test_a_raters_second_score_supersedes_the_first(time_skipping_env, store, settings):
@@ -387,6 +443,14 @@ async def test_a_rater_corrects_only_their_own_reading(time_skipping_env, store,
         correcting = card.split('class="correct"')[1].split("</form>")[0]
         assert "your reading, BO" in correcting
         assert 'data-want="table"' in correcting and 'data-want="shorter"' not in correcting
+        # no name known, or the name of one who gave no score: no one else's reading to
+        # correct, never the step's or another rater's
+        for nobody, said in (
+            (None, "Type your name (“Your name”, at the top) to correct how your own comment"),
+            ("dan", "Nothing of yours to correct, dan: you gave no score on cycle 1"),
+        ):
+            card = await card_html(time_skipping_env, store, before.lineage_id, rater=nobody)
+            assert 'class="correct"' not in card and said in card
         with pytest.raises(WorkflowUpdateFailedError) as err:
             await handle.execute_update(
                 LineageWorkflow.correct_reading, {"wants": ["longer"], "rater": "dan", "cycle": 1}

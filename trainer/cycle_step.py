@@ -656,15 +656,21 @@ SAID_BACK_CHARS = 400  # the reading said back: one line a rater reads in two se
 SAID_QUOTE_CHARS = 40
 
 
-def said_back(step: CycleStep) -> str:
+def said_back(step: CycleStep, not_agreed: Sequence[str] = ()) -> str:
     """How the comment was read, in one line and in the words the chips use: "Read as: warmer
     ('make it warmer'), one example ('one real example'); kept: casual tone ('better tone');
-    taken back: table ('scrap the table'); not understood: '…'"."""
-    return say_back(step.analysis, step.report, step.kept_wishes)
+    taken back: table ('scrap the table'); not understood: '…'". Several raters: the step
+    reads what they agreed on, and ``not_agreed`` (``Agreement.not_agreed``) is what was
+    asked and not agreed on, said too: "Read as: no change agreed — shorter (ana) against
+    longer (bo)"."""
+    return say_back(step.analysis, step.report, step.kept_wishes, not_agreed)
 
 
 def say_back(
-    analysis: ScoreAnalysis, report: Sequence[str] = (), kept_wishes: Sequence[str] = ()
+    analysis: ScoreAnalysis,
+    report: Sequence[str] = (),
+    kept_wishes: Sequence[str] = (),
+    not_agreed: Sequence[str] = (),
 ) -> str:
     """``said_back`` of a reading and the step's report lines (the preview says a reading
     before any step is taken)."""
@@ -687,7 +693,15 @@ def say_back(
             kept.append(said)
         else:
             asked.append(said)
-    parts = [f"Read as: {', '.join(asked)}" if asked else "Read as: no change asked for"]
+    if asked:
+        parts = [f"Read as: {', '.join(asked)}"]
+        if not_agreed:
+            parts.append(f"not agreed: {'; '.join(not_agreed)}")
+    elif not_agreed:
+        # changes were asked for, by too few or against one another: none was agreed on
+        parts = [f"Read as: no change agreed — {'; '.join(not_agreed)}"]
+    else:
+        parts = ["Read as: no change asked for"]
     if kept:
         parts.append(f"kept: {', '.join(kept)}")
     if taken:

@@ -8,12 +8,28 @@ const raterName = () => (rater ? rater.value.trim() : "");
 function rememberRater() {
   if (!rater) return;
   if (raterName()) localStorage.setItem("rater", raterName());
+  // and for the server, which renders each card for this rater: with several raters, the
+  // reading a rater may correct is their own (none known: the card asks for the name)
+  document.cookie = "review_rater=" + encodeURIComponent(raterName()) + "; path=/; " +
+    "samesite=strict; max-age=" + (raterName() ? 31536000 : 0);
   rater.classList.toggle("missing", !raterName());
+}
+// the cards were rendered for the name the server knew: another name (remembered in this
+// browser, or typed now) has the cards that show a rater's own reading rendered again, for it
+function cardsForRater() {
+  const cards = document.querySelector("section.cards[data-rater]");
+  if (!cards || cards.dataset.rater === raterName()) return;
+  cards.dataset.rater = raterName();
+  document.querySelectorAll(".card-body[data-card]").forEach((body) => {
+    if (body.querySelector("[data-for-rater]")) refreshCard(body, true);
+  });
 }
 if (rater) {
   rater.value = localStorage.getItem("rater") || rater.value;  // else the name given at sign-in
   rater.addEventListener("input", rememberRater);
+  rater.addEventListener("change", cardsForRater);
   rememberRater();
+  cardsForRater();
 }
 
 async function send(form) {
@@ -93,15 +109,16 @@ if (rater && !raterName() && scoreInputs.length) {
 } else if (firstField) firstField.focus({ preventScroll: true });
 
 // Live: the server says what changed (a row per lineage); fetch those cards, keep what is typed.
-async function refreshCard(body) {
+// ``anotherRater``: the card is rendered for a new name, whose reading a correction starts from
+async function refreshCard(body, anotherRater = false) {
   const response = await fetch(body.dataset.card);
   if (!response.ok) return;
   // read whole before what is typed is looked at: nothing waits between that look and the
   // swap, so a chip clicked meanwhile is never lost
   const html = await response.text();
   // a correction being edited (and the focus in it) survives the refresh: the rater's chips
-  // are theirs until sent
-  const form = body.querySelector("form.correct");
+  // are theirs until sent (another rater's are not)
+  const form = anotherRater ? null : body.querySelector("form.correct");
   const focused = form && form.contains(document.activeElement) ? document.activeElement : null;
   const editing = form && (focused || form.classList.contains("edited")) ? form : null;
   // what the last correction did stays said while the card shows the same cycle
@@ -131,6 +148,11 @@ async function refreshCard(body) {
   if (header && cycle) cycle.value = header.dataset.cycle;
   const output = card.querySelector("input[name=output_id]");
   if (header && output) output.value = header.dataset.output;
+  // several raters: the preview of what is typed says what the others have asked so far, and
+  // one of them may have just scored, or scored again: it is read again
+  const score = card.querySelector("form.score");
+  const typed = score && score.querySelector("[name=comment]").value.trim();
+  if (typed && body.querySelector(".scores-progress")) readLater(score);
 }
 
 async function refreshInbox(table) {
@@ -450,12 +472,20 @@ function saidOf(chips) {
 }
 
 // a correction's chips edited: the card's reading line says them (sent, the card shows the
-// lineage's reading again)
+// lineage's reading again). Several raters: the card's line is what they agreed on, and the
+// chips are this rater's own reading, said in the form's own line
 function sayCorrection(form) {
+  const chips = Array.from(form.querySelectorAll(".chips .chip"),
+    (c) => ({ label: c.dataset.label }));
+  const own = form.querySelector(".own-reading");
+  if (own) {
+    own.textContent = "Your reading (edited): " +
+      (chips.map((c) => c.label).join(", ") || "no change asked for");
+    return;
+  }
   const line = form.closest(".card-body") && form.closest(".card-body").querySelector(".last-reading");
   if (!line) return;
-  line.textContent = saidOf(Array.from(form.querySelectorAll(".chips .chip"),
-    (c) => ({ label: c.dataset.label })));
+  line.textContent = saidOf(chips);
 }
 
 function showReading(form) {
@@ -481,9 +511,13 @@ function showReading(form) {
     ? "Enter acts on these, and only these:"
     : "Read so far (Enter sends the comment for the step to read as shown):";
   const holder = box.querySelector(".chips");
+  // a chip in focus keeps it when the chips are drawn again (a reading read again meanwhile)
+  const focused = holder.contains(document.activeElement) && document.activeElement.dataset.want;
   holder.textContent = "";
   chips.forEach((c) => holder.appendChild(chipFor(c.want, c.label)));
   if (!chips.length) holder.textContent = "nothing to change";
+  const again = focused && holder.querySelector(`.chip[data-want="${CSS.escape(focused)}"]`);
+  if (again) again.focus();
   const unsure = box.querySelector(".unsure");
   unsure.textContent = "";
   for (const u of answer.unsure || []) {
