@@ -73,7 +73,7 @@ CUES: tuple[Cue, ...] = cue_tables.english_cues()
 # The reader's vocabulary beside its cues, by name (``cues/en/vocabulary/*.json``, each word
 # explained there): this module is the grammar that reads them.
 _W = cue_tables.words()
-_DOCUMENTS = tuple(cue_tables.vocabulary("tools").tables["documents"])
+_TOOLS = cue_tables.vocabulary("tools").tables
 _DAMAGE = cue_tables.vocabulary("damage").tables
 _ASPECT_NOUNS = [(p, a) for a, p in cue_tables.vocabulary("aspect_nouns").patterns.items()]
 # Irony: each pattern turns an ironic sentence into the plain complaint it stands for
@@ -827,8 +827,6 @@ def _read_cue(
             reading.praised.append((cue.aspect, read.text[start:end]))
         return False
     detail = _group(match, "limit") or _topic(match)
-    if detail and family == "longer" and _is_format_word(detail):
-        return True
     if cue.kind == "state" and cue.ask and _W["makes_it"].match(read.lowered[end:]):
         # "the numbered list makes it read like a form": the part is the problem, take it out
         reading.wishes.append(
@@ -1069,9 +1067,6 @@ def _first_after(lowered: str, mention: re.Match[str]) -> bool:
     return bool(first) and not re.search(r"[,.;:]", lowered[mention.end() : first.start()])
 
 
-_NTH = {"first": "1", "second": "2", "third": "3", "fourth": "4", "fifth": "5", "final": "last"}
-
-
 def _read_tools(text: str, reading: Reading) -> None:
     """More or less use of a tool ("it looked things up five times", "use the calculator")."""
     lowered = text.lower()
@@ -1081,8 +1076,8 @@ def _read_tools(text: str, reading: Reading) -> None:
         return
     # of the two at one place, the refusal: "never call it" (but "it never called it")
     direction = "less" if over and (not under or over.start() <= under.start()) else "more"
-    name = re.sub(r"\s*(?:tool|api)$", "", mention.group("tool"))
-    if _W["searching"].match(name) or name in _DOCUMENTS:
+    name = _W["tool_suffix"].sub("", mention.group("tool"))
+    if _W["searching"].match(name) or name in _TOOLS["documents"]:
         name = "search"
     # sums said of its use, not the tool's own name ("the calculator")
     unnamed = lowered[: mention.start()] + lowered[mention.end() :]
@@ -1092,7 +1087,7 @@ def _read_tools(text: str, reading: Reading) -> None:
     if direction == "more" and (_first_after(lowered, mention) or _W["first"].search(lowered)):
         context.append("first")  # called before the answer is written
     if nth := _W["called_nth"].search(lowered):
-        context.append(f"call:{_NTH.get(nth.group('nth'), nth.group('nth'))}")  # "call:2"
+        context.append(f"call:{_TOOLS['ordinals'].get(nth['nth'], nth['nth'])}")  # "call:2"
     detail = f"{name}|{direction}|{'+'.join(context)}"
     quote = text[mention.start() : mention.end()]
     reading.wishes.append(Wish("tool_use", "tool_use", quote, 0.85, detail=detail))
@@ -1159,17 +1154,12 @@ def _settle(reading: Reading, mode: Mode) -> None:
         reading.wishes = [w for w in reading.wishes if w.family != "custom"]
         # and so is one that could not stand alone: what else was read is what it pointed at
         reading.unsure = [u for u in reading.unsure if u.why != _LEANING]
-    focused = [
-        part[3:]
-        for w in reading.wishes
-        if w.family == "focus"
-        for part in (w.detail or "").split("|")
-        if part.startswith("on:")
-    ]
+    focus = "|".join(w.detail or "" for w in reading.wishes if w.family == "focus")
+    focused = tuple(re.findall(r"(?:^|\|)on:([^|]*)", focus))
     reading.wishes = [
         w
         for w in reading.wishes
-        if not (w.family == "longer" and w.detail and any(w.detail.startswith(f) for f in focused))
+        if not (w.family == "longer" and w.detail and w.detail.startswith(focused))
     ]
     # a take-back is said outright: it stands apart from the wishes it might contradict
     removed = {w.family: w for w in reading.wishes if w.action == "remove"}
@@ -1179,11 +1169,10 @@ def _settle(reading: Reading, mode: Mode) -> None:
     # ("use a table, don't write paragraphs" wants the table, not bullets)
     named = {w.aspect for w in reading.wishes if not w.instead}
     reading.wishes = [w for w in reading.wishes if not (w.instead and w.aspect in named)]
-    strong_aspects = {w.aspect for w in reading.wishes if not w.weak}
-    strong_families = {w.family for w in reading.wishes if not w.weak}
+    strong = {(w.aspect, w.family) for w in reading.wishes if not w.weak}
     kept: dict[str, Wish] = {}
     for wish in reading.wishes:
-        if wish.weak and (wish.aspect in strong_aspects or wish.family in strong_families):
+        if wish.weak and any(wish.aspect == a or wish.family == f for a, f in strong):
             continue
         reading.criticised.append((wish.aspect, wish.quote))
         # every family this one contradicts yields to it ("the table is cramped; prose again");
@@ -1228,8 +1217,5 @@ def _settle(reading: Reading, mode: Mode) -> None:
     # what is asked for overrides what a concession approved ("Great for experts; our readers
     # are not experts" keeps nothing of the expert pitch)
     against = {c for w in reading.wishes for c in contrary_of(w.family) | {opposite_of(w.family)}}
-    reading.kept = [
-        k
-        for k in reading.kept
-        if k.family not in against or _W["keep_said"].search(k.quote.lower())
-    ]
+    said = [k for k in reading.kept if _W["keep_said"].search(k.quote.lower())]
+    reading.kept = [k for k in reading.kept if k.family not in against or k in said]
