@@ -104,6 +104,10 @@ def _damage(clause: str) -> Wish | None:
     return Wish("preserve", "accuracy", clause.strip(), 0.8, detail=f"{culprit}|{what}")
 
 
+# Phrases that set a frame whatever frame word comes nearer, in order (``frames.json``)
+_PHRASE_FRAMES: list[list[str]] = cue_tables.vocabulary("frames").tables["phrase_frames"]
+if unknown := {n for row in _PHRASE_FRAMES for n in row[:2] if n and n not in _W}:
+    raise cue_tables.CueDataError(f"frames.json: phrase_frames: no patterns {sorted(unknown)}")
 # The frames a cue's preceding words may set: the frame word nearest the cue decides; of two
 # ending at the same place, the one listed first
 _FRAME_ORDER = (
@@ -135,39 +139,20 @@ def clauses(text: str) -> list[str]:
     return [c.strip(' .!?;:,"') for c in parts if c.strip(" .!?;:,\"'")]
 
 
-def _set_aside(tail: str, after: str) -> Frame | None:
-    """A frame some phrases set whatever comes nearer ("still no", "not so much X as")."""
-    if _W["still_no"].search(tail) or (
-        _W["no_before"].search(tail) and _W["yet_after"].match(after)
-    ):
-        return "lacking"
-    if _W["not_so_much"].search(tail) and _W["as_after"].match(after):
-        return "denied"
-    return "describe" if _W["instead_described"].search(tail) else None
-
-
 def _frame(before: str, after: str) -> Frame:
-    """How the words after ``before`` are meant: the frame word nearest the cue decides
-    ("don't make it more formal" refuses, "it reads like a text message" describes)."""
+    """How the words after ``before`` are meant: a phrase that sets a frame (``frames.json``'s
+    ``phrase_frames``), else the frame word nearest the cue ("don't make it more formal"
+    refuses, "it reads like a text message" describes)."""
     tail = before.lower()[-60:]
-    set_aside = _set_aside(tail, after)
-    if set_aside is not None:
-        return set_aside
-    if _W["house_voice"].search(tail) or _W["what_it_is"].search(tail):
-        return "ask"  # "our brand voice is casual", "It's a Slack message to the crew"
-    if _W["not_too_many"].search(tail):
-        return "denied"
-    if _W["excess"].search(tail):
-        return "describe"  # "too many caveats", "endless bullet points": more than wanted
-    counted = _W["quantity"].search(tail)
-    if counted:
-        # "give me exactly one example" asks for that many; "five paragraphs before…" counts
-        asked = _W["ask_verb"].search(tail[: counted.start()]) or _W["ask_after"].search(after[:60])
-        return "ask" if asked else "quantity"
-    if _W["not_too"].search(tail):
-        return "denied"
-    if _W["not_in_clause"].search(tail) and _W["enough_after"].match(after):
-        return "lacking"
+    for phrase, follows, frame in _PHRASE_FRAMES:
+        said = _W[phrase].search(tail)
+        if said and (follows is None or _W[follows].match(after)):
+            if frame != "quantity":
+                return frame  # type: ignore[return-value]
+            # "give me exactly one example" asks for that many; "five paragraphs before…" counts
+            counted = tail[: said.start()]
+            asked = _W["ask_verb"].search(counted) or _W["ask_after"].search(after[:60])
+            return "ask" if asked else "quantity"
     refused = _W["refuse"].search(tail[-25:])
     if _W["complaint_after"].search(after) and not refused:
         return "describe"
@@ -809,15 +794,14 @@ def _read_cue(
 ) -> bool:
     """The wish (or the kept family) a cue's words carry in their frame; whether there is one."""
     start, end = match.span()
+    quote = _around(read.text, start, end)
     if less:
         # "less hedging": the cue's fault, or the opposite of what the cue asks for; "less
         # warmth", with neither, softens what asks for it (a take-back in the cycle step)
         family, weak = cue.fault or opposite_of(cue.ask or ""), False
         if family is None and cue.ask and read.mode == "comment":
-            quote = _around(read.text, start, end)
-            reading.wishes.append(
-                Wish(cue.ask, cue.aspect, quote, cue.confidence, action="less", asked=True)
-            )
+            less_of = Wish(cue.ask, cue.aspect, quote, cue.confidence, action="less", asked=True)
+            reading.wishes.append(less_of)
             return True
     else:
         change = bool(_W["change_verb"].match(match.group(0))) or comparative
@@ -829,11 +813,7 @@ def _read_cue(
     detail = _group(match, "limit") or _topic(match)
     if cue.kind == "state" and cue.ask and _W["makes_it"].match(read.lowered[end:]):
         # "the numbered list makes it read like a form": the part is the problem, take it out
-        reading.wishes.append(
-            Wish(
-                cue.ask, cue.aspect, _around(read.text, start, end), cue.confidence, action="remove"
-            )
-        )
+        reading.wishes.append(Wish(cue.ask, cue.aspect, quote, cue.confidence, action="remove"))
         return True
     if read.mode == "comment" and _said_of_another_aspect(cue, read.lowered[:start]):
         # "the tone is wrong": a general fault word said of an aspect it does not name
@@ -865,10 +845,10 @@ def _read_cue(
         return True
     reading.wishes.append(
         Wish(
-            family=family,
-            aspect=cue.aspect,
-            quote=_around(read.text, start, end),
-            confidence=cue.confidence,
+            family,
+            cue.aspect,
+            quote,
+            cue.confidence,
             detail=detail,
             weak=weak or cue.weak,
             asked=frame == "ask" and not _W["caused"].search(read.lowered[:start]),
