@@ -154,3 +154,20 @@ async def test_a_take_back_at_any_age_and_its_verdict() -> None:
 def test_a_wish_names_what_it_changes(comment: str, target: str) -> None:
     (wish,) = feedback_reader.read(comment).wishes
     assert wish.target == target
+
+
+@pytest.mark.parametrize(
+    ("comment", "wanted"),
+    [
+        ("More on the table, please.", {}),
+        ("That example you cut, bring it back, but keep it short.", {"example": ("add", "one")}),
+        ("The example you removed, put it back, keep it brief.", {"example": ("add", "one")}),
+    ],
+)
+def test_a_form_named_or_a_part_restored_is_read_as_such(
+    comment: str, wanted: dict[str, tuple[str, str | None]]
+) -> None:
+    """A form named after "more on" is no topic to deepen; a part brought back is asked for
+    again, one of it, and its size is the part's (the answer's length is not asked)."""
+    found = {f: (a, n.split()[0] if n else None) for f, (a, n) in read(comment).items()}
+    assert found == wanted

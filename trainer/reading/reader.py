@@ -807,6 +807,8 @@ def _read_cue(
             reading.praised.append((cue.aspect, read.text[start:end]))
         return False
     detail = _group(match, "limit") or _topic(match)
+    if detail and family == "longer" and _W["format_word"].match(detail):
+        return True  # "more on the table": a form named, no topic to go deeper on
     if cue.kind == "state" and cue.ask and _W["makes_it"].match(read.lowered[end:]):
         # "the numbered list makes it read like a form": the part is the problem, take it out
         reading.wishes.append(Wish(cue.ask, cue.aspect, quote, cue.confidence, action="remove"))
