@@ -30,11 +30,7 @@ _W = cue_tables.vocabulary("wish_actions").patterns
 
 ACTIONS = cue_tables.ACTIONS
 TAKEBACK_CONFIDENCE = 0.9
-NEGATION = re.compile(
-    r"\b(?:don't|do not|dont|never|not|no need to|shouldn't|mustn't|nicht|ne|pas|no|non|niet|"
-    r"nie)\s+(?:\w+\s+){0,2}$",
-    re.I,
-)
+NEGATION = _W["denied_before"]
 
 
 @dataclass(frozen=True)
@@ -86,19 +82,23 @@ def families_named(text: str) -> list[str]:
 
 def _family_nouns(text: str, cues: ActionCues) -> list[tuple[int, int, str]]:
     """(start, end, family) of every family noun in ``text``, in order."""
-    hits = [
+    return sorted(
         (m.start(), m.end(), family)
         for family, pattern in cues.nouns.items()
         for m in pattern.finditer(text)
-    ]
-    return sorted(hits)
+    )
+
+
+def unsplit(lowered: str) -> str:
+    """ "take the table back" as "take back the table", of the same length."""
+    return _W["separated"].sub(r"\1 \3 \2", lowered)
 
 
 def takebacks(sentence: str, before: str = "") -> list[Wish]:
     """The families ``sentence`` takes back (or, with the removal denied, keeps), in any
     language with an actions file. A removal of a pronoun ("take it out") with no family named
     in the sentence points at the last one named in the sentence ``before``."""
-    lowered = _W["separated"].sub(r"\1 \3 \2", sentence.lower())
+    lowered = unsplit(sentence.lower())
     wishes: dict[str, Wish] = {}
     for cues in action_cues():
         if cues.remove is None:
@@ -112,14 +112,13 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
         if cues.remove_after is not None:
             verbs += [(v, True) for v in cues.remove_after.finditer(lowered)]
         for verb, postposed in verbs:
+            rest = lowered[verb.end() :]
             if (
-                re.match(r"\s*(?:than|of)\b", lowered[verb.end() :])
-                or (postposed and _W["verb_goes_on"].match(lowered[verb.end() :]))
-                or _W["person_after"].match(lowered[verb.end() :])
+                _W["limit_after"].match(rest)
+                or (postposed and _W["verb_goes_on"].match(rest))
+                or _W["person_after"].match(rest)
             ):
-                # "no more than 80 words" is a limit; "so I can go over it", "would it kill
-                # you to …" no removal
-                continue
+                continue  # "no more than 80 words", "so I can go over it", "would it kill you"
             if verb.group(0).startswith("without") and _W["better_before"].search(
                 lowered[: verb.start()]
             ):
