@@ -87,12 +87,8 @@ class Construction:
 
 def rivals(one: str, other: str) -> bool:
     """Families a comment can prefer one over the other: opposites, contraries, two forms."""
-    if one == other:
-        return False
-    return other in contrary_of(one) | contrary_of(other) | {
-        opposite_of(one),
-        opposite_of(other),
-    } or (one in _FORMS and other in _FORMS)
+    related = contrary_of(one) | contrary_of(other) | {opposite_of(one), opposite_of(other)}
+    return one != other and (other in related or {one, other} <= _FORMS)
 
 
 def mentions(lowered: str, faults: bool = False) -> list[Mention]:
@@ -140,14 +136,10 @@ def _names(cue: Cue, match: re.Match[str], lowered: str, quoted: list[tuple[int,
     return not _P["described_state"].search(before)
 
 
-def _gap(lowered: str, left: Mention, right: Mention) -> str:
-    return lowered[left.end : right.start]
-
-
 def _pivot(lowered: str, left: Mention, right: Mention, first: Mention) -> tuple[Role, Role] | None:
     """The roles a construction between two mentions gives them."""
-    gap = _gap(lowered, left, right)
-    if re.search(r"[.!?;:]|,\s*(?:and|but|then|so|or)\b", gap):
+    gap = lowered[left.end : right.start]
+    if _P["clause_break"].search(gap):
         return None  # a construction never spans two clauses
     if _P["than"].search(gap):
         # "Y is harder to skim than X", "less Y than X": what follows "than" is preferred
@@ -193,7 +185,7 @@ def place(sentence: str) -> Construction | None:
         found
         and not rival
         and _P["prefers_over"].match(lowered[found[-1].end :])
-        and all(_P["coordinated"].match(_gap(lowered, a, b)) for a, b in pairwise(found))
+        and all(_P["coordinated"].match(lowered[a.end : b.start]) for a, b in pairwise(found))
     ):
         # "plain and brief wins over the lecture": what is named is preferred to words that
         # name no family
@@ -225,12 +217,10 @@ def place(sentence: str) -> Construction | None:
             return None
         return Construction(tuple(Placed(found[i], r) for i, r in sorted(roles.items())))
     for index, mention in enumerate(found):
-        if index not in roles:
-            start = found[index - 1].end if index else 0
-            end = found[index + 1].start if index + 1 < len(found) else len(lowered)
-            own = _own_role(lowered, mention, start, end)
-            if own is not None:
-                roles[index] = own
+        start = found[index - 1].end if index else 0
+        end = found[index + 1].start if index + 1 < len(found) else len(lowered)
+        if index not in roles and (own := _own_role(lowered, mention, start, end)):
+            roles[index] = own
     _share_coordinated(lowered, found, roles)
     # a rival beside one rejected, in no construction of its own, is what comes instead
     # ("Y has to go; X."); beside one wanted it is left as it is, neither added nor removed
@@ -305,7 +295,7 @@ def _share_coordinated(lowered: str, found: list[Mention], roles: dict[int, Role
     """Mentions joined by "and", "or" or a comma share a role: "a friendly, informal tone"."""
     for _ in range(2):
         for index in range(len(found) - 1):
-            if not _P["coordinated"].match(_gap(lowered, found[index], found[index + 1])):
+            if not _P["coordinated"].match(lowered[found[index].end : found[index + 1].start]):
                 continue
             left, right = roles.get(index), roles.get(index + 1)
             if left is not None and right is None:
