@@ -1,15 +1,13 @@
 """What a comment does with a change family beyond asking for it, and how much it asks for:
 
 - **take-backs** ("drop the example", "die Überschriften entfernen"): a removal word and a
-  family's noun (or a pronoun pointing back) remove what the family put in; "don't drop the
-  table" keeps it;
+  family's noun (or a pronoun pointing back) remove what it put in; "don't drop it" keeps it;
 - **undo** ("undo that", "go back to how it was"): the last change, whatever its families;
-- **approval in other languages** ("les puces se lisent très vite") keeps a family;
-- **preferences in other languages** ("liever alinea's dan opsommingen");
+- **approval and preferences in other languages** ("les puces se lisent très vite" keeps a
+  family, "liever alinea's dan opsommingen" prefers one of two);
 - **amounts**: a share ("about half as long"), a count ("exactly one example") or a limit.
 
-The words are data: ``cues/actions/<code>.json`` per language, and
-``cues/en/vocabulary/amounts.json``.
+The words are data: ``cues/actions/<code>.json`` per language, and ``cues/en/vocabulary/``.
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from trainer.reading import cue_tables
 from trainer.reading.wish import Wish
 
 _phrases = cue_tables.phrases
+Noun = tuple[int, int, str]  # (start, end, family) of a family's noun in a text
 # The words, each explained in ``cues/en/vocabulary/wish_actions.json``
 _W = cue_tables.vocabulary("wish_actions").patterns
 
@@ -58,11 +57,7 @@ def action_cues() -> tuple[ActionCues, ...]:
     for path in sorted(ACTIONS.glob("*.json"), key=lambda p: (p.stem != "en", p.stem)):
         data = cue_tables.action_file(path)
         bounded = data.get("word_boundaries", True)
-        nouns = {
-            family: pattern
-            for family, words in data.get("nouns", {}).items()
-            if (pattern := _phrases(words, bounded)) is not None
-        }
+        nouns = {f: p for f, w in data.get("nouns", {}).items() if (p := _phrases(w, bounded))}
         rivals = {f: _phrases(w, bounded) for f, w in data.get("rivals", {}).items()}
         lists = {key: _phrases(data.get(key, []), bounded) for key in _PHRASE_LISTS}
         lists["pronoun"] = _phrases(data.get("pronouns", []), bounded)
@@ -80,8 +75,8 @@ def families_named(text: str) -> list[str]:
     return [family for cues in action_cues() for _, _, family in _family_nouns(lowered, cues)]
 
 
-def _family_nouns(text: str, cues: ActionCues) -> list[tuple[int, int, str]]:
-    """(start, end, family) of every family noun in ``text``, in order."""
+def _family_nouns(text: str, cues: ActionCues) -> list[Noun]:
+    """Every family noun in ``text``, in order."""
     return sorted(
         (m.start(), m.end(), family)
         for family, pattern in cues.nouns.items()
@@ -133,8 +128,7 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
                     quote = f"{before.strip()} {sentence.strip()}"
             if family and family not in wishes:
                 # "don't drop the table": it stays
-                negated = bool(NEGATION.search(lowered[: verb.start()]))
-                action = "keep" if negated else "remove"
+                action = "keep" if NEGATION.search(lowered[: verb.start()]) else "remove"
                 wishes[family] = Wish(
                     family, aspect_of(family), quote, TAKEBACK_CONFIDENCE, action=action
                 )
@@ -145,7 +139,7 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
     return list(wishes.values())
 
 
-def _coordinated(text: str, family: str | None, nouns: list[tuple[int, int, str]]) -> list[str]:
+def _coordinated(text: str, family: str | None, nouns: list[Noun]) -> list[str]:
     """The families named right after the object of a removal, joined to it by "and" or a
     comma: "drop the table and the examples" takes back both."""
     if family is None:
@@ -165,11 +159,7 @@ RIVAL_SPAN = 16  # a rival this close after "instead of" is what it replaces ("u
 
 
 def _object_of(
-    text: str,
-    verb: re.Match[str],
-    nouns: list[tuple[int, int, str]],
-    cues: ActionCues,
-    object_first: bool,
+    text: str, verb: re.Match[str], nouns: list[Noun], cues: ActionCues, object_first: bool
 ) -> str | None:
     """The family a removal word acts on: the first family noun just after it ("drop the
     example"); when it acts on a pronoun ("drop it") or stands after its object ("the headings
