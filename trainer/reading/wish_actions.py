@@ -107,16 +107,14 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
         if cues.remove_after is not None:
             verbs += [(v, True) for v in cues.remove_after.finditer(lowered)]
         for verb, postposed in verbs:
-            rest = lowered[verb.end() :]
+            head, rest = lowered[: verb.start()], lowered[verb.end() :]
             if (
                 _W["limit_after"].match(rest)
                 or (postposed and _W["verb_goes_on"].match(rest))
                 or _W["person_after"].match(rest)
             ):
                 continue  # "no more than 80 words", "so I can go over it", "would it kill you"
-            if verb.group(0).startswith("without") and _W["better_before"].search(
-                lowered[: verb.start()]
-            ):
+            if verb.group(0).startswith("without") and _W["better_before"].search(head):
                 continue  # "better without the numbering": the removal approved, asked again
             also: list[str] = []
             if nouns:
@@ -128,7 +126,7 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
                     quote = f"{before.strip()} {sentence.strip()}"
             if family and family not in wishes:
                 # "don't drop the table": it stays
-                action = "keep" if NEGATION.search(lowered[: verb.start()]) else "remove"
+                action = "keep" if NEGATION.search(head) else "remove"
                 wishes[family] = Wish(
                     family, aspect_of(family), quote, TAKEBACK_CONFIDENCE, action=action
                 )
@@ -142,15 +140,11 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
 def _coordinated(text: str, family: str | None, nouns: list[Noun]) -> list[str]:
     """The families named right after the object of a removal, joined to it by "and" or a
     comma: "drop the table and the examples" takes back both."""
-    if family is None:
-        return []
-    found: list[str] = []
-    chain = [n for n in nouns if n[2] == family][:1]
-    for start, end, other in nouns:
-        if chain and start > chain[-1][1] and _W["and"].match(text[chain[-1][1] : start]):
-            chain.append((start, end, other))
-            found.append(other)
-    return [f for f in found if f != family]
+    chain = [n for n in nouns if n[2] == family][:1]  # none for no family
+    for noun in nouns:
+        if chain and noun[0] > chain[-1][1] and _W["and"].match(text[chain[-1][1] : noun[0]]):
+            chain.append(noun)
+    return [other for *_, other in chain[1:] if other != family]
 
 
 OBJECT_SPAN = 40  # characters after a removal word in which its object is looked for
