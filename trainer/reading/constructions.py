@@ -225,11 +225,9 @@ def place(sentence: str) -> Construction | None:
     # a rival beside one rejected, in no construction of its own, is what comes instead
     # ("Y has to go; X."); beside one wanted it is left as it is, neither added nor removed
     # ("quit with the bullets everywhere; give me paragraphs")
+    gone = [found[i].family for i, role in roles.items() if role == "rejected"]
     for index, mention in enumerate(found):
-        if index not in roles and any(
-            roles.get(i) == "rejected" and rivals(o.family, mention.family)
-            for i, o in enumerate(found)
-        ):
+        if index not in roles and any(rivals(family, mention.family) for family in gone):
             roles[index] = "wanted"
     return _settled(found, roles, families)
 
@@ -272,9 +270,8 @@ def _settled(found: list[Mention], roles: dict[int, Role], families: list[str]) 
     """The placed mentions, or the families left unsettled (a family with two roles, two
     rivals wanted, or none wanted or rejected)."""
     by_family: dict[str, set[Role]] = {}
-    for index, mention in enumerate(found):
-        if index in roles:
-            by_family.setdefault(mention.family, set()).add(roles[index])
+    for index, role in sorted(roles.items()):
+        by_family.setdefault(found[index].family, set()).add(role)
     wanted = [f for f, r in by_family.items() if r == {"wanted"}]
     torn = [f for f, r in by_family.items() if len(r) > 1]
     torn += [f for f in wanted if any(rivals(f, o) for o in wanted)]
