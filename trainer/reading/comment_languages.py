@@ -1,10 +1,8 @@
 """Comments written in other languages: which language a comment is in (lingua, whose models
-ship in its wheel), and the common change families read from cue data kept as data, one file
-per language (``trainer/reading/cues/<code>.json``).
-
-A comment's own language is never by itself a wish about the answer's language: the reader only
-learns what the comment complains about or asks for. A language without a cue file is named, so
-the trainer can say it did not read the comment instead of changing nothing silently.
+ship in its wheel), and the common change families it asks for, from one phrase file per
+language (``cues/<code>.json``). A comment's own language is never by itself a wish about the
+answer's; a language without a phrase file is named, so the trainer can say it did not read the
+comment instead of silently changing nothing.
 """
 
 from __future__ import annotations
@@ -22,11 +20,9 @@ from trainer.reading.wish import Wish
 CUES = cue_tables.CUE_DIR
 # Languages told apart from each other (a few more than have cue files, so that a comment in
 # one of those is named rather than mistaken for a covered one)
-_NAMES = "ENGLISH GERMAN FRENCH SPANISH ITALIAN DUTCH PORTUGUESE POLISH JAPANESE DANISH SWEDISH"
-DETECTED = [
-    getattr(Language, n)
-    for n in f"{_NAMES} BOKMAL FINNISH RUSSIAN CHINESE KOREAN TURKISH CZECH".split()
-]
+_NAMES = """ENGLISH GERMAN FRENCH SPANISH ITALIAN DUTCH PORTUGUESE POLISH JAPANESE DANISH SWEDISH
+BOKMAL FINNISH RUSSIAN CHINESE KOREAN TURKISH CZECH"""
+DETECTED = [getattr(Language, name) for name in _NAMES.split()]
 MIN_CONFIDENCE = 0.5  # English at least this likely: the English reader's verdict stands
 MIN_GUESS = 0.3  # a language named as the comment's without any cue of it matching
 NEGATION_WINDOW = 14  # characters before a cue in which a negation denies it
@@ -47,11 +43,8 @@ def cue_sets() -> dict[str, CueSet]:
         data = cue_tables.language_file(path)
         bounded = data.get("word_boundaries", True)
         plural = data.get("plural_suffixes")
-        families = {
-            family: pattern
-            for family, words in data["families"].items()
-            if (pattern := cue_tables.phrases(words, bounded, plural)) is not None
-        }
+        phrases = {f: cue_tables.phrases(w, bounded, plural) for f, w in data["families"].items()}
+        families = {family: pattern for family, pattern in phrases.items() if pattern}
         negation = cue_tables.phrases(data.get("negations") or [], bounded)
         sets[data["language"]] = CueSet(data["language"], families, negation)
     return sets

@@ -16,12 +16,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import pairwise, zip_longest
 from typing import Literal
 
 from domain.change_families import contrary_of, opposite_of
 from trainer.reading import cue_tables
 from trainer.reading.cue_tables import Cue
+from trainer.reading.wish_actions import unsplit
 
 Role = Literal["wanted", "rejected", "kept"]
 
@@ -31,12 +32,6 @@ _P = _WORDS.patterns
 _FORMS = frozenset(_WORDS.tables["rival_forms"])
 _LOCATION = cue_tables.vocabulary("attributes").patterns["location"]
 _QUOTED = cue_tables.vocabulary("grammar").patterns["quoted"]
-_SEPARATED = cue_tables.vocabulary("wish_actions").patterns["separated"]
-
-
-def _unsplit(lowered: str) -> str:
-    """ "take the table back" as "take back the table", of the same length."""
-    return _SEPARATED.sub(r"\1 \3 \2", lowered)
 
 
 def cue_matches(lowered: str) -> list[tuple[Cue, re.Match[str]]]:
@@ -92,12 +87,8 @@ class Construction:
 
 def rivals(one: str, other: str) -> bool:
     """Families a comment can prefer one over the other: opposites, contraries, two forms."""
-    if one == other:
-        return False
-    return other in contrary_of(one) | contrary_of(other) | {
-        opposite_of(one),
-        opposite_of(other),
-    } or (one in _FORMS and other in _FORMS)
+    related = contrary_of(one) | contrary_of(other) | {opposite_of(one), opposite_of(other)}
+    return one != other and (other in related or {one, other} <= _FORMS)
 
 
 def mentions(lowered: str, faults: bool = False) -> list[Mention]:
@@ -112,22 +103,18 @@ def mentions(lowered: str, faults: bool = False) -> list[Mention]:
         and _names(cue, m, lowered, quoted)
     ]
     named: list[Mention] = []
-    for index, mention in enumerate(found):
-        after = found[index + 1] if index + 1 < len(found) else None
+    for mention, after in zip_longest(found, found[1:]):
         attribute = (
             after is not None
-            and after.aspect == "format"
-            and mention.aspect != "format"
+            and after.aspect == "format" != mention.aspect
             and re.fullmatch(r"\s*(?:\w+\s+)?", lowered[mention.end : after.start]) is not None
         )
-        same = named and named[-1].family == mention.family
-        # "beginner-friendly": one compound, named by its first word
-        compound = named and lowered[named[-1].end : mention.start] == "-"
-        if (
-            not attribute
-            and not compound
-            and not (same and lowered[named[-1].end : mention.start].strip() == "")
-        ):
+        gap = lowered[named[-1].end : mention.start] if named else None
+        # "beginner-friendly": one compound, named by its first word; a family named twice running
+        repeated = gap == "-" or (
+            gap is not None and not gap.strip() and named[-1].family == mention.family
+        )
+        if not attribute and not repeated:
             named.append(mention)
     return named
 
@@ -143,20 +130,16 @@ def _names(cue: Cue, match: re.Match[str], lowered: str, quoted: list[tuple[int,
     if cue.kind == "quality":
         # before a noun it names a thing ("this deep dive", "a short answer")
         attributive = _P["noun_after"].match(lowered[match.end() :])
-        return bool(_P["house_voice_close"].search(before) or attributive) or not _P[
-            "described"
-        ].search(before)
+        if attributive or _P["house_voice_close"].search(before):
+            return True
+        return not _P["described"].search(before)
     return not _P["described_state"].search(before)
-
-
-def _gap(lowered: str, left: Mention, right: Mention) -> str:
-    return lowered[left.end : right.start]
 
 
 def _pivot(lowered: str, left: Mention, right: Mention, first: Mention) -> tuple[Role, Role] | None:
     """The roles a construction between two mentions gives them."""
-    gap = _gap(lowered, left, right)
-    if re.search(r"[.!?;:]|,\s*(?:and|but|then|so|or)\b", gap):
+    gap = lowered[left.end : right.start]
+    if _P["clause_break"].search(gap):
         return None  # a construction never spans two clauses
     if _P["than"].search(gap):
         # "Y is harder to skim than X", "less Y than X": what follows "than" is preferred
@@ -180,32 +163,29 @@ def _pivot(lowered: str, left: Mention, right: Mention, first: Mention) -> tuple
 def _own_role(lowered: str, mention: Mention, start: int, end: int) -> Role | None:
     """The role the words around one mention give it, between its neighbours' words."""
     before = re.split(r"[,;:]|\bbut\b", lowered[start : mention.start])[-1]
-    after = re.split(r"[,;:.!]|\bbut\b", lowered[mention.end : end] or "")[0]
-    after_full = lowered[mention.end : end]
+    after = lowered[mention.end : end]
     # the words before decide (a negation scopes over a verb of wanting: "I don't want
-    # more depth"); then the words after
-    for role, pattern in (("rejected", "rejected_before"), ("kept", "kept_before")):
-        if _P[pattern].search(before):
-            return role
-    if _P["wanted_before"].search(before):
-        return "wanted"
-    if _P["rejected_after"].match(after_full):
+    # more depth"); then the words after, up to the clause's end but for a rejection
+    roles: tuple[Role, ...] = ("rejected", "kept", "wanted")
+    if role := next((r for r in roles if _P[f"{r}_before"].search(before)), None):
+        return role
+    if _P["rejected_after"].match(after):
         return "rejected"
-    if _P["kept_after"].match(after):
-        return "kept"
-    return "wanted" if _P["wanted_after"].match(after) else None
+    after = re.split(r"[,;:.!]|\bbut\b", after)[0]
+    return next((r for r in roles[1:] if _P[f"{r}_after"].match(after)), None)
 
 
 def place(sentence: str) -> Construction | None:
     """The roles of a sentence's mentions, or None (the reader's frames read it)."""
-    lowered = _unsplit(sentence.lower())
+    lowered = unsplit(sentence.lower())
     found = mentions(lowered)
     families = list(dict.fromkeys(m.family for m in found))
+    rival = any(rivals(a, b) for a in families for b in families)
     if (
         found
-        and not any(rivals(a, b) for a in families for b in families)
+        and not rival
         and _P["prefers_over"].match(lowered[found[-1].end :])
-        and all(_P["coordinated"].match(_gap(lowered, a, b)) for a, b in pairwise(found))
+        and all(_P["coordinated"].match(lowered[a.end : b.start]) for a, b in pairwise(found))
     ):
         # "plain and brief wins over the lecture": what is named is preferred to words that
         # name no family
@@ -230,28 +210,24 @@ def place(sentence: str) -> Construction | None:
                 return Construction((Placed(named[0], "rejected"),))
         return Construction((Placed(found[0], "wanted"),)) if preferred else None
     roles = _construction_roles(lowered, found)
-    if not any(rivals(a, b) for a in families for b in families):
+    if not rival:
         # no rivals: only a comparison or substitution between two of them is read here
         # ("plain wording in place of the legal formality")
         if "rejected" not in roles.values() or "wanted" not in roles.values():
             return None
         return Construction(tuple(Placed(found[i], r) for i, r in sorted(roles.items())))
     for index, mention in enumerate(found):
-        if index not in roles:
-            start = found[index - 1].end if index else 0
-            end = found[index + 1].start if index + 1 < len(found) else len(lowered)
-            own = _own_role(lowered, mention, start, end)
-            if own is not None:
-                roles[index] = own
+        start = found[index - 1].end if index else 0
+        end = found[index + 1].start if index + 1 < len(found) else len(lowered)
+        if index not in roles and (own := _own_role(lowered, mention, start, end)):
+            roles[index] = own
     _share_coordinated(lowered, found, roles)
     # a rival beside one rejected, in no construction of its own, is what comes instead
     # ("Y has to go; X."); beside one wanted it is left as it is, neither added nor removed
     # ("quit with the bullets everywhere; give me paragraphs")
+    gone = [found[i].family for i, role in roles.items() if role == "rejected"]
     for index, mention in enumerate(found):
-        if index not in roles and any(
-            roles.get(i) == "rejected" and rivals(o.family, mention.family)
-            for i, o in enumerate(found)
-        ):
+        if index not in roles and any(rivals(family, mention.family) for family in gone):
             roles[index] = "wanted"
     return _settled(found, roles, families)
 
@@ -259,15 +235,14 @@ def place(sentence: str) -> Construction | None:
 def removed(sentence: str) -> set[str]:
     """The families a removal verb names ("skip the beginner-friendly version"), unless
     refused ("don't drop the table")."""
-    lowered = _unsplit(sentence.lower())
+    lowered = unsplit(sentence.lower())
     found = mentions(lowered)
+    starts = [0, *(m.end for m in found)]  # each mention's words begin after the one before
     return {
         m.family
-        for i, m in enumerate(found)
-        if (verb := _P["removed_before"].search(lowered[found[i - 1].end if i else 0 : m.start]))
-        and not _P["rejected_before"].search(
-            lowered[: (found[i - 1].end if i else 0) + verb.start()]
-        )
+        for start, m in zip(starts, found, strict=False)
+        if (verb := _P["removed_before"].search(lowered[start : m.start]))
+        and not _P["rejected_before"].search(lowered[: start + verb.start()])
     }
 
 
@@ -295,9 +270,8 @@ def _settled(found: list[Mention], roles: dict[int, Role], families: list[str]) 
     """The placed mentions, or the families left unsettled (a family with two roles, two
     rivals wanted, or none wanted or rejected)."""
     by_family: dict[str, set[Role]] = {}
-    for index, mention in enumerate(found):
-        if index in roles:
-            by_family.setdefault(mention.family, set()).add(roles[index])
+    for index, role in sorted(roles.items()):
+        by_family.setdefault(found[index].family, set()).add(role)
     wanted = [f for f, r in by_family.items() if r == {"wanted"}]
     torn = [f for f, r in by_family.items() if len(r) > 1]
     torn += [f for f in wanted if any(rivals(f, o) for o in wanted)]
@@ -318,7 +292,7 @@ def _share_coordinated(lowered: str, found: list[Mention], roles: dict[int, Role
     """Mentions joined by "and", "or" or a comma share a role: "a friendly, informal tone"."""
     for _ in range(2):
         for index in range(len(found) - 1):
-            if not _P["coordinated"].match(_gap(lowered, found[index], found[index + 1])):
+            if not _P["coordinated"].match(lowered[found[index].end : found[index + 1].start]):
                 continue
             left, right = roles.get(index), roles.get(index + 1)
             if left is not None and right is None:

@@ -1,18 +1,16 @@
-"""Cue data, one loader for every language: the English reader's cues (``cues/en/``),
-the phrase lists of the other comment languages (``trainer/reading/cues/<code>.json``) and every
-language's action words (``trainer/reading/cues/actions/<code>.json``).
+"""Cue data, one loader for every language: the English reader's cues (``cues/en/``), the
+other comment languages' phrase lists (``cues/<code>.json``) and every language's action words
+(``cues/actions/<code>.json``).
 
-Each file is read once, and checked as it is read: a family no record of
-``domain/change_families.py`` defines, an aspect no family has, a regex that does not compile or
-two English cues of one priority is an error naming the file and the cue, raised when the data
-is first used (and by ``tests/test_change_families.py`` for every file) rather than a cue that
-silently never fires.
+Each file is read once and checked as it is read: a family ``domain/change_families.py`` does
+not define, an aspect no family has, a regex that does not compile or two English cues of one
+priority is an error naming the file and the cue (raised on first use, and by
+``tests/test_change_families.py`` for every file), never a cue that silently never fires.
 
-An English cue file holds the cues of one aspect. Each cue gives its regex as a list of
-alternatives (joined with ``|``), the family it asks for (``ask``) and the family it asks for
-when it is refused or described as the problem (``fault``; a state's fault is, by default, the
-registry's opposite of it), and its ``priority``: where two cues' matches overlap the longer
-match wins, and of two as long the cue of the lower priority number.
+An English cue file holds the cues of one aspect. Each gives its regex (a list of alternatives),
+the family it asks for (``ask``), the family it asks for when refused or described as the
+problem (``fault``; a state's is the registry's opposite of ``ask``) and its ``priority``: of
+two overlapping matches the longer wins, and of two as long the lower priority number.
 """
 
 from __future__ import annotations
@@ -40,8 +38,7 @@ class CueDataError(ValueError):
 
 @dataclass(frozen=True)
 class Cue:
-    """Words that carry a wish. ``ask`` is the family when the words are asked for, ``fault``
-    the family when they are described as the problem (or refused)."""
+    """Words that carry a wish (``ask``, ``fault``, ``priority``: see the module docstring)."""
 
     pattern: re.Pattern[str]
     aspect: str
@@ -56,7 +53,6 @@ class Cue:
     fixed: bool = False
     # inferred from a complaint only ("a wall of text"): yields to an explicit wish
     weak: bool = False
-    # lower first where two matches are as long (see ``trainer/reading/cue_tables.py``)
     priority: int = 0
     # a state described as the problem asks for its fault only weakly: "paragraphs are painful"
     # says what is wrong, not which form would be right
@@ -89,12 +85,17 @@ def check_family(name: object, path: Path, where: str) -> None:
         )
 
 
-def compile_regex(regex: object, path: Path, where: str, flags: int = re.I) -> re.Pattern[str]:
-    """A regex given as one string or as a list of alternatives."""
+def compile_regex(
+    regex: object, path: Path, where: str, flags: int = re.I, parts: dict[str, str] | None = None
+) -> re.Pattern[str]:
+    """A regex given as one string or as a list of alternatives; ``{{name}}`` in it stands for
+    ``parts[name]`` (a vocabulary file's fragments)."""
     if isinstance(regex, list) and regex and all(isinstance(r, str) for r in regex):
         regex = "|".join(regex)
     if not isinstance(regex, str) or not regex:
         raise CueDataError(f"{path}: {where}: regex must be a string or a list of strings")
+    for name, text in (parts or {}).items():
+        regex = regex.replace("{{" + name + "}}", text)
     try:
         return re.compile(regex, flags)
     except re.error as error:
@@ -161,15 +162,6 @@ class Vocabulary:
     rewrites: tuple[tuple[re.Pattern[str], str], ...]
 
 
-def _with_fragments(regex: object, fragments: dict[str, str]) -> object:
-    if isinstance(regex, list):
-        regex = "|".join(regex)
-    if isinstance(regex, str):
-        for name, text in fragments.items():
-            regex = regex.replace("{{" + name + "}}", text)
-    return regex
-
-
 @cache
 def vocabulary(name: str) -> Vocabulary:
     """``trainer/reading/cues/en/vocabulary/<name>.json``, checked. Patterns match lowered text, so
@@ -183,7 +175,7 @@ def vocabulary(name: str) -> Vocabulary:
 
     def compiled(entry: dict[str, Any], where: str) -> re.Pattern[str]:
         flags = re.I if entry.get("ignore_case") else 0
-        return compile_regex(_with_fragments(entry.get("regex"), fragments), path, where, flags)
+        return compile_regex(entry.get("regex"), path, where, flags, fragments)
 
     patterns = {k: compiled(v, k) for k, v in data.get("patterns", {}).items()}
     rewrites = tuple(

@@ -29,8 +29,7 @@ def _names(native: bool) -> dict[str, str]:
     codes = sorted({identifier.split("_")[0] for identifier in locale_identifiers()})
     names: dict[str, str] = {}
     for code in codes:
-        name = english.languages.get(code)
-        if not name:
+        if not (name := english.languages.get(code)):
             continue
         names.setdefault(name.lower(), name)
         if not native:
@@ -117,8 +116,7 @@ def unreadable_language(text: str) -> str | None:
     """The English name of a language ``text`` says its readers cannot read, if any."""
     normal = text.replace("\u2019", "'")
     for match in _pattern(False).finditer(normal):
-        if len(match.group(0)) >= 4 and _L["cannot_before"].search(
-            normal[: match.start()].lower()[-60:]
-        ):
+        before = normal[: match.start()].lower()[-60:]
+        if len(match.group(0)) >= 4 and _L["cannot_before"].search(before):
             return _names(False)[match.group(0).lower()]
     return None

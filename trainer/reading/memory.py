@@ -31,9 +31,8 @@ _NOT_WORD = re.compile(r"[^\w]+")
 
 def normalised(text: str) -> str:
     """Lower case, words only, single spaces, bounded: what two comments are compared on."""
-    return " ".join(_NOT_WORD.sub(" ", text[: MAX_MATCHED_CHARS * 2].lower()).split())[
-        :MAX_MATCHED_CHARS
-    ]
+    words = _NOT_WORD.sub(" ", text[: MAX_MATCHED_CHARS * 2].lower()).split()
+    return " ".join(words)[:MAX_MATCHED_CHARS]
 
 
 @dataclass(frozen=True)

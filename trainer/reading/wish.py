@@ -10,8 +10,6 @@ from domain.trainer import Amount, WishAction
 
 @dataclass(frozen=True)
 class Wish:
-    """One thing the text asks of the answer, in the trainer's change families."""
-
     family: str
     aspect: str
     quote: str
@@ -23,9 +21,8 @@ class Wish:
     action: WishAction = "add"
     amount: Amount | None = None
     asked: bool = False  # asked for outright ("use a table"), not inferred from a complaint
-    # read from what the answer is said to be or hold ("very bold" → steadier, "a
-    # twelve-bullet answer"), which irony turns around; a named fault ("wordier") is a
-    # complaint however it is said
+    # read from what the answer is said to be or hold ("very bold" → steadier), which irony
+    # turns around; a named fault ("wordier") is a complaint however it is said
     described: bool = False
     # the opposite of a form refused ("no bullets" → prose): a form asked for beside it wins
     instead: bool = False

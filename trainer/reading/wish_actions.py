@@ -1,15 +1,13 @@
 """What a comment does with a change family beyond asking for it, and how much it asks for:
 
 - **take-backs** ("drop the example", "die Überschriften entfernen"): a removal word and a
-  family's noun (or a pronoun pointing back) remove what the family put in; "don't drop the
-  table" keeps it;
+  family's noun (or a pronoun pointing back) remove what it put in; "don't drop it" keeps it;
 - **undo** ("undo that", "go back to how it was"): the last change, whatever its families;
-- **approval in other languages** ("les puces se lisent très vite") keeps a family;
-- **preferences in other languages** ("liever alinea's dan opsommingen");
+- **approval and preferences in other languages** ("les puces se lisent très vite" keeps a
+  family, "liever alinea's dan opsommingen" prefers one of two);
 - **amounts**: a share ("about half as long"), a count ("exactly one example") or a limit.
 
-The words are data: ``cues/actions/<code>.json`` per language, and
-``cues/en/vocabulary/amounts.json``.
+The words are data: ``cues/actions/<code>.json`` per language, and ``cues/en/vocabulary/``.
 """
 
 from __future__ import annotations
@@ -25,16 +23,13 @@ from trainer.reading import cue_tables
 from trainer.reading.wish import Wish
 
 _phrases = cue_tables.phrases
+Noun = tuple[int, int, str]  # (start, end, family) of a family's noun in a text
 # The words, each explained in ``cues/en/vocabulary/wish_actions.json``
 _W = cue_tables.vocabulary("wish_actions").patterns
 
 ACTIONS = cue_tables.ACTIONS
 TAKEBACK_CONFIDENCE = 0.9
-NEGATION = re.compile(
-    r"\b(?:don't|do not|dont|never|not|no need to|shouldn't|mustn't|nicht|ne|pas|no|non|niet|"
-    r"nie)\s+(?:\w+\s+){0,2}$",
-    re.I,
-)
+NEGATION = _W["denied_before"]
 
 
 @dataclass(frozen=True)
@@ -62,11 +57,7 @@ def action_cues() -> tuple[ActionCues, ...]:
     for path in sorted(ACTIONS.glob("*.json"), key=lambda p: (p.stem != "en", p.stem)):
         data = cue_tables.action_file(path)
         bounded = data.get("word_boundaries", True)
-        nouns = {
-            family: pattern
-            for family, words in data.get("nouns", {}).items()
-            if (pattern := _phrases(words, bounded)) is not None
-        }
+        nouns = {f: p for f, w in data.get("nouns", {}).items() if (p := _phrases(w, bounded))}
         rivals = {f: _phrases(w, bounded) for f, w in data.get("rivals", {}).items()}
         lists = {key: _phrases(data.get(key, []), bounded) for key in _PHRASE_LISTS}
         lists["pronoun"] = _phrases(data.get("pronouns", []), bounded)
@@ -84,21 +75,25 @@ def families_named(text: str) -> list[str]:
     return [family for cues in action_cues() for _, _, family in _family_nouns(lowered, cues)]
 
 
-def _family_nouns(text: str, cues: ActionCues) -> list[tuple[int, int, str]]:
-    """(start, end, family) of every family noun in ``text``, in order."""
-    hits = [
+def _family_nouns(text: str, cues: ActionCues) -> list[Noun]:
+    """Every family noun in ``text``, in order."""
+    return sorted(
         (m.start(), m.end(), family)
         for family, pattern in cues.nouns.items()
         for m in pattern.finditer(text)
-    ]
-    return sorted(hits)
+    )
+
+
+def unsplit(lowered: str) -> str:
+    """ "take the table back" as "take back the table", of the same length."""
+    return _W["separated"].sub(r"\1 \3 \2", lowered)
 
 
 def takebacks(sentence: str, before: str = "") -> list[Wish]:
     """The families ``sentence`` takes back (or, with the removal denied, keeps), in any
     language with an actions file. A removal of a pronoun ("take it out") with no family named
     in the sentence points at the last one named in the sentence ``before``."""
-    lowered = _W["separated"].sub(r"\1 \3 \2", sentence.lower())
+    lowered = unsplit(sentence.lower())
     wishes: dict[str, Wish] = {}
     for cues in action_cues():
         if cues.remove is None:
@@ -112,17 +107,14 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
         if cues.remove_after is not None:
             verbs += [(v, True) for v in cues.remove_after.finditer(lowered)]
         for verb, postposed in verbs:
+            head, rest = lowered[: verb.start()], lowered[verb.end() :]
             if (
-                re.match(r"\s*(?:than|of)\b", lowered[verb.end() :])
-                or (postposed and _W["verb_goes_on"].match(lowered[verb.end() :]))
-                or _W["person_after"].match(lowered[verb.end() :])
+                _W["limit_after"].match(rest)
+                or (postposed and _W["verb_goes_on"].match(rest))
+                or _W["person_after"].match(rest)
             ):
-                # "no more than 80 words" is a limit; "so I can go over it", "would it kill
-                # you to …" no removal
-                continue
-            if verb.group(0).startswith("without") and _W["better_before"].search(
-                lowered[: verb.start()]
-            ):
+                continue  # "no more than 80 words", "so I can go over it", "would it kill you"
+            if verb.group(0).startswith("without") and _W["better_before"].search(head):
                 continue  # "better without the numbering": the removal approved, asked again
             also: list[str] = []
             if nouns:
@@ -134,8 +126,7 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
                     quote = f"{before.strip()} {sentence.strip()}"
             if family and family not in wishes:
                 # "don't drop the table": it stays
-                negated = bool(NEGATION.search(lowered[: verb.start()]))
-                action = "keep" if negated else "remove"
+                action = "keep" if NEGATION.search(head) else "remove"
                 wishes[family] = Wish(
                     family, aspect_of(family), quote, TAKEBACK_CONFIDENCE, action=action
                 )
@@ -146,18 +137,14 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
     return list(wishes.values())
 
 
-def _coordinated(text: str, family: str | None, nouns: list[tuple[int, int, str]]) -> list[str]:
+def _coordinated(text: str, family: str | None, nouns: list[Noun]) -> list[str]:
     """The families named right after the object of a removal, joined to it by "and" or a
     comma: "drop the table and the examples" takes back both."""
-    if family is None:
-        return []
-    found: list[str] = []
-    chain = [n for n in nouns if n[2] == family][:1]
-    for start, end, other in nouns:
-        if chain and start > chain[-1][1] and _W["and"].match(text[chain[-1][1] : start]):
-            chain.append((start, end, other))
-            found.append(other)
-    return [f for f in found if f != family]
+    chain = [n for n in nouns if n[2] == family][:1]  # none for no family
+    for noun in nouns:
+        if chain and noun[0] > chain[-1][1] and _W["and"].match(text[chain[-1][1] : noun[0]]):
+            chain.append(noun)
+    return [other for *_, other in chain[1:] if other != family]
 
 
 OBJECT_SPAN = 40  # characters after a removal word in which its object is looked for
@@ -166,11 +153,7 @@ RIVAL_SPAN = 16  # a rival this close after "instead of" is what it replaces ("u
 
 
 def _object_of(
-    text: str,
-    verb: re.Match[str],
-    nouns: list[tuple[int, int, str]],
-    cues: ActionCues,
-    object_first: bool,
+    text: str, verb: re.Match[str], nouns: list[Noun], cues: ActionCues, object_first: bool
 ) -> str | None:
     """The family a removal word acts on: the first family noun just after it ("drop the
     example"); when it acts on a pronoun ("drop it") or stands after its object ("the headings
