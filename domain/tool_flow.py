@@ -276,7 +276,8 @@ def from_reading(detail: str | None) -> str | None:
         return f"tool_first:{name}"
     if direction == "less" and context == "never":
         return f"remove:tool:{name}"
-    limited = [c for c in context.split("+") if c and not c.startswith("call:")]
+    # a call pointed at, and what its place held (domain.trace.pointed), limit nothing
+    limited = [c for c in context.split("+") if c and not c.startswith(("call:", "at:"))]
     if direction == "less" and not limited:
         return f"less:tool:{name}"  # used less (a call of the trace named, or none)
     return None

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from domain import want_labels, wants
+from domain import trace, want_labels, wants
 from domain.agent import AgentDefinition, FlowStep
 from domain.change_families import aspect_of, contrary_of, opposite_of, working_against
 from domain.checks import ActiveWish, CheckResult, failed
@@ -111,6 +111,9 @@ class LineageMemory(BaseModel):
     # several raters: the verdict on the pending evolution by a majority of those who judged
     # it, each from their own reading (trainer/outcome.by_majority); the step rolls back on it
     raters_judged: JudgedEvolution | None = None
+    # the calls of the scored output's run, numbered as its trace shows them: a call pointed
+    # at by its place ("the fourth call") is the one at that place (empty: not known here)
+    calls: list[trace.TracedCall] = Field(default_factory=list)
     _reading: ReadingMemory | None = PrivateAttr(default=None)
 
     def reading_memory(self) -> ReadingMemory | None:
@@ -395,10 +398,30 @@ def rules_reading(
     """The mechanical reading of a score's comment: the wants sent with it, else a correction
     it is close to, else the cue tables; shares made absolute against the scored output."""
     previous = [] if memory.previous_score is None else [memory.previous_score]
-    return _measured(
-        reward_analyzer.analyze(score, comment, previous, memory.wants, memory.reading_memory()),
-        _output_words(spans),
+    return _pointed(
+        _measured(
+            reward_analyzer.analyze(
+                score, comment, previous, memory.wants, memory.reading_memory()
+            ),
+            _output_words(spans),
+        ),
+        memory,
     )
+
+
+def _pointed(analysis: ScoreAnalysis, memory: LineageMemory) -> ScoreAnalysis:
+    """A tool wish that points at a call by its place ("the fourth call was pointless") is
+    about the call at that place in the scored cycle's trace: its tool, said back with the
+    place; or, when a model call is there or no call at all, said so."""
+    if not memory.calls:
+        return analysis
+    aspects = [
+        a.model_copy(update={"detail": trace.pointed(a.detail, memory.calls, memory.cycle)})
+        if a.want == "tool_use" and a.detail
+        else a
+        for a in analysis.aspects
+    ]
+    return analysis.model_copy(update={"aspects": aspects})
 
 
 def _about_earlier(taken_back: list[Wish], memory: LineageMemory) -> list[Wish]:
