@@ -140,7 +140,7 @@ def shape(
         proposal.notes = [n for n in proposal.notes if n not in _PLANNER_NOTHING]
         said = "; ".join(shaping.hypotheses)
         if said and proposal.hypothesis:
-            proposal.hypothesis += f" In the trace, {said}."
+            proposal.hypothesis += f" Also, {said}."
         elif said:
             proposal.hypothesis = f"After these changes {said}, and the next score will rise."
     return {wish.family for wish, _ in typed}
