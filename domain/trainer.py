@@ -326,8 +326,11 @@ class SegmentProvenance(BaseModel):
 
     segment: str  # the part's value: the instruction, "0.3", the description, the prompt…
     # which part: the prompt's segment (``name`` None), or the parameter, tool, step or edge
-    # ``name`` names ("temperature", "search_documents", "check", "research → check")
-    part: Literal["prompt", "parameter", "tool", "step", "step tools", "edge"] = "prompt"
+    # ``name`` names ("temperature", "search_documents", "check", "research → check"); a
+    # "removed step" is one taken out of the flow since (its segment: the prompt it had)
+    part: Literal["prompt", "parameter", "tool", "step", "step tools", "edge", "removed step"] = (
+        "prompt"
+    )
     name: str | None = None
     # the wish its change carried out, as a want ("tool_first:search_documents"), with the
     # rater's words when the comment said it; None: no wish (the initial definition, a

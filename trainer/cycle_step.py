@@ -59,6 +59,7 @@ from trainer.change_patterns import pattern
 from trainer.checks import Document
 from trainer.evolution import (
     PARAMETER_TARGETS,
+    POSITION,
     ROLLBACK_REASON,
     STRENGTHEN_REASON,
     TAKE_BACK_REASON,
@@ -521,8 +522,12 @@ def _changes_to(
         want = {i.name: i.model_dump(mode="json", by_alias=True) for i in wanted}
         for name in had.keys() - want.keys():
             change(component, "remove", name, json.dumps(had[name]), None)
-        for name in want.keys() - had.keys():
-            change(component, "add", name, None, json.dumps(want[name]))
+        # in the target's order, each at its place there (a step taken out mid-flow comes
+        # back where it was, not at the end)
+        for at, name in enumerate(want):
+            if name not in had:
+                placed = {**want[name], POSITION: at} if component == "flow" else want[name]
+                change(component, "add", name, None, json.dumps(placed))
         for name in had.keys() & want.keys():
             if had[name] != want[name]:
                 change(component, "modify", name, json.dumps(had[name]), json.dumps(want[name]))
@@ -944,7 +949,12 @@ def _take_back(
                     component="flow",
                     change_type="remove",
                     target=step.name,
-                    before=json.dumps(step.model_dump(mode="json", by_alias=True)),
+                    before=json.dumps(
+                        {
+                            **step.model_dump(mode="json", by_alias=True),
+                            POSITION: agent.flow.index(step),  # an undo puts it back there
+                        }
+                    ),
                     after=None,
                     reason=f"{TAKE_BACK_REASON}the reviewer takes back the {step.name} step "
                     f"({preview_of(wish.quote, EXCERPT_CHARS)!r})",
