@@ -24,6 +24,7 @@ from domain.cycle_decision import CycleStep
 from domain.feedback import ScoreInput
 from domain.lineage import CycleStepInput, LineageState, score_before
 from domain.reading_preview import LineagePreview, PreviewAsked, ReadingPreview, planned_change
+from domain.trace import TracedCall
 from store import Store
 from trainer import preview
 from trainer.backends import TrainerBackends
@@ -62,7 +63,7 @@ async def preview_reading(
     state, basis = await asyncio.gather(
         handle.query("state", result_type=LineageState), _step_input(handle)
     )
-    corrections, undo_to = await asyncio.to_thread(
+    corrections, undo_to, calls = await asyncio.to_thread(
         _reading_context, store, state, shared_corrections
     )
     memory = LineageMemory(
@@ -73,6 +74,7 @@ async def preview_reading(
         # the standing wishes: a wish they would keep the step from acting on is said now
         wishes=state.active_wishes,
         cycle=state.cycle,
+        calls=calls,  # "the fourth call" is the one at that place in this output's trace
     )
     backend = preview.backend_for(backends, state.trainer, state.trainer_model)
     seen = await preview.preview(backend, memory, score, comment, undo_to, wants)
@@ -150,13 +152,15 @@ def _plan_now(planner: Planner, inp: CycleStepInput) -> CycleStep:
 
 def _reading_context(
     store: Store, state: LineageState, shared_corrections: bool
-) -> tuple[list[LabelledExample], int | None]:
-    """The corrections the step's reader consults, and the version an undo goes back to (the
-    one the current version was made from)."""
+) -> tuple[list[LabelledExample], int | None, list[TracedCall]]:
+    """The corrections the step's reader consults, the version an undo goes back to (the
+    one the current version was made from), and the calls of the run whose output awaits the
+    score (none when none does)."""
     q = store.queries
     made = [r for r in q.evolution_records(state.lineage_id) if r.to_version == state.agent_version]
     corrections = q.labelled_examples(None if shared_corrections else state.session_id)
-    return corrections, made[-1].from_version if made else None
+    calls = q.run_calls(state.output_id) if state.output_id else []
+    return corrections, made[-1].from_version if made else None, calls
 
 
 class ReadingPreviewActivities:

@@ -26,6 +26,7 @@ from domain.cycle_decision import CycleDecision, CycleStep
 from domain.execution import CUT_OFF, SpanRecord
 from domain.lineage import CycleStepInput
 from domain.panel import Agreement
+from domain.trace import TracedCall
 from domain.trainer import (
     CreditAssignment,
     EvolutionChange,
@@ -64,6 +65,8 @@ class StepContext:
     corrections: list[LabelledExample] = field(default_factory=list)  # the reader's examples
     checks: list[CheckResult] = field(default_factory=list)  # of the scored output
     own_checks: list[CheckResult] = field(default_factory=list)  # of the agent's own try
+    # the calls of the run that made it, as its trace numbers them ("the fourth call")
+    calls: list[TracedCall] = field(default_factory=list)
 
 
 class TrainerActivities:
@@ -205,6 +208,7 @@ class TrainerActivities:
             confirmed_by_several=several,
             corrections=context.corrections,
             raters_judged=judged,
+            calls=context.calls,
         )
 
     def _failed(
@@ -263,6 +267,7 @@ class TrainerActivities:
             corrections=q.labelled_examples(None if self.shared_corrections else inp.session_id),
             checks=found.checks if found else [],
             own_checks=found.own if found else [],
+            calls=q.run_calls(artifact.rollout_id),
         )
 
     # ---- the step --------------------------------------------------------------------------

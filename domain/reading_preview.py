@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from domain import want_labels
 from domain.execution import preview_of
+from domain.part_changes import part_words
 from domain.prompt_segments import segments
 from domain.trainer import EvolutionChange, change_key
 from domain.wants import MAX_WANTS
@@ -114,19 +115,16 @@ def planned_change(change: EvolutionChange) -> PlannedChange:
 
 def change_words(change: EvolutionChange) -> str:
     """What a change does, in a line: "add '…'", "take out '…'", "rewrite '…' as '…'",
-    "maxTokens 2048 → 240", and for a whole prompt put back (a revert) the instructions it
-    brings back and takes out."""
+    "maxTokens 2048 → 240", "give step 'check' the output of 'research'", and for a whole
+    prompt put back (a revert) the instructions it brings back and takes out."""
 
     def q(text: str | None) -> str:
         return repr(preview_of(" ".join((text or "").split()), CHANGE_QUOTE_CHARS))
 
     if change.component == "parameters":
         return f"{change.target} {change.before} → {change.after}"
-    if change.component != "systemPrompt":
-        what = f"{'tool' if change.component == 'tools' else 'flow step'} {change.target!r}"
-        return {"add": f"add {what}", "remove": f"take out {what}"}.get(
-            change.change_type, f"change {what}"
-        )
+    if change.component != "systemPrompt":  # what the tool or step gains or loses, in words
+        return part_words(change, q)
     if change.change_type == "add":
         return f"add {q(change.after)}"
     if change.change_type == "remove":

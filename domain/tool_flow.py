@@ -6,7 +6,9 @@ A chip, a ``--want`` and a correction say them like any other want:
 - ``tool_first:search_documents`` call it first, before answering;
 - ``describe:tool:search_documents`` (or with ``:"a sentence"``) what its description says;
 - ``step:add:check`` a checking step at the end of the flow, given the findings;
-- ``step:input:check+=research`` the check step given the research step's output;
+- ``step:remove:polish`` (or ``remove:step:polish``) the polish step taken out of the flow;
+- ``step:input:check+=research`` the check step given the research step's output
+  (``step:input:polish-=draft``: no longer given it);
 - ``step:prompt:research`` the other wishes of the score aimed at that step's prompt rather
   than the system prompt (or with ``:"a sentence"``, that sentence added to it).
 
@@ -33,7 +35,17 @@ from domain.trainer import FeedbackAspect
 
 FILE = Path(__file__).with_name("tool_flow_wishes.json")
 MAX_TEXT_CHARS = 200  # a sentence for a description or a step's prompt
-Kind = Literal["use", "drop", "first", "describe", "add_step", "step_input", "step_prompt"]
+Kind = Literal[
+    "use",
+    "drop",
+    "first",
+    "describe",
+    "add_step",
+    "remove_step",
+    "step_input",
+    "drop_input",
+    "step_prompt",
+]
 # which wants a kind is said as: its family, and whether it is a tool's or a step's
 _FAMILY: dict[str, str] = {
     "use": "tool",
@@ -41,7 +53,9 @@ _FAMILY: dict[str, str] = {
     "first": "tool_first",
     "describe": "describe",
     "add_step": "step",
+    "remove_step": "step",
     "step_input": "step",
+    "drop_input": "step",
     "step_prompt": "step",
 }
 _NAME = r"[a-z0-9_-]{1,64}"
@@ -51,7 +65,8 @@ _WANT = re.compile(
 _TEXT = r"(?::(?P<text>.+))?"
 _TOOL_TEXT = re.compile(rf"^tool:(?P<name>{_NAME}){_TEXT}$", re.S)
 _STEP_ADD = re.compile(rf"^add:(?P<name>{_NAME})$")
-_STEP_INPUT = re.compile(rf"^input:(?P<name>{_NAME})\+=(?P<source>{_NAME})$")
+_STEP_REMOVE = re.compile(rf"^remove:(?P<name>{_NAME})$")
+_STEP_INPUT = re.compile(rf"^input:(?P<name>{_NAME})(?P<sign>[+-])=(?P<source>{_NAME})$")
 _STEP_PROMPT = re.compile(rf"^prompt:(?P<name>{_NAME}){_TEXT}$", re.S)
 
 
@@ -113,23 +128,28 @@ class ToolFlowWish:
             "first": f"tool_first:{self.target}",
             "describe": f"describe:tool:{self.target}{said}",
             "add_step": f"step:add:{self.target}",
+            "remove_step": f"step:remove:{self.target}",
             "step_input": f"step:input:{self.target}+={self.source}",
+            "drop_input": f"step:input:{self.target}-={self.source}",
             "step_prompt": f"step:prompt:{self.target}{said}",
         }[self.kind]
 
     @property
     def key(self) -> str:
-        """What two wants must not both move: a tool's use and its removal contradict, two
-        descriptions of one tool, two inputs of one edge (the same want twice is one)."""
+        """What two wants must not both move: a tool's use and its removal contradict, a
+        step's adding and its removal, an edge given and dropped; two descriptions of one
+        tool (the same want twice is one)."""
         if self.kind in ("use", "drop"):
             return f"tool:{self.target}"
-        if self.kind == "step_input":
-            return f"step:input:{self.target}+={self.source}"
+        if self.kind in ("add_step", "remove_step"):
+            return f"step:{self.target}"
+        if self.kind in ("step_input", "drop_input"):
+            return f"step:input:{self.target}:{self.source}"
         return f"{self.family}:{self.kind}:{self.target}"
 
     @property
     def removes(self) -> bool:
-        return self.kind == "drop"
+        return self.kind in ("drop", "remove_step", "drop_input")
 
     def aspect(self, quote: str | None = None) -> FeedbackAspect:
         """The wish as a reading holds it: its family, the want as its detail."""
@@ -147,14 +167,16 @@ class ToolFlowWish:
         """The wish in the rater's words, as a chip and the say-back put it."""
         said = f" {self.text!r}" if self.text else ""
         described = f":{said}" if said else " says when to use it"
+        given = "the question" if self.source == "input" else f"the {self.source} step's output"
         return {
             "use": f"use {self.target}",
             "drop": f"no {self.target}",
             "first": f"{self.target} first, before answering",
             "describe": f"{self.target}'s description{described}",
             "add_step": f"a {self.target} step at the end, given the findings",
-            "step_input": f"the {self.target} step given "
-            + ("the question" if self.source == "input" else f"the {self.source} step's output"),
+            "remove_step": f"no {self.target} step",
+            "step_input": f"the {self.target} step given {given}",
+            "drop_input": f"the {self.target} step no longer given {given}",
             "step_prompt": f"the {self.target} step's prompt" + (f":{said}" if said else ""),
         }[self.kind]
 
@@ -163,8 +185,12 @@ class ToolFlowWish:
         entry = vocabulary()["families"][self.family]
         key = {
             "drop": "hypothesis_removed",
-            "step_input": "hypothesis_input",
+            "step_input": "hypothesis_question" if self.source == "input" else "hypothesis_input",
+            "drop_input": "hypothesis_dropped_question"
+            if self.source == "input"
+            else "hypothesis_dropped_input",
             "add_step": "hypothesis_add",
+            "remove_step": "hypothesis_remove",
         }.get(self.kind, "hypothesis")
         said = {"tool": self.target, "step": self.target, "source": self.source or "", **fields}
         return (entry.get(key) or entry["hypothesis"]).format(**said)
@@ -195,10 +221,16 @@ def parse(want: str) -> ToolFlowWish | None:
         raise ValueError(
             f"{action}:{family}: a tool or flow wish takes add or remove (and a tool, less)"
         )
+    if action == "remove" and family == "step":
+        # the picker's "remove" with the flow and a step's name: step:remove:NAME
+        name = rest.lower()
+        if not re.fullmatch(_NAME, name):
+            raise ValueError(f"{excerpt(want)}: which step? remove:step:NAME (step:remove:NAME)")
+        return ToolFlowWish("remove_step", name)
     if action == "remove" and family != "tool":
         raise ValueError(
-            f"remove:{family}: only a tool is removed this way (remove:tool:NAME); "
-            "undo or revert takes back a change"
+            f"remove:{family}: only a tool or a step is removed this way (remove:tool:NAME, "
+            "step:remove:NAME); undo or revert takes back a change"
         )
     if family in ("tool", "tool_first"):
         name = rest.lower()
@@ -222,16 +254,19 @@ def _step(want: str, rest: str) -> ToolFlowWish:
                 f"step:add:{kind}: the step adds only {', '.join(addable_steps())} (step:add:check)"
             )
         return ToolFlowWish("add_step", kind)
+    if found := _STEP_REMOVE.match(rest):
+        return ToolFlowWish("remove_step", found.group("name"))
     if found := _STEP_INPUT.match(rest):
         target, source = found.group("name"), found.group("source")
         if target == source:
             raise ValueError(f"{excerpt(want)}: a step cannot take its own output")
-        return ToolFlowWish("step_input", target, source=source)
+        edge: Kind = "step_input" if found.group("sign") == "+" else "drop_input"
+        return ToolFlowWish(edge, target, source=source)
     if found := _STEP_PROMPT.match(rest):
         return ToolFlowWish("step_prompt", found.group("name"), text=_text(want, found))
     raise ValueError(
-        f"{excerpt(want)}: a flow wish is step:add:check, step:input:STEP+=EARLIER or "
-        "step:prompt:STEP"
+        f"{excerpt(want)}: a flow wish is step:add:check, step:remove:STEP, "
+        "step:input:STEP+=EARLIER (-= drops it) or step:prompt:STEP"
     )
 
 
@@ -276,7 +311,8 @@ def from_reading(detail: str | None) -> str | None:
         return f"tool_first:{name}"
     if direction == "less" and context == "never":
         return f"remove:tool:{name}"
-    limited = [c for c in context.split("+") if c and not c.startswith("call:")]
+    # a call pointed at, and what its place held (domain.trace.pointed), limit nothing
+    limited = [c for c in context.split("+") if c and not c.startswith(("call:", "at:"))]
     if direction == "less" and not limited:
         return f"less:tool:{name}"  # used less (a call of the trace named, or none)
     return None

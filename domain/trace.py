@@ -94,18 +94,32 @@ class Trace(BaseModel):
     rollout_id: str
     attempts: list[TracedAttempt]
 
+    def flow_run(self) -> TracedAttempt | None:
+        """The attempt that ran the flow for the output shown (else for the last attempt):
+        that attempt, or for a revision, which rewrites one answer in one call, the try it
+        revised. A call pointed at by its place ("the fourth call") is one of its calls."""
+        shown = next((a for a in self.attempts if a.shown), None)
+        if shown is None and not self.attempts:
+            return None
+        shown = shown or self.attempts[-1]
+        tried = _REVISION.sub("", shown.attempt_id)
+        return next((a for a in self.attempts if a.attempt_id == tried), shown)
+
     def summary(self) -> str:
-        """``"3 steps · 4 model calls · 2 tool calls"`` of the attempt shown (else the last)."""
-        shown = [a for a in self.attempts if a.shown] or self.attempts[-1:]
-        if not shown:
+        """What the trace shows, counted whole: ``"3 steps · 4 model calls · 2 tool calls"``,
+        and for a cycle run more than once (a retry, a revision) every attempt's steps and
+        calls, each attempt listed below: ``"2 attempts · 4 steps · 6 model calls · 3 tool
+        calls"``."""
+        if not self.attempts:
             return "no calls recorded"
-        calls = shown[0].calls
+        calls = [c for a in self.attempts for c in a.calls]
+        steps = sum(len(a.steps) for a in self.attempts)
         models = sum(c.kind == "model" for c in calls)
         tools = sum(c.kind == "tool" for c in calls)
-        return (
-            f"{_count(len(shown[0].steps), 'step')} · {_count(models, 'model call')} · "
-            f"{_count(tools, 'tool call')}"
-        )
+        said = f"{_count(steps, 'step')} · {_count(models, 'model call')} · "
+        said += _count(tools, "tool call")
+        several = len(self.attempts)
+        return f"{_count(several, 'attempt')} · {said}" if several > 1 else said
 
 
 def _count(n: int, noun: str) -> str:
@@ -176,3 +190,71 @@ def _call(span: SpanRecord, number: int) -> TracedCall | None:
             duration_ms=span.duration_ms,
         )
     return None
+
+
+# ---- a call pointed at by its place ("the fourth call", "the last search") -------------------
+
+POINTED = "at:"  # the context of a tool wish's detail that says what its place holds
+
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth",
+             "ninth", "tenth")  # fmt: skip
+
+
+def place_of(place: str) -> str | None:
+    """ "4", "4th", "fourth" → "4"; "last", "final" → "last"; None for no place."""
+    if place in ("last", "final"):
+        return "last"
+    if place in _ORDINALS:
+        return str(_ORDINALS.index(place) + 1)
+    digits = re.match(r"\d+", place)
+    return digits.group(0) if digits else None
+
+
+def at_place(calls: list[TracedCall], place: str) -> TracedCall | None:
+    """The call ``place`` points at: the call of that number in the trace, or for "last" the
+    last tool call (a call named by its tool's work, "the last search", is a tool's)."""
+    place = place_of(place) or ""
+    if place == "last":
+        return next((c for c in reversed(calls) if c.kind == "tool"), None)
+    return next((c for c in calls if str(c.number) == place), None)
+
+
+def pointed(detail: str, calls: list[TracedCall], cycle: int) -> str:
+    """A tool wish's detail (``search|less|call:4``: its tool, direction and context) with
+    what its place holds in cycle ``cycle``'s trace (``calls``, the run's): the tool at that
+    place becomes the wish's (``read_document|less|call:4+at:2:tool``), or the detail says the
+    call there is a model's (``at:2:model``) or that there is no such call (``at:2:none=9``,
+    the run's calls). Unchanged without a place or a trace."""
+    name, direction, context = (detail + "||").split("|")[:3]
+    said = [c for c in context.split("+") if c and not c.startswith(POINTED)]
+    place = next((c.removeprefix("call:") for c in said if c.startswith("call:")), None)
+    if place is None or place_of(place) is None or not calls:
+        return detail
+    call = at_place(calls, place)
+    if call is None:
+        found = f"none={len(calls)}"
+    elif call.kind == "model":
+        found = "model"
+    else:
+        name, found = call.name.lower(), "tool"
+    return f"{name}|{direction}|{'+'.join([*said, f'{POINTED}{cycle}:{found}'])}"
+
+
+def pointing_words(place: str, at: str, name: str) -> str:
+    """What a place held, in words: "call 4 in cycle 2's trace is read_document", "… is a
+    model call, not a tool's", "cycle 2's trace has no call 12: it made 9 calls"."""
+    cycle, _, found = at.partition(":")
+    place = place_of(place) or place
+    where = f"cycle {cycle}'s trace"
+    which = "the last tool call" if place == "last" else f"call {place}"
+    if found == "tool":
+        return f"{which} in {where} is {name}"
+    if found == "model":
+        return f"{which} in {where} is a model call, not a tool's"
+    if place == "last":
+        return f"{where} has no tool call"
+    made = found.removeprefix("none=")
+    return f"{where} has no call {place}" + (
+        f": it made {_count(int(made), 'call')}" if made.isdigit() else ""
+    )

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from domain.execution import preview_of
+from domain.part_changes import part_words
 
 Sentiment = Literal["positive", "neutral", "negative"]
 Component = Literal["systemPrompt", "tools", "flow", "parameters"]
@@ -156,16 +157,18 @@ class EvolutionChange(BaseModel):
 def describe_change(change: EvolutionChange, limit: int | None = None) -> str:
     """One line for people on what a change did, the same in the trainer's summary, the
     review card and `training-camp-data history`: a parameter by its name ("temperature
-    0.5 → 0.7"), a prompt, tool or flow change with its text (cut at ``limit`` characters)."""
+    0.5 → 0.7"), a prompt change with its text (cut at ``limit`` characters), a tool or flow
+    change in words ("give step 'check' the output of 'research'"; ``part_words``)."""
     if change.component == "parameters":
         return f"{change.target} {change.before} → {change.after}"
 
     def quoted(text: str | None) -> str:
         return repr(preview_of(text or "", limit) if limit else text or "")
 
+    if change.component in ("tools", "flow"):  # a step's text on one line: the card shows
+        # its line breaks in the diff beside it
+        return part_words(change, lambda text: quoted(" ".join(text.split())))
     what = change.component
-    if change.component in ("tools", "flow"):
-        what = f"{change.component} {change.target}"
     if change.change_type == "modify" and change.before and change.after:
         return f"modify {what}: {quoted(change.before)} → {quoted(change.after)}"
     text = change.before if change.change_type == "remove" else change.after
@@ -323,8 +326,11 @@ class SegmentProvenance(BaseModel):
 
     segment: str  # the part's value: the instruction, "0.3", the description, the prompt…
     # which part: the prompt's segment (``name`` None), or the parameter, tool, step or edge
-    # ``name`` names ("temperature", "search_documents", "check", "research → check")
-    part: Literal["prompt", "parameter", "tool", "step", "step tools", "edge"] = "prompt"
+    # ``name`` names ("temperature", "search_documents", "check", "research → check"); a
+    # "removed step" is one taken out of the flow since (its segment: the prompt it had)
+    part: Literal["prompt", "parameter", "tool", "step", "step tools", "edge", "removed step"] = (
+        "prompt"
+    )
     name: str | None = None
     # the wish its change carried out, as a want ("tool_first:search_documents"), with the
     # rater's words when the comment said it; None: no wish (the initial definition, a

@@ -9,7 +9,7 @@ import re
 from functools import cache
 from pathlib import Path
 
-from domain import tool_flow, wants
+from domain import tool_flow, trace, wants
 from domain.answer_parts import part_words, unscoped
 from domain.trainer import FeedbackAspect
 
@@ -128,17 +128,30 @@ def _focus(detail: str) -> str:
 
 def _tool(detail: str) -> str:
     """``search|less|arithmetic+never`` → "never use the search tool, for arithmetic";
-    ``search|less|call:2`` → "use the search tool less (its call 2 in the trace)"."""
+    ``search|less|call:2`` → "use the search tool less (its call 2 in the trace)", and with
+    the scored cycle's trace at hand (``domain.trace.pointed``) what that place holds:
+    ``read_document|less|call:4+at:2:tool`` → "use the read_document tool less (call 4 in
+    cycle 2's trace is read_document)"."""
     name, direction, context = (detail + "||").split("|")[:3]
     said = context.split("+")
-    where = [c for c in said if c and c not in ("never", "first") and not c.startswith("call:")]
+    where = [
+        c
+        for c in said
+        if c and c not in ("never", "first") and not c.startswith(("call:", trace.POINTED))
+    ]
     tool = f"the {name} tool" if name else "a tool"
     text = f"never use {tool}" if "never" in said else f"use {tool} {direction or 'differently'}"
     text += ", first, before answering" if "first" in said else ""
     text += f", for {', '.join(where)}" if where else ""
     call = next((c[5:] for c in said if c.startswith("call:")), None)
+    at = next((c.removeprefix(trace.POINTED) for c in said if c.startswith(trace.POINTED)), None)
+    if call and at:
+        return f"{text} ({trace.pointing_words(call, at, name)})"
+    place = trace.place_of(call) if call else None
     return text + (
-        f" (its {'last call' if call == 'last' else f'call {call}'} in the trace)" if call else ""
+        f" (its {'last call' if place == 'last' else f'call {place}'} in the trace)"
+        if place
+        else ""
     )
 
 

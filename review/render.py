@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from domain.agent import AgentDefinition
+
 # CommonMark with raw HTML off: what a model wrote is shown, never run (tags come out as
 # text; markdown-it refuses javascript: and data: links).
 _markdown = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
@@ -37,6 +39,30 @@ def prompt_diff(before: str, after: str) -> Markup:
         if added:
             parts.append(f'<ins class="added">{html.escape(added)}</ins>')
     return Markup('<pre class="diff">' + "".join(parts) + "</pre>")  # words escaped above
+
+
+def part_diffs(before: AgentDefinition, after: AgentDefinition) -> Markup:
+    """The word-level diff of every flow step's prompt and tool description a change touched,
+    each under its name: a step added or taken out whole. A prompt's line breaks stay line
+    breaks (the diff is preformatted; its words escaped, never read as markup)."""
+    parts = []
+    steps = {s.name: s.prompt for s in before.flow}
+    now = {s.name: s.prompt for s in after.flow}
+    for name in [*now, *(n for n in steps if n not in now)]:
+        old, new = steps.get(name, ""), now.get(name, "")
+        if old != new:
+            said = "added" if not old else "taken out" if not new else "its prompt"
+            parts.append(_labelled(f"step {name} ({said})", prompt_diff(old, new)))
+    tools = {t.name: t.description for t in before.tools}
+    for tool in after.tools:
+        if tool.name in tools and tools[tool.name] != tool.description:
+            diff = prompt_diff(tools[tool.name], tool.description)
+            parts.append(_labelled(f"tool {tool.name} (its description)", diff))
+    return Markup("").join(parts)
+
+
+def _labelled(label: str, diff: Markup) -> Markup:
+    return Markup('<p class="diff-part">{}</p>').format(label) + diff
 
 
 @dataclass

@@ -26,7 +26,7 @@ from domain.lineage import LineageState
 from domain.selection import FrontRow
 from domain.trace import Trace
 from domain.trainer import EvolutionChange, SegmentProvenance, describe_change, verdict_word
-from review.render import ChartPoint, markdown, prompt_diff, score_chart
+from review.render import ChartPoint, markdown, part_diffs, prompt_diff, score_chart
 from store import Store
 from workflows.lineage import LineageWorkflow
 
@@ -294,7 +294,8 @@ def _card(
             + _parameter_diff(
                 before.parameters.model_dump(by_alias=True),
                 after.parameters.model_dump(by_alias=True),
-            ),
+            )
+            + part_diffs(before, after),
         )
     verdicts = {r.to_version: verdict_of(r) for r in records if r.hypothesis_validated is not None}
     points, judged = [], set()

@@ -694,6 +694,76 @@ async def test_the_card_shows_the_trace_beside_the_output_collapsed_until_opened
         assert await on(browser, browser.execute_script, f"return {trace}.open;")
 
 
+async def test_the_card_says_a_flow_change_in_words_and_keeps_a_step_prompts_line_breaks(
+    client, store, settings, run_worker, browser, inbox_server, tmp_path
+):
+    """A's check step added and given the question: the card's changes say what each does, in
+    words (no JSON, no "\\n"), and the diff shows the step's prompt with its line breaks as
+    line breaks, its text escaped. B's output over the word limit asked for, revised inside
+    the cycle: the trace's summary counts both attempts it lists."""
+    spec = research_spec(
+        tmp_path,
+        inputs=["Explain how core hours help a distributed team."],
+        research_prompts={"A": None, "B": None},
+    )
+    a, b = spec.lineage_id("A"), spec.lineage_id("B")
+    evolution = f"{card(a)}.querySelector('section.evolution')"
+    trace = f"{card(b)}.querySelector('details.trace')"
+    async with run_worker():
+        first, second = await start_session(client, spec, settings.task_queue)
+        for handle in (first, second):
+            await wait_for_state(handle, awaiting(1))
+        flow = ["step:add:check", "step:input:check+=input"]
+        await first.execute_update("submit_score", {"score": 4, "wants": flow, "rater": "ana"})
+        await second.execute_update(
+            "submit_score", {"score": 4, "wants": ["shorter:20"], "rater": "ana"}
+        )
+        await wait_for_state(first, awaiting(2), timeout=60)
+        revised = await wait_for_state(second, awaiting(2), timeout=60)
+        assert revised.latest_revised
+        server = await inbox_server()
+        await first_visit(browser, f"{server.url}/sessions/{spec.session_id}", "8")
+        changes = await until(
+            browser,
+            f"{evolution} && Array.from({evolution}.querySelectorAll('ul.changes li'),"
+            " e => e.textContent)",
+        )
+        assert changes == [
+            "add step 'check', given the output of 'polish' and of 'research'",
+            "give step 'check' the question",
+        ]
+        parts = await on(
+            browser,
+            browser.execute_script,
+            f"return Array.from({evolution}.querySelectorAll('p.diff-part'),"
+            " p => [p.textContent, p.nextElementSibling.textContent,"
+            " p.nextElementSibling.innerText]);",
+        )
+        assert [p[0] for p in parts] == ["step check (added)"]
+        (_, text, drawn) = parts[0]
+        assert "\\n" not in text
+        lines = drawn.splitlines()  # as drawn: each line of the prompt a line of its own
+        assert lines[0].startswith("Check every number and fact in this answer")
+        assert lines[1:] == [
+            "The findings of the research step: {research}",
+            "The question: {input}",
+        ]
+        summary = await on(
+            browser, browser.execute_script, f"return {trace}.querySelector('summary').textContent"
+        )
+        listed = await on(
+            browser,
+            browser.execute_script,
+            f"return [{trace}.querySelectorAll('li.call').length,"
+            f" {trace}.querySelectorAll('li.call.tool').length,"
+            f" {trace}.querySelectorAll('.step-name').length];",
+        )
+    calls, tools, steps = listed
+    assert summary == (
+        f"Trace: 2 attempts · {steps} steps · {calls - tools} model calls · {tools} tool calls"
+    )
+
+
 async def test_the_version_history_branches_a_new_lineage_from_a_version(
     client, store, settings, run_worker, browser, inbox_server
 ):

@@ -17,18 +17,22 @@ from typing import Any
 import pytest
 import yaml
 
+from activities.reading_preview import preview_reading
 from client import start_session
 from domain import tool_flow, want_labels, wants
 from domain.agent import AgentDefinition, AgentRef
 from domain.feedback import ScoreInput
-from domain.reading_preview import ReadingPreview, chip
+from domain.reading_preview import ReadingPreview, change_words, chip
+from domain.settings import Settings
 from domain.spec import SessionSpec, load_spec
+from domain.trainer import describe_change
 from runner.model_backend import ChatMessage, ContentBlock, ModelRequest, ToolSpec
 from runner.offline_model import OfflineModel
 from services import reading_prompt
-from tests.conftest import awaiting, starter_cli, wait_for_state
+from tests.conftest import awaiting, starter_cli, training_data_cli, wait_for_state
+from tests.test_tool_trace import research_spec
 from trainer import cycle_step
-from trainer.backends import RulesTrainer
+from trainer.backends import RulesTrainer, TrainerBackends
 from trainer.cycle_step import LineageMemory
 from trainer.evolution import apply_changes
 from trainer.reading import reader
@@ -77,7 +81,10 @@ def _step(agent: AgentDefinition, given: list[str], comment: str | None = None):
             "calculator's description: 'Only for exact sums'",
         ),
         ("step:add:check", "a check step at the end, given the findings"),
+        ("step:remove:polish", "no polish step"),
+        ("remove:step:Polish", "no polish step"),  # the picker's remove, the flow and a step
         ("step:input:check+=research", "the check step given the research step's output"),
+        ("step:input:polish-=draft", "the polish step no longer given the draft step's output"),
         ("step:prompt:research", "the research step's prompt"),
     ],
 )
@@ -97,7 +104,9 @@ def test_a_tool_or_flow_wish_is_a_want_said_in_words_and_back(want: str, words: 
         ("step:add:review", "the step adds only check"),
         ("step:input:check+=check", "cannot take its own output"),
         ("step:move:check", "a flow wish is step:add:check"),
-        ("remove:step:add:check", "only a tool is removed this way"),
+        ("remove:step:add:check", r"which step\? remove:step:NAME \(step:remove:NAME\)"),
+        ("remove:tool_first:calculator", "only a tool or a step is removed this way"),
+        ("step:remove:", "a flow wish is step:add:check, step:remove:STEP"),
     ],
 )
 def test_a_malformed_tool_or_flow_wish_is_refused_with_the_reason(want: str, why: str):
@@ -108,6 +117,12 @@ def test_a_malformed_tool_or_flow_wish_is_refused_with_the_reason(want: str, why
 def test_using_a_tool_and_removing_it_contradict_each_other():
     with pytest.raises(ValueError, match="contradict"):
         wants.validated(["tool:calculator", "remove:tool:calculator"])
+    with pytest.raises(ValueError, match="contradict"):
+        wants.validated(["step:add:check", "step:remove:check"])
+    with pytest.raises(ValueError, match="contradict"):
+        wants.validated(["step:input:polish+=draft", "step:input:polish-=draft"])
+    rewired = ["step:remove:draft", "step:input:polish-=draft", "step:input:polish+=research"]
+    assert wants.validated(rewired) == rewired
     both = ["tool:calculator", "tool_first:search_documents", "step:add:check"]
     assert wants.validated(both) == both
 
@@ -318,6 +333,117 @@ def test_step_prompt_aims_the_scores_instructions_at_that_step():
     assert said.agent.flow[1].prompt.startswith("Name the handbook section for each {{fact}}.")
 
 
+def test_a_step_is_removed_only_when_no_later_step_is_given_its_output():
+    """``step:remove:STEP`` takes the step out of the flow (the change of the flow it names,
+    with the wish in its reason). A step a later one is given the output of is refused, saying
+    why and what to send, unless that input is dropped in the same score or that step goes too;
+    an undo and a revert put it back where it was."""
+    agent = _agent()
+    gone = _step(agent, ["step:remove:polish"])
+    assert [s.name for s in gone.agent.flow] == ["research", "draft"]
+    (change,) = gone.plan.changes
+    assert (change.component, change.change_type, change.target, change.want) == (
+        "flow",
+        "remove",
+        "polish",
+        "step",
+    )
+    assert change.reason.startswith("feedback asked for step:remove:polish")
+    assert change_words(change) == describe_change(change) == "take out step 'polish'"
+    assert "the trace will show no polish step" in gone.plan.hypothesis
+
+    refused = _step(agent, ["step:remove:draft"])
+    assert refused.agent == agent and not refused.plan.changes
+    assert refused.report == [
+        "refused step:remove:draft: the polish step is given its output ({draft}): a step "
+        "whose output a later step uses is removed only with that input dropped too; send "
+        "step:input:polish-=draft with it, or step:remove:polish too"
+    ]
+    # the first step's output reaches the next as {previous} too
+    spec = _research_agent()
+    spec["flow"][1]["prompt"] = "Write an answer from: {previous}"
+    previous = _step(AgentDefinition.model_validate(spec), ["step:remove:research"])
+    assert "the draft step is given its output ({previous})" in previous.report[0]
+
+    # with that input dropped (polish given the findings instead), or with polish gone too
+    sent = ["step:remove:draft", "step:input:polish-=draft", "step:input:polish+=research"]
+    rewired = _step(agent, sent)
+    assert [s.name for s in rewired.agent.flow] == ["research", "polish"]
+    assert rewired.agent.flow[1].prompt == (
+        "Tighten this answer without losing any number:\n"
+        "The output of the research step: {research}"
+    )
+    assert [change_words(c) for c in rewired.plan.changes] == [
+        "stop giving step 'polish' the output of 'draft'",
+        "give step 'polish' the output of 'research'",
+        "take out step 'draft'",
+    ]
+    both = _step(agent, ["step:remove:draft", "step:remove:polish"])
+    assert [s.name for s in both.agent.flow] == ["research"] and not both.report
+    alone = _step(both.agent, ["step:remove:research"])
+    assert alone.report == [
+        "refused step:remove:research: research is the flow's only step: without it nothing answers"
+    ]
+    missing = _step(agent, ["step:remove:check"])
+    assert "the flow has no step 'check'" in missing.report[0]
+
+    # an undo, and a revert, put the draft step back where it was, byte for byte
+    pending = cycle_step.pending_after(rewired, "L:evolution:v1")
+    memory = LineageMemory(session_id="s", lineage_id="L", pending=pending, wants=["undo"])
+    undone = asyncio.run(cycle_step.take(RulesTrainer(), rewired.agent, memory, 3, "Undo that."))
+    assert undone.agent == agent
+    back = cycle_step._changes_to(rewired.agent, agent, "back to v1")
+    assert apply_changes(rewired.agent, back) == agent
+
+
+def test_a_step_dropped_in_plain_words_is_read_as_its_removal():
+    assert _chips("Drop the polish step.") == ["step:remove:polish"]
+    assert _chips("Skip the polish pass, it adds nothing.") == ["step:remove:polish"]
+    assert _chips("Take the draft stage out.") == ["step:remove:draft"]
+    assert _chips("Don't drop the polish step.") == []
+    assert _chips("Skip the first step.") == []  # names no step of the flow
+    # the check step stays the checking pass, taken back as before
+    memory = LineageMemory(session_id="s", lineage_id="L")
+    reading = cycle_step.rules_reading(memory, 4, "Take the check step out entirely.")
+    assert [(a.want, a.action) for a in reading.aspects] == [("check_step", "remove")]
+
+
+def test_the_plan_says_what_a_tool_or_flow_change_does():
+    """Each change of a tool or a step in words (the plan, the card and the history say it the
+    same), never "change flow step 'research'" or the JSON it carries; a step given the
+    question is said so, in its hypothesis too."""
+
+    def said(agent: AgentDefinition, given: list[str]) -> tuple[list[str], str]:
+        step = _step(agent, given)
+        lines = [change_words(c) for c in step.plan.changes]
+        assert lines == [describe_change(c) for c in step.plan.changes]
+        return lines, step.plan.hypothesis
+
+    checked = _agent(check=True)
+    assert said(checked, ["step:input:check+=research"])[0] == [
+        "give step 'check' the output of 'research'"
+    ]
+    lines, hypothesis = said(checked, ["step:input:check+=input"])
+    assert lines == ["give step 'check' the question"]
+    assert "the check step given the question" in hypothesis
+    assert "output of input" not in hypothesis
+    assert said(_agent(), ["tool_first:search_documents"])[0] == [
+        "in step 'research', add 'Call search_documents first, before answering.'"
+    ]
+    assert said(_agent(), ['step:prompt:research:"Search the handbook before answering"'])[0] == [
+        "in step 'research', add 'Search the handbook before answering.'"
+    ]
+    assert said(_agent(), ["remove:tool:calculator"])[0] == [
+        "stop step 'research' using calculator"
+    ]
+    assert said(_agent(), ["step:add:check"])[0] == [
+        "add step 'check', given the output of 'polish' and of 'research'"
+    ]
+    (line,) = said(_agent(), ['describe:tool:calculator:"Only for exact sums"'])[0]
+    assert line.startswith("in the description of tool 'calculator', add ")
+    assert line.endswith("Only for exact sums.'")
+
+
 def test_the_offline_model_follows_a_tool_description_that_says_to_use_it():
     """The description a tool wish writes is an instruction the offline model follows, as a
     tool-using model does: it searches; "Use only when…" asks for nothing."""
@@ -513,6 +639,134 @@ async def test_step_input_gives_the_check_step_the_findings_and_a_forbidden_tool
     assert reason in (kept.last_evolution or "")
     (event,) = store.queries.events(refused_id, ["evolution.kept"])
     assert any(note.startswith(reason) for note in event.payload["plan"]["notes"])
+
+
+async def test_a_step_dropped_in_plain_words_leaves_the_next_trace_and_blame_says_why(
+    client, store, settings, run_worker, temporal_address, tmp_path
+):
+    """ "Drop the polish step", confirmed as its chip: the next run has no polish step (the
+    draft step's answer is the output), the state and the history say so in words, and
+    ``blame`` names the removed step with the score and the wish. ``step:remove:draft`` while
+    polish is given ``{draft}``: refused with the reason, in ``state`` and the store."""
+    spec = _spec(tmp_path, {"gone": _research_agent(), "kept": _research_agent()})
+    gone_id, kept_id = spec.lineage_id("gone"), spec.lineage_id("kept")
+    comment = "Drop the polish step, it adds nothing."
+    chips = _chips(comment)
+    assert chips == ["step:remove:polish"]
+    async with run_worker():
+        gone, kept = await start_session(client, spec, settings.task_queue)
+        for handle in (gone, kept):
+            await wait_for_state(handle, awaiting(1))
+        await gone.execute_update(
+            "submit_score", {"score": 5, "comment": comment, "wants": chips, "rater": "ana"}
+        )
+        await kept.execute_update(
+            "submit_score", {"score": 5, "wants": ["step:remove:draft"], "rater": "ana"}
+        )
+        after = await wait_for_state(gone, awaiting(2))
+        still = await wait_for_state(kept, awaiting(2))
+
+    assert after.agent_version == 2
+    assert "take out step 'polish'" in (after.last_evolution or "")
+    assert (after.last_reading or "").startswith("Read as: no polish step ('Drop the polish")
+    assert [s.name for s in _latest(store, gone_id).flow] == ["research", "draft"]
+    spans = _spans(store, gone_id, 2)
+    assert [s.name for s in spans if s.span_type == "llm_call"][-1] == "draft"
+    draft = [s.output for s in spans if s.name == "draft" and s.span_type == "llm_call"]
+    output = store.queries.artifact_text(store.queries.artifacts(gone_id)[-1].id)
+    assert output == draft[-1]  # the draft step's answer is the output now
+
+    def cli(*args: str) -> str:
+        return starter_cli(
+            *args,
+            temporal_address=temporal_address,
+            database_url=settings.database_url,
+            columns=400,
+        )
+
+    traced, blamed, history = await asyncio.gather(
+        asyncio.to_thread(cli, "trace", gone_id, "--cycle", "2"),
+        asyncio.to_thread(cli, "blame", gone_id),
+        asyncio.to_thread(
+            training_data_cli,
+            "history",
+            gone_id,
+            url=settings.database_url,
+            env={"COLUMNS": "400"},
+        ),
+    )
+    assert [x for x in traced.splitlines() if x.startswith("step ")] == [
+        "step research",
+        "step draft",
+    ]
+    rows = {(r.part, r.name): r for r in store.queries.agent_provenance(gone_id)}
+    removed = rows[("removed step", "polish")]
+    assert (removed.version, removed.trigger_score, removed.trigger_comment) == (2, 5, comment)
+    assert (removed.wish or "").startswith("step:remove:polish")
+    assert removed.segment == "Tighten this answer without losing any number: {draft}"
+    (line,) = [x for x in blamed.splitlines() if "removed step polish" in x]
+    assert "v2" in line and "step:remove:polish" in line
+    assert "take out step 'polish'" in history.stdout
+
+    reason = (
+        "refused step:remove:draft: the polish step is given its output ({draft}): a step "
+        "whose output a later step uses is removed only with that input dropped too"
+    )
+    assert still.agent_version == 1
+    assert reason in (still.last_evolution or "")
+    (event,) = store.queries.events(kept_id, ["evolution.kept"])
+    assert any(note.startswith(reason) for note in event.payload["plan"]["notes"])
+    assert [s.name for s in _latest(store, kept_id).flow] == ["research", "draft", "polish"]
+
+
+async def test_a_call_pointed_at_by_its_place_is_said_back_as_the_call_there(
+    client, store, settings, run_worker, tmp_path
+):
+    """ "The second search", "the 12th search": the reading (the page's preview, the step's
+    say-back) names the call at that place in the scored cycle's trace, whatever tool the
+    comment named, or says the call there is a model's or that there is none; the wish is
+    about the tool at that place."""
+    spec = research_spec(tmp_path)  # cycle 1: 1 model, 2 calculator, 3 model, 4 search, ...
+    lineage = spec.lineage_id("A")
+    backends = TrainerBackends(Settings())
+
+    async def read(comment: str) -> ReadingPreview:
+        _, seen = await preview_reading(client, store, backends, lineage, 3, comment)
+        return seen
+
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        (rollout,) = store.queries.rollouts(lineage)
+        calls = store.queries.run_calls(rollout.id)
+        assert [c.name for c in calls if c.kind == "tool"] == [
+            "calculator",
+            "search_documents",
+            "read_document",
+        ]
+        assert [c.number for c in calls if c.kind == "tool"] == [2, 4, 6] and len(calls) == 9
+        second = await read("The second search was pointless.")
+        assert "use the calculator tool less (call 2 in cycle 1's trace is calculator)" in (
+            second.said_back
+        )
+        assert second.wants == ["less:tool:calculator"]
+        third = await read("The third search was pointless.")
+        assert "(call 3 in cycle 1's trace is a model call, not a tool's)" in third.said_back
+        missing = await read("The 12th search was pointless.")
+        assert "(cycle 1's trace has no call 12: it made 9 calls)" in missing.said_back
+        last = await read("The last search was pointless.")
+        assert "(the last tool call in cycle 1's trace is read_document)" in last.said_back
+        # scored: the step says it back so, and changes the tool at that place
+        comment = "The sixth search was pointless."
+        await handle.execute_update("submit_score", {"score": 4, "comment": comment})
+        state = await wait_for_state(handle, awaiting(2))
+    assert "use the read_document tool less (call 6 in cycle 1's trace is read_document)" in (
+        state.last_reading or ""
+    )
+    # the tool at that place is the one used less: its description says when it is worth it
+    tools = {t.name: t.description for t in _latest(store, lineage).tools}
+    assert tools["read_document"].startswith("Use only when the answer needs")
+    assert tools["search_documents"] == tools["calculator"] == ""
 
 
 def test_a_sentence_given_at_the_edit_prompt_keeps_its_case_and_its_length_is_its_own():

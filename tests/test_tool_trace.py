@@ -177,3 +177,43 @@ async def test_training_camp_trace_prints_every_step_and_call_of_a_research_cycl
     )
     assert missing.returncode == 1
     assert f"{lineage} has run nothing in cycle 2" in missing.stdout
+
+
+async def test_the_trace_header_counts_every_attempt_it_shows(
+    client, store, settings, run_worker, tmp_path, temporal_address, backend_url
+):
+    """A cycle revised inside itself (its output over the word limit asked for) shows the
+    agent's try and the revision; the header counts both, every step and call listed below,
+    not only the revision's one call."""
+    spec = research_spec(tmp_path, inputs=["Explain how core hours help a distributed team."])
+    lineage = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.execute_update("submit_score", {"score": 4, "wants": ["shorter:20"]})
+        state = await wait_for_state(handle, awaiting(2), timeout=60)
+    assert state.latest_revised
+
+    out = await asyncio.to_thread(
+        starter_cli,
+        "trace",
+        lineage,
+        "--cycle",
+        "2",
+        temporal_address=temporal_address,
+        database_url=backend_url,
+    )
+    lines = [line.rstrip() for line in out.splitlines()]
+    assert [x for x in lines if x.startswith(("attempt ", "revision "))] == [
+        "attempt 1 (succeeded)",
+        "revision 1 (the output shown)",
+    ]
+    steps = [x for x in lines if x.startswith("step ")]
+    calls = [x for x in lines if x.startswith("  ") and x[2].isdigit()]
+    models = [x for x in calls if ". model " in x]
+    tools = [x for x in calls if ". tool " in x]
+    assert len(steps) == 4 and len(tools) >= 1 and len(models) + len(tools) == len(calls)
+    assert lines[3].startswith(
+        f"{lineage}, cycle 2: 2 attempts · 4 steps · {len(models)} model calls · "
+        f"{len(tools)} tool call{'s' if len(tools) > 1 else ''} (output id: "
+    )

@@ -342,7 +342,7 @@ async def test_a_checking_step_asked_for_runs_in_the_next_cycle(
         (handle,) = await start_session(client, spec, settings.task_queue)
         await score(handle, 1, 4, "Numbers get through unchecked; add a final pass to verify them.")
         state = await wait_for_state(handle, awaiting(2))
-    assert state.agent_version == 2 and "add flow check" in state.last_evolution
+    assert state.agent_version == 2 and "add step 'check'" in state.last_evolution
     lineage = spec.lineage_id("A")
     second = store.queries.rollouts(lineage)[1]
     spans = store.queries.spans(store.queries.attempts(second.id)[0].id)

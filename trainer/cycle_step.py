@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from domain import want_labels, wants
+from domain import trace, want_labels, wants
 from domain.agent import AgentDefinition, FlowStep
 from domain.change_families import aspect_of, contrary_of, opposite_of, working_against
 from domain.checks import ActiveWish, CheckResult, failed
@@ -59,6 +59,7 @@ from trainer.change_patterns import pattern
 from trainer.checks import Document
 from trainer.evolution import (
     PARAMETER_TARGETS,
+    POSITION,
     ROLLBACK_REASON,
     STRENGTHEN_REASON,
     TAKE_BACK_REASON,
@@ -111,6 +112,9 @@ class LineageMemory(BaseModel):
     # several raters: the verdict on the pending evolution by a majority of those who judged
     # it, each from their own reading (trainer/outcome.by_majority); the step rolls back on it
     raters_judged: JudgedEvolution | None = None
+    # the calls of the scored output's run, numbered as its trace shows them: a call pointed
+    # at by its place ("the fourth call") is the one at that place (empty: not known here)
+    calls: list[trace.TracedCall] = Field(default_factory=list)
     _reading: ReadingMemory | None = PrivateAttr(default=None)
 
     def reading_memory(self) -> ReadingMemory | None:
@@ -395,10 +399,30 @@ def rules_reading(
     """The mechanical reading of a score's comment: the wants sent with it, else a correction
     it is close to, else the cue tables; shares made absolute against the scored output."""
     previous = [] if memory.previous_score is None else [memory.previous_score]
-    return _measured(
-        reward_analyzer.analyze(score, comment, previous, memory.wants, memory.reading_memory()),
-        _output_words(spans),
+    return _pointed(
+        _measured(
+            reward_analyzer.analyze(
+                score, comment, previous, memory.wants, memory.reading_memory()
+            ),
+            _output_words(spans),
+        ),
+        memory,
     )
+
+
+def _pointed(analysis: ScoreAnalysis, memory: LineageMemory) -> ScoreAnalysis:
+    """A tool wish that points at a call by its place ("the fourth call was pointless") is
+    about the call at that place in the scored cycle's trace: its tool, said back with the
+    place; or, when a model call is there or no call at all, said so."""
+    if not memory.calls:
+        return analysis
+    aspects = [
+        a.model_copy(update={"detail": trace.pointed(a.detail, memory.calls, memory.cycle)})
+        if a.want == "tool_use" and a.detail
+        else a
+        for a in analysis.aspects
+    ]
+    return analysis.model_copy(update={"aspects": aspects})
 
 
 def _about_earlier(taken_back: list[Wish], memory: LineageMemory) -> list[Wish]:
@@ -498,8 +522,12 @@ def _changes_to(
         want = {i.name: i.model_dump(mode="json", by_alias=True) for i in wanted}
         for name in had.keys() - want.keys():
             change(component, "remove", name, json.dumps(had[name]), None)
-        for name in want.keys() - had.keys():
-            change(component, "add", name, None, json.dumps(want[name]))
+        # in the target's order, each at its place there (a step taken out mid-flow comes
+        # back where it was, not at the end)
+        for at, name in enumerate(want):
+            if name not in had:
+                placed = {**want[name], POSITION: at} if component == "flow" else want[name]
+                change(component, "add", name, None, json.dumps(placed))
         for name in had.keys() & want.keys():
             if had[name] != want[name]:
                 change(component, "modify", name, json.dumps(had[name]), json.dumps(want[name]))
@@ -921,7 +949,12 @@ def _take_back(
                     component="flow",
                     change_type="remove",
                     target=step.name,
-                    before=json.dumps(step.model_dump(mode="json", by_alias=True)),
+                    before=json.dumps(
+                        {
+                            **step.model_dump(mode="json", by_alias=True),
+                            POSITION: agent.flow.index(step),  # an undo puts it back there
+                        }
+                    ),
                     after=None,
                     reason=f"{TAKE_BACK_REASON}the reviewer takes back the {step.name} step "
                     f"({preview_of(wish.quote, EXCERPT_CHARS)!r})",

@@ -15,7 +15,10 @@ PARAMETER_TARGETS = {"maxTokens": "max_tokens", "temperature": "temperature", "t
 # How the reason of a change the cycle step makes on its own opens (the rollback and
 # strengthen prefixes live in domain.trainer: the store's blame view reads them too)
 TAKE_BACK_REASON = "take back: "
-__all__ = ["ROLLBACK_REASON", "STRENGTHEN_REASON", "TAKE_BACK_REASON"]
+# A flow step's place in the flow, kept with a removed step (and a revert's added one) so that
+# putting it back puts it where it was: a step added without it goes at the end
+POSITION = "position"
+__all__ = ["POSITION", "ROLLBACK_REASON", "STRENGTHEN_REASON", "TAKE_BACK_REASON"]
 
 
 class EvolutionError(ValueError):
@@ -65,7 +68,8 @@ def _apply_listed(items: list[dict[str, Any]], change: EvolutionChange, what: st
         item = _fields(_parse(change.after, f"the {what} to add"), what)
         if item.get("name") in names:
             raise EvolutionError(f"{what} {item.get('name')!r} already exists")
-        items.append(item)
+        at = item.pop(POSITION, None)
+        items.insert(at if isinstance(at, int) and at >= 0 else len(items), item)
         return
     if change.target not in names:
         raise EvolutionError(f"no {what} named {change.target!r}")

@@ -11,8 +11,12 @@ never a system-prompt line standing in for it.
 - ``describe:tool:NAME[:"…"]``: the description gets the sentence (by default: use it);
 - ``step:add:check``: a checking step after the last one, given the last step's answer and
   the findings of every step that uses tools;
+- ``step:remove:STEP``: the step leaves the flow (the step after it, or the flow's output,
+  then has the step before it); refused while a later step is given its output, unless that
+  input is dropped in the same score (``step:input:LATER-=STEP``) or that step goes too;
 - ``step:input:STEP+=EARLIER``: STEP's prompt gets EARLIER's output (a step may use only the
-  outputs of steps before it);
+  outputs of steps before it); ``-=`` takes it away (a line that only gives it, else its
+  placeholder);
 - ``step:prompt:STEP``: the instructions the other wishes of the score add go into STEP's
   prompt instead of the system prompt (``:"…"``: that sentence goes there).
 
@@ -25,6 +29,7 @@ each tool, step and edge.
 from __future__ import annotations
 
 import json
+import re
 import string
 from dataclasses import dataclass, field
 
@@ -34,7 +39,7 @@ from domain.execution import preview_of
 from domain.tool_flow import ToolFlowWish
 from domain.trainer import EvolutionChange, EvolutionPlan, ScoreAnalysis
 from runner.tools import default_registry
-from trainer.evolution import apply_changes
+from trainer.evolution import POSITION, apply_changes
 
 QUOTE_CHARS = 80
 # how a typed change's reason opens: ``blame`` reads the want back from it
@@ -121,10 +126,7 @@ def shape(
         except ValueError:
             continue
     shaping = _Shaping(work)
-    # a step is added before another wish names it; the prompt is aimed at last, at the step
-    # as the other changes leave it
-    order = {"add_step": 0, "step_input": 1, "step_prompt": 2}
-    for wish, quote in sorted(typed, key=lambda t: order.get(t[0].kind, 1)):
+    for wish, quote in sorted(typed, key=lambda t: _order(work, t[0])):
         try:
             if wish.kind == "step_prompt" and wish.text is None:
                 proposal.changes = _aimed(shaping, wish, quote, proposal.changes)
@@ -140,10 +142,21 @@ def shape(
         proposal.notes = [n for n in proposal.notes if n not in _PLANNER_NOTHING]
         said = "; ".join(shaping.hypotheses)
         if said and proposal.hypothesis:
-            proposal.hypothesis += f" In the trace, {said}."
+            proposal.hypothesis += f" Also, {said}."
         elif said:
             proposal.hypothesis = f"After these changes {said}, and the next score will rise."
     return {wish.family for wish, _ in typed}
+
+
+def _order(agent: AgentDefinition, wish: ToolFlowWish) -> tuple[int, int]:
+    """Where a wish's change goes among the score's: a step is added before another wish names
+    it; inputs are given and dropped before a step is removed (a step is removed only once
+    no later step is given its output), the later steps first (a step removed with the one
+    that uses its output); the prompt is aimed at last, at the step as the others leave it."""
+    rank = {"add_step": 0, "step_input": 1, "drop_input": 1, "remove_step": 2, "step_prompt": 3}
+    names = [st.name.lower() for st in agent.flow]
+    later_first = -names.index(wish.target) if wish.target in names else 0
+    return rank.get(wish.kind, 1), later_first if wish.kind == "remove_step" else 0
 
 
 def _carry_out(s: _Shaping, wish: ToolFlowWish, quote: str | None) -> None:
@@ -168,8 +181,12 @@ def _carry_out(s: _Shaping, wish: ToolFlowWish, quote: str | None) -> None:
         s.hypotheses.append(wish.hypothesis(tool=tool))
     elif wish.kind == "add_step":
         _add_step(s, wish, quote)
+    elif wish.kind == "remove_step":
+        _remove_step(s, wish, quote)
     elif wish.kind == "step_input":
         _input(s, wish, quote)
+    elif wish.kind == "drop_input":
+        _drop_input(s, wish, quote)
     else:
         step = _step(s.agent, wish.target)
         _prompt(s, wish, quote, step, wish.text or "")
@@ -348,6 +365,93 @@ def added_step(agent: AgentDefinition, name: str) -> FlowStep:
     lines = [template["prompt"].format(previous=agent.flow[-1].name)]
     lines += [template["findings"].format(source=finder) for finder in finders]
     return FlowStep(name=name, prompt="\n".join(lines), tools=[])
+
+
+def _remove_step(s: _Shaping, wish: ToolFlowWish, quote: str | None) -> None:
+    """The step out of the flow, when no later step is given its output (by its name, or as
+    ``{previous}`` right after it): the flow must still run, and a later step's material is
+    not swapped behind the rater's back. Its place is kept with the change, so that an undo
+    or a revert puts it back where it was."""
+    step = _step(s.agent, wish.target)
+    names = [st.name for st in s.agent.flow]
+    if len(names) == 1:
+        raise Refused(f"{step.name} is the flow's only step: without it nothing answers")
+    users = users_of(s.agent, step.name)
+    if users:
+        uses = " and ".join(f"the {user} step is given its output ({{{f}}})" for user, f in users)
+        drops = " and ".join(f"step:input:{user}-={step.name}" for user, _ in users)
+        also = " and ".join(f"step:remove:{user}" for user, _ in users)
+        raise Refused(
+            f"{uses}: a step whose output a later step uses is removed only with that input "
+            f"dropped too; send {drops} with it, or {also} too"
+        )
+    at = names.index(step.name)
+    dump = step.model_dump(mode="json", by_alias=True, exclude_none=True)
+    s.make(
+        wish,
+        quote,
+        component="flow",
+        change_type="remove",
+        target=step.name,
+        before=json.dumps({**dump, POSITION: at}),
+    )
+    s.hypotheses.append(wish.hypothesis(step=step.name))
+
+
+def users_of(agent: AgentDefinition, name: str) -> list[tuple[str, str]]:
+    """(later step, the placeholder it is given ``name``'s output by) for every step after
+    ``name`` whose prompt names it, or names ``{previous}`` right after it."""
+    names = [st.name for st in agent.flow]
+    at = names.index(name)
+    found = []
+    for offset, later in enumerate(agent.flow[at + 1 :]):
+        fields = _placeholders(later.prompt)
+        if name in fields:
+            found.append((later.name, name))
+        elif offset == 0 and "previous" in fields:
+            found.append((later.name, "previous"))
+    return found
+
+
+def _drop_input(s: _Shaping, wish: ToolFlowWish, quote: str | None) -> None:
+    """STEP's prompt no longer given an earlier step's output (or the question): a line after
+    its instruction that only gives it goes whole ("The output of the research step:
+    {research}"), any other mention of it loses its placeholder."""
+    step = _step(s.agent, wish.target)
+    names = [st.name for st in s.agent.flow]
+    at = names.index(step.name)
+    source = wish.source or ""
+    if source == "input":
+        fields = {"input"} | ({"previous"} if at == 0 else set())
+        what = "the question"
+    else:
+        earlier = next((n for n in names if n.lower() == source), None)
+        if earlier is None:
+            raise Refused(f"the flow has no step {source!r} (its steps: {', '.join(names)})")
+        just_before = at > 0 and names[at - 1] == earlier
+        fields = {earlier} | ({"previous"} if just_before else set())
+        what = f"{earlier}'s output"
+    held = fields & _placeholders(step.prompt)
+    if not held:
+        raise Unchanged(f"the {step.name} step is not given {what}")
+    prompt = step.prompt
+    for placeholder in held:
+        prompt = _without(prompt, placeholder)
+    if not prompt.strip():
+        raise Refused(f"the {step.name} step's prompt would be empty without {what}")
+    _set_prompt(s, wish, quote, step, prompt)
+    s.hypotheses.append(wish.hypothesis(step=step.name, source=source))
+
+
+def _without(prompt: str, field: str) -> str:
+    """``prompt`` without the placeholder ``field``: a line after the first that only gives it
+    ("Label: {field}") goes whole, else the placeholder alone, with its quotes and the space
+    before it."""
+    lines = prompt.split("\n")
+    given = re.compile(rf"^[^{{}}]*:\s*\{{{re.escape(field)}\}}\s*$")
+    kept = lines[:1] + [line for line in lines[1:] if not given.match(line)]
+    placeholder = rf"[ \t]*(['\"]?)\{{{re.escape(field)}\}}\1"
+    return re.sub(placeholder, "", "\n".join(kept)).strip()
 
 
 def _uses_tools(agent: AgentDefinition, step: FlowStep) -> bool:

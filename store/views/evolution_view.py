@@ -175,11 +175,14 @@ class EvolutionView(LineageView):
         segment of its prompt (``prompt_provenance``), then each parameter, tool description,
         flow step's prompt and tools, and edge of the flow (a step given an earlier step's
         output): the version that made it as it is, the evolution, the feedback and the wish
-        behind it."""
+        behind it; last, each step taken out of the flow since (and not put back), with the
+        version, feedback and wish that took it out."""
         rows = self.prompt_provenance(lineage_id, version)
         records = {r.to_version: r for r in self.evolution_records(lineage_id)}
         known: dict[tuple[str, str], SegmentProvenance] = {}
         ever: dict[tuple[str, str, str], SegmentProvenance] = {}  # where a value first was
+        # the steps taken out of the flow (and not put back): where their absence came from
+        removed: dict[str, SegmentProvenance] = {}
         for row in self.agent_versions(lineage_id):
             if version is not None and row.version > version:
                 break
@@ -210,8 +213,26 @@ class EvolutionView(LineageView):
                     rebuilt_from=self._rebuilt_from(record),
                 )
                 ever.setdefault((part, name, value), current[(part, name)])
+            for (part, name), was in known.items():
+                if part == "step" and (part, name) not in current:
+                    made = _removal_of(changes, name)
+                    removed[name] = SegmentProvenance(
+                        segment=was.segment,
+                        part="removed step",
+                        name=name,
+                        version=row.version,
+                        evolution_id=record.id if record else None,
+                        trigger_score=record.trigger_score if record else None,
+                        trigger_comment=record.trigger_comment if record else None,
+                        reason=_part_reason(made, record is not None, "step"),
+                        wish=_wish(made, record),
+                        rebuilt_from=self._rebuilt_from(record),
+                    )
+            for part, name in current:
+                if part == "step":
+                    removed.pop(name, None)  # back in the flow
             known = current
-        return rows + list(known.values())
+        return rows + list(known.values()) + list(removed.values())
 
     def _inherited(self, lineage_id: str) -> dict[str, SegmentProvenance]:
         """A branch's parent version's provenance, each segment naming the lineage it came
@@ -295,6 +316,16 @@ def _change_for(changes: list[dict[str, Any]], part: str, name: str) -> dict[str
         key = '"tools"' if part == "step tools" else '"prompt"'
         found = [c for c in found if c["change_type"] == "add" or key in (c.get("after") or "")
                  or not (c.get("after") or "").lstrip().startswith("{")] or found  # fmt: skip
+    return found[-1] if found else None
+
+
+def _removal_of(changes: list[dict[str, Any]], step: str) -> dict[str, Any] | None:
+    """The change of a version's that took ``step`` out of the flow."""
+    found = [
+        c
+        for c in changes
+        if c["component"] == "flow" and c["change_type"] == "remove" and c["target"] == step
+    ]
     return found[-1] if found else None
 
 

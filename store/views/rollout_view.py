@@ -11,7 +11,7 @@ from sqlmodel import Session, col, select
 from domain.agent import AgentDefinition
 from domain.execution import SpanRecord
 from domain.rollout_report import RolloutReport
-from domain.trace import Trace, TracedAttempt, step_inputs, traced_steps
+from domain.trace import Trace, TracedAttempt, TracedCall, step_inputs, traced_steps
 from runner.adapter import rollout_report
 from store.tables import (
     AgentVersionRow,
@@ -107,6 +107,12 @@ class RolloutView(ViewReader):
                 for a in attempts
             ],
         )
+
+    def run_calls(self, rollout_id: str) -> list[TracedCall]:
+        """The calls of the run that made the rollout's output, numbered as its trace shows
+        them (a revision's: the try it revised; ``Trace.flow_run``)."""
+        run = self.rollout_trace(rollout_id).flow_run()
+        return run.calls if run else []
 
     def _step_inputs(self, attempt: AttemptRow) -> dict[str, list[str]]:
         """What each step of the flow the attempt ran was given (empty: its version is gone)."""

@@ -1062,11 +1062,15 @@ def _read_tools(text: str, reading: Reading) -> None:
 
 
 def _read_steps(text: str, reading: Reading) -> None:
-    """A flow step the comment names: to be given an earlier step's output, or the step
-    its wishes are aimed at ("in the research step, …"); checked in ``trainer/tool_flow.py``."""
+    """A flow step the comment names: taken out ("drop the polish step"), to be given an
+    earlier step's output, or the step its wishes are aimed at ("in the research step, …");
+    checked in ``trainer/tool_flow.py``."""
     lowered = text.lower()
     fed, aimed = _W["step_fed"].search(lowered), _W["step_aimed"].search(lowered)
-    if fed and not _W["generic_step"].match(fed.group("step")):
+    gone = _W["step_removed"].search(lowered)  # "drop the polish step": out of the flow
+    if gone and not _W["generic_step"].match(step := _group(gone, "step") or ""):
+        want, match = f"step:remove:{step}", gone
+    elif fed and not _W["generic_step"].match(fed.group("step")):
         source = "input" if fed.group("question") else fed.group("source")
         want = f"step:input:{fed.group('step')}+={source}"
         # the step is there already: not a wish for a new checking step
