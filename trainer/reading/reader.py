@@ -593,7 +593,7 @@ def _read_sentence(sentence: str, mode: Mode, reading: Reading) -> None:
                     damaged, detail=damaged.detail + what, quote=f"{damaged.quote} {clause}"
                 )
             continue
-        _read_clause(_Clause(clause, mode, praising, polite, denying, admiring), reading)
+        _read_clause(_Clause(clause, mode, reading, praising, polite, denying, admiring))
 
 
 def _literal(sentence: str) -> str | None:
@@ -640,6 +640,7 @@ class _Clause:
 
     text: str
     mode: Mode
+    reading: Reading  # what it is read into
     praising: bool = False  # its sentence only praises
     polite: bool = False  # a request by its form ("please")
     denying: bool = False  # its sentence denies a list of faults
@@ -659,28 +660,22 @@ def _within(spans: list[tuple[int, int]], start: int, end: int) -> bool:
     return any(s < start and end < e for s, e in spans)
 
 
-def _read_clause(read: _Clause, reading: Reading) -> None:
-    clause, lowered, mode, quoted = read.text, read.lowered, read.mode, read.quoted
+def _read_clause(read: _Clause) -> None:
+    clause, lowered, mode, reading = read.text, read.lowered, read.mode, read.reading
     found = False
     previous: tuple[int, Frame] | None = None
     for cue, match in _matches(lowered):
         start, end = match.span()
-        word = match.group(0)
-        comparative = (
-            bool(
-                _W["more_or_less_before"].search(lowered[:start])
-                or (re.fullmatch(r"\w+er", word) and cue.kind != "state")  # not "disclaimer"
-                or word.startswith("more ")
-            )
-            and not (
-                # "even wordier than before": how it is, a complaint; "what 'sound warmer' means":
-                # words quoted, not a wish
-                _W["grown"].search(lowered[:start])
-                or _W["than_state"].match(lowered[end:])
-                or _within(quoted, start, end)
-            )
+        word, before = match.group(0), lowered[:start]
+        more = bool(
+            _W["more_or_less_before"].search(before)
+            or (re.fullmatch(r"\w+er", word) and cue.kind != "state")  # not "disclaimer"
+            or word.startswith("more ")
         )
-        less = bool(_W["less_before"].search(lowered[:start]))
+        # "even wordier than before": how it is, a complaint; "what 'sound warmer' means":
+        # words quoted, not a wish
+        grown = _W["grown"].search(before) or _W["than_state"].match(lowered[end:])
+        more = more and not (grown or _within(read.quoted, start, end))
         frame = _cue_frame(read, cue, start, end)
         # coordinated words share the first one's frame: "keep it short and simple",
         # "our voice is casual and chatty", "too long and too formal"
@@ -690,20 +685,14 @@ def _read_clause(read: _Clause, reading: Reading) -> None:
         elif previous and previous[1] == "refuse" and _W["or_gap"].fullmatch(gap):
             frame = "refuse"  # "don't make it longer or add more detail": one refusal
         previous = (end, frame)
-        if mode == "comment" and _passed_over(
-            read, cue, match, frame, comparative or less, reading
-        ):
+        less = bool(_W["less_before"].search(before))
+        if mode == "comment" and _passed_over(read, cue, match, frame, more or less):
             continue
-        if (
-            mode == "comment"
-            and found
-            and cue.kind == "state"
-            and (_W["purpose"].search(lowered[:start]) or word.startswith("for "))
-        ):
-            # "a touch stiff for an internal Slack post": what it is for is the reason for the
-            # complaint before it, not a wish of its own
+        purpose = _W["purpose"].search(before) or word.startswith("for ")
+        if mode == "comment" and found and cue.kind == "state" and purpose:
+            # "a touch stiff for an internal Slack post": the reason for the complaint before it
             continue
-        found = _read_cue(read, cue, match, frame, comparative, less, reading) or found
+        found = _read_cue(read, cue, match, frame, more) or found
     if focus := _focus(clause):
         reading.wishes.append(focus)
         found = True
@@ -743,65 +732,55 @@ def _cue_frame(read: _Clause, cue: Cue, start: int, end: int) -> Frame:
     return frame
 
 
-def _passed_over(
-    read: _Clause, cue: Cue, match: re.Match[str], frame: Frame, comparative: bool, reading: Reading
-) -> bool:
+def _passed_over(read: _Clause, cue: Cue, match: re.Match[str], frame: Frame, more: bool) -> bool:
     """Whether a cue names no wish: a part's size, an attribute, a denied fault (praise)."""
-    lowered = read.lowered
     start, end = match.span()
-    if cue.sizes_parts and _W["part"].match(lowered[end:]):
+    before, after, praised = read.lowered[:start], read.lowered[end:], read.reading.praised
+    if cue.sizes_parts and _W["part"].match(after):
         return True  # "a short closing line": the size of a part asked for, not of the answer
-    if cue.aspect == "length" and _W["of_words"].search(lowered[:start]):
+    if cue.aspect == "length" and _W["of_words"].search(before):
         return True  # "words longer than two syllables": the words' length, not the answer's
-    if cue.kind == "quality" and not comparative:
+    if cue.kind == "quality" and not more:
         # "generic taglines" is still a complaint (nobody asks for generic), "a short
         # summary" is not
         attributive = (
             cue.ask is not None
             and not read.polite
             and frame in ("plain", "describe", "ask")
-            and not _W["ask_verb"].search(lowered[:start])
-            and _attributive(lowered[:start], lowered[end:])
+            and not _W["ask_verb"].search(before)
+            and _attributive(before, after)
         )
         if attributive or (read.praising and frame in ("plain", "describe")):
             if read.praising:
-                reading.praised.append((cue.aspect, read.text[start:end]))
+                praised.append((cue.aspect, read.text[start:end]))
             return True
-    denied = (
-        _W["described_not"].search(lowered[:start]) and not _W["enough_after"].match(lowered[end:])
-    ) or (
-        _W["at_all"].match(lowered[end:]) and re.search(r"\b(?:not|n't|never)\b", lowered[:start])
+    denied = (_W["described_not"].search(before) and not _W["enough_after"].match(after)) or (
+        _W["at_all"].match(after) and re.search(r"\b(?:not|n't|never)\b", before)
     )
-    if cue.kind in ("fault", "quality") and not comparative and denied:
+    if cue.kind in ("fault", "quality") and not more and denied:
         # "it doesn't ramble", "not long-winded at all": a fault denied is praise
-        reading.praised.append((cue.aspect, read.text))
+        praised.append((cue.aspect, read.text))
         return True
     return False
 
 
-def _read_cue(
-    read: _Clause,
-    cue: Cue,
-    match: re.Match[str],
-    frame: Frame,
-    comparative: bool,
-    less: bool,
-    reading: Reading,
-) -> bool:
-    """The wish (or the kept family) a cue's words carry in their frame; whether there is one."""
+def _read_cue(read: _Clause, cue: Cue, match: re.Match[str], frame: Frame, more: bool) -> bool:
+    """The wish (or the kept family) a cue's words carry in their frame; whether there is one.
+    ``more``: a comparative ("warmer", "more formal")."""
     start, end = match.span()
+    before, comment, reading = read.lowered[:start], read.mode == "comment", read.reading
     quote = _around(read.text, start, end)
-    if less:
+    if _W["less_before"].search(before):
         # "less hedging": the cue's fault, or the opposite of what the cue asks for; "less
         # warmth", with neither, softens what asks for it (a take-back in the cycle step)
         family, weak = cue.fault or opposite_of(cue.ask or ""), False
-        if family is None and cue.ask and read.mode == "comment":
+        if family is None and cue.ask and comment:
             less_of = Wish(cue.ask, cue.aspect, quote, cue.confidence, action="less", asked=True)
             reading.wishes.append(less_of)
             return True
     else:
-        change = bool(_W["change_verb"].match(match.group(0))) or comparative
-        family, weak = _wish_of(cue, frame, read.mode, comparative, change)
+        change = more or bool(_W["change_verb"].match(match.group(0)))
+        family, weak = _wish_of(cue, frame, read.mode, more, change)
     if family is None:
         if frame == "lacking" and cue.kind == "fault":
             reading.praised.append((cue.aspect, read.text[start:end]))
@@ -813,25 +792,16 @@ def _read_cue(
         # "the numbered list makes it read like a form": the part is the problem, take it out
         reading.wishes.append(Wish(cue.ask, cue.aspect, quote, cue.confidence, action="remove"))
         return True
-    if read.mode == "comment" and _said_of_another_aspect(cue, read.lowered[:start]):
+    if comment and _said_of_another_aspect(cue, before):
         # "the tone is wrong": a general fault word said of an aspect it does not name
         reading.unsure.append(Unsure(read.text.strip(), _OTHER_ASPECT))
         return True
-    if (
-        read.mode == "comment"
-        and frame in ("refuse", "describe")
-        and cue.kind == "state"
-        and _W["one_part"].search(read.lowered[:start])
-        and not match.group(0).endswith("s")
-    ):
+    one_part = _W["one_part"].search(before) and not match.group(0).endswith("s")
+    if comment and frame in ("refuse", "describe") and cue.kind == "state" and one_part:
         # "I don't need the 'what is a firewall' paragraph": one part of it, not the form
         reading.criticised.append((cue.aspect, read.text))
         return True
-    if (
-        read.mode == "comment"
-        and cue.kind != "fault"
-        and _negation_unplaced(read.lowered[:start], frame)
-    ):
+    if comment and cue.kind != "fault" and _negation_unplaced(before, frame):
         reading.unsure.append(Unsure(read.text.strip(), _NEGATION_UNPLACED))
         return True
     praised = read.praising and cue.kind == "state" and frame in ("plain", "describe")
@@ -841,20 +811,13 @@ def _read_cue(
         kept = cue.ask if cue.ask and family == cue.fault and cue.kind != "fault" else family
         reading.kept.append(Wish(kept, cue.aspect, read.text, cue.confidence))
         return True
-    reading.wishes.append(
-        Wish(
-            family,
-            cue.aspect,
-            quote,
-            cue.confidence,
-            detail=detail,
-            weak=weak or cue.weak,
-            asked=frame == "ask" and not _W["caused"].search(read.lowered[:start]),
-            instead=cue.kind == "state" and frame == "refuse",
-            described=(cue.kind == "quality" and frame in ("describe", "plain") and not comparative)
-            or (cue.kind == "state" and frame == "quantity"),
-        )
+    described = (cue.kind == "quality" and frame in ("describe", "plain") and not more) or (
+        cue.kind == "state" and frame == "quantity"
     )
+    asked = frame == "ask" and not _W["caused"].search(before)
+    instead = cue.kind == "state" and frame == "refuse"
+    wish = Wish(family, cue.aspect, quote, cue.confidence, detail, weak or cue.weak, asked=asked)
+    reading.wishes.append(replace(wish, instead=instead, described=described))
     return True
 
 
