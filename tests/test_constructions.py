@@ -206,6 +206,16 @@ def test_a_fault_the_rater_owns_or_quotes_changes_nothing(text: str) -> None:
         ("We'd like the numbered list gone.", {("numbered", "remove")}),
         # a plural the cue file lists in the singular
         ("Los párrafos son demasiado largos para el móvil.", {("shorter", "add")}),
+        # a swap of words joined by a comma or "and": the verb takes all of them
+        ("Trade the stiff, lawyerly voice for a relaxed one.", {("casual", "add"), ("formal", "remove")}),
+        ("Swap the breezy and jokey tone for a formal one.", {("formal", "add"), ("casual", "remove")}),
+        # inventing named by what is invented
+        ("Please stop making up statistics.", {("no_fabrication", "add")}),
+        # the size that would have done, or the size it took, as a complaint of length
+        ("Four lines would have sufficed here.", {("shorter", "add")}),
+        ("Two thousand words to tell us the office is shut on Monday.", {("shorter", "add")}),
+        # the rater's own words counted: no complaint
+        ("I drafted 500 words to explain the change to my team.", set()),
     ],
 )
 def test_everyday_wordings_of_one_wish(text: str, wanted: set[tuple[str, str]]) -> None:

@@ -25,6 +25,7 @@ from trainer.reading.cue_tables import Cue
 from trainer.reading.wish_actions import unsplit
 
 Role = Literal["wanted", "rejected", "kept"]
+Roles = tuple[Role, Role]
 
 CUES: tuple[Cue, ...] = cue_tables.english_cues()
 _WORDS = cue_tables.vocabulary("constructions")
@@ -136,8 +137,9 @@ def _names(cue: Cue, match: re.Match[str], lowered: str, quoted: list[tuple[int,
     return not _P["described_state"].search(before)
 
 
-def _pivot(lowered: str, left: Mention, right: Mention, first: Mention) -> tuple[Role, Role] | None:
-    """The roles a construction between two mentions gives them."""
+def _pivot(lowered: str, left: Mention, right: Mention, head: int | None) -> Roles | None:
+    """The roles a construction between two mentions gives them (``head``: where the words
+    joined to ``left`` start, when they open the sentence's mentions)."""
     gap = lowered[left.end : right.start]
     if _P["clause_break"].search(gap):
         return None  # a construction never spans two clauses
@@ -149,8 +151,8 @@ def _pivot(lowered: str, left: Mention, right: Mention, first: Mention) -> tuple
         return ("rejected", "wanted") if worse else ("wanted", "rejected")
     if _P["to"].search(gap) and _P["prefer_to"].search(lowered[: left.start]):
         return "wanted", "rejected"  # "I'd prefer a table to bullets"
-    if left is first and _P["swap_link"].search(gap):
-        before = lowered[: left.start]
+    if head is not None and _P["swap_link"].search(gap):
+        before = lowered[:head]  # "swap the chatty, breezy tone for …": what the verb swaps
         if _P["swap_in"].search(before):
             return "wanted", "rejected"  # "swap in a table for the bullets"
         if _P["swap_verb"].search(before):
@@ -258,9 +260,11 @@ def _construction_roles(lowered: str, found: list[Mention]) -> dict[int, Role]:
     if _P["lead_rejects"].search(lowered[: found[0].start]):
         # "Rather than Y, X": the first mention is what goes (a rival after it, what comes)
         return {0: "rejected"}
-    for index in range(len(found) - 1):
-        pivot = _pivot(lowered, found[index], found[index + 1], found[0])
-        if pivot is not None:
+    head: int | None = found[0].start  # where the words joined to the first mention start
+    for index, (left, right) in enumerate(pairwise(found)):
+        gap = lowered[found[index - 1].end : left.start] if index else ""
+        head = head if not gap or _P["coordinated"].match(gap) else None
+        if (pivot := _pivot(lowered, left, right, head)) is not None:
             roles.setdefault(index, pivot[0])
             roles.setdefault(index + 1, pivot[1])
     return roles

@@ -440,7 +440,8 @@ def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> N
         return
     if _restores(sentence, reading, first):
         return  # "that example you cut, bring it back": the family, not the whole last change
-    _sized_part(reading, first)
+    if any(w.family in _PARTS and w.action == "add" for w in reading.wishes[first:]):
+        _drop_sized(reading, first)  # "add one example, kept brief": the part's size
     undone = wish_actions.undo(sentence)
     if undone is not None:
         reading.wishes[first:] = [w for w in reading.wishes[first:] if w.action != "add"]
@@ -472,12 +473,6 @@ def _restores(sentence: str, reading: Reading, first: int) -> bool:
 
 
 _PARTS = ("example", "summary_at_end", "key_points")
-
-
-def _sized_part(reading: Reading, first: int) -> None:
-    """ "Add one example, kept brief": the size is the part's, not the answer's."""
-    if any(w.family in _PARTS and w.action == "add" for w in reading.wishes[first:]):
-        _drop_sized(reading, first)
 
 
 def _drop_sized(reading: Reading, first: int) -> bool:
