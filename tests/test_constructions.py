@@ -216,6 +216,8 @@ def test_a_fault_the_rater_owns_or_quotes_changes_nothing(text: str) -> None:
         ("Two thousand words to tell us the office is shut on Monday.", {("shorter", "add")}),
         # the rater's own words counted: no complaint
         ("I drafted 500 words to explain the change to my team.", set()),
+        # a part said to go somewhere: where the answer goes, not a form asked for
+        ("This paragraph gets copied into a grant form.", set()),
     ],
 )
 def test_everyday_wordings_of_one_wish(text: str, wanted: set[tuple[str, str]]) -> None:

@@ -733,6 +733,8 @@ def _passed_over(read: _Clause, cue: Cue, match: re.Match[str], frame: Frame, mo
     before, after, praised = read.lowered[:start], read.lowered[end:], read.reading.praised
     if cue.sizes_parts and _W["part"].match(after):
         return True  # "a short closing line": the size of a part asked for, not of the answer
+    if cue.kind == "state" and _W["goes_to"].match(after):
+        return True  # "this paragraph gets pasted into a form": where it goes, not its form
     if cue.aspect == "length" and _W["of_words"].search(before):
         return True  # "words longer than two syllables": the words' length, not the answer's
     if cue.kind == "quality" and not more:
