@@ -207,8 +207,14 @@ def test_a_fault_the_rater_owns_or_quotes_changes_nothing(text: str) -> None:
         # a plural the cue file lists in the singular
         ("Los párrafos son demasiado largos para el móvil.", {("shorter", "add")}),
         # a swap of words joined by a comma or "and": the verb takes all of them
-        ("Trade the stiff, lawyerly voice for a relaxed one.", {("casual", "add"), ("formal", "remove")}),
-        ("Swap the breezy and jokey tone for a formal one.", {("formal", "add"), ("casual", "remove")}),
+        (
+            "Trade the stiff, lawyerly voice for a relaxed one.",
+            {("casual", "add"), ("formal", "remove")},
+        ),
+        (
+            "Swap the breezy and jokey tone for a formal one.",
+            {("formal", "add"), ("casual", "remove")},
+        ),
         # inventing named by what is invented
         ("Please stop making up statistics.", {("no_fabrication", "add")}),
         # the size that would have done, or the size it took, as a complaint of length

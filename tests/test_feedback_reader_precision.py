@@ -548,3 +548,25 @@ def test_a_part_taken_out_with_the_verb_split_around_it_is_taken_back():
     reading = feedback_reader.read("The bullet points chop up the times. Take the bullets out.")
     assert ("bullets", "remove") in {(w.family, w.action) for w in reading.wishes}
     assert "bullets" not in {w.family for w in reading.wishes if w.action == "add"}
+
+
+@pytest.mark.parametrize(
+    ("comment", "language", "read"),
+    [
+        # a second spelling of the name, then "in": a language with no cue file, so the language
+        # is offered as a chip and nothing changes
+        ("कृपया उत्तर हिंदी में लिखिए।", "Hindi", False),
+        ("من فضلك اكتب بالعربية", "Arabic", False),  # "bi-" joined to the name: "in Arabic"
+        ("回答は日本語でお願いします。", "Japanese", True),  # the name inside a word: "in Japanese"
+        ("Please answer in 中文 from now on.", "Chinese", True),
+        ("日本語の説明は要りません。", None, True),  # the name, not asked for
+    ],
+)
+def test_a_language_named_in_its_own_script_is_asked_for_by_that_script_s_words(
+    comment: str, language: str | None, read: bool
+) -> None:
+    reading = feedback_reader.read(comment)
+    asked = [w.detail for w in reading.wishes if w.family == "language"]
+    assert asked == ([language] if language and read else [])
+    offered = [p for u in reading.unsure for p in u.proposed]
+    assert offered == ([] if read or not language else [f"language:{language.lower()}"])

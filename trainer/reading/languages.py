@@ -40,16 +40,19 @@ def _names(native: bool) -> dict[str, str]:
             own = None
         if own and len(own) > 1:
             names.setdefault(own.lower(), name)
-    for alias, code in (("mandarin", "zh"), ("farsi", "fa"), ("flemish", "nl")):
+    for alias, code in cue_tables.vocabulary("languages").tables["aliases"].items():
         names.setdefault(alias, english.languages[code])
     return names
 
 
 @lru_cache(maxsize=2)
 def _pattern(native: bool) -> re.Pattern[str]:
-    # Longest names first, so "Swiss German" wins over "German".
+    # Longest names first, so "Swiss German" wins over "German"; a name in a script without
+    # Latin letters is found inside words too ("日本語で", "بالعربية")
     names = sorted(_names(native), key=len, reverse=True)
-    return re.compile(r"(?<![\w])(" + "|".join(re.escape(n) for n in names) + r")(?![\w])", re.I)
+    spaced = "|".join(re.escape(n) for n in names if re.search("[a-zà-ÿ]", n))
+    joined = "|".join(re.escape(n) for n in names if not re.search("[a-zà-ÿ]", n))
+    return re.compile(rf"(?<![\w])({spaced})(?![\w])" + (f"|({joined})" if joined else ""), re.I)
 
 
 def _may_name_natively(text: str) -> bool:
@@ -65,9 +68,7 @@ def wanted_language(text: str) -> str | None:
     """The English name of the language ``text`` asks the answer to be in, if any."""
     normal = text.replace("\u2019", "'")
     lowered = normal.lower()
-    wanted: list[str] = []
-    described: list[str] = []
-    described_now = False
+    wanted, described, described_now = list[str](), list[str](), False
     native = _may_name_natively(normal) or not normal.isascii()  # "rispondi in italiano, più…"
     names = _names(native)
     for match in _pattern(native).finditer(normal):
@@ -75,7 +76,7 @@ def wanted_language(text: str) -> str | None:
         name = names[written.lower()]
         # short or lower-case words that happen to be language names ("ga", "ewe") need a
         # capital letter to count
-        if len(written) < 4 and not written[0].isupper():
+        if len(written) < 4 and written.isascii() and not written[0].isupper():
             continue
         before, after = lowered[: match.start()], lowered[match.end() :]
         sentence_start = re.split(r"[.!?]\s", before)[-1]
@@ -86,14 +87,12 @@ def wanted_language(text: str) -> str | None:
         if described_now and _L["not_instead"].search(before[-20:]):
             wanted.append(name)  # "…still in English, not Spanish": Spanish is wanted
             continue
-        if (
-            _L["refused_before"].search(before[-40:])
-            or _L["cannot_before"].search(before[-60:])
-            or (_L["questioned_after"].match(after) and not polite)
-        ):
-            continue
-        if _L["plain_before"].search(before):
-            continue  # "plain English" asks for simple words, not for a language
+        questioned = _L["questioned_after"].match(after) and not polite
+        refused = _L["refused_before"].search(before[-40:]) or _L["cannot_before"].search(
+            before[-60:]
+        )
+        if refused or questioned or _L["plain_before"].search(before):
+            continue  # ("plain English" asks for simple words, not for a language)
         asking = _L["asking_before"].search(before[-40:])
         describing = _L["describing"].search(asking.group(0)) if asking else None
         describing = describing or _L["fluent"].search(before[-40:])

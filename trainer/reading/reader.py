@@ -335,6 +335,11 @@ def read(text: str, mode: Mode = "comment") -> Reading:
     return reading
 
 
+def _apart(family: str, placed: set[str]) -> bool:
+    return family not in placed and not any(constructions.rivals(family, f) for f in placed)
+
+
+_QUESTION = "a question: what it asks of the answer is not said"
 _UNSETTLED = "names rival forms or registers, but which one is wanted is not clear"
 
 
@@ -364,10 +369,6 @@ def _read_construction(sentence: str, reading: Reading) -> bool:
     return True
 
 
-def _apart(family: str, placed: set[str]) -> bool:
-    return family not in placed and not any(constructions.rivals(family, f) for f in placed)
-
-
 def _read_answered(question: str, answer: str, reading: Reading) -> bool:
     """ "The bulleted list? No thanks.": what the question names is taken back."""
     rejected = constructions.rejects_by_answer(question, answer)
@@ -392,13 +393,13 @@ def _unsure(text: str, reading: Reading) -> None:
     """What could not be placed, said back: an unread language, or the questions of a
     comment nothing was read in ("Is this meant for engineers?")."""
     if reading.language and reading.language not in comment_languages.covered():
-        if not reading.wishes:
-            why = (
-                f"written in {reading.language}, which the rules engine does not read (it reads "
-                f"English, {', '.join(comment_languages.covered())}); rephrase, or let the "
-                "Claude trainer read it"
-            )
-            reading.unsure.append(Unsure(text.strip(), why))
+        # only the language it asks for can be read: offered as a chip, nothing changed
+        asked = tuple(f"language:{w.detail.lower()}" for w in reading.wishes if w.detail)
+        covered = ", ".join(comment_languages.covered())
+        why = f"written in {reading.language}, which the rules engine does not read (it reads "
+        why += f"English, {covered}); rephrase, or let the Claude trainer read it"
+        reading.wishes = []
+        reading.unsure.append(Unsure(text.strip(), why, asked))
         return
     if reading.wishes or reading.kept or reading.injection or reading.refused:
         return  # a question beside what was read is its reason ("Who reads all this? Cut it.")
@@ -408,8 +409,7 @@ def _unsure(text: str, reading: Reading) -> None:
             continue
         if any(u.quote.rstrip("?") == question.rstrip("?") for u in reading.unsure):
             continue  # said back already, with what it could not place
-        why = "a question: what it asks of the answer is not said"
-        reading.unsure.append(Unsure(question, why))
+        reading.unsure.append(Unsure(question, _QUESTION))
 
 
 def praising_sentences(text: str) -> list[str]:
@@ -1046,6 +1046,8 @@ def _read_steps(text: str, reading: Reading) -> None:
 
 def _read_languages(text: str, reading: Reading, mode: Mode) -> None:
     wanted = languages.wanted_language(text)
+    if wanted and mode == "comment" and 2 * len(re.findall("[A-Za-z]", text)) < len(text):
+        reading.language = wanted  # "回答は日本語で…": a comment in a script of its own
     if wanted:
         # "end with a wrap-up in Spanish": asked of the closing summary only
         said = [
