@@ -635,9 +635,14 @@ async def test_step_input_gives_the_check_step_the_findings_and_a_forbidden_tool
         "refused tool:web_search: the agent may not use 'web_search': its constraints allow "
         "only these tools: calculator, search_documents, read_document"
     )
-    assert kept.agent_version == 1
-    assert reason in (kept.last_evolution or "")
-    (event,) = store.queries.events(refused_id, ["evolution.kept"])
+    _refused(store, kept, refused_id, reason)
+
+
+def _refused(store, state, lineage_id: str, reason: str) -> None:
+    """A refused wish: said back in ``state``, recorded in the store, the agent left at v1."""
+    assert state.agent_version == 1
+    assert reason in (state.last_evolution or "")
+    (event,) = store.queries.events(lineage_id, ["evolution.kept"])
     assert any(note.startswith(reason) for note in event.payload["plan"]["notes"])
 
 
@@ -712,10 +717,7 @@ async def test_a_step_dropped_in_plain_words_leaves_the_next_trace_and_blame_say
         "refused step:remove:draft: the polish step is given its output ({draft}): a step "
         "whose output a later step uses is removed only with that input dropped too"
     )
-    assert still.agent_version == 1
-    assert reason in (still.last_evolution or "")
-    (event,) = store.queries.events(kept_id, ["evolution.kept"])
-    assert any(note.startswith(reason) for note in event.payload["plan"]["notes"])
+    _refused(store, still, kept_id, reason)
     assert [s.name for s in _latest(store, kept_id).flow] == ["research", "draft", "polish"]
 
 
