@@ -224,6 +224,17 @@ def test_a_fault_the_rater_owns_or_quotes_changes_nothing(text: str) -> None:
         ("I drafted 500 words to explain the change to my team.", set()),
         # a part said to go somewhere: where the answer goes, not a form asked for
         ("This paragraph gets copied into a grant form.", set()),
+        # an everyday word that is also a language's name, lower case: no language
+        ("I added a line to the polish step last time and it helped.", set()),
+        # bland lines said to come from nowhere: a sourcing complaint, not a wish for flair
+        (
+            "Generic filler again, and none of it is from the documents.",
+            {("no_fabrication", "add"), ("shorter", "add")},
+        ),
+        # what the answer opens with, quoted: no wish to put the answer first
+        ("The reply opens with 'Summary of findings:' and it reads oddly.", set()),
+        # a tool's order praised
+        ("Nice: it looked up the handbook first, then did the sum. That order is right.", set()),
     ],
 )
 def test_everyday_wordings_of_one_wish(text: str, wanted: set[tuple[str, str]]) -> None:

@@ -18,6 +18,7 @@ from trainer.reading import cue_tables
 
 # The words, each explained in ``cues/en/vocabulary/languages.json``
 _L = cue_tables.vocabulary("languages").patterns
+_TABLES = cue_tables.vocabulary("languages").tables
 
 
 @lru_cache(maxsize=2)
@@ -40,7 +41,7 @@ def _names(native: bool) -> dict[str, str]:
             own = None
         if own and len(own) > 1:
             names.setdefault(own.lower(), name)
-    for alias, code in cue_tables.vocabulary("languages").tables["aliases"].items():
+    for alias, code in _TABLES["aliases"].items():
         names.setdefault(alias, english.languages[code])
     return names
 
@@ -74,9 +75,11 @@ def wanted_language(text: str) -> str | None:
     for match in _pattern(native).finditer(normal):
         written = match.group(0)
         name = names[written.lower()]
-        # short or lower-case words that happen to be language names ("ga", "ewe") need a
-        # capital letter to count
-        if len(written) < 4 and written.isascii() and not written[0].isupper():
+        # short names and everyday words that are language names ("ga", "the polish step")
+        word = written.lower() in _TABLES["everyday_words"] or (
+            len(written) < 4 and written.isascii()
+        )
+        if word and not written[0].isupper():
             continue
         before, after = lowered[: match.start()], lowered[match.end() :]
         sentence_start = re.split(r"[.!?]\s", before)[-1]

@@ -55,17 +55,12 @@ class Unsure:
 class Reading:
     wishes: list[Wish] = field(default_factory=list)
     praised: list[tuple[str, str]] = field(default_factory=list)  # (aspect, quote)
-    # Families the text praises or asks to keep ("bullets are great, keep them"): what the
-    # answer already does well, never a wish to change it
-    kept: list[Wish] = field(default_factory=list)
+    kept: list[Wish] = field(default_factory=list)  # praised or asked to keep: never a change
     criticised: list[tuple[str, str]] = field(default_factory=list)  # (aspect, quote)
     injection: list[str] = field(default_factory=list)
-    # Requests about the agent's tools, permissions or system, not its answer: never applied
-    refused: list[str] = field(default_factory=list)
-    # The comment's language when it is not English (read from its cue file, if there is one)
-    language: str | None = None
-    # Clauses read with no certainty: said back as "not understood", never acted on
-    unsure: list[Unsure] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # about the agent's tools or system
+    language: str | None = None  # the comment's, when it is not English
+    unsure: list[Unsure] = field(default_factory=list)  # said back "not understood"
 
 
 # The English cues, data beside the other languages' (``cues/en/``), in priority order
@@ -302,6 +297,9 @@ def read(text: str, mode: Mode = "comment") -> Reading:
             joined.add(index + 1)
             continue
         _read_sentence(sentence, mode, reading)
+        if {"creative", "no_fabrication"} <= {w.family for w in reading.wishes[first:]}:
+            # "generic lines that are not from the handbook": unsourced, not dull
+            reading.wishes = [w for w in reading.wishes if w.family != "creative"]
         _read_actions(sentence, before, reading, first)
         # "skip the beginner-friendly version": a family named to go, never one asked for
         gone = constructions.removed(sentence)
@@ -487,8 +485,7 @@ def _drop_sized(reading: Reading, first: int) -> bool:
 
 def _about_family(sentence: str) -> str | None:
     """The one family a "what I said about …" phrase names by its noun ("the table"), if any."""
-    about = _W["about"].search(sentence.lower())
-    if about is None:
+    if (about := _W["about"].search(sentence.lower())) is None:
         return None
     families = set(wish_actions.families_named(about.group("what")))
     return families.pop() if len(families) == 1 else None
@@ -646,8 +643,7 @@ class _Clause:
         return self.text.lower()
 
     @cached_property
-    def quoted(self) -> list[tuple[int, int]]:
-        """The spans quoting the answer."""
+    def quoted(self) -> list[tuple[int, int]]:  # the spans quoting the answer
         return [q.span() for q in _W["quoted"].finditer(self.lowered)]
 
 
@@ -825,8 +821,7 @@ def _said_of_another_aspect(cue: Cue, before: str) -> bool:
     """Whether a fault cue is said of another aspect's noun ("the tone is wrong")."""
     if cue.kind != "fault" or cue.aspect != "accuracy" or re.search(r"\ban?\s+$", before):
         return False  # "the numbering was a mistake" judges a change, not a fact
-    said_of = _W["general_fault_of"].search(before)
-    if said_of is None:
+    if (said_of := _W["general_fault_of"].search(before)) is None:
         return False
     noun = said_of.group("noun")
     named = {aspect for pattern, aspect in _ASPECT_NOUNS if pattern.fullmatch(noun)}
@@ -910,8 +905,7 @@ def _around(clause: str, start: int, end: int) -> str:
 
 def _trade(sentence: str) -> Wish | None:
     """Less of one thing for more of another: a change of focus, not a longer answer."""
-    trade = _W["trade"].search(sentence.lower())
-    if not trade:
+    if not (trade := _W["trade"].search(sentence.lower())):
         return None
     on, off = (
         re.sub(r"\s+please$", "", (trade.group(a) or trade.group(b) or "").strip(" .,;!"))
@@ -1000,8 +994,9 @@ def _read_tools(text: str, reading: Reading) -> None:
     lowered = text.lower()
     mention = _W["repeated"].search(lowered) or _W["tool"].search(lowered)
     over, under = _W["overuse"].search(lowered), _W["underuse"].search(lowered)
-    if not mention or not (over or under or _first_after(lowered, mention)):
-        return
+    praised = any(mention and mention[0] in p.lower() for p in praising_sentences(text))
+    if not mention or praised or not (over or under or _first_after(lowered, mention)):
+        return  # ("it searched the handbook first, good": praise of the order)
     # of the two at one place, the refusal: "never call it" (but "it never called it")
     direction = "less" if over and (not under or over.start() <= under.start()) else "more"
     name = _W["tool_suffix"].sub("", mention.group("tool"))
