@@ -233,6 +233,9 @@ def test_a_fault_the_rater_owns_or_quotes_changes_nothing(text: str) -> None:
         ),
         # what the answer opens with, quoted: no wish to put the answer first
         ("The reply opens with 'Summary of findings:' and it reads oddly.", set()),
+        # "cut" a part is a take-back; "cut it down" a size
+        ("Cut the glossary table, it's noise.", {("table", "remove")}),
+        ("Make it bullets and cut it down.", {("bullets", "add"), ("shorter", "add")}),
         # a tool's order praised
         ("Nice: it looked up the handbook first, then did the sum. That order is right.", set()),
     ],
