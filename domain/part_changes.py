@@ -113,13 +113,15 @@ def _text(prompt: str) -> str:
 
 def _text_words(where: str, before: str, after: str, quote: Quote) -> list[str]:
     """ "in step 'x', add '…'", "…, take out '…'", "…, rewrite '…' as '…'" (none: the same)."""
-    old, new = re.findall(r"\S+\s*", before), re.findall(r"\S+\s*", after)
+    # words compared without the space after them: "for:" at the end of one text and "for: "
+    # before an added sentence in the other are the same word, not a rewrite
+    old, new = before.split(), after.split()
     added, removed = [], []
     matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag != "equal":
-            removed.append("".join(old[i1:i2]).strip())
-            added.append("".join(new[j1:j2]).strip())
+            removed.append(" ".join(old[i1:i2]))
+            added.append(" ".join(new[j1:j2]))
     gone, came = " … ".join(r for r in removed if r), " … ".join(a for a in added if a)
     if gone and came:
         return [f"{where}, rewrite {quote(gone)} as {quote(came)}"]

@@ -270,10 +270,22 @@ def _step(want: str, rest: str) -> ToolFlowWish:
     )
 
 
+# the names before a want's sentence (describe:tool:NAME:…, step:prompt:NAME:…, or what is
+# left of them once the family is read): a sentence the shell or the edit line took the
+# quotes off still starts after them
+_HEAD = re.compile(
+    rf"^(?:(?:add|remove):)?(?:describe:|step:)?(?:tool|prompt):{_NAME}:", re.IGNORECASE
+)
+
+
 def lower_head(rest: str) -> str:
-    """The names of ``rest`` in lower case, its quoted sentence (after the names) as written."""
+    """The names of ``rest`` in lower case, its sentence (after the names, quoted or not) as
+    the rater wrote it."""
     quote = rest.find('"')
-    return rest.lower() if quote < 0 else rest[:quote].lower() + rest[quote:]
+    if quote >= 0:
+        return rest[:quote].lower() + rest[quote:]
+    head = _HEAD.match(rest)
+    return rest.lower() if head is None else head.group(0).lower() + rest[head.end() :]
 
 
 def _text(want: str, found: re.Match[str]) -> str | None:

@@ -33,7 +33,7 @@ from temporalio.service import RPCError
 from activities.reading_preview import preview_reading
 from activities.trainer import TrainerActivities
 from client import branch_lineage, correction_outcome
-from domain import want_labels, wants
+from domain import tool_flow, want_labels, wants
 from domain.feedback import MAX_RATER_CHARS, redacted
 from domain.redaction import MASK
 from domain.settings import Settings
@@ -252,7 +252,8 @@ class _Handlers:
     async def want_label(self, request: Request) -> Response:
         """A wish the rater adds, checked and in words ("shorter:half" → "shorter: about
         half"), or the reason it is not one."""
-        want = request.query_params.get("want", "").strip().lower()
+        # names in lower case; a sentence for a step or a tool as the rater wrote it
+        want = tool_flow.lower_head(request.query_params.get("want", "").strip())
         try:
             return JSONResponse({"want": want, "label": want_labels.label(want)})
         except ValueError as exc:

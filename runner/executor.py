@@ -80,6 +80,16 @@ def render(template: str, values: dict[str, str], step: str) -> str:
     return template.format_map(values)
 
 
+def _given(template: str, values: dict[str, str], before: str) -> dict[str, str]:
+    """What a step's prompt is filled in with, in the prompt's order, by what each stands for:
+    ``{previous}`` is the step before's output (the question's, for the first step)."""
+    given: dict[str, str] = {}
+    for _, name, _, _ in string.Formatter().parse(template):
+        if name is not None:
+            given.setdefault(before if name == "previous" else name, values[name])
+    return given
+
+
 class Executor:
     def __init__(
         self,
@@ -153,8 +163,11 @@ class Executor:
         last_llm: trace.Span | None = None
         output = ""
         stop_reason: str | None = None
+        before = "input"  # what {previous} stands for: the question, then the last step
         for step in agent.flow or [SINGLE_STEP]:
             prompt = render(step.prompt, values, step.name)
+            given = _given(step.prompt, values, before)
+            before = step.name
             offered = self.offered_tools(agent, step)
             messages = [ChatMessage(role="user", content=prompt)]
             feed: trace.Span | None = last_llm  # the span whose output this call consumes
@@ -168,6 +181,7 @@ class Executor:
                     temperature=params.temperature,
                     top_p=params.top_p,
                     tools=offered,
+                    given=given,
                 )
                 with t.span(
                     "llm_call",

@@ -62,6 +62,11 @@ class ModelRequest(BaseModel):
     temperature: float
     top_p: float | None = None
     tools: list[ToolSpec] = Field(default_factory=list)
+    # What the step's prompt was filled in with, by what it stands for ("input": the cycle's
+    # question; an earlier step's name: its output), in the prompt's order. Claude reads the
+    # prompt itself and is never sent this; the offline model, which cannot tell a label or an
+    # instruction from material by reading, takes the rest of the prompt as instructions.
+    given: dict[str, str] = Field(default_factory=dict)
 
 
 class ModelReply(BaseModel):

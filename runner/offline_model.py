@@ -15,6 +15,7 @@ import json
 import math
 import random
 import re
+from typing import NamedTuple
 
 from domain import tool_flow
 from domain.change_families import FAMILIES
@@ -168,14 +169,15 @@ class OfflineModel:
 
     def reply(self, request: ModelRequest) -> ModelReply:
         user = _first_user_text(request.messages)
-        instruction, material = _split_instruction(user)
-        topic, keywords = _topic(material or user)
+        read = _read(user, request.given)
+        material = read.material
+        topic, keywords = _topic(read.question or material or user)
         done = calls_made(request.messages)
         call = next_call(
             {t.name for t in request.tools},
             request.system,
-            instruction if material else "",
-            material or user,
+            read.instruction,
+            read.question or material or user,
             keywords,
             done,
             {t.name: t.description for t in request.tools},
@@ -186,7 +188,7 @@ class OfflineModel:
             return self._call(request, call)
         seed_src = f"{request.system}\x00{user}\x00{request.temperature}"
         rng = random.Random(int(hashlib.sha256(seed_src.encode()).hexdigest()[:16], 16))
-        style = Style(request.system + "\n" + instruction)
+        style = Style(request.system + "\n" + read.style)
         found = findings(done, keywords)
         prefix = f"{found} " if found else ""
         budget = max(1, request.max_tokens - approx_tokens(prefix))
@@ -325,16 +327,16 @@ class OfflineModel:
             for line in re.split(r"\n+", _without_table_markup(material))
         ]
         for raw in (part for line in lines for part in re.split(r"(?<=[.!?])\s+", line)):
-            sentence = raw.strip()
-            avoided = any(phrase in sentence.lower() for phrase in style.avoid)
+            sentence = _avoiding(raw.strip(), style.avoid)
             if sentence and sentence not in sentences and not sentence.startswith("##"):
-                sentences += [] if avoided else [sentence]
+                sentences.append(sentence)
         # what the instructions put around the body stays around it: the recommendation first,
         # the summary last
         lead = [s for s in sentences if style.conclusion_first and s.startswith(_LEAD)][:1]
         close = [s for s in sentences if style.summary_at_end and s.startswith(_CLOSE)][-1:]
         sentences = [s for s in sentences if s not in lead + close]
-        ranked = [s for s in sentences if re.search(r"\d", s)]
+        # what the answer rests on (a figure, what a document or a tool said) is kept first
+        ranked = [s for s in sentences if _FACT.search(s)]
         ranked += [s for s in sentences if s not in ranked]
         chosen, words = [], sum(len(s.split()) for s in lead + close)
         for sentence in ranked:  # as many as fit the length, a shorter one after a long one
@@ -379,6 +381,32 @@ _NUMBERS = {
 } | {str(n): n for n in range(1, 10)}
 
 
+# a sentence that carries a fact: a figure, a quotation, or what a tool or document said
+# (runner/offline_tools.py's openers)
+_FACT = re.compile(r"\d|[\"\u201c]\w|^(?:From \S+:|The documents say:|The result is:)")
+
+
+def _avoiding(sentence: str, phrases: list[str]) -> str:
+    """``sentence`` without the phrases it is told never to write: a sentence that carries a
+    fact loses only the phrase ("The output of the research step: The result is: 14400." →
+    "The result is: 14400."), any other goes whole ("" )."""
+    said = [p for p in phrases if p and p in sentence.lower()]
+    if not said:
+        return sentence
+    if not _FACT.search(sentence):
+        return ""
+    for phrase in said:
+        at = sentence.lower().find(phrase)
+        while at >= 0:
+            sentence = sentence[:at] + sentence[at + len(phrase) :]
+            at = sentence.lower().find(phrase)
+    rest = " ".join(sentence.split()).strip(" ,;:-")
+    rest = re.sub(r"^that\s+", "", rest, flags=re.IGNORECASE)  # "It is worth noting that 12…"
+    if not _FACT.search(rest) or len(rest.split()) < 2:
+        return ""
+    return rest[:1].upper() + rest[1:]
+
+
 def _without_table_markup(material: str) -> str:
     """A table's rows as sentences (its header and rule dropped), for a rewrite."""
     lines, out = material.splitlines(), []
@@ -394,6 +422,38 @@ def _without_table_markup(material: str) -> str:
         cells = [c.strip() for c in row.strip("|").split("|") if c.strip()]
         out.append(" ".join(cells).rstrip(".") + ".")
     return "\n".join(out)
+
+
+class _Reading(NamedTuple):
+    """A step's prompt as the offline model reads it."""
+
+    instruction: str  # what it is told: read for the tools to call and how, never written
+    style: str  # what it reads for how to write
+    question: str  # the cycle's question ("" when the step is not given it)
+    material: str  # the earlier output it reworks ("" when none)
+
+
+def _read(user: str, given: dict[str, str]) -> _Reading:
+    """What a step's prompt tells the model, and what it gives it. The prompt without what it
+    was filled in with (``given``) is the step's own words — its instruction, the sentences a
+    rater added, the labels before what it is given — read for how to answer, never written
+    into the answer nor searched for. Of the earlier outputs it is given, the first is the one
+    it reworks (a check step's answer); the others (findings given besides) are context. A
+    prompt that is nothing but what it was given (a one-step agent, a revision, a direct
+    call) holds its own instruction, if any: "Polish this: <text>"."""
+    filled = {name: text for name, text in given.items() if text.strip()}
+    own = user
+    for text in sorted(filled.values(), key=len, reverse=True):
+        own = own.replace(text, " ", 1)
+    own = " ".join(own.split())
+    if filled and own:
+        earlier = [text for name, text in filled.items() if name != "input"]
+        material = earlier[0] if earlier else ""
+        return _Reading(own, own, filled.get("input", ""), material)
+    said, material = _split_instruction(user)
+    if material:
+        return _Reading(said, said, "", material)
+    return _Reading("", user, user, "")
 
 
 def _split_instruction(user: str) -> tuple[str, str]:

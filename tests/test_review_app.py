@@ -764,6 +764,39 @@ async def test_the_card_says_a_flow_change_in_words_and_keeps_a_step_prompts_lin
     )
 
 
+async def test_a_sentence_added_with_the_picker_reaches_the_step_as_the_rater_wrote_it(
+    client, store, settings, run_worker, browser, inbox_server, tmp_path
+):
+    """The picker's step wish with a sentence in the amount field: the chip keeps the
+    sentence's case (only the names go to lower case), the score carries it, and the research
+    step's prompt gets it after its own instruction, as written."""
+    spec = research_spec(tmp_path, inputs=["Explain how core hours help a distributed team."])
+    a = spec.lineage_id("A")
+    form = f"{card(a)}.querySelector('form.score')"
+    chips = f"Array.from({form}.querySelectorAll('.chip'), c => c.dataset.want)"
+    sentence = "Quote the handbook lines you found, word for word."
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        server = await inbox_server()
+        comment = await first_visit(browser, f"{server.url}/sessions/{spec.session_id}", "5")
+        await on(browser, comment.send_keys, "See the chip.")
+        await on(
+            browser,
+            browser.execute_script,
+            f"const f = {form}; f.querySelector('.pick-action').value = 'add';"
+            "f.querySelector('.pick-family').value = 'step';"
+            f"f.querySelector('.pick-amount').value = {json.dumps('prompt:Research:' + sentence)};"
+            "f.querySelector('.add-want').click();",
+        )
+        want = f"step:prompt:research:{sentence}"
+        assert await until(browser, f"{chips}.includes({json.dumps(want)}) && {chips}")
+        await on(browser, comment.send_keys, Keys.ENTER)
+        await wait_for_state(handle, awaiting(2), timeout=60)
+    v2 = store.queries.agent_definition(AgentRef(agent_id=a, version=2))
+    assert v2.flow[0].prompt == f"Gather the facts and numbers needed for: {{input}}\n{sentence}"
+
+
 async def test_the_version_history_branches_a_new_lineage_from_a_version(
     client, store, settings, run_worker, browser, inbox_server
 ):

@@ -323,14 +323,15 @@ def test_step_prompt_aims_the_scores_instructions_at_that_step():
     agent = _agent()
     step = _step(agent, ["bullets", "step:prompt:polish"])
     assert step.agent.system_prompt == agent.system_prompt
+    # after the step's own instruction, which keeps what it introduces ("…number: {draft}")
     assert step.agent.flow[-1].prompt == (
-        "Use bullet points, not paragraphs. Tighten this answer without losing any number: {draft}"
+        "Tighten this answer without losing any number: {draft}\nUse bullet points, not paragraphs."
     )
     (change,) = step.plan.changes
     assert change.want == "bullets" and "(step:prompt:polish)" in change.reason
     said = _step(agent, ['step:prompt:draft:"Name the handbook section for each {fact}"'])
     # a sentence's braces are text, never a new edge of the flow
-    assert said.agent.flow[1].prompt.startswith("Name the handbook section for each {{fact}}.")
+    assert said.agent.flow[1].prompt.endswith("\nName the handbook section for each {{fact}}.")
 
 
 def test_a_step_is_removed_only_when_no_later_step_is_given_its_output():

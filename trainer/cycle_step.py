@@ -1150,6 +1150,10 @@ def _one_overriding(
 
 
 NO_INVENTION = "Use only facts and figures from the material above; never invent any."
+# a step that gathers with tools has no material above but the question
+NO_INVENTION_WITH_TOOLS = (
+    "Use only facts and figures the tools return or the question gives; never invent any."
+)
 _CITED = re.compile(r"\d[\d.,]*\s?%?|'[^']{3,60}'|\"[^\"]{3,60}\"")
 
 
@@ -1166,15 +1170,19 @@ def _ground_the_step(
     if wish is None or not agent.flow:
         return
     step = _step_that_wrote(agent, spans, comment)
-    if step is None or NO_INVENTION in step.prompt:
+    if step is None or any(s in step.prompt for s in (NO_INVENTION, NO_INVENTION_WITH_TOOLS)):
         return
+    gathers = bool(agent.tools) and (step.tools is None or bool(step.tools))
     plan.changes.append(
         EvolutionChange(
             component="flow",
             change_type="modify",
             target=step.name,
             before=step.prompt,
-            after=f"{step.prompt.rstrip()} {NO_INVENTION}",
+            # after the step's instruction, never between it and what it introduces
+            after=tool_flow.with_sentence(
+                step.prompt, NO_INVENTION_WITH_TOOLS if gathers else NO_INVENTION
+            ),
             reason=f"step {step.name!r} wrote what the reviewer says is not in the material "
             f"({wish.quote!r})",
             confidence=wish.confidence,

@@ -70,6 +70,8 @@ class _Shaping:
     changes: list[EvolutionChange] = field(default_factory=list)
     report: list[str] = field(default_factory=list)
     hypotheses: list[str] = field(default_factory=list)
+    # the steps the plan takes out: nothing else of theirs changes
+    leaving: set[str] = field(default_factory=set)
 
     def make(self, wish: ToolFlowWish, quote: str | None, **fields: str | None) -> None:
         said = f" ({preview_of(quote, QUOTE_CHARS)!r})" if quote else ""
@@ -85,7 +87,10 @@ class _Shaping:
 
     def add(self, change: EvolutionChange) -> None:
         """``change`` made on the agent as the changes before it left it (they are applied in
-        this order), or Refused with the reason the agent cannot take it."""
+        this order), or Refused with the reason the agent cannot take it. A change to a step
+        the plan takes out is not made (no step on its way out offers a tool any more)."""
+        if _rewrites_step(change, self.leaving):
+            return
         try:
             self.agent = apply_changes(self.agent, [change])
         except ValueError as exc:
@@ -119,24 +124,16 @@ def shape(
     typed = wishes_of(analysis)
     if not typed:
         return set()
-    work = agent
-    for change in proposal.changes:  # the typed changes chain after the proposal's own
-        try:
-            work = apply_changes(work, [change])
-        except ValueError:
-            continue
-    shaping = _Shaping(work)
-    for wish, quote in sorted(typed, key=lambda t: _order(work, t[0])):
-        try:
-            if wish.kind == "step_prompt" and wish.text is None:
-                proposal.changes = _aimed(shaping, wish, quote, proposal.changes)
-            else:
-                _carry_out(shaping, wish, quote)
-        except Refused as why:
-            shaping.report.append(f"refused {wish.want}: {why}")
-        except Unchanged as why:
-            shaping.report.append(f"{wish.want}: nothing to change: {why}")
-    proposal.changes += shaping.changes
+    shaping, changes = _shaped(agent, typed, proposal.changes)
+    removed = {
+        c.target for c in shaping.changes if c.component == "flow" and c.change_type == "remove"
+    }
+    if any(_rewrites_step(c, removed) for c in [*changes, *shaping.changes]):
+        # a step the plan takes out has nothing left to change: the plan's changes to it go,
+        # and the typed changes are made again without any (its removal keeps it as it was)
+        kept = [c for c in proposal.changes if not _rewrites_step(c, removed)]
+        shaping, changes = _shaped(agent, typed, kept, removed)
+    proposal.changes = changes + shaping.changes
     report += shaping.report
     if shaping.changes:
         proposal.notes = [n for n in proposal.notes if n not in _PLANNER_NOTHING]
@@ -146,6 +143,44 @@ def shape(
         elif said:
             proposal.hypothesis = f"After these changes {said}, and the next score will rise."
     return {wish.family for wish, _ in typed}
+
+
+def _shaped(
+    agent: AgentDefinition,
+    typed: list[tuple[ToolFlowWish, str | None]],
+    planned: list[EvolutionChange],
+    leaving: set[str] | None = None,
+) -> tuple[_Shaping, list[EvolutionChange]]:
+    """The typed wishes carried out after ``planned`` (the proposal's own changes): their
+    changes and report, and the proposal's changes left (those a ``step:prompt:STEP`` aims at
+    the step are its changes now). Nothing changes in a step ``leaving`` the flow but its
+    removal."""
+    work = agent
+    for change in planned:  # the typed changes chain after the proposal's own
+        try:
+            work = apply_changes(work, [change])
+        except ValueError:
+            continue
+    shaping = _Shaping(work, leaving=leaving or set())
+    changes = list(planned)
+    for wish, quote in sorted(typed, key=lambda t: _order(work, t[0])):
+        try:
+            edits = wish.kind in ("step_input", "drop_input", "step_prompt")
+            if edits and wish.target in shaping.leaving:
+                raise Unchanged(f"the {wish.target} step leaves the flow in this plan")
+            if wish.kind == "step_prompt" and wish.text is None:
+                changes = _aimed(shaping, wish, quote, changes)
+            else:
+                _carry_out(shaping, wish, quote)
+        except Refused as why:
+            shaping.report.append(f"refused {wish.want}: {why}")
+        except Unchanged as why:
+            shaping.report.append(f"{wish.want}: nothing to change: {why}")
+    return shaping, changes
+
+
+def _rewrites_step(change: EvolutionChange, steps: set[str]) -> bool:
+    return change.component == "flow" and change.change_type == "modify" and change.target in steps
 
 
 def _order(agent: AgentDefinition, wish: ToolFlowWish) -> tuple[int, int]:
@@ -487,11 +522,30 @@ def _placeholders(prompt: str) -> set[str]:
 
 
 def _prompt(s: _Shaping, wish: ToolFlowWish, quote: str | None, step: FlowStep, text: str) -> None:
-    """``text`` at the head of the step's prompt, where the step's instruction is (before the
-    material it is given)."""
+    """``text`` in the step's prompt, after its own instruction (``with_sentence``)."""
     if _holds(step.prompt, text):
         raise Unchanged(f"the {step.name} step's prompt already says so")
-    _set_prompt(s, wish, quote, step, f"{_sentence(_braced(text))} {step.prompt}")
+    _set_prompt(s, wish, quote, step, with_sentence(step.prompt, _sentence(_braced(text))))
+
+
+# a line that only hands the step material: "The output of the research step: {research}"
+_GIVEN_LINE = re.compile(r"^[^{}]*:\s*\{[^{}]+\}\s*$")
+
+
+def with_sentence(prompt: str, sentence: str) -> str:
+    """``prompt`` with ``sentence`` on a line of its own after the step's instruction (its
+    first line) and the sentences added before it, ahead of the lines that hand it material.
+    An instruction is never split from what it introduces: "…needed for: {input}" stays one
+    line, and one that ends with a colon ("…without losing any number:") keeps the material
+    lines under it, the sentence after them."""
+    lines = prompt.rstrip().split("\n")
+    at = 1
+    if lines[0].rstrip().endswith(":"):
+        while at < len(lines) and _GIVEN_LINE.match(lines[at]):
+            at += 1
+    while at < len(lines) and not _GIVEN_LINE.match(lines[at]):
+        at += 1
+    return "\n".join([*lines[:at], sentence, *lines[at:]])
 
 
 def _set_prompt(
@@ -532,7 +586,7 @@ def _aimed(
                     "change_type": "modify",
                     "target": step.name,
                     "before": json.dumps({"prompt": step.prompt}),
-                    "after": json.dumps({"prompt": f"{text} {step.prompt}"}),
+                    "after": json.dumps({"prompt": with_sentence(step.prompt, text)}),
                     "reason": f"{change.reason}; in the {step.name} step's prompt ({wish.want})",
                 }
             )
@@ -548,7 +602,10 @@ def _braced(text: str) -> str:
 
 
 def _sentence(text: str) -> str:
+    """A sentence as a prompt holds one: a capital first, a full stop last (a rater's "give
+    the total in euros" is written "Give the total in euros.")."""
     text = text.strip()
+    text = text[:1].upper() + text[1:]
     return text if text[-1:] in ".!?" else f"{text}."
 
 

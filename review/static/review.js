@@ -203,7 +203,8 @@ function chipFor(want, label) {
 async function picked(form) {
   const action = form.querySelector(".pick-action").value;
   const family = form.querySelector(".pick-family").value;
-  const amount = form.querySelector(".pick-amount").value.trim().toLowerCase();
+  // as typed: the app puts the names in lower case and keeps a sentence's own case
+  const amount = form.querySelector(".pick-amount").value.trim();
   const want = (action === "add" ? "" : action + ":") + family + (amount ? ":" + amount : "");
   try {
     const response = await fetch("/wants/label?want=" + encodeURIComponent(want));
