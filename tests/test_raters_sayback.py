@@ -1,0 +1,71 @@
+"""What several raters are told of their wishes (issue #63, from the three-rater walk): every
+wish not acted on is said back, a keep as what it does, an agreed wish with the amount a rater
+gave, and a step that made no change from the raters' wishes said as such. Through Temporal."""
+
+from __future__ import annotations
+
+from tests.conftest import awaiting, wait_for_state
+from tests.test_raters import RATERS, _logged, _score_all, card_html, panel_lineage
+
+
+async def test_a_wish_clashing_with_one_already_in_dispute_is_said_back_with_it(
+    time_skipping_env, store, settings
+):
+    """ana asks for bullets, bo for prose (against bullets and tables), cy for a table and
+    keeps the answer first: the table joins the bullets/prose dispute with who said what;
+    cy's keep is said as what it does; the step's line says no wish was agreed on, not that
+    none was asked."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        for rater, want in (("ana", ["bullets"]), ("bo", ["prose"]),
+                            ("cy", ["table", "keep:conclusion_first"])):  # fmt: skip
+            await handle.signal("score", {"score": 4, "rater": rater, "wants": want})
+        state = await wait_for_state(handle, awaiting(2))
+        card = await card_html(time_skipping_env, store, state.lineage_id)
+    dispute = (
+        "disagreement on bullet points / paragraphs, no lists / table (ana: bullet points; "
+        "bo: paragraphs, no lists; cy: table): nothing changed for it"
+    )
+    assert state.disputes == [dispute, "cy keeps answer first: it stays"]
+    assert dispute in card and "cy keeps answer first: it stays" in card
+    assert "not a majority" not in card
+    assert state.last_reading == (
+        "Read as: no change agreed — bullet points (ana) against paragraphs, no lists (bo) "
+        "against table (cy); cy keeps answer first: it stays"
+    )
+    assert state.last_evolution == "kept v1: no wish the raters agreed on (see the disagreements)"
+    (agreed,) = _logged(store, "raters.agreed")
+    assert [s["want"] for s in agreed["disputes"][0]["said"]] == ["bullets", "prose", "table"]
+
+
+async def test_an_agreed_wish_keeps_the_amount_a_rater_gave(time_skipping_env, store, settings):
+    """ana asks for shorter, bo for shorter by about half, cy for shorter by a third: the
+    majority's wish is acted on with the mildest amount given (half), and said back so."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        for rater, want in (("ana", "shorter"), ("bo", "shorter:half"), ("cy", "shorter:third")):
+            await handle.signal("score", {"score": 4, "rater": rater, "wants": [want]})
+        state = await wait_for_state(handle, awaiting(2))
+    (agreed,) = _logged(store, "raters.agreed")
+    assert agreed["agreed"] == ["shorter:half"]
+    assert state.last_reading == "Read as: shorter: about half"
+    (evolved,) = _logged(store, "agent.evolved")
+    (shorter,) = [c for c in evolved["plan"]["changes"] if c["want"] == "shorter"]
+    assert "half" in str(shorter) or "0.5" in str(shorter)
+
+
+async def test_a_rollback_with_no_change_agreed_is_said_back(time_skipping_env, store, settings):
+    """v2 is shorter; on its output ana and bo ask for longer, cy for shorter still: length is
+    in dispute and the change is rolled back (2 of 3 refute it). The say-back names the
+    rollback rather than "no change agreed" alone."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        await _score_all(handle, {r: (4, "shorter") for r in ("ana", "bo", "cy")})
+        await wait_for_state(handle, awaiting(2))
+        await _score_all(handle, {"ana": (3, "longer"), "bo": (3, "longer"), "cy": (5, "shorter")})
+        state = await wait_for_state(handle, awaiting(3))
+    assert state.agent_version == 3
+    assert state.last_reading is not None
+    assert state.last_reading.startswith(
+        "Read as: no new change agreed, the last change rolled back (shorter) — "
+    )
