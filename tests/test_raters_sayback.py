@@ -4,8 +4,10 @@ gave, and a step that made no change from the raters' wishes said as such. Throu
 
 from __future__ import annotations
 
-from tests.conftest import awaiting, wait_for_state
+from client import start_session
+from tests.conftest import awaiting, make_spec, threaded_starter_cli, wait_for_state
 from tests.test_raters import RATERS, _logged, _score_all, card_html, panel_lineage
+from workflows.lineage import LineageWorkflow
 
 
 async def test_a_wish_clashing_with_one_already_in_dispute_is_said_back_with_it(
@@ -69,3 +71,22 @@ async def test_a_rollback_with_no_change_agreed_is_said_back(time_skipping_env, 
     assert state.last_reading.startswith(
         "Read as: no new change agreed, the last change rolled back (shorter) — "
     )
+
+
+async def test_a_rescore_from_the_cli_says_it_replaces_the_earlier_one(
+    client, store, settings, run_worker, temporal_address
+):
+    """`training-camp score … --rater ana` a second time on the output awaiting scores: taken,
+    and said to replace ana's earlier score; the first says nothing of the kind."""
+    spec = make_spec(options=RATERS)
+    lineage = spec.lineage_id("A")
+    cli = threaded_starter_cli(temporal_address, settings.database_url)
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        first = await cli("score", lineage, "4", "Way too long.", "--rater", "ana")
+        second = await cli("score", lineage, "3", "Way too long.", "--rater", "ana")
+        state = await handle.query(LineageWorkflow.state)
+    assert "score 4 accepted for cycle 1" in first and "replaces" not in first
+    assert "score 3 accepted for cycle 1; it replaces your earlier score (4)" in second
+    assert [(r.rater, r.score) for r in state.rater_scores] == [("ana", 3.0)]
