@@ -90,3 +90,25 @@ async def test_a_rescore_from_the_cli_says_it_replaces_the_earlier_one(
     assert "score 4 accepted for cycle 1" in first and "replaces" not in first
     assert "score 3 accepted for cycle 1; it replaces your earlier score (4)" in second
     assert [(r.rater, r.score) for r in state.rater_scores] == [("ana", 3.0)]
+
+
+async def test_the_inbox_command_for_a_team_lineage_names_the_rater(
+    client, store, settings, run_worker
+):
+    """A lineage with raters, one of whom has scored: `training-camp inbox` suggests commands
+    that name the rater (a score without one is refused on such a lineage)."""
+    from review import inbox_table, views
+
+    spec = make_spec(options=RATERS)
+    lineage = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 4, "rater": "ana", "wants": ["shorter"]})
+        await wait_for_state(handle, lambda s: s.scored_by == ["ana"])
+        found = await views.inbox(client, store, spec.session_id)
+    with inbox_table.console.capture() as captured:
+        inbox_table.print_inbox(found)
+    printed = captured.get()
+    assert f"score {lineage} 8 'comment' --rater NAME" in printed
+    assert '"rater": "NAME"' in printed
