@@ -112,3 +112,43 @@ async def test_the_inbox_command_for_a_team_lineage_names_the_rater(
     printed = captured.get()
     assert f"score {lineage} 8 'comment' --rater NAME" in printed
     assert '"rater": "NAME"' in printed
+
+
+async def test_history_says_what_each_rater_did(time_skipping_env, store, settings):
+    """`training-camp-data history` rows for the raters' events say who scored what (and
+    which score a re-score replaces), what was agreed and disputed, each rater's verdict, a
+    correction, and why a step kept the agent."""
+    from store.views.time_travel import history
+
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 4, "rater": "ana", "wants": ["shorter"]})
+        await handle.signal("score", {"score": 3, "rater": "ana", "wants": ["shorter"]})
+        await handle.signal("score", {"score": 5, "rater": "bo", "wants": ["shorter"]})
+        await handle.signal("score", {"score": 6, "rater": "cy", "wants": ["longer"]})
+        state = await wait_for_state(handle, awaiting(2))
+        await _score_all(handle, {"ana": (3, "longer"), "bo": (3, "longer"), "cy": (5, "")})
+        await wait_for_state(handle, awaiting(3))
+        await _score_all(handle, {r: (5, "") for r in ("ana", "bo", "cy")})
+        await wait_for_state(handle, awaiting(4))
+    rows = {}
+    for entry in history(store.engine, state.lineage_id):
+        rows.setdefault(entry.event_type, []).append(entry.summary)
+    assert rows["rater.scored"][:2] == [
+        "cycle 1: ana scored 4, asking shorter",
+        "cycle 1: ana scored 3, asking shorter; replaces their earlier score (4)",
+    ]
+    assert rows["raters.agreed"][0] == (
+        "cycle 1: median 5 of ana 3, bo 5, cy 6; agreed: nothing; disputed longer, more depth "
+        "/ shorter (ana: shorter; bo: shorter; cy: longer, more depth)"
+    )
+    assert rows["raters.agreed"][1].startswith(
+        "cycle 2: median 3 of ana 3, bo 3, cy 5; agreed: longer, more depth"
+    )
+    (judged,) = rows["raters.judged"]
+    assert judged.startswith("cycle 3: ") and judged.endswith(
+        "judged by ana: longer, more depth untested, bo: longer, more depth untested, "
+        "cy: longer, more depth untested"
+    )
+    assert rows["evolution.kept"] and all(rows["evolution.kept"])
+    assert rows["evolution.kept"][0].startswith("kept v1: ")
