@@ -152,3 +152,24 @@ async def test_history_says_what_each_rater_did(time_skipping_env, store, settin
     )
     assert rows["evolution.kept"] and all(rows["evolution.kept"])
     assert rows["evolution.kept"][0].startswith("kept v1: ")
+
+
+async def test_the_card_shows_each_raters_comment_on_its_own_line(
+    time_skipping_env, store, settings
+):
+    """Three raters comment (ana twice: the later counts): the card's last score gives each
+    rater's comment on a line of its own, not one quote run together."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        for rater, comment in (("ana", "too wordy"), ("ana", "way too long"),
+                               ("bo", "far too long"), ("cy", "fine as it is")):  # fmt: skip
+            await handle.signal("score", {"score": 5, "rater": rater, "comment": comment})
+        state = await wait_for_state(handle, awaiting(2))
+        card = await card_html(time_skipping_env, store, state.lineage_id)
+    last = card.split('class="previous"')[1].split("</p>")[0]
+    assert [line.split("</span>")[0] for line in last.split('class="rater-comment">')[1:]] == [
+        "ana: “way too long”",
+        "bo: “far too long”",
+        "cy: “fine as it is”",
+    ]
+    assert "too wordy" not in last
