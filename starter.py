@@ -339,11 +339,8 @@ def score(
         except ValueError as exc:
             console.print(f"[red]refused: {shown(exc)}[/red]", highlight=False)
             return 1
-        where = f"cycle {accepted.cycle}" if accepted.cycle else "the next output (queued)"
         said = f". {accepted.reading}" if accepted.reading else ""
-        console.print(
-            f"score {accepted.score:g} accepted for {where}{shown(said)}", highlight=False
-        )
+        console.print(f"{accepted.said()}{shown(said)}", highlight=False)
         return 0
 
     try:

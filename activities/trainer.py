@@ -111,16 +111,23 @@ class TrainerActivities:
             step=step,
             attempt_id=context.artifact.attempt_id,
             applied_insights=cycle_step.applied_insights(step, context.insights),
-            summary=(
-                cycle_step.summary(step, inp.agent.version)
-                if inp.corrects is None
-                else cycle_step.corrected_summary(step, inp.agent.version, inp.corrects)
-            ),
+            summary=self._summary(step, inp, agreement),
             # several raters: what was asked and not agreed on is said with what was
             reading=cycle_step.said_back(step, agreement.not_agreed() if agreement else ()),
             wants=wants.wants_of(step.analysis.aspects),
             agreement=agreement,
         )
+
+    @staticmethod
+    def _summary(step: CycleStep, inp: CycleStepInput, agreement: Agreement | None) -> str:
+        line = (
+            cycle_step.summary(step, inp.agent.version)
+            if inp.corrects is None
+            else cycle_step.corrected_summary(step, inp.agent.version, inp.corrects)
+        )
+        if agreement is not None and agreement.not_agreed():
+            return cycle_step.raters_kept(line)  # wishes there were, none agreed on
+        return line
 
     async def planned(self, inp: CycleStepInput, context: StepContext | None = None) -> CycleStep:
         """The step ``inp`` starts, over what the store holds (``context``, read if not given):

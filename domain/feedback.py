@@ -265,6 +265,17 @@ class ScoreAccepted(BaseModel):
     output_id: str | None = None  # the output it judged
     # several raters (options.raters): how far the output's scoring is ("2 of 3 scored")
     scores_progress: str | None = None
+    # several raters: the rater's earlier score on the same output, which this one replaces
+    replaces: float | None = None
+
+    def said(self) -> str:
+        """How a client says it was taken: "score 3 accepted for cycle 4; it replaces your
+        earlier score (4)" (the reading, when given, follows)."""
+        where = f"cycle {self.cycle}" if self.cycle else "the next output (queued)"
+        line = f"score {self.score:g} accepted for {where}"
+        if self.replaces is not None:
+            line += f"; it replaces your earlier score ({self.replaces:g})"
+        return line
 
 
 def explain(exc: ValidationError) -> str:

@@ -64,6 +64,8 @@ class Dispute(BaseModel):
 
     families: list[str]  # the families at stake (a family, or it and its opposite)
     said: list[Said]
+    # the (family, up?) stances it holds, while the agreement is worked out (not recorded)
+    stances: list[tuple[str, bool]] = Field(default_factory=list, exclude=True)
 
     def line(self) -> str:
         """In the raters' words: "disagreement on longer, more depth / shorter (ana: shorter;
@@ -134,6 +136,9 @@ class Agreement(BaseModel):
         raters = len(self.readings)
         for said in by.values():
             who = list(dict.fromkeys(s.rater for s in said))  # each rater once
+            if _keeps(said[0].want):
+                out.append(_kept(", ".join(who), said[0].want, several=len(who) > 1))
+                continue
             out.append(
                 f"{_words(_most_said(said))} asked by {len(who)} of {raters} "
                 f"({', '.join(who)}), no majority"
@@ -144,11 +149,24 @@ class Agreement(BaseModel):
         out = [d.line() for d in self.disputes]
         raters = len(self.readings)
         out += [
-            f"{s.rater} asked for {_words(s.want)}: not a majority of the {raters} raters, "
+            _kept(s.rater, s.want)
+            if _keeps(s.want)
+            else f"{s.rater} asked for {_words(s.want)}: not a majority of the {raters} raters, "
             "not acted on"
             for s in self.minority
         ]
         return out
+
+
+def _keeps(want: str) -> bool:
+    return want_grammar.parse(want).action == "keep"
+
+
+def _kept(who: str, want: str, several: bool = False) -> str:
+    """A keep no one opposed, as it is: nothing changes what it keeps, whoever else spoke
+    ("pilar keeps answer first: it stays"), not a wish "not acted on"."""
+    family = _kind(want_grammar.parse(want))
+    return f"{who} {'keep' if several else 'keeps'} {_words(family)}: it stays"
 
 
 def _words(want: str) -> str:
@@ -272,18 +290,22 @@ def agree(readings: Sequence[RaterReading]) -> Agreement:
         objections = [k for k in against if k in stances]
         if objections:
             keys = [(family, up), *objections]
-            if not any(k in disputed for k in keys):
-                disputes.append(
-                    Dispute(
-                        families=sorted({k[0] for k in keys}),
-                        said=[s for k in keys for s in stances[k]],
-                    )
-                )
+            # a wish clashing with one already in dispute (table against the prose that is
+            # against bullets) joins that dispute: every wish not acted on is said back
+            joined = next((d for d in disputes if any(k in d.stances for k in keys)), None)
+            if joined is None:
+                joined = Dispute(families=[], said=[])
+                disputes.append(joined)
+            for key in keys:
+                if key not in joined.stances:
+                    joined.stances.append(key)
+                    joined.said += stances[key]
+            joined.families = sorted({k[0] for k in joined.stances})
             disputed.update(keys)
             continue
         raters = {s.rater.casefold() for s in said}
         if 2 * len(raters) > speakers:
-            agreed.append(_most_said(said))
+            agreed.append(_agreed_want(said))
         else:
             minority.extend(said)
     return Agreement(
@@ -293,6 +315,28 @@ def agree(readings: Sequence[RaterReading]) -> Agreement:
         minority=minority,
         readings=list(readings),
     )
+
+
+def _agreed_want(said: list[Said]) -> str:
+    """The want a family's majority is acted on as: the one most raters worded alike, but with
+    an amount when any of them gave one ("shorter" and "shorter:half" is "shorter:half"), the
+    mildest when several did (nearest to no change)."""
+    measured = [s for s in said if want_grammar.parse(s.want).amount is not None]
+    if not measured:
+        return _most_said(said)
+    if len({want_grammar.parse(s.want).amount.kind for s in measured}) > 1:  # type: ignore[union-attr]
+        return measured[0].want  # a share and a word limit: not comparable unmeasured
+    return min(measured, key=lambda s: _strength(want_grammar.parse(s.want))).want
+
+
+def _strength(aspect: FeedbackAspect) -> float:
+    """How far an amount moves from the output as it is, for ordering alike amounts: a larger
+    share or word limit of ``shorter`` (or of a ``less``) moves less, a smaller count to add
+    moves less."""
+    amount = aspect.amount
+    assert amount is not None
+    shrinks = aspect.want == "shorter" or aspect.action in AGAINST
+    return -amount.value if shrinks else amount.value
 
 
 def _most_said(said: list[Said]) -> str:

@@ -202,7 +202,7 @@ class _Handlers:
         accepted, refused = await _update(handle, LineageWorkflow.submit_score, payload)
         if refused is not None:
             return refused
-        said = f"score {accepted.score:g} accepted for cycle {accepted.cycle}"
+        said = accepted.said()
         if MASK in (accepted.comment or "") and MASK not in comment:
             said += f" (something in your comment looked like a credential: kept as {MASK})"
         # how the comment was read, at once: a misreading is corrected before it costs a cycle

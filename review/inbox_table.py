@@ -45,14 +45,19 @@ def print_inbox(found: Inbox) -> None:
             highlight=False,
         )
     first = found.items[0]
+    # several raters: a score names its rater, or it is refused
+    team = bool(first.scores_progress)
     console.print(
         f"Score #1 (its reading shown first): {command('training-camp')} score "
-        f"{shown(first.lineage_id)} 8 'comment'",
+        f"{shown(first.lineage_id)} 8 'comment'" + (" --rater NAME" if team else ""),
         soft_wrap=True,
         highlight=False,
     )
     # naming the output: refused, not misapplied, if a correction's re-run replaces it
-    example = json.dumps({"score": 8, "output_id": first.output_id})
+    sent: dict[str, object] = {"score": 8, "output_id": first.output_id}
+    if team:
+        sent["rater"] = "NAME"
+    example = json.dumps(sent)
     console.print(
         f"Or: {temporal_cli()} workflow update execute -o json --workflow-id "
         f"{workflow_id(first.lineage_id)} --name submit_score --input {shlex.quote(example)}",

@@ -145,6 +145,8 @@ class LineageCard:
     trace: Trace | None = None  # how the output was made: each step's model and tool calls
     evolution: EvolutionView | None = None
     previous_score: tuple[float, str | None] | None = None
+    # several raters: each one's comment on that output, (rater, comment), each on its own line
+    previous_comments: list[tuple[str, str]] = field(default_factory=list)
     chart: Markup = field(default_factory=Markup)
     blame: list[SegmentProvenance] = field(default_factory=list)
     undo_to: int | None = None  # the version the current one was made from: where undo goes
@@ -234,6 +236,16 @@ async def _state(client: Client, workflow_id: str) -> LineageState | None:
         return None
 
 
+def _raters_comments(store: Store, lineage_id: str, cycle: int) -> list[tuple[str, str]]:
+    """Each rater's latest comment on the cycle's output (none for a single rater): the cycle's
+    own comment runs them together, and one quote would hide who said what."""
+    latest: dict[str, RaterScored] = {}
+    for scored in store.queries.lineage_events(lineage_id, RaterScored):
+        if scored.cycle == cycle:
+            latest[scored.rater.casefold()] = scored  # a later score replaces, as it counts
+    return [(s.rater, s.comment) for s in latest.values() if s.comment]
+
+
 def _card(
     store: Store,
     lineage_id: str,
@@ -266,6 +278,7 @@ def _card(
     card.undo_to = current[-1].from_version if current else None
     if evaluations:
         card.previous_score = (evaluations[-1].score, evaluations[-1].comment)
+        card.previous_comments = _raters_comments(store, lineage_id, evaluations[-1].cycle)
     # The change that made that version stays on the card while its outputs are scored, a
     # score that kept the version included: it is what the rater is judging
     produced = [r for r in records if r.to_version == version]

@@ -134,3 +134,31 @@ async def test_the_correction_is_the_named_raters_own_reading_and_asks_a_name_fi
         ("bo", ["shorter"]),
         ("cy", ["table"]),
     ]
+
+
+async def test_a_rescore_on_the_page_says_it_replaces_the_earlier_one(
+    client, store, settings, run_worker, browser, inbox_server
+):
+    """ana scored 5; on the page, ana scores 6 while bo and cy are still to score: the form
+    says the new score replaces the earlier one, which no longer counts."""
+    spec = make_spec(options=RATERS)
+    a = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 5, "rater": "ana", "wants": ["shorter"]})
+        await wait_for_state(handle, lambda s: s.scored_by == ["ana"])
+        server = await inbox_server()
+        await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
+        await until(browser, "document.activeElement.id == 'rater'")
+        await on(browser, browser.switch_to.active_element.send_keys, "ana", Keys.TAB)
+        await until(browser, "document.activeElement.classList.contains('score-input')")
+        await on(browser, browser.switch_to.active_element.send_keys, "6", Keys.TAB)
+        comment = await on(browser, lambda: browser.switch_to.active_element)
+        await on(browser, comment.send_keys, "Way too long.", Keys.ENTER)
+        message = await until(
+            browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
+        )
+        state = await handle.query(LineageWorkflow.state)
+    assert message.startswith("score 6 accepted for cycle 1; it replaces your earlier score (5)")
+    assert [(r.rater, r.score) for r in state.rater_scores] == [("ana", 6.0)]

@@ -691,7 +691,7 @@ def said_back(step: CycleStep, not_agreed: Sequence[str] = ()) -> str:
     reads what they agreed on, and ``not_agreed`` (``Agreement.not_agreed``) is what was
     asked and not agreed on, said too: "Read as: no change agreed — shorter (ana) against
     longer (bo)"."""
-    return say_back(step.analysis, step.report, step.kept_wishes, not_agreed)
+    return say_back(step.analysis, step.report, step.kept_wishes, not_agreed, step.rolled_back)
 
 
 def say_back(
@@ -699,9 +699,10 @@ def say_back(
     report: Sequence[str] = (),
     kept_wishes: Sequence[str] = (),
     not_agreed: Sequence[str] = (),
+    rolled_back: Sequence[str] = (),
 ) -> str:
     """``said_back`` of a reading and the step's report lines (the preview says a reading
-    before any step is taken)."""
+    before any step is taken); ``rolled_back``: the families the step rolled back."""
     asked, kept, taken = [], [], []
     for a in analysis.aspects:
         if not a.want:
@@ -727,7 +728,14 @@ def say_back(
             parts.append(f"not agreed: {'; '.join(not_agreed)}")
     elif not_agreed:
         # changes were asked for, by too few or against one another: none was agreed on
-        parts = [f"Read as: no change agreed — {'; '.join(not_agreed)}"]
+        # a rollback the same step made is a change: "no change agreed" alone would deny it
+        back = ", ".join(_family_words(f) for f in rolled_back)
+        agreed = (
+            f"no new change agreed, the last change rolled back ({back})"
+            if back
+            else "no change agreed"
+        )
+        parts = [f"Read as: {agreed} — {'; '.join(not_agreed)}"]
     else:
         parts = ["Read as: no change asked for"]
     if kept:
@@ -742,6 +750,22 @@ def say_back(
     if missed:
         parts.append(f"not understood: {missed[0]}")
     return preview_of("; ".join(parts), SAID_BACK_CHARS)
+
+
+def _family_words(family: str) -> str:
+    try:
+        return want_labels.label(family)
+    except ValueError:
+        return family
+
+
+NOT_AGREED_NOTE = "no wish the raters agreed on (see the disagreements)"
+
+
+def raters_kept(line: str) -> str:
+    """A "kept" summary of several raters' step whose wishes were disputed or too few: the
+    planner's "no actionable wish" would say no one asked for anything."""
+    return line.replace(evolution_planner.NO_ACTIONABLE_WISH, NOT_AGREED_NOTE)
 
 
 def _sent_as_want(quote: str | None) -> bool:

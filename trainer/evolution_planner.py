@@ -36,6 +36,7 @@ from trainer.check_levers import is_form_example
 from trainer.evolution import STRENGTHEN_REASON, EvolutionError, apply_changes
 from trainer.reading.wish import Wish
 
+NO_ACTIONABLE_WISH = "no actionable wish in the feedback; the agent is kept as is"
 SHORTEST_MAX_TOKENS = 100
 SHORT_MAX_TOKENS = 300
 LONG_MAX_TOKENS = 1024
@@ -286,7 +287,7 @@ class _Proposal:
                 if a.sentiment == "positive" and a.aspect not in improve
             ]
         elif not wanted:
-            result.notes.append("no actionable wish in the feedback; the agent is kept as is")
+            result.notes.append(NO_ACTIONABLE_WISH)
         else:
             result.notes.append("every wish is already carried by the agent's instructions")
         if analysis.adversarial:

@@ -655,13 +655,24 @@ class LineageWorkflow:
         if self._status != "awaiting_score" or accepted.cycle != self._s.cycle:
             return accepted  # for an output to come: `state` says how it was read then
         if self._inp.options.raters is not None:  # several raters: recorded, awaiting others
+            # read before the wait: the cycle may go on with this score and forget the earlier
+            earlier = next(
+                (
+                    r.score
+                    for r in self._s.rater_scores
+                    if accepted.rater and r.rater.casefold() == accepted.rater.casefold()
+                ),
+                None,
+            )
             ticket = self._scores_done + 1
             await workflow.wait_condition(
                 lambda: self._scores_done >= ticket or self._s.stop_requested
             )
             if self._score_refused is not None and self._scores_done >= ticket:
                 raise ApplicationError(self._score_refused, type="InvalidScore", non_retryable=True)
-            return accepted.model_copy(update={"scores_progress": self._s.scores_progress})
+            return accepted.model_copy(
+                update={"scores_progress": self._s.scores_progress, "replaces": earlier}
+            )
         # for the output awaiting one, which had none (the inbox refuses a second): next taken
         ticket = self._scores_done + 1
         await workflow.wait_condition(lambda: self._scores_done >= ticket or self._s.stop_requested)

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from sqlalchemy import Connection, Engine, select
 from sqlmodel import SQLModel
 
+from domain import want_labels
 from domain.agent import AgentDefinition
 from domain.events import (
     AgentCreated,
@@ -19,11 +20,16 @@ from domain.events import (
     DirectiveAdded,
     Event,
     EvolutionJudged,
+    EvolutionKept,
     InputsSet,
     LineageBranched,
     LineageLocked,
     LineagePromoted,
     LineageUnlocked,
+    RatersAgreed,
+    RaterScored,
+    RatersJudged,
+    ReadingCorrected,
     SpansRecorded,
     WishesStanding,
 )
@@ -108,9 +114,16 @@ def as_of(
     )
 
 
-def _summary(event: Event | None, scored: dict[str, int | None] | None = None) -> str:
+def _summary(
+    event: Event | None,
+    scored: dict[str, int | None] | None = None,
+    earlier: dict[str, float] | None = None,
+) -> str:
     """One line for an event; ``scored`` (evaluation id → the version whose output it scored)
-    names the version a correction was rebuilt from."""
+    names the version a correction was rebuilt from, ``earlier`` (a rater's score's id → the
+    score) the score a rater's later one replaces."""
+    if (said := _panel_summary(event, earlier or {})) is not None:
+        return said
     match event:
         case AgentCreated():
             return f"v{event.version} created"
@@ -149,9 +162,65 @@ def _summary(event: Event | None, scored: dict[str, int | None] | None = None) -
     return ""
 
 
+def _panel_summary(event: Event | None, earlier: dict[str, float]) -> str | None:
+    """One line for what several raters did (who scored what, superseding which; what they
+    agreed on or disputed; their verdicts; a correction) and for a step that kept the agent;
+    None for any other event."""
+    match event:
+        case RaterScored():
+            line = f"cycle {event.cycle}: {event.rater} scored {event.score:g}"
+            if event.wants is not None:
+                line += f", asking {_chips(event.wants)}"
+            if event.supersedes is not None:
+                before = earlier.get(event.supersedes)
+                was = f" ({before:g})" if before is not None else ""
+                line += f"; replaces their earlier score{was}"
+            return line + (f": {event.comment}" if event.comment else "")
+        case RatersAgreed():
+            voices = ", ".join(f"{v.rater} {v.score:g}" for v in event.voices)
+            parts = [f"cycle {event.cycle}: median {event.score:g} of {voices}"]
+            parts.append(f"agreed: {_chips(event.agreed) if event.agreed else 'nothing'}")
+            for d in event.disputes:
+                said = "; ".join(f"{s.rater}: {_chips([s.want])}" for s in d.said)
+                parts.append(f"disputed {_chips(d.families, ' / ')} ({said})")
+            if event.minority:
+                parts.append(
+                    "not a majority: "
+                    + ", ".join(f"{_chips([s.want])} ({s.rater})" for s in event.minority)
+                )
+            return "; ".join(parts)
+        case RatersJudged():
+            each = ", ".join(
+                f"{v.rater}: {_chips([v.family])} {v.verdict.replace('_', ' ')}"
+                for v in event.verdicts
+            )
+            return f"cycle {event.cycle}: {event.evolution_id} judged by {each or 'no rater'}"
+        case ReadingCorrected():
+            who = f"{event.rater} " if event.rater else ""
+            wants = _chips(event.corrected)
+            was = _chips(event.read_as)
+            return f"{who}corrected the reading of cycle {event.cycle}: {wants} (was: {was})"
+        case EvolutionKept():
+            why = "; ".join(event.plan.notes) or "nothing to change"
+            return f"kept v{event.version}: {why}"
+    return None
+
+
+def _chips(wants: list[str], sep: str = ", ") -> str:
+    """Wants (or families) in the chips' words, as raters see them."""
+    said = []
+    for want in wants:
+        try:
+            said.append(want_labels.label(want))
+        except ValueError:
+            said.append(want)
+    return sep.join(said) or "no change"
+
+
 def history(engine: Engine, lineage_id: str) -> list[HistoryEntry]:
     """The lineage's events, oldest first, spans left out."""
     scored: dict[str, int | None] = {}
+    earlier: dict[str, float] = {}
     entries = []
     with engine.connect() as conn:
         for e in event_log.read(conn, lineage_id=lineage_id):
@@ -159,12 +228,14 @@ def history(engine: Engine, lineage_id: str) -> list[HistoryEntry]:
                 continue
             if isinstance(e.data, ArtifactScored):
                 scored[e.data.evaluation_id] = e.data.agent_version
+            if isinstance(e.data, RaterScored):
+                earlier[e.data.evaluation_id] = e.data.score
             entries.append(
                 HistoryEntry(
                     position=e.position,
                     timestamp=e.timestamp,
                     event_type=e.event_type,
-                    summary=_summary(e.data, scored),
+                    summary=_summary(e.data, scored, earlier),
                 )
             )
     return entries
