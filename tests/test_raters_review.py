@@ -162,3 +162,36 @@ async def test_a_rescore_on_the_page_says_it_replaces_the_earlier_one(
         state = await handle.query(LineageWorkflow.state)
     assert message.startswith("score 6 accepted for cycle 1; it replaces your earlier score (5)")
     assert [(r.rater, r.score) for r in state.rater_scores] == [("ana", 6.0)]
+
+
+async def test_a_score_typed_while_its_cycle_goes_on_is_refused_not_landed_on_the_next(
+    client, store, settings, run_worker, browser, inbox_server
+):
+    """ana types a second score for cycle 1 on the page; bo and cy score meanwhile and the
+    cycle goes on, the card showing cycle 2: ana's score is refused for cycle 1, and cycle 2,
+    which ana has not read, gets no score from ana."""
+    spec = make_spec(options=RATERS)
+    a = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        await handle.signal("score", {"score": 5, "rater": "ana", "wants": ["shorter"]})
+        await wait_for_state(handle, lambda s: s.scored_by == ["ana"])
+        server = await inbox_server()
+        await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
+        await until(browser, "document.activeElement.id == 'rater'")
+        await on(browser, browser.switch_to.active_element.send_keys, "ana", Keys.TAB)
+        await until(browser, "document.activeElement.classList.contains('score-input')")
+        await on(browser, browser.switch_to.active_element.send_keys, "6", Keys.TAB)
+        comment = await on(browser, lambda: browser.switch_to.active_element)
+        await on(browser, comment.send_keys, "Second look: still too long.")
+        await handle.signal("score", {"score": 4, "rater": "bo", "wants": ["shorter"]})
+        await handle.signal("score", {"score": 4, "rater": "cy", "wants": ["shorter"]})
+        await wait_for_state(handle, awaiting(2), timeout=60)
+        await until(browser, f"{card(a)}.querySelector('header')?.dataset.cycle == '2'")
+        await on(browser, comment.send_keys, Keys.ENTER)
+        said = f"{card(a)}.querySelector('form.score .message')?.textContent"
+        message = await until(browser, f"{said} && {said} != '…' && {said}")
+        state = await handle.query(LineageWorkflow.state)
+    assert "cycle 1" in message and "refused" in message
+    assert state.scored_by == []  # nobody has scored cycle 2's output yet

@@ -142,16 +142,20 @@ async function refreshCard(body, anotherRater = false) {
     const message = fresh.querySelector(".message");
     [message.textContent, message.className] = [said.textContent, said.className];
   }
-  // the score form names the output the card now shows (a re-run replaces it)
+  // the score form names the output the card now shows (a re-run replaces it); a score being
+  // typed stays on the cycle it was typed for: if that cycle has gone on meanwhile, the score
+  // is refused and said so, never landed on an output the rater has not read
   const card = body.closest(".card");
-  const cycle = card.querySelector("input[name=cycle]");
-  if (header && cycle) cycle.value = header.dataset.cycle;
-  const output = card.querySelector("input[name=output_id]");
-  if (header && output) output.value = header.dataset.output;
-  // several raters: the preview of what is typed says what the others have asked so far, and
-  // one of them may have just scored, or scored again: it is read again
   const score = card.querySelector("form.score");
   const typed = score && score.querySelector("[name=comment]").value.trim();
+  const started = typed || (score && score.querySelector("[name=score]").value.trim());
+  const cycle = card.querySelector("input[name=cycle]");
+  const moved = header && cycle && cycle.value && cycle.value !== header.dataset.cycle;
+  if (header && cycle && !(started && moved)) cycle.value = header.dataset.cycle;
+  const output = card.querySelector("input[name=output_id]");
+  if (header && output && !(started && moved)) output.value = header.dataset.output;
+  // several raters: the preview of what is typed says what the others have asked so far, and
+  // one of them may have just scored, or scored again: it is read again
   if (typed && body.querySelector(".scores-progress")) readLater(score);
 }
 
