@@ -51,6 +51,8 @@ redaction = lazy.load("domain.redaction", suppress_warning=True)
 # the session's front and a version's definition: a reading needs neither
 selection = lazy.load("domain.selection", suppress_warning=True)
 agent_model = lazy.load("domain.agent", suppress_warning=True)
+events = lazy.load("domain.events", suppress_warning=True)
+want_labels = lazy.load("domain.want_labels", suppress_warning=True)
 lineage_workflow = lazy.load("workflows.lineage", suppress_warning=True)
 lineage_model = lazy.load("domain.lineage", suppress_warning=True)
 telemetry = lazy.load("runner.telemetry", suppress_warning=True)
@@ -316,8 +318,11 @@ def session_versions(store: Store, session_id: str) -> list[FrontRow]:
                 if check.measured:
                     passed[version][0] += check.passed
                     passed[version][1] += 1
+        # the wishes standing on each version, as the history records them (the last word)
+        standing = {e.version: e for e in q.lineage_events(lineage.id, events.WishesStanding)}
         for row in q.agent_versions(lineage.id):
             by_cycle = scores[row.version]
+            stood = standing.get(row.version)
             parent = (
                 f"{labels.get(origin.parent_lineage_id, origin.parent_lineage_id)} "
                 f"v{origin.parent_version}"
@@ -332,6 +337,10 @@ def session_versions(store: Store, session_id: str) -> list[FrontRow]:
                     scores=tuple(sum(s) / len(s) for _, s in sorted(by_cycle.items())),
                     checks_passed=passed[row.version][0],
                     checks=passed[row.version][1],
+                    standing=tuple(
+                        want_labels.standing_words(w.family, w.action, w.detail)
+                        for w in (stood.wishes if stood else [])
+                    ),
                     branched_from=parent,
                     champion=champion is not None
                     and champion[0] == lineage.id

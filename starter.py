@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from domain.trace import TracedAttempt
 
 console = make_console()
+BLAME_TABLE_COLUMNS = 120  # narrower, `blame` prints a block a part instead of its table
 SpecPath = Annotated[Path, typer.Argument(help="Session spec (YAML or JSON).")]
 LineageArg = Annotated[
     str, typer.Argument(help="e.g. essay-demo-A, or its workflow id lineage-essay-demo-A")
@@ -109,7 +110,8 @@ def status(spec_path: SpecPath) -> None:
         for lineage in spec.lineages:
             handle = client.get_workflow_handle(workflow_id(spec.lineage_id(lineage.label)))
             state = await handle.query(lineage_workflow.LineageWorkflow.state)
-            console.print(json_text(state.model_dump_json()))
+            # never wrapped at the terminal's width: a line break inside a string is not JSON
+            console.print(json_text(state.model_dump_json()), soft_wrap=True)
 
     asyncio.run(go())
 
@@ -427,21 +429,39 @@ def blame(
         raise typer.Exit(1) from None
     finally:
         store.close()
-    from rich.table import Table  # this command's alone: the others start without it
+    from rich.padding import Padding  # this command's alone: the others start without it
+    from rich.table import Table
 
-    table = Table("part", "segment", "since", "evolution", "feedback", "wish", "reason")
-    table.show_lines = True
+    said = []
     for row in rows:
         feedback = (
             f"{row.trigger_score:g}: {row.trigger_comment or ''}"
             if row.trigger_score is not None
             else ""
         )
+        since = row.since + (f", rebuilt from v{b}" if (b := row.rebuilt_from) else "")
+        part = row.part if row.name is None else f"{row.part} {row.name}"
+        said.append((part, row.segment, since, row.evolution_id or "initial", feedback, row))
+    if console.width < BLAME_TABLE_COLUMNS:
+        # seven columns at this width would wrap a word a line: one block a part instead
+        for part, segment, since, evolution, feedback, row in said:
+            console.print(f"[bold]{shown(part)}[/bold] · {shown(since)} · {shown(evolution)}")
+            lines = [shown(segment)]
+            lines += [f"feedback: {shown(feedback)}"] if feedback else []
+            lines += [f"wish: {shown(row.wish)}"] if row.wish else []
+            lines.append(f"reason: {shown(row.reason)}")
+            for line in lines:
+                console.print(Padding(line, (0, 0, 0, 2)), highlight=False)
+            console.print()
+        return
+    table = Table("part", "segment", "since", "evolution", "feedback", "wish", "reason")
+    table.show_lines = True
+    for part, segment, since, evolution, feedback, row in said:
         table.add_row(
-            shown(row.part if row.name is None else f"{row.part} {row.name}"),
-            shown(row.segment),
-            row.since + (f", rebuilt from v{b}" if (b := row.rebuilt_from) else ""),
-            shown(row.evolution_id or "initial"),
+            shown(part),
+            shown(segment),
+            since,
+            shown(evolution),
             shown(feedback),
             shown(row.wish or ""),
             shown(row.reason),

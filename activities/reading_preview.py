@@ -28,7 +28,7 @@ from domain.trace import TracedCall
 from store import Store
 from trainer import preview
 from trainer.backends import TrainerBackends
-from trainer.cycle_step import LineageMemory
+from trainer.cycle_step import ROLLED_BACK, LineageMemory
 from trainer.measure_budget import OverBudget, within_budget
 
 PLAN_BUDGET_SECONDS = 10.0  # the rules engine plans in milliseconds; a long comment's reading
@@ -129,11 +129,13 @@ async def planned(
             "planned": True,
             "plan_wants": plan_wants,
             # what the reading already says (a clause not understood, a standing wish in
-            # the way) is not said twice
+            # the way) is not said twice, nor what the changes above do (a rollback, a
+            # revert): what is left is what the step would not do, and why
             "plan_notes": [
                 r
                 for r in step.report
-                if not r.startswith("not understood") and r not in {u.why for u in seen.unsure}
+                if not r.startswith(("not understood", ROLLED_BACK, "back to v"))
+                and r not in {u.why for u in seen.unsure}
             ],
         }
     )

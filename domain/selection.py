@@ -25,6 +25,9 @@ class VersionRecord(BaseModel):
     scores: tuple[float, ...] = ()  # one per scored cycle (a cycle's scores averaged)
     checks_passed: int = 0
     checks: int = 0  # standing checks measured on those outputs
+    # the wishes standing on the version, in the chips' words (what its outputs are checked
+    # against, scored or not yet)
+    standing: tuple[str, ...] = ()
     # the version a branch's first version is (``"A v3"``), None for any other
     branched_from: str | None = None
     champion: bool = False  # the version promoted as the session's champion

@@ -5,12 +5,15 @@ A chip, a ``--want`` and a correction say them like any other want:
 - ``tool:search_documents`` use the tool (``remove:tool:…``: stop using it);
 - ``tool_first:search_documents`` call it first, before answering;
 - ``describe:tool:search_documents`` (or with ``:"a sentence"``) what its description says;
+  ``remove:describe:tool:search_documents`` its description as it was before the rater's
+  additions (with ``:"a sentence"``: that sentence taken out);
 - ``step:add:check`` a checking step at the end of the flow, given the findings;
 - ``step:remove:polish`` (or ``remove:step:polish``) the polish step taken out of the flow;
 - ``step:input:check+=research`` the check step given the research step's output
   (``step:input:polish-=draft``: no longer given it);
 - ``step:prompt:research`` the other wishes of the score aimed at that step's prompt rather
-  than the system prompt (or with ``:"a sentence"``, that sentence added to it).
+  than the system prompt (or with ``:"a sentence"``, that sentence added to it);
+  ``remove:step:prompt:research:"a sentence"`` that sentence taken out of it.
 
 Each is a wish of the family its syntax names (``tool``, ``tool_first``, ``describe``,
 ``step``) whose detail is the want itself, so it crosses every layer (a reading, a chip, a
@@ -45,6 +48,8 @@ Kind = Literal[
     "step_input",
     "drop_input",
     "step_prompt",
+    "undescribe",
+    "unprompt",
 ]
 # which wants a kind is said as: its family, and whether it is a tool's or a step's
 _FAMILY: dict[str, str] = {
@@ -57,6 +62,8 @@ _FAMILY: dict[str, str] = {
     "step_input": "step",
     "drop_input": "step",
     "step_prompt": "step",
+    "undescribe": "describe",
+    "unprompt": "step",
 }
 _NAME = r"[a-z0-9_-]{1,64}"
 _WANT = re.compile(
@@ -132,6 +139,8 @@ class ToolFlowWish:
             "step_input": f"step:input:{self.target}+={self.source}",
             "drop_input": f"step:input:{self.target}-={self.source}",
             "step_prompt": f"step:prompt:{self.target}{said}",
+            "undescribe": f"remove:describe:tool:{self.target}{said}",
+            "unprompt": f"remove:step:prompt:{self.target}{said}",
         }[self.kind]
 
     @property
@@ -145,11 +154,27 @@ class ToolFlowWish:
             return f"step:{self.target}"
         if self.kind in ("step_input", "drop_input"):
             return f"step:input:{self.target}:{self.source}"
+        if self.kind == "undescribe" and not self.text:
+            return f"describe:describe:{self.target}"  # no description asked beside it
+        if self.kind in ("undescribe", "unprompt"):  # one sentence out, another may go in
+            return f"{self.family}:{self.kind}:{self.target}:{(self.text or '').lower()}"
         return f"{self.family}:{self.kind}:{self.target}"
 
     @property
     def removes(self) -> bool:
-        return self.kind in ("drop", "remove_step", "drop_input")
+        return self.kind in ("drop", "remove_step", "drop_input", "undescribe", "unprompt")
+
+    def undoes(self, made: ToolFlowWish) -> bool:
+        """Whether this wish, asked after ``made`` was carried out, asks for its contrary: a
+        tool used and dropped, a step added and removed, an input given and taken away, a
+        description or a step's sentence added and taken out."""
+        if self.target != made.target:
+            return False
+        if self.kind == "undescribe" and made.kind == "describe":
+            return not self.text or _same(self.text, made.text)
+        if self.kind == "unprompt" and made.kind == "step_prompt":
+            return _same(self.text, made.text)
+        return self.key == made.key and self.removes != made.removes
 
     def aspect(self, quote: str | None = None) -> FeedbackAspect:
         """The wish as a reading holds it: its family, the want as its detail."""
@@ -178,6 +203,10 @@ class ToolFlowWish:
             "step_input": f"the {self.target} step given {given}",
             "drop_input": f"the {self.target} step no longer given {given}",
             "step_prompt": f"the {self.target} step's prompt" + (f":{said}" if said else ""),
+            "undescribe": f"{self.target}'s description without{said}"
+            if said
+            else f"{self.target}'s description as it was, before your additions",
+            "unprompt": f"the {self.target} step's prompt without{said}",
         }[self.kind]
 
     def hypothesis(self, **fields: str) -> str:
@@ -191,8 +220,16 @@ class ToolFlowWish:
             else "hypothesis_dropped_input",
             "add_step": "hypothesis_add",
             "remove_step": "hypothesis_remove",
+            "undescribe": "hypothesis_undescribe",
+            "unprompt": "hypothesis_unprompt",
         }.get(self.kind, "hypothesis")
-        said = {"tool": self.target, "step": self.target, "source": self.source or "", **fields}
+        said = {
+            "tool": self.target,
+            "step": self.target,
+            "source": self.source or "",
+            "text": self.text or "",
+            **fields,
+        }
         return (entry.get(key) or entry["hypothesis"]).format(**said)
 
 
@@ -222,15 +259,31 @@ def parse(want: str) -> ToolFlowWish | None:
             f"{action}:{family}: a tool or flow wish takes add or remove (and a tool, less)"
         )
     if action == "remove" and family == "step":
+        if (found := _STEP_PROMPT.match(lower_head(rest))) is not None:
+            return _unprompt(want, found)
         # the picker's "remove" with the flow and a step's name: step:remove:NAME
         name = rest.lower()
         if not re.fullmatch(_NAME, name):
-            raise ValueError(f"{excerpt(want)}: which step? remove:step:NAME (step:remove:NAME)")
+            raise ValueError(
+                f"{excerpt(want)}: which step? remove:step:NAME (step:remove:NAME) takes a step "
+                'out of the flow; remove:step:prompt:NAME:"a sentence" takes a sentence out of '
+                "its prompt"
+            )
         return ToolFlowWish("remove_step", name)
+    if action == "remove" and family == "describe":
+        found = _TOOL_TEXT.match(lower_head(rest))
+        if found is None:
+            raise ValueError(
+                f"{excerpt(want)}: remove:describe:tool:NAME (its description as it was) or "
+                'remove:describe:tool:NAME:"a sentence" (that sentence taken out)'
+            )
+        return ToolFlowWish("undescribe", found.group("name"), text=_text(want, found))
     if action == "remove" and family != "tool":
         raise ValueError(
-            f"remove:{family}: only a tool or a step is removed this way (remove:tool:NAME, "
-            "step:remove:NAME); undo or revert takes back a change"
+            f"remove:{family}: taken out this way are a tool (remove:tool:NAME), a step "
+            "(step:remove:NAME), what a tool's description was given "
+            "(remove:describe:tool:NAME) and a sentence of a step's prompt "
+            '(remove:step:prompt:NAME:"a sentence"); undo or revert takes back a change'
         )
     if family in ("tool", "tool_first"):
         name = rest.lower()
@@ -268,6 +321,27 @@ def _step(want: str, rest: str) -> ToolFlowWish:
         f"{excerpt(want)}: a flow wish is step:add:check, step:remove:STEP, "
         "step:input:STEP+=EARLIER (-= drops it) or step:prompt:STEP"
     )
+
+
+def _unprompt(want: str, found: re.Match[str]) -> ToolFlowWish:
+    """``remove:step:prompt:NAME:"a sentence"``: the sentence taken out of that step's prompt
+    (which sentence must be said: a step's prompt is its instructions and its material)."""
+    name, text = found.group("name"), _text(want, found)
+    if text is None:
+        raise ValueError(
+            f'{excerpt(want)}: which sentence? remove:step:prompt:{name}:"the sentence" '
+            "takes it out of that step's prompt"
+        )
+    return ToolFlowWish("unprompt", name, text=text)
+
+
+def _same(said: str | None, other: str | None) -> bool:
+    """Two sentences alike but for case, spacing and the closing stop."""
+
+    def norm(text: str | None) -> str:
+        return " ".join((text or "").split()).rstrip(".!?").lower()
+
+    return bool(said) and norm(said) == norm(other)
 
 
 # the names before a want's sentence (describe:tool:NAME:…, step:prompt:NAME:…, or what is

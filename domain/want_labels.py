@@ -8,6 +8,7 @@ import json
 import re
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from domain import tool_flow, trace, wants
 from domain.answer_parts import part_words, unscoped
@@ -94,6 +95,75 @@ def wish_words(aspect: FeedbackAspect) -> str:
     if amount.kind == "count" and amount.unit == wants.UNITS.get(family):
         return amount.says()  # "one example": the unit names the family
     return f"{said}: {amount.says()}"
+
+
+# a family said where a line names it without its detail ("strengthened cite sources", "v4
+# checked against: …"): the families whose label lists their syntax say what they are about
+_FAMILY_ALONE = {
+    "language": "the language",
+    "banned": "a phrase to avoid",
+    "avoid": "a phrase to avoid",
+    "revert": "back to an earlier version",
+    "tool": "a tool's use",
+    "tool_first": "a tool called first",
+    "describe": "a tool's description",
+    "step": "the flow",
+    "focus": "a change of focus",
+    "tool_use": "how a tool is used",
+    "custom": "a request in your own words",
+    "preserve": "the text given kept as it is",
+}
+
+
+def family_words(name: str) -> str:
+    """A family, or a typed tool or flow want, in the chips' words, for a line that names what
+    a change pursued ("strengthened cite sources", "refuted: answer first: …", "rolled back the
+    polish step given the research step's output"): never a family's name."""
+    typed = _typed(name)
+    if typed is not None:
+        return typed.words()
+    if name in _FAMILY_ALONE:
+        return _FAMILY_ALONE[name]
+    entry = _labels().get(name)
+    return entry["label"] if entry else name.replace("_", " ")
+
+
+def _typed(want: str) -> tool_flow.ToolFlowWish | None:
+    if ":" not in want or not tool_flow.is_typed(want):
+        return None
+    try:
+        return tool_flow.parse(want)
+    except ValueError:
+        return None
+
+
+def families_words(names: list[str] | tuple[str, ...] | set[str]) -> str:
+    """``family_words`` of each, joined: "cite sources, the flow"."""
+    return ", ".join(family_words(n) for n in names)
+
+
+def standing_words(
+    family: str,
+    action: str | None = "add",
+    detail: str | None = None,
+    amount: Any = None,
+) -> str:
+    """A standing wish (``domain.checks.ActiveWish``'s fields) in the chips' words: "shorter",
+    "no table", "avoid 'to be fair'", "the closing summary in German"."""
+    aspect = FeedbackAspect(
+        aspect="overall",
+        sentiment="positive" if action == "keep" else "negative",
+        confidence=1.0,
+        want=family,
+        detail=detail,
+        action=action,  # type: ignore[arg-type]
+        amount=amount,
+    )
+    try:
+        want = wants.render(aspect)
+        return label(want) if want else wish_words(aspect)
+    except ValueError:
+        return wish_words(aspect)
 
 
 def _language(detail: str) -> str:

@@ -25,14 +25,21 @@ def prompt_diff(before: str, after: str) -> Markup:
     """A word-level diff of two prompts: removed words struck, added words marked, the rest
     plain — a changed sentence shows the words that changed, not the whole prompt twice."""
     # words with the space after them: a space alone never matches, so a rewritten sentence
-    # shows as one deletion and one insertion, not word by word interleaved
+    # shows as one deletion and one insertion, not word by word interleaved; compared by
+    # their words alone, so a word that only gained a space or a line break after it (the
+    # last one before an added sentence: "them." then "them. More.") stays plain, not struck
+    # and added again
     old, new = re.findall(r"\S+\s*", before), re.findall(r"\S+\s*", after)
     parts = []
-    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    matcher = difflib.SequenceMatcher(
+        a=[w.rstrip() for w in old], b=[w.rstrip() for w in new], autojunk=False
+    )
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         removed, added = "".join(old[i1:i2]), "".join(new[j1:j2])
-        if tag == "equal":
-            parts.append(f'<span class="same">{html.escape(removed)}</span>')
+        if tag == "equal":  # as it reads now, its spacing too (kept before what was cut)
+            gap = old[i2 - 1][len(old[i2 - 1].rstrip()) :]
+            same = added if added[-1:].isspace() else added + gap
+            parts.append(f'<span class="same">{html.escape(same)}</span>')
             continue
         if removed:
             parts.append(f'<del class="removed">{html.escape(removed)}</del>')

@@ -329,8 +329,9 @@ def as_of_command(
     console.print(
         f"[bold]{shown(lineage_id)}[/bold] as of event {state.position:,}: v{state.version}"
     )
-    console.print(
-        json_text(state.definition.model_dump_json(by_alias=True) if state.definition else "{}")
+    console.print(  # never wrapped: a line break inside a string is not JSON
+        json_text(state.definition.model_dump_json(by_alias=True) if state.definition else "{}"),
+        soft_wrap=True,
     )
     for s in state.scores:
         console.print(f"  cycle {s.cycle}: {s.score:g} {shown(s.comment or '')}", highlight=False)

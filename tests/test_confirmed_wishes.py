@@ -181,7 +181,7 @@ def test_the_say_back_words_a_part_language_and_a_phrase_to_avoid_as_the_chips_d
         "Read as: the closing summary in German, avoid 'to be fair', in Norwegian"
     )
     (dropped,) = _play(BRIEF, ["remove:language:german@summary"])
-    assert "taken back: the closing summary in German" in cycle_step.said_back(dropped)
+    assert cycle_step.said_back(dropped) == "Read as: take back the closing summary in German"
     quoted = 'This is jargon: "Leverage synergies to optimise throughput."'
     memory = LineageMemory(session_id="s", lineage_id="L")
     seen = asyncio.run(preview.preview(RulesTrainer(), memory, 4, quoted))

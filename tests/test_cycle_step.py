@@ -299,3 +299,27 @@ def test_going_back_to_a_version_forgets_a_take_back_of_what_that_version_asks_f
     step = take(START, mem, 4, "Go back to v2.", versions={2: v2}.get)
     assert step.agent.system_prompt == v2.system_prompt
     assert [(w.family, w.action) for w in step.wishes] == [("table", "remove")]
+
+
+def test_what_a_step_did_is_said_in_the_chips_words_never_a_familys_name():
+    """The one-line summary, a note of what was kept and why, and the hypothesis of a step that
+    only makes an instruction firmer or takes one back name what they pursued as the chips do
+    ("made firmer: shorter", "nothing made up"), never "strengthened no_fabrication" or a
+    claim about directives that were not sent."""
+    kept = take(START, memory(asked_for=["no_fabrication"], wants=["creative"]), 4, "generic")
+    assert "kept 'temperature 0.7': the reviewer asked for nothing made up" in kept.report
+    brief = START.model_copy(
+        update={"system_prompt": f"{START.system_prompt} Keep answers brief and to the point."}
+    )
+    firmer = take(brief, memory(wants=["shorter"]), 4, "Still long.")
+    assert cycle_step.summary(firmer, 1) == "v1→v2: made firmer: shorter"
+    cited = START.model_copy(
+        update={"system_prompt": f"{START.system_prompt} Cite a source for every claim."}
+    )
+    taken = take(cited, memory(wants=["remove:cite_sources"]), 4, "No citations.")
+    assert cycle_step.summary(taken, 1) == "v1→v2: took back cite sources"
+    assert taken.plan.hypothesis == (
+        "With cite sources taken back, the next output will no longer follow it, and the next "
+        "score will rise."
+    )
+    assert cycle_step.said_back(taken) == "Read as: take back cite sources"

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -797,6 +798,68 @@ async def test_a_sentence_added_with_the_picker_reaches_the_step_as_the_rater_wr
     assert v2.flow[0].prompt == f"Gather the facts and numbers needed for: {{input}}\n{sentence}"
 
 
+async def test_the_card_diffs_by_word_says_a_new_versions_standing_checks_and_a_row_click_drops(
+    client, store, settings, run_worker, browser, inbox_server, tmp_path
+):
+    """polish given the research findings: the card's diff marks the added line alone, the
+    unchanged "{draft}" before it plain (not struck and added again); the versions table
+    says what v2, not scored yet, is checked against, as the history does; and a click
+    anywhere on a plan line's row, not only on its words, leaves that change out."""
+    spec = research_spec(tmp_path, inputs=["Explain how core hours help a distributed team."])
+    a = spec.lineage_id("A")
+    evolution = f"{card(a)}.querySelector('section.evolution')"
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await wait_for_state(handle, awaiting(1))
+        fed = ["shorter", "step:input:polish+=research"]
+        await handle.execute_update("submit_score", {"score": 4, "wants": fed, "rater": "ana"})
+        await wait_for_state(handle, awaiting(2), timeout=60)
+        server = await inbox_server()
+        comment = await first_visit(browser, f"{server.url}/sessions/{spec.session_id}", "3")
+        parts = await until(
+            browser,
+            f"{evolution} && Array.from({evolution}.querySelectorAll('p.diff-part'),"
+            " p => [p.textContent, Array.from(p.nextElementSibling.children,"
+            " e => [e.className, e.textContent])])",
+        )
+        (_, diff) = next(p for p in parts if p[0] == "step polish (its prompt)")
+        assert diff == [
+            ["same", "Tighten this answer without losing any number: {draft}\n"],
+            ["added", "The output of the research step: {research}"],
+        ]
+        checks = await on(
+            browser,
+            browser.execute_script,
+            f"return Array.from({card(a)}.querySelectorAll('table.versions tr.version'),"
+            " r => [r.dataset.version, r.querySelector('td.checks').textContent]);",
+        )
+        assert checks == [
+            ["1", "none standing"],
+            ["2", "no output scored yet; standing: shorter"],
+        ]
+
+        await on(browser, comment.send_keys, "Way too long, cut it down.")
+        plan = f"{card(a)}.querySelector('form.score .plan')"
+        await until(browser, f"{plan} && {plan}.querySelector('li .change')")
+        row = await on(
+            browser, lambda: browser.execute_script(f"return {plan}.querySelector('li');")
+        )
+        width = await on(browser, lambda: row.size["width"])
+        # the row's right end, past the change's words
+        await on(
+            browser,
+            lambda: (
+                ActionChains(browser)
+                .move_to_element_with_offset(row, width // 2 - 4, 0)
+                .click()
+                .perform()
+            ),
+        )
+        assert await until(
+            browser, f"{plan}.querySelector('li .change').classList.contains('dropped')"
+        )
+
+
 async def test_the_version_history_branches_a_new_lineage_from_a_version(
     client, store, settings, run_worker, browser, inbox_server
 ):
@@ -834,7 +897,8 @@ async def test_the_version_history_branches_a_new_lineage_from_a_version(
         # each version's record: v1 scored once (untested), v2 not yet
         assert rows == [
             "v1untested initial 3.00 none standing 1 Branch",
-            "v2untested after a score of 3 — none standing 0 Branch",
+            # not scored yet: what it is checked against, as the history says
+            "v2untested after a score of 3 — no output scored yet; standing: shorter 0 Branch",
         ]
         await on(
             browser,

@@ -48,11 +48,12 @@ async def test_a_five_cycle_reviewer_is_listened_to(client, store, settings, run
     assert {"casual", "shorter"} <= families(agent[3].system_prompt)
     # cycle 3: the bullets are refuted by the request for paragraphs: rolled back, and the
     # paragraphs asked for in the same step; nothing else the reviewer asked for goes
-    assert verdicts[2].startswith("refuted: bullets") and "paragraphs" in verdicts[2]
+    # in the chips' words, never the family's name
+    assert verdicts[2].startswith("refuted: bullet points: the reviewer now asks for paragraphs")
     assert "bullet points, not" not in agent[4].system_prompt
     assert {"prose", "casual", "shorter"} <= families(agent[4].system_prompt)
     # cycle 4: paragraphs approved; "still too long" strengthens the shortening, never undoes it
-    assert "prose: the reviewer approves" in verdicts[3]
+    assert "paragraphs, no lists: the reviewer approves" in verdicts[3]
     # more words for brevity, never fewer tokens: the budget is a ceiling
     assert "Keep answers brief" in agent[5].system_prompt
     assert "Keep answers brief" not in agent[4].system_prompt
@@ -79,4 +80,4 @@ async def test_a_five_cycle_reviewer_is_listened_to(client, store, settings, run
     rollback = q.evolution_records(lineage)[2]
     changes = json.loads(rollback.changes)
     assert any(c["reason"].startswith("rollback:") for c in changes)
-    assert "rolled back bullets" in " ".join(json.loads(rollback.plan)["notes"])
+    assert "rolled back bullet points" in " ".join(json.loads(rollback.plan)["notes"])

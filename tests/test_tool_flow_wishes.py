@@ -105,7 +105,7 @@ def test_a_tool_or_flow_wish_is_a_want_said_in_words_and_back(want: str, words: 
         ("step:input:check+=check", "cannot take its own output"),
         ("step:move:check", "a flow wish is step:add:check"),
         ("remove:step:add:check", r"which step\? remove:step:NAME \(step:remove:NAME\)"),
-        ("remove:tool_first:calculator", "only a tool or a step is removed this way"),
+        ("remove:tool_first:calculator", r"taken out this way are a tool \(remove:tool:NAME\)"),
         ("step:remove:", "a flow wish is step:add:check, step:remove:STEP"),
     ],
 )
@@ -168,7 +168,8 @@ def test_a_tool_or_flow_change_is_versioned_like_any_other_and_undone_by_undo():
     memory = LineageMemory(session_id="s", lineage_id="L", pending=pending, wants=["undo"])
     undone = asyncio.run(cycle_step.take(RulesTrainer(), step.agent, memory, 3, "Undo that."))
     assert undone.agent == agent
-    assert sorted(undone.rolled_back) == ["step", "tool_first"]
+    # each typed change is judged, and rolled back, as its own want
+    assert sorted(undone.rolled_back) == ["step:add:check", "tool_first:search_documents"]
     memory = memory.model_copy(update={"wants": ["tool_first:search_documents"]})
     again = asyncio.run(cycle_step.take(RulesTrainer(), step.agent, memory, 5, "Search first."))
     assert not again.plan.changes
@@ -176,9 +177,10 @@ def test_a_tool_or_flow_change_is_versioned_like_any_other_and_undone_by_undo():
         "tool_first:search_documents: nothing to change: the research step is told to call "
         "search_documents first already"
     ]
-    assert {v.family: v.verdict for v in again.judged.verdict.aspects}["tool_first"] == (
-        "not_far_enough"
-    )
+    assert {v.family: v.verdict for v in again.judged.verdict.aspects} == {
+        "tool_first:search_documents": "not_far_enough",  # asked again
+        "step:add:check": "validated",  # not mentioned, and the score rose
+    }
 
 
 def test_a_tool_wish_changes_the_description_and_declares_an_allowed_tool():

@@ -73,6 +73,9 @@ from trainer.reading.memory import ReadingMemory
 from trainer.reading.wish import Wish
 
 EXCERPT_CHARS = 120  # a comment quoted in the report
+# how the report line of a rollback opens: the preview shows the rollback as its changes, and
+# lists no such line among what is not done
+ROLLED_BACK = "rolled back "
 NOT_UNDERSTOOD_BELOW = 7  # a score under this with nothing actionable read is "not understood"
 
 
@@ -159,7 +162,7 @@ async def take(
         backend, agent, memory, score, comment, spans, past, insights, credit_of, versions,
         standing,
     )  # fmt: skip
-    return bound(agent, step, memory.confirmed, memory.confirmed_by_several)
+    return bound(agent, step, memory.confirmed, memory.confirmed_by_several, memory)
 
 
 async def _planned(
@@ -271,7 +274,8 @@ async def _planned(
         and not (c.change_type == "remove" and c.before in removed)
     ]
 
-    requested |= tool_flow.shape(base, analysis, proposal, report)
+    first = versions(1) if versions is not None else None
+    requested |= tool_flow.shape(base, analysis, proposal, report, first, refuted)
 
     # 5. history (never vetoing a request), directives, constraints
     plan = evolution_planner.finalize(
@@ -288,7 +292,8 @@ async def _planned(
     after = apply_changes(agent, plan.changes) if plan.changes else agent
     after = _one_overriding(agent, after, plan)
     if refuted:
-        report.insert(0, f"rolled back {', '.join(refuted)}: {_reasons(judged, 'refuted')}")
+        said = want_labels.families_words(refuted)
+        report.insert(0, f"{ROLLED_BACK}{said}: {_reasons(judged, 'refuted')}")
     taken = [c.want for c in removals if c.want]
     strengthened += [
         c.want
@@ -297,8 +302,11 @@ async def _planned(
     ]
     if strengthened:
         plan.hypothesis = plan.hypothesis or (
-            f"After strengthening {', '.join(strengthened)} the reviewer will stop asking for it."
+            f"With {want_labels.families_words(strengthened)} asked for more firmly, the "
+            "reviewer will stop asking for it."
         )
+    takebacks = [c for c in plan.changes if c.reason.startswith(TAKE_BACK_REASON)]
+    plan.hypothesis = plan.hypothesis or _hypothesis(plan.changes, refuted, takebacks)
     report += [n for n in plan.notes if n.startswith(("skipped", "refused"))]
     report += [_refusal(request) for request in read.refused]
     if backend.hands_over and analysis.read_by == "claude":
@@ -339,13 +347,19 @@ async def _planned(
 
 
 def bound(
-    agent: AgentDefinition, step: CycleStep, confirmed: list[str] | None, several: bool = False
+    agent: AgentDefinition,
+    step: CycleStep,
+    confirmed: list[str] | None,
+    several: bool = False,
+    memory: LineageMemory | None = None,
 ) -> CycleStep:
     """``step`` making only the changes the rater confirmed (``confirmed``: their keys, as the
     preview showed them), each said when left out: one the rater dropped, one the preview did
     not show (the lineage changed between the preview and the score: a directive came, the
     session learned something), one confirmed that the step no longer plans. None: ``step``
-    as planned (no plan was confirmed: a raw signal, a correction, a Claude trainer)."""
+    as planned (no plan was confirmed: a raw signal, a correction, a Claude trainer). A
+    refuted change whose rollback the rater left out stays: it is not said to be rolled back,
+    its verdict says the rater kept it, and its wish stands (``memory``: the step's own)."""
     if confirmed is None:
         return step
     keys = set(confirmed)
@@ -377,20 +391,85 @@ def bound(
             f for f in families if any(c.want == f and c.reason.startswith(reason) for c in made)
         ]
 
+    kept = _rollback_left_out(step, made, memory)
+    rolled = [f for f in step.rolled_back if f not in kept]
+    if not any(c.reason.startswith(ROLLBACK_REASON) for c in made):
+        kept, rolled = [f for f in step.rolled_back], []
+    update: dict[str, object] = {}
+    if kept and memory is not None:
+        update = _keeping(step, kept, rolled, made, memory)
+    report = [*update.pop("report", step.report), *notes]  # type: ignore[misc]
+    plan_notes = [*update.pop("notes", step.plan.notes), *notes]  # type: ignore[misc]
+    plan = step.plan.model_copy(
+        update={"changes": made, "notes": plan_notes, **update.pop("plan", {})}  # type: ignore[dict-item]
+    )
     return step.model_copy(
         update={
-            "plan": step.plan.model_copy(
-                update={"changes": made, "notes": [*step.plan.notes, *notes]}
-            ),
+            "plan": plan,
             "agent": after,
-            "rolled_back": step.rolled_back
-            if any(c.reason.startswith(ROLLBACK_REASON) for c in made)
-            else [],
+            "rolled_back": rolled,
             "taken_back": still(step.taken_back, TAKE_BACK_REASON),
             "strengthened": still(step.strengthened, STRENGTHEN_REASON),
-            "report": [*step.report, *notes],
+            "report": report,
+            **update,
         }
     )
+
+
+def _rollback_left_out(
+    step: CycleStep, made: list[EvolutionChange], memory: LineageMemory | None
+) -> list[str]:
+    """The refuted families none of whose rollback changes the rater confirmed."""
+    if memory is None or memory.pending is None or not step.rolled_back:
+        return []
+    undone = {c.reason for c in made if c.reason.startswith(ROLLBACK_REASON)}
+    kept = []
+    for family in step.rolled_back:
+        own = [c for c in memory.pending.changes if tool_flow.judged_as(c) == family]
+        if own and not any(f"{ROLLBACK_REASON}{c.reason}" in undone for c in own):
+            kept.append(family)
+    return kept
+
+
+def _keeping(
+    step: CycleStep,
+    kept: list[str],
+    rolled: list[str],
+    made: list[EvolutionChange],
+    memory: LineageMemory,
+) -> dict[str, object]:
+    """What changes of ``step`` when the rater kept the refuted ``kept`` (left their rollback
+    out of the plan): their verdict says so, their standing wishes and keep-list stay, and the
+    report and the hypothesis name only what was rolled back (``rolled``)."""
+    update: dict[str, object] = {}
+    if step.judged is not None and memory.pending is not None:
+        update["judged"] = outcome.kept(memory.pending, step.judged, kept, memory.session_id)
+    have = {w.key for w in step.wishes}
+    update["wishes"] = [
+        *step.wishes,
+        *(w for w in memory.wishes if w.family in kept and w.key not in have),
+    ]
+    update["asked_for"] = [
+        *step.asked_for,
+        *(f for f in memory.asked_for if f in kept and f not in step.asked_for),
+    ]
+    line = next((r for r in step.report if r.startswith(ROLLED_BACK)), None)
+    said = (
+        f"{ROLLED_BACK}{want_labels.families_words(rolled)}: " + line.split(": ", 1)[-1]
+        if line and rolled
+        else None
+    )
+
+    def lines(old: list[str]) -> list[str]:
+        return [said if r == line else r for r in old if r != line or said]
+
+    update["report"] = lines(step.report)
+    update["notes"] = lines(step.plan.notes)
+    takebacks = [c for c in step.plan.changes if c.reason.startswith(TAKE_BACK_REASON)]
+    if step.plan.hypothesis == _hypothesis(step.plan.changes, step.rolled_back, takebacks):
+        made_back = [c for c in made if c.reason.startswith(TAKE_BACK_REASON)]
+        update["plan"] = {"hypothesis": _hypothesis(made, rolled, made_back)}
+    return update
 
 
 def rules_reading(
@@ -645,13 +724,13 @@ def summary(step: CycleStep, from_version: int, rebuilt_from: int | None = None)
         said = [r for r in step.report if not r.startswith("kept '") or r in step.kept_wishes]
         why = "; ".join(said or step.plan.notes) or "nothing to change"
         return f"kept v{from_version}: {why}"
-    parts = []
+    parts = []  # in the chips' words, never a family's name
     if step.rolled_back:
-        parts.append(f"rolled back {', '.join(step.rolled_back)}")
+        parts.append(f"rolled back {want_labels.families_words(step.rolled_back)}")
     if step.taken_back:
-        parts.append(f"took back {', '.join(step.taken_back)}")
+        parts.append(f"took back {want_labels.families_words(step.taken_back)}")
     if step.strengthened:
-        parts.append(f"strengthened {', '.join(step.strengthened)}")
+        parts.append(f"made firmer: {want_labels.families_words(step.strengthened)}")
     new = [
         c
         for c in step.new_changes
@@ -703,25 +782,7 @@ def say_back(
 ) -> str:
     """``said_back`` of a reading and the step's report lines (the preview says a reading
     before any step is taken); ``rolled_back``: the families the step rolled back."""
-    asked, kept, taken = [], [], []
-    for a in analysis.aspects:
-        if not a.want:
-            continue
-        quote = preview_of(" ".join((a.quote or "").split()), SAID_QUOTE_CHARS)
-        if _sent_as_want(a.quote):
-            quote = ""  # sent as a want (or made from one), not read from words: no quote
-        what = want_labels.wish_words(a)  # the rater's words, never a family's name
-        said = f"{what} ({quote!r})" if quote else what
-        if a.action == "remove":
-            if a.want == "revert":
-                where = "the start" if a.detail == "start" else f"v{a.detail}"
-                asked.append(f"back to {where}" + (f" ({quote!r})" if quote else ""))
-            else:
-                taken.append(said if a.want != "undo" else f"the last change ({quote!r})")
-        elif a.sentiment == "positive":
-            kept.append(said)
-        else:
-            asked.append(said)
+    asked, kept, taken = _grouped(analysis)
     if asked:
         parts = [f"Read as: {', '.join(asked)}"]
         if not_agreed:
@@ -729,13 +790,17 @@ def say_back(
     elif not_agreed:
         # changes were asked for, by too few or against one another: none was agreed on
         # a rollback the same step made is a change: "no change agreed" alone would deny it
-        back = ", ".join(_family_words(f) for f in rolled_back)
+        back = want_labels.families_words(list(rolled_back))
         agreed = (
             f"no new change agreed, the last change rolled back ({back})"
             if back
             else "no change agreed"
         )
         parts = [f"Read as: {agreed} — {'; '.join(not_agreed)}"]
+    elif taken:
+        # a take-back is what was asked: never "no change asked for" beside it
+        parts = [f"Read as: take back {', '.join(taken)}"]
+        taken = []
     else:
         parts = ["Read as: no change asked for"]
     if kept:
@@ -752,13 +817,6 @@ def say_back(
     return preview_of("; ".join(parts), SAID_BACK_CHARS)
 
 
-def _family_words(family: str) -> str:
-    try:
-        return want_labels.label(family)
-    except ValueError:
-        return family
-
-
 NOT_AGREED_NOTE = "no wish the raters agreed on (see the disagreements)"
 
 
@@ -766,6 +824,30 @@ def raters_kept(line: str) -> str:
     """A "kept" summary of several raters' step whose wishes were disputed or too few: the
     planner's "no actionable wish" would say no one asked for anything."""
     return line.replace(evolution_planner.NO_ACTIONABLE_WISH, NOT_AGREED_NOTE)
+
+
+def _grouped(analysis: ScoreAnalysis) -> tuple[list[str], list[str], list[str]]:
+    """(asked, kept, taken back): each wish of the reading in the chips' words, with the
+    rater's words it was read from."""
+    asked, kept, taken = [], [], []
+    for a in analysis.aspects:
+        if not a.want:
+            continue
+        quote = preview_of(" ".join((a.quote or "").split()), SAID_QUOTE_CHARS)
+        if _sent_as_want(a.quote):
+            quote = ""  # sent as a want (or made from one), not read from words: no quote
+        quoted = f" ({quote!r})" if quote else ""
+        what = want_labels.wish_words(a)  # the rater's words, never a family's name
+        if a.want == "revert":
+            asked.append(f"back to {'the start' if a.detail == 'start' else f'v{a.detail}'}")
+            asked[-1] += quoted
+        elif a.action == "remove":
+            taken.append(("the last change" if a.want == "undo" else what) + quoted)
+        elif a.sentiment == "positive":
+            kept.append(what + quoted)
+        else:
+            asked.append(what + quoted)
+    return asked, kept, taken
 
 
 def _sent_as_want(quote: str | None) -> bool:
@@ -800,7 +882,7 @@ def _roll_back(
     undo = [
         inverse(c)
         for c in reversed(memory.pending.changes if memory.pending else [])
-        if c.want in refuted
+        if tool_flow.judged_as(c) in refuted
     ]
     base = _applied(agent, undo)
     if len(undo) and base is agent:
@@ -921,7 +1003,8 @@ def _raise_ceiling(
             before=str(cap),
             after=str(higher),
             reason=f"{STRENGTHEN_REASON}the output was cut off at the token limit before it "
-            f"could show {', '.join(w.family for w in carried)} ({wish.quote!r})",
+            f"could show {want_labels.families_words([w.family for w in carried])} "
+            f"({wish.quote!r})",
             confidence=wish.confidence,
             aspect=wish.aspect,
             want=wish.family,
@@ -1015,7 +1098,8 @@ def _take_back(
         if not carrying and opposite and wish.aspect not in asked:
             instead.append(replace(wish, family=opposite, action="add"))
         elif not carrying:
-            report.append(f"{wish.family}: taken back, and no instruction of the agent asks for it")
+            said = want_labels.family_words(wish.family)
+            report.append(f"{said}: taken back, and no instruction of the agent asks for it")
     return changes, instead
 
 
@@ -1064,7 +1148,11 @@ def _keeps(
         said = change_words(change)
         report += [wish_guard.kept(standing[f], said) for f in sorted(lost & standing.keys())]
     elif lost:
-        report.append(f"kept {change.before!r}: the reviewer asked for {', '.join(sorted(lost))}")
+        what = change.before
+        if change.component == "parameters":
+            what = f"{change.target} {change.before}"
+        asked = want_labels.families_words(sorted(lost))
+        report.append(f"kept {what!r}: the reviewer asked for {asked}")
     return not lost
 
 
@@ -1137,8 +1225,9 @@ def _strengthen(
             stronger.append(wish.family)
         else:
             report.append(
-                f"{wish.family}: asked for again, and the agent already asks for it as firmly "
-                "as the rules engine can; the model did not follow it"
+                f"{want_labels.family_words(wish.family)}: asked for again, and the agent "
+                "already asks for it as firmly as the rules engine can; the model did not "
+                "follow it"
             )
     return stronger
 
@@ -1248,7 +1337,35 @@ def _change(wish: Wish, **fields: str) -> EvolutionChange:
     )
 
 
+def _hypothesis(
+    changes: list[EvolutionChange], refuted: list[str], removals: list[EvolutionChange]
+) -> str:
+    """What the next output shows when a step that only undoes or takes back works (the
+    planner's hypothesis speaks of what it adds): never a claim about directives not sent."""
+    if not changes:
+        return ""
+    claims = []
+    if refuted:
+        claims.append(
+            f"with {want_labels.families_words(refuted)} rolled back, the agent is as it was "
+            "before that change"
+        )
+    steps = [c.target for c in removals if c.component == "flow" and c.change_type == "remove"]
+    claims += [f"the trace will show no {name} step" for name in steps]
+    taken = [c.want for c in removals if c.want and c.component == "systemPrompt"]
+    if taken:
+        said = want_labels.families_words(list(dict.fromkeys(taken)))
+        claims.append(f"with {said} taken back, the next output will no longer follow it")
+    if not claims:
+        claims.append("the changed instructions will be followed")
+    said = "; ".join(claims)
+    return f"{said[:1].upper()}{said[1:]}, and the next score will rise."
+
+
 def _reasons(judged: JudgedEvolution | None, verdict: str) -> str:
+    """The reasons of the verdicts ``verdict``, each once (an undo refutes every family of the
+    change for one reason)."""
     if judged is None:
         return ""
-    return "; ".join(v.reason for v in judged.verdict.aspects if v.verdict == verdict)
+    reasons = [v.reason for v in judged.verdict.aspects if v.verdict == verdict]
+    return "; ".join(dict.fromkeys(reasons))

@@ -457,7 +457,7 @@ def finalize(
             f"{MAX_SYSTEM_PROMPT_CHARS:,}-character limit"
         )
     _enforce_constraints(agent, result)
-    if result.changes and not result.hypothesis:
+    if not result.hypothesis and any(ch.target.endswith(" directive") for ch in result.changes):
         result.hypothesis = "The agent will follow the added directives."
     if not result.changes:
         result.hypothesis, result.expected_impact = "", []

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from domain import tool_flow as domain_tool_flow
+from domain import want_labels
 from domain.change_families import contrary_of
 from domain.checks import CheckResult
 from domain.execution import preview_of
+from domain.tool_flow import ToolFlowWish
 from domain.trainer import (
     AspectVerdict,
     EvolutionChange,
@@ -33,6 +36,7 @@ from domain.trainer import (
     JudgedEvolution,
     ScoreAnalysis,
 )
+from trainer import tool_flow
 from trainer.change_patterns import insight_id, pattern
 from trainer.evolution import ROLLBACK_REASON, TAKE_BACK_REASON
 
@@ -75,7 +79,10 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
     wished = {
         a.want: a
         for a in analysis.aspects
-        if a.sentiment == "negative" and a.want and a.action != "remove"
+        if a.sentiment == "negative"
+        and a.want
+        and a.action != "remove"
+        and not tool_flow.is_typed(a.want)  # judged by their own wants (below)
     }
     taken_back = {a.want: a for a in analysis.aspects if a.want and a.action == "remove"}
     approved = {a.want: a for a in analysis.aspects if a.sentiment == "positive" and a.want}
@@ -94,14 +101,29 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
     taken_earlier = {
         c.want for c in pending.changes if c.want and c.reason.startswith(TAKE_BACK_REASON)
     }
+    # a tool or flow wish is judged by its own want: asking to drop the draft step says
+    # nothing of giving polish the findings, though both are the flow's
+    typed_wished = {
+        a.detail: a
+        for a in analysis.aspects
+        if a.sentiment == "negative" and a.detail and tool_flow.is_typed(a.want or "")
+    }
     for family, aspect in _pursued(pending.changes):
-        contrary = sorted(contrary_of(family) & set(wished))
+        typed = _typed(family)
+        if typed is not None:
+            contrary = [w for w in typed_wished if _contradicts(typed, w)]
+            again = typed_wished.get(family)
+        else:
+            contrary = sorted(contrary_of(family) & set(wished))
+            again = wished.get(family)
         taken = taken_back.get(family) or _undoes(taken_back, aspect)
         if taken is not None and taken.want == family and family in taken_earlier:
             # "better without the numbering" after it was taken out: the removal is approved
             quote = _quote(taken.quote)
             verdicts.append(
-                _verdict(aspect, family, "validated", f"the reviewer approves: {quote!r}", quote)
+                _verdict(
+                    aspect, family, "validated", f"the reviewer approves{_words(quote)}", quote
+                )
             )
             continue
         if silent:
@@ -113,28 +135,32 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
                 "revert": "goes back to an earlier version",
             }.get(taken.want or "", "takes it back")
             verdicts.append(
-                _verdict(aspect, family, "refuted", f"the reviewer {what}: {quote!r}", quote)
+                _verdict(aspect, family, "refuted", f"the reviewer {what}{_words(quote)}", quote)
             )
-        elif family in approved:
+        elif typed is None and family in approved:
             quote = _quote(approved[family].quote)
             verdicts.append(
-                _verdict(aspect, family, "validated", f"the reviewer approves: {quote!r}", quote)
+                _verdict(
+                    aspect, family, "validated", f"the reviewer approves{_words(quote)}", quote
+                )
             )
         elif contrary:
-            quote = _quote(wished[contrary[0]].quote)
+            said = typed_wished[contrary[0]] if typed is not None else wished[contrary[0]]
+            quote = _quote(said.quote)
             verdicts.append(
                 _verdict(
                     aspect,
                     family,
                     "refuted",
-                    f"the reviewer now asks for {contrary[0]}: {quote!r}",
+                    f"the reviewer now asks for {want_labels.family_words(contrary[0])}"
+                    f"{_words(quote)}",
                     quote,
                 )
             )
         elif (
             aspect in praised
             and aspect not in criticised_aspects
-            and family not in wished
+            and again is None
             and not contrary_of(family) & set(approved)
         ):
             quote = _quote(praised[aspect].quote)
@@ -143,18 +169,18 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
                     aspect,
                     family,
                     "validated",
-                    f"the reviewer approves the {aspect}: {quote!r}",
+                    f"the reviewer approves the {aspect}{_words(quote)}",
                     quote,
                 )
             )
-        elif family in wished:
-            quote = _quote(wished[family].quote)
+        elif again is not None:
+            quote = _quote(again.quote)
             verdicts.append(
                 _verdict(
                     aspect,
                     family,
                     "not_far_enough",
-                    f"right direction, not far enough: {quote!r}",
+                    f"right direction, not far enough{_words(quote)}",
                     quote,
                 )
             )
@@ -165,7 +191,7 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
                     aspect,
                     family,
                     "validated",
-                    f"the score rose by {delta:g} and the reviewer is pleased: {quote!r}",
+                    f"the score rose by {delta:g} and the reviewer is pleased{_words(quote)}",
                     quote,
                 )
             )
@@ -196,6 +222,28 @@ def judge(pending: PendingEvolution, analysis: ScoreAnalysis, session_id: str) -
     outcome = _outcome(analysis.score, delta, verdicts)
     return JudgedEvolution(
         evolution_id=pending.evolution_id,
+        verdict=outcome,
+        insights=_lessons(pending, outcome, session_id),
+    )
+
+
+KEPT_REASON = "kept: the rater left its rollback out of the plan they confirmed"
+
+
+def kept(
+    pending: PendingEvolution, judged: JudgedEvolution, kept: list[str], session_id: str
+) -> JudgedEvolution:
+    """The verdict when the rater, shown the rollback of what their words refuted, left it
+    out of the plan they confirmed: those stay, so they are not refuted (and teach nothing)."""
+    verdicts = [
+        v.model_copy(update={"verdict": "validated", "reason": KEPT_REASON, "quote": None})
+        if (v.family or v.aspect) in kept and v.verdict == "refuted"
+        else v
+        for v in judged.verdict.aspects
+    ]
+    outcome = _outcome(judged.verdict.next_score, judged.verdict.score_delta, verdicts)
+    return JudgedEvolution(
+        evolution_id=judged.evolution_id,
         verdict=outcome,
         insights=_lessons(pending, outcome, session_id),
     )
@@ -269,7 +317,7 @@ def _outcome(score: float, delta: float, verdicts: list[AspectVerdict]) -> Evolu
         )
     ]
     reason = "; ".join(
-        f"{label}: " + "; ".join(f"{v.family}: {v.reason}" for v in members)
+        f"{label}: " + "; ".join(f"{_said(v)}: {v.reason}" for v in members)
         for label, members in groups
         if members
     )
@@ -285,12 +333,40 @@ def _outcome(score: float, delta: float, verdicts: list[AspectVerdict]) -> Evolu
 
 
 def _pursued(changes: list[EvolutionChange]) -> list[tuple[str, str]]:
-    """(family, aspect) of every family the changes pursued, in order, once each."""
+    """(what, aspect) of everything the changes pursued, in order, once each: a family, or a
+    tool or flow change's own want ("step:input:polish+=research")."""
     seen: dict[str, str] = {}
     for change in changes:
-        if change.want and change.want not in seen:
-            seen[change.want] = change.aspect or change.want
+        judged = tool_flow.judged_as(change)
+        if judged and judged not in seen:
+            seen[judged] = change.aspect or judged
     return list(seen.items())
+
+
+def _typed(what: str) -> ToolFlowWish | None:
+    """The typed wish a verdict's ``what`` is, when it is one (not a family alone)."""
+    if ":" not in what:
+        return None
+    try:
+        return domain_tool_flow.parse(what)
+    except ValueError:
+        return None
+
+
+def _contradicts(made: ToolFlowWish, want: str) -> bool:
+    """Whether ``want``, asked now, is the contrary of the typed change ``made``: a tool used
+    and dropped, a step added and removed, an input given and taken away."""
+    try:
+        asked = domain_tool_flow.parse(want)
+    except ValueError:
+        return False
+    return asked is not None and asked.undoes(made)
+
+
+def _said(verdict: AspectVerdict) -> str:
+    """What a verdict judged, in the chips' words: "cite sources", "the polish step given
+    the research step's output"."""
+    return want_labels.family_words(verdict.family or verdict.aspect)
 
 
 def _verdict(
@@ -303,6 +379,12 @@ def _verdict(
         reason=reason,
         quote=quote,
     )
+
+
+def _words(quote: str) -> str:
+    """The reviewer's words a verdict rests on, after a colon; none for a want sent as it is
+    ("wants step:add:check"), which the verdict has already said in words."""
+    return "" if not quote or quote.startswith("wants ") else f": {quote!r}"
 
 
 def _quote(text: str | None) -> str:
@@ -333,7 +415,7 @@ def _lessons(
     by_family = {v.family: v for v in outcome.aspects if v.quote is not None}
     lessons = []
     for change in pending.changes:
-        verdict = by_family.get(change.want)
+        verdict = by_family.get(tool_flow.judged_as(change) or "")
         if verdict is None:
             continue
         family, family_type = pattern(change)

@@ -39,7 +39,7 @@ from domain.execution import preview_of
 from domain.tool_flow import ToolFlowWish
 from domain.trainer import EvolutionChange, EvolutionPlan, ScoreAnalysis
 from runner.tools import default_registry
-from trainer.evolution import POSITION, apply_changes
+from trainer.evolution import POSITION, ROLLBACK_REASON, apply_changes
 
 QUOTE_CHARS = 80
 # how a typed change's reason opens: ``blame`` reads the want back from it
@@ -72,6 +72,8 @@ class _Shaping:
     hypotheses: list[str] = field(default_factory=list)
     # the steps the plan takes out: nothing else of theirs changes
     leaving: set[str] = field(default_factory=set)
+    # the lineage's first version: a description as it was before the rater's additions
+    first: AgentDefinition | None = None
 
     def make(self, wish: ToolFlowWish, quote: str | None, **fields: str | None) -> None:
         said = f" ({preview_of(quote, QUOTE_CHARS)!r})" if quote else ""
@@ -114,17 +116,52 @@ def is_typed(family: str) -> bool:
     return family in tool_flow.families()
 
 
+def typed_want(change: EvolutionChange) -> str | None:
+    """The typed want a tool or flow change carried out ("step:input:polish+=research"), read
+    back from its reason (``_Shaping.make``), or from a rollback's; None for any other change.
+    Each typed change is judged by its own want: a new flow wish says nothing of another."""
+    if not change.want or not is_typed(change.want):
+        return None
+    reason = change.reason.removeprefix(ROLLBACK_REASON)
+    if not reason.startswith(REASON):
+        return None
+    said = reason.removeprefix(REASON)
+    # the want, then its quote (" ('…')") or the end: the shortest prefix that is a want
+    ends = [m.start() for m in re.finditer(r" \(", said)] + [len(said)]
+    for end in ends:
+        try:
+            wish = tool_flow.parse(said[:end])
+        except ValueError:
+            continue
+        if wish is not None and wish.want == said[:end]:
+            return wish.want
+    return None
+
+
+def judged_as(change: EvolutionChange) -> str | None:
+    """What the next score judges a change as: its typed want, else its family."""
+    return typed_want(change) or change.want
+
+
 def shape(
-    agent: AgentDefinition, analysis: ScoreAnalysis, proposal: EvolutionPlan, report: list[str]
+    agent: AgentDefinition,
+    analysis: ScoreAnalysis,
+    proposal: EvolutionPlan,
+    report: list[str],
+    first: AgentDefinition | None = None,
+    rolled_back: list[str] | None = None,
 ) -> set[str]:
     """The typed wishes of ``analysis`` carried out on ``proposal`` (planned on ``agent``):
     their changes appended, a ``step:prompt:STEP`` aiming the proposal's new instructions at
-    that step, the refusals said in ``report``. Returns the families asked for (the history
-    check never vetoes them)."""
-    typed = wishes_of(analysis)
+    that step, the refusals said in ``report``. ``first`` is the lineage's first version (what
+    a tool's description was before the rater's additions); a wish whose contrary the step
+    ``rolled_back`` (typed wants) is done by that rollback. Returns the families asked for
+    (the history check never vetoes them)."""
+    undone = [w for r in rolled_back or [] if (w := _parsed(r)) is not None]
+    typed = [(w, q) for w, q in wishes_of(analysis) if not any(w.undoes(u) for u in undone)]
     if not typed:
         return set()
-    shaping, changes = _shaped(agent, typed, proposal.changes)
+    shaping, changes = _shaped(agent, typed, proposal.changes, first=first)
     removed = {
         c.target for c in shaping.changes if c.component == "flow" and c.change_type == "remove"
     }
@@ -132,7 +169,7 @@ def shape(
         # a step the plan takes out has nothing left to change: the plan's changes to it go,
         # and the typed changes are made again without any (its removal keeps it as it was)
         kept = [c for c in proposal.changes if not _rewrites_step(c, removed)]
-        shaping, changes = _shaped(agent, typed, kept, removed)
+        shaping, changes = _shaped(agent, typed, kept, removed, first)
     proposal.changes = changes + shaping.changes
     report += shaping.report
     if shaping.changes:
@@ -150,6 +187,7 @@ def _shaped(
     typed: list[tuple[ToolFlowWish, str | None]],
     planned: list[EvolutionChange],
     leaving: set[str] | None = None,
+    first: AgentDefinition | None = None,
 ) -> tuple[_Shaping, list[EvolutionChange]]:
     """The typed wishes carried out after ``planned`` (the proposal's own changes): their
     changes and report, and the proposal's changes left (those a ``step:prompt:STEP`` aims at
@@ -161,11 +199,11 @@ def _shaped(
             work = apply_changes(work, [change])
         except ValueError:
             continue
-    shaping = _Shaping(work, leaving=leaving or set())
+    shaping = _Shaping(work, leaving=leaving or set(), first=first)
     changes = list(planned)
     for wish, quote in sorted(typed, key=lambda t: _order(work, t[0])):
         try:
-            edits = wish.kind in ("step_input", "drop_input", "step_prompt")
+            edits = wish.kind in ("step_input", "drop_input", "step_prompt", "unprompt")
             if edits and wish.target in shaping.leaving:
                 raise Unchanged(f"the {wish.target} step leaves the flow in this plan")
             if wish.kind == "step_prompt" and wish.text is None:
@@ -181,6 +219,13 @@ def _shaped(
 
 def _rewrites_step(change: EvolutionChange, steps: set[str]) -> bool:
     return change.component == "flow" and change.change_type == "modify" and change.target in steps
+
+
+def _parsed(want: str) -> ToolFlowWish | None:
+    try:
+        return tool_flow.parse(want)
+    except ValueError:
+        return None
 
 
 def _order(agent: AgentDefinition, wish: ToolFlowWish) -> tuple[int, int]:
@@ -214,6 +259,14 @@ def _carry_out(s: _Shaping, wish: ToolFlowWish, quote: str | None) -> None:
         tool = _tool(s, wish)
         _describe(s, wish, quote, tool, wish.text or tool_flow.sentence("use"))
         s.hypotheses.append(wish.hypothesis(tool=tool))
+    elif wish.kind == "undescribe":
+        tool = _tool(s, wish)
+        _undescribe(s, wish, quote, tool)
+        s.hypotheses.append(wish.hypothesis(tool=tool))
+    elif wish.kind == "unprompt":
+        step = _step(s.agent, wish.target)
+        _unprompt(s, wish, quote, step, wish.text or "")
+        s.hypotheses.append(wish.hypothesis(step=step.name))
     elif wish.kind == "add_step":
         _add_step(s, wish, quote)
     elif wish.kind == "remove_step":
@@ -334,6 +387,86 @@ def _describe(s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str, tex
         before=json.dumps({"description": current}),
         after=json.dumps({"description": f"{shown.rstrip()} {_sentence(text)}".strip()}),
     )
+
+
+def _undescribe(s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str) -> None:
+    """The tool's description without the sentence named, or, none named, as it was before
+    the rater's additions: as the lineage's first version has it (a tool declared since had
+    none), else the built-in one the model was shown, when that is what was added to."""
+    current = next(t for t in s.agent.tools if t.name == tool).description
+    built_in = _BUILT_IN.get(tool, "")
+    if wish.text:
+        sentences = [x for x in _sentences(current or built_in) if not _alike(x, wish.text)]
+        if len(sentences) == len(_sentences(current or built_in)):
+            raise Unchanged(f"the description of {tool} does not say {wish.text!r}")
+        restored = " ".join(sentences)
+        restored = "" if restored == built_in and not _declared_first(s, tool) else restored
+    elif s.first is not None:
+        restored = _declared_first(s, tool)
+    elif not current or current.startswith(built_in):
+        restored = ""  # what the rater's sentences were added to: the built-in description
+    else:
+        raise Refused(
+            f"the lineage's first version of {tool}'s description is not known here; name "
+            f'the sentence to take out: remove:describe:tool:{tool}:"…"'
+        )
+    if restored == current:
+        raise Unchanged(f"the description of {tool} is as it was: nothing was added to it")
+    s.make(
+        wish,
+        quote,
+        component="tools",
+        change_type="modify",
+        target=tool,
+        before=json.dumps({"description": current}),
+        after=json.dumps({"description": restored}),
+    )
+
+
+def _declared_first(s: _Shaping, tool: str) -> str:
+    """The description the lineage's first version declares for ``tool`` ("" for none, or
+    for a tool declared since)."""
+    first = s.first.tools if s.first is not None else []
+    return next((t.description for t in first if t.name == tool), "")
+
+
+def _unprompt(
+    s: _Shaping, wish: ToolFlowWish, quote: str | None, step: FlowStep, text: str
+) -> None:
+    """The sentence ``text`` taken out of the step's prompt (its case, spacing and closing
+    stop aside); a sentence that gives the step its material is an input, not taken out so."""
+    lines = [_sentences(line) for line in step.prompt.split("\n")]
+    hits = [(i, j) for i, line in enumerate(lines) for j, x in enumerate(line) if _alike(x, text)]
+    if not hits:
+        raise Refused(
+            f"the {step.name} step's prompt does not say {text!r} (it says: "
+            f"{preview_of(step.prompt, QUOTE_CHARS)!r})"
+        )
+    i, j = hits[0]
+    if given := sorted(_placeholders(lines[i][j])):
+        drops = " or ".join(f"step:input:{step.name}-={g}" for g in given)
+        raise Refused(
+            f"that sentence gives the {step.name} step its material: {drops} takes it away"
+        )
+    del lines[i][j]
+    prompt = "\n".join(" ".join(line) for line in lines if line)
+    if not prompt.strip():
+        raise Refused(f"the {step.name} step's prompt would be empty without it")
+    _set_prompt(s, wish, quote, step, prompt)
+
+
+def _sentences(text: str) -> list[str]:
+    return [x for x in re.split(r"(?<=[.!?])[ \t]+", text.strip()) if x]
+
+
+def _alike(sentence: str, text: str) -> bool:
+    """Whether ``sentence`` of a prompt is ``text`` as the rater wrote it (its braces doubled
+    in the prompt), case, spacing and the closing stop aside."""
+
+    def norm(said: str) -> str:
+        return " ".join(said.split()).rstrip(".!?").lower()
+
+    return norm(sentence) == norm(_braced(text))
 
 
 def _first(s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str) -> None:

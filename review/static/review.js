@@ -241,7 +241,9 @@ document.addEventListener("click", (event) => {
   if (!form) return;
   const chip = event.target.closest(".chip");
   const proposed = event.target.closest(".propose");
-  const change = event.target.closest(".plan .change");
+  // a click anywhere on a change's row, not only on its words, leaves it out or puts it back
+  const row = event.target.closest(".plan li");
+  const change = event.target.closest(".plan .change") || (row && row.querySelector(".change"));
   if (change) {  // a change of the plan left out, or put back
     const r = readingOf(form);
     if (r.leftOut.has(change.dataset.key)) r.leftOut.delete(change.dataset.key);

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Engine, bindparam
@@ -27,6 +30,7 @@ from domain.trainer import (
 from store.tables import EvaluationRow, EvolutionRecordRow, LearningInsightRow, LineageRow
 from store.views.lineage_view import LineageView
 
+Part = tuple[str, str, str]  # (part, name, value): a step's prompt, one sentence a part
 _evolutions = EvolutionRecordRow.__table__  # type: ignore[attr-defined]
 _lineages = LineageRow.__table__  # type: ignore[attr-defined]
 _insights = LearningInsightRow.__table__  # type: ignore[attr-defined]
@@ -173,65 +177,46 @@ class EvolutionView(LineageView):
     ) -> list[SegmentProvenance]:
         """Where every part of the agent (of ``version``, default the latest) came from: each
         segment of its prompt (``prompt_provenance``), then each parameter, tool description,
-        flow step's prompt and tools, and edge of the flow (a step given an earlier step's
-        output): the version that made it as it is, the evolution, the feedback and the wish
-        behind it; last, each step taken out of the flow since (and not put back), with the
-        version, feedback and wish that took it out."""
+        flow step's prompt (sentence by sentence, as the system prompt: a step's instruction
+        and a line added later come from different changes) and tools, and edge of the flow
+        (a step given an earlier step's output): the version that made it as it is, the
+        evolution, the feedback and the wish behind it; last, each step taken out of the flow
+        since (and not put back), with the version, feedback and wish that took it out."""
         rows = self.prompt_provenance(lineage_id, version)
         records = {r.to_version: r for r in self.evolution_records(lineage_id)}
-        known: dict[tuple[str, str], SegmentProvenance] = {}
-        ever: dict[tuple[str, str, str], SegmentProvenance] = {}  # where a value first was
+        known: dict[Part, SegmentProvenance] = {}
+        ever: dict[Part, SegmentProvenance] = {}  # where a value first was
         # the steps taken out of the flow (and not put back): where their absence came from
         removed: dict[str, SegmentProvenance] = {}
+        prompts: dict[str, str] = {}  # each step's prompt on the version before
         for row in self.agent_versions(lineage_id):
             if version is not None and row.version > version:
                 break
             agent = self.agent_definition(AgentRef(agent_id=row.agent_id, version=row.version))
             record = records.get(row.version)
             changes = json.loads(record.changes) if record else []
-            current: dict[tuple[str, str], SegmentProvenance] = {}
-            for (part, name), value in _parts(agent).items():
-                before = known.get((part, name))
-                if before is not None and before.segment == value:
-                    current[(part, name)] = before
+            made_in = _Made(row.version, record, self._rebuilt_from(record))
+            current: dict[Part, SegmentProvenance] = {}
+            for key, change_of in _parts(agent, changes):
+                before = known.get(key)
+                if before is not None:
+                    current[key] = before
                     continue
-                made = _change_for(changes, part, name)
-                restored = ever.get((part, name, value))
+                made = change_of()
+                restored = ever.get(key)
                 if restored and (made is None or made["reason"].startswith(ROLLBACK_REASON)):
-                    current[(part, name)] = restored  # a rollback brought it back
+                    current[key] = restored  # a rollback brought it back
                     continue
-                current[(part, name)] = SegmentProvenance(
-                    segment=value,
-                    part=part,  # type: ignore[arg-type]
-                    name=name,
-                    version=row.version,
-                    evolution_id=record.id if record else None,
-                    trigger_score=record.trigger_score if record else None,
-                    trigger_comment=record.trigger_comment if record else None,
-                    reason=_part_reason(made, record is not None, part),
-                    wish=_wish(made, record),
-                    rebuilt_from=self._rebuilt_from(record),
-                )
-                ever.setdefault((part, name, value), current[(part, name)])
-            for (part, name), was in known.items():
-                if part == "step" and (part, name) not in current:
-                    made = _removal_of(changes, name)
-                    removed[name] = SegmentProvenance(
-                        segment=was.segment,
-                        part="removed step",
-                        name=name,
-                        version=row.version,
-                        evolution_id=record.id if record else None,
-                        trigger_score=record.trigger_score if record else None,
-                        trigger_comment=record.trigger_comment if record else None,
-                        reason=_part_reason(made, record is not None, "step"),
-                        wish=_wish(made, record),
-                        rebuilt_from=self._rebuilt_from(record),
-                    )
-            for part, name in current:
-                if part == "step":
-                    removed.pop(name, None)  # back in the flow
-            known = current
+                current[key] = made_in.row(key, made)
+                ever.setdefault(key, current[key])
+            steps = {s.name: s.prompt for s in agent.flow}
+            for name, prompt in prompts.items():
+                if name not in steps:
+                    gone = _removal_of(changes, name)
+                    removed[name] = made_in.row(("removed step", name, prompt), gone, "step")
+            for name in steps:
+                removed.pop(name, None)  # back in the flow
+            prompts, known = steps, current
         return rows + list(known.values()) + list(removed.values())
 
     def _inherited(self, lineage_id: str) -> dict[str, SegmentProvenance]:
@@ -276,26 +261,87 @@ _PARAMETERS = {"model": "model", "temperature": "temperature", "maxTokens": "max
                "topP": "top_p"}  # fmt: skip
 
 
-def _parts(agent: AgentDefinition) -> dict[tuple[str, str], str]:
-    """(part, name) → value of every part blame follows besides the prompt's segments."""
-    parts: dict[tuple[str, str], str] = {}
+@dataclass(frozen=True)
+class _Made:
+    """A version of the lineage, as the blame rows of what it made name it."""
+
+    version: int
+    record: EvolutionRecordRow | None
+    rebuilt_from: int | None
+
+    def row(
+        self, key: Part, change: dict[str, Any] | None, why_part: str | None = None
+    ) -> SegmentProvenance:
+        part, name, value = key
+        record = self.record
+        return SegmentProvenance(
+            segment=value,
+            part=part,  # type: ignore[arg-type]
+            name=name,
+            version=self.version,
+            evolution_id=record.id if record else None,
+            trigger_score=record.trigger_score if record else None,
+            trigger_comment=record.trigger_comment if record else None,
+            reason=_part_reason(change, record is not None, why_part or part),
+            wish=_wish(change, record),
+            rebuilt_from=self.rebuilt_from,
+        )
+
+
+def _parts(
+    agent: AgentDefinition, changes: list[dict[str, Any]]
+) -> list[tuple[Part, Callable[[], dict[str, Any] | None]]]:
+    """Every part blame follows besides the prompt's segments, each with how to find the
+    change of ``changes`` that made it as it is: parameters, tool descriptions, each sentence
+    of each step's prompt, each step's tools, each edge."""
+    parts: list[tuple[Part, Callable[[], dict[str, Any] | None]]] = []
+
+    def add(part: str, name: str, value: str, found: Callable[[], Any] | None = None) -> None:
+        parts.append(((part, name, value), found or (lambda: _change_for(changes, part, name))))
+
     for name, field in _PARAMETERS.items():
         value = getattr(agent.parameters, field)
         if value is not None:
-            parts[("parameter", name)] = f"{value:g}" if isinstance(value, float) else str(value)
+            add("parameter", name, f"{value:g}" if isinstance(value, float) else str(value))
     for tool in agent.tools:
-        parts[("tool", tool.name)] = tool.description or "(its built-in description)"
+        add("tool", tool.name, tool.description or "(its built-in description)")
     earlier = "input"
     for step in agent.flow:
-        parts[("step", step.name)] = step.prompt
+        for sentence in segments(step.prompt):
+            found = partial(_sentence_change, changes, step.name, sentence)
+            add("step", step.name, sentence, found)
         tools = "every tool" if step.tools is None else ", ".join(step.tools) or "no tools"
-        parts[("step tools", step.name)] = tools
+        add("step tools", step.name, tools)
         for source in _inputs(step.prompt):
             given = earlier if source == "previous" else source
             what = "the question" if given == "input" else f"{given}'s output"
-            parts[("edge", f"{given} → {step.name}")] = f"{step.name} is given {what}"
+            add("edge", f"{given} → {step.name}", f"{step.name} is given {what}")
         earlier = step.name
     return parts
+
+
+def _sentence_change(
+    changes: list[dict[str, Any]], step: str, sentence: str
+) -> dict[str, Any] | None:
+    """The last change of a version's to ``step`` whose prompt after it holds ``sentence``
+    (a step added whole, its prompt changed)."""
+    found = [
+        c
+        for c in changes
+        if c["component"] == "flow"
+        and c["target"] == step
+        and sentence in _prompt_after(c.get("after"))
+    ]
+    return found[-1] if found else _change_for(changes, "step", step)
+
+
+def _prompt_after(after: str | None) -> str:
+    """The prompt a flow change leaves its step with ("" when it does not set one)."""
+    try:
+        value = json.loads(after or "")
+    except json.JSONDecodeError:
+        return after or ""
+    return str(value.get("prompt", "")) if isinstance(value, dict) else ""
 
 
 def _inputs(prompt: str) -> list[str]:

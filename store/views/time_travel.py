@@ -26,6 +26,7 @@ from domain.events import (
     LineageLocked,
     LineagePromoted,
     LineageUnlocked,
+    LoggedWish,
     RatersAgreed,
     RaterScored,
     RatersJudged,
@@ -33,7 +34,7 @@ from domain.events import (
     SpansRecorded,
     WishesStanding,
 )
-from domain.trainer import describe_change, verdict_line
+from domain.trainer import Amount, describe_change, verdict_line
 from store.backends.database import write_transaction
 from store.eventstore import event_log, payload_store
 from store.records import projections
@@ -157,7 +158,8 @@ def _summary(
         case InputsSet():
             return f"{len(event.input_hashes)} inputs"
         case WishesStanding():
-            wishes = ", ".join(w.family for w in event.wishes) or "none"
+            # in the chips' words, as the checklist and the review page say them
+            wishes = ", ".join(_standing(w) for w in event.wishes) or "none"
             return f"v{event.version} checked against: {wishes}"
     return ""
 
@@ -215,6 +217,11 @@ def _chips(wants: list[str], sep: str = ", ") -> str:
         except ValueError:
             said.append(want)
     return sep.join(said) or "no change"
+
+
+def _standing(wish: LoggedWish) -> str:
+    amount = Amount(**wish.amount.model_dump()) if wish.amount is not None else None
+    return want_labels.standing_words(wish.family, wish.action, wish.detail, amount)
 
 
 def history(engine: Engine, lineage_id: str) -> list[HistoryEntry]:
