@@ -115,7 +115,7 @@ async def test_each_flow_change_is_judged_alone_and_said_back_in_the_chips_words
              'step:prompt:polish:"Give the total in euros."'],
         )  # fmt: skip
         v4 = me.agent(4)
-        assert v4.flow[-1].prompt.startswith("Give the total in euros. ")
+        assert v4.flow[-1].prompt == f"{POLISH}\n{GIVEN}\nGive the total in euros."
         assert "Cite a source" in v4.system_prompt
 
         # undo, with the rollback of "cite sources" struck: only the polish line goes, said so
@@ -194,7 +194,11 @@ async def test_one_earlier_tool_description_or_step_sentence_is_taken_back_alone
             "Read as: calculator's description as it was, before your additions"
         )
         assert me.agent(4).tools == me.agent(1).tools  # as v1 had it
-        assert me.agent(4).flow[0].prompt.startswith("Quote the handbook lines")
+        assert (
+            me.agent(4)
+            .flow[0]
+            .prompt.endswith("\nQuote the handbook lines you found, word for word.")
+        )
         sentence = 'remove:step:prompt:research:"quote the handbook lines you found, word for word"'
         seen, state = await me.score(5, "That quoting line does nothing.", [sentence])
         assert [c.label for c in seen.changes] == [
@@ -206,7 +210,7 @@ async def test_one_earlier_tool_description_or_step_sentence_is_taken_back_alone
         assert state.last_reading == (
             "Read as: take back the last change ('Undo that last change.')"
         )
-        assert me.agent(6).flow[0].prompt.startswith("Quote the handbook lines")
+        assert me.agent(6).flow[0].prompt == me.agent(4).flow[0].prompt
     hypotheses = {r.to_version: r.hypothesis for r in store.queries.evolution_records(lineage)}
     assert hypotheses[6].startswith(
         "With the research step's prompt without 'quote the handbook lines you found, word for "
