@@ -451,7 +451,7 @@ def blame(
             lines += [f"wish: {shown(row.wish)}"] if row.wish else []
             lines.append(f"reason: {shown(row.reason)}")
             for line in lines:
-                console.print(Padding(line, (0, 0, 0, 2)), highlight=False)
+                console.print(Padding(line, (0, 0, 0, 2), expand=False), highlight=False)
             console.print()
         return
     table = Table("part", "segment", "since", "evolution", "feedback", "wish", "reason")

@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import urllib.parse
+import urllib.request
 from typing import Any
 
 from activities.reading_preview import preview_reading
@@ -27,7 +29,10 @@ from domain import wants
 from domain.agent import AgentDefinition, AgentRef
 from domain.reading_preview import ReadingPreview
 from domain.settings import Settings
+from review.app import create_app
+from review.server import ReviewServer
 from tests.conftest import awaiting, starter_cli, training_data_cli, wait_for_state
+from tests.test_demo_command import free_port
 from tests.test_tool_trace import research_spec
 from trainer.backends import TrainerBackends
 from workflows.lineage import LineageWorkflow
@@ -172,11 +177,11 @@ async def test_each_flow_change_is_judged_alone_and_said_back_in_the_chips_words
 async def test_one_earlier_tool_description_or_step_sentence_is_taken_back_alone(
     client, store, settings, run_worker, tmp_path
 ):
-    """``remove:describe:tool:calculator`` (as ``--remove describe:tool:calculator`` sends
-    it) gives the tool its description as the lineage's first version had it, though the
-    change that added to it is no longer the last; ``remove:step:prompt:research:"…"`` takes
-    that sentence out of the step's prompt, whatever its case; an undo of it says what it
-    brings back."""
+    """``remove:describe:tool:calculator`` (the page's picker and ``--remove
+    describe:tool:calculator`` send it alike) gives the tool its description as the lineage's
+    first version had it, though the change that added to it is no longer the last;
+    ``remove:step:prompt:research:"…"`` takes that sentence out of the step's prompt, whatever
+    its case; an undo of it says what it brings back."""
     spec = research_spec(tmp_path)
     lineage = spec.lineage_id("A")
     async with run_worker():
@@ -187,8 +192,24 @@ async def test_one_earlier_tool_description_or_step_sentence_is_taken_back_alone
         assert me.agent(2).tools[0].description.endswith(sentence)
         quote = 'step:prompt:research:"Quote the handbook lines you found, word for word."'
         await me.score(5, "Quote the handbook.", [quote])
+        # the picker's remove, a tool's description and the tool, as the page sends it, and
+        # `--remove describe:tool:calculator`: the same want
+        server = ReviewServer(create_app(client, store), "127.0.0.1", free_port())
+        await server.start()
+        try:
+            picked = await asyncio.to_thread(
+                _picked, server, "remove", "describe", "tool:calculator"
+            )
+            sentence = 'prompt:research:"quote the handbook lines you found, word for word"'
+            out = await asyncio.to_thread(_picked, server, "remove", "step", sentence)
+        finally:
+            await server.stop()
+        assert picked == {
+            "want": "remove:describe:tool:calculator",
+            "label": "calculator's description as it was, before your additions",
+        }
         taken = wants.from_options([], ["describe:tool:calculator"], [])
-        assert taken == ["remove:describe:tool:calculator"]
+        assert taken == [picked["want"]]
         seen, state = await me.score(5, "The calculator description did nothing.", taken)
         assert seen.said_back == (
             "Read as: calculator's description as it was, before your additions"
@@ -199,8 +220,10 @@ async def test_one_earlier_tool_description_or_step_sentence_is_taken_back_alone
             .flow[0]
             .prompt.endswith("\nQuote the handbook lines you found, word for word.")
         )
-        sentence = 'remove:step:prompt:research:"quote the handbook lines you found, word for word"'
-        seen, state = await me.score(5, "That quoting line does nothing.", [sentence])
+        assert out["label"] == (
+            "the research step's prompt without 'quote the handbook lines you found, word for word'"
+        )
+        seen, state = await me.score(5, "That quoting line does nothing.", [out["want"]])
         assert [c.label for c in seen.changes] == [
             "in step 'research', take out 'Quote the handbook lines you found, word for word.'"
         ]
@@ -264,6 +287,15 @@ async def test_status_is_json_and_blame_readable_at_80_columns_each_sentence_cre
     assert polish[GIVEN]["head"].startswith("step polish · v2 ·")
     assert polish[GIVEN]["wish"] == "step:input:polish+=research"
     assert polish[GIVEN]["feedback"] == "4: The polish step should get the findings."
+
+
+def _picked(server: ReviewServer, action: str, family: str, amount: str) -> dict[str, str]:
+    """The review page's picker: the want its action, family and amount name, as the app
+    checks it (``GET /wants/label``)."""
+    want = f"{action}:{family}:{amount}"
+    url = f"http://127.0.0.1:{server.port}/wants/label?want={urllib.parse.quote(want)}"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
 
 
 def _blocks(blamed: str) -> list[dict[str, str]]:

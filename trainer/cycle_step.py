@@ -395,23 +395,18 @@ def bound(
     rolled = [f for f in step.rolled_back if f not in kept]
     if not any(c.reason.startswith(ROLLBACK_REASON) for c in made):
         kept, rolled = [f for f in step.rolled_back], []
-    update: dict[str, object] = {}
     if kept and memory is not None:
-        update = _keeping(step, kept, rolled, made, memory)
-    report = [*update.pop("report", step.report), *notes]  # type: ignore[misc]
-    plan_notes = [*update.pop("notes", step.plan.notes), *notes]  # type: ignore[misc]
-    plan = step.plan.model_copy(
-        update={"changes": made, "notes": plan_notes, **update.pop("plan", {})}  # type: ignore[dict-item]
-    )
+        step = _keeping(step, kept, rolled, made, memory)
     return step.model_copy(
         update={
-            "plan": plan,
+            "plan": step.plan.model_copy(
+                update={"changes": made, "notes": [*step.plan.notes, *notes]}
+            ),
             "agent": after,
             "rolled_back": rolled,
             "taken_back": still(step.taken_back, TAKE_BACK_REASON),
             "strengthened": still(step.strengthened, STRENGTHEN_REASON),
-            "report": report,
-            **update,
+            "report": [*step.report, *notes],
         }
     )
 
@@ -437,39 +432,41 @@ def _keeping(
     rolled: list[str],
     made: list[EvolutionChange],
     memory: LineageMemory,
-) -> dict[str, object]:
-    """What changes of ``step`` when the rater kept the refuted ``kept`` (left their rollback
-    out of the plan): their verdict says so, their standing wishes and keep-list stay, and the
-    report and the hypothesis name only what was rolled back (``rolled``)."""
-    update: dict[str, object] = {}
-    if step.judged is not None and memory.pending is not None:
-        update["judged"] = outcome.kept(memory.pending, step.judged, kept, memory.session_id)
+) -> CycleStep:
+    """``step`` with the refuted ``kept`` kept (the rater left their rollback out of the
+    plan): their verdict says so, their standing wishes and keep-list stay, and the report and
+    the hypothesis name only what was rolled back (``rolled``)."""
+    judged = step.judged
+    if judged is not None and memory.pending is not None:
+        judged = outcome.kept(memory.pending, judged, kept, memory.session_id)
     have = {w.key for w in step.wishes}
-    update["wishes"] = [
-        *step.wishes,
-        *(w for w in memory.wishes if w.family in kept and w.key not in have),
-    ]
-    update["asked_for"] = [
-        *step.asked_for,
-        *(f for f in memory.asked_for if f in kept and f not in step.asked_for),
+    wishes = [*step.wishes, *(w for w in memory.wishes if w.family in kept and w.key not in have)]
+    asked_for = step.asked_for + [
+        f for f in memory.asked_for if f in kept and f not in step.asked_for
     ]
     line = next((r for r in step.report if r.startswith(ROLLED_BACK)), None)
-    said = (
-        f"{ROLLED_BACK}{want_labels.families_words(rolled)}: " + line.split(": ", 1)[-1]
-        if line and rolled
-        else None
-    )
+    said = None
+    if line and rolled:
+        said = f"{ROLLED_BACK}{want_labels.families_words(rolled)}: {line.split(': ', 1)[-1]}"
 
     def lines(old: list[str]) -> list[str]:
         return [said if r == line else r for r in old if r != line or said]
 
-    update["report"] = lines(step.report)
-    update["notes"] = lines(step.plan.notes)
+    hypothesis = step.plan.hypothesis
     takebacks = [c for c in step.plan.changes if c.reason.startswith(TAKE_BACK_REASON)]
-    if step.plan.hypothesis == _hypothesis(step.plan.changes, step.rolled_back, takebacks):
+    if hypothesis == _hypothesis(step.plan.changes, step.rolled_back, takebacks):
         made_back = [c for c in made if c.reason.startswith(TAKE_BACK_REASON)]
-        update["plan"] = {"hypothesis": _hypothesis(made, rolled, made_back)}
-    return update
+        hypothesis = _hypothesis(made, rolled, made_back)
+    plan = step.plan.model_copy(update={"notes": lines(step.plan.notes), "hypothesis": hypothesis})
+    return step.model_copy(
+        update={
+            "judged": judged,
+            "wishes": wishes,
+            "asked_for": asked_for,
+            "report": lines(step.report),
+            "plan": plan,
+        }
+    )
 
 
 def rules_reading(
