@@ -136,6 +136,22 @@ async def test_the_correction_is_the_named_raters_own_reading_and_asks_a_name_fi
     ]
 
 
+async def _ana_scores_again(client, spec, settings, browser, inbox_server):
+    """The lineage started, ana's 5 given by signal, and ana at the page with 6 typed as the
+    score of a second look: the workflow's handle and the comment box, focused."""
+    (handle,) = await start_session(client, spec, settings.task_queue)
+    await wait_for_state(handle, awaiting(1))
+    await handle.signal("score", {"score": 5, "rater": "ana", "wants": ["shorter"]})
+    await wait_for_state(handle, lambda s: s.scored_by == ["ana"])
+    server = await inbox_server()
+    await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
+    await until(browser, "document.activeElement.id == 'rater'")
+    await on(browser, browser.switch_to.active_element.send_keys, "ana", Keys.TAB)
+    await until(browser, "document.activeElement.classList.contains('score-input')")
+    await on(browser, browser.switch_to.active_element.send_keys, "6", Keys.TAB)
+    return handle, await on(browser, lambda: browser.switch_to.active_element)
+
+
 async def test_a_rescore_on_the_page_says_it_replaces_the_earlier_one(
     client, store, settings, run_worker, browser, inbox_server
 ):
@@ -144,17 +160,7 @@ async def test_a_rescore_on_the_page_says_it_replaces_the_earlier_one(
     spec = make_spec(options=RATERS)
     a = spec.lineage_id("A")
     async with run_worker():
-        (handle,) = await start_session(client, spec, settings.task_queue)
-        await wait_for_state(handle, awaiting(1))
-        await handle.signal("score", {"score": 5, "rater": "ana", "wants": ["shorter"]})
-        await wait_for_state(handle, lambda s: s.scored_by == ["ana"])
-        server = await inbox_server()
-        await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
-        await until(browser, "document.activeElement.id == 'rater'")
-        await on(browser, browser.switch_to.active_element.send_keys, "ana", Keys.TAB)
-        await until(browser, "document.activeElement.classList.contains('score-input')")
-        await on(browser, browser.switch_to.active_element.send_keys, "6", Keys.TAB)
-        comment = await on(browser, lambda: browser.switch_to.active_element)
+        handle, comment = await _ana_scores_again(client, spec, settings, browser, inbox_server)
         await on(browser, comment.send_keys, "Way too long.", Keys.ENTER)
         message = await until(
             browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
@@ -173,17 +179,7 @@ async def test_a_score_typed_while_its_cycle_goes_on_is_refused_not_landed_on_th
     spec = make_spec(options=RATERS)
     a = spec.lineage_id("A")
     async with run_worker():
-        (handle,) = await start_session(client, spec, settings.task_queue)
-        await wait_for_state(handle, awaiting(1))
-        await handle.signal("score", {"score": 5, "rater": "ana", "wants": ["shorter"]})
-        await wait_for_state(handle, lambda s: s.scored_by == ["ana"])
-        server = await inbox_server()
-        await on(browser, browser.get, f"{server.url}/sessions/{spec.session_id}")
-        await until(browser, "document.activeElement.id == 'rater'")
-        await on(browser, browser.switch_to.active_element.send_keys, "ana", Keys.TAB)
-        await until(browser, "document.activeElement.classList.contains('score-input')")
-        await on(browser, browser.switch_to.active_element.send_keys, "6", Keys.TAB)
-        comment = await on(browser, lambda: browser.switch_to.active_element)
+        handle, comment = await _ana_scores_again(client, spec, settings, browser, inbox_server)
         await on(browser, comment.send_keys, "Second look: still too long.")
         await handle.signal("score", {"score": 4, "rater": "bo", "wants": ["shorter"]})
         await handle.signal("score", {"score": 4, "rater": "cy", "wants": ["shorter"]})

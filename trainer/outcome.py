@@ -241,6 +241,16 @@ def kept(
         else v
         for v in judged.verdict.aspects
     ]
+    return _rejudged(pending, judged, session_id, verdicts)
+
+
+def _rejudged(
+    pending: PendingEvolution,
+    judged: JudgedEvolution,
+    session_id: str,
+    verdicts: list[AspectVerdict],
+) -> JudgedEvolution:
+    """``judged`` with its verdicts replaced: the outcome and lessons made from them again."""
     outcome = _outcome(judged.verdict.next_score, judged.verdict.score_delta, verdicts)
     return JudgedEvolution(
         evolution_id=judged.evolution_id,
@@ -262,12 +272,7 @@ def cut_off(pending: PendingEvolution, judged: JudgedEvolution, session_id: str)
         else v
         for v in judged.verdict.aspects
     ]
-    outcome = _outcome(judged.verdict.next_score, judged.verdict.score_delta, verdicts)
-    return JudgedEvolution(
-        evolution_id=judged.evolution_id,
-        verdict=outcome,
-        insights=_lessons(pending, outcome, session_id),
-    )
+    return _rejudged(pending, judged, session_id, verdicts)
 
 
 def measured(
@@ -286,12 +291,7 @@ def measured(
         else v
         for v in judged.verdict.aspects
     ]
-    outcome = _outcome(judged.verdict.next_score, judged.verdict.score_delta, verdicts)
-    return JudgedEvolution(
-        evolution_id=judged.evolution_id,
-        verdict=outcome,
-        insights=_lessons(pending, outcome, session_id),
-    )
+    return _rejudged(pending, judged, session_id, verdicts)
 
 
 def _measure(check: CheckResult) -> str:

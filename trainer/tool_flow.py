@@ -378,15 +378,7 @@ def _describe(s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str, tex
     shown = current or _BUILT_IN.get(tool, "")
     if _holds(shown, text):
         raise Unchanged(f"the description of {tool} already says so")
-    s.make(
-        wish,
-        quote,
-        component="tools",
-        change_type="modify",
-        target=tool,
-        before=json.dumps({"description": current}),
-        after=json.dumps({"description": f"{shown.rstrip()} {_sentence(text)}".strip()}),
-    )
+    _redescribe(s, wish, quote, tool, current, f"{shown.rstrip()} {_sentence(text)}".strip())
 
 
 def _undescribe(s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str) -> None:
@@ -412,14 +404,22 @@ def _undescribe(s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str) -
         )
     if restored == current:
         raise Unchanged(f"the description of {tool} is as it was: nothing was added to it")
+    _redescribe(s, wish, quote, tool, current, restored)
+
+
+def _redescribe(
+    s: _Shaping, wish: ToolFlowWish, quote: str | None, tool: str, now: str | None, after: str
+) -> None:
+    """The change that gives ``tool`` the description ``after`` (it has ``now``)."""
+    before, after_ = json.dumps({"description": now}), json.dumps({"description": after})
     s.make(
         wish,
         quote,
         component="tools",
         change_type="modify",
         target=tool,
-        before=json.dumps({"description": current}),
-        after=json.dumps({"description": restored}),
+        before=before,
+        after=after_,
     )
 
 
