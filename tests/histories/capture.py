@@ -69,9 +69,9 @@ def store_story(store: Store) -> dict[str, list[dict[str, object]]]:
     }
 
 
-def _logged(store: Store, event_type: str) -> bool:
+def _logged(store: Store, event_type: str, count: int = 1) -> bool:
     with store.engine.connect() as conn:
-        return any(event_log.read(conn, event_types=[event_type]))
+        return len(list(event_log.read(conn, event_types=[event_type]))) >= count
 
 
 async def lineage_scenario(client: Client, store: Store, task_queue: str) -> WorkflowHistory:
@@ -84,6 +84,9 @@ async def lineage_scenario(client: Client, store: Store, task_queue: str) -> Wor
     unreadable = Payload(metadata={"encoding": b"json/plain"}, data=b"[" * 300 + b"]" * 300)
     await handle.signal("score", RawValue(unreadable))
     await handle.signal("bogus", {"score": 9})
+    # the rejections are written by activities that may run side by side with the directive's:
+    # the story (and the baseline) has them land first
+    await eventually(lambda: _logged(store, "feedback.rejected", 3))
     await handle.signal("directive", {"kind": "sticky", "content": "Be kind."})
     await handle.signal("score", {"score": 3, "comment": "way too long", "rater": "ana"})
     await wait_for_state(handle, awaiting(2))
