@@ -24,6 +24,11 @@ COMMENTS = [
     ("A resposta está longa demais e sem fontes.", {"shorter", "cite_sources"}),
     ("Odpowiedź jest za długa i zbyt techniczna.", {"shorter", "simpler"}),
     ("説明が長すぎます。結論から書いてください。", {"shorter", "conclusion_first"}),
+    ("यह जवाब बहुत लंबा है, कृपया संक्षेप में और स्रोत बताइए।", {"shorter", "cite_sources"}),
+    ("الشرح معقد جداً، أرجو أن تكتبه بلغة بسيطة وفي جدول.", {"simpler", "table"}),
+    ("内容太长了。请先说结论。", {"shorter", "conclusion_first"}),
+    ("Слишком длинно и слишком официально, напиши покороче.", {"shorter", "casual"}),
+    ("답변이 너무 길어요. 표로 정리해 주세요.", {"shorter", "table"}),
 ]
 
 

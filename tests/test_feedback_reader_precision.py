@@ -102,6 +102,11 @@ def test_a_list_accepted_with_a_cap_asks_for_the_cap():
         ("Our volunteers will only skim it.", "shorter"),
         ("This ends up on a single slide.", "shorter"),
         ("The readers are incoming students.", "simpler"),
+        ("The reader is only seven years old.", "simpler"),
+        ("It'll be included in our annual report.", "formal"),
+        ("The client just lost her husband.", "warmer"),
+        ("I read these while commuting.", "shorter"),
+        ("She gets maybe ten seconds to look at it between patients.", "shorter"),
     ],
 )
 def test_a_situation_implies_a_wish_that_yields_to_an_explicit_one(comment: str, family: str):
@@ -553,10 +558,8 @@ def test_a_part_taken_out_with_the_verb_split_around_it_is_taken_back():
 @pytest.mark.parametrize(
     ("comment", "language", "read"),
     [
-        # a second spelling of the name, then "in": a language with no cue file, so the language
-        # is offered as a chip and nothing changes
-        ("कृपया उत्तर हिंदी में लिखिए।", "Hindi", False),
-        ("من فضلك اكتب بالعربية", "Arabic", False),  # "bi-" joined to the name: "in Arabic"
+        ("कृपया उत्तर हिंदी में लिखिए।", "Hindi", True),  # a second spelling of the name, "in"
+        ("من فضلك اكتب بالعربية", "Arabic", True),  # "bi-" joined to the name: "in Arabic"
         ("回答は日本語でお願いします。", "Japanese", True),  # the name inside a word: "in Japanese"
         ("Please answer in 中文 from now on.", "Chinese", True),
         ("日本語の説明は要りません。", None, True),  # the name, not asked for
@@ -570,3 +573,39 @@ def test_a_language_named_in_its_own_script_is_asked_for_by_that_script_s_words(
     assert asked == ([language] if language and read else [])
     offered = [p for u in reading.unsure for p in u.proposed]
     assert offered == ([] if read or not language else [f"language:{language.lower()}"])
+
+
+@pytest.mark.parametrize(
+    ("comment", "family"),
+    [
+        ("Half of it went over the apprentices' heads.", "simpler"),
+        ("The trainees got stuck on terms like 'amortisation'.", "simpler"),
+        ("I've been wiring houses for fifteen years.", "technical"),
+        ("I do this for a living, so skip the primer.", "technical"),
+        ("She only ever reads the opening line.", "conclusion_first"),
+        ("Sure, tuck the price away at the bottom, nobody needs it.", "conclusion_first"),
+        ("It has all the charm of a parking ticket.", "warmer"),
+        ("Great quote; it would be even better if the author existed.", "no_fabrication"),
+        ("It weighs the options for ages and never actually recommends one.", "direct"),
+        ("You've got a unit converter right there; use it instead of guessing.", "tool_use"),
+        ("Great, a history of the firm. I asked about the notice period.", "focus"),
+    ],
+)
+def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str):
+    read = feedback_reader.read(comment)
+    assert family in {w.family for w in read.wishes}
+    assert all(not w.weak for w in read.wishes if w.family == family)
+
+
+@pytest.mark.parametrize(
+    ("comment", "family"),
+    [
+        ("Half the words were new to me, and I loved learning them.", "shorter"),
+        ("I asked about the lease and got exactly that, thanks.", "focus"),
+        ("The third paragraph is the best part.", "prose"),
+        ("I never decide quickly, so the detail helps.", "direct"),
+        ("Great answer, and my manager liked it too.", "simpler"),
+    ],
+)
+def test_words_that_only_look_like_a_situation_ask_for_nothing_of_it(comment: str, family: str):
+    assert family not in wishes(comment)

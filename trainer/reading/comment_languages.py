@@ -21,7 +21,7 @@ CUES = cue_tables.CUE_DIR
 # Languages told apart from each other (a few more than have cue files, so that a comment in
 # one of those is named rather than mistaken for a covered one)
 _NAMES = """ENGLISH GERMAN FRENCH SPANISH ITALIAN DUTCH PORTUGUESE POLISH JAPANESE DANISH SWEDISH
-BOKMAL FINNISH RUSSIAN CHINESE KOREAN TURKISH CZECH"""
+BOKMAL FINNISH RUSSIAN CHINESE KOREAN TURKISH CZECH HINDI ARABIC"""
 DETECTED = [getattr(Language, name) for name in _NAMES.split()]
 MIN_CONFIDENCE = 0.5  # English at least this likely: the English reader's verdict stands
 MIN_GUESS = 0.3  # a language named as the comment's without any cue of it matching
