@@ -318,6 +318,8 @@ def test_a_fault_only_remarked_under_a_high_score_is_proposed_not_acted_on(
         ("Great piece, but a shade too stiff.", "casual"),
         ("Very good. Could the ending be shorter?", "shorter"),
         ("Near perfect. Next time put the totals in a table.", "table"),
+        ("Lovely work. I do wish it had said where the mileage rates came from.", "cite_sources"),
+        ("Strong draft. It would be nice if the totals sat in a table.", "table"),
     ],
 )
 def test_a_fault_after_a_but_or_an_outright_ask_under_a_high_score_is_acted_on(
@@ -589,6 +591,9 @@ def test_a_language_named_in_its_own_script_is_asked_for_by_that_script_s_words(
         ("It weighs the options for ages and never actually recommends one.", "direct"),
         ("You've got a unit converter right there; use it instead of guessing.", "tool_use"),
         ("Great, a history of the firm. I asked about the notice period.", "focus"),
+        ("My only gripe: no worked example of a payslip.", "example"),
+        ("No example of a real timetable anywhere.", "example"),
+        ("State which plan is cheaper in the opening sentence.", "conclusion_first"),
     ],
 )
 def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str):
