@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import lazy_loader as lazy
 import typer
+from temporalio.service import RPCError, RPCStatusCode
 
 from client import (
     agent_blame,
@@ -99,17 +100,39 @@ def start(spec_path: SpecPath) -> None:
 
 
 @app.command()
-def status(spec_path: SpecPath) -> None:
-    """Print each lineage's state (the `state` query)."""
+def status(
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="A session spec (YAML or JSON): each of its lineages; or a lineage, e.g. "
+            "essay-demo-A or lineage-essay-demo-A."
+        ),
+    ],
+) -> None:
+    """Print a lineage's state, or each lineage's of a session spec (the `state` query)."""
 
-    spec = _load(spec_path)
+    if Path(target).is_file():
+        spec = _load(Path(target))
+        lineages = [spec.lineage_id(lineage.label) for lineage in spec.lineages]
+    else:
+        lineages = [target.removeprefix("lineage-")]
     settings = Settings.from_env()
 
     async def go() -> None:
         client = await connect(settings)
-        for lineage in spec.lineages:
-            handle = client.get_workflow_handle(workflow_id(spec.lineage_id(lineage.label)))
-            state = await handle.query(lineage_workflow.LineageWorkflow.state)
+        for lineage in lineages:
+            handle = client.get_workflow_handle(workflow_id(lineage))
+            try:
+                state = await handle.query(lineage_workflow.LineageWorkflow.state)
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                console.print(
+                    f"[red]no lineage {shown(lineage)} on this Temporal server: give its id "
+                    "(training-camp inbox lists them) or the session's spec file[/red]",
+                    highlight=False,
+                )
+                raise typer.Exit(1) from None
             # never wrapped at the terminal's width: a line break inside a string is not JSON
             console.print(json_text(state.model_dump_json()), soft_wrap=True)
 

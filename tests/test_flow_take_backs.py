@@ -31,7 +31,7 @@ from domain.reading_preview import ReadingPreview
 from domain.settings import Settings
 from review.app import create_app
 from review.server import ReviewServer
-from tests.conftest import awaiting, starter_cli, training_data_cli, wait_for_state
+from tests.conftest import awaiting, run_starter, starter_cli, training_data_cli, wait_for_state
 from tests.test_demo_command import free_port
 from tests.test_tool_trace import research_spec
 from trainer.backends import TrainerBackends
@@ -265,10 +265,18 @@ async def test_status_is_json_and_blame_readable_at_80_columns_each_sentence_cre
                 columns=80,
             )
 
-        status, blamed = await asyncio.gather(
-            asyncio.to_thread(cli, "status", str(tmp_path / "research.yaml")),
+        status, blamed, unknown = await asyncio.gather(
+            asyncio.to_thread(cli, "status", lineage),  # a lineage named by its id
             asyncio.to_thread(cli, "blame", lineage),
+            asyncio.to_thread(
+                run_starter,
+                *("status", f"{lineage}-typo"),
+                temporal_address=temporal_address,
+                database_url=settings.database_url,
+            ),
         )
+    assert unknown.returncode == 1
+    assert f"no lineage {lineage}-typo on this Temporal server" in unknown.stdout
 
     state = json.loads(status)  # no line break inside a string
     assert state["lineage_id"] == lineage and state["agent_version"] == 3
