@@ -29,6 +29,9 @@ COMMENTS = [
     ("内容太长了。请先说结论。", {"shorter", "conclusion_first"}),
     ("Слишком длинно и слишком официально, напиши покороче.", {"shorter", "casual"}),
     ("답변이 너무 길어요. 표로 정리해 주세요.", {"shorter", "table"}),
+    ("Bitte die Anleitung als nummerierte Liste, sie ist zu lang.", {"numbered", "shorter"}),
+    ("番号付きで書いてください。長すぎます。", {"numbered", "shorter"}),
+    ("Faltan referencias: indica de dónde salen las cifras.", {"cite_sources"}),
 ]
 
 

@@ -287,10 +287,18 @@ def test_padding_refused_is_not_asked_for(comment: str):
     assert "hedge" not in wishes(comment)
 
 
-def test_keep_it_after_a_conceded_fault_leaves_the_answer_alone():
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "Wordier than I wanted, but all of it is useful. Keep it.",
+        # "Tone's" is no imperative, and leaving it as it is asks for no change
+        "Tone's a touch formal for me, but it didn't bother me at all, leave it as it is.",
+    ],
+)
+def test_keep_it_after_a_conceded_fault_leaves_the_answer_alone(comment: str):
     from trainer.reward_analyzer import analyze
 
-    analysis = analyze(9, "Wordier than I wanted, but all of it is useful. Keep it.", [])
+    analysis = analyze(8, comment, [])
     assert [a.want for a in analysis.aspects if a.want and a.action != "keep"] == []
 
 
@@ -594,6 +602,14 @@ def test_a_language_named_in_its_own_script_is_asked_for_by_that_script_s_words(
         ("My only gripe: no worked example of a payslip.", "example"),
         ("No example of a real timetable anywhere.", "example"),
         ("State which plan is cheaper in the opening sentence.", "conclusion_first"),
+        ("I need the complete derivation, every step spelled out.", "longer"),
+        ("Just the facts in as few words as possible.", "shorter"),
+        ("It's a letter to the mayor's office.", "formal"),
+        ("It reads like a tenancy agreement.", "casual"),
+        ("Say plainly whether I should sign it.", "direct"),
+        ("What a bold stance: 'it depends'.", "direct"),
+        ("Qualify your claims; the studies disagree.", "hedge"),
+        ("Wow, six screens to tell me the bus is late.", "shorter"),
     ],
 )
 def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str):

@@ -247,7 +247,7 @@ def requests_outright(sentence: str) -> bool:
     """Whether a sentence asks by its form ("should", "next time"), not only describes."""
     if _W["asks_outright"].search(sentence.lower().translate(_QUOTES)):
         return True  # "still a bit long": a wish said before and not yet met
-    return any(_outright(c) for c in clauses(sentence))
+    return any(_outright(c) for c in clauses(sentence) if not _W["keep_whole"].search(c.strip()))
 
 
 def contrast_at(lowered: str) -> int | None:
