@@ -13,7 +13,7 @@ from __future__ import annotations
 LANGUAGES = (
     "English", "German", "French", "Spanish", "Italian", "Dutch", "Portuguese", "Polish",
     "Japanese", "Danish", "Swedish", "Norwegian", "Finnish", "Russian", "Chinese", "Korean",
-    "Turkish", "Czech",
+    "Turkish", "Czech", "Hindi", "Arabic",
 )  # fmt: skip
 # the parts a wish may name, as a want says them (``@summary``) and in words
 PARTS = {"summary": "the closing summary"}

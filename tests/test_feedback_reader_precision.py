@@ -107,6 +107,8 @@ def test_a_list_accepted_with_a_cap_asks_for_the_cap():
         ("The client just lost her husband.", "warmer"),
         ("I read these while commuting.", "shorter"),
         ("She gets maybe ten seconds to look at it between patients.", "shorter"),
+        ("My nephew is seven and will read it by himself.", "simpler"),
+        ("This becomes my official complaint.", "formal"),
     ],
 )
 def test_a_situation_implies_a_wish_that_yields_to_an_explicit_one(comment: str, family: str):
@@ -610,6 +612,14 @@ def test_a_language_named_in_its_own_script_is_asked_for_by_that_script_s_words(
         ("What a bold stance: 'it depends'.", "direct"),
         ("Qualify your claims; the studies disagree.", "hedge"),
         ("Wow, six screens to tell me the bus is late.", "shorter"),
+        ("Tell me at the very top whether the ferry runs.", "conclusion_first"),
+        ("Why must I scroll to the bottom for the answer?", "conclusion_first"),
+        ("Tell me which supplier to call first, before the history.", "conclusion_first"),
+        ("Less 'it could vary', more 'do this'.", "direct"),
+        ("Say which numbers you're unsure of instead of stating everything as fact.", "hedge"),
+        ("Loved how it made up a quote out of thin air.", "no_fabrication"),
+        ("The one command I needed was hidden in a paragraph.", "code_block"),
+        ("The people reading this are veteran engineers.", "technical"),
     ],
 )
 def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str):
@@ -626,6 +636,8 @@ def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str
         ("The third paragraph is the best part.", "prose"),
         ("I never decide quickly, so the detail helps.", "direct"),
         ("Great answer, and my manager liked it too.", "simpler"),
+        ("Ah yes, 'super relaxed' in a letter to the tax office.", "casual"),
+        ("Casual is fine for the newsletter, but this one goes to the board.", "casual"),
     ],
 )
 def test_words_that_only_look_like_a_situation_ask_for_nothing_of_it(comment: str, family: str):

@@ -221,11 +221,11 @@ def _phrases(phrases: list[str]) -> re.Pattern[str]:
 
 def banned_phrases(comment: str | None) -> list[str]:
     """The phrases a comment quotes to ban ("no 'worth noting'", "stop saying "to be fair""),
-    lowercased, each once, in order."""
+    as written (a check matches them in any case), each once, in order."""
     if not comment:
         return []
-    found = [" ".join(m.group("phrase").split()).lower() for m in cues().ban.finditer(comment)]
-    return list(dict.fromkeys(p for p in found if p))
+    found = [" ".join(m.group("phrase").split()) for m in cues().ban.finditer(comment)]
+    return list({p.lower(): p for p in reversed(found) if p}.values())[::-1]
 
 
 # ---- the checks -------------------------------------------------------------------------------
@@ -655,7 +655,8 @@ def _hedging(doc: Document, wish: ActiveWish) -> CheckResult | None:
 
 
 def _banned(doc: Document, wish: ActiveWish) -> CheckResult | None:
-    phrase = " ".join((wish.detail or "").split()).lower()
+    said = " ".join((wish.detail or "").split())
+    phrase = said.lower()
     if not phrase:
         return None
     # as written, and as read: a phrase split by markup ("| The | findings of …" across a
@@ -663,7 +664,7 @@ def _banned(doc: Document, wish: ActiveWish) -> CheckResult | None:
     count = max(" ".join(text.split()).lower().count(phrase) for text in (doc.text, doc.plain()))
     return _result(
         wish,
-        f"no {phrase!r}",
+        f"no {said!r}",
         count == 0,
         "" if count == 0 else f"found {TIMES}{count}",
         value=count,

@@ -288,8 +288,14 @@ class _Proposal:
             ]
         elif not wanted:
             result.notes.append(NO_ACTIONABLE_WISH)
-        else:
+        elif any(w.family != "banned" for w in wanted):
             result.notes.append("every wish is already carried by the agent's instructions")
+        if banned := [f"avoid {w.detail!r}" for w in wanted if w.family == "banned"]:
+            # a phrase to avoid is no instruction: said back as what is done with it instead
+            result.notes.append(
+                f"{', '.join(banned)}: no instruction changes; every later output is checked "
+                "for it, and one that uses it goes back to the model once to be revised"
+            )
         if analysis.adversarial:
             result.notes.append(
                 "parts of the feedback addressed the trainer or the system; they were set aside"

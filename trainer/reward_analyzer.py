@@ -106,6 +106,7 @@ def analyze(
                 named.add(aspect)
     if score < KEEP_SCORE:
         found += _quoted_as_the_problem(comment)
+    found += _banned_outright(comment, reading)
     trend, delta = trend_of(score, previous_scores)
     return ScoreAnalysis(
         score=score,
@@ -144,7 +145,7 @@ def _quoted_as_the_problem(comment: str) -> list[FeedbackAspect]:
     optimise throughput" is jargon') is offered as a phrase to avoid (``avoid:"…"``), checked
     on every later output; a phrase the comment bans outright ("no 'worth noting'") is checked
     already. (Here, not in the reader: a quotation is no cue of a family.)"""
-    banned = set(banned_phrases(comment))
+    banned = {p.lower() for p in banned_phrases(comment)}
     return [
         FeedbackAspect(
             aspect="overall",
@@ -157,6 +158,26 @@ def _quoted_as_the_problem(comment: str) -> list[FeedbackAspect]:
         )
         for sentence in quoted_sentences(comment)
         if sentence.lower() not in banned
+    ]
+
+
+def _banned_outright(comment: str, reading: feedback_reader.Reading) -> list[FeedbackAspect]:
+    """A phrase the comment bans outright ("stop saying 'best-in-class'") at any score: a wish
+    the reading says back and every later output is checked for, as the phrase was written;
+    the sentence that said it is understood (no "not understood" beside it)."""
+    banned = banned_phrases(comment)
+    reading.unsure = [u for u in reading.unsure if not any(p in u.quote for p in banned)]
+    return [
+        FeedbackAspect(
+            aspect="overall",
+            sentiment="negative",
+            quote=f"no {phrase!r}"[:QUOTE_CHARS],
+            confidence=0.9,
+            want="banned",
+            detail=phrase[: wants.MAX_AVOID_CHARS],
+            action="add",
+        )
+        for phrase in banned
     ]
 
 

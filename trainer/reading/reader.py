@@ -708,8 +708,8 @@ def _cue_frame(read: _Clause, cue: Cue, start: int, end: int) -> Frame:
         frame = "lacking"  # the cue's own words say it is missing: "(still) no recap"
     if read.denying and frame == "refuse" and re.fullmatch(r"\s*no\s+", lowered[:start]):
         frame = "denied"
-    if _within(read.quoted, start, end):
-        frame = "describe"  # inside a quotation of the answer: what it did
+    if _within(read.quoted, start, end):  # the answer's words quoted: what it did, no request
+        frame = "denied" if cue.fixed and cue.kind != "fault" else "describe"
     elif read.polite and frame in ("plain", "quantity"):
         frame = "ask"  # "A professional register, please.", "just one example, please"
     elif (
@@ -798,7 +798,8 @@ def _read_cue(read: _Clause, cue: Cue, match: re.Match[str], frame: Frame, more:
         reading.unsure.append(Unsure(read.text.strip(), _NEGATION_UNPLACED))
         return True
     praised = read.praising and cue.kind == "state" and frame in ("plain", "describe")
-    if read.admiring or (praised and not _outright(read.text)):
+    ironic = read.admiring and cue.fixed and cue.kind == "fault"  # "love how it invented …"
+    if (read.admiring and not ironic) or (praised and not _outright(read.text)):
         # "Shorter, good", "bullets are great", "skimmable now, a clear improvement": the
         # change worked; keep it
         kept = cue.ask if cue.ask and family == cue.fault and cue.kind != "fault" else family
