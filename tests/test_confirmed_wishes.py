@@ -127,7 +127,7 @@ def test_about_90_words_says_about_and_leaves_the_token_budget():
         cycle_step.take(RulesTrainer(), _agent(BRIEF), memory, 4, "About 90 words please.")
     )
     assert _length_instructions(about.agent.system_prompt) == [
-        "Keep every answer to about 90 words."
+        "Keep every answer short: about 90 words."
     ]
     assert about.agent.parameters.max_tokens == 2048  # no hard limit named: no budget moves
 

@@ -330,6 +330,7 @@ def test_a_fault_only_remarked_under_a_high_score_is_proposed_not_acted_on(
         ("Near perfect. Next time put the totals in a table.", "table"),
         ("Lovely work. I do wish it had said where the mileage rates came from.", "cite_sources"),
         ("Strong draft. It would be nice if the totals sat in a table.", "table"),
+        ("Great plan. A little long, though; I'd trim the middle.", "shorter"),
     ],
 )
 def test_a_fault_after_a_but_or_an_outright_ask_under_a_high_score_is_acted_on(
@@ -620,6 +621,11 @@ def test_a_language_named_in_its_own_script_is_asked_for_by_that_script_s_words(
         ("Loved how it made up a quote out of thin air.", "no_fabrication"),
         ("The one command I needed was hidden in a paragraph.", "code_block"),
         ("The people reading this are veteran engineers.", "technical"),
+        ("That 20% discount came out of nowhere.", "no_fabrication"),
+        ("Don't quote a deadline unless you really know it.", "no_fabrication"),
+        ("My crew have spent decades at sea; they'll feel talked down to.", "technical"),
+        ("A one-line summary is no use to me. Go through it clause by clause.", "longer"),
+        ("The chummy sign-off ('laters, folks!') has to go.", "formal"),
     ],
 )
 def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str):
@@ -638,7 +644,15 @@ def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str
         ("Great answer, and my manager liked it too.", "simpler"),
         ("Ah yes, 'super relaxed' in a letter to the tax office.", "casual"),
         ("Casual is fine for the newsletter, but this one goes to the board.", "casual"),
+        ("Formal was the right tone here, stick with it.", "casual"),
+        ("You've aimed this at a new starter; I run the plant.", "simpler"),
+        ("A one-line summary of the contract is no use to me.", "shorter"),
     ],
 )
 def test_words_that_only_look_like_a_situation_ask_for_nothing_of_it(comment: str, family: str):
     assert family not in wishes(comment)
+
+
+def test_a_focus_asked_instead_is_written_in_the_trainer_s_words():
+    read = feedback_reader.read("Focus on the refund rules instead, please.")
+    assert [w.detail for w in read.wishes if w.family == "focus"] == ["on:the refund rules"]

@@ -79,7 +79,7 @@ def instruction(wish: Wish, tools: list[str] | None = None) -> str | None:
 def _word_limit(wish: Wish, words: str) -> str:
     """The amount as the reviewer said it: "under 60" stays "under 60", "about 90" "about"."""
     if approximate(wish.quote):
-        return f"Keep every answer to about {words} words."
+        return f"Keep every answer short: about {words} words."
     return f"Keep every answer under {words} words."
 
 
