@@ -109,6 +109,7 @@ def test_a_list_accepted_with_a_cap_asks_for_the_cap():
         ("She gets maybe ten seconds to look at it between patients.", "shorter"),
         ("My nephew is seven and will read it by himself.", "simpler"),
         ("This becomes my official complaint.", "formal"),
+        ("Our stewards left school at fifteen and never met the word 'egress'.", "simpler"),
     ],
 )
 def test_a_situation_implies_a_wish_that_yields_to_an_explicit_one(comment: str, family: str):
@@ -295,6 +296,7 @@ def test_padding_refused_is_not_asked_for(comment: str):
         "Wordier than I wanted, but all of it is useful. Keep it.",
         # "Tone's" is no imperative, and leaving it as it is asks for no change
         "Tone's a touch formal for me, but it didn't bother me at all, leave it as it is.",
+        "No need to change anything. It's how I'd explain it to new starters myself.",
     ],
 )
 def test_keep_it_after_a_conceded_fault_leaves_the_answer_alone(comment: str):
@@ -626,6 +628,16 @@ def test_a_language_named_in_its_own_script_is_asked_for_by_that_script_s_words(
         ("My crew have spent decades at sea; they'll feel talked down to.", "technical"),
         ("A one-line summary is no use to me. Go through it clause by clause.", "longer"),
         ("The chummy sign-off ('laters, folks!') has to go.", "formal"),
+        ("Go much deeper on the tax step; a shorter version would lose the part I need.", "longer"),
+        ("Don't write it so formally, we're a bike shop.", "casual"),
+        ("This should read more like a board paper than a chat with a pal.", "formal"),
+        ("Where you're unsure, say so, and flag which figures you're guessing.", "hedge"),
+        ("Then, at the bottom, add a two-line summary of what changed.", "summary_at_end"),
+        ("Please don't pad it. Just the rule in a few lines.", "shorter"),
+        ("Lose the kitchen analogies and show me the equations.", "technical"),
+        ("Stop dumbing it down; I run the network here.", "technical"),
+        ("He keeps losing his place in the paragraph between valves.", "numbered"),
+        ("Less 'it could perhaps be argued', more 'do this'.", "direct"),
     ],
 )
 def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str):
@@ -647,6 +659,10 @@ def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str
         ("Formal was the right tone here, stick with it.", "casual"),
         ("You've aimed this at a new starter; I run the plant.", "simpler"),
         ("A one-line summary of the contract is no use to me.", "shorter"),
+        ("Way too technical, dumb it down a little.", "technical"),
+        ("Leave out the chemical equations; it's for a primary class.", "technical"),
+        ("My dad reads these on his phone between customers.", "simpler"),
+        ("Don't pad it out with caveats; say what you'd do.", "hedge"),
     ],
 )
 def test_words_that_only_look_like_a_situation_ask_for_nothing_of_it(comment: str, family: str):
