@@ -16,6 +16,8 @@ import string
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from domain import built_in_tools
+
 # a line after a step's instruction that only hands it some material: "The output of the
 # research step: {research}", "The question: {input}"
 _GIVEN_LINE = re.compile(r"^[^{}\n]*:\s*\{\w+\}\s*$")
@@ -55,8 +57,10 @@ def part_words(change: PartChange, quote: Quote) -> str:
         if "tools" in after and before.get("tools") != after["tools"]:
             parts.append(_tools_words(change.target, before.get("tools"), after["tools"]))
     elif "description" in after and before.get("description") != after["description"]:
-        where = f"in the description of {what}"
-        parts += _text_words(where, before.get("description") or "", after["description"], quote)
+        # an empty description is the built-in one the model was shown: said as changed from it
+        had = built_in_tools.shown(change.target, before.get("description"))
+        now = built_in_tools.shown(change.target, after["description"])
+        parts += _text_words(f"in the description of {what}", had, now, quote)
     return "; ".join(parts) or f"change {what}"
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from domain import built_in_tools
 from domain.agent import AgentDefinition
 
 # CommonMark with raw HTML off: what a model wrote is shown, never run (tags come out as
@@ -60,10 +61,12 @@ def part_diffs(before: AgentDefinition, after: AgentDefinition) -> Markup:
         if old != new:
             said = "added" if not old else "taken out" if not new else "its prompt"
             parts.append(_labelled(f"step {name} ({said})", prompt_diff(old, new)))
-    tools = {t.name: t.description for t in before.tools}
+    # a tool declared without a description is shown the built-in one: diffed from it
+    tools = {t.name: built_in_tools.shown(t.name, t.description) for t in before.tools}
     for tool in after.tools:
-        if tool.name in tools and tools[tool.name] != tool.description:
-            diff = prompt_diff(tools[tool.name], tool.description)
+        now = built_in_tools.shown(tool.name, tool.description)
+        if tool.name in tools and tools[tool.name] != now:
+            diff = prompt_diff(tools[tool.name], now)
             parts.append(_labelled(f"tool {tool.name} (its description)", diff))
     return Markup("").join(parts)
 

@@ -32,6 +32,8 @@ COMMENTS = [
     ("Bitte die Anleitung als nummerierte Liste, sie ist zu lang.", {"numbered", "shorter"}),
     ("番号付きで書いてください。長すぎます。", {"numbered", "shorter"}),
     ("Faltan referencias: indica de dónde salen las cifras.", {"cite_sources"}),
+    ("Trop de « peut-être ». Soyez direct, oui ou non ?", {"direct"}),
+    ("Demasiados matices; sé directo.", {"direct"}),
 ]
 
 

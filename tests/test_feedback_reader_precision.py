@@ -638,6 +638,23 @@ def test_a_language_named_in_its_own_script_is_asked_for_by_that_script_s_words(
         ("Stop dumbing it down; I run the network here.", "technical"),
         ("He keeps losing his place in the paragraph between valves.", "numbered"),
         ("Less 'it could perhaps be argued', more 'do this'.", "direct"),
+        ("Nine hundred words to tell me whether the hall is free.", "shorter"),
+        ("It is not a chat with a pal.", "formal"),
+        ("Rather than a table, prose please; a table breaks the reading.", "prose"),
+        ("It never says where the rates come from; name the source.", "cite_sources"),
+        ("They have run Postgres in production for years.", "technical"),
+        (
+            "I'm a consultant anaesthetist; I don't need 'the drug makes you sleep' explained.",
+            "technical",
+        ),
+        ("I'd rather you went deeper on the risks than trimmed them.", "longer"),
+        ("A clause-by-clause walkthrough, please.", "longer"),
+        ("A nine-step setup as one solid paragraph; I never know which step I'm on.", "numbered"),
+        ("Number them, please.", "numbered"),
+        ("Give them one thing to picture, like a coin for the Moon.", "example"),
+        ("A straight call, not six maybes.", "direct"),
+        ("Don't write like it's a terms-of-service page; it's for our Discord.", "casual"),
+        ("Sure, because every tenant knows what 'an indemnity covenant' means.", "simpler"),
     ],
 )
 def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str):
@@ -663,6 +680,7 @@ def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str
         ("Leave out the chemical equations; it's for a primary class.", "technical"),
         ("My dad reads these on his phone between customers.", "simpler"),
         ("Don't pad it out with caveats; say what you'd do.", "hedge"),
+        ("The couriers read it on a phone clipped to the dashboard.", "longer"),
     ],
 )
 def test_words_that_only_look_like_a_situation_ask_for_nothing_of_it(comment: str, family: str):

@@ -8,6 +8,7 @@ import operator
 
 from pydantic import BaseModel, Field
 
+from domain.built_in_tools import descriptions
 from runner.tools.registry import ToolContext, ToolError
 
 _BINARY = {
@@ -73,7 +74,7 @@ def _eval(node: ast.AST) -> float | int:
 
 class Calculator:
     name = "calculator"
-    description = "Evaluates an arithmetic expression exactly and returns the number."
+    description = descriptions()["calculator"]
     Input = CalculatorInput
 
     async def run(self, args: CalculatorInput, ctx: ToolContext) -> str:  # type: ignore[override]

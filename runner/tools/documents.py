@@ -6,6 +6,7 @@ import re
 
 from pydantic import BaseModel, Field
 
+from domain.built_in_tools import descriptions
 from runner.tools.registry import ToolContext, ToolError
 
 READ_LIMIT_CHARS = 8_000
@@ -27,7 +28,7 @@ def _passages(text: str) -> list[str]:
 
 class SearchDocuments:
     name = "search_documents"
-    description = "Finds the passages of the session's documents that best match a query."
+    description = descriptions()["search_documents"]
     Input = SearchInput
 
     async def run(self, args: SearchInput, ctx: ToolContext) -> str:  # type: ignore[override]
@@ -51,7 +52,7 @@ class SearchDocuments:
 
 class ReadDocument:
     name = "read_document"
-    description = "Returns the text of one of the session's documents, by name."
+    description = descriptions()["read_document"]
     Input = ReadInput
 
     async def run(self, args: ReadInput, ctx: ToolContext) -> str:  # type: ignore[override]
