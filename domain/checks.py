@@ -122,5 +122,5 @@ class OutputChecks(BaseModel):
         if self.revised:
             return f"{said} · revised once in the cycle"
         if self.tries > 1:
-            return f"{said} · a revision was tried and did no better"
+            return f"{said} · a revision was tried, passed no more checks, and is not shown"
         return said

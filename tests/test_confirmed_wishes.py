@@ -162,12 +162,12 @@ def test_a_sentence_quoted_as_the_problem_is_offered_to_avoid_and_checked_gone()
     seen = asyncio.run(preview.preview(RulesTrainer(), memory, 4, comment))
     assert [c.want for c in seen.chips] == [
         "simpler",
-        'avoid:"leverage synergies to optimise throughput"',
+        'avoid:"Leverage synergies to optimise throughput"',  # as written
     ]
     step = asyncio.run(cycle_step.take(RulesTrainer(), _agent(BRIEF), memory, 4, comment))
     active = {w.family: w.detail for w in step.wishes}
     quoted = "Leverage synergies to optimise throughput"
-    assert active == {"simpler": quoted, "banned": quoted.lower()}
+    assert active == {"simpler": quoted, "banned": quoted}
     # praised under a high score, a quotation is no problem to avoid
     liked = asyncio.run(preview.preview(RulesTrainer(), memory, 9, f'Love "{quoted}".'))
     assert not [c for c in liked.chips if c.want.startswith("avoid:")]
@@ -185,7 +185,7 @@ def test_the_say_back_words_a_part_language_and_a_phrase_to_avoid_as_the_chips_d
     quoted = 'This is jargon: "Leverage synergies to optimise throughput."'
     memory = LineageMemory(session_id="s", lineage_id="L")
     seen = asyncio.run(preview.preview(RulesTrainer(), memory, 4, quoted))
-    assert "avoid 'leverage synergies to optimise throughput'" in seen.said_back
+    assert "avoid 'Leverage synergies to optimise throughput'" in seen.said_back
     assert "banned" not in seen.said_back
 
 

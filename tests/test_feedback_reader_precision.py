@@ -109,6 +109,7 @@ def test_a_list_accepted_with_a_cap_asks_for_the_cap():
         ("She gets maybe ten seconds to look at it between patients.", "shorter"),
         ("My nephew is seven and will read it by himself.", "simpler"),
         ("This becomes my official complaint.", "formal"),
+        ("Most of the readers speak English as a second language.", "simpler"),
         ("Our stewards left school at fifteen and never met the word 'egress'.", "simpler"),
     ],
 )
@@ -681,6 +682,8 @@ def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str
         ("My dad reads these on his phone between customers.", "simpler"),
         ("Don't pad it out with caveats; say what you'd do.", "hedge"),
         ("The couriers read it on a phone clipped to the dashboard.", "longer"),
+        ("The example helps, even if it's a made-up scenario.", "no_fabrication"),
+        ("Stop flagging the word count as failed.", "hedge"),
     ],
 )
 def test_words_that_only_look_like_a_situation_ask_for_nothing_of_it(comment: str, family: str):

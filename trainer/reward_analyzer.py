@@ -153,7 +153,7 @@ def _quoted_as_the_problem(comment: str) -> list[FeedbackAspect]:
             quote=sentence[:QUOTE_CHARS],
             confidence=0.8,
             want="banned",
-            detail=sentence.lower()[: wants.MAX_AVOID_CHARS],
+            detail=sentence[: wants.MAX_AVOID_CHARS],  # as written: a check matches any case
             action="add",
         )
         for sentence in quoted_sentences(comment)
