@@ -44,6 +44,8 @@ def prompt_diff(before: str, after: str) -> Markup:
             continue
         if removed:
             parts.append(f'<del class="removed">{html.escape(removed)}</del>')
+            if added and not removed[-1:].isspace():
+                parts.append(" ")  # the cut words and the new ones never read as one word
         if added:
             parts.append(f'<ins class="added">{html.escape(added)}</ins>')
     return Markup('<pre class="diff">' + "".join(parts) + "</pre>")  # words escaped above

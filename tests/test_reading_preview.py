@@ -310,3 +310,18 @@ def test_the_preview_and_the_step_read_every_public_case_alike():
         ):
             differing.append(comment)
     assert differing == []
+
+
+def test_a_comment_not_understood_is_said_with_its_reason_once():
+    """A quote holding an apostrophe is written in double quotes: its reason is still the
+    reason alone, not the note repeated."""
+    from trainer import preview
+    from trainer.backends import RulesTrainer
+    from trainer.cycle_step import LineageMemory
+
+    memory = LineageMemory(session_id="s", lineage_id="L")
+    comment = "Honestly, I can't make head nor tail of what it's on about."
+    seen = asyncio.run(preview.preview(RulesTrainer(), memory, 3, comment))
+    (unsure,) = seen.unsure
+    assert unsure.why.startswith("the rules engine found nothing in it to act on")
+    assert "not understood" not in unsure.why

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -946,3 +947,13 @@ async def test_with_a_token_the_inbox_refuses_strangers(client, store, browser, 
     await until(browser, "document.querySelector('p.error')?.textContent.includes('not right')")
     await on(browser, sign_in, TOKEN)
     await until(browser, "document.querySelector('table.inbox') !== null")
+
+
+def test_a_sentence_rewritten_reads_apart_from_the_one_it_replaces():
+    """The card's diff as text (a screen reader, a copy): the struck words and the added ones
+    never run together as one word ("analysis.Keep")."""
+    from review.render import prompt_diff
+
+    diff = prompt_diff("Be precise. Provide detailed analysis.", "Be precise. Keep answers short.")
+    assert "analysis. Keep" in re.sub(r"<[^>]+>", "", str(diff))
+    assert '<del class="removed">Provide detailed analysis.</del>' in str(diff)

@@ -9,6 +9,7 @@ shown as wishes the rater confirms or edits. The confirmed wishes are sent with 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from domain import want_labels, wants
@@ -119,8 +120,10 @@ def _quote(text: str | None) -> str:
 
 
 def _why(note: str) -> str:
-    """The reason part of a "not understood: '…': why" note."""
-    return note.rsplit("': ", 1)[-1]
+    """The reason part of a "not understood: '…': why" note (the quote in either quotes: a
+    quote holding an apostrophe is written in double ones)."""
+    said = re.match(r"""not understood: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"): """, note)
+    return note[said.end() :] if said else note.rsplit("': ", 1)[-1]
 
 
 def _valid(want: str) -> bool:
