@@ -656,6 +656,8 @@ def test_a_language_named_in_its_own_script_is_asked_for_by_that_script_s_words(
         ("A straight call, not six maybes.", "direct"),
         ("Don't write like it's a terms-of-service page; it's for our Discord.", "casual"),
         ("Sure, because every tenant knows what 'an indemnity covenant' means.", "simpler"),
+        ("Put the total with the pound sign first.", "conclusion_first"),
+        ("Our auditor traces every number back to the page it came from.", "cite_sources"),
     ],
 )
 def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str):
