@@ -110,6 +110,7 @@ def test_a_list_accepted_with_a_cap_asks_for_the_cap():
         ("My nephew is seven and will read it by himself.", "simpler"),
         ("This becomes my official complaint.", "formal"),
         ("Most of the readers speak English as a second language.", "simpler"),
+        ("It goes on the noticeboard; people give it ten seconds.", "shorter"),
         ("Our stewards left school at fifteen and never met the word 'egress'.", "simpler"),
     ],
 )
@@ -298,6 +299,7 @@ def test_padding_refused_is_not_asked_for(comment: str):
         # "Tone's" is no imperative, and leaving it as it is asks for no change
         "Tone's a touch formal for me, but it didn't bother me at all, leave it as it is.",
         "No need to change anything. It's how I'd explain it to new starters myself.",
+        "Superb. A touch long, but honestly I'd rather keep it as it is than lose anything.",
     ],
 )
 def test_keep_it_after_a_conceded_fault_leaves_the_answer_alone(comment: str):
@@ -658,6 +660,15 @@ def test_a_language_named_in_its_own_script_is_asked_for_by_that_script_s_words(
         ("Sure, because every tenant knows what 'an indemnity covenant' means.", "simpler"),
         ("Put the total with the pound sign first.", "conclusion_first"),
         ("Our auditor traces every number back to the page it came from.", "cite_sources"),
+        ("You can assume I know what a capacitor is.", "technical"),
+        ("Everyone on the list fixes boilers for a living.", "technical"),
+        ("I need the paper behind every figure you give.", "cite_sources"),
+        ("It reads like a letter from the bank; talk to me like a normal person.", "casual"),
+        ("Oh wonderful, a six-paragraph essay to tell me when the shop shuts.", "shorter"),
+        ("Love how it recommended a book by an author who doesn't exist.", "no_fabrication"),
+        ("A date that appears in no parish record anywhere.", "no_fabrication"),
+        ("Where a figure is only an estimate, say so.", "hedge"),
+        ("'Dear Sir or Madam' for a quiz night invite? Come on.", "casual"),
     ],
 )
 def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str):
@@ -686,6 +697,9 @@ def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str
         ("The couriers read it on a phone clipped to the dashboard.", "longer"),
         ("The example helps, even if it's a made-up scenario.", "no_fabrication"),
         ("Stop flagging the word count as failed.", "hedge"),
+        ("It assumes I know what an annuity is. I don't.", "technical"),
+        ("Love how it recommended a novel by our author that doesn't exist.", "shorter"),
+        ("Keep it brief. A longer, more detailed version would be wasted on me.", "longer"),
     ],
 )
 def test_words_that_only_look_like_a_situation_ask_for_nothing_of_it(comment: str, family: str):

@@ -150,7 +150,7 @@ def _frame(before: str, after: str) -> Frame:
             return "ask" if asked else "quantity"
     refused = _W["refuse"].search(tail[-25:])
     if _W["complaint_after"].search(after) and not refused:
-        return "describe"
+        return "refuse"
     if _W["ask_after"].search(after[:40]) and not refused:
         return "ask"  # "a table, please" (but "no bullets, please" refuses them)
     best: tuple[int, int, Frame] | None = None
