@@ -661,6 +661,8 @@ def test_a_language_named_in_its_own_script_is_asked_for_by_that_script_s_words(
         ("Put the total with the pound sign first.", "conclusion_first"),
         ("Our auditor traces every number back to the page it came from.", "cite_sources"),
         ("You can assume I know what a capacitor is.", "technical"),
+        ("Skip the dumbed-down version; give me the proper part names.", "technical"),
+        ("Less hand-holding, please.", "technical"),
         ("Everyone on the list fixes boilers for a living.", "technical"),
         ("I need the paper behind every figure you give.", "cite_sources"),
         ("It reads like a letter from the bank; talk to me like a normal person.", "casual"),
