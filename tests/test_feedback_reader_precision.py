@@ -115,9 +115,14 @@ def test_a_list_accepted_with_a_cap_asks_for_the_cap():
     ],
 )
 def test_a_situation_implies_a_wish_that_yields_to_an_explicit_one(comment: str, family: str):
+    _read_as(comment, family, weak=True)
+
+
+def _read_as(comment: str, family: str, weak: bool) -> None:
+    """``comment`` asks for ``family``: weakly (a situation's hint) or outright."""
     read = feedback_reader.read(comment)
     assert family in {w.family for w in read.wishes}
-    assert all(w.weak for w in read.wishes if w.family == family)
+    assert all(w.weak == weak for w in read.wishes if w.family == family)
 
 
 def test_where_a_situation_is_named_as_a_place_or_a_pitch_it_asks_for_nothing_of_it():
@@ -677,9 +682,7 @@ def test_a_language_named_in_its_own_script_is_asked_for_by_that_script_s_words(
     ],
 )
 def test_what_a_reader_is_and_does_says_what_to_change(comment: str, family: str):
-    read = feedback_reader.read(comment)
-    assert family in {w.family for w in read.wishes}
-    assert all(not w.weak for w in read.wishes if w.family == family)
+    _read_as(comment, family, weak=False)
 
 
 @pytest.mark.parametrize(
