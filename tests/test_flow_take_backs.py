@@ -43,6 +43,17 @@ POLISH = "Tighten this answer without losing any number:"
 GIVEN = "The output of the research step: {research}"
 
 
+async def _polish_given_the_findings(client, store, settings, tmp_path) -> tuple[Any, str]:
+    """A research lineage started, its first score giving the polish step the findings (as a
+    rater does from the picker): its reviewer and its id."""
+    spec = research_spec(tmp_path)
+    lineage = spec.lineage_id("A")
+    (handle,) = await start_session(client, spec, settings.task_queue)
+    me = _Reviewer(client, store, handle, lineage)
+    await me.score(4, "The polish step should get the findings.", ["step:input:polish+=research"])
+    return me, lineage
+
+
 class _Reviewer:
     """Scores one lineage as the review page does: the reading and the plan previewed by the
     step's own functions, then sent with the changes not struck."""
@@ -94,13 +105,8 @@ class _Reviewer:
 async def test_each_flow_change_is_judged_alone_and_said_back_in_the_chips_words(
     client, store, settings, run_worker, tmp_path
 ):
-    spec = research_spec(tmp_path)
-    lineage = spec.lineage_id("A")
     async with run_worker():
-        (handle,) = await start_session(client, spec, settings.task_queue)
-        me = _Reviewer(client, store, handle, lineage)
-        fed = ["step:input:polish+=research"]
-        await me.score(4, "The polish step should get the findings.", fed)
+        me, lineage = await _polish_given_the_findings(client, store, settings, tmp_path)
 
         # a new flow wish says nothing of the earlier flow change: judged by its own want
         _, state = await me.score(
@@ -247,13 +253,8 @@ async def test_status_is_json_and_blame_readable_at_80_columns_each_sentence_cre
     """The polish step's prompt after two flow changes: its line giving it the findings came
     from the first, its instruction (without ``{draft}``) from the second; ``blame`` says so,
     in a block a part at 80 columns, and ``status`` prints JSON a program reads there."""
-    spec = research_spec(tmp_path)
-    lineage = spec.lineage_id("A")
     async with run_worker():
-        (handle,) = await start_session(client, spec, settings.task_queue)
-        me = _Reviewer(client, store, handle, lineage)
-        fed = ["step:input:polish+=research"]
-        await me.score(4, "The polish step should get the findings.", fed)
+        me, lineage = await _polish_given_the_findings(client, store, settings, tmp_path)
         dropped = ["step:remove:draft", "step:input:polish-=draft"]
         await me.score(5, "The draft step adds nothing, drop it.", dropped)
 

@@ -19,6 +19,8 @@ Only verdicts that rest on the reviewer's words become lessons (insight observat
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import BaseModel, Field
 
 from domain import tool_flow as domain_tool_flow
@@ -235,13 +237,20 @@ def kept(
 ) -> JudgedEvolution:
     """The verdict when the rater, shown the rollback of what their words refuted, left it
     out of the plan they confirmed: those stay, so they are not refuted (and teach nothing)."""
-    verdicts = [
-        v.model_copy(update={"verdict": "validated", "reason": KEPT_REASON, "quote": None})
-        if (v.family or v.aspect) in kept and v.verdict == "refuted"
-        else v
-        for v in judged.verdict.aspects
-    ]
+
+    def refuted_but_kept(v: AspectVerdict) -> bool:
+        return (v.family or v.aspect) in kept and v.verdict == "refuted"
+
+    verdicts = _relabelled(judged, refuted_but_kept, "validated", KEPT_REASON)
     return _rejudged(pending, judged, session_id, verdicts)
+
+
+def _relabelled(
+    judged: JudgedEvolution, which: Callable[[AspectVerdict], bool], verdict: str, reason: str
+) -> list[AspectVerdict]:
+    """``judged``'s verdicts, each that ``which`` picks given ``verdict`` and ``reason``."""
+    said = {"verdict": verdict, "reason": reason, "quote": None}
+    return [v.model_copy(update=said) if which(v) else v for v in judged.verdict.aspects]
 
 
 def _rejudged(
@@ -266,12 +275,11 @@ def cut_off(pending: PendingEvolution, judged: JudgedEvolution, session_id: str)
     """The verdict when the scored output was cut off at the token limit: a family the
     reviewer asks for again may be what the cut took away, so it is *untested*, not *not far
     enough* (and teaches nothing)."""
-    verdicts = [
-        v.model_copy(update={"verdict": "untested", "reason": CUT_OFF_REASON, "quote": None})
-        if v.verdict == "not_far_enough"
-        else v
-        for v in judged.verdict.aspects
-    ]
+
+    def not_far_enough(v: AspectVerdict) -> bool:
+        return v.verdict == "not_far_enough"
+
+    verdicts = _relabelled(judged, not_far_enough, "untested", CUT_OFF_REASON)
     return _rejudged(pending, judged, session_id, verdicts)
 
 
