@@ -727,3 +727,44 @@ def test_words_that_only_look_like_a_situation_ask_for_nothing_of_it(comment: st
 def test_a_focus_asked_instead_is_written_in_the_trainer_s_words():
     read = feedback_reader.read("Focus on the refund rules instead, please.")
     assert [w.detail for w in read.wishes if w.family == "focus"] == ["on:the refund rules"]
+
+
+@pytest.mark.parametrize(
+    ("comment", "wanted", "rival"),
+    [
+        ("Plain paragraphs are better; this goes into a eulogy.", "prose", "bullets"),
+        ("Short is better for me, I read these at the till.", "shorter", "longer"),
+        ("Scratch that — relaxed is better, it's a team quiz.", "casual", "formal"),
+        ("Bullet points work better on the noticeboard.", "bullets", "prose"),
+    ],
+)
+def test_a_kind_named_bare_as_better_is_asked_for(comment: str, wanted: str, rival: str):
+    reading = _read(comment)
+    assert wanted in {w.family for w in reading.wishes if w.action == "add"}
+    assert rival not in {w.family for w in reading.wishes if w.action == "add"}
+    assert wanted not in {k.family for k in reading.kept}
+
+
+def test_this_answer_s_part_called_better_is_kept_not_asked_again():
+    reading = _read("The numbered list is better now.")
+    assert reading.wishes == []
+    assert {k.family for k in reading.kept} == {"numbered"}
+
+
+def test_forget_that_takes_back_what_came_before_not_the_kind_after_it():
+    reading = _read("Previously I asked you for stiff formality. Forget that: casual is better.")
+    assert ("add", "formal") not in {(w.action, w.family) for w in reading.wishes}
+    assert "casual" in {w.family for w in reading.wishes if w.action == "add"}
+
+
+@pytest.mark.parametrize(
+    ("comment", "family"),
+    [
+        ("Can't you lead with the verdict?", "conclusion_first"),
+        ("Couldn't you number the steps?", "numbered"),
+        ("Why can't you just give me a straight yes or no?", "direct"),
+        ("Won't you say where the figures come from?", "cite_sources"),
+    ],
+)
+def test_a_negative_question_asks_as_could_you_does(comment: str, family: str):
+    assert family in {w.family for w in _read(comment).wishes if w.action == "add"}

@@ -799,9 +799,10 @@ def _read_cue(read: _Clause, cue: Cue, match: re.Match[str], frame: Frame, more:
         return True
     praised = read.praising and cue.kind == "state" and frame in ("plain", "describe")
     ironic = read.admiring and cue.fixed and cue.kind == "fault"  # "love how it invented …"
-    if (read.admiring and not ironic) or (praised and not _outright(read.text)):
+    admired = read.admiring and not ironic and not _W["better_after"].match(read.lowered[end:])
+    if admired or (praised and not _outright(read.text)):
         # "Shorter, good", "bullets are great", "skimmable now, a clear improvement": the
-        # change worked; keep it
+        # change worked; keep it (but "casual is better" asks for a kind)
         kept = cue.ask if cue.ask and family == cue.fault and cue.kind != "fault" else family
         reading.kept.append(Wish(kept, cue.aspect, read.text, cue.confidence))
         return True
