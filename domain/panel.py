@@ -319,14 +319,17 @@ def agree(readings: Sequence[RaterReading]) -> Agreement:
 
 def _agreed_want(said: list[Said]) -> str:
     """The want a family's majority is acted on as: the one most raters worded alike, but with
-    an amount when any of them gave one ("shorter" and "shorter:half" is "shorter:half"), the
-    mildest when several did (nearest to no change)."""
+    an amount when any of them gave one ("shorter" and "shorter:half" is "shorter:half"), of
+    the kind most of them gave (two shares beat one word limit: they are not comparable
+    unmeasured; the first given among equals), the mildest of that kind (nearest to no
+    change)."""
     measured = [s for s in said if want_grammar.parse(s.want).amount is not None]
     if not measured:
         return _most_said(said)
-    if len({want_grammar.parse(s.want).amount.kind for s in measured}) > 1:  # type: ignore[union-attr]
-        return measured[0].want  # a share and a word limit: not comparable unmeasured
-    return min(measured, key=lambda s: _strength(want_grammar.parse(s.want))).want
+    kinds = [want_grammar.parse(s.want).amount.kind for s in measured]  # type: ignore[union-attr]
+    kind = max(kinds, key=kinds.count)  # max keeps the first of equal counts
+    alike = [s for s, k in zip(measured, kinds, strict=True) if k == kind]
+    return min(alike, key=lambda s: _strength(want_grammar.parse(s.want))).want
 
 
 def _strength(aspect: FeedbackAspect) -> float:

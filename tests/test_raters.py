@@ -354,6 +354,23 @@ def test_agreement_acts_on_a_majority_none_opposed():
     assert [(s.rater, s.want) for s in agreement.minority] == [("ana", "warmer")]
 
 
+def test_an_agreed_length_takes_the_kind_of_amount_most_raters_gave():
+    """One word limit against two shares: the shares' kind is acted on (the milder share),
+    whoever scored first; with one of each, the first given."""
+    from domain.panel import RaterReading, agree
+
+    def agreed(*wants: str) -> list[str]:
+        raters = "abc"[: len(wants)]
+        readings = [
+            RaterReading(rater=r, score=3, wants=[w]) for r, w in zip(raters, wants, strict=True)
+        ]
+        return agree(readings).agreed
+
+    assert agreed("shorter:150", "shorter:half", "shorter:third") == ["shorter:half"]
+    assert agreed("shorter:third", "shorter:120", "shorter:90") == ["shorter:120"]
+    assert agreed("shorter:200", "shorter:half") == ["shorter:200"]
+
+
 # what a rater says of an output, with the reading they confirmed (a verdict rests on words:
 # a score with no comment judges nothing)
 SAID = {
