@@ -108,8 +108,12 @@ class Style:
                 setattr(self, effect.attribute, effect.value)
                 seen.add(effect.attribute)
         self.format = last_mentioned(text, formats, "paragraphs")
-        points = re.search(r"\bonly the (one|two|three|four|five|six|seven|\d) key points\b", text)
-        self.max_points = _NUMBERS.get(points.group(1), None) if points else None
+        points = re.search(
+            r"\bonly the (one|two|three|four|five|six|seven|\d) key points\b"
+            r"|\bat most (one|two|three|four|five|six|seven|\d) (?:of them|items)\b",
+            text,
+        )
+        self.max_points = _NUMBERS.get(points.group(1) or points.group(2)) if points else None
         language = re.search(
             r"\b(?:answer|reply|respond|write)\w*[^.]{0,20}\bin ([A-Z]\w+)", instructions
         )

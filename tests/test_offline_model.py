@@ -52,6 +52,24 @@ def test_format_and_negation():
     assert not any(line.startswith("- ") for line in prose.splitlines())
 
 
+def test_a_counted_list_wish_is_written_with_its_count_and_followed():
+    """"numbered:5" (a chip's count) is an instruction with the count, and the model keeps to
+    it: five items, where the list otherwise runs longer."""
+    from domain.wants import parse
+    from trainer.instructions import instruction
+    from trainer.reading.wish import Wish
+
+    wish = parse("numbered:5")
+    said = instruction(Wish("numbered", "format", "", 1.0, amount=wish.amount))
+    assert said == "Present the answer as a numbered list: at most five items."
+    capped = ask(f"Provide brief, scannable analysis. {said}").splitlines()
+    uncapped = ask("Provide brief, scannable analysis. Present any steps as a numbered list.")
+    assert [line.split(".")[0] for line in capped] == ["1", "2", "3", "4", "5"]
+    assert len(uncapped.splitlines()) > 5
+    bullets = instruction(Wish("bullets", "format", "", 1.0, amount=parse("bullets:3").amount))
+    assert len(ask(bullets or "").splitlines()) == 3
+
+
 def test_tone():
     assert "In conclusion" in ask("Write formally.") or "Overall" in ask("Write formally.")
     casual = ask("Use a friendly, conversational tone.")
