@@ -56,7 +56,7 @@ def families() -> list[str]:
 
 def parse(want: str) -> FeedbackAspect:
     """The wish a want stands for, or ValueError saying what is wrong with it."""
-    if want.strip().lower().startswith(f"{AVOID}:"):
+    if want.strip().lower().startswith((f"{AVOID}:", f"remove:{AVOID}:")):
         return _avoid(want)
     typed = tool_flow.parse(want)  # a tool or flow wish: its target is its own grammar
     if typed is not None:
@@ -144,18 +144,21 @@ def _language(want: str, action: str, said: str) -> FeedbackAspect:
 
 
 def _avoid(want: str) -> FeedbackAspect:
-    """``avoid:"a phrase"``: the phrase (quotes optional) must not appear in the output."""
-    phrase = " ".join(want.strip()[len(AVOID) + 1 :].split()).strip("\"'\u201c\u201d\u2018\u2019 ")
+    """``avoid:"a phrase"``: the phrase (quotes optional) must not appear in the output;
+    ``remove:avoid:"a phrase"`` takes that back (the phrase is no longer checked)."""
+    taken_back = want.strip().lower().startswith("remove:")
+    said = want.strip().removeprefix(want.strip()[:7] if taken_back else "")
+    phrase = " ".join(said[len(AVOID) + 1 :].split()).strip("\"'\u201c\u201d\u2018\u2019 ")
     if len(phrase) < 2 or len(phrase) > MAX_AVOID_CHARS:
         raise ValueError(f'avoid:"…" names a phrase of 2 to {MAX_AVOID_CHARS} characters')
     return FeedbackAspect(
         aspect="overall",
         sentiment="negative",
-        quote=f'wants avoid:"{phrase}"',
+        quote=f'wants {"remove:" if taken_back else ""}avoid:"{phrase}"',
         confidence=1.0,
         want="banned",
         detail=phrase.lower(),
-        action="add",
+        action="remove" if taken_back else "add",
     )
 
 

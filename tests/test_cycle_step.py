@@ -323,3 +323,22 @@ def test_what_a_step_did_is_said_in_the_chips_words_never_a_familys_name():
         "score will rise."
     )
     assert cycle_step.said_back(taken) == "Read as: take back cite sources"
+
+
+def test_a_phrase_to_avoid_is_taken_back_by_its_want_and_nothing_else_changes():
+    """`remove:avoid:"…"` (the page's remove + a phrase to avoid): that phrase is no longer
+    checked, the other phrase still is, and the prompt stays as it was."""
+    first = take(
+        START, memory(wants=['avoid:"key points only"', 'avoid:"at the end of the day"']), 6, ""
+    )
+    assert {w.detail for w in first.wishes if w.family == "banned"} == {
+        "key points only",
+        "at the end of the day",
+    }
+    later = memory(wishes=first.wishes, wants=['remove:avoid:"Key points only"'])
+    step = take(START, later, 7, "I never asked you to ban that phrase.")
+    assert [(w.family, w.detail) for w in step.wishes] == [("banned", "at the end of the day")]
+    assert step.agent == START and not step.changed
+    assert step.plan.notes == [
+        "avoid 'key points only': taken back; later outputs are not checked for it"
+    ]

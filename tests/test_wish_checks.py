@@ -381,6 +381,22 @@ def _wished(family: str, quote: str, amount: Amount | None = None, **rest: objec
     return Wish(family=family, aspect="x", quote=quote, confidence=0.9, amount=amount, **rest)  # type: ignore[arg-type]
 
 
+def test_a_phrase_the_comment_quotes_is_banned_only_if_the_rater_kept_the_wish():
+    """The rater dropped the avoid chip read from "is not 'key points only'": the comment's
+    quote bans nothing, so no later output is checked for it."""
+    kept = fold(
+        [],
+        wished=[_wished("bullets", "five bullets", Amount(kind="count", value=5))],
+        approved=[],
+        taken_back=[],
+        asked_for=["bullets"],
+        comment="Twelve bullets is not 'key points only'. Five, no more.",
+        cycle=6,
+        words=300,
+    )
+    assert [w.family for w in kept] == ["bullets"]
+
+
 def test_fold_keeps_amounts_replaces_them_and_takes_back():
     first = fold(
         [],
@@ -389,6 +405,7 @@ def test_fold_keeps_amounts_replaces_them_and_takes_back():
             _wished("table", "a table"),
             _wished("direct", "no hedging"),
             _wished("warmer", "warmer"),  # no measurable form: listed, not checked
+            _wished("banned", "no 'worth noting'", detail="worth noting"),
         ],
         approved=[],
         taken_back=[],

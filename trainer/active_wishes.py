@@ -4,10 +4,11 @@ After each cycle step the active wishes are folded from the ones before and what
 asked: a wish asked again replaces the older one of its family (a new amount wins; "shorter"
 without one means shorter than the output it was asked on, unless an amount stands: that
 stays), a take-back removes it — and for a
-form ("drop the table") leaves its absence to check — and a phrase quoted to ban ("no 'worth
-noting'") is checked from then on. A wish for a form stays active exactly while its family is
-on the trainer's keep-list (``asked_for``), so the checks and the guard against changes that
-break a wish agree.
+form ("drop the table") leaves its absence to check — and a phrase to avoid (``avoid:"…"``,
+read from "no 'worth noting'" or picked) is checked from then on, if the rater kept it: a
+phrase the comment quotes is never banned behind the rater's back. A wish for a form stays
+active exactly while its family is on the trainer's keep-list (``asked_for``), so the checks
+and the guard against changes that break a wish agree.
 
 A wish no count settles ("warmer", "cite sources", a focus: ``trainer.checks.UNCHECKABLE``)
 stays active alike, so every output lists it as "not checked" and why; it is never measured,
@@ -22,7 +23,7 @@ from collections.abc import Collection
 from domain.answer_parts import unscoped
 from domain.checks import MAX_ACTIVE_WISHES, MAX_WISH_QUOTE_CHARS, ActiveWish
 from domain.trainer import FeedbackAspect
-from trainer.checks import CHECKED, FORMS, UNCHECKABLE, banned_phrases, quoted_sentences
+from trainer.checks import CHECKED, FORMS, UNCHECKABLE, quoted_sentences
 from trainer.reading.wish import Wish
 
 # a take-back of one of these leaves its absence to check ("drop the table": no table)
@@ -59,6 +60,7 @@ def fold(
     for wish in taken_back:
         # a language taken back for one part leaves the others ("no German summary")
         part = unscoped(wish.detail)[1] if wish.family == "language" and wish.detail else None
+        part = wish.detail if wish.family == "banned" else part  # that phrase, not every one
         for key in [k for k in active if k[0] == wish.family and part in (None, k[1])]:
             del active[key]
         if wish.family in ABSENCE_CHECKED:
@@ -93,10 +95,6 @@ def fold(
             detail = aspect.detail if _detailed(family) else None
             kept = _wish(family, "add", aspect.amount, detail, aspect.quote or "", cycle, words)
             active[kept.key] = kept
-    for phrase in banned_phrases(comment):
-        banned = _wish("banned", "remove", None, phrase, f"no {phrase!r}", cycle, words)
-        active.pop(banned.key, None)
-        active[banned.key] = banned  # the latest last
     # a language is taken back part by part (above): a German summary taken back leaves the
     # answer's Norwegian, though the keep-list no longer names the family
     kept_wishes = [

@@ -330,6 +330,8 @@ async def _planned(
     )
     # the record keeps what the rater is told beside the planner's own notes
     plan.notes = [*plan.notes, *(r for r in report if r not in plan.notes)]
+    if taken_back:  # a take-back said in the report is the wish acted on, though none is added
+        plan.notes = [n for n in plan.notes if n != evolution_planner.NO_ACTIONABLE_WISH]
     return CycleStep(
         judged=judged,
         analysis=analysis,
@@ -1094,6 +1096,10 @@ def _take_back(
         opposite = opposite_of(wish.family)
         if not carrying and opposite and wish.aspect not in asked:
             instead.append(replace(wish, family=opposite, action="add"))
+        elif not carrying and wish.family == "banned":  # checked, never an instruction
+            report.append(
+                f"avoid {wish.detail!r}: taken back; later outputs are not checked for it"
+            )
         elif not carrying:
             said = want_labels.family_words(wish.family)
             report.append(f"{said}: taken back, and no instruction of the agent asks for it")
