@@ -108,6 +108,8 @@ def print_plan(console: Console, seen: ReadingPreview, dropped: set[str] | None 
         console.print("Changes the step makes, and only these:", highlight=False)
     for n, change in kept:
         console.print(f"  c{n}  {shown(change.label)}", highlight=False, soft_wrap=True)
+        if change.why:  # the page shows it on hover: a rollback or a take-out says so here
+            console.print(f"       why: {shown(change.why)}", highlight=False, soft_wrap=True)
     for note in seen.plan_notes:
         console.print(f"  not done: {shown(note)}", highlight=False, soft_wrap=True)
 

@@ -342,3 +342,12 @@ def test_a_phrase_to_avoid_is_taken_back_by_its_want_and_nothing_else_changes():
     assert step.plan.notes == [
         "avoid 'key points only': taken back; later outputs are not checked for it"
     ]
+
+
+def test_a_count_of_key_points_replaces_the_few_asked_before():
+    few = START.model_copy(
+        update={"system_prompt": f"{START.system_prompt} Give only the few key points."}
+    )
+    step = take(few, memory(wants=["key_points:5"]), 5, "")
+    assert step.agent.system_prompt.endswith("Give only the five key points, nothing beyond them.")
+    assert "few key points" not in step.agent.system_prompt

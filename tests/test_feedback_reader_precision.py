@@ -768,3 +768,33 @@ def test_forget_that_takes_back_what_came_before_not_the_kind_after_it():
 )
 def test_a_negative_question_asks_as_could_you_does(comment: str, family: str):
     assert family in {w.family for w in _read(comment).wishes if w.action == "add"}
+
+
+@pytest.mark.parametrize(
+    ("comment", "family"),
+    [
+        ("Honestly the table was a mistake; take it back out.", "table"),
+        ("All that warmth was a mistake. Lose the warmth.", "warmer"),
+        ("The numbered list is a mistake, lose it.", "numbered"),
+    ],
+)
+def test_a_part_called_a_mistake_is_taken_out_not_read_as_a_wrong_fact(comment: str, family: str):
+    reading = _read(comment)
+    assert ("remove", family) in {(w.action, w.family) for w in reading.wishes}
+    assert "no_fabrication" not in wishes(comment)
+
+
+def test_a_mistake_in_the_facts_is_still_a_wrong_fact():
+    assert "no_fabrication" in wishes("There's a mistake in the totals for March.")
+
+
+def test_a_version_described_then_numbered_is_a_revert():
+    reverts = [w for w in _read("Return to the chatty draft from before (v4).").wishes]
+    assert [(w.family, w.detail) for w in reverts] == [("revert", "4")]
+
+
+def test_picking_a_number_of_points_asks_for_that_many():
+    found = [w for w in _read("Choose the four that count and drop the others.").wishes]
+    assert [(w.family, w.detail) for w in found if w.family == "key_points"] == [
+        ("key_points", "four")
+    ]

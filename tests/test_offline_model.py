@@ -53,7 +53,7 @@ def test_format_and_negation():
 
 
 def test_a_counted_list_wish_is_written_with_its_count_and_followed():
-    """"numbered:5" (a chip's count) is an instruction with the count, and the model keeps to
+    """ "numbered:5" (a chip's count) is an instruction with the count, and the model keeps to
     it: five items, where the list otherwise runs longer."""
     from domain.wants import parse
     from trainer.instructions import instruction

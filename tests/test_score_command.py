@@ -160,6 +160,9 @@ async def test_a_rater_edits_the_reading_at_the_prompt_and_the_step_acts_on_it(
         planned = re.findall(r"^  c(\d+)  (.+)$", plans[2].split(TAKE)[0], re.M)
         left = re.findall(r"^  c(\d+)  (.+)$", plans[3].split(TAKE)[0], re.M)
         assert len(planned) > 1 and left == planned[1:], printed
+        # each change says why, as the page's hover does (a rollback, a take-out)
+        whys = re.findall(r"^       why: (.+)$", plans[2].split(TAKE)[0], re.M)
+        assert len(whys) == len(planned) and all(whys), printed
         left_out = planned[0][1]
         assert "score 3 accepted for cycle 1. Read as: shorter ('Way too long')" in printed
         state = await wait_for_state(handle, awaiting(2))

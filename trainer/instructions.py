@@ -105,6 +105,8 @@ def _counted(family: str, amount: Amount) -> str | None:
         return f"End with a summary of the key points in {amount.says()}."
     if family == "bullets" and amount.unit in ("bullets", "points"):
         return f"Use bullet points: at most {spelled} of them."
+    if family == "key_points":
+        return f"Give only the {spelled} key points, nothing beyond them."
     if family == "numbered":  # "numbered:5" from a chip: five items, not five lines of prose
         return f"Present the answer as a numbered list: at most {spelled} items."
     return None

@@ -430,7 +430,7 @@ def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> N
     if reverted is not None:
         # back to a version, all of it: what else the sentence says is its reason ("both
         # changes were a mistake")
-        version = reverted.group("version") or reverted.group("version2") or "start"
+        version = _group(reverted, "version") or "start"
         reading.wishes[first:] = [w for w in reading.wishes[first:] if w.action != "add"]
         reading.wishes.append(
             Wish("revert", "overall", sentence.strip(), 0.9, detail=version, action="remove")
