@@ -23,6 +23,7 @@ from domain.agent import AgentDefinition, AgentRef
 from domain.checks import CheckResult
 from domain.corrections import LabelledExample
 from domain.cycle_decision import CycleDecision, CycleStep
+from domain.events import RatersAgreed
 from domain.execution import CUT_OFF, SpanRecord
 from domain.lineage import CycleStepInput
 from domain.panel import Agreement
@@ -39,6 +40,7 @@ from runner.model_backend import ModelError
 from store import Store
 from store.rlm_findings.findings import DatabaseFindingsStore
 from store.tables import ArtifactRow
+from store.views.queries import StoreQueries
 from trainer import cycle_step, outcome, rlm_credit
 from trainer.backends import TrainerBackend, TrainerBackends, TrainerConfigError
 from trainer.claude_trainer import TrainerOutputError
@@ -67,6 +69,9 @@ class StepContext:
     own_checks: list[CheckResult] = field(default_factory=list)  # of the agent's own try
     # the calls of the run that made it, as its trace numbers them ("the fourth call")
     calls: list[TracedCall] = field(default_factory=list)
+    # each rater's score on the output the pending change was made from: their verdict
+    # judges their own rise or fall, not the median's
+    trigger_scores: dict[str, float] = field(default_factory=dict)
 
 
 class TrainerActivities:
@@ -164,6 +169,11 @@ class TrainerActivities:
                 reading = cycle_step.rules_reading(memory, said.score, said.comment, context.spans)
                 read_as = wants.wants_of(reading.aspects)
             readings.append(panel.RaterReading(rater=said.rater, score=said.score, wants=read_as))
+            if memory.pending is not None and said.rater.casefold() in context.trigger_scores:
+                own = {"trigger_score": context.trigger_scores[said.rater.casefold()]}
+                memory = memory.model_copy(
+                    update={"pending": memory.pending.model_copy(update=own)}
+                )
             verdict = cycle_step.rater_verdict(memory, said.score, said.comment, context.spans)
             if verdict is not None:
                 judged_by.append((said.rater, verdict))
@@ -244,7 +254,7 @@ class TrainerActivities:
     def _context(self, inp: CycleStepInput) -> StepContext:
         q = self.store.queries
         artifact = q.artifact(inp.artifact_id)
-        pending = None
+        pending, trigger_scores = None, {}
         if inp.pending_evolution_id:
             record = q.evolution_record(inp.pending_evolution_id)
             if record is not None:
@@ -253,6 +263,8 @@ class TrainerActivities:
                     ScoreAnalysis.model_validate_json(record.score_analysis),
                     [EvolutionChange.model_validate(c) for c in json.loads(record.changes)],
                 )
+                if inp.panel:
+                    trigger_scores = _rater_scores(q, inp.lineage_id, record.evaluation_id)
         found = q.output_checks_of(inp.lineage_id, inp.artifact_id)
         sticky, oneshot = q.step_directives(
             inp.lineage_id, inp.directives_through, inp.oneshot_after
@@ -273,6 +285,7 @@ class TrainerActivities:
             # the latest corrections only (labelled_examples is bounded)
             corrections=q.labelled_examples(None if self.shared_corrections else inp.session_id),
             checks=found.checks if found else [],
+            trigger_scores=trigger_scores,
             own_checks=found.own if found else [],
             calls=q.run_calls(artifact.rollout_id),
         )
@@ -358,3 +371,11 @@ async def _typed(call: Awaitable[T]) -> T:
         raise ApplicationError(
             str(exc), type="ModelError", non_retryable=not exc.retryable
         ) from None
+
+
+def _rater_scores(q: StoreQueries, lineage_id: str, evaluation_id: str) -> dict[str, float]:
+    """Each rater's latest score on the output an evaluation settled (``raters.agreed``)."""
+    agreed = [
+        e for e in q.lineage_events(lineage_id, RatersAgreed) if e.evaluation_id == evaluation_id
+    ]
+    return {v.rater.casefold(): v.score for v in agreed[-1].voices} if agreed else {}

@@ -294,7 +294,8 @@ _RECORDS = [
         offline=OfflineEffect(
             "conclusion_first",
             True,
-            r"\b(?:lead|start|open|begin)\w* with the (?:recommendation|answer|conclusion)",
+            r"\b(?:lead|start|open|begin)\w* with the (?:recommendation|answer|conclusion)"
+            r"|\bstate the (?:recommendation|answer|conclusion)\b[^.]{0,25}\bfirst\b",
         ),
     ),
     _family(

@@ -31,7 +31,7 @@ class CycleStep(BaseModel):
     agent: AgentDefinition  # after every change
     asked_for: list[str] = Field(default_factory=list)
     wishes: list[ActiveWish] = Field(default_factory=list)  # checked on every later output
-    # what no change was let break, said back: "kept 'in a table': you asked for it in cycle 2"
+    # what no change was let break, said back: "kept 'in a table': asked for in cycle 2"
     kept_wishes: list[str] = Field(default_factory=list)
     rolled_back: list[str] = Field(default_factory=list)  # families undone
     # families whose older instructions the reviewer took back ("drop the example")

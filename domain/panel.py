@@ -260,7 +260,14 @@ def median(scores: Sequence[RaterScore]) -> float:
 
 
 def _kind(aspect: FeedbackAspect) -> str:
-    return aspect.want or aspect.aspect
+    """What a want is a stance on: its family, but a phrase to avoid, a language or a tool is
+    its own (ana's avoid 'this analysis examines' is not bo's avoid 'merits …')."""
+    family, detail = aspect.want or aspect.aspect, aspect.detail
+    if family == "banned" and detail:
+        return f'avoid:"{detail}"'
+    if family == "language" and detail:
+        return f"language:{detail.lower()}"
+    return detail if detail and detail.startswith(f"{family}:") else family
 
 
 def _stance(want: str) -> tuple[str, bool]:

@@ -39,7 +39,7 @@ class Unplaced(BaseModel):
     why: str
     proposed: list[Chip] = Field(default_factory=list)
     # not a clause misread but a standing wish the reading would run into ("kept 'in a
-    # table': you asked for it in cycle 2"): said as what stands in the way
+    # table': asked for in cycle 2"): said as what stands in the way
     standing: bool = False
 
 
@@ -77,7 +77,7 @@ class ReadingPreview(BaseModel):
     # the wants the plan was made for, to send with the score (None: none are sent, and the
     # step reads the comment as previewed)
     plan_wants: list[str] | None = None
-    # what the step would leave undone and why ("kept 'in a table': you asked for it in
+    # what the step would leave undone and why ("kept 'in a table': asked for in
     # cycle 2", "skipped …"), said before sending
     plan_notes: list[str] = Field(default_factory=list)
     # several raters: what the other raters have asked so far on this output ("ana 3:

@@ -262,7 +262,9 @@ class OfflineModel:
                 f"{style.language}.)"
             )
         if style.conclusion_first:
-            before.append(f"Recommendation: start {fields['topic']} small and measure it.")
+            before.append(
+                f"Recommendation: start small with {fields['topic']}, and measure the result."
+            )
         if style.example:
             after.append(
                 f"For example, a team of five could try {fields['topic']} for one quarter and "

@@ -798,3 +798,35 @@ def test_picking_a_number_of_points_asks_for_that_many():
     assert [(w.family, w.detail) for w in found if w.family == "key_points"] == [
         ("key_points", "four")
     ]
+
+
+def test_cutting_it_by_an_amount_sizes_the_answer_not_the_form_just_asked_for():
+    reading = _read("Switch to a grid rather than prose. It runs long too, so cut it by a third.")
+    asked = {(w.action, w.family) for w in reading.wishes}
+    assert {("add", "table"), ("add", "shorter")} <= asked
+    assert ("remove", "table") not in asked
+
+
+@pytest.mark.parametrize(
+    ("comment", "family"),
+    [
+        ("What we'd prefer is a table of the three offers.", "table"),
+        (
+            "Honestly I would rather get a short list, dates and owners only, than any essay.",
+            "bullets",
+        ),
+        ("Set the risks and benefits out in a table.", "table"),
+    ],
+)
+def test_a_preference_said_around_an_aside_is_asked_for(comment: str, family: str):
+    reading = _read(comment)
+    assert family in {w.family for w in reading.wishes if w.action == "add"}
+    assert not {"prose", "longer"} & {w.family for w in reading.wishes if w.action == "add"}
+
+
+def test_no_longer_is_a_time_not_a_length():
+    assert "longer" not in wishes("We no longer need the timeline; skip it next time.")
+
+
+def test_a_form_said_to_flatten_the_argument_is_refused():
+    assert "bullets" not in wishes("Bullet points would flatten an argument like this.")

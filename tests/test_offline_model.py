@@ -236,3 +236,18 @@ def test_a_step_given_other_outputs_reworks_its_answer_and_never_repeats_them():
     assert "14,400" in reply
     for given in ("The findings of the research step", "The question", "handbook sets travel"):
         assert given not in reply
+
+
+def test_an_answer_asked_first_in_one_line_opens_with_a_sentence_that_reads():
+    """ "conclusion_first:1" is written with its line, and the model opens with the
+    recommendation as a sentence a person would say (the topic is a noun phrase)."""
+    from domain.wants import parse
+    from trainer.instructions import instruction
+    from trainer.reading.wish import Wish
+
+    wish = Wish("conclusion_first", "structure", "", 1.0, amount=parse("conclusion_first:1").amount)
+    said = instruction(wish)
+    assert said == "State the recommendation or answer in the first line, then give the reasoning."
+    first = ask(f"Provide brief, scannable analysis. {said}").splitlines()[0]
+    topic = QUESTION.removeprefix("Explain ").rstrip(".")
+    assert first == f"Recommendation: start small with {topic}, and measure the result."

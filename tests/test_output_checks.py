@@ -136,7 +136,7 @@ async def test_wishes_are_checked_revised_once_and_guarded(
         # said back in the reading
         await wait_for_state(handle, awaiting(4))
         answer = await score(handle, 4, 5, "The table is hard to read on my phone.")
-        assert "kept 'put it in a table': you asked for it in cycle 2" in answer["reading"]
+        assert "kept 'put it in a table': asked for in cycle 2" in answer["reading"]
         fifth = await wait_for_state(handle, awaiting(5))
         assert "table" in fifth.asked_for
         assert "kept 'put it in a table'" in (fifth.last_evolution or "")

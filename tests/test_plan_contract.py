@@ -385,7 +385,7 @@ def test_a_standing_wish_in_the_way_is_said_with_the_change_it_would_block():
     memory = memory.model_copy(update={"wants": ["prose"], "cycle": 3})
     blocked = asyncio.run(take(RulesTrainer(), agent, memory, 4, None))
     named = [r for r in blocked.report if "take out 'Use bullet points" in r]
-    assert named and named[0].startswith("kept 'wants bullets': you asked for it in cycle 1")
+    assert named and named[0].startswith("kept 'bullet points': asked for in cycle 1")
 
 
 def test_a_locked_lineage_s_preview_plans_no_change():

@@ -371,11 +371,39 @@ def test_an_agreed_length_takes_the_kind_of_amount_most_raters_gave():
     assert agreed("shorter:200", "shorter:half") == ["shorter:200"]
 
 
+def test_a_phrase_a_language_or_a_tool_is_its_own_wish_not_its_familys():
+    """Two raters avoiding one phrase agree on it; the third's other phrase is said back as
+    hers, not folded into theirs; German and French are not a majority for 'a language'."""
+    from domain.panel import RaterReading, agree
+
+    agreement = agree(
+        [
+            RaterReading(
+                rater="ana", score=6, wants=['avoid:"this report examines"', "language:german"]
+            ),
+            RaterReading(
+                rater="bo", score=4, wants=['avoid:"merits careful thought"', "language:french"]
+            ),
+            RaterReading(
+                rater="cy", score=4, wants=['avoid:"Merits careful thought"', "tool:calculator"]
+            ),
+        ]
+    )
+    assert agreement.agreed == ['avoid:"merits careful thought"']
+    assert agreement.not_agreed() == [
+        "avoid 'this report examines' asked by 1 of 3 (ana), no majority",
+        "in German asked by 1 of 3 (ana), no majority",
+        "in French asked by 1 of 3 (bo), no majority",
+        "use calculator asked by 1 of 3 (cy), no majority",
+    ]
+
+
 # what a rater says of an output, with the reading they confirmed (a verdict rests on words:
 # a score with no comment judges nothing)
 SAID = {
     "shorter": ("way too long", ["shorter"]),
     "longer": ("too short now", ["longer"]),
+    "sources": ("no sources anywhere", ["cite_sources"]),
     "": (None, []),
 }
 
@@ -449,6 +477,28 @@ async def test_a_change_one_rater_refutes_stands(time_skipping_env, store, setti
         "cy": "not_far_enough",
     }
     assert state.agent_version >= 2
+
+
+async def test_each_raters_verdict_judges_their_own_rise_or_fall(
+    time_skipping_env, store, settings
+):
+    """ana and cy (3) ask for shorter, bo scored 9 asking for sources: the median is 3.
+    On v2's output all three score 6 and say nothing of length: the median rose by 3, but
+    bo's own score fell by 3, so the change is validated by ana and cy only; bo's verdict
+    says his score fell."""
+    async with panel_lineage(time_skipping_env, store, settings, RATERS) as handle:
+        await wait_for_state(handle, awaiting(1))
+        said = {"ana": (3, "shorter"), "bo": (9, "sources"), "cy": (3, "shorter")}
+        await _score_all(handle, said)
+        await wait_for_state(handle, awaiting(2))
+        await _score_all(handle, {r: (6, "sources") for r in ("ana", "bo", "cy")})
+        await wait_for_state(handle, awaiting(3))
+    (per_rater,) = _logged(store, "raters.judged")
+    by_rater = {v["rater"]: v for v in per_rater["verdicts"] if v["family"] == "shorter"}
+    assert by_rater["ana"]["verdict"] == by_rater["cy"]["verdict"] == "validated"
+    assert "rose by 3" in by_rater["ana"]["reason"]
+    assert by_rater["bo"]["verdict"] != "validated"
+    assert "rose" not in by_rater["bo"]["reason"]
 
 
 async def test_a_rater_corrects_only_their_own_reading(time_skipping_env, store, settings):

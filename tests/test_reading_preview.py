@@ -220,7 +220,7 @@ def test_a_wish_a_standing_one_would_block_is_said_before_sending_with_the_take_
     seen = asyncio.run(preview.preview(RulesTrainer(), memory, 5, "Short paragraphs instead."))
     assert seen.wants == ["prose"]
     (blocked,) = seen.unsure
-    assert blocked.why.startswith("kept 'the options side by side in a table': you asked for it")
+    assert blocked.why.startswith("kept 'the options side by side in a table': asked for in cycle")
     assert [c.want for c in blocked.proposed] == ["remove:table"] and blocked.standing
     # taken back in the same comment, nothing stands in the way
     both = "Forget the table. Short paragraphs instead."

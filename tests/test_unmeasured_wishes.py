@@ -217,4 +217,4 @@ def test_an_unmeasured_wish_stands_in_the_way_of_nothing_a_measured_one_does():
     *_, direct = _played(["hedge"], ["example:1"], ["direct"])
     assert direct.changed and not direct.kept_wishes
     *_, hedge = _played(["direct"], ["example:1"], ["hedge"])
-    assert hedge.kept_wishes and "you asked for it in cycle 1" in hedge.kept_wishes[0]
+    assert hedge.kept_wishes and "asked for in cycle 1" in hedge.kept_wishes[0]

@@ -105,6 +105,9 @@ def _counted(family: str, amount: Amount) -> str | None:
         return f"End with a summary of the key points in {amount.says()}."
     if family == "bullets" and amount.unit in ("bullets", "points"):
         return f"Use bullet points: at most {spelled} of them."
+    if family == "conclusion_first" and amount.unit in ("lines", "sentences"):
+        first = f"first {amount.unit[:-1]}" if number == 1 else f"first {amount.says()}"
+        return f"State the recommendation or answer in the {first}, then give the reasoning."
     if family == "key_points":
         return f"Give only the {spelled} key points, nothing beyond them."
     if family == "numbered":  # "numbered:5" from a chip: five items, not five lines of prose

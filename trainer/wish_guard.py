@@ -1,6 +1,6 @@
 """No change may break an active wish: a plan that would remove a wish the reviewer made and has
-not taken back, or add its opposite, is refused and said back ("kept 'in a table': you asked for
-it in cycle 2").
+not taken back, or add its opposite, is refused and said back ("kept 'in a table': asked for in
+cycle 2").
 
 An active wish (``domain.checks.ActiveWish``) is taken back only by the reviewer saying so — a
 take-back ("drop the table", ``remove:table``) — never by a wish read as its contrary: a
@@ -14,6 +14,7 @@ being taken away by the keep-list alone, as before it was listed (``active_wishe
 
 from __future__ import annotations
 
+from domain import want_labels
 from domain.change_families import contrary_of
 from domain.checks import ActiveWish
 from domain.execution import preview_of
@@ -22,7 +23,7 @@ from trainer.reading.wish import Wish
 
 LENGTH = frozenset({"shorter", "longer"})
 QUOTE_CHARS = 60
-ASKED = "you asked for it in cycle"
+ASKED = "asked for in cycle"  # by the rater, or by the raters who agreed on it
 
 
 def protected(
@@ -62,9 +63,9 @@ def breaking(guarded: dict[str, ActiveWish], wished: list[Wish]) -> dict[str, Ac
 
 
 def kept(wish: ActiveWish, instead: str | None = None) -> str:
-    """What the rater is told: "kept 'in a table': you asked for it in cycle 2 (prose would
-    break it; take it back to change it)"."""
-    said = preview_of(wish.quote or wish.family, QUOTE_CHARS)
+    """What the rater is told: "kept 'in a table': asked for in cycle 2 (prose would break it;
+    take it back to change it)"; a wish sent as a want is said in the chips' words."""
+    said = preview_of(_words(wish.quote) or wish.family, QUOTE_CHARS)
     why = f"{instead} would break it" if instead else "a change would break it"
     how = (
         "name another amount to change it"
@@ -81,3 +82,13 @@ def said(report: list[str]) -> list[str]:
         if ASKED in line:
             lines.setdefault(line.split(f": {ASKED}")[0], line)
     return list(lines.values())
+
+
+def _words(quote: str | None) -> str | None:
+    """A quote as the rater reads it: "wants numbered:5" is "numbered steps: five lines"."""
+    if not quote or not quote.startswith("wants "):
+        return quote
+    try:
+        return want_labels.label(quote.removeprefix("wants "))
+    except ValueError:
+        return quote
