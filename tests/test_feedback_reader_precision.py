@@ -830,3 +830,14 @@ def test_no_longer_is_a_time_not_a_length():
 
 def test_a_form_said_to_flatten_the_argument_is_refused():
     assert "bullets" not in wishes("Bullet points would flatten an argument like this.")
+
+
+def test_a_request_nothing_was_read_in_is_said_back_not_dropped():
+    """A request in words no rule places is listed as not understood (the rater picks what
+    was meant); praise that asks to leave it alone is not."""
+    reading = _read("Fine. I'd like it to feel like a neighbour leaning over the fence.")
+    assert reading.wishes == []
+    assert [u.why for u in reading.unsure] == [feedback_reader._UNREAD]
+    assert "neighbour" in reading.unsure[0].quote
+    for praise in ("Spot on. I wouldn't change a word.", "Leave it exactly as it is, please."):
+        assert _read(praise).unsure == []

@@ -185,16 +185,14 @@ def _wish_of(
 def _framed(cue: Cue, frame: Frame, mode: Mode, comparative: bool) -> tuple[str | None, bool]:
     """(family, weak) a state or a quality asks for in its frame."""
     if frame in ("ask", "lacking") and cue.ask is None and cue.kind == "quality":
-        # a quality nobody asks for, asked for: "it should be predictable" wants the contrary
-        # of its usual fix (steadier, not more creative)
+        # a quality nobody asks for, asked for ("it should be predictable"): its fix's contrary
         return (opposite_of(cue.fault or "") if frame == "ask" else None), False
     if frame in ("ask", "lacking"):
         return cue.ask or cue.fault if frame == "ask" else cue.ask, False
     if frame == "refuse":
         return cue.fault, cue.kind == "state" and opposite_of(cue.ask or "") is None
     if frame == "describe" and mode == "comment":
-        # "reads like a text message" asks for the contrary; "paragraphs are painful" only
-        # weakly (see ``Cue.weak_when_described``)
+        # "reads like a text message" asks for the contrary; "paragraphs are painful" weakly
         return cue.fault, cue.kind == "state" and cue.weak_when_described
     # plain: a bare quality in a comment describes the answer ("formal")
     plain_quality = frame == "plain" and cue.kind == "quality" and not comparative
@@ -338,6 +336,7 @@ def _apart(family: str, placed: set[str]) -> bool:
 
 
 _QUESTION = "a question: what it asks of the answer is not said"
+_UNREAD = "asked for, but in words the rules engine cannot place: pick what you meant"
 _UNSETTLED = "names rival forms or registers, but which one is wanted is not clear"
 
 
@@ -388,8 +387,8 @@ def _amounts(sentence: str, reading: Reading, first: int) -> None:
 
 
 def _unsure(text: str, reading: Reading) -> None:
-    """What could not be placed, said back: an unread language, or the questions of a
-    comment nothing was read in ("Is this meant for engineers?")."""
+    """What could not be placed, said back: an unread language, or the questions and requests
+    of a comment nothing was read in ("Is this meant for engineers?")."""
     if reading.language and reading.language not in comment_languages.covered():
         # only the language it asks for can be read: offered as a chip, nothing changed
         asked = tuple(f"language:{w.detail.lower()}" for w in reading.wishes if w.detail)
@@ -403,11 +402,13 @@ def _unsure(text: str, reading: Reading) -> None:
         return  # a question beside what was read is its reason ("Who reads all this? Cut it.")
     for sentence in _sentences(text):
         question = sentence.strip()
-        if not question.endswith("?") or _W["polite"].search(question.lower()):
+        said = asks(question) and not _W["keep_whole"].search(question) and not reading.unsure
+        asked = question.endswith("?") and not _W["polite"].search(question.lower())
+        if not (asked or said):
             continue
         if any(u.quote.rstrip("?") == question.rstrip("?") for u in reading.unsure):
             continue  # said back already, with what it could not place
-        reading.unsure.append(Unsure(question, _QUESTION))
+        reading.unsure.append(Unsure(question, _QUESTION if asked else _UNREAD))
 
 
 def praising_sentences(text: str) -> list[str]:
@@ -428,8 +429,7 @@ def _read_actions(sentence: str, before: str, reading: Reading, first: int) -> N
         (reading.kept if taken.action == "keep" else reading.wishes).append(taken)
     reverted = _W["revert"].search(sentence)
     if reverted is not None:
-        # back to a version, all of it: what else the sentence says is its reason ("both
-        # changes were a mistake")
+        # back to a version, all of it: what else the sentence says is its reason
         version = _group(reverted, "version") or "start"
         reading.wishes[first:] = [w for w in reading.wishes[first:] if w.action != "add"]
         reading.wishes.append(
