@@ -760,13 +760,18 @@ def test_forget_that_takes_back_what_came_before_not_the_kind_after_it():
 @pytest.mark.parametrize(
     ("comment", "family"),
     [
+        # a negative question asks as "could you" does
         ("Can't you lead with the verdict?", "conclusion_first"),
         ("Couldn't you number the steps?", "numbered"),
         ("Why can't you just give me a straight yes or no?", "direct"),
         ("Won't you say where the figures come from?", "cite_sources"),
+        # a change asked by what it would do, or what the answer should become
+        ("Less hand-holding, please; get technical about the valves.", "technical"),
+        ("Put it the way you'd put it to a shopper at the till.", "simpler"),
+        ("Nice draft. Some headings would lift it.", "headings"),
     ],
 )
-def test_a_negative_question_asks_as_could_you_does(comment: str, family: str):
+def test_a_request_said_indirectly_is_asked_for(comment: str, family: str):
     assert family in {w.family for w in _read(comment).wishes if w.action == "add"}
 
 
@@ -841,3 +846,7 @@ def test_a_request_nothing_was_read_in_is_said_back_not_dropped():
     assert "neighbour" in reading.unsure[0].quote
     for praise in ("Spot on. I wouldn't change a word.", "Leave it exactly as it is, please."):
         assert _read(praise).unsure == []
+
+
+def test_refusing_to_get_technical_is_not_a_wish_for_it():
+    assert "technical" not in wishes("Please don't get technical with the volunteers.")
