@@ -115,7 +115,9 @@ class Style:
         )
         self.max_points = _NUMBERS.get(points.group(1) or points.group(2)) if points else None
         language = re.search(
-            r"\b(?:answer|reply|respond|write)\w*[^.]{0,20}\bin ([A-Z]\w+)", instructions
+            r"\b(?:[Aa]nswer|[Rr]eply|[Rr]espond|[Ww]rite)\w*(?: (?P<part>the closing summary))?"
+            r"[^.]{0,20}\bin (?P<language>[A-Z]\w+)",
+            instructions,
         )
         # Phrases it is told never to write (a revision after a failed check): it drops the
         # sentences that hold them
@@ -123,10 +125,11 @@ class Style:
         self.avoid = [p.lower() for p in re.findall(r"'([^']+)'", never.group(1))] if never else []
         # A template model cannot write another language: it says so instead of pretending
         self.language = (
-            language.group(1)
-            if language and language.group(1) not in ("English", "Markdown", "A", "The")
+            language.group("language")
+            if language and language.group("language") not in ("English", "Markdown", "A", "The")
             else None
         )
+        self.language_part = language.group("part") if language and self.language else None
 
     @property
     def target_words(self) -> int:
@@ -257,8 +260,9 @@ class OfflineModel:
         example, a closing summary, and a plain note when another language was asked for."""
         before, after = [], []
         if style.language:
+            what = f"write {style.language_part}" if style.language_part else "answer"
             before.append(
-                f"(The offline model writes English only; a language model would answer in "
+                f"(The offline model writes English only; a language model would {what} in "
                 f"{style.language}.)"
             )
         if style.conclusion_first:

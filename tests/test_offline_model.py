@@ -251,3 +251,15 @@ def test_an_answer_asked_first_in_one_line_opens_with_a_sentence_that_reads():
     first = ask(f"Provide brief, scannable analysis. {said}").splitlines()[0]
     topic = QUESTION.removeprefix("Explain ").rstrip(".")
     assert first == f"Recommendation: start small with {topic}, and measure the result."
+
+
+def test_a_language_it_cannot_write_is_said_for_the_part_it_was_asked_of():
+    """A summary asked in Polish: the model says it writes English only and that a language
+    model would write the closing summary in Polish (not the whole answer)."""
+    summary = ask("Provide brief analysis. Write the closing summary in Polish, whatever the rest.")
+    assert summary.splitlines()[0] == (
+        "(The offline model writes English only; a language model would write the closing "
+        "summary in Polish.)"
+    )
+    whole = ask("Write the whole answer in German.").splitlines()[0]
+    assert whole.endswith("a language model would answer in German.)")
