@@ -735,7 +735,7 @@ def test_a_focus_asked_instead_is_written_in_the_trainer_s_words():
         ("Plain paragraphs are better; this goes into a eulogy.", "prose", "bullets"),
         ("Short is better for me, I read these at the till.", "shorter", "longer"),
         ("Scratch that — relaxed is better, it's a team quiz.", "casual", "formal"),
-        ("Bullet points work better on the noticeboard.", "bullets", "prose"),
+        ("Bullet points would work better on the noticeboard.", "bullets", "prose"),
     ],
 )
 def test_a_kind_named_bare_as_better_is_asked_for(comment: str, wanted: str, rival: str):
@@ -745,8 +745,11 @@ def test_a_kind_named_bare_as_better_is_asked_for(comment: str, wanted: str, riv
     assert wanted not in {k.family for k in reading.kept}
 
 
-def test_this_answer_s_part_called_better_is_kept_not_asked_again():
-    reading = _read("The numbered list is better now.")
+@pytest.mark.parametrize(
+    "comment", ["The numbered list is better now.", "Numbered steps read better."]
+)
+def test_this_answer_s_part_called_better_is_kept_not_asked_again(comment: str):
+    reading = _read(comment)
     assert reading.wishes == []
     assert {k.family for k in reading.kept} == {"numbered"}
 
