@@ -200,6 +200,14 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
             f"return {card(a)}.querySelector('.question').textContent;",
         )
         assert question == f"Question (cycle 2): {QUESTIONS[1]}"
+        # the form scores cycle 2 now: cycle 1's acceptance stays, said as earlier
+        said, said_as = await on(
+            browser,
+            browser.execute_script,
+            f"const m = {card(a)}.querySelector('form.score .message');"
+            "return [m.textContent, m.className];",
+        )
+        assert said.startswith("Earlier: score 3 accepted for cycle 1.") and "ok" not in said_as
         body = await on(browser, browser.execute_script, f"return {card(a)}.innerHTML;")
         assert "v1 → v2" in body
         # a word-level diff: the words that changed, not the whole prompt struck and re-added

@@ -152,6 +152,14 @@ async function refreshCard(body, anotherRater = false) {
   const cycle = card.querySelector("input[name=cycle]");
   const moved = header && cycle && cycle.value && cycle.value !== header.dataset.cycle;
   if (header && cycle && !(started && moved)) cycle.value = header.dataset.cycle;
+  if (moved && !started) {
+    // what the last score did stays said, as earlier: the new output is not scored yet
+    const said = score.querySelector(".message");
+    if (said.textContent && !said.textContent.startsWith("Earlier: ")) {
+      said.textContent = "Earlier: " + said.textContent;
+    }
+    said.className = "message muted";
+  }
   const output = card.querySelector("input[name=output_id]");
   if (header && output && !(started && moved)) output.value = header.dataset.output;
   // several raters: the preview of what is typed says what the others have asked so far, and
