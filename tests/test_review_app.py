@@ -93,6 +93,16 @@ def card(lineage_id: str) -> str:
     return f"document.getElementById('lineage-{lineage_id}')"
 
 
+def score_said(card_js: str) -> str:
+    """The score form's say-back: "ok" as sent, or "Earlier: …" once the next output is shown
+    (which, with one rater, may come first), without that prefix."""
+    return (
+        "(m => m.classList.contains('ok') || m.textContent.startsWith('Earlier: ')"
+        " ? m.textContent.replace(/^Earlier: /, '') : null)"
+        f"({card_js}.querySelector('form.score .message'))"
+    )
+
+
 QUESTIONS = [
     "Explain the four-day work week for small software teams.",
     "Explain code review for a team of three.",
@@ -184,10 +194,8 @@ async def test_a_rater_scores_from_the_keyboard_and_sees_the_next_output_arrive(
         await on(browser, focused.send_keys, "3", Keys.TAB)
         comment = await on(browser, lambda: browser.switch_to.active_element)
         await on(browser, comment.send_keys, COMMENT, Keys.ENTER)
-        message = await until(
-            browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
-        )
         # said back at once: how the comment was read
+        message = await until(browser, score_said(card(a)))
         assert message.startswith("score 3 accepted for cycle 1. Read as: shorter ('Way too long'")
 
         # Cycle 2's output arrives by itself (no reload), with its own question, and what
@@ -333,9 +341,7 @@ async def test_a_rater_corrects_a_reading_from_the_keyboard_and_sees_the_cycle_r
         server = await inbox_server()
         comment = await first_visit(browser, f"{server.url}/sessions/{spec.session_id}", "4")
         await on(browser, comment.send_keys, "This sounds like a legal disclaimer.", Keys.ENTER)
-        said = await until(
-            browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
-        )
+        said = await until(browser, score_said(card(a)))
         assert "Read as: direct" in said  # not what the rater meant: they wanted warmth
         await until(
             browser,
@@ -489,9 +495,7 @@ async def test_the_reading_is_previewed_as_chips_edited_and_acted_on_exactly(
 
         # Enter sends the score, the comment and exactly these wishes
         await on(browser, comment.send_keys, Keys.ENTER)
-        message = await until(
-            browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent"
-        )
+        message = await until(browser, score_said(card(a)))
         assert message.startswith("score 3 accepted for cycle 1. Read as: shorter ('Way too long')")
         state = await wait_for_state(handle, awaiting(2))
 
