@@ -37,6 +37,19 @@ def family_label(family: str) -> str:
     return _labels()[family]["label"]
 
 
+def sent_want(quote: str | None) -> str | None:
+    """The want a wish's quote holds when the wish was sent as one ("wants remove:table"),
+    else None (the quote is the rater's own words)."""
+    if not quote or not quote.startswith("wants "):
+        return None
+    want = quote.removeprefix("wants ")
+    try:
+        wants.parse(want)
+    except ValueError:
+        return None
+    return want
+
+
 def label(want: str, undo_to: int | None = None) -> str:
     """The words for a want (ValueError for one that does not parse): ``shorter:half`` →
     "shorter: about half", ``remove:table`` → "no table", ``example:1`` → "one example",

@@ -146,8 +146,9 @@ def _language(want: str, action: str, said: str) -> FeedbackAspect:
 def _avoid(want: str) -> FeedbackAspect:
     """``avoid:"a phrase"``: the phrase (quotes optional) must not appear in the output;
     ``remove:avoid:"a phrase"`` takes that back (the phrase is no longer checked)."""
-    taken_back = want.strip().lower().startswith("remove:")
-    said = want.strip().removeprefix(want.strip()[:7] if taken_back else "")
+    said = want.strip()
+    taken_back = said.lower().startswith("remove:")
+    said = said[len("remove:") :] if taken_back else said
     phrase = " ".join(said[len(AVOID) + 1 :].split()).strip("\"'\u201c\u201d\u2018\u2019 ")
     if len(phrase) < 2 or len(phrase) > MAX_AVOID_CHARS:
         raise ValueError(f'avoid:"…" names a phrase of 2 to {MAX_AVOID_CHARS} characters')

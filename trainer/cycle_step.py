@@ -833,7 +833,7 @@ def _grouped(analysis: ScoreAnalysis) -> tuple[list[str], list[str], list[str]]:
         if not a.want:
             continue
         quote = preview_of(" ".join((a.quote or "").split()), SAID_QUOTE_CHARS)
-        if _sent_as_want(a.quote):
+        if want_labels.sent_want(a.quote) is not None:
             quote = ""  # sent as a want (or made from one), not read from words: no quote
         quoted = f" ({quote!r})" if quote else ""
         what = want_labels.wish_words(a)  # the rater's words, never a family's name
@@ -847,18 +847,6 @@ def _grouped(analysis: ScoreAnalysis) -> tuple[list[str], list[str], list[str]]:
         else:
             asked.append(what + quoted)
     return asked, kept, taken
-
-
-def _sent_as_want(quote: str | None) -> bool:
-    """Whether a wish's quote is a want as sent ("wants remove:table"), not the rater's words:
-    the wish was sent as it is, or made from one sent (prose for "remove:table")."""
-    if not quote or not quote.startswith("wants "):
-        return False
-    try:
-        wants.parse(quote.removeprefix("wants "))
-    except ValueError:
-        return False
-    return True
 
 
 def _roll_back(

@@ -86,9 +86,5 @@ def said(report: list[str]) -> list[str]:
 
 def _words(quote: str | None) -> str | None:
     """A quote as the rater reads it: "wants numbered:5" is "numbered steps: five lines"."""
-    if not quote or not quote.startswith("wants "):
-        return quote
-    try:
-        return want_labels.label(quote.removeprefix("wants "))
-    except ValueError:
-        return quote
+    want = want_labels.sent_want(quote)
+    return want_labels.label(want) if want else quote
