@@ -101,8 +101,12 @@ async def panel_session(
                 env.client, spec, lineage.label, settings.task_queue
             )
         yield spec, handles
+        # every lineage stopped before any result is awaited: awaiting one lets the server skip
+        # time, and a lineage left idle meanwhile would reach the test server's default
+        # ten-year execution timeout and close before its `stop`
         for handle in handles.values():
             await handle.signal("stop")
+        for handle in handles.values():
             await handle.result()
 
 
