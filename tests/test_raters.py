@@ -186,6 +186,7 @@ async def test_three_raters_change_only_what_a_majority_asks_and_none_opposes(
         assert "0 of 3 scored (ana, bo, cy still to score)" in card
         said = "(ana: shorter; bo: shorter; cy: longer, more depth)"
         assert f"disagreement on longer, more depth / shorter {said}" in card
+        assert "After “bo: too long” (5). Hypothesis:" in card  # the raters' comments
     assert state.agent_version == 2
     assert state.disputes == [
         "disagreement on longer, more depth / shorter (ana: shorter; bo: shorter; cy: longer, "

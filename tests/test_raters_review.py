@@ -9,7 +9,7 @@ from selenium.webdriver.common.keys import Keys
 
 from client import start_session
 from domain.lineage import LineageState
-from tests import test_review_app
+from tests import test_raters, test_review_app
 from tests.conftest import awaiting, make_spec, wait_for_state
 from tests.test_review_app import card, on, until
 from workflows.lineage import LineageWorkflow
@@ -185,9 +185,60 @@ async def test_a_score_typed_while_its_cycle_goes_on_is_refused_not_landed_on_th
         await handle.signal("score", {"score": 4, "rater": "cy", "wants": ["shorter"]})
         await wait_for_state(handle, awaiting(2), timeout=60)
         await until(browser, f"{card(a)}.querySelector('header')?.dataset.cycle == '2'")
+        # said at once, before anything is sent
+        warned = await until(browser, f"{card(a)}.querySelector('form.score .moved')?.textContent")
         await on(browser, comment.send_keys, Keys.ENTER)
         said = f"{card(a)}.querySelector('form.score .message')?.textContent"
         message = await until(browser, f"{said} && {said} != '…' && {said}")
         state = await handle.query(LineageWorkflow.state)
+    assert warned.startswith("Cycle 1 went on while you typed: the card now shows cycle 2.")
+    assert "Score cycle 2 with it" in warned
     assert "cycle 1" in message and "refused" in message
     assert state.scored_by == []  # nobody has scored cycle 2's output yet
+
+
+async def test_a_score_typed_while_its_cycle_goes_on_can_be_sent_for_the_new_output(
+    client, store, settings, run_worker, browser, inbox_server
+):
+    """As above, but ana reads cycle 2's output and presses "Score cycle 2 with it": the words
+    ana typed are sent as ana's score of cycle 2's output, and the warning is gone."""
+    spec = make_spec(options=RATERS)
+    a = spec.lineage_id("A")
+    async with run_worker():
+        handle, comment = await _ana_scores_again(client, spec, settings, browser, inbox_server)
+        await on(browser, comment.send_keys, "Second look: still too long.")
+        await handle.signal("score", {"score": 4, "rater": "bo", "wants": ["shorter"]})
+        await handle.signal("score", {"score": 4, "rater": "cy", "wants": ["shorter"]})
+        await wait_for_state(handle, awaiting(2), timeout=60)
+        move = f"{card(a)}.querySelector('form.score .moved button')"
+        await until(browser, f"{move}?.textContent == 'Score cycle 2 with it'")
+        made = await on(
+            browser,
+            browser.execute_script,
+            f"return {card(a)}.querySelector('section.evolution p').textContent;",
+        )
+        await on(browser, browser.execute_script, f"{move}.click();")
+        assert await until(browser, "document.activeElement.name == 'comment'")
+        await on(browser, browser.switch_to.active_element.send_keys, Keys.ENTER)
+        ok = await until(browser, f"{card(a)}.querySelector('form.score .message.ok')?.textContent")
+        left = await on(
+            browser, browser.execute_script, f"return {card(a)}.querySelector('.moved');"
+        )
+        state = await wait_for_state(handle, lambda s: s.scored_by == ["ana"])
+    assert ok.startswith("score 6 accepted for cycle 2")
+    assert left is None
+    # v2 was made from wishes sent with no comment: said so, not as an empty quotation
+    assert made.startswith("After a score of 4, with no comment. Hypothesis:")
+    (scored,) = state.rater_scores
+    assert (scored.rater, scored.score, scored.comment) == (
+        "ana",
+        6.0,
+        "Second look: still too long.",
+    )
+    # in the store: ana's 5 on cycle 1, then this 6 on cycle 2 (the 6 never reached cycle 1)
+    logged = [
+        (e["cycle"], e["rater"], e["score"])
+        for e in test_raters._logged(store, "rater.scored")
+        if e["rater"] == "ana"
+    ]
+    assert logged == [(1, "ana", 5.0), (2, "ana", 6.0)]

@@ -58,6 +58,7 @@ async function send(form) {
     message.className = "message " + (answer.ok ? "ok" : "error");
     if (answer.ok && form.classList.contains("score")) {
       form.reset();
+      warnMoved(form, null);
       forgetReading(form);
     }
   } catch (err) {
@@ -162,9 +163,43 @@ async function refreshCard(body, anotherRater = false) {
   }
   const output = card.querySelector("input[name=output_id]");
   if (header && output && !(started && moved)) output.value = header.dataset.output;
+  if (score && header) warnMoved(score, started && moved ? cycle.value : null, header.dataset);
   // several raters: the preview of what is typed says what the others have asked so far, and
   // one of them may have just scored, or scored again: it is read again
   if (typed && body.querySelector(".scores-progress")) readLater(score);
+}
+
+// A score typed for a cycle that went on meanwhile (the other raters scored, or it ran again):
+// said at once, not only when sent and refused, with a way to send it for the output the card
+// now shows, once the rater has read it. ``from``: the cycle the score is typed for, or null.
+function warnMoved(score, from, shown) {
+  let warn = score.querySelector(".moved");
+  if (!from) {
+    if (warn) warn.remove();
+    return;
+  }
+  if (!warn) {
+    warn = document.createElement("p");
+    warn.className = "moved";
+    warn.setAttribute("role", "alert");
+    const move = document.createElement("button");
+    move.type = "button";
+    move.addEventListener("click", () => {
+      score.querySelector("input[name=cycle]").value = move.dataset.cycle;
+      score.querySelector("input[name=output_id]").value = move.dataset.output;
+      warn.remove();
+      score.querySelector("[name=comment]").focus();
+      readLater(score);  // the others' wishes so far are this cycle's now
+    });
+    warn.append(document.createElement("span"), " ", move);
+    score.querySelector("button[type=submit]").before(warn);
+  }
+  warn.querySelector("span").textContent = `Cycle ${from} went on while you typed: the card ` +
+    `now shows cycle ${shown.cycle}. Sent as it is, your score is refused (cycle ${from} ` +
+    "is closed); what you typed is kept.";
+  const move = warn.querySelector("button");
+  move.textContent = `Score cycle ${shown.cycle} with it`;
+  [move.dataset.cycle, move.dataset.output] = [shown.cycle, shown.output];
 }
 
 async function refreshInbox(table) {
