@@ -35,6 +35,26 @@ def test_a_take_back_removes_what_the_family_put_there(comment: str, family: str
     assert read(comment)[family] == ("remove", None)
 
 
+@pytest.mark.parametrize(
+    ("comment", "wanted", "removed"),
+    [
+        ("Strip the quotations out and use a table instead.", "table", "quotations"),
+        ("Lose the stats, then stick to short paragraphs.", "prose", "stats"),
+        ("Get rid of the jargon and give me headings.", "headings", "jargon"),
+        ("Drop the table and write paragraphs.", "prose", "table"),
+    ],
+)
+def test_a_removal_ends_at_its_own_object_and_the_next_verb_asks(
+    comment: str, wanted: str, removed: str
+) -> None:
+    """A removal acts on its own object; a family named after another verb ("and use …") is
+    asked for, never taken out, whether or not the removal's object is a family."""
+    found = read(comment)
+    assert found[wanted] == ("add", None)
+    assert found.get(removed, ("remove", None)) == ("remove", None)
+    assert [f for f, (action, _) in found.items() if action == "remove"] in ([], [removed])
+
+
 def test_an_adjective_sizing_an_example_leaves_the_answer_s_length_alone() -> None:
     assert read("Add a brief real example from a clinic.") == {"example": ("add", None)}
 

@@ -125,8 +125,7 @@ def takebacks(sentence: str, before: str = "") -> list[Wish]:
                 if family:
                     quote = f"{before.strip()} {sentence.strip()}"
             if family and family not in wishes:
-                # "don't drop the table": it stays
-                action = "keep" if NEGATION.search(head) else "remove"
+                action = "keep" if NEGATION.search(head) else "remove"  # "don't drop the table"
                 wishes[family] = Wish(
                     family, aspect_of(family), quote, TAKEBACK_CONFIDENCE, action=action
                 )
@@ -155,11 +154,13 @@ RIVAL_SPAN = 16  # a rival this close after "instead of" is what it replaces ("u
 def _object_of(
     text: str, verb: re.Match[str], nouns: list[Noun], cues: ActionCues, object_first: bool
 ) -> str | None:
-    """The family a removal word acts on: the first family noun just after it ("drop the
-    example"); when it acts on a pronoun ("drop it") or stands after its object ("the headings
-    can go", "die Überschriften entfernen"), the nearest family noun before it; else none
-    ("what to take away" after "a brief summary" takes nothing away)."""
-    after = [n for n in nouns if verb.end() <= n[0] <= verb.end() + OBJECT_SPAN]
+    """The family a removal word acts on: the first family noun after it and before another
+    verb ("drop the example", not "drop the quotes and use bullets"); for a pronoun ("drop it")
+    or after its object ("the headings can go", "die Überschriften entfernen"), the nearest one
+    before it; else none ("what to take away" after "a brief summary" takes nothing away)."""
+    ends = _W["object_ends"].search(text, verb.end()) if cues.language == "English" else None
+    stop = min(verb.end() + OBJECT_SPAN, ends.start() if ends else len(text))
+    after = [n for n in nouns if verb.end() <= n[0] <= stop]
     # a noun right after is the object even after a word that can be a pronoun or an
     # article ("enlevez les exemples")
     near = bool(after) and after[0][0] - verb.end() <= ARTICLE_SPAN
@@ -173,8 +174,7 @@ def _object_of(
 
 
 def _points_back(text: str, verb: re.Match[str], cues: ActionCues) -> bool:
-    """Whether the removal acts on a pronoun: inside its words ("take it out") or just after
-    them ("drop it")."""
+    """Whether the removal acts on a pronoun: in its words ("take it out") or after ("drop it")."""
     if cues.pronoun is None:
         return False
     following = text[verb.end() : verb.end() + 12].strip()
