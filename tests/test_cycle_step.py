@@ -351,3 +351,20 @@ def test_a_count_of_key_points_replaces_the_few_asked_before():
     step = take(few, memory(wants=["key_points:5"]), 5, "")
     assert step.agent.system_prompt.endswith("Give only the five key points, nothing beyond them.")
     assert "few key points" not in step.agent.system_prompt
+
+
+def test_praise_of_the_last_change_judges_it_when_the_rater_confirmed_other_wishes():
+    """The rater confirms only "warmer" (praise is no wish: no chip) and says the length is
+    better now, with a lower score: the change to the length is judged by that praise, not as
+    "not mentioned" while the score fell."""
+    agent, steps = play((5, "Far too long; cut it down a lot."))
+    assert "shorter" in steps[0].asked_for
+    pending = cycle_step.pending_after(steps[0], "L1:evolution:1")
+    comment = "The length is much better now. It reads cold though, so warmer please."
+    for wants in (["warmer"], None):  # confirmed on the page, or read from the comment
+        mem = memory(asked_for=steps[0].asked_for, previous_score=5, pending=pending, wants=wants)
+        step = take(agent, mem, 4, comment)
+        (verdict,) = [v for v in step.judged.verdict.aspects if v.family == "shorter"]
+        assert verdict.verdict == "validated", (wants, verdict)
+        assert verdict.reason.startswith("the reviewer approves the length"), verdict.reason
+        assert "warmer" in step.asked_for

@@ -190,13 +190,18 @@ def _as_given(
     given = [wants.parse(w) for w in wanted]
     if not comment:
         return given
-    read = {wants.render(a): a for a in analyze(score, comment, [], None, memory).aspects}
+    own = analyze(score, comment, [], None, memory).aspects
+    read = {wants.render(a): a for a in own}
+    # praise that asks for nothing is no wish (no chip to confirm) but the verdict on the last
+    # change reads it: "the length is much better now" approves the change to the length
+    named = {a.aspect for a in given}
+    praise = [a for a in own if a.sentiment == "positive" and not a.want and a.aspect not in named]
     return [
         _quoting(a, found)
         if (found := read.get(wants.render(a))) and found.amount == a.amount
         else a
         for a in given
-    ]
+    ] + praise
 
 
 def _quoting(given: FeedbackAspect, found: FeedbackAspect) -> FeedbackAspect:
