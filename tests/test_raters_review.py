@@ -170,6 +170,17 @@ async def test_a_rescore_on_the_page_says_it_replaces_the_earlier_one(
     assert [(r.rater, r.score) for r in state.rater_scores] == [("ana", 6.0)]
 
 
+async def _cycle_goes_on_while_ana_types(client, spec, settings, browser, inbox_server):
+    """As ``_ana_scores_again``, ana then typing a comment while bo and cy score and the cycle
+    goes on to cycle 2."""
+    handle, comment = await _ana_scores_again(client, spec, settings, browser, inbox_server)
+    await on(browser, comment.send_keys, "Second look: still too long.")
+    await handle.signal("score", {"score": 4, "rater": "bo", "wants": ["shorter"]})
+    await handle.signal("score", {"score": 4, "rater": "cy", "wants": ["shorter"]})
+    await wait_for_state(handle, awaiting(2), timeout=60)
+    return handle, comment
+
+
 async def test_a_score_typed_while_its_cycle_goes_on_is_refused_not_landed_on_the_next(
     client, store, settings, run_worker, browser, inbox_server
 ):
@@ -179,11 +190,9 @@ async def test_a_score_typed_while_its_cycle_goes_on_is_refused_not_landed_on_th
     spec = make_spec(options=RATERS)
     a = spec.lineage_id("A")
     async with run_worker():
-        handle, comment = await _ana_scores_again(client, spec, settings, browser, inbox_server)
-        await on(browser, comment.send_keys, "Second look: still too long.")
-        await handle.signal("score", {"score": 4, "rater": "bo", "wants": ["shorter"]})
-        await handle.signal("score", {"score": 4, "rater": "cy", "wants": ["shorter"]})
-        await wait_for_state(handle, awaiting(2), timeout=60)
+        handle, comment = await _cycle_goes_on_while_ana_types(
+            client, spec, settings, browser, inbox_server
+        )
         await until(browser, f"{card(a)}.querySelector('header')?.dataset.cycle == '2'")
         # said at once, before anything is sent
         warned = await until(browser, f"{card(a)}.querySelector('form.score .moved')?.textContent")
@@ -205,11 +214,9 @@ async def test_a_score_typed_while_its_cycle_goes_on_can_be_sent_for_the_new_out
     spec = make_spec(options=RATERS)
     a = spec.lineage_id("A")
     async with run_worker():
-        handle, comment = await _ana_scores_again(client, spec, settings, browser, inbox_server)
-        await on(browser, comment.send_keys, "Second look: still too long.")
-        await handle.signal("score", {"score": 4, "rater": "bo", "wants": ["shorter"]})
-        await handle.signal("score", {"score": 4, "rater": "cy", "wants": ["shorter"]})
-        await wait_for_state(handle, awaiting(2), timeout=60)
+        handle, _ = await _cycle_goes_on_while_ana_types(
+            client, spec, settings, browser, inbox_server
+        )
         move = f"{card(a)}.querySelector('form.score .moved button')"
         await until(browser, f"{move}?.textContent == 'Score cycle 2 with it'")
         made = await on(
