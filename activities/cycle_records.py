@@ -134,7 +134,7 @@ class CycleRecordActivities:
             standing=_standing(taken),
         )
         return kept.model_copy(
-            update={"agent": agent, "evolution_id": evolution_id if taken.new_changes else None}
+            update={"agent": agent, "evolution_id": evolution_id if taken.to_judge else None}
         )
 
     @activity.defn(name="record_correction")
@@ -212,7 +212,7 @@ class CycleRecordActivities:
             standing=_standing(taken),
         )
         return result.model_copy(
-            update={"agent": agent, "evolution_id": evolution_id if taken.new_changes else None}
+            update={"agent": agent, "evolution_id": evolution_id if taken.to_judge else None}
         )
 
 

@@ -262,6 +262,7 @@ class TrainerActivities:
                     record.id,
                     ScoreAnalysis.model_validate_json(record.score_analysis),
                     [EvolutionChange.model_validate(c) for c in json.loads(record.changes)],
+                    record.from_version,
                 )
                 if inp.panel:
                     trigger_scores = _rater_scores(q, inp.lineage_id, record.evaluation_id)

@@ -17,6 +17,7 @@ from domain.trainer import (
     EvolutionPlan,
     JudgedEvolution,
     ScoreAnalysis,
+    judged_changes,
 )
 
 
@@ -47,6 +48,12 @@ class CycleStep(BaseModel):
     def new_changes(self) -> list[EvolutionChange]:
         """The step's own changes (not the inverse ones of its rollback)."""
         return [c for c in self.plan.changes if not c.reason.startswith(ROLLBACK_REASON)]
+
+    @property
+    def to_judge(self) -> bool:
+        """Whether the next score judges this step's evolution (its own changes, or a
+        revert's)."""
+        return bool(judged_changes(self.plan.changes))
 
 
 class CycleDecision(BaseModel):

@@ -23,6 +23,9 @@ WISH_ACTIONS: tuple[str, ...] = ("add", "more", "less", "remove", "keep")
 # changes, and a wish asked for again made firmer (the store's blame view tells them apart)
 ROLLBACK_REASON = "rollback: "
 STRENGTHEN_REASON = "strengthen: "
+# The want of a revert's changes (rollbacks to an earlier version's values): the next score
+# judges them as one ("back to an earlier version"), and no lesson is learned from them
+REVERT = "revert"
 
 
 class Amount(BaseModel):
@@ -188,6 +191,12 @@ def change_key(change: EvolutionChange) -> str:
     what = [change.component, change.change_type, change.target, change.before, change.after]
     digest = hashlib.sha256(json.dumps(what, ensure_ascii=False).encode())
     return digest.hexdigest()[:CHANGE_KEY_CHARS]
+
+
+def judged_changes(changes: list[EvolutionChange]) -> list[EvolutionChange]:
+    """What the next score judges of an evolution's changes: its own, not the inverse ones of
+    a rollback it carried; a revert's, as one."""
+    return [c for c in changes if c.want == REVERT or not c.reason.startswith(ROLLBACK_REASON)]
 
 
 class ExpectedImpact(BaseModel):

@@ -10,6 +10,7 @@ from domain.trainer import EvolutionChange, PastChange
 from trainer import cycle_step
 from trainer.backends import RulesTrainer
 from trainer.cycle_step import CycleStep, LineageMemory
+from trainer.outcome import PendingEvolution
 
 START = AgentDefinition(
     name="Writer",
@@ -368,3 +369,26 @@ def test_praise_of_the_last_change_judges_it_when_the_rater_confirmed_other_wish
         assert verdict.verdict == "validated", (wants, verdict)
         assert verdict.reason.startswith("the reviewer approves the length"), verdict.reason
         assert "warmer" in step.asked_for
+
+
+def test_a_revert_is_judged_as_one_change_by_the_next_score():
+    """Back to v2 from v3: the next score judges the revert as a whole — praised with a rise,
+    validated; said nothing of with a fall, untested; undone, refuted and back to v3 with
+    v3's standing wishes (the version the revert left)."""
+    _, steps = play((4, "Use bullet points."), (4, "Put it in a table instead."))
+    v2, v3 = steps[0].agent, steps[1].agent
+    mem = memory(asked_for=steps[1].asked_for, previous_score=4, cycle=3)
+    revert = take(v3, mem, 4, "Go back to v2.", versions={2: v2}.get)
+    pending = PendingEvolution.of("L1:evolution:v4", revert.analysis, revert.plan.changes, 3)
+    assert pending is not None and pending.reverted_from == 3
+    after = memory(asked_for=revert.asked_for, previous_score=4, cycle=4, pending=pending)
+    kw = {"versions": {2: v2, 3: v3}.get, "standing": {3: (steps[1].wishes, ["table"])}.get}
+    said = {}
+    for score, comment in ((7, "Much better, thanks."), (3, "Meh."), (3, "No, undo that.")):
+        step = take(revert.agent, after, score, comment, **kw)
+        (verdict,) = step.judged.verdict.aspects
+        said[comment] = (verdict.family, verdict.verdict, step.agent.system_prompt)
+    assert said["Much better, thanks."] == ("revert", "validated", revert.agent.system_prompt)
+    assert said["Meh."] == ("revert", "untested", revert.agent.system_prompt)
+    assert said["No, undo that."] == ("revert", "refuted", v3.system_prompt)
+    assert step.asked_for == ["table"] and step.report[0].startswith("back to v3")

@@ -72,6 +72,31 @@ async def test_going_back_to_the_start_and_to_a_named_version_is_byte_identical(
     assert (record.from_version, record.to_version) == (4, 5)
 
 
+async def test_undoing_a_revert_goes_back_to_the_version_it_left(
+    client, store, settings, run_worker
+):
+    """A table asked for (v2), then back to the start (v3): the next score undoes that — v4
+    is v2 again, byte for byte, with the table asked for again; the revert's own record holds
+    its verdict, refuted, where before a revert was never judged ("nothing to undo")."""
+    spec = make_spec(inputs=QUESTIONS, prompt=NEUTRAL)
+    lineage = spec.lineage_id("A")
+    async with run_worker():
+        (handle,) = await start_session(client, spec, settings.task_queue)
+        await scored(handle, 1, 4, "Lay the key numbers out in a table.")
+        back = await scored(handle, 2, 5, "Hmm, no. Back to square one, please.")
+        undone = await scored(handle, 3, 3, "Going back was a mistake; undo that.")
+    v2, v4 = version(store, lineage, 2), version(store, lineage, 4)
+    assert (back.agent_version, undone.agent_version) == (3, 4)
+    assert back.asked_for == [] and "table" in undone.asked_for
+    assert (v4.system_prompt, v4.parameters) == (v2.system_prompt, v2.parameters)
+    assert "back to v2" in undone.last_evolution
+    revert = next(r for r in store.queries.evolution_records(lineage) if r.to_version == 3)
+    assert revert.hypothesis_validated is False
+    assert revert.outcome_reason.startswith(
+        "refuted: back to an earlier version: the reviewer undoes the last change"
+    )
+
+
 async def test_taking_back_one_wish_of_a_comment_keeps_the_others(
     client, store, settings, run_worker
 ):

@@ -32,6 +32,7 @@ from domain.cycle_decision import CycleStep
 from domain.execution import SpanRecord, preview_of
 from domain.reading_preview import change_words
 from domain.trainer import (
+    REVERT,
     CreditAssignment,
     EvolutionChange,
     EvolutionPlan,
@@ -186,6 +187,7 @@ async def _planned(
     judged = memory.raters_judged or _judged(memory, read)
 
     reverting = next((w for w in taken_back if w.family == "revert"), None)
+    reverting = reverting or _unreverting(memory, judged, taken_back)
     if reverting is not None:
         return _revert(agent, memory, read, judged, reverting, versions, standing)
 
@@ -543,7 +545,10 @@ def _revert(
             judged=judged, analysis=read, credit=credit, plan=plan, agent=agent,
             asked_for=memory.asked_for, wishes=memory.wishes, report=report,
         )  # fmt: skip
-    changes = _changes_to(agent, target, f"the reviewer goes back to v{number} ({quote!r})")
+    changes = [
+        c.model_copy(update={"want": REVERT, "aspect": "overall"})
+        for c in _changes_to(agent, target, f"the reviewer goes back to v{number} ({quote!r})")
+    ]
     after = apply_changes(agent, changes) if changes else agent
     kept = {f for s in segments(target.system_prompt) for f in credit_assignment.families_of(s)}
     report = [f"back to v{number}: prompt and parameters as they were"]
@@ -562,6 +567,23 @@ def _revert(
         judged=judged, analysis=read, credit=credit, plan=plan, agent=after,
         asked_for=list(asked_for), wishes=list(wishes), report=report,
     )  # fmt: skip
+
+
+def _unreverting(
+    memory: LineageMemory, judged: JudgedEvolution | None, taken_back: list[Wish]
+) -> Wish | None:
+    """A revert refuted (the rater undoes it), on a lineage that rolls back what is refuted:
+    back to the version the revert left, its wishes with it, as a revert to it would."""
+    pending = memory.pending
+    if pending is None or pending.reverted_from is None or not memory.rollback_refuted:
+        return None
+    verdicts = judged.verdict.aspects if judged else []
+    if not any(v.family == REVERT and v.verdict == "refuted" for v in verdicts):
+        return None
+    undo = next((w for w in taken_back if w.family == "undo"), None)
+    quote = undo.quote if undo else "the raters refuted the revert"
+    version = str(pending.reverted_from)
+    return Wish("revert", "overall", quote, 0.9, detail=version, action="remove")
 
 
 def _changes_to(

@@ -30,6 +30,7 @@ from domain.checks import CheckResult
 from domain.execution import preview_of
 from domain.tool_flow import ToolFlowWish
 from domain.trainer import (
+    REVERT,
     AspectVerdict,
     EvolutionChange,
     EvolutionOutcome,
@@ -37,10 +38,11 @@ from domain.trainer import (
     InsightObservation,
     JudgedEvolution,
     ScoreAnalysis,
+    judged_changes,
 )
 from trainer import tool_flow
 from trainer.change_patterns import insight_id, pattern
-from trainer.evolution import ROLLBACK_REASON, TAKE_BACK_REASON
+from trainer.evolution import TAKE_BACK_REASON
 
 QUOTE_CHARS = 120
 
@@ -53,6 +55,8 @@ class PendingEvolution(BaseModel):
     changes: list[EvolutionChange] = Field(default_factory=list)
     # the trigger's aspects as "aspect:want" (the contexts its lessons are filed under)
     contexts: list[str] = Field(default_factory=list)
+    # a revert's: the version it left, which an undo of it goes back to (wishes and all)
+    reverted_from: int | None = None
 
     @classmethod
     def of(
@@ -60,10 +64,12 @@ class PendingEvolution(BaseModel):
         evolution_id: str,
         trigger: ScoreAnalysis,
         changes: list[EvolutionChange],
+        from_version: int | None = None,
     ) -> PendingEvolution | None:
         """What an evolution made, to be judged by the next score: its own changes, not the
-        inverse ones of a rollback it carried (None when it made none)."""
-        own = [c for c in changes if not c.reason.startswith(ROLLBACK_REASON)]
+        inverse ones of a rollback it carried (None when it made none); a revert's changes
+        are its own, judged as one ("back to an earlier version"), from ``from_version``."""
+        own = judged_changes(changes)
         if not own:
             return None
         return cls(
@@ -71,6 +77,7 @@ class PendingEvolution(BaseModel):
             trigger_score=trigger.score,
             changes=own,
             contexts=sorted(f"{a.aspect}:{a.want or a.sentiment}" for a in trigger.aspects),
+            reverted_from=from_version if any(c.want == REVERT for c in own) else None,
         )
 
 
@@ -424,7 +431,7 @@ def _lessons(
     lessons = []
     for change in pending.changes:
         verdict = by_family.get(tool_flow.judged_as(change) or "")
-        if verdict is None:
+        if verdict is None or change.want == REVERT:
             continue
         family, family_type = pattern(change)
         lessons.append(
