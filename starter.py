@@ -472,7 +472,7 @@ def blame(
             lines = [shown(segment)]
             lines += [f"feedback: {shown(feedback)}"] if feedback else []
             lines += [f"wish: {shown(row.wish)}"] if row.wish else []
-            lines.append(f"reason: {shown(row.reason)}")
+            lines.append(f"reason: {shown(want_labels.reason_words(row.reason))}")
             for line in lines:
                 console.print(Padding(line, (0, 0, 0, 2), expand=False), highlight=False)
             console.print()
@@ -487,7 +487,7 @@ def blame(
             shown(evolution),
             shown(feedback),
             shown(row.wish or ""),
-            shown(row.reason),
+            shown(want_labels.reason_words(row.reason)),
         )
     console.print(table)
 

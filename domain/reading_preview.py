@@ -102,14 +102,17 @@ def chip(want: str, undo_to: int | None = None) -> Chip:
     return Chip(want=want, label=want_labels.label(want, undo_to))
 
 
-CHANGE_QUOTE_CHARS = 90
+# an instruction is quoted whole up to here: a rewrite cut short could hide what it drops
+CHANGE_QUOTE_CHARS = 240
 WHY_CHARS = 160
 
 
 def planned_change(change: EvolutionChange) -> PlannedChange:
     """A change of the step's plan as the preview shows it."""
     return PlannedChange(
-        key=change_key(change), label=change_words(change), why=preview_of(change.reason, WHY_CHARS)
+        key=change_key(change),
+        label=change_words(change),
+        why=preview_of(want_labels.reason_words(change.reason), WHY_CHARS),
     )
 
 

@@ -50,6 +50,25 @@ def sent_want(quote: str | None) -> str | None:
     return want
 
 
+_ASKED = re.compile(r"feedback asked for (?P<want>[^\s,()']+)")
+_SENT = re.compile(r" \('wants (?P<want>[^']+)'\)")
+
+
+def reason_words(reason: str) -> str:
+    """A change's stored reason in the chips' words, for people: "feedback asked for
+    conclusion_first ('wants conclusion_first')" → "feedback asked for answer first"; a quote
+    of the rater's own words stays, one that is only the want sent is dropped."""
+
+    def asked(match: re.Match[str]) -> str:
+        try:
+            return f"feedback asked for {label(match['want'])}"
+        except ValueError:
+            return match[0]
+
+    unquoted = _SENT.sub(lambda m: "" if sent_want(f"wants {m['want']}") else m[0], reason)
+    return _ASKED.sub(asked, unquoted)
+
+
 def label(want: str, undo_to: int | None = None) -> str:
     """The words for a want (ValueError for one that does not parse): ``shorter:half`` →
     "shorter: about half", ``remove:table`` → "no table", ``example:1`` → "one example",

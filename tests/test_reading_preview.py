@@ -19,7 +19,7 @@ import pytest
 from pydantic import SecretStr
 
 from client import start_session
-from domain import want_labels, wants
+from domain import reading_preview, want_labels, wants
 from domain.agent import AgentConstraints, AgentDefinition, AgentParameters
 from domain.corrections import LabelledExample
 from domain.settings import Settings
@@ -65,6 +65,34 @@ def test_every_family_has_its_words_and_a_want_reads_as_a_rater_would_say_it():
     assert want_labels.label("less:formal") == "less: formal tone"
     with pytest.raises(ValueError, match="unknown family 'tabel'"):
         want_labels.label("tabel")
+
+
+def test_why_a_change_is_made_is_said_in_the_chips_words_not_the_families_names():
+    """A plan confirmed as chips: each change's "why" (the page's hover, the CLI's "why:"
+    line) names the wish as its chip does, without the internal want the chip sent; the
+    rater's own words stay quoted."""
+    agent = AgentDefinition(
+        name="a",
+        system_prompt="You are an analyst.",
+        parameters=AgentParameters(model="offline-analyst-1"),
+    )
+    memory = LineageMemory(session_id="s", lineage_id="L", wants=["conclusion_first", "key_points"])
+    step = asyncio.run(cycle_step.take(RulesTrainer(), agent, memory, 5, None))
+    said = [reading_preview.planned_change(c).why for c in step.plan.changes]
+    assert said and all("conclusion_first" not in w and "key_points" not in w for w in said)
+    assert "feedback asked for answer first" in said
+    assert "feedback asked for key points only" in said
+    read = asyncio.run(
+        cycle_step.take(
+            RulesTrainer(),
+            agent,
+            memory.model_copy(update={"wants": None}),
+            4,
+            "Lead with the recommendation.",
+        )
+    )
+    (why,) = [reading_preview.planned_change(c).why for c in read.plan.changes]
+    assert why == "feedback asked for answer first ('Lead with the recommendation')"
 
 
 @pytest.mark.parametrize(("score", "comment"), COMMENTS)
