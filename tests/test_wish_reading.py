@@ -191,3 +191,21 @@ def test_a_form_named_or_a_part_restored_is_read_as_such(
     again, one of it, and its size is the part's (the answer's length is not asked)."""
     found = {f: (a, n.split()[0] if n else None) for f, (a, n) in read(comment).items()}
     assert found == wanted
+
+
+@pytest.mark.parametrize(
+    ("comment", "expected"),
+    [
+        # a numbered version described after it: the whole version, not a swap of its parts
+        ("Switch back to v3, the numbered version with headings, please.", {"revert": "remove"}),
+        # "is a joke" finds fault with what it names; it asks for no jokes-free register
+        ("Honestly the bullet list is a joke.", {"prose": "add"}),
+        ("What I'm missing now is a worked example.", {"example": "add"}),
+        ("I'd like the recap back.", {"summary_at_end": "add"}),
+        ("A final summary would help.", {"summary_at_end": "add"}),
+    ],
+)
+def test_a_revert_a_fault_and_a_part_missed_are_read_as_such(
+    comment: str, expected: dict[str, str]
+) -> None:
+    assert {family: action for family, (action, _) in read(comment).items()} == expected
