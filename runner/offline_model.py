@@ -261,10 +261,7 @@ class OfflineModel:
         before, after = [], []
         if style.language:
             what = f"write {style.language_part}" if style.language_part else "answer"
-            before.append(
-                f"(The offline model writes English only; a language model would {what} in "
-                f"{style.language}.)"
-            )
+            before.append(f"{_NOTE}; a language model would {what} in {style.language}.)")
         if style.conclusion_first:
             before.append(
                 f"Recommendation: start small with {fields['topic']}, and measure the result."
@@ -343,6 +340,10 @@ class OfflineModel:
         # what the instructions put around the body stays around it: the recommendation first,
         # the summary last
         lead = [s for s in sentences if style.conclusion_first and s.startswith(_LEAD)][:1]
+        # its note on a language it cannot write is said apart, first, never made a point
+        notes = [s for s in sentences if s.startswith(_NOTE)]
+        lead = notes[:1] + lead if style.language else lead
+        sentences = [s for s in sentences if s not in notes]
         close = [s for s in sentences if style.summary_at_end and s.startswith(_CLOSE)][-1:]
         sentences = [s for s in sentences if s not in lead + close]
         # what the answer rests on (a figure, what a document or a tool said) is kept first
@@ -384,6 +385,7 @@ class OfflineModel:
 
 REWRITE_MIN_CHARS = 160
 _LEAD, _CLOSE = "Recommendation:", "Summary:"  # how _frame opens and closes an answer
+_NOTE = "(The offline model writes English only"  # how its note on another language opens
 _WARM_OPENER = "I know this matters to you, so here is what I would do."
 _NUMBERS = {
     word: n

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from runner.model_backend import ChatMessage, ContentBlock, ModelReply, ModelRequest, ToolSpec
 from runner.offline_model import OfflineModel, approx_tokens
 from runner.tools import ToolContext, default_registry
@@ -263,3 +265,39 @@ def test_a_language_it_cannot_write_is_said_for_the_part_it_was_asked_of():
     )
     whole = ask("Write the whole answer in German.").splitlines()[0]
     assert whole.endswith("a language model would answer in German.)")
+
+
+@pytest.mark.parametrize(
+    ("form", "marker"),
+    [("Use bullet points, not paragraphs.", "- "), ("Present it as a table.", "|")],
+)
+def test_its_note_on_a_language_stays_apart_when_it_reworks_an_answer(form: str, marker: str):
+    """Reworking an answer that opens with its English-only note (a revision, a later step)
+    into a list or a table: the note stays its own first line, never a point or a row; with
+    no language asked any more, it is gone."""
+    note = (
+        "(The offline model writes English only; a language model would write the closing "
+        "summary in Dutch.)"
+    )
+    answer = (
+        f"{note}\n\nStart with one team for a quarter. Measure delivery and sick days before "
+        "and after. Keep meetings to the four days. Tell clients which day is off.\n\n"
+        "Summary: try it small, measure it, decide."
+    )
+    dutch = "Write the closing summary in Dutch, whatever the language of the rest."
+
+    def rework(system: str) -> str:
+        request = ModelRequest(
+            model="offline-test",
+            system=system,
+            max_tokens=1024,
+            temperature=0.3,
+            messages=[ChatMessage(role="user", content=f"Revise this answer: {answer}")],
+        )
+        return OfflineModel().reply(request).text
+
+    lines = rework(f"{form} {dutch}").splitlines()
+    assert lines[0] == note
+    assert any(line.startswith(marker) for line in lines)
+    assert not any(line.startswith(marker) and "offline model" in line for line in lines)
+    assert "offline model" not in rework(form)
