@@ -583,7 +583,7 @@ def _unreverting(
     undo = next((w for w in taken_back if w.family == "undo"), None)
     quote = undo.quote if undo else "the raters refuted the revert"
     version = str(pending.reverted_from)
-    return Wish("revert", "overall", quote, 0.9, detail=version, action="remove")
+    return Wish(REVERT, "overall", quote, 0.9, detail=version, action="remove")
 
 
 def _changes_to(
